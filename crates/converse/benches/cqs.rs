@@ -1,0 +1,133 @@
+//! Cqs enqueue + dequeue cost at a steady queue depth.
+//!
+//! Each figure is the mean time of one enqueue followed by one dequeue, with
+//! the queue held at `DEPTH` items (prefilled with random priorities, then
+//! every pair adds one random-priority item and removes the most urgent one),
+//! best of `RUNS` runs. The baseline is the same loop on a plain
+//! `BinaryHeap<Reverse<(u32, u64)>>` (priority word, sequence number): the
+//! cost of the heap alone, without strategies, bit-vectors or the middle deque.
+//!
+//! Output (DESIGN.md §11), one line per figure:
+//!
+//! ```text
+//! bench cqs_int_pair <ns> ns baseline binaryheap_pair <ns> ns ratio <r>
+//! bench cqs_bitvec_pair <ns> ns baseline binaryheap_pair <ns> ns ratio <r>
+//! ```
+//!
+//! Set `CONVERSE_BENCH_QUICK` to run 100 times fewer pairs (CI smoke check).
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::hint::black_box;
+use std::time::Instant;
+
+use converse::csd::cqs::{BitPrio, Cqs, Queueing};
+
+/// Number of items kept in the queue while measuring.
+const DEPTH: usize = 1_000;
+/// Enqueue + dequeue pairs per run (divided by 100 in quick mode).
+const PAIRS: u64 = 4_000_000;
+/// Runs per figure; the best one is reported.
+const RUNS: usize = 3;
+
+/// Marsaglia's xorshift64: cheap, deterministic, good enough for priorities.
+struct XorShift(u64);
+
+impl XorShift {
+    fn new(seed: u64) -> Self {
+        XorShift(seed | 1)
+    }
+
+    #[inline]
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+/// Integer priority in -500..500.
+#[inline]
+fn int_prio(rng: &mut XorShift) -> i32 {
+    (rng.next() % 1000) as i32 - 500
+}
+
+/// A random 33..=96-bit (2–3 word) bit-vector. The first word takes one of
+/// 16 values around the middle, so equal first words are common and the
+/// comparison has to look at the following words.
+#[inline]
+fn bitvec_prio(rng: &mut XorShift) -> BitPrio {
+    let r = rng.next();
+    let bits = 33 + (r % 64) as u32;
+    let first = 0x7FFF_FFF8u32.wrapping_add(((r >> 8) % 16) as u32);
+    let words = [first, rng.next() as u32, (rng.next() >> 32) as u32];
+    BitPrio::new(bits, &words[..bits.div_ceil(32) as usize]).expect("word count matches bits")
+}
+
+/// Mean ns per pair of the best of `RUNS` runs of `run`, which returns the
+/// elapsed ns of `pairs` pairs.
+fn best_of(pairs: u64, mut run: impl FnMut(u64) -> u128) -> f64 {
+    (0..RUNS)
+        .map(|_| run(pairs) as f64 / pairs as f64)
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn cqs_pairs(pairs: u64, mut prio: impl FnMut(&mut XorShift) -> Queueing) -> u128 {
+    let mut rng = XorShift::new(0x9E37_79B9_7F4A_7C15);
+    let mut q = Cqs::new();
+    for i in 0..DEPTH as u64 {
+        q.enqueue(i, prio(&mut rng));
+    }
+    let start = Instant::now();
+    for i in 0..pairs {
+        q.enqueue(black_box(i), prio(&mut rng));
+        black_box(q.dequeue());
+    }
+    let elapsed = start.elapsed().as_nanos();
+    assert_eq!(q.len(), DEPTH);
+    elapsed
+}
+
+fn binaryheap_pairs(pairs: u64) -> u128 {
+    let mut rng = XorShift::new(0x9E37_79B9_7F4A_7C15);
+    let mut heap = BinaryHeap::with_capacity(DEPTH + 1);
+    let word = |rng: &mut XorShift| (int_prio(rng) as u32).wrapping_add(0x8000_0000);
+    for seq in 0..DEPTH as u64 {
+        heap.push(Reverse((word(&mut rng), seq)));
+    }
+    let start = Instant::now();
+    for i in 0..pairs {
+        let seq = DEPTH as u64 + i;
+        heap.push(Reverse((word(&mut rng), black_box(seq))));
+        black_box(heap.pop());
+    }
+    let elapsed = start.elapsed().as_nanos();
+    assert_eq!(heap.len(), DEPTH);
+    elapsed
+}
+
+fn report(name: &str, value: f64, baseline: f64) {
+    println!(
+        "bench {name} {value:.2} ns baseline binaryheap_pair {baseline:.2} ns ratio {:.2}",
+        value / baseline
+    );
+}
+
+fn main() {
+    let quick = std::env::var_os("CONVERSE_BENCH_QUICK").is_some();
+    let pairs = if quick { PAIRS / 100 } else { PAIRS };
+
+    let baseline = best_of(pairs, binaryheap_pairs);
+    let int = best_of(pairs, |n| {
+        cqs_pairs(n, |rng| Queueing::IFifo(int_prio(rng)))
+    });
+    let bitvec = best_of(pairs, |n| {
+        cqs_pairs(n, |rng| Queueing::BFifo(bitvec_prio(rng)))
+    });
+
+    report("cqs_int_pair", int, baseline);
+    report("cqs_bitvec_pair", bitvec, baseline);
+}

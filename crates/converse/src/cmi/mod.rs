@@ -1,0 +1,162 @@
+//! Point-to-point sends (Cmi): to a PE, to a node, of vectors of pieces, and
+//! of several messages in one go.
+//!
+//! # Ownership
+//!
+//! - `sync_*` calls take `&Message` and act as if they copied it: when they
+//!   return the caller may reuse or change its message.
+//! - `*_and_free` calls take the message by value: it moves into the network
+//!   and the caller no longer has it (`CmiFree` happens on the far side).
+//! - `async_*` calls take `&Message` and return a [`CommHandle`] that tells
+//!   when the buffer may be reused. The in-process layer copies at once, so
+//!   its handles are always complete; netmods that send in the background
+//!   complete them later. Because a `Message` is copy-on-write, reusing it
+//!   early is never unsafe, only a copy.
+//!
+//! Messages from one PE to another arrive in the order they were sent. A PE
+//! number or node number out of range aborts the job with a message naming
+//! the sender and the bad number.
+//!
+//! # Concurrency
+//!
+//! Sends run on the sending PE's thread; they push to the receiver's
+//! lock-free inbox and wake it (see `machine::job`).
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::machine::pe;
+use crate::msg::message::{MSG_HEADER_SIZE, Message};
+
+/// Tells whether an asynchronous send has finished with its buffer
+/// (`CmiCommHandle`).
+#[doc(alias = "CmiCommHandle")]
+#[derive(Debug, Clone)]
+pub struct CommHandle {
+    /// `None`: complete when made (the common case, no allocation).
+    done: Option<Arc<AtomicBool>>,
+}
+
+impl CommHandle {
+    /// A handle for a send that finished before returning.
+    pub(crate) fn completed() -> CommHandle {
+        CommHandle { done: None }
+    }
+
+    /// True once the send no longer needs the buffer: it may be reused
+    /// (`CmiAsyncMsgSent`).
+    #[doc(alias = "CmiAsyncMsgSent")]
+    pub fn is_sent(&self) -> bool {
+        self.done.as_ref().is_none_or(|d| d.load(Ordering::Acquire))
+    }
+
+    /// Releases the handle and what it holds; the message buffer is not
+    /// touched (`CmiReleaseCommHandle`). The same as dropping it.
+    #[doc(alias = "CmiReleaseCommHandle")]
+    pub fn release(self) {}
+}
+
+/// Sends a copy of `msg` to PE `dest_pe`; `msg` may be reused at once
+/// (`CmiSyncSend`).
+#[doc(alias = "CmiSyncSend")]
+pub fn sync_send(dest_pe: usize, msg: &Message) {
+    sync_send_and_free(dest_pe, copy(msg))
+}
+
+/// Sends `msg` to PE `dest_pe`, giving it up (`CmiSyncSendAndFree`).
+#[doc(alias = "CmiSyncSendAndFree")]
+pub fn sync_send_and_free(dest_pe: usize, msg: Message) {
+    pe::with(|pe| pe.send_to_pe(dest_pe, msg))
+}
+
+/// Starts sending a copy of `msg` to PE `dest_pe` (`CmiAsyncSend`); the handle
+/// says when `msg` may be reused.
+#[doc(alias = "CmiAsyncSend")]
+pub fn async_send(dest_pe: usize, msg: &Message) -> CommHandle {
+    sync_send(dest_pe, msg);
+    CommHandle::completed()
+}
+
+/// Sends a copy of `msg` to node `dest_node`, where any PE of the node may
+/// handle it (`CmiSyncNodeSend`).
+#[doc(alias = "CmiSyncNodeSend")]
+pub fn sync_node_send(dest_node: usize, msg: &Message) {
+    sync_node_send_and_free(dest_node, copy(msg))
+}
+
+/// Sends `msg` to node `dest_node`, giving it up (`CmiSyncNodeSendAndFree`).
+#[doc(alias = "CmiSyncNodeSendAndFree")]
+pub fn sync_node_send_and_free(dest_node: usize, msg: Message) {
+    pe::with(|pe| pe.send_to_node(dest_node, msg))
+}
+
+/// Starts sending a copy of `msg` to node `dest_node` (`CmiAsyncNodeSend`).
+#[doc(alias = "CmiAsyncNodeSend")]
+pub fn async_node_send(dest_node: usize, msg: &Message) -> CommHandle {
+    sync_node_send(dest_node, msg);
+    CommHandle::completed()
+}
+
+/// Sends to PE `dest_pe` the message formed by concatenating `parts`; the
+/// first part starts with the message header (`CmiSyncVectorSend`). The
+/// runtime sets the header's size field. Aborts if the parts together are
+/// shorter than a header.
+#[doc(alias = "CmiSyncVectorSend")]
+pub fn sync_vector_send<P: AsRef<[u8]>>(dest_pe: usize, parts: &[P]) {
+    let msg = concat(parts);
+    sync_send_and_free(dest_pe, msg)
+}
+
+/// As [`sync_vector_send`], consuming (freeing) the parts
+/// (`CmiSyncVectorSendAndFree`).
+#[doc(alias = "CmiSyncVectorSendAndFree")]
+pub fn sync_vector_send_and_free<P: AsRef<[u8]>>(dest_pe: usize, parts: Vec<P>) {
+    sync_vector_send(dest_pe, &parts)
+}
+
+/// As [`sync_vector_send`], returning a handle that says when the parts may
+/// be reused (`CmiAsyncVectorSend`).
+#[doc(alias = "CmiAsyncVectorSend")]
+pub fn async_vector_send<P: AsRef<[u8]>>(dest_pe: usize, parts: &[P]) -> CommHandle {
+    sync_vector_send(dest_pe, parts);
+    CommHandle::completed()
+}
+
+/// Sends several messages, each with its own handler set, to PE `dest_pe` in
+/// one transfer (`CmiMultipleSend`). They are delivered in order, as if sent
+/// one by one; on the receiver they share one buffer (no copy per message).
+#[doc(alias = "CmiMultipleSend")]
+pub fn multiple_send(dest_pe: usize, msgs: &[&Message]) {
+    let parts: Vec<&[u8]> = msgs.iter().map(|m| m.as_bytes()).collect();
+    sync_send_and_free(dest_pe, Message::bundle(0, &parts))
+}
+
+/// Prepares the runtime for [`multiple_send`] (`CmiInitMultipleSendRoutine`).
+/// Nothing to do here: the service is always ready. Kept so that ported code
+/// reads the same.
+#[doc(alias = "CmiInitMultipleSendRoutine")]
+pub fn init_multiple_send_routine() {}
+
+fn copy(msg: &Message) -> Message {
+    let mut out = Message::alloc(msg.len());
+    out.as_bytes_mut().copy_from_slice(msg.as_bytes());
+    out
+}
+
+fn concat<P: AsRef<[u8]>>(parts: &[P]) -> Message {
+    let total: usize = parts.iter().map(|p| p.as_ref().len()).sum();
+    if total < MSG_HEADER_SIZE {
+        crate::machine::exit::abort(&format!(
+            "vector send of {total} bytes: a message needs at least its {MSG_HEADER_SIZE}-byte header"
+        ));
+    }
+    let mut msg = Message::alloc(total);
+    let out = msg.as_bytes_mut();
+    let mut at = 0;
+    for p in parts {
+        let p = p.as_ref();
+        out[at..at + p.len()].copy_from_slice(p);
+        at += p.len();
+    }
+    msg.header_mut().total_size = total as u32;
+    msg
+}

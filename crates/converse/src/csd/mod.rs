@@ -1,0 +1,293 @@
+//! The scheduler (Csd): the loop that takes messages and runs their handlers,
+//! and the scheduler queues that hold locally enqueued work.
+//!
+//! # Pass order
+//!
+//! Each step takes one message from the first non-empty of:
+//! 1. messages that arrived from other PEs (after any set aside by
+//!    [`deliver_specific_msg`] or unpacked from a bundle),
+//! 2. messages the PE sent to itself,
+//! 3. the node inbox (messages sent to the PE's node),
+//! 4. the node queue or the PE's queue, whichever front has the more urgent
+//!    priority (the PE's queue on ties).
+//!
+//! So arrived messages run before anything enqueued with `enqueue*`, as the
+//! manual promises. When nothing is ready the PE idles: it spins briefly, then
+//! yields, then parks until another PE gives it work or the job ends (see
+//! [`idle`]).
+//!
+//! # Stopping
+//!
+//! [`exit_scheduler`] records one stop request; the innermost scheduler call
+//! running (or the next one started) consumes it and returns. When the job is
+//! exiting, every scheduler call ends at its next step (PEs the runtime
+//! started unwind out of their code).
+//!
+//! # Concurrency
+//!
+//! The scheduler runs on its PE's thread only; it may be re-entered from a
+//! handler (a nested scheduler). It holds no borrow of PE state while a
+//! handler runs.
+pub mod cqs;
+pub(crate) mod idle;
+
+use crate::machine::pe::{self, Pe};
+use crate::msg::Message;
+use crate::msg::message::FLAG_BUNDLE;
+pub use cqs::{BitPrio, Cqs, PrioError, PrioRef, Queueing};
+
+/// How many messages a scheduler call may deliver, and whether it waits.
+#[derive(Clone, Copy)]
+enum Budget {
+    /// Until stopped; waits when idle.
+    Forever,
+    /// Until this many are delivered or stopped; waits when idle.
+    Count(usize),
+    /// Until nothing is ready; never waits.
+    Poll,
+}
+
+/// Runs the calling PE's scheduler loop per `budget`; returns how many
+/// messages it delivered.
+fn run(pe: &Pe, budget: Budget) -> usize {
+    if !pe.handlers_checked.get() {
+        pe.check_handlers();
+    }
+    let mut delivered = 0;
+    loop {
+        if take_stop_request(pe) || pe.leave_if_exiting() {
+            return delivered;
+        }
+        if let Budget::Count(n) = budget {
+            if delivered >= n {
+                return delivered;
+            }
+        }
+        match pe.next_message() {
+            Some(msg) => {
+                pe.deliver(msg);
+                delivered += 1;
+            }
+            None => match budget {
+                Budget::Poll => return delivered,
+                Budget::Forever | Budget::Count(_) => pe.idle_wait(),
+            },
+        }
+    }
+}
+
+fn take_stop_request(pe: &Pe) -> bool {
+    let n = pe.stop_requests.get();
+    if n > 0 {
+        pe.stop_requests.set(n - 1);
+        return true;
+    }
+    false
+}
+
+/// Delivers messages until the scheduler is stopped with [`exit_scheduler`]
+/// (or the job ends), waiting for more when there are none
+/// (`CsdScheduleForever`). The scheduler most Converse programs use.
+#[doc(alias = "CsdScheduleForever")]
+pub fn schedule_forever() {
+    run(&pe::current(), Budget::Forever);
+}
+
+/// Delivers messages until `n` have been delivered, waiting for more when
+/// there are none (`CsdScheduleCount`). Returns 0 when all `n` were delivered,
+/// or `n` minus the number delivered if the scheduler was stopped first.
+#[doc(alias = "CsdScheduleCount")]
+pub fn schedule_count(n: usize) -> usize {
+    n - run(&pe::current(), Budget::Count(n))
+}
+
+/// Delivers messages until none is ready, then returns (`CsdSchedulePoll`).
+#[doc(alias = "CsdSchedulePoll")]
+pub fn schedule_poll() {
+    run(&pe::current(), Budget::Poll);
+}
+
+/// `CsdScheduler(n)`: polls when `n == 0`, runs forever when `n < 0`, and
+/// delivers `n` messages when `n > 0`. Returns what [`schedule_count`]
+/// returns for `n > 0`, else 0.
+#[doc(alias = "CsdScheduler")]
+pub fn scheduler(n: i32) -> usize {
+    match n {
+        0 => {
+            schedule_poll();
+            0
+        }
+        n if n < 0 => {
+            schedule_forever();
+            0
+        }
+        n => schedule_count(n as usize),
+    }
+}
+
+/// Makes the innermost running scheduler call (or, if none runs, the next one
+/// started) return once control is back in it (`CsdExitScheduler`).
+#[doc(alias = "CsdExitScheduler")]
+pub fn exit_scheduler() {
+    pe::with(|pe| pe.stop_requests.set(pe.stop_requests.get() + 1));
+}
+
+/// Delivers arrived messages only, ignoring the scheduler queues, until none
+/// is left or `max` were delivered (`CmiDeliverMsgs`). Returns `max` minus the
+/// number delivered.
+#[doc(alias = "CmiDeliverMsgs")]
+pub fn deliver_msgs(max: usize) -> usize {
+    let pe = pe::current();
+    if !pe.handlers_checked.get() {
+        pe.check_handlers();
+    }
+    let mut delivered = 0;
+    while delivered < max && !pe.leave_if_exiting() {
+        match pe.next_arrived() {
+            Some(msg) => {
+                pe.deliver(msg);
+                delivered += 1;
+            }
+            None => break,
+        }
+    }
+    max - delivered
+}
+
+/// Waits for the first arrived message whose handler is `handler`, runs it,
+/// and returns once its handler returns (`CmiDeliverSpecificMsg`). Every other
+/// message stays queued, in order, for the scheduler. Returns early only if
+/// the job is ending.
+#[doc(alias = "CmiDeliverSpecificMsg")]
+pub fn deliver_specific_msg(handler: usize) {
+    let pe = pe::current();
+    if !pe.handlers_checked.get() {
+        pe.check_handlers();
+    }
+    // Arrived messages are pulled into the stash in arrival order and scanned
+    // there; everything that is not the match stays for the scheduler.
+    let mut scanned = 0;
+    loop {
+        if let Some(msg) = take_from_stash(&pe, handler, &mut scanned) {
+            return pe.deliver(msg);
+        }
+        if pe.leave_if_exiting() {
+            return;
+        }
+        match take_fresh_arrival(&pe) {
+            Some(msg) => pe.stash.borrow_mut().push_back(msg),
+            None => pe.idle_wait(),
+        }
+    }
+}
+
+/// Removes and returns the first stashed message for `handler` at or after
+/// position `scanned`, expanding bundles in place; advances `scanned` past
+/// what did not match.
+fn take_from_stash(pe: &Pe, handler: usize, scanned: &mut usize) -> Option<Message> {
+    let mut stash = pe.stash.borrow_mut();
+    while *scanned < stash.len() {
+        let i = *scanned;
+        if stash[i].header().flags & FLAG_BUNDLE != 0 {
+            let bundle = stash.remove(i).expect("index is in range");
+            for (k, sub) in pe.unbundle_or_abort(&bundle).into_iter().enumerate() {
+                stash.insert(i + k, sub);
+            }
+            continue;
+        }
+        if stash[i].handler() == handler {
+            return stash.remove(i);
+        }
+        *scanned += 1;
+    }
+    None
+}
+
+/// The next arrived message that is not already set aside.
+fn take_fresh_arrival(pe: &Pe) -> Option<Message> {
+    if let Some(m) = pe.job.pes[pe.pe].inbox.pop() {
+        return Some(m);
+    }
+    if let Some(m) = pe.self_queue.borrow_mut().pop_front() {
+        return Some(m);
+    }
+    pe.job.nodes[pe.node].inbox.pop()
+}
+
+/// Puts `msg` in the calling PE's scheduler queue per `queueing`
+/// (`CsdEnqueueGeneral`). It runs, like an arrived message, when it reaches
+/// the front, after every arrived message.
+#[doc(alias = "CsdEnqueueGeneral")]
+pub fn enqueue_general(msg: Message, queueing: Queueing) {
+    pe::with(|pe| pe.queue.borrow_mut().enqueue(msg, queueing));
+}
+
+/// Enqueues `msg` FIFO at the middle priority (`CsdEnqueue`).
+#[doc(alias = "CsdEnqueue")]
+pub fn enqueue(msg: Message) {
+    enqueue_fifo(msg)
+}
+
+/// Enqueues `msg` FIFO at the middle priority (`CsdEnqueueFifo`).
+#[doc(alias = "CsdEnqueueFifo")]
+pub fn enqueue_fifo(msg: Message) {
+    pe::with(|pe| pe.queue.borrow_mut().enqueue_fifo(msg));
+}
+
+/// Enqueues `msg` LIFO at the middle priority (`CsdEnqueueLifo`).
+#[doc(alias = "CsdEnqueueLifo")]
+pub fn enqueue_lifo(msg: Message) {
+    pe::with(|pe| pe.queue.borrow_mut().enqueue_lifo(msg));
+}
+
+/// Puts `msg` in the node-level scheduler queue of the calling PE's node per
+/// `queueing` (`CsdNodeEnqueueGeneral`); whichever PE of the node reaches it
+/// first runs it.
+#[doc(alias = "CsdNodeEnqueueGeneral")]
+pub fn node_enqueue_general(msg: Message, queueing: Queueing) {
+    pe::with(|pe| {
+        let node = &pe.job.nodes[pe.node];
+        {
+            let mut q = node.queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.enqueue(msg, queueing);
+            node.queue_len
+                .store(q.len(), std::sync::atomic::Ordering::Release);
+        }
+        pe.job.wake_node(pe.node);
+    });
+}
+
+/// Enqueues `msg` FIFO in the node queue (`CsdNodeEnqueue`).
+#[doc(alias = "CsdNodeEnqueue")]
+pub fn node_enqueue(msg: Message) {
+    node_enqueue_general(msg, Queueing::Fifo)
+}
+
+/// Enqueues `msg` FIFO in the node queue (`CsdNodeEnqueueFifo`).
+#[doc(alias = "CsdNodeEnqueueFifo")]
+pub fn node_enqueue_fifo(msg: Message) {
+    node_enqueue_general(msg, Queueing::Fifo)
+}
+
+/// Enqueues `msg` LIFO in the node queue (`CsdNodeEnqueueLifo`).
+#[doc(alias = "CsdNodeEnqueueLifo")]
+pub fn node_enqueue_lifo(msg: Message) {
+    node_enqueue_general(msg, Queueing::Lifo)
+}
+
+/// True when the calling PE's scheduler queue is empty (`CsdEmpty`).
+#[doc(alias = "CsdEmpty")]
+pub fn is_empty() -> bool {
+    pe::with(|pe| pe.queue.borrow().is_empty())
+}
+
+/// True when the calling PE's node queue is empty (`CsdNodeEmpty`).
+#[doc(alias = "CsdNodeEmpty")]
+pub fn node_is_empty() -> bool {
+    pe::with(|pe| {
+        pe.job.nodes[pe.node]
+            .queue_len
+            .load(std::sync::atomic::Ordering::Acquire)
+            == 0
+    })
+}

@@ -1,0 +1,218 @@
+//! Runtime flags: parsing `+p N` and `++ppn M` out of the command line.
+//!
+//! Converse flags start with `+` (`+x`, `++x`). The runtime removes every flag
+//! it knows before the program sees its arguments; a `+`-word it does not know
+//! is an error that names it, never silently ignored. A flag's value may be
+//! glued to it (`+p4`) or be the next word (`+p 4`).
+//!
+//! Pure functions; no shared state.
+use std::fmt;
+
+/// The layout of a job as the runtime flags ask for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Flags {
+    /// `+p N`: total number of PEs, if given.
+    pub pes: Option<usize>,
+    /// `++ppn M`: PEs per (logical) node, if given.
+    pub ppn: Option<usize>,
+}
+
+/// A command line the runtime cannot accept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgError {
+    /// A `+`-word that is no runtime flag.
+    UnknownFlag(String),
+    /// A flag with no value after it.
+    MissingValue(String),
+    /// A flag whose value is not what it takes.
+    BadValue {
+        /// The flag.
+        flag: String,
+        /// What followed it.
+        value: String,
+        /// What it takes.
+        expected: &'static str,
+    },
+    /// `+p` is not a multiple of `++ppn`.
+    Layout {
+        /// The `+p` value.
+        pes: usize,
+        /// The `++ppn` value.
+        ppn: usize,
+    },
+}
+
+impl fmt::Display for ArgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArgError::UnknownFlag(flag) => write!(
+                f,
+                "unknown runtime flag `{flag}` (runtime flags are +p N and ++ppn M)"
+            ),
+            ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
+            ArgError::BadValue {
+                flag,
+                value,
+                expected,
+            } => {
+                write!(f, "runtime flag `{flag}` needs {expected}, got `{value}`")
+            }
+            ArgError::Layout { pes, ppn } => write!(
+                f,
+                "+p {pes} is not a multiple of ++ppn {ppn}: every node has ++ppn PEs"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ArgError {}
+
+/// Largest PE count accepted for one in-process job (each PE is a thread).
+pub const MAX_PES: usize = 4096;
+
+fn positive(flag: &str, value: &str) -> Result<usize, ArgError> {
+    match value.parse::<usize>() {
+        Ok(n) if (1..=MAX_PES).contains(&n) => Ok(n),
+        _ => Err(ArgError::BadValue {
+            flag: flag.to_string(),
+            value: value.to_string(),
+            expected: "a whole number from 1 to 4096",
+        }),
+    }
+}
+
+/// Splits `args` (program name first, as `std::env::args()` gives them) into
+/// the runtime flags and the program's own arguments (program name kept
+/// first).
+pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
+    let mut flags = Flags {
+        pes: None,
+        ppn: None,
+    };
+    let mut rest = Vec::with_capacity(args.len());
+    let mut words = args.iter();
+    if let Some(program) = words.next() {
+        rest.push(program.clone());
+    }
+    while let Some(word) = words.next() {
+        if !word.starts_with('+') {
+            rest.push(word.clone());
+            continue;
+        }
+        let (name, glued) = split_flag(word);
+        let target = match name {
+            "+p" => &mut flags.pes,
+            "++ppn" => &mut flags.ppn,
+            _ => return Err(ArgError::UnknownFlag(word.clone())),
+        };
+        let value = match glued {
+            Some(v) => v.to_string(),
+            None => words
+                .next()
+                .ok_or_else(|| ArgError::MissingValue(name.to_string()))?
+                .clone(),
+        };
+        *target = Some(positive(name, &value)?);
+    }
+    if let (Some(pes), Some(ppn)) = (flags.pes, flags.ppn) {
+        if pes % ppn != 0 {
+            return Err(ArgError::Layout { pes, ppn });
+        }
+    }
+    Ok((flags, rest))
+}
+
+/// `+p4` -> ("+p", Some("4")); `++ppn` -> ("++ppn", None); `+foo` -> ("+foo", None).
+fn split_flag(word: &str) -> (&str, Option<&str>) {
+    for name in ["++ppn", "+p"] {
+        if let Some(value) = word.strip_prefix(name) {
+            if value.is_empty() {
+                return (name, None);
+            }
+            if value.starts_with(|c: char| c.is_ascii_digit() || c == '=') {
+                return (name, Some(value.trim_start_matches('=')));
+            }
+        }
+    }
+    (word, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn separate_and_glued_values() {
+        let (f, rest) = parse(&words("prog +p 4 a ++ppn 2 b")).unwrap();
+        assert_eq!(
+            f,
+            Flags {
+                pes: Some(4),
+                ppn: Some(2)
+            }
+        );
+        assert_eq!(rest, words("prog a b"));
+        let (f, rest) = parse(&words("prog +p8 ++ppn4 x")).unwrap();
+        assert_eq!(
+            f,
+            Flags {
+                pes: Some(8),
+                ppn: Some(4)
+            }
+        );
+        assert_eq!(rest, words("prog x"));
+        let (f, _) = parse(&words("prog +p=3")).unwrap();
+        assert_eq!(f.pes, Some(3));
+    }
+
+    #[test]
+    fn no_flags() {
+        let (f, rest) = parse(&words("prog 12 -v")).unwrap();
+        assert_eq!(
+            f,
+            Flags {
+                pes: None,
+                ppn: None
+            }
+        );
+        assert_eq!(rest, words("prog 12 -v"));
+        assert_eq!(parse(&[]).unwrap().1, Vec::<String>::new());
+    }
+
+    #[test]
+    fn unknown_flag_is_named() {
+        let err = parse(&words("prog +bogus 3")).unwrap_err();
+        assert_eq!(err, ArgError::UnknownFlag("+bogus".into()));
+        assert!(err.to_string().contains("`+bogus`"));
+        assert_eq!(
+            parse(&words("prog +pe 3")).unwrap_err(),
+            ArgError::UnknownFlag("+pe".into())
+        );
+    }
+
+    #[test]
+    fn bad_values() {
+        for bad in [
+            "prog +p 0",
+            "prog +p x",
+            "prog +p -2",
+            "prog ++ppn 0",
+            "prog +p 99999",
+        ] {
+            let err = parse(&words(bad)).unwrap_err();
+            assert!(matches!(err, ArgError::BadValue { .. }), "{bad}: {err}");
+        }
+        assert_eq!(
+            parse(&words("prog +p")).unwrap_err(),
+            ArgError::MissingValue("+p".into())
+        );
+        assert_eq!(
+            parse(&words("prog +p 6 ++ppn 4")).unwrap_err(),
+            ArgError::Layout { pes: 6, ppn: 4 }
+        );
+    }
+}

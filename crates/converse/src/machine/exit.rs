@@ -1,0 +1,91 @@
+//! Ending a job: normally from any PE ([`exit`]), abnormally ([`abort`],
+//! [`cmi_assert!`](crate::cmi_assert)).
+//!
+//! `exit(code)` ends the whole job: it records `code` (the first code
+//! recorded wins), marks the job exiting and wakes every PE; each PE leaves at
+//! its next scheduler step. The calling PE leaves at once: on a PE started by
+//! the runtime this unwinds (running destructors) to the runtime, which then
+//! finishes that PE; on the thread that called `init_returns` it waits for
+//! the other PEs and ends the process with `code`.
+//!
+//! `abort(msg)` prints the message with the PE number to standard error and
+//! ends the process at once with a non-zero code: use it for errors the
+//! program cannot recover from. Runtime errors (unknown handlers, bad PE
+//! numbers, mismatched handler tables) abort the same way.
+use std::io::Write;
+
+use super::pe::{self, ExitUnwind, Role};
+
+/// Exit code of a job ended by [`abort`].
+pub const ABORT_EXIT_CODE: i32 = 1;
+
+/// Ends the whole job with exit code `code`, from any PE. Does not return.
+///
+/// On a PE the runtime started (normal and user-calls-scheduler modes, and
+/// the other PEs of `init_returns`), the calling PE unwinds out of its code and
+/// [`Converse::run`](crate::Converse::run) returns `code` once all PEs have
+/// stopped. On the thread that called
+/// [`init_returns`](crate::Converse::init_returns), waits for the other PEs
+/// and exits the process with `code`. Called on no PE at all, exits the
+/// process with `code`.
+#[doc(alias = "ConverseExit")]
+pub fn exit(code: i32) -> ! {
+    let Some(pe) = pe::try_current() else {
+        flush_stdout();
+        std::process::exit(code)
+    };
+    pe.job.request_exit(code);
+    match pe.role {
+        Role::Worker => {
+            drop(pe);
+            std::panic::resume_unwind(Box::new(ExitUnwind))
+        }
+        Role::ReturnedMain => {
+            drop(pe);
+            let code = crate::machine::startup::finish_returned_main();
+            flush_stdout();
+            std::process::exit(code)
+        }
+    }
+}
+
+/// Prints `msg` with the calling PE's number to standard error and ends the
+/// job (the whole process) at once with exit code [`ABORT_EXIT_CODE`].
+#[doc(alias = "CmiAbort")]
+pub fn abort(msg: &str) -> ! {
+    flush_stdout();
+    let line = match pe::try_current() {
+        Some(pe) => format!("converse: PE {} aborting: {msg}\n", pe.pe),
+        None => format!("converse: aborting: {msg}\n"),
+    };
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(line.as_bytes());
+    let _ = err.flush();
+    std::process::exit(ABORT_EXIT_CODE)
+}
+
+fn flush_stdout() {
+    let _ = std::io::stdout().flush();
+}
+
+/// Aborts the job (see [`abort`]) with the expression, file and line if
+/// `expr` is false. Compiled out when the crate feature `cmk-optimize` is on
+/// (the manual's `CMK_OPTIMIZE`).
+#[doc(alias = "CmiAssert")]
+#[macro_export]
+macro_rules! cmi_assert {
+    ($expr:expr $(,)?) => {
+        if !$crate::machine::exit::ASSERTS_OFF && !($expr) {
+            $crate::abort(&::std::format!(
+                "assertion `{}` failed at {}:{}",
+                ::std::stringify!($expr),
+                ::std::file!(),
+                ::std::line!()
+            ));
+        }
+    };
+}
+
+/// True when `cmi_assert!` is compiled out.
+#[doc(hidden)]
+pub const ASSERTS_OFF: bool = cfg!(feature = "cmk-optimize");

@@ -1,0 +1,228 @@
+//! Pseudo-globals: PE-private ([`Cpv`]) and node-shared ([`Csv`]) variables.
+//!
+//! Declare one as a `static` (the `CpvDeclare`/`CsvDeclare` of the manual),
+//! install it with `initialize` on each PE (`CpvInitialize`) and reach it with
+//! `with` or `get` (`CpvAccess`). Nothing is a mutable static: a `Cpv<T>`
+//! holds one `T` per PE, a `Csv<T>` one `T` per node, and mutation goes
+//! through interior mutability of `T` (`Cell`, `RefCell` for `Cpv`; atomics,
+//! `Mutex`, [`NodeLock`](crate::NodeLock) for `Csv`).
+//!
+//! ```
+//! use std::cell::Cell;
+//! use converse::{Converse, Cpv};
+//! static COUNT: Cpv<Cell<u32>> = Cpv::new();
+//! Converse::new().args(["prog", "+p", "2"]).run(|_| {
+//!     COUNT.initialize(Cell::new(converse::my_pe() as u32));
+//!     COUNT.with(|c| c.set(c.get() + 10));
+//!     assert_eq!(COUNT.with(|c| c.get()), converse::my_pe() as u32 + 10);
+//!     converse::exit_scheduler();
+//! }).unwrap();
+//! ```
+//!
+//! # Invariants and protocol
+//!
+//! Each static owns a slot number, drawn once from a process-wide counter the
+//! first time it is used. A PE keeps its `Cpv` values in a vector indexed by
+//! slot (touched only by its own thread). A node keeps its `Csv` values in a
+//! vector behind a mutex; each PE caches the `Arc`s it has looked up, so after
+//! the first access per PE no lock is taken. Values live as long as the PE
+//! (`Cpv`) or the job (`Csv`).
+use std::any::Any;
+use std::marker::PhantomData;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::pe;
+
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+
+/// A lazily drawn, process-wide slot number (`usize::MAX` = not drawn yet).
+struct Slot(AtomicUsize);
+
+impl Slot {
+    const fn new() -> Slot {
+        Slot(AtomicUsize::new(usize::MAX))
+    }
+
+    fn get(&self) -> usize {
+        let s = self.0.load(Ordering::Acquire);
+        if s != usize::MAX {
+            return s;
+        }
+        let fresh = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+        match self
+            .0
+            .compare_exchange(usize::MAX, fresh, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => fresh,
+            Err(won) => won, // another thread drew first; `fresh` stays unused
+        }
+    }
+}
+
+/// A PE-private variable: one value of `T` per PE (`CpvDeclare`).
+#[doc(alias = "CpvDeclare")]
+#[doc(alias = "CpvStaticDeclare")]
+#[doc(alias = "CpvExtern")]
+pub struct Cpv<T: 'static> {
+    slot: Slot,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: 'static> Default for Cpv<T> {
+    fn default() -> Self {
+        Cpv::new()
+    }
+}
+
+impl<T: 'static> Cpv<T> {
+    /// A declaration; usable in a `static`.
+    pub const fn new() -> Cpv<T> {
+        Cpv {
+            slot: Slot::new(),
+            _t: PhantomData,
+        }
+    }
+
+    /// Installs `value` as this variable's value on the calling PE, replacing
+    /// any earlier one (`CpvInitialize` followed by an assignment).
+    #[doc(alias = "CpvInitialize")]
+    pub fn initialize(&self, value: T) {
+        let slot = self.slot.get();
+        pe::with(|pe| {
+            let mut globals = pe.globals.borrow_mut();
+            if globals.len() <= slot {
+                globals.resize(slot + 1, None);
+            }
+            globals[slot] = Some(Rc::new(value));
+        });
+    }
+
+    /// True if the variable has been initialized on the calling PE.
+    pub fn is_initialized(&self) -> bool {
+        let slot = self.slot.get();
+        pe::with(|pe| matches!(pe.globals.borrow().get(slot), Some(Some(_))))
+    }
+
+    /// The calling PE's value (`CpvAccess`), as a counted reference.
+    ///
+    /// # Panics
+    /// If the variable was not initialized on this PE.
+    #[doc(alias = "CpvAccess")]
+    pub fn get(&self) -> Rc<T> {
+        let slot = self.slot.get();
+        let value: Option<Rc<dyn Any>> =
+            pe::with(|pe| pe.globals.borrow().get(slot).cloned().flatten());
+        match value {
+            Some(v) => v
+                .downcast::<T>()
+                .unwrap_or_else(|_| unreachable!("a slot holds values of one type")),
+            None => panic!(
+                "Cpv<{}> used on PE {} before initialize()",
+                std::any::type_name::<T>(),
+                crate::my_pe()
+            ),
+        }
+    }
+
+    /// Runs `f` with the calling PE's value (`CpvAccess`).
+    ///
+    /// # Panics
+    /// If the variable was not initialized on this PE.
+    pub fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.get())
+    }
+}
+
+/// A node-shared variable: one value of `T` per node, shared by the node's
+/// PEs (`CsvDeclare`).
+#[doc(alias = "CsvDeclare")]
+#[doc(alias = "CsvStaticDeclare")]
+#[doc(alias = "CsvExtern")]
+pub struct Csv<T: Send + Sync + 'static> {
+    slot: Slot,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: Send + Sync + 'static> Default for Csv<T> {
+    fn default() -> Self {
+        Csv::new()
+    }
+}
+
+impl<T: Send + Sync + 'static> Csv<T> {
+    /// A declaration; usable in a `static`.
+    pub const fn new() -> Csv<T> {
+        Csv {
+            slot: Slot::new(),
+            _t: PhantomData,
+        }
+    }
+
+    /// Installs the node's value unless a PE of the node already did
+    /// (`CsvInitialize`): every PE may call it, `init` runs once per node.
+    #[doc(alias = "CsvInitialize")]
+    pub fn initialize(&self, init: impl FnOnce() -> T) {
+        let slot = self.slot.get();
+        pe::with(|pe| {
+            let node = &pe.job.nodes[pe.node];
+            let mut globals = node.globals.lock().unwrap_or_else(|e| e.into_inner());
+            if globals.len() <= slot {
+                globals.resize(slot + 1, None);
+            }
+            if globals[slot].is_none() {
+                globals[slot] = Some(Arc::new(init()));
+            }
+        });
+    }
+
+    /// True if the variable has been initialized on the calling PE's node.
+    pub fn is_initialized(&self) -> bool {
+        self.lookup().is_some()
+    }
+
+    fn lookup(&self) -> Option<Arc<T>> {
+        let slot = self.slot.get();
+        pe::with(|pe| {
+            if let Some(Some(v)) = pe.node_globals.borrow().get(slot) {
+                return Some(v.clone());
+            }
+            let found = {
+                let node = &pe.job.nodes[pe.node];
+                let globals = node.globals.lock().unwrap_or_else(|e| e.into_inner());
+                globals.get(slot).cloned().flatten()?
+            };
+            let mut cache = pe.node_globals.borrow_mut();
+            if cache.len() <= slot {
+                cache.resize(slot + 1, None);
+            }
+            cache[slot] = Some(found.clone());
+            Some(found)
+        })
+        .map(|v| {
+            v.downcast::<T>()
+                .unwrap_or_else(|_| unreachable!("a slot holds values of one type"))
+        })
+    }
+
+    /// The node's value (`CsvAccess`).
+    ///
+    /// # Panics
+    /// If no PE of the node initialized the variable.
+    #[doc(alias = "CsvAccess")]
+    pub fn get(&self) -> Arc<T> {
+        self.lookup().unwrap_or_else(|| {
+            panic!(
+                "Csv<{}> used on node {} before initialize()",
+                std::any::type_name::<T>(),
+                crate::my_node()
+            )
+        })
+    }
+
+    /// Runs `f` with the node's value (`CsvAccess`).
+    pub fn with<R>(&self, f: impl FnOnce(&T) -> R) -> R {
+        f(&self.get())
+    }
+}

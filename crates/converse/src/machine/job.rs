@@ -1,0 +1,267 @@
+//! The state one job shares between its PEs: per-PE inboxes and idle state,
+//! per-node inboxes, queues, node-shared variables and barriers, and the
+//! job-wide exit and abort protocol.
+//!
+//! # Invariants
+//!
+//! - `pes.len() == topo.num_pes()`, `nodes.len() == topo.num_nodes()`; both are
+//!   fixed for the job's life.
+//! - Once `exiting` is set it stays set; the first exit code recorded wins.
+//! - Every message pushed to a PE or node inbox is followed by a wake-up call
+//!   on the receiver's [`IdleState`] (see `csd::idle` for why that is enough).
+//!
+//! # Concurrency protocol
+//!
+//! Inboxes are lock-free multi-producer queues (crossbeam `SegQueue`, FIFO, so
+//! messages from one PE to another arrive in the order sent). Node queues and
+//! node-shared variables sit behind mutexes: any PE of the node may touch them.
+//! Exit: the PE that calls `exit` stores the code, sets `exiting`, and wakes
+//! every PE and every node barrier; each PE notices at its next scheduler step
+//! (or idle wait, or barrier) and leaves.
+use std::any::Any;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
+
+use crossbeam_queue::SegQueue;
+use crossbeam_utils::CachePadded;
+
+use super::topology::Topology;
+use crate::csd::cqs::Cqs;
+use crate::csd::idle::IdleState;
+use crate::msg::handler::{HandlerIdent, registered_index};
+use crate::msg::message::Message;
+
+/// What every other thread may touch of one PE.
+pub(crate) struct PeShared {
+    /// Messages sent to this PE by other PEs, in arrival order.
+    pub inbox: SegQueue<Message>,
+    pub idle: IdleState,
+}
+
+/// A node-shared variable slot (see `machine::globals`).
+pub(crate) type SharedSlot = Arc<dyn Any + Send + Sync>;
+
+/// What the PEs of one node share.
+pub(crate) struct NodeShared {
+    /// Messages sent to the node; any PE of the node takes them.
+    pub inbox: SegQueue<Message>,
+    /// The node-level scheduler queue (`CsdNodeEnqueue*`).
+    pub queue: Mutex<Cqs<Message>>,
+    /// `queue`'s length, readable without the lock (the scheduler checks it
+    /// on every pass).
+    pub queue_len: AtomicUsize,
+    /// Node-shared variables (`Csv`), by slot.
+    pub globals: Mutex<Vec<Option<SharedSlot>>>,
+    pub barrier: NodeBarrier,
+}
+
+/// The job as every PE sees it.
+pub(crate) struct Job {
+    pub topo: Topology,
+    pub pes: Box<[CachePadded<PeShared>]>,
+    pub nodes: Box<[CachePadded<NodeShared>]>,
+    /// The program's arguments, runtime flags removed, program name first.
+    pub args: Vec<String>,
+    /// When the job started; `timer()` counts from here.
+    pub start: Instant,
+    /// More PEs than cores: idle PEs should not spin.
+    pub oversubscribed: bool,
+    exiting: AtomicBool,
+    exit_code: Mutex<Option<i32>>,
+    /// The first panic of a PE's code, re-raised by the thread that started
+    /// the job.
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+    /// The handler-table consistency check (see [`Job::check_handlers`]).
+    handler_canon: Mutex<Vec<(HandlerIdent, usize)>>,
+}
+
+impl Job {
+    pub fn new(topo: Topology, args: Vec<String>) -> Job {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Job {
+            topo,
+            pes: (0..topo.num_pes())
+                .map(|_| {
+                    CachePadded::new(PeShared {
+                        inbox: SegQueue::new(),
+                        idle: IdleState::new(),
+                    })
+                })
+                .collect(),
+            nodes: (0..topo.num_nodes())
+                .map(|n| {
+                    CachePadded::new(NodeShared {
+                        inbox: SegQueue::new(),
+                        queue: Mutex::new(Cqs::new()),
+                        queue_len: AtomicUsize::new(0),
+                        globals: Mutex::new(Vec::new()),
+                        barrier: NodeBarrier::new(topo.node_size(n)),
+                    })
+                })
+                .collect(),
+            args,
+            start: Instant::now(),
+            oversubscribed: topo.num_pes() > cores,
+            exiting: AtomicBool::new(false),
+            exit_code: Mutex::new(None),
+            panic: Mutex::new(None),
+            handler_canon: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// True once some PE asked the job to end.
+    pub fn is_exiting(&self) -> bool {
+        self.exiting.load(Ordering::Relaxed)
+    }
+
+    /// Records `code` (the first one wins), marks the job exiting and wakes
+    /// every PE and barrier so that they notice.
+    pub fn request_exit(&self, code: i32) {
+        {
+            let mut slot = lock(&self.exit_code);
+            slot.get_or_insert(code);
+        }
+        self.exiting.store(true, Ordering::SeqCst);
+        for pe in self.pes.iter() {
+            pe.idle.wake();
+        }
+        for node in self.nodes.iter() {
+            node.barrier.release_all();
+        }
+    }
+
+    /// The exit code to report: the first recorded, else 0.
+    pub fn exit_code(&self) -> i32 {
+        lock(&self.exit_code).unwrap_or(0)
+    }
+
+    /// Keeps the first panic payload and ends the job with code 101 (Rust's
+    /// panic exit code).
+    pub fn record_panic(&self, payload: Box<dyn Any + Send>) {
+        lock(&self.panic).get_or_insert(payload);
+        self.request_exit(101);
+    }
+
+    pub fn take_panic(&self) -> Option<Box<dyn Any + Send>> {
+        lock(&self.panic).take()
+    }
+
+    /// Wakes one sleeping PE of `node` (any of them may take node work). If
+    /// none sleeps, every PE of the node will poll again by itself.
+    pub fn wake_node(&self, node: usize) {
+        let first = self.topo.node_first(node);
+        for pe in first..first + self.topo.node_size(node) {
+            if self.pes[pe].idle.wake() {
+                return;
+            }
+        }
+    }
+
+    /// Compares `pe`'s `register`ed handlers with those other PEs registered
+    /// at the same positions. Returns a description of the first difference.
+    ///
+    /// Keeps one canonical list (each entry with the PE that first put it
+    /// there), so each check costs O(handlers), not O(PEs x handlers).
+    pub fn check_handlers(&self, pe: usize, idents: &[HandlerIdent]) -> Result<(), String> {
+        let mut canon = lock(&self.handler_canon);
+        for (k, ident) in idents.iter().enumerate() {
+            match canon.get(k) {
+                Some((c, other)) if c.type_id != ident.type_id => {
+                    return Err(format!(
+                        "handler tables differ at index {}: PE {other} registered `{}` there but PE {pe} registered `{}` \
+                         (every PE must register the same handlers in the same order)",
+                        registered_index(k),
+                        c.name,
+                        ident.name
+                    ));
+                }
+                Some(_) => {}
+                None => canon.push((*ident, pe)),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A barrier for the PEs of one node that also opens when the job exits (so a
+/// PE waiting in it cannot hang the job when a peer has died or exited).
+pub(crate) struct NodeBarrier {
+    size: usize,
+    /// (PEs arrived in the current round, round number)
+    state: Mutex<(usize, u64)>,
+    condvar: Condvar,
+}
+
+impl NodeBarrier {
+    fn new(size: usize) -> NodeBarrier {
+        NodeBarrier {
+            size,
+            state: Mutex::new((0, 0)),
+            condvar: Condvar::new(),
+        }
+    }
+
+    /// Waits until all `size` PEs arrived, or until `exiting()` is true.
+    /// Returns false in the latter case.
+    pub fn wait(&self, exiting: impl Fn() -> bool) -> bool {
+        let mut state = lock(&self.state);
+        let round = state.1;
+        state.0 += 1;
+        if state.0 == self.size {
+            *state = (0, round + 1);
+            self.condvar.notify_all();
+            return true;
+        }
+        while state.1 == round {
+            if exiting() {
+                return false;
+            }
+            state = self.condvar.wait(state).unwrap_or_else(|e| e.into_inner());
+        }
+        true
+    }
+
+    fn release_all(&self) {
+        let _state = lock(&self.state);
+        self.condvar.notify_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn first_exit_code_wins() {
+        let job = Job::new(Topology::new(2, 1), vec![]);
+        assert!(!job.is_exiting());
+        assert_eq!(job.exit_code(), 0);
+        job.request_exit(3);
+        job.request_exit(4);
+        assert!(job.is_exiting());
+        assert_eq!(job.exit_code(), 3);
+    }
+
+    #[test]
+    fn handler_check_names_index_and_pes() {
+        let job = Job::new(Topology::new(3, 3), vec![]);
+        let a = HandlerIdent::of::<u8>();
+        let b = HandlerIdent::of::<u16>();
+        assert!(job.check_handlers(0, &[a]).is_ok());
+        assert!(job.check_handlers(1, &[a, b]).is_ok());
+        let err = job.check_handlers(2, &[a, a]).unwrap_err();
+        assert!(err.contains("index 4"), "{err}");
+        assert!(err.contains("PE 1") && err.contains("PE 2"), "{err}");
+    }
+
+    #[test]
+    fn barrier_opens_on_exit() {
+        let b = NodeBarrier::new(2);
+        assert!(!b.wait(|| true));
+    }
+}

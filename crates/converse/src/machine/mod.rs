@@ -1,0 +1,100 @@
+//! The machine: start-up and exit, runtime flags, the node/PE topology and
+//! its queries, pseudo-globals, node locks, timers and atomic I/O.
+pub mod args;
+pub mod exit;
+pub mod globals;
+pub mod io;
+pub(crate) mod job;
+pub mod lock;
+pub(crate) mod pe;
+pub mod startup;
+pub mod timer;
+pub mod topology;
+
+/// The calling PE's number, `0..num_pes()` (`CmiMyPe`).
+///
+/// # Panics
+/// If the calling thread is no PE (true of every query here).
+#[doc(alias = "CmiMyPe")]
+pub fn my_pe() -> usize {
+    pe::with(|pe| pe.pe)
+}
+
+/// Total number of PEs in the job (`CmiNumPes`, `CmiNumPe`).
+#[doc(alias = "CmiNumPes")]
+#[doc(alias = "CmiNumPe")]
+pub fn num_pes() -> usize {
+    pe::with(|pe| pe.job.topo.num_pes())
+}
+
+/// The node the calling PE belongs to (`CmiMyNode`).
+#[doc(alias = "CmiMyNode")]
+pub fn my_node() -> usize {
+    pe::with(|pe| pe.node)
+}
+
+/// Number of nodes in the job (`CmiNumNodes`).
+#[doc(alias = "CmiNumNodes")]
+pub fn num_nodes() -> usize {
+    pe::with(|pe| pe.job.topo.num_nodes())
+}
+
+/// The calling PE's rank inside its node (`CmiMyRank`).
+#[doc(alias = "CmiMyRank")]
+pub fn my_rank() -> usize {
+    pe::with(|pe| pe.rank)
+}
+
+/// Number of PEs on the calling PE's node (`CmiMyNodeSize`).
+#[doc(alias = "CmiMyNodeSize")]
+pub fn my_node_size() -> usize {
+    pe::with(|pe| pe.job.topo.node_size(pe.node))
+}
+
+fn check_node(node: usize) -> topology::Topology {
+    let topo = pe::with(|pe| pe.job.topo);
+    if node >= topo.num_nodes() {
+        exit::abort(&format!(
+            "node {node} does not exist: the job has nodes 0..{}",
+            topo.num_nodes()
+        ));
+    }
+    topo
+}
+
+fn check_pe(pe: usize) -> topology::Topology {
+    let topo = pe::with(|p| p.job.topo);
+    if pe >= topo.num_pes() {
+        exit::abort(&format!(
+            "PE {pe} does not exist: the job has PEs 0..{}",
+            topo.num_pes()
+        ));
+    }
+    topo
+}
+
+/// The lowest-numbered PE of `node` (`CmiNodeFirst`). Aborts if `node` is
+/// out of range.
+#[doc(alias = "CmiNodeFirst")]
+pub fn node_first(node: usize) -> usize {
+    check_node(node).node_first(node)
+}
+
+/// Number of PEs on `node` (`CmiNodeSize`). Aborts if `node` is out of range.
+#[doc(alias = "CmiNodeSize")]
+pub fn node_size(node: usize) -> usize {
+    check_node(node).node_size(node)
+}
+
+/// The node PE `pe` belongs to (`CmiNodeOf`). Aborts if `pe` is out of range.
+#[doc(alias = "CmiNodeOf")]
+pub fn node_of(pe: usize) -> usize {
+    check_pe(pe).node_of(pe)
+}
+
+/// The rank of PE `pe` inside its node (`CmiRankOf`). Aborts if `pe` is out
+/// of range.
+#[doc(alias = "CmiRankOf")]
+pub fn rank_of(pe: usize) -> usize {
+    check_pe(pe).rank_of(pe)
+}

@@ -1,0 +1,294 @@
+//! The calling thread's PE: its identity, handler table, local queues and
+//! PE-private variables, reachable through a thread-local.
+//!
+//! # Invariants
+//!
+//! - A thread is at most one PE at a time; `CURRENT` holds it from start-up
+//!   until the PE finishes.
+//! - Everything here is touched only by the PE's own thread (`Rc`, `RefCell`).
+//!   What other threads may touch lives in `machine::job`.
+//! - No `RefCell` borrow is ever held while a handler or user callback runs:
+//!   handlers may send, enqueue, register handlers and run a nested scheduler.
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::rc::Rc;
+use std::sync::Arc;
+
+use super::job::{Job, SharedSlot};
+use crate::csd::cqs::Cqs;
+use crate::msg::handler::HandlerTable;
+use crate::msg::message::{FLAG_BUNDLE, Message};
+
+/// How the thread came to be a PE; decides what "leave now" means.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Role {
+    /// A thread whose PE body runs inside the runtime's `catch_unwind`: it
+    /// leaves by unwinding to it.
+    Worker,
+    /// The thread that called `init_returns`: its code is the caller's own, so
+    /// it leaves only through `exit`.
+    ReturnedMain,
+}
+
+pub(crate) struct Pe {
+    pub job: Arc<Job>,
+    pub pe: usize,
+    pub node: usize,
+    pub rank: usize,
+    pub role: Role,
+    pub handlers: RefCell<HandlerTable>,
+    /// Messages this PE sent to itself, in order.
+    pub self_queue: RefCell<VecDeque<Message>>,
+    /// Arrived messages set aside (by `deliver_specific_msg`, or unpacked from
+    /// a bundle); they run before anything else.
+    pub stash: RefCell<VecDeque<Message>>,
+    /// The PE's scheduler queue (`CsdEnqueue*`).
+    pub queue: RefCell<Cqs<Message>>,
+    /// Pending `exit_scheduler` requests; each stops one scheduler level.
+    pub stop_requests: Cell<u32>,
+    /// Whether this PE's handler table has been checked against the others.
+    pub handlers_checked: Cell<bool>,
+    /// PE-private variables (`Cpv`), by slot.
+    pub globals: RefCell<Vec<Option<Rc<dyn Any>>>>,
+    /// This PE's cache of node-shared variables (`Csv`), by slot.
+    pub node_globals: RefCell<Vec<Option<SharedSlot>>>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Pe>>> = const { RefCell::new(None) };
+}
+
+/// The payload the runtime unwinds with to take a PE out of user code when
+/// the job ends (`exit`). Never seen by users: the runtime catches it.
+pub(crate) struct ExitUnwind;
+
+impl Pe {
+    pub fn new(job: Arc<Job>, pe: usize, role: Role) -> Pe {
+        let topo = job.topo;
+        Pe {
+            pe,
+            node: topo.node_of(pe),
+            rank: topo.rank_of(pe),
+            role,
+            handlers: RefCell::new(HandlerTable::new()),
+            self_queue: RefCell::new(VecDeque::new()),
+            stash: RefCell::new(VecDeque::new()),
+            queue: RefCell::new(Cqs::new()),
+            stop_requests: Cell::new(0),
+            handlers_checked: Cell::new(false),
+            globals: RefCell::new(Vec::new()),
+            node_globals: RefCell::new(Vec::new()),
+            job,
+        }
+    }
+
+    /// Makes `pe` the calling thread's PE.
+    ///
+    /// # Panics
+    /// If the thread already is a PE.
+    pub fn install(pe: Rc<Pe>) {
+        CURRENT.with(|c| {
+            let mut c = c.borrow_mut();
+            assert!(
+                c.is_none(),
+                "this thread is already a Converse PE; a thread can run one job at a time"
+            );
+            *c = Some(pe);
+        });
+    }
+
+    /// Ends the calling thread's PE; returns it so the caller decides when it
+    /// is dropped.
+    pub fn uninstall() -> Option<Rc<Pe>> {
+        CURRENT.with(|c| c.borrow_mut().take())
+    }
+
+    /// Leaves the PE's code at once because the job is ending: unwinds to the
+    /// runtime on worker threads; returns on the `init_returns` main thread,
+    /// whose caller must then stop (scheduler calls return immediately).
+    pub fn leave_if_exiting(&self) -> bool {
+        if !self.job.is_exiting() {
+            return false;
+        }
+        if self.role == Role::Worker {
+            std::panic::resume_unwind(Box::new(ExitUnwind));
+        }
+        true
+    }
+
+    /// Sends `msg` (already owned, header to be stamped) to PE `dest`.
+    pub fn send_to_pe(&self, dest: usize, mut msg: Message) {
+        self.check_pe(dest, "send to");
+        let h = msg.header_mut();
+        h.src_pe = self.pe as u32;
+        h.dest = dest as u32;
+        if dest == self.pe {
+            self.self_queue.borrow_mut().push_back(msg);
+        } else {
+            let target = &self.job.pes[dest];
+            target.inbox.push(msg);
+            target.idle.wake();
+        }
+    }
+
+    /// Sends `msg` to node `node`: any PE of that node may handle it.
+    pub fn send_to_node(&self, node: usize, mut msg: Message) {
+        let nodes = self.job.topo.num_nodes();
+        if node >= nodes {
+            crate::machine::exit::abort(&format!(
+                "node send to node {node}, but the job has nodes 0..{nodes}"
+            ));
+        }
+        let h = msg.header_mut();
+        h.src_pe = self.pe as u32;
+        h.dest = node as u32;
+        h.flags |= crate::msg::message::FLAG_NODE;
+        self.job.nodes[node].inbox.push(msg);
+        self.job.wake_node(node);
+    }
+
+    /// Aborts with a clear message if `pe` is no PE of the job.
+    pub fn check_pe(&self, pe: usize, what: &str) {
+        let n = self.job.topo.num_pes();
+        if pe >= n {
+            crate::machine::exit::abort(&format!("{what} PE {pe}, but the job has PEs 0..{n}"));
+        }
+    }
+
+    /// The next arrived message (stash, then inbox, then self-sends, then the
+    /// node inbox), without looking at the scheduler queues.
+    pub fn next_arrived(&self) -> Option<Message> {
+        if let Some(m) = self.stash.borrow_mut().pop_front() {
+            return Some(m);
+        }
+        if let Some(m) = self.job.pes[self.pe].inbox.pop() {
+            return Some(m);
+        }
+        if let Some(m) = self.self_queue.borrow_mut().pop_front() {
+            return Some(m);
+        }
+        self.job.nodes[self.node].inbox.pop()
+    }
+
+    /// The next message by the scheduler's pass order: arrived messages first,
+    /// then whichever of the node queue and the PE queue has the more urgent
+    /// front (the PE queue on ties).
+    pub fn next_message(&self) -> Option<Message> {
+        if let Some(m) = self.next_arrived() {
+            return Some(m);
+        }
+        let node = &self.job.nodes[self.node];
+        if node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            let mut nq = node.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let take_node = match (nq.front_priority(), self.queue.borrow().front_priority()) {
+                (Some(n), Some(l)) => n < l,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if take_node {
+                let m = nq.dequeue();
+                node.queue_len
+                    .store(nq.len(), std::sync::atomic::Ordering::Release);
+                return m;
+            }
+        }
+        self.queue.borrow_mut().dequeue()
+    }
+
+    /// True if another thread has made work visible to this PE (what an idle
+    /// PE polls for), or the job is ending.
+    pub fn has_incoming(&self) -> bool {
+        let node = &self.job.nodes[self.node];
+        !self.job.pes[self.pe].inbox.is_empty()
+            || !node.inbox.is_empty()
+            || node.queue_len.load(std::sync::atomic::Ordering::Relaxed) > 0
+            || self.job.is_exiting()
+    }
+
+    /// Waits, spinning then parking, until another thread gives this PE work.
+    pub fn idle_wait(&self) {
+        self.job.pes[self.pe]
+            .idle
+            .wait(|| self.has_incoming(), None, self.job.oversubscribed);
+    }
+
+    /// Runs the handler of `msg`, which it then owns. Bundles are unpacked
+    /// into the stash (their sub-messages run next, in order). An unknown
+    /// handler index aborts the job.
+    pub fn deliver(&self, msg: Message) {
+        if msg.header().flags & FLAG_BUNDLE != 0 {
+            return self.unpack_bundle(msg);
+        }
+        let index = msg.handler();
+        let handler = self.handlers.borrow().get(index).cloned();
+        match handler {
+            Some(f) => f(msg),
+            None => crate::machine::exit::abort(&format!(
+                "message for unknown handler {index} (sent by PE {}); register it on every PE before messages for it arrive",
+                msg.src_pe()
+            )),
+        }
+    }
+
+    fn unpack_bundle(&self, msg: Message) {
+        let subs = self.unbundle_or_abort(&msg);
+        let mut stash = self.stash.borrow_mut();
+        for (i, sub) in subs.into_iter().enumerate() {
+            stash.insert(i, sub);
+        }
+    }
+
+    /// The sub-messages of a multiple-send bundle; aborts if its bytes do not
+    /// parse.
+    pub fn unbundle_or_abort(&self, bundle: &Message) -> Vec<Message> {
+        bundle.unbundle().unwrap_or_else(|e| {
+            crate::machine::exit::abort(&format!(
+                "malformed multiple-send bundle from PE {}: {e}",
+                bundle.src_pe()
+            ))
+        })
+    }
+
+    /// Checks this PE's handler table against the other PEs' (once, then on
+    /// every later `register`); aborts on a difference.
+    pub fn check_handlers(&self) {
+        let result = self
+            .job
+            .check_handlers(self.pe, self.handlers.borrow().registered_idents());
+        if let Err(e) = result {
+            crate::machine::exit::abort(&e);
+        }
+        self.handlers_checked.set(true);
+    }
+}
+
+/// Runs `f` with the calling thread's PE.
+///
+/// # Panics
+/// If the thread is no Converse PE.
+pub(crate) fn with<R>(f: impl FnOnce(&Rc<Pe>) -> R) -> R {
+    CURRENT.with(|c| match &*c.borrow() {
+        Some(pe) => f(pe),
+        None => not_a_pe(),
+    })
+}
+
+/// The calling thread's PE (a counted reference: cheap, and safe to hold
+/// across handler calls).
+pub(crate) fn current() -> Rc<Pe> {
+    with(Rc::clone)
+}
+
+/// The calling thread's PE, if it is one.
+pub(crate) fn try_current() -> Option<Rc<Pe>> {
+    CURRENT.with(|c| c.borrow().clone())
+}
+
+#[cold]
+fn not_a_pe() -> ! {
+    panic!(
+        "this thread is not a Converse PE: call Converse functions from the start function, \
+         a handler, or the thread that called init_returns"
+    )
+}

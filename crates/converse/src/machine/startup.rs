@@ -1,0 +1,287 @@
+//! Starting a job (`ConverseInit` and its three modes) and finishing it.
+//!
+//! Every PE is an OS thread. The thread that starts the job is PE 0; PEs
+//! `1..N` are threads named `PE n`. Each runs the start function; then, in
+//! normal mode, its scheduler until `exit_scheduler` or `exit`.
+//!
+//! # Invariants
+//!
+//! - The job ends only when every PE thread has finished; `run` joins them all
+//!   before it returns, so no PE outlives the call.
+//! - A panic in any PE's code ends the job (every PE leaves at its next
+//!   scheduler step) and is re-raised on the thread that started the job.
+//! - In `init_returns` mode the state needed to finish the job later lives in
+//!   a thread-local of the calling thread (`RETURNED`); only that thread can
+//!   finish it ([`finish`] or [`exit`](crate::exit)).
+use std::cell::RefCell;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use super::args::{self, ArgError};
+use super::job::Job;
+use super::pe::{self, ExitUnwind, Pe, Role};
+use super::topology::Topology;
+
+type StartFn = Arc<dyn Fn(&[String]) + Send + Sync>;
+
+/// Stack size of PE threads: room for deep handler recursion and nested
+/// schedulers.
+const PE_STACK: usize = 8 << 20;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum SchedMode {
+    /// Start function, then the scheduler until it is stopped.
+    Normal,
+    /// The start function is the whole computation.
+    UserCallsScheduler,
+}
+
+/// Configures and starts a Converse job (`ConverseInit`).
+///
+/// ```
+/// use converse::Converse;
+/// let code = Converse::new()
+///     .args(["prog", "+p", "2"])
+///     .run(|_args| {
+///         converse::printf(format_args!("hello from PE {}\n", converse::my_pe()));
+///         converse::exit_scheduler();
+///     })
+///     .unwrap();
+/// assert_eq!(code, 0);
+/// ```
+#[doc(alias = "ConverseInit")]
+#[derive(Clone, Debug)]
+pub struct Converse {
+    args: Vec<String>,
+    default_pes: usize,
+    default_ppn: Option<usize>,
+}
+
+impl Default for Converse {
+    fn default() -> Self {
+        Converse::new()
+    }
+}
+
+impl Converse {
+    /// A job configured from the process's command line (`std::env::args`),
+    /// one PE unless `+p` says otherwise.
+    pub fn new() -> Converse {
+        Converse {
+            args: std::env::args().collect(),
+            default_pes: 1,
+            default_ppn: None,
+        }
+    }
+
+    /// Uses `args` (program name first) instead of the process's command line.
+    pub fn args<I, S>(mut self, args: I) -> Converse
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.args = args.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Number of PEs when the command line has no `+p`.
+    pub fn default_pes(mut self, pes: usize) -> Converse {
+        self.default_pes = pes.max(1);
+        self
+    }
+
+    /// PEs per node when the command line has no `++ppn` (default: all PEs on
+    /// one node).
+    pub fn default_ppn(mut self, ppn: usize) -> Converse {
+        self.default_ppn = Some(ppn.max(1));
+        self
+    }
+
+    /// Parses the runtime flags and builds the job's shared state.
+    fn job(&self) -> Result<Arc<Job>, ArgError> {
+        let (flags, program_args) = args::parse(&self.args)?;
+        let pes = flags.pes.unwrap_or(self.default_pes);
+        let ppn = flags.ppn.or(self.default_ppn).unwrap_or(pes);
+        if pes % ppn != 0 {
+            return Err(ArgError::Layout { pes, ppn });
+        }
+        Ok(Arc::new(Job::new(Topology::new(pes, ppn), program_args)))
+    }
+
+    /// Normal mode: runs `start(args)` on every PE, then each PE's scheduler
+    /// until [`exit_scheduler`](crate::exit_scheduler) stops it or
+    /// [`exit`](crate::exit) ends the job. Returns the job's exit code once
+    /// every PE has stopped. `args` are the program's arguments with the
+    /// runtime flags removed, program name first.
+    ///
+    /// # Panics
+    /// Re-raises the first panic of any PE's code, after all PEs stopped.
+    pub fn run<F>(self, start: F) -> Result<i32, ArgError>
+    where
+        F: Fn(&[String]) + Send + Sync + 'static,
+    {
+        self.run_mode(Arc::new(start), SchedMode::Normal)
+    }
+
+    /// User-calls-scheduler mode: runs `start(args)` on every PE as the whole
+    /// computation (it polls with the scheduler functions itself); the job
+    /// ends when every PE's `start` has returned, or at `exit`.
+    pub fn run_user_scheduler<F>(self, start: F) -> Result<i32, ArgError>
+    where
+        F: Fn(&[String]) + Send + Sync + 'static,
+    {
+        self.run_mode(Arc::new(start), SchedMode::UserCallsScheduler)
+    }
+
+    fn run_mode(self, start: StartFn, mode: SchedMode) -> Result<i32, ArgError> {
+        let job = self.job()?;
+        let others = spawn_pes(&job, &start, mode);
+        pe_body(&job, 0, Role::Worker, &start, mode);
+        for t in others {
+            let _ = t.join();
+        }
+        if let Some(payload) = job.take_panic() {
+            std::panic::resume_unwind(payload);
+        }
+        Ok(job.exit_code())
+    }
+
+    /// ConverseInit-returns mode: starts PEs `1..N`, each running `start(args)`
+    /// as in user-calls-scheduler mode, and returns with the calling thread
+    /// made PE 0. The caller then does PE 0's work, polling with the
+    /// scheduler functions, and ends the job with [`exit`](crate::exit)
+    /// (ends the process) or [`finish`] (returns the exit code).
+    pub fn init_returns<F>(self, start: F) -> Result<(), ArgError>
+    where
+        F: Fn(&[String]) + Send + Sync + 'static,
+    {
+        let job = self.job()?;
+        let start: StartFn = Arc::new(start);
+        let others = spawn_pes(&job, &start, SchedMode::UserCallsScheduler);
+        Pe::install(Rc::new(Pe::new(job.clone(), 0, Role::ReturnedMain)));
+        RETURNED.with(|r| *r.borrow_mut() = Some(Returned { job, others }));
+        Ok(())
+    }
+}
+
+fn spawn_pes(job: &Arc<Job>, start: &StartFn, mode: SchedMode) -> Vec<JoinHandle<()>> {
+    (1..job.topo.num_pes())
+        .map(|pe| {
+            let (job, start) = (job.clone(), start.clone());
+            std::thread::Builder::new()
+                .name(format!("PE {pe}"))
+                .stack_size(PE_STACK)
+                .spawn(move || pe_body(&job, pe, Role::Worker, &start, mode))
+                .unwrap_or_else(|e| super::exit::abort(&format!("cannot start PE {pe}: {e}")))
+        })
+        .collect()
+}
+
+/// One PE's life: install it, run `start` (and the scheduler), tear it down.
+fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMode) {
+    Pe::install(Rc::new(Pe::new(job.clone(), pe, role)));
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        start(&job.args);
+        let me = pe::current();
+        if !me.handlers_checked.get() {
+            me.check_handlers();
+        }
+        if mode == SchedMode::Normal {
+            crate::csd::schedule_forever();
+        }
+    }));
+    if let Err(payload) = result {
+        if !payload.is::<ExitUnwind>() {
+            job.record_panic(payload);
+        }
+    }
+    teardown();
+}
+
+/// Uninstalls the calling thread's PE, dropping its PE-private state.
+fn teardown() {
+    if let Some(me) = pe::try_current() {
+        // Drop PE-private variables while the thread is still a PE, so their
+        // destructors may ask which PE they are on.
+        let globals = std::mem::take(&mut *me.globals.borrow_mut());
+        drop(globals);
+    }
+    drop(Pe::uninstall());
+}
+
+struct Returned {
+    job: Arc<Job>,
+    others: Vec<JoinHandle<()>>,
+}
+
+thread_local! {
+    static RETURNED: RefCell<Option<Returned>> = const { RefCell::new(None) };
+}
+
+/// Ends an `init_returns` job from its PE 0 (the calling thread): waits for
+/// the other PEs to stop and returns the exit code. Unlike
+/// [`exit`](crate::exit) it does not end the process.
+///
+/// # Panics
+/// If the calling thread did not start a job with `init_returns`; re-raises
+/// the first panic of any PE's code.
+pub fn finish(code: i32) -> i32 {
+    let job = RETURNED.with(|r| r.borrow().as_ref().map(|r| r.job.clone()));
+    let job = job.expect("finish: this thread did not start a job with Converse::init_returns");
+    job.request_exit(code);
+    drop(job);
+    let code = finish_returned_main();
+    code
+}
+
+/// Joins the other PEs of the calling thread's `init_returns` job, tears down
+/// PE 0 and returns the exit code. The exit has already been requested.
+pub(crate) fn finish_returned_main() -> i32 {
+    let returned = RETURNED.with(|r| r.borrow_mut().take());
+    let Returned { job, others } =
+        returned.expect("this thread did not start a job with Converse::init_returns");
+    for t in others {
+        let _ = t.join();
+    }
+    teardown();
+    if let Some(payload) = job.take_panic() {
+        std::panic::resume_unwind(payload);
+    }
+    job.exit_code()
+}
+
+/// `ConverseInit` with the manual's arguments: starts the job described by
+/// `args` in the mode given by `user_calls_scheduler` (`usched`) and
+/// `init_returns` (`initret`).
+///
+/// Unless `init_returns`, this never returns: when the job ends the process
+/// exits with the job's exit code. A bad command line prints the error and
+/// exits with code 1.
+#[doc(alias = "ConverseInit")]
+pub fn converse_init<F>(args: Vec<String>, start: F, user_calls_scheduler: bool, init_returns: bool)
+where
+    F: Fn(&[String]) + Send + Sync + 'static,
+{
+    let conv = Converse::new().args(args);
+    let result = if init_returns {
+        conv.init_returns(start).map(|()| None)
+    } else if user_calls_scheduler {
+        conv.run_user_scheduler(start).map(Some)
+    } else {
+        conv.run(start).map(Some)
+    };
+    match result {
+        Ok(None) => {}
+        Ok(Some(code)) => {
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            std::process::exit(code)
+        }
+        Err(e) => {
+            eprintln!("converse: {e}");
+            std::process::exit(1)
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! The per-PE handler table: handler index -> function.
+//!
+//! # Numbering
+//!
+//! Three registration methods share one table without ever colliding, because
+//! each draws its indices from its own residue class modulo 3 (as Converse
+//! does):
+//!
+//! | method | indices |
+//! |---|---|
+//! | [`register`](HandlerTable::register) (same order on every PE) | 1, 4, 7, … |
+//! | [`register_local`](HandlerTable::register_local) | 2, 5, 8, … |
+//! | [`register_global`](HandlerTable::register_global) (PE 0, then broadcast) | 3, 6, 9, … |
+//!
+//! [`number`](HandlerTable::number) installs a function at any index the
+//! caller picks. Index 0 is reserved and never holds a handler, so a zeroed
+//! header cannot name a valid handler.
+//!
+//! # Consistency check
+//!
+//! Each entry made by `register` keeps an identity: the `TypeId` of the
+//! function or closure type (every closure expression has its own type, so the
+//! same code registered on every PE yields the same identity) and its type
+//! name for messages. [`HandlerTable::registered_idents`] lists them in
+//! registration order; the job compares these lists between PEs (see
+//! `machine::job`).
+//!
+//! # Concurrency
+//!
+//! A table belongs to one PE and is only touched from that PE's thread; the
+//! functions are `Rc`, so the table is cloned out of before a handler runs and
+//! a handler may register further handlers while it runs.
+use std::any::TypeId;
+use std::rc::Rc;
+
+use super::message::Message;
+
+/// A message handler as stored in the table. It receives, and owns, the
+/// message (`CmiHandler`).
+#[doc(alias = "CmiHandler")]
+pub type Handler = Rc<dyn Fn(Message)>;
+
+/// Largest handler index a table accepts; the table's size is proportional to
+/// its largest index, so the manual's "do not use big numbers" is enforced.
+pub const MAX_HANDLER_INDEX: usize = 1 << 20;
+
+/// The identity of a registered handler function, compared between PEs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HandlerIdent {
+    pub type_id: TypeId,
+    pub name: &'static str,
+}
+
+impl HandlerIdent {
+    pub fn of<F: 'static>() -> HandlerIdent {
+        HandlerIdent {
+            type_id: TypeId::of::<F>(),
+            name: std::any::type_name::<F>(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    Registered = 1,
+    Local = 2,
+    Global = 3,
+}
+
+/// One PE's handler table.
+pub(crate) struct HandlerTable {
+    entries: Vec<Option<Handler>>,
+    /// Next index of each class; see the module comment.
+    next: [usize; 3],
+    /// Identities of the `register` entries, in order (the k-th is at 3k+1).
+    registered: Vec<HandlerIdent>,
+}
+
+impl HandlerTable {
+    pub fn new() -> HandlerTable {
+        HandlerTable {
+            entries: Vec::new(),
+            next: [
+                Class::Registered as usize,
+                Class::Local as usize,
+                Class::Global as usize,
+            ],
+            registered: Vec::new(),
+        }
+    }
+
+    fn take_index(&mut self, class: Class) -> usize {
+        let slot = &mut self.next[class as usize - 1];
+        let index = *slot;
+        *slot += 3;
+        index
+    }
+
+    pub fn register(&mut self, f: Handler, ident: HandlerIdent) -> usize {
+        let index = self.take_index(Class::Registered);
+        self.registered.push(ident);
+        self.install(index, f);
+        index
+    }
+
+    pub fn register_local(&mut self, f: Handler) -> usize {
+        let index = self.take_index(Class::Local);
+        self.install(index, f);
+        index
+    }
+
+    pub fn register_global(&mut self, f: Handler) -> usize {
+        let index = self.take_index(Class::Global);
+        self.install(index, f);
+        index
+    }
+
+    /// Installs `f` at `index`, replacing what was there.
+    ///
+    /// # Panics
+    /// If `index` is 0 (reserved) or above [`MAX_HANDLER_INDEX`].
+    pub fn number(&mut self, index: usize, f: Handler) {
+        assert!(
+            index != 0,
+            "handler index 0 is reserved and cannot be numbered"
+        );
+        assert!(
+            index <= MAX_HANDLER_INDEX,
+            "handler index {index} exceeds the largest allowed index {MAX_HANDLER_INDEX}"
+        );
+        self.install(index, f);
+    }
+
+    fn install(&mut self, index: usize, f: Handler) {
+        if self.entries.len() <= index {
+            self.entries.resize(index + 1, None);
+        }
+        self.entries[index] = Some(f);
+    }
+
+    /// The function at `index`, if one is installed.
+    pub fn get(&self, index: usize) -> Option<&Handler> {
+        self.entries.get(index)?.as_ref()
+    }
+
+    pub fn registered_idents(&self) -> &[HandlerIdent] {
+        &self.registered
+    }
+}
+
+/// The table index of the k-th `register` entry.
+pub(crate) fn registered_index(k: usize) -> usize {
+    3 * k + Class::Registered as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h() -> Handler {
+        Rc::new(|_m: Message| {})
+    }
+
+    #[test]
+    fn classes_never_collide_and_zero_is_reserved() {
+        let mut t = HandlerTable::new();
+        let a = t.register(h(), HandlerIdent::of::<u8>());
+        let b = t.register_local(h());
+        let c = t.register_global(h());
+        let d = t.register(h(), HandlerIdent::of::<u16>());
+        assert_eq!((a, b, c, d), (1, 2, 3, 4));
+        assert!(t.get(0).is_none());
+        assert!(t.get(5).is_none());
+        assert!(t.get(1000).is_none());
+        assert_eq!(registered_index(1), 4);
+        assert_eq!(t.registered_idents().len(), 2);
+    }
+
+    #[test]
+    fn number_replaces() {
+        let mut t = HandlerTable::new();
+        let a = t.register(h(), HandlerIdent::of::<u8>());
+        let first = t.get(a).unwrap().clone();
+        t.number(a, h());
+        assert!(!Rc::ptr_eq(&first, t.get(a).unwrap()));
+        t.number(40, h());
+        assert!(t.get(40).is_some());
+    }
+
+    #[test]
+    #[should_panic(expected = "index 0 is reserved")]
+    fn number_zero_panics() {
+        HandlerTable::new().number(0, h());
+    }
+}

@@ -1,0 +1,501 @@
+//! Converse messages: one contiguous, reference-counted buffer holding a fixed
+//! header followed by the payload.
+//!
+//! # Layout
+//!
+//! ```text
+//! | MsgHeader (32 bytes, #[repr(C)]) | payload (len - 32 bytes) |
+//! ^ 16-byte aligned                  ^ 16-byte aligned
+//! ```
+//!
+//! The buffer is an `Arc<[Chunk]>` of 16-byte, 16-aligned chunks, so the header
+//! and the payload are always 16-byte aligned, and a [`Message`] is a window
+//! `(first chunk, length in bytes)` into such a buffer.
+//!
+//! # Invariants
+//!
+//! - `len >= MSG_HEADER_SIZE` and the window fits in the buffer.
+//! - The header's `total_size` equals `len` whenever the runtime hands a message
+//!   to a handler or a netmod ([`Message::from_bytes`] checks it for bytes that
+//!   come from outside).
+//! - Several messages may share one buffer: a broadcast shares one buffer among
+//!   the receiving PEs, and the sub-messages of a [`multiple_send`] bundle are
+//!   windows into the bundle. Shared bytes are never written: every mutable
+//!   accessor first makes the message unique, copying its window if another
+//!   owner exists (copy-on-write). So no owner can observe another's writes and
+//!   no buffer is freed while a window into it lives.
+//!
+//! # Ownership (the Converse rules)
+//!
+//! A handler owns the message it receives: dropping it frees it (the Rust
+//! spelling of `CmiFree`), sending it with an `*_and_free` call moves it on.
+//! Plain sends take `&Message` and behave as if they copied.
+//!
+//! # Concurrency
+//!
+//! A `Message` is `Send`: it moves between PEs. The only shared state is the
+//! `Arc` count, which is atomic; the bytes of a shared buffer are read-only.
+//!
+//! [`multiple_send`]: crate::cmi::multiple_send
+use std::fmt;
+use std::sync::Arc;
+
+use bytemuck::{Pod, Zeroable};
+
+/// The unit of message storage: 16 bytes, 16-byte aligned.
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C, align(16))]
+pub(crate) struct Chunk([u8; 16]);
+
+const CHUNK: usize = std::mem::size_of::<Chunk>();
+
+/// The fixed header at the start of every message.
+///
+/// Its layout is part of the future C ABI: C code sees it as the first
+/// [`MSG_HEADER_SIZE`] bytes of the buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct MsgHeader {
+    /// Index of the handler that runs when the message is delivered.
+    pub handler: u32,
+    /// Extra slot for layers above (Cld keeps the real handler here).
+    pub info: u32,
+    /// Header plus payload, in bytes.
+    pub total_size: u32,
+    /// PE that sent the message (set by the runtime on every send).
+    pub src_pe: u32,
+    /// Destination PE, or node for node sends (set by the runtime).
+    pub dest: u32,
+    /// Root PE plus one of a broadcast or spanning-tree send; 0 otherwise.
+    pub root: u32,
+    /// Runtime flags (see the `FLAG_*` constants in this module).
+    pub flags: u32,
+    /// Reserved; zero.
+    pub reserved: u32,
+}
+
+/// Size of the message header in bytes: the payload starts this far into a
+/// message. Equal on every platform.
+#[doc(alias = "CmiMsgHeaderSizeBytes")]
+pub const MSG_HEADER_SIZE: usize = std::mem::size_of::<MsgHeader>();
+
+const _: () = assert!(MSG_HEADER_SIZE == 32 && MSG_HEADER_SIZE % CHUNK == 0);
+
+/// Header flag: the message is a bundle built by `multiple_send`; its payload
+/// is a sequence of 16-byte-aligned sub-messages.
+pub(crate) const FLAG_BUNDLE: u32 = 1;
+/// Header flag: the message was sent to a node rather than a PE.
+pub(crate) const FLAG_NODE: u32 = 2;
+
+/// Largest message the runtime accepts (the header's size field is 32 bits).
+pub const MAX_MESSAGE_SIZE: usize = u32::MAX as usize - CHUNK;
+
+/// Why bytes could not be taken as a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MsgError {
+    /// Fewer bytes than a header.
+    TooShort {
+        /// Bytes given.
+        len: usize,
+    },
+    /// The header's `total_size` disagrees with the number of bytes.
+    SizeMismatch {
+        /// The header's `total_size`.
+        header: u32,
+        /// Bytes given.
+        actual: usize,
+    },
+    /// Larger than [`MAX_MESSAGE_SIZE`].
+    TooLarge {
+        /// Bytes given.
+        len: usize,
+    },
+}
+
+impl fmt::Display for MsgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MsgError::TooShort { len } => write!(
+                f,
+                "message of {len} bytes is shorter than the {MSG_HEADER_SIZE}-byte header"
+            ),
+            MsgError::SizeMismatch { header, actual } => write!(
+                f,
+                "message header says {header} bytes but {actual} bytes were given"
+            ),
+            MsgError::TooLarge { len } => write!(
+                f,
+                "message of {len} bytes exceeds the largest message size {MAX_MESSAGE_SIZE}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MsgError {}
+
+/// An owned Converse message: header plus payload in one buffer.
+///
+/// Dropping a `Message` frees it (`CmiFree`). Cloning shares the buffer; the
+/// first write to either clone copies it.
+#[derive(Clone)]
+pub struct Message {
+    buf: Arc<[Chunk]>,
+    /// Index of the chunk where this message's header starts.
+    first: u32,
+    /// Header plus payload, in bytes.
+    len: u32,
+}
+
+fn chunks_for(bytes: usize) -> usize {
+    bytes.div_ceil(CHUNK)
+}
+
+fn zeroed_buffer(chunks: usize) -> Arc<[Chunk]> {
+    // `Chunk` is plain bytes, so a zeroed buffer is a valid one; `collect` of
+    // a sized iterator allocates exactly once.
+    std::iter::repeat_n(Chunk::zeroed(), chunks).collect()
+}
+
+impl Message {
+    /// Allocates a zeroed message with room for `payload_len` payload bytes,
+    /// its header's size field set and its handler set to `handler`.
+    ///
+    /// # Panics
+    /// If the message would exceed [`MAX_MESSAGE_SIZE`].
+    pub fn new(handler: usize, payload_len: usize) -> Message {
+        let mut msg = Message::alloc(MSG_HEADER_SIZE + payload_len);
+        msg.set_handler(handler);
+        msg
+    }
+
+    /// Allocates a zeroed message of `size` bytes *including* the header, as
+    /// `CmiAlloc(size)` does; the payload is `size - MSG_HEADER_SIZE` bytes.
+    ///
+    /// # Panics
+    /// If `size < MSG_HEADER_SIZE` or `size > MAX_MESSAGE_SIZE`.
+    #[doc(alias = "CmiAlloc")]
+    pub fn alloc(size: usize) -> Message {
+        assert!(
+            size >= MSG_HEADER_SIZE,
+            "Message::alloc({size}): a message holds at least its {MSG_HEADER_SIZE}-byte header"
+        );
+        assert!(
+            size <= MAX_MESSAGE_SIZE,
+            "Message::alloc({size}): larger than the largest message {MAX_MESSAGE_SIZE}"
+        );
+        let mut msg = Message {
+            buf: zeroed_buffer(chunks_for(size)),
+            first: 0,
+            len: size as u32,
+        };
+        msg.header_mut().total_size = size as u32;
+        msg
+    }
+
+    /// A new message for `handler` whose payload is a copy of `payload`.
+    pub fn from_payload(handler: usize, payload: &[u8]) -> Message {
+        let mut msg = Message::new(handler, payload.len());
+        msg.payload_mut().copy_from_slice(payload);
+        msg
+    }
+
+    /// Takes `bytes` (header and payload, as produced by [`Message::as_bytes`]
+    /// or a C sender) as a message, checking that they hold a whole header and
+    /// that the header's size field matches. Never trusts the bytes further.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Message, MsgError> {
+        if bytes.len() < MSG_HEADER_SIZE {
+            return Err(MsgError::TooShort { len: bytes.len() });
+        }
+        if bytes.len() > MAX_MESSAGE_SIZE {
+            return Err(MsgError::TooLarge { len: bytes.len() });
+        }
+        let header: MsgHeader = bytemuck::pod_read_unaligned(&bytes[..MSG_HEADER_SIZE]);
+        if header.total_size as usize != bytes.len() {
+            return Err(MsgError::SizeMismatch {
+                header: header.total_size,
+                actual: bytes.len(),
+            });
+        }
+        let mut msg = Message::alloc(bytes.len());
+        msg.as_bytes_mut().copy_from_slice(bytes);
+        Ok(msg)
+    }
+
+    /// Frees the message. The same as dropping it; here so that readers of the
+    /// manual find `CmiFree`.
+    #[doc(alias = "CmiFree")]
+    pub fn free(self) {}
+
+    /// Header plus payload, in bytes.
+    #[allow(clippy::len_without_is_empty)] // never empty: the header is always there
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Payload length in bytes.
+    pub fn payload_len(&self) -> usize {
+        self.len() - MSG_HEADER_SIZE
+    }
+
+    /// The whole message, header first.
+    pub fn as_bytes(&self) -> &[u8] {
+        let start = self.first as usize;
+        let chunks = &self.buf[start..start + chunks_for(self.len())];
+        &bytemuck::cast_slice(chunks)[..self.len()]
+    }
+
+    /// The whole message, header first, for writing. Copies the message first
+    /// if its buffer is shared.
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.len();
+        let n = chunks_for(len);
+        self.make_unique();
+        let start = self.first as usize;
+        let buf = Arc::get_mut(&mut self.buf).expect("make_unique leaves the buffer unshared");
+        &mut bytemuck::cast_slice_mut(&mut buf[start..start + n])[..len]
+    }
+
+    /// The header.
+    pub fn header(&self) -> &MsgHeader {
+        bytemuck::from_bytes(&self.as_bytes()[..MSG_HEADER_SIZE])
+    }
+
+    /// The header, for writing (copies a shared buffer first).
+    pub fn header_mut(&mut self) -> &mut MsgHeader {
+        bytemuck::from_bytes_mut(&mut self.as_bytes_mut()[..MSG_HEADER_SIZE])
+    }
+
+    /// The payload (16-byte aligned).
+    pub fn payload(&self) -> &[u8] {
+        &self.as_bytes()[MSG_HEADER_SIZE..]
+    }
+
+    /// The payload for writing (16-byte aligned; copies a shared buffer first).
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.as_bytes_mut()[MSG_HEADER_SIZE..]
+    }
+
+    /// The handler index stored in the header.
+    #[doc(alias = "CmiGetHandler")]
+    pub fn handler(&self) -> usize {
+        self.header().handler as usize
+    }
+
+    /// Stores handler index `handler` in the header.
+    ///
+    /// # Panics
+    /// If `handler` does not fit the header's 32-bit field.
+    #[doc(alias = "CmiSetHandler")]
+    pub fn set_handler(&mut self, handler: usize) {
+        self.header_mut().handler = u32::try_from(handler).expect("handler index exceeds u32");
+    }
+
+    /// The extra info slot of the header (Cld keeps the real handler here).
+    #[doc(alias = "CmiGetInfo")]
+    pub fn info(&self) -> u32 {
+        self.header().info
+    }
+
+    /// Sets the extra info slot of the header.
+    #[doc(alias = "CmiSetInfo")]
+    pub fn set_info(&mut self, info: u32) {
+        self.header_mut().info = info;
+    }
+
+    /// The PE that sent this message (meaningful once it has been sent).
+    pub fn src_pe(&self) -> usize {
+        self.header().src_pe as usize
+    }
+
+    /// True when another message shares this one's buffer.
+    pub fn is_shared(&self) -> bool {
+        Arc::strong_count(&self.buf) > 1
+    }
+
+    /// Makes this message the only owner of its buffer, copying its window
+    /// out of a shared buffer (a broadcast copy, a bundle sub-message).
+    fn make_unique(&mut self) {
+        if Arc::get_mut(&mut self.buf).is_some() {
+            return;
+        }
+        let start = self.first as usize;
+        let n = chunks_for(self.len());
+        self.buf = Arc::from(&self.buf[start..start + n]);
+        self.first = 0;
+    }
+
+    /// A window into this message's buffer: the sub-message that starts
+    /// `offset` bytes into the payload. Used to unpack bundles without copying.
+    ///
+    /// Returns an error if the bytes there do not hold a valid message.
+    pub(crate) fn sub_message(&self, offset: usize) -> Result<Message, MsgError> {
+        debug_assert_eq!(offset % CHUNK, 0);
+        let payload = self.payload();
+        let rest = payload.get(offset..).unwrap_or(&[]);
+        if rest.len() < MSG_HEADER_SIZE {
+            return Err(MsgError::TooShort { len: rest.len() });
+        }
+        let header: MsgHeader = bytemuck::pod_read_unaligned(&rest[..MSG_HEADER_SIZE]);
+        let size = header.total_size as usize;
+        if size < MSG_HEADER_SIZE {
+            return Err(MsgError::TooShort { len: size });
+        }
+        if size > rest.len() {
+            return Err(MsgError::SizeMismatch {
+                header: header.total_size,
+                actual: rest.len(),
+            });
+        }
+        Ok(Message {
+            buf: Arc::clone(&self.buf),
+            first: self.first + ((MSG_HEADER_SIZE + offset) / CHUNK) as u32,
+            len: size as u32,
+        })
+    }
+
+    /// Builds one message whose payload holds copies of `parts`, each starting
+    /// on a 16-byte boundary (the `multiple_send` bundle format).
+    pub(crate) fn bundle(handler: usize, parts: &[&[u8]]) -> Message {
+        let payload: usize = parts.iter().map(|p| chunks_for(p.len()) * CHUNK).sum();
+        let mut msg = Message::new(handler, payload);
+        msg.header_mut().flags |= FLAG_BUNDLE;
+        let out = msg.payload_mut();
+        let mut at = 0;
+        for part in parts {
+            out[at..at + part.len()].copy_from_slice(part);
+            at += chunks_for(part.len()) * CHUNK;
+        }
+        msg
+    }
+
+    /// The sub-messages of a bundle, in order. Errors if the bundle's bytes do
+    /// not parse as a sequence of messages.
+    pub(crate) fn unbundle(&self) -> Result<Vec<Message>, MsgError> {
+        let mut out = Vec::new();
+        let mut offset = 0;
+        while offset < self.payload_len() {
+            let sub = self.sub_message(offset)?;
+            offset += chunks_for(sub.len()) * CHUNK;
+            out.push(sub);
+        }
+        Ok(out)
+    }
+}
+
+impl AsRef<[u8]> for Message {
+    /// The whole message, header first.
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Message")
+            .field("handler", &self.header().handler)
+            .field("len", &self.len)
+            .field("src_pe", &self.header().src_pe)
+            .field("shared", &self.is_shared())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_is_32_bytes_and_payload_aligned() {
+        assert_eq!(MSG_HEADER_SIZE, 32);
+        let m = Message::new(5, 3);
+        assert_eq!(m.len(), 35);
+        assert_eq!(m.payload_len(), 3);
+        assert_eq!(m.header().total_size, 35);
+        assert_eq!(m.handler(), 5);
+        assert_eq!(m.payload().as_ptr() as usize % 16, 0);
+        assert_eq!(m.as_bytes().as_ptr() as usize % 16, 0);
+    }
+
+    #[test]
+    fn alloc_includes_header() {
+        let m = Message::alloc(MSG_HEADER_SIZE + 400);
+        assert_eq!(m.payload_len(), 400);
+        assert!(m.payload().iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    #[should_panic(expected = "at least its 32-byte header")]
+    fn alloc_smaller_than_header_panics() {
+        let _ = Message::alloc(10);
+    }
+
+    #[test]
+    fn clone_is_copy_on_write() {
+        let mut a = Message::from_payload(1, b"hello");
+        let b = a.clone();
+        assert!(a.is_shared() && b.is_shared());
+        a.payload_mut()[0] = b'j';
+        assert_eq!(a.payload(), b"jello");
+        assert_eq!(b.payload(), b"hello");
+        assert!(!a.is_shared() && !b.is_shared());
+    }
+
+    #[test]
+    fn from_bytes_checks_length_and_size_field() {
+        assert_eq!(
+            Message::from_bytes(&[0u8; 5]).unwrap_err(),
+            MsgError::TooShort { len: 5 }
+        );
+        let m = Message::from_payload(7, b"abc");
+        let mut bytes = m.as_bytes().to_vec();
+        let back = Message::from_bytes(&bytes).unwrap();
+        assert_eq!(back.as_bytes(), m.as_bytes());
+        bytes.push(0);
+        assert_eq!(
+            Message::from_bytes(&bytes).unwrap_err(),
+            MsgError::SizeMismatch {
+                header: 35,
+                actual: 36
+            }
+        );
+    }
+
+    #[test]
+    fn info_slot_round_trips() {
+        let mut m = Message::new(1, 0);
+        m.set_info(77);
+        assert_eq!(m.info(), 77);
+    }
+
+    #[test]
+    fn bundle_round_trips_and_shares_buffer() {
+        let a = Message::from_payload(3, b"first");
+        let b = Message::from_payload(4, &[9u8; 40]);
+        let c = Message::new(5, 0);
+        let bundle = Message::bundle(2, &[a.as_bytes(), b.as_bytes(), c.as_bytes()]);
+        let subs = bundle.unbundle().unwrap();
+        assert_eq!(subs.len(), 3);
+        assert_eq!(subs[0].as_bytes(), a.as_bytes());
+        assert_eq!(subs[1].as_bytes(), b.as_bytes());
+        assert_eq!(subs[2].as_bytes(), c.as_bytes());
+        assert!(subs.iter().all(|s| s.is_shared()));
+        assert!(subs.iter().all(|s| s.payload().as_ptr() as usize % 16 == 0));
+        // Writing to a sub-message copies it and leaves the bundle intact.
+        drop(bundle);
+        let mut first = subs[0].clone();
+        first.payload_mut()[0] = b'F';
+        assert_eq!(first.payload(), b"First");
+        assert_eq!(subs[0].payload(), b"first");
+    }
+
+    #[test]
+    fn malformed_bundle_is_an_error() {
+        let mut bundle = Message::bundle(2, &[Message::new(3, 8).as_bytes()]);
+        bundle.payload_mut()[8] = 0xff; // corrupt the sub-message's size field
+        bundle.payload_mut()[9] = 0xff;
+        assert!(bundle.unbundle().is_err());
+        let mut short = Message::bundle(2, &[Message::new(3, 0).as_bytes()]);
+        short.payload_mut()[8] = 4; // size smaller than a header
+        assert_eq!(short.unbundle().unwrap_err(), MsgError::TooShort { len: 4 });
+    }
+}
