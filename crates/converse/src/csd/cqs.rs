@@ -300,71 +300,57 @@ impl<'a> PrioRef<'a> {
 /// Children per heap node. A 4-ary heap is half as deep as a binary one, and
 /// with the whole sort key in one `u128` the choice of the smallest child
 /// compiles to conditional moves, so the cost of a pop is mostly its chain of
-/// dependent loads, one per level. (Measured on the `cqs` bench at depth
-/// 1,000: 4-ary about 25% faster than binary; `std`'s `BinaryHeap` of
-/// `(key, item)` entries about twice as slow.)
+/// dependent loads, one per level.
 const ARITY: usize = 4;
 
-// A heap node is one `u128` whose integer order is the queue order:
+// A heap node is one `u128` whose integer order is the queue order (in the
+// long heap, only once the words after the first are compared too):
 //
 //   bits 127..96  first normalised priority word
-//   bit  95       set if the priority has more (non-zero) words, kept in
-//                 the node's slot; equal first words with this bit set in
-//                 both nodes need a look at those words (`node_less`)
-//   bits 94..32   tie-breaking sequence number (63 bits)
-//   bits 31..0    index of the slot holding the item
+//   bits  95..32  tie-breaking sequence number
+//   bits  31..0   index of the slot holding the item
 //
 // The slot index never decides an order: sequence numbers are unique.
 
 /// Shift of the first priority word in a node.
 const FIRST_SHIFT: u32 = 96;
-/// Shift of the "more words" bit, and of `first`+bit together.
-const LONG_SHIFT: u32 = 95;
 /// Shift of the sequence number in a node.
 const SEQ_SHIFT: u32 = 32;
 /// Sequence numbers are `SEQ_MID + n` for the n-th FIFO push and
 /// `SEQ_MID - n` for the n-th LIFO push since the heap was last empty, so
 /// FIFO pushes sort after and LIFO pushes before everything of their
-/// priority. `n` would need 2^62 pushes (over a century at one per
-/// nanosecond) without the heap ever emptying to leave the 63-bit field.
-const SEQ_MID: u64 = 1 << 62;
+/// priority. Leaving the 64-bit field would take 2^63 pushes (centuries)
+/// without the heap ever emptying.
+const SEQ_MID: u64 = 1 << 63;
 
-/// The item of one heap node, and its priority words beyond the first.
-struct Slot<T> {
-    /// `None` while the slot is on the free list.
-    item: Option<T>,
-    /// The whole normalised priority (first word included) when it has at
-    /// least two words, else empty (and then not allocated).
-    words: Box<[u32]>,
-}
-
-impl<T> Slot<T> {
-    /// The normalised priority words after the first.
-    #[inline]
-    fn rest(&self) -> &[u32] {
-        self.words.get(1..).unwrap_or(&[])
-    }
-}
-
-/// Whether node `a` comes out before node `b`.
+/// The slot index of a node.
 #[inline]
-fn node_less<T>(slots: &[Slot<T>], a: u128, b: u128) -> bool {
-    let head = (a >> LONG_SHIFT) as u64;
-    if head == (b >> LONG_SHIFT) as u64 && head & 1 == 1 {
-        long_less(slots, a, b)
+fn slot_of(node: u128) -> usize {
+    node as u32 as usize
+}
+
+/// The first priority word of a node.
+#[inline]
+fn first_of(node: u128) -> u32 {
+    (node >> FIRST_SHIFT) as u32
+}
+
+/// Whether node `a` comes out before node `b`. In a `LONG` heap, equal first
+/// words are followed by more priority words, held in `words` by slot.
+#[inline]
+fn node_less<const LONG: bool>(words: &[Box<[u32]>], a: u128, b: u128) -> bool {
+    if LONG && first_of(a) == first_of(b) {
+        long_less(words, a, b)
     } else {
         a < b
     }
 }
 
-/// [`node_less`] for two nodes with the same first word and more words:
-/// the remaining words decide, then the sequence number (the rest of the
-/// integer order). Kept out of line so the one-word case stays compact.
+/// [`node_less`] for two nodes with the same first word in the long heap:
+/// the remaining words decide, then the sequence number.
 #[inline(never)]
-fn long_less<T>(slots: &[Slot<T>], a: u128, b: u128) -> bool {
-    let rest_a = slots[a as u32 as usize].rest();
-    let rest_b = slots[b as u32 as usize].rest();
-    match rest_a.cmp(rest_b) {
+fn long_less(words: &[Box<[u32]>], a: u128, b: u128) -> bool {
+    match words[slot_of(a)][1..].cmp(&words[slot_of(b)][1..]) {
         Ordering::Equal => a < b,
         ord => ord == Ordering::Less,
     }
@@ -372,12 +358,12 @@ fn long_less<T>(slots: &[Slot<T>], a: u128, b: u128) -> bool {
 
 /// The index of the smallest of `ARITY` sibling nodes.
 #[inline]
-fn min_child<T>(slots: &[Slot<T>], nodes: &[u128; ARITY]) -> usize {
-    // A tournament of selects rather than branches: which child is smallest
-    // is unpredictable, and the two first rounds are independent.
-    let a = usize::from(node_less(slots, nodes[1], nodes[0]));
-    let b = 2 + usize::from(node_less(slots, nodes[3], nodes[2]));
-    if node_less(slots, nodes[b], nodes[a]) {
+fn min_child<const LONG: bool>(words: &[Box<[u32]>], nodes: &[u128; ARITY]) -> usize {
+    // A tournament of selects rather than branches (which child is smallest
+    // is unpredictable); the two first rounds are independent.
+    let a = usize::from(node_less::<LONG>(words, nodes[1], nodes[0]));
+    let b = 2 + usize::from(node_less::<LONG>(words, nodes[3], nodes[2]));
+    if node_less::<LONG>(words, nodes[b], nodes[a]) {
         b
     } else {
         a
@@ -385,10 +371,10 @@ fn min_child<T>(slots: &[Slot<T>], nodes: &[u128; ARITY]) -> usize {
 }
 
 /// The index of the smallest node of `nodes` (not empty).
-fn min_index<T>(slots: &[Slot<T>], nodes: &[u128]) -> usize {
+fn min_index<const LONG: bool>(words: &[Box<[u32]>], nodes: &[u128]) -> usize {
     let mut best = 0;
     for (i, &node) in nodes.iter().enumerate().skip(1) {
-        if node_less(slots, node, nodes[best]) {
+        if node_less::<LONG>(words, node, nodes[best]) {
             best = i;
         }
     }
@@ -397,11 +383,11 @@ fn min_index<T>(slots: &[Slot<T>], nodes: &[u128]) -> usize {
 
 /// Moves `node` up from the hole at `pos` to its place.
 #[inline]
-fn sift_up<T>(nodes: &mut [u128], slots: &[Slot<T>], mut pos: usize, node: u128) {
+fn sift_up<const LONG: bool>(nodes: &mut [u128], words: &[Box<[u32]>], mut pos: usize, node: u128) {
     while pos > 0 {
         let parent = (pos - 1) / ARITY;
         let above = nodes[parent];
-        if !node_less(slots, node, above) {
+        if !node_less::<LONG>(words, node, above) {
             break;
         }
         nodes[pos] = above;
@@ -414,44 +400,52 @@ fn sift_up<T>(nodes: &mut [u128], slots: &[Slot<T>], mut pos: usize, node: u128)
 /// down along the smallest children, then `node` moves up from the bottom
 /// (where it usually belongs, having been the last leaf). This saves the
 /// comparison with `node` on the way down.
-fn sift_down_to_bottom<T>(nodes: &mut [u128], slots: &[Slot<T>], node: u128) {
+fn sift_down_to_bottom<const LONG: bool>(nodes: &mut [u128], words: &[Box<[u32]>], node: u128) {
     let len = nodes.len();
     let mut pos = 0;
     loop {
         let child = ARITY * pos + 1;
         let best = if let Some(children) = nodes.get(child..child + ARITY) {
-            let children: &[u128; ARITY] = children.try_into().expect("ARITY nodes");
-            child + min_child(slots, children)
+            let children = children.try_into().expect("ARITY nodes");
+            child + min_child::<LONG>(words, children)
         } else if child < len {
-            child + min_index(slots, &nodes[child..])
+            child + min_index::<LONG>(words, &nodes[child..])
         } else {
             break;
         };
         nodes[pos] = nodes[best];
         pos = best;
     }
-    sift_up(nodes, slots, pos, node);
+    sift_up::<LONG>(nodes, words, pos, node);
 }
 
-/// The priority heap for every item not of the middle priority: an
-/// `ARITY`-ary min-heap of packed `u128` nodes, with the items (and long
-/// priorities) in a slab of slots so that heap moves copy 16 bytes.
-struct PrioHeap<T> {
+/// An `ARITY`-ary min-heap of packed `u128` nodes; the items live in a slab
+/// of slots, so that heap moves copy 16 bytes whatever `T` is.
+///
+/// The short heap (`LONG = false`) holds one-word priorities, ordered by the
+/// node alone. The long heap (`LONG = true`) holds priorities of two words or
+/// more; their whole normalised word lists sit in `words`, by slot, and are
+/// compared when first words are equal.
+struct PrioHeap<T, const LONG: bool> {
     /// The heap, root first.
     nodes: Vec<u128>,
-    /// Items by slot index; a free slot has no item.
-    slots: Vec<Slot<T>>,
-    /// Indices of free slots, reused before `slots` grows.
+    /// Items by slot; `None` for a free slot.
+    items: Vec<Option<T>>,
+    /// Long heap only: each slot's normalised priority words (at least two;
+    /// empty for a free slot).
+    words: Vec<Box<[u32]>>,
+    /// Free slots, reused before `items` grows.
     free: Vec<u32>,
     /// Pushes since the heap was last empty (see `SEQ_MID`).
     pushes: u64,
 }
 
-impl<T> PrioHeap<T> {
+impl<T, const LONG: bool> PrioHeap<T, LONG> {
     fn new() -> Self {
         PrioHeap {
             nodes: Vec::new(),
-            slots: Vec::new(),
+            items: Vec::new(),
+            words: Vec::new(),
             free: Vec::new(),
             pushes: 0,
         }
@@ -462,58 +456,58 @@ impl<T> PrioHeap<T> {
         self.nodes.len()
     }
 
-    #[inline]
-    fn is_empty(&self) -> bool {
-        self.nodes.is_empty()
-    }
-
     /// The first priority word of the top item.
     #[inline]
     fn top_first(&self) -> Option<u32> {
-        self.nodes.first().map(|&n| (n >> FIRST_SHIFT) as u32)
+        self.nodes.first().map(|&n| first_of(n))
     }
 
     /// The priority of the top item.
     fn top_prio(&self) -> Option<PrioRef<'_>> {
         self.nodes.first().map(|&n| PrioRef {
-            first: (n >> FIRST_SHIFT) as u32,
-            rest: self.slots[n as u32 as usize].rest(),
+            first: first_of(n),
+            rest: if LONG {
+                &self.words[slot_of(n)][1..]
+            } else {
+                &[]
+            },
         })
     }
 
-    /// Adds `item` with the normalised priority `first` + `words` (see
-    /// [`Slot::words`]), behind (FIFO) or in front of (LIFO) its equals.
+    /// Adds `item` with the priority whose first word is `first` (and, in the
+    /// long heap, whose whole normalised word list is `words`), behind (FIFO)
+    /// or in front of (LIFO) its equals.
     fn push(&mut self, item: T, first: u32, words: Box<[u32]>, lifo: bool) {
+        debug_assert_eq!(LONG, words.len() >= 2);
         self.pushes += 1;
         let seq = if lifo {
             SEQ_MID - self.pushes
         } else {
             SEQ_MID + self.pushes
         };
-        let long = !words.is_empty();
-        let slot = Slot {
-            item: Some(item),
-            words,
-        };
-        let index = match self.free.pop() {
-            Some(index) => {
-                self.slots[index as usize] = slot;
-                index
+        let slot = match self.free.pop() {
+            Some(slot) => {
+                self.items[slot as usize] = Some(item);
+                if LONG {
+                    self.words[slot as usize] = words;
+                }
+                slot
             }
             None => {
-                let index = u32::try_from(self.slots.len())
-                    .expect("Cqs holds at most 2^32 items of non-middle priority");
-                self.slots.push(slot);
-                index
+                let slot = u32::try_from(self.items.len())
+                    .expect("a Cqs holds at most 2^32 items of one heap");
+                self.items.push(Some(item));
+                if LONG {
+                    self.words.push(words);
+                }
+                slot
             }
         };
-        let node = (u128::from(first) << FIRST_SHIFT)
-            | (u128::from(long) << LONG_SHIFT)
-            | (u128::from(seq) << SEQ_SHIFT)
-            | u128::from(index);
+        let node =
+            (u128::from(first) << FIRST_SHIFT) | (u128::from(seq) << SEQ_SHIFT) | u128::from(slot);
         let pos = self.nodes.len();
         self.nodes.push(node);
-        sift_up(&mut self.nodes, &self.slots, pos, node);
+        sift_up::<LONG>(&mut self.nodes, &self.words, pos, node);
     }
 
     /// Removes and returns the top item.
@@ -521,21 +515,22 @@ impl<T> PrioHeap<T> {
         let last = self.nodes.pop()?;
         let top = match self.nodes.first() {
             Some(&top) => {
-                sift_down_to_bottom(&mut self.nodes, &self.slots, last);
+                sift_down_to_bottom::<LONG>(&mut self.nodes, &self.words, last);
                 top
             }
             None => last,
         };
-        let index = top as u32;
-        let slot = &mut self.slots[index as usize];
-        let item = slot.item.take();
+        let slot = slot_of(top);
+        let item = self.items[slot].take();
         if self.nodes.is_empty() {
             // Nothing is live: start afresh, which also keeps the sequence
             // numbers small.
             self.clear();
         } else {
-            slot.words = Box::default();
-            self.free.push(index);
+            if LONG {
+                self.words[slot] = Box::default();
+            }
+            self.free.push(slot as u32);
         }
         item
     }
@@ -543,10 +538,19 @@ impl<T> PrioHeap<T> {
     /// Drops every item.
     fn clear(&mut self) {
         self.nodes.clear();
-        self.slots.clear();
+        self.items.clear();
+        self.words.clear();
         self.free.clear();
         self.pushes = 0;
     }
+}
+
+/// Where the next item to dequeue is.
+#[derive(Clone, Copy)]
+enum Front {
+    Middle,
+    Short,
+    Long,
 }
 
 /// The scheduler's priority queue: items come out smallest priority first,
@@ -557,8 +561,10 @@ impl<T> PrioHeap<T> {
 pub struct Cqs<T> {
     /// Items of exactly the middle priority, in dequeue order.
     middle: VecDeque<T>,
-    /// Items of every other priority.
-    heap: PrioHeap<T>,
+    /// Items of other one-word priorities (after normalisation).
+    short: PrioHeap<T, false>,
+    /// Items of priorities of two words or more (after normalisation).
+    long: PrioHeap<T, true>,
 }
 
 impl<T> Cqs<T> {
@@ -567,7 +573,8 @@ impl<T> Cqs<T> {
     pub fn new() -> Self {
         Cqs {
             middle: VecDeque::new(),
-            heap: PrioHeap::new(),
+            short: PrioHeap::new(),
+            long: PrioHeap::new(),
         }
     }
 
@@ -599,14 +606,14 @@ impl<T> Cqs<T> {
                 (true, first, words)
             }
         };
-        if first == MIDDLE_WORD && words.is_empty() {
-            if lifo {
-                self.middle.push_front(item);
-            } else {
-                self.middle.push_back(item);
-            }
+        if !words.is_empty() {
+            self.long.push(item, first, words, lifo);
+        } else if first != MIDDLE_WORD {
+            self.short.push(item, first, words, lifo);
+        } else if lifo {
+            self.middle.push_front(item);
         } else {
-            self.heap.push(item, first, words, lifo);
+            self.middle.push_back(item);
         }
     }
 
@@ -630,10 +637,10 @@ impl<T> Cqs<T> {
     /// empty.
     #[doc(alias = "CqsDequeue")]
     pub fn dequeue(&mut self) -> Option<T> {
-        if self.heap_first() {
-            self.heap.pop()
-        } else {
-            self.middle.pop_front()
+        match self.front()? {
+            Front::Middle => self.middle.pop_front(),
+            Front::Short => self.short.pop(),
+            Front::Long => self.long.pop(),
         }
     }
 
@@ -644,25 +651,23 @@ impl<T> Cqs<T> {
     /// to run the more urgent of the two.
     #[doc(alias = "CqsGetPriority")]
     pub fn front_priority(&self) -> Option<PrioRef<'_>> {
-        if self.heap_first() {
-            self.heap.top_prio()
-        } else if self.middle.is_empty() {
-            None
-        } else {
-            Some(PrioRef::MIDDLE)
+        match self.front()? {
+            Front::Middle => Some(PrioRef::MIDDLE),
+            Front::Short => self.short.top_prio(),
+            Front::Long => self.long.top_prio(),
         }
     }
 
     /// The number of queued items.
     #[doc(alias = "CqsLength")]
     pub fn len(&self) -> usize {
-        self.middle.len() + self.heap.len()
+        self.middle.len() + self.short.len() + self.long.len()
     }
 
     /// Whether the queue holds no item.
     #[doc(alias = "CqsEmpty")]
     pub fn is_empty(&self) -> bool {
-        self.middle.is_empty() && self.heap.is_empty()
+        self.len() == 0
     }
 
     /// Removes all items, yielding them in dequeue order. The queue is empty
@@ -676,15 +681,22 @@ impl<T> Cqs<T> {
         Drain { queue: self }
     }
 
-    /// Whether the front item is the heap's top rather than the middle deque's
-    /// head. No heap item has exactly the middle priority, so the heap top
-    /// wins over a non-empty deque if and only if its first word is below the
-    /// middle word.
+    /// Where the most urgent item is. The three parts never hold equal
+    /// priorities, so comparing first words settles it: a one-word priority
+    /// `w` is below every longer priority starting with `w`, and the middle
+    /// priority is below every longer one starting with the middle word.
     #[inline]
-    fn heap_first(&self) -> bool {
-        match self.heap.top_first() {
-            Some(first) => first < MIDDLE_WORD || self.middle.is_empty(),
-            None => false,
+    fn front(&self) -> Option<Front> {
+        let heap = match (self.short.top_first(), self.long.top_first()) {
+            (Some(short), Some(long)) if long < short => Some((Front::Long, long)),
+            (Some(short), _) => Some((Front::Short, short)),
+            (None, Some(long)) => Some((Front::Long, long)),
+            (None, None) => None,
+        };
+        match heap {
+            Some((front, first)) if first < MIDDLE_WORD || self.middle.is_empty() => Some(front),
+            _ if !self.middle.is_empty() => Some(Front::Middle),
+            _ => None,
         }
     }
 }
@@ -735,7 +747,8 @@ impl<T> Iterator for Drain<'_, T> {
 impl<T> Drop for Drain<'_, T> {
     fn drop(&mut self) {
         self.queue.middle.clear();
-        self.queue.heap.clear();
+        self.queue.short.clear();
+        self.queue.long.clear();
     }
 }
 

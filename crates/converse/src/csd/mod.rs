@@ -190,7 +190,7 @@ fn take_from_stash(pe: &Pe, handler: usize, scanned: &mut usize) -> Option<Messa
         let i = *scanned;
         if stash[i].header().flags & FLAG_BUNDLE != 0 {
             let bundle = stash.remove(i).expect("index is in range");
-            for (k, sub) in pe.unbundle_or_abort(&bundle).into_iter().enumerate() {
+            for (k, sub) in pe.unbundle_or_abort(bundle).into_iter().enumerate() {
                 stash.insert(i + k, sub);
             }
             continue;

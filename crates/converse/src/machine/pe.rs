@@ -232,7 +232,7 @@ impl Pe {
     }
 
     fn unpack_bundle(&self, msg: Message) {
-        let subs = self.unbundle_or_abort(&msg);
+        let subs = self.unbundle_or_abort(msg);
         let mut stash = self.stash.borrow_mut();
         for (i, sub) in subs.into_iter().enumerate() {
             stash.insert(i, sub);
@@ -241,11 +241,11 @@ impl Pe {
 
     /// The sub-messages of a multiple-send bundle; aborts if its bytes do not
     /// parse.
-    pub fn unbundle_or_abort(&self, bundle: &Message) -> Vec<Message> {
+    pub fn unbundle_or_abort(&self, bundle: Message) -> Vec<Message> {
+        let src = bundle.src_pe();
         bundle.unbundle().unwrap_or_else(|e| {
             crate::machine::exit::abort(&format!(
-                "malformed multiple-send bundle from PE {}: {e}",
-                bundle.src_pe()
+                "malformed multiple-send bundle from PE {src}: {e}"
             ))
         })
     }

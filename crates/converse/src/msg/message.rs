@@ -8,9 +8,11 @@
 //! ^ 16-byte aligned                  ^ 16-byte aligned
 //! ```
 //!
-//! The buffer is an `Arc<[Chunk]>` of 16-byte, 16-aligned chunks, so the header
-//! and the payload are always 16-byte aligned, and a [`Message`] is a window
-//! `(first chunk, length in bytes)` into such a buffer.
+//! The buffer is a slice of 16-byte, 16-aligned chunks, so the header and the
+//! payload are always 16-byte aligned, and a [`Message`] is a window
+//! `(first chunk, length in bytes)` into such a buffer. The buffer is either
+//! owned outright (`Box`, the common case: reading and writing cost no atomic
+//! operation) or shared (`Arc`: broadcast copies, bundle sub-messages).
 //!
 //! # Invariants
 //!
@@ -21,9 +23,9 @@
 //! - Several messages may share one buffer: a broadcast shares one buffer among
 //!   the receiving PEs, and the sub-messages of a [`multiple_send`] bundle are
 //!   windows into the bundle. Shared bytes are never written: every mutable
-//!   accessor first makes the message unique, copying its window if another
-//!   owner exists (copy-on-write). So no owner can observe another's writes and
-//!   no buffer is freed while a window into it lives.
+//!   accessor first copies a shared message's window into a buffer of its own
+//!   (copy-on-write). So no owner can observe another's writes and no buffer
+//!   is freed while a window into it lives.
 //!
 //! # Ownership (the Converse rules)
 //!
@@ -135,11 +137,11 @@ impl std::error::Error for MsgError {}
 
 /// An owned Converse message: header plus payload in one buffer.
 ///
-/// Dropping a `Message` frees it (`CmiFree`). Cloning shares the buffer; the
-/// first write to either clone copies it.
+/// Dropping a `Message` frees it (`CmiFree`). Cloning copies an owned message
+/// and shares a shared one (the first write to a shared message copies it).
 #[derive(Clone)]
 pub struct Message {
-    buf: Arc<[Chunk]>,
+    buf: Buf,
     /// Index of the chunk where this message's header starts.
     first: u32,
     /// Header plus payload, in bytes.
@@ -150,10 +152,33 @@ fn chunks_for(bytes: usize) -> usize {
     bytes.div_ceil(CHUNK)
 }
 
-fn zeroed_buffer(chunks: usize) -> Arc<[Chunk]> {
-    // `Chunk` is plain bytes, so a zeroed buffer is a valid one; `collect` of
-    // a sized iterator allocates exactly once.
-    std::iter::repeat_n(Chunk::zeroed(), chunks).collect()
+/// A message buffer: owned outright, or shared read-only.
+enum Buf {
+    Owned(Box<[Chunk]>),
+    Shared(Arc<[Chunk]>),
+}
+
+impl Clone for Buf {
+    fn clone(&self) -> Buf {
+        match self {
+            Buf::Owned(b) => Buf::Owned(b.clone()),
+            Buf::Shared(a) => Buf::Shared(Arc::clone(a)),
+        }
+    }
+}
+
+impl Buf {
+    fn chunks(&self) -> &[Chunk] {
+        match self {
+            Buf::Owned(b) => b,
+            Buf::Shared(a) => a,
+        }
+    }
+}
+
+fn zeroed_buffer(chunks: usize) -> Box<[Chunk]> {
+    // `Chunk` is plain bytes, so zeroed memory is a valid buffer (calloc).
+    bytemuck::zeroed_slice_box(chunks)
 }
 
 impl Message {
@@ -184,7 +209,7 @@ impl Message {
             "Message::alloc({size}): larger than the largest message {MAX_MESSAGE_SIZE}"
         );
         let mut msg = Message {
-            buf: zeroed_buffer(chunks_for(size)),
+            buf: Buf::Owned(zeroed_buffer(chunks_for(size))),
             first: 0,
             len: size as u32,
         };
@@ -240,7 +265,7 @@ impl Message {
     /// The whole message, header first.
     pub fn as_bytes(&self) -> &[u8] {
         let start = self.first as usize;
-        let chunks = &self.buf[start..start + chunks_for(self.len())];
+        let chunks = &self.buf.chunks()[start..start + chunks_for(self.len())];
         &bytemuck::cast_slice(chunks)[..self.len()]
     }
 
@@ -249,10 +274,17 @@ impl Message {
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
         let len = self.len();
         let n = chunks_for(len);
-        self.make_unique();
         let start = self.first as usize;
-        let buf = Arc::get_mut(&mut self.buf).expect("make_unique leaves the buffer unshared");
-        &mut bytemuck::cast_slice_mut(&mut buf[start..start + n])[..len]
+        if let Buf::Shared(a) = &self.buf {
+            // Copy-on-write: take a buffer of our own holding our window.
+            self.buf = Buf::Owned(Box::from(&a[start..start + n]));
+            self.first = 0;
+        }
+        let first = self.first as usize;
+        let Buf::Owned(b) = &mut self.buf else {
+            unreachable!("made owned above")
+        };
+        &mut bytemuck::cast_slice_mut(&mut b[first..first + n])[..len]
     }
 
     /// The header.
@@ -307,21 +339,19 @@ impl Message {
         self.header().src_pe as usize
     }
 
-    /// True when another message shares this one's buffer.
+    /// True when this message's buffer is shared (read-only until written).
     pub fn is_shared(&self) -> bool {
-        Arc::strong_count(&self.buf) > 1
+        matches!(self.buf, Buf::Shared(_))
     }
 
-    /// Makes this message the only owner of its buffer, copying its window
-    /// out of a shared buffer (a broadcast copy, a bundle sub-message).
-    fn make_unique(&mut self) {
-        if Arc::get_mut(&mut self.buf).is_some() {
-            return;
-        }
-        let start = self.first as usize;
-        let n = chunks_for(self.len());
-        self.buf = Arc::from(&self.buf[start..start + n]);
-        self.first = 0;
+    /// Turns the message into a shared one, so that clones share its buffer
+    /// instead of copying it (used for broadcasts and bundles).
+    pub(crate) fn into_shared(self) -> Message {
+        let buf = match self.buf {
+            Buf::Owned(b) => Buf::Shared(Arc::from(b)),
+            shared @ Buf::Shared(_) => shared,
+        };
+        Message { buf, ..self }
     }
 
     /// A window into this message's buffer: the sub-message that starts
@@ -346,8 +376,11 @@ impl Message {
                 actual: rest.len(),
             });
         }
+        let Buf::Shared(buf) = &self.buf else {
+            unreachable!("sub-messages are taken from shared bundles only")
+        };
         Ok(Message {
-            buf: Arc::clone(&self.buf),
+            buf: Buf::Shared(Arc::clone(buf)),
             first: self.first + ((MSG_HEADER_SIZE + offset) / CHUNK) as u32,
             len: size as u32,
         })
@@ -370,11 +403,12 @@ impl Message {
 
     /// The sub-messages of a bundle, in order. Errors if the bundle's bytes do
     /// not parse as a sequence of messages.
-    pub(crate) fn unbundle(&self) -> Result<Vec<Message>, MsgError> {
+    pub(crate) fn unbundle(self) -> Result<Vec<Message>, MsgError> {
+        let this = self.into_shared();
         let mut out = Vec::new();
         let mut offset = 0;
-        while offset < self.payload_len() {
-            let sub = self.sub_message(offset)?;
+        while offset < this.payload_len() {
+            let sub = this.sub_message(offset)?;
             offset += chunks_for(sub.len()) * CHUNK;
             out.push(sub);
         }
@@ -430,14 +464,17 @@ mod tests {
     }
 
     #[test]
-    fn clone_is_copy_on_write() {
-        let mut a = Message::from_payload(1, b"hello");
+    fn clone_of_shared_is_copy_on_write() {
+        let owned = Message::from_payload(1, b"hello");
+        let copy = owned.clone();
+        assert!(!copy.is_shared() && !owned.is_shared());
+        let mut a = owned.into_shared();
         let b = a.clone();
         assert!(a.is_shared() && b.is_shared());
         a.payload_mut()[0] = b'j';
         assert_eq!(a.payload(), b"jello");
         assert_eq!(b.payload(), b"hello");
-        assert!(!a.is_shared() && !b.is_shared());
+        assert!(!a.is_shared() && b.is_shared());
     }
 
     #[test]
@@ -480,8 +517,7 @@ mod tests {
         assert_eq!(subs[2].as_bytes(), c.as_bytes());
         assert!(subs.iter().all(|s| s.is_shared()));
         assert!(subs.iter().all(|s| s.payload().as_ptr() as usize % 16 == 0));
-        // Writing to a sub-message copies it and leaves the bundle intact.
-        drop(bundle);
+        // Writing to a sub-message copies it and leaves the others intact.
         let mut first = subs[0].clone();
         first.payload_mut()[0] = b'F';
         assert_eq!(first.payload(), b"First");
