@@ -67,12 +67,9 @@ fn bitvec_prio(rng: &mut XorShift) -> BitPrio {
     BitPrio::new(bits, &words[..bits.div_ceil(32) as usize]).expect("word count matches bits")
 }
 
-/// Mean ns per pair of the best of `RUNS` runs of `run`, which returns the
-/// elapsed ns of `pairs` pairs.
-fn best_of(pairs: u64, mut run: impl FnMut(u64) -> u128) -> f64 {
-    (0..RUNS)
-        .map(|_| run(pairs) as f64 / pairs as f64)
-        .fold(f64::INFINITY, f64::min)
+/// Mean ns per pair of a run that took `elapsed_ns` for `pairs` pairs.
+fn per_pair(elapsed_ns: u128, pairs: u64) -> f64 {
+    elapsed_ns as f64 / pairs as f64
 }
 
 fn cqs_pairs(pairs: u64, mut prio: impl FnMut(&mut XorShift) -> Queueing) -> u128 {
@@ -120,13 +117,16 @@ fn main() {
     let quick = std::env::var_os("CONVERSE_BENCH_QUICK").is_some();
     let pairs = if quick { PAIRS / 100 } else { PAIRS };
 
-    let baseline = best_of(pairs, binaryheap_pairs);
-    let int = best_of(pairs, |n| {
-        cqs_pairs(n, |rng| Queueing::IFifo(int_prio(rng)))
-    });
-    let bitvec = best_of(pairs, |n| {
-        cqs_pairs(n, |rng| Queueing::BFifo(bitvec_prio(rng)))
-    });
+    // The runs of the three loops are interleaved, so that a disturbance of
+    // the machine (other jobs) hits them alike; each keeps its best run.
+    let (mut baseline, mut int, mut bitvec) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    for _ in 0..RUNS {
+        baseline = baseline.min(per_pair(binaryheap_pairs(pairs), pairs));
+        let ns = cqs_pairs(pairs, |rng| Queueing::IFifo(int_prio(rng)));
+        int = int.min(per_pair(ns, pairs));
+        let ns = cqs_pairs(pairs, |rng| Queueing::BFifo(bitvec_prio(rng)));
+        bitvec = bitvec.min(per_pair(ns, pairs));
+    }
 
     report("cqs_int_pair", int, baseline);
     report("cqs_bitvec_pair", bitvec, baseline);

@@ -1,1 +1,126 @@
-fn main() {}
+//! PE-to-PE ping-pong round trip, 8 B to 1 MiB, beside a raw atomic
+//! cache-line ping-pong between the same two PE threads.
+//!
+//! `cargo bench -p converse --bench pingpong`
+//!
+//! Two figures per size: `pe_pingpong_rtt_<size>` bounces one message with
+//! `sync_send_and_free` (ownership moves, as Converse programs forward the
+//! message they received: no copy in-process), and
+//! `pe_pingpong_copy_rtt_<size>` with `sync_send` (a copy per hop).
+mod common;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use converse::{Converse, Message};
+
+const SIZES: [usize; 7] = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20];
+
+fn size_name(size: usize) -> String {
+    match size {
+        s if s >= 1 << 20 => format!("{}MiB", s >> 20),
+        s if s >= 1 << 10 => format!("{}KiB", s >> 10),
+        s => format!("{s}B"),
+    }
+}
+
+fn rounds_for(size: usize) -> u64 {
+    common::iterations(if size <= 4096 { 200_000 } else { 20_000 })
+}
+
+/// Raw round trip: PE 0 writes odd values, PE 1 answers with the next even.
+fn raw_rtt(flag: &AtomicU64, rounds: u64) -> f64 {
+    let me = converse::my_pe();
+    let t0 = Instant::now();
+    for i in 0..rounds {
+        if me == 0 {
+            flag.store(2 * i + 1, Ordering::Release);
+            while flag.load(Ordering::Acquire) != 2 * i + 2 {
+                std::hint::spin_loop();
+            }
+        } else {
+            while flag.load(Ordering::Acquire) != 2 * i + 1 {
+                std::hint::spin_loop();
+            }
+            flag.store(2 * i + 2, Ordering::Release);
+        }
+    }
+    t0.elapsed().as_secs_f64() / rounds as f64
+}
+
+fn main() {
+    let results: Arc<Mutex<Vec<String>>> = Arc::default();
+    let out = results.clone();
+    let flag = Arc::new(AtomicU64::new(0));
+    let barrier = Arc::new(std::sync::Barrier::new(2));
+    Converse::new()
+        .args(["pingpong", "+p", "2"])
+        .run_user_scheduler(move |_| {
+            let me = converse::my_pe();
+            let other = 1 - me;
+            // Both handlers bounce the message back; `copy` selects the send.
+            let bounce_move = converse::register_handler(move |msg: Message| {
+                converse::sync_send_and_free(other, msg);
+            });
+            let bounce_copy = converse::register_handler(move |msg: Message| {
+                converse::sync_send(other, &msg);
+            });
+            let raw_rounds = common::iterations(2_000_000);
+            barrier.wait();
+            flag.store(0, Ordering::SeqCst);
+            barrier.wait();
+            let raw = common::best_of(3, || {
+                barrier.wait();
+                flag.store(0, Ordering::SeqCst);
+                barrier.wait();
+                raw_rtt(&flag, raw_rounds)
+            });
+            for size in SIZES {
+                let rounds = rounds_for(size);
+                for (handler, copy) in [(bounce_move, false), (bounce_copy, true)] {
+                    // PE 0 starts each round trip and counts the returns;
+                    // PE 1 delivers `rounds` messages; PE 0's handler would
+                    // bounce too, so PE 0 delivers one less than it receives.
+                    barrier.wait();
+                    let t0 = Instant::now();
+                    if me == 0 {
+                        converse::sync_send_and_free(1, Message::new(handler, size));
+                        converse::schedule_count(rounds as usize * 2 - 1);
+                    } else {
+                        converse::schedule_count(rounds as usize * 2);
+                    }
+                    let rtt = t0.elapsed().as_secs_f64() / rounds as f64;
+                    // PE 1's last bounce is left in PE 0's inbox: drain it.
+                    barrier.wait();
+                    converse::schedule_poll();
+                    if me == 0 {
+                        let name = if copy {
+                            "pe_pingpong_copy_rtt"
+                        } else {
+                            "pe_pingpong_rtt"
+                        };
+                        out.lock().unwrap().push(format!(
+                            "{}_{}|{}|{}",
+                            name,
+                            size_name(size),
+                            rtt * 1e6,
+                            raw * 1e6
+                        ));
+                    }
+                }
+            }
+        })
+        .expect("runtime flags");
+    for row in results.lock().unwrap().iter() {
+        let f: Vec<&str> = row.split('|').collect();
+        common::line(
+            f[0],
+            f[1].parse().unwrap(),
+            "us",
+            "cacheline_rtt",
+            f[2].parse().unwrap(),
+            "us",
+        );
+    }
+}

@@ -33,17 +33,28 @@
 //!
 //! # Representation and cost
 //!
-//! Most messages use the middle priority, so those live in their own
-//! [`VecDeque`]: enqueue and dequeue are O(1) there. Every item whose
-//! normalised priority is exactly the middle one goes into that deque, however
-//! it was enqueued (`Fifo`, `IFifo(0)`, `BFifo(".1")`, …), which keeps the tie
-//! rule exact for them. All other items sit in a binary min-heap ordered by
-//! `(priority, sequence)`: FIFO items get an increasing sequence number and
-//! LIFO items a decreasing (negative) one, which yields the tie rule above.
-//! Heap operations are O(log n) comparisons. A heap entry keeps the first
-//! priority word inline and compares it first; only priorities longer than one
-//! word (after normalisation) own a heap allocation, so integer priorities
-//! never allocate beyond the heap's own storage.
+//! The queue has three parts, split by normalised priority, so that no
+//! priority is in two parts and each part can be fast for what it holds:
+//!
+//! - **middle**, a [`VecDeque`] of the items of exactly the middle priority,
+//!   however they were enqueued (`Fifo`, `IFifo(0)`, `BFifo(".1")`, …): most
+//!   messages, O(1) to enqueue and dequeue, and the tie rule is the deque's
+//!   `push_front`/`push_back`.
+//! - **short**, a min-heap of the items of other one-word priorities (all
+//!   integer priorities). Its node is one `u128`, `(first word, sequence,
+//!   slot)`, so one integer comparison orders two items.
+//! - **long**, a min-heap of the items of priorities of two words or more.
+//!   Its node holds the first two words inline; only priorities of three
+//!   words or more keep their words (in the slot) and look at them when the
+//!   first two words tie.
+//!
+//! In both heaps, FIFO items get increasing sequence numbers and LIFO items
+//! decreasing ones, which yields the tie rule. Items live in a slab beside
+//! each heap, so heap moves copy small `Copy` nodes. The heaps are 4-ary:
+//! O(log n) per operation, half as deep as binary heaps. `dequeue` and
+//! `front_priority` compare the three fronts, which takes two comparisons of
+//! first words since equal priorities never sit in different parts. Integer
+//! and long priorities never allocate (beyond the queue's own buffers).
 //!
 //! # Concurrency
 //!
@@ -77,6 +88,12 @@ fn long_words(p: i64) -> (u32, u32) {
     ((v >> 32) as u32, v as u32)
 }
 
+/// The length of `words` without its trailing zero words.
+#[inline]
+fn significant_len(words: &[u32]) -> usize {
+    words.iter().rposition(|&w| w != 0).map_or(0, |i| i + 1)
+}
+
 /// A bit-vector priority: an arbitrary-precision binary fraction in `[0, 1)`.
 ///
 /// `bits` significant bits are stored in `u32` words: the most significant
@@ -102,10 +119,13 @@ pub struct BitPrio {
 impl BitPrio {
     /// Makes a bit-vector priority of `bits` bits from `words`.
     ///
-    /// `words.len()` must be exactly `ceil(bits / 32)`; too few or too many
-    /// words is an error. Padding bits beyond `bits` in the last word are
-    /// masked off. Zero bits (and no words) is allowed: it is the priority 0,
-    /// the most urgent one.
+    /// Padding bits beyond `bits` in the last word are masked off. Zero bits
+    /// (and no words) is allowed: it is the priority 0, the most urgent one.
+    ///
+    /// # Errors
+    ///
+    /// [`PrioError`] if `words.len()` is not exactly `ceil(bits / 32)`: too
+    /// few or too many words.
     pub fn new(bits: u32, words: &[u32]) -> Result<BitPrio, PrioError> {
         let needed = bits.div_ceil(32) as usize;
         if words.len() != needed {
@@ -158,38 +178,13 @@ impl BitPrio {
     /// This priority as a normalised, comparable view (trailing zero words
     /// dropped), in the same ordering space as [`Cqs::front_priority`].
     pub fn prio(&self) -> PrioRef<'_> {
-        let n = significant_len(&self.words);
-        match self.words[..n].split_first() {
-            Some((&first, rest)) => PrioRef { first, rest },
-            None => PrioRef::ZERO,
+        let words = &self.words[..significant_len(&self.words)];
+        PrioRef {
+            first: words.first().copied().unwrap_or(0),
+            second: words.get(1).copied().unwrap_or(0),
+            more: words.get(2..).unwrap_or(&[]),
         }
     }
-
-    /// Splits into the heap key: the first normalised word, plus the whole
-    /// normalised word list when it is longer than one word (else an empty,
-    /// unallocated list). Reuses this priority's allocation when it can.
-    fn into_key(self) -> (u32, Box<[u32]>) {
-        let n = significant_len(&self.words);
-        match n {
-            0 => (0, Box::default()),
-            1 => (self.words[0], Box::default()),
-            _ => {
-                let first = self.words[0];
-                let words = if n == self.words.len() {
-                    self.words
-                } else {
-                    self.words[..n].into()
-                };
-                (first, words)
-            }
-        }
-    }
-}
-
-/// The length of `words` without its trailing zero words.
-#[inline]
-fn significant_len(words: &[u32]) -> usize {
-    words.iter().rposition(|&w| w != 0).map_or(0, |i| i + 1)
 }
 
 /// The error of [`BitPrio::new`]: the number of words does not match the
@@ -265,26 +260,25 @@ pub enum Queueing {
 #[doc(alias = "CqsPrioGT")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct PrioRef<'a> {
-    // Field order matters: the derived order compares `first`, then `rest`
-    // lexicographically (a proper prefix is smaller). Because `rest` never
-    // ends in a zero word, that is exactly the binary-fraction order.
-    /// The first word (0 for the priority 0).
+    // The normalised words are `first, second, more…`, missing words being
+    // zero. Field order matters: the derived order compares `first`, then
+    // `second`, then `more` lexicographically (a proper prefix is smaller).
+    // Because `more` never ends in a zero word, that is exactly the
+    // binary-fraction order, and equal numbers have equal fields.
+    /// The first word (0 if there is none).
     first: u32,
-    /// The remaining words, without trailing zero words.
-    rest: &'a [u32],
+    /// The second word (0 if there is none).
+    second: u32,
+    /// The words after the second, without trailing zero words.
+    more: &'a [u32],
 }
 
 impl PrioRef<'_> {
     /// The middle priority `.1`: that of `Fifo`, `Lifo`, integer 0 and long 0.
     pub const MIDDLE: PrioRef<'static> = PrioRef {
         first: MIDDLE_WORD,
-        rest: &[],
-    };
-
-    /// The priority 0, the most urgent one.
-    const ZERO: PrioRef<'static> = PrioRef {
-        first: 0,
-        rest: &[],
+        second: 0,
+        more: &[],
     };
 }
 
@@ -292,89 +286,245 @@ impl<'a> PrioRef<'a> {
     /// The normalised words, most significant first, without trailing zero
     /// words (so the priority 0 has none).
     pub fn words(&self) -> impl Iterator<Item = u32> + 'a {
-        let lead = (self.first != 0 || !self.rest.is_empty()).then_some(self.first);
-        lead.into_iter().chain(self.rest.iter().copied())
+        let len = if !self.more.is_empty() {
+            2 + self.more.len()
+        } else if self.second != 0 {
+            2
+        } else {
+            usize::from(self.first != 0)
+        };
+        [self.first, self.second]
+            .into_iter()
+            .chain(self.more.iter().copied())
+            .take(len)
+    }
+}
+
+/// A normalised priority, as the queue stores it.
+struct Key {
+    /// The first word (0 if there is none).
+    first: u32,
+    /// The second word (0 if there is none).
+    second: u32,
+    /// The whole normalised word list when it has three words or more, else
+    /// empty (and not allocated).
+    words: Box<[u32]>,
+}
+
+impl Key {
+    /// A one-word priority.
+    #[inline]
+    fn one(first: u32) -> Key {
+        Key {
+            first,
+            second: 0,
+            words: Box::default(),
+        }
+    }
+
+    /// The priority of a long integer (at most two words, never allocated).
+    #[inline]
+    fn long(p: i64) -> Key {
+        let (first, second) = long_words(p);
+        Key {
+            first,
+            second,
+            words: Box::default(),
+        }
+    }
+
+    /// The normalised priority of `b`, reusing its allocation when it has
+    /// three words or more.
+    fn bits(b: BitPrio) -> Key {
+        let n = significant_len(&b.words);
+        let word = |i: usize| if i < n { b.words[i] } else { 0 };
+        let (first, second) = (word(0), word(1));
+        let words = match n {
+            0..=2 => Box::default(),
+            _ if n == b.words.len() => b.words,
+            _ => b.words[..n].into(),
+        };
+        Key {
+            first,
+            second,
+            words,
+        }
+    }
+
+    /// Whether the priority has (at most) one word after normalisation.
+    #[inline]
+    fn is_one_word(&self) -> bool {
+        self.second == 0 && self.words.is_empty()
     }
 }
 
 /// Children per heap node. A 4-ary heap is half as deep as a binary one, and
-/// with the whole sort key in one `u128` the choice of the smallest child
-/// compiles to conditional moves, so the cost of a pop is mostly its chain of
-/// dependent loads, one per level.
+/// with small `Copy` nodes the choice of the smallest child compiles to
+/// conditional moves, so the cost of a pop is mostly its chain of dependent
+/// loads, one per level. ([`min_child`] is written for 4.)
 const ARITY: usize = 4;
 
-// A heap node is one `u128` whose integer order is the queue order (in the
-// long heap, only once the words after the first are compared too):
-//
-//   bits 127..96  first normalised priority word
-//   bits  95..32  tie-breaking sequence number
-//   bits  31..0   index of the slot holding the item
-//
-// The slot index never decides an order: sequence numbers are unique.
-
-/// Shift of the first priority word in a node.
-const FIRST_SHIFT: u32 = 96;
-/// Shift of the sequence number in a node.
-const SEQ_SHIFT: u32 = 32;
 /// Sequence numbers are `SEQ_MID + n` for the n-th FIFO push and
 /// `SEQ_MID - n` for the n-th LIFO push since the heap was last empty, so
 /// FIFO pushes sort after and LIFO pushes before everything of their
-/// priority. Leaving the 64-bit field would take 2^63 pushes (centuries)
-/// without the heap ever emptying.
-const SEQ_MID: u64 = 1 << 63;
+/// priority. They fit in 63 bits; leaving that range would take 2^62 pushes
+/// (over a century at one per nanosecond) without the heap ever emptying.
+const SEQ_MID: u64 = 1 << 62;
 
-/// The slot index of a node.
-#[inline]
-fn slot_of(node: u128) -> usize {
-    node as u32 as usize
+/// A heap node: a small `Copy` sort key and the slot of its item.
+trait Node: Copy {
+    /// Whether this heap keeps the words of priorities of three words or
+    /// more, by slot.
+    const KEEPS_WORDS: bool;
+    /// The node of `key`, with sequence number `seq`, for the item in `slot`.
+    fn new(key: &Key, seq: u64, slot: u32) -> Self;
+    /// The slot of the item.
+    fn slot(self) -> usize;
+    /// The priority's first word.
+    fn first(self) -> u32;
+    /// The priority's second word (0 if it has none).
+    fn second(self) -> u32;
+    /// Whether `self` comes out before `other`; `words` holds the heap's
+    /// priority words by slot (see `KEEPS_WORDS`).
+    fn less(self, other: Self, words: &[Box<[u32]>]) -> bool;
 }
 
-/// The first priority word of a node.
-#[inline]
-fn first_of(node: u128) -> u32 {
-    (node >> FIRST_SHIFT) as u32
-}
+/// Node of the short heap (one-word priorities): one `u128` whose integer
+/// order is the queue order,
+///
+/// ```text
+/// bits 127..96  priority word
+/// bits  95..32  sequence number
+/// bits  31..0   slot
+/// ```
+///
+/// The slot never decides: sequence numbers are unique.
+#[derive(Clone, Copy)]
+struct ShortNode(u128);
 
-/// Whether node `a` comes out before node `b`. In a `LONG` heap, equal first
-/// words are followed by more priority words, held in `words` by slot.
-#[inline]
-fn node_less<const LONG: bool>(words: &[Box<[u32]>], a: u128, b: u128) -> bool {
-    if LONG && first_of(a) == first_of(b) {
-        long_less(words, a, b)
-    } else {
-        a < b
+impl Node for ShortNode {
+    const KEEPS_WORDS: bool = false;
+
+    #[inline]
+    fn new(key: &Key, seq: u64, slot: u32) -> Self {
+        ShortNode((u128::from(key.first) << 96) | (u128::from(seq) << 32) | u128::from(slot))
+    }
+
+    #[inline]
+    fn slot(self) -> usize {
+        self.0 as u32 as usize
+    }
+
+    #[inline]
+    fn first(self) -> u32 {
+        (self.0 >> 96) as u32
+    }
+
+    #[inline]
+    fn second(self) -> u32 {
+        0
+    }
+
+    #[inline]
+    fn less(self, other: Self, _: &[Box<[u32]>]) -> bool {
+        self.0 < other.0
     }
 }
 
-/// [`node_less`] for two nodes with the same first word in the long heap:
-/// the remaining words decide, then the sequence number.
+/// Node of the long heap (priorities of two words or more):
+///
+/// ```text
+/// hi: bits 63..32  first word       lo: bit  63      more than two words
+///     bits 31..0   second word          bits 62..0   sequence number
+/// ```
+///
+/// `(hi, lo)` in integer order is the queue order, except between two nodes
+/// with equal first two words that both have more: for those the words
+/// after the second decide first.
+#[derive(Clone, Copy)]
+struct LongNode {
+    hi: u64,
+    lo: u64,
+    slot: u32,
+}
+
+impl LongNode {
+    /// The "more than two words" bit of `lo`.
+    const MORE: u64 = 1 << 63;
+
+    #[inline]
+    fn key(self) -> u128 {
+        (u128::from(self.hi) << 64) | u128::from(self.lo)
+    }
+}
+
+impl Node for LongNode {
+    const KEEPS_WORDS: bool = true;
+
+    #[inline]
+    fn new(key: &Key, seq: u64, slot: u32) -> Self {
+        let more = if key.words.is_empty() { 0 } else { Self::MORE };
+        LongNode {
+            hi: (u64::from(key.first) << 32) | u64::from(key.second),
+            lo: more | seq,
+            slot,
+        }
+    }
+
+    #[inline]
+    fn slot(self) -> usize {
+        self.slot as usize
+    }
+
+    #[inline]
+    fn first(self) -> u32 {
+        (self.hi >> 32) as u32
+    }
+
+    #[inline]
+    fn second(self) -> u32 {
+        self.hi as u32
+    }
+
+    #[inline]
+    fn less(self, other: Self, words: &[Box<[u32]>]) -> bool {
+        if self.hi == other.hi && self.lo & other.lo & Self::MORE != 0 {
+            more_less(self, other, words)
+        } else {
+            self.key() < other.key()
+        }
+    }
+}
+
+/// [`LongNode::less`] for two nodes whose first two words are equal and
+/// which both have more: the further words decide, then the sequence number.
+/// Out of line, to keep the common comparison compact.
 #[inline(never)]
-fn long_less(words: &[Box<[u32]>], a: u128, b: u128) -> bool {
-    match words[slot_of(a)][1..].cmp(&words[slot_of(b)][1..]) {
-        Ordering::Equal => a < b,
+fn more_less(a: LongNode, b: LongNode, words: &[Box<[u32]>]) -> bool {
+    match words[a.slot()][2..].cmp(&words[b.slot()][2..]) {
+        Ordering::Equal => a.lo < b.lo,
         ord => ord == Ordering::Less,
     }
 }
 
-/// The index of the smallest of `ARITY` sibling nodes.
+/// The index of the smallest of four sibling nodes, and that node.
 #[inline]
-fn min_child<const LONG: bool>(words: &[Box<[u32]>], nodes: &[u128; ARITY]) -> usize {
+fn min_child<N: Node>(nodes: &[N; ARITY], words: &[Box<[u32]>]) -> (usize, N) {
     // A tournament of selects rather than branches (which child is smallest
     // is unpredictable); the two first rounds are independent.
-    let a = usize::from(node_less::<LONG>(words, nodes[1], nodes[0]));
-    let b = 2 + usize::from(node_less::<LONG>(words, nodes[3], nodes[2]));
-    if node_less::<LONG>(words, nodes[b], nodes[a]) {
-        b
-    } else {
-        a
-    }
+    let pick = |i: usize, a: N, j: usize, b: N| {
+        if b.less(a, words) { (j, b) } else { (i, a) }
+    };
+    let (i, a) = pick(0, nodes[0], 1, nodes[1]);
+    let (j, b) = pick(2, nodes[2], 3, nodes[3]);
+    pick(i, a, j, b)
 }
 
 /// The index of the smallest node of `nodes` (not empty).
-fn min_index<const LONG: bool>(words: &[Box<[u32]>], nodes: &[u128]) -> usize {
+fn min_index<N: Node>(nodes: &[N], words: &[Box<[u32]>]) -> usize {
     let mut best = 0;
     for (i, &node) in nodes.iter().enumerate().skip(1) {
-        if node_less::<LONG>(words, node, nodes[best]) {
+        if node.less(nodes[best], words) {
             best = i;
         }
     }
@@ -383,11 +533,11 @@ fn min_index<const LONG: bool>(words: &[Box<[u32]>], nodes: &[u128]) -> usize {
 
 /// Moves `node` up from the hole at `pos` to its place.
 #[inline]
-fn sift_up<const LONG: bool>(nodes: &mut [u128], words: &[Box<[u32]>], mut pos: usize, node: u128) {
+fn sift_up<N: Node>(nodes: &mut [N], words: &[Box<[u32]>], mut pos: usize, node: N) {
     while pos > 0 {
         let parent = (pos - 1) / ARITY;
         let above = nodes[parent];
-        if !node_less::<LONG>(words, node, above) {
+        if !node.less(above, words) {
             break;
         }
         nodes[pos] = above;
@@ -400,47 +550,42 @@ fn sift_up<const LONG: bool>(nodes: &mut [u128], words: &[Box<[u32]>], mut pos: 
 /// down along the smallest children, then `node` moves up from the bottom
 /// (where it usually belongs, having been the last leaf). This saves the
 /// comparison with `node` on the way down.
-fn sift_down_to_bottom<const LONG: bool>(nodes: &mut [u128], words: &[Box<[u32]>], node: u128) {
+fn sift_down_to_bottom<N: Node>(nodes: &mut [N], words: &[Box<[u32]>], node: N) {
     let len = nodes.len();
     let mut pos = 0;
     loop {
         let child = ARITY * pos + 1;
-        let best = if let Some(children) = nodes.get(child..child + ARITY) {
-            let children = children.try_into().expect("ARITY nodes");
-            child + min_child::<LONG>(words, children)
+        let (best, moved) = if let Some(children) = nodes.get(child..child + ARITY) {
+            let (i, smallest) = min_child(children.try_into().expect("ARITY nodes"), words);
+            (child + i, smallest)
         } else if child < len {
-            child + min_index::<LONG>(words, &nodes[child..])
+            let best = child + min_index(&nodes[child..], words);
+            (best, nodes[best])
         } else {
             break;
         };
-        nodes[pos] = nodes[best];
+        nodes[pos] = moved;
         pos = best;
     }
-    sift_up::<LONG>(nodes, words, pos, node);
+    sift_up(nodes, words, pos, node);
 }
 
-/// An `ARITY`-ary min-heap of packed `u128` nodes; the items live in a slab
-/// of slots, so that heap moves copy 16 bytes whatever `T` is.
-///
-/// The short heap (`LONG = false`) holds one-word priorities, ordered by the
-/// node alone. The long heap (`LONG = true`) holds priorities of two words or
-/// more; their whole normalised word lists sit in `words`, by slot, and are
-/// compared when first words are equal.
-struct PrioHeap<T, const LONG: bool> {
+/// An `ARITY`-ary min-heap of small nodes; the items live in a slab of slots
+/// beside it, so that heap moves never move a `T`.
+struct PrioHeap<T, N> {
     /// The heap, root first.
-    nodes: Vec<u128>,
+    nodes: Vec<N>,
     /// Items by slot; `None` for a free slot.
     items: Vec<Option<T>>,
-    /// Long heap only: each slot's normalised priority words (at least two;
-    /// empty for a free slot).
+    /// If `N::KEEPS_WORDS`, each slot's [`Key::words`]; else unused.
     words: Vec<Box<[u32]>>,
     /// Free slots, reused before `items` grows.
     free: Vec<u32>,
-    /// Pushes since the heap was last empty (see `SEQ_MID`).
+    /// Pushes since the heap was last empty (see [`SEQ_MID`]).
     pushes: u64,
 }
 
-impl<T, const LONG: bool> PrioHeap<T, LONG> {
+impl<T, N: Node> PrioHeap<T, N> {
     fn new() -> Self {
         PrioHeap {
             nodes: Vec::new(),
@@ -456,29 +601,28 @@ impl<T, const LONG: bool> PrioHeap<T, LONG> {
         self.nodes.len()
     }
 
-    /// The first priority word of the top item.
+    /// The top node.
     #[inline]
-    fn top_first(&self) -> Option<u32> {
-        self.nodes.first().map(|&n| first_of(n))
+    fn top(&self) -> Option<N> {
+        self.nodes.first().copied()
     }
 
     /// The priority of the top item.
     fn top_prio(&self) -> Option<PrioRef<'_>> {
-        self.nodes.first().map(|&n| PrioRef {
-            first: first_of(n),
-            rest: if LONG {
-                &self.words[slot_of(n)][1..]
+        self.top().map(|n| PrioRef {
+            first: n.first(),
+            second: n.second(),
+            more: if N::KEEPS_WORDS {
+                self.words[n.slot()].get(2..).unwrap_or(&[])
             } else {
                 &[]
             },
         })
     }
 
-    /// Adds `item` with the priority whose first word is `first` (and, in the
-    /// long heap, whose whole normalised word list is `words`), behind (FIFO)
-    /// or in front of (LIFO) its equals.
-    fn push(&mut self, item: T, first: u32, words: Box<[u32]>, lifo: bool) {
-        debug_assert_eq!(LONG, words.len() >= 2);
+    /// Adds `item` with priority `key`, behind (FIFO) or in front of (LIFO)
+    /// its equals.
+    fn push(&mut self, item: T, key: Key, lifo: bool) {
         self.pushes += 1;
         let seq = if lifo {
             SEQ_MID - self.pushes
@@ -486,48 +630,45 @@ impl<T, const LONG: bool> PrioHeap<T, LONG> {
             SEQ_MID + self.pushes
         };
         let slot = match self.free.pop() {
-            Some(slot) => {
-                self.items[slot as usize] = Some(item);
-                if LONG {
-                    self.words[slot as usize] = words;
-                }
-                slot
-            }
+            Some(slot) => slot,
             None => {
-                let slot = u32::try_from(self.items.len())
-                    .expect("a Cqs holds at most 2^32 items of one heap");
-                self.items.push(Some(item));
-                if LONG {
-                    self.words.push(words);
+                let slot =
+                    u32::try_from(self.items.len()).expect("a Cqs heap holds at most 2^32 items");
+                self.items.push(None);
+                if N::KEEPS_WORDS {
+                    self.words.push(Box::default());
                 }
                 slot
             }
         };
-        let node =
-            (u128::from(first) << FIRST_SHIFT) | (u128::from(seq) << SEQ_SHIFT) | u128::from(slot);
+        let node = N::new(&key, seq, slot);
+        self.items[slot as usize] = Some(item);
+        if N::KEEPS_WORDS {
+            self.words[slot as usize] = key.words;
+        }
         let pos = self.nodes.len();
         self.nodes.push(node);
-        sift_up::<LONG>(&mut self.nodes, &self.words, pos, node);
+        sift_up(&mut self.nodes, &self.words, pos, node);
     }
 
     /// Removes and returns the top item.
     fn pop(&mut self) -> Option<T> {
         let last = self.nodes.pop()?;
-        let top = match self.nodes.first() {
-            Some(&top) => {
-                sift_down_to_bottom::<LONG>(&mut self.nodes, &self.words, last);
+        let top = match self.top() {
+            Some(top) => {
+                sift_down_to_bottom(&mut self.nodes, &self.words, last);
                 top
             }
             None => last,
         };
-        let slot = slot_of(top);
+        let slot = top.slot();
         let item = self.items[slot].take();
         if self.nodes.is_empty() {
             // Nothing is live: start afresh, which also keeps the sequence
             // numbers small.
             self.clear();
         } else {
-            if LONG {
+            if N::KEEPS_WORDS {
                 self.words[slot] = Box::default();
             }
             self.free.push(slot as u32);
@@ -561,10 +702,10 @@ enum Front {
 pub struct Cqs<T> {
     /// Items of exactly the middle priority, in dequeue order.
     middle: VecDeque<T>,
-    /// Items of other one-word priorities (after normalisation).
-    short: PrioHeap<T, false>,
+    /// Items of the other one-word priorities (after normalisation).
+    short: PrioHeap<T, ShortNode>,
     /// Items of priorities of two words or more (after normalisation).
-    long: PrioHeap<T, true>,
+    long: PrioHeap<T, LongNode>,
 }
 
 impl<T> Cqs<T> {
@@ -581,35 +722,24 @@ impl<T> Cqs<T> {
     /// Enqueues `item` with the priority and strategy of `q`.
     ///
     /// The item is placed behind (FIFO strategies) or in front of (LIFO
-    /// strategies) all items of equal priority already queued.
+    /// strategies) all items of equal priority already queued. O(1) for the
+    /// middle priority, O(log n) otherwise.
     #[doc(alias = "CqsEnqueueGeneral")]
     pub fn enqueue(&mut self, item: T, q: Queueing) {
-        let (lifo, first, words) = match q {
+        let (key, lifo) = match q {
             Queueing::Fifo => return self.enqueue_fifo(item),
             Queueing::Lifo => return self.enqueue_lifo(item),
-            Queueing::IFifo(p) => (false, int_word(p), Box::default()),
-            Queueing::ILifo(p) => (true, int_word(p), Box::default()),
-            Queueing::LFifo(p) => {
-                let (first, words) = long_key(p);
-                (false, first, words)
-            }
-            Queueing::LLifo(p) => {
-                let (first, words) = long_key(p);
-                (true, first, words)
-            }
-            Queueing::BFifo(b) => {
-                let (first, words) = b.into_key();
-                (false, first, words)
-            }
-            Queueing::BLifo(b) => {
-                let (first, words) = b.into_key();
-                (true, first, words)
-            }
+            Queueing::IFifo(p) => (Key::one(int_word(p)), false),
+            Queueing::ILifo(p) => (Key::one(int_word(p)), true),
+            Queueing::LFifo(p) => (Key::long(p), false),
+            Queueing::LLifo(p) => (Key::long(p), true),
+            Queueing::BFifo(b) => (Key::bits(b), false),
+            Queueing::BLifo(b) => (Key::bits(b), true),
         };
-        if !words.is_empty() {
-            self.long.push(item, first, words, lifo);
-        } else if first != MIDDLE_WORD {
-            self.short.push(item, first, words, lifo);
+        if !key.is_one_word() {
+            self.long.push(item, key, lifo);
+        } else if key.first != MIDDLE_WORD {
+            self.short.push(item, key, lifo);
         } else if lifo {
             self.middle.push_front(item);
         } else {
@@ -634,7 +764,8 @@ impl<T> Cqs<T> {
     }
 
     /// Removes and returns the most urgent item, or `None` if the queue is
-    /// empty.
+    /// empty. O(1) when that item has the middle priority, O(log n)
+    /// otherwise.
     #[doc(alias = "CqsDequeue")]
     pub fn dequeue(&mut self) -> Option<T> {
         match self.front()? {
@@ -683,14 +814,17 @@ impl<T> Cqs<T> {
 
     /// Where the most urgent item is. The three parts never hold equal
     /// priorities, so comparing first words settles it: a one-word priority
-    /// `w` is below every longer priority starting with `w`, and the middle
-    /// priority is below every longer one starting with the middle word.
+    /// `w` is below every longer priority starting with `w`, and in
+    /// particular the middle priority is below every longer priority
+    /// starting with the middle word.
     #[inline]
     fn front(&self) -> Option<Front> {
-        let heap = match (self.short.top_first(), self.long.top_first()) {
-            (Some(short), Some(long)) if long < short => Some((Front::Long, long)),
-            (Some(short), _) => Some((Front::Short, short)),
-            (None, Some(long)) => Some((Front::Long, long)),
+        let heap = match (self.short.top(), self.long.top()) {
+            (Some(short), Some(long)) if long.first() < short.first() => {
+                Some((Front::Long, long.first()))
+            }
+            (Some(short), _) => Some((Front::Short, short.first())),
+            (None, Some(long)) => Some((Front::Long, long.first())),
             (None, None) => None,
         };
         match heap {
@@ -698,16 +832,6 @@ impl<T> Cqs<T> {
             _ if !self.middle.is_empty() => Some(Front::Middle),
             _ => None,
         }
-    }
-}
-
-/// The heap key of a long-integer priority: one word when the low word is
-/// zero (so `LFifo(k << 32)` equals `IFifo(k)`), two otherwise.
-#[inline]
-fn long_key(p: i64) -> (u32, Box<[u32]>) {
-    match long_words(p) {
-        (hi, 0) => (hi, Box::default()),
-        (hi, lo) => (hi, Box::new([hi, lo])),
     }
 }
 
@@ -926,6 +1050,17 @@ mod tests {
         q.enqueue(2, Queueing::BFifo(bp(33, &[7, 0])));
         q.enqueue(3, Queueing::IFifo(int_word_inverse(7)));
         assert_eq!(drain_all(&mut q), [2, 3, 0, 1]);
+        // The same with three words or more.
+        q.enqueue(0, Queueing::BFifo(bp(128, &[7, 9, 5, 0])));
+        q.enqueue(1, Queueing::BLifo(bp(96, &[7, 9, 5])));
+        q.enqueue(2, Queueing::BFifo(bp(96, &[7, 9, 5])));
+        q.enqueue(3, Queueing::BFifo(bp(100, &[7, 9, 5, 1 << 28])));
+        assert_eq!(q.front_priority(), Some(bp(96, &[7, 9, 5]).prio()));
+        assert_eq!(
+            q.front_priority().unwrap().words().collect::<Vec<_>>(),
+            [7, 9, 5]
+        );
+        assert_eq!(drain_all(&mut q), [1, 0, 2, 3]);
     }
 
     /// The integer whose priority word is `w`.
@@ -1051,16 +1186,19 @@ mod tests {
                 Just(i64::MIN),
                 Just(i64::MAX),
             ];
+            // Few distinct words, zero the most frequent, and lengths often
+            // whole words, so that bit-vectors tie often, also with
+            // trailing zero words and across lengths.
             let word = prop_oneof![
-                Just(0u32),
-                Just(1),
-                Just(0x7FFF_FFFF),
-                Just(0x8000_0000),
-                Just(0x8000_0001),
-                Just(0xC000_0000),
-                Just(0xFFFF_FFFF),
+                3 => Just(0u32),
+                2 => Just(0x8000_0000),
+                1 => Just(1),
+                1 => Just(0x7FFF_FFFF),
+                1 => Just(0x8000_0001),
+                1 => Just(0xFFFF_FFFF),
             ];
-            let bitprio = (0u32..=100, prop::collection::vec(word, 4)).prop_map(|(bits, w)| {
+            let bits = prop_oneof![0u32..=128, prop::sample::select(vec![32, 64, 96, 128])];
+            let bitprio = (bits, prop::collection::vec(word, 4)).prop_map(|(bits, w)| {
                 BitPrio::new(bits, &w[..bits.div_ceil(32) as usize]).unwrap()
             });
             prop_oneof![
@@ -1151,7 +1289,7 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(512))]
+            #![proptest_config(ProptestConfig::with_cases(256))]
 
             #[test]
             fn matches_model(ops in prop::collection::vec(op(), 0..200)) {

@@ -225,11 +225,20 @@ mod tests {
     use loom::sync::Arc;
     use loom::sync::atomic::AtomicUsize;
 
+    /// Explores every interleaving with up to 3 preemptions (loom's
+    /// recommended bound: bugs of this kind need few context switches to show,
+    /// and the full space of the condvar model does not finish).
+    fn model(f: impl Fn() + Sync + Send + 'static) {
+        let mut builder = loom::model::Builder::new();
+        builder.preemption_bound = Some(3);
+        builder.check(f);
+    }
+
     /// A producer publishes work and wakes; the consumer must never sleep
     /// through it (loom reports a deadlock if it can).
     #[test]
     fn loom_no_lost_wakeup() {
-        loom::model(|| {
+        model(|| {
             let idle = Arc::new(IdleState::new());
             let work = Arc::new(AtomicUsize::new(0));
             let (i2, w2) = (idle.clone(), work.clone());
@@ -247,7 +256,7 @@ mod tests {
     /// Two producers, one consumer that waits twice.
     #[test]
     fn loom_two_wakers() {
-        loom::model(|| {
+        model(|| {
             let idle = Arc::new(IdleState::new());
             let work = Arc::new(AtomicUsize::new(0));
             let mut producers = Vec::new();

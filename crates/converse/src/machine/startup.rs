@@ -139,9 +139,7 @@ impl Converse {
         let job = self.job()?;
         let others = spawn_pes(&job, &start, mode);
         pe_body(&job, 0, Role::Worker, &start, mode);
-        for t in others {
-            let _ = t.join();
-        }
+        join_all(&job, others);
         if let Some(payload) = job.take_panic() {
             std::panic::resume_unwind(payload);
         }
@@ -180,6 +178,8 @@ fn spawn_pes(job: &Arc<Job>, start: &StartFn, mode: SchedMode) -> Vec<JoinHandle
 }
 
 /// One PE's life: install it, run `start` (and the scheduler), tear it down.
+/// Nothing escapes: a panic anywhere, the teardown included, is recorded for
+/// the thread that started the job.
 fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMode) {
     Pe::install(Rc::new(Pe::new(job.clone(), pe, role)));
     let result = catch_unwind(AssertUnwindSafe(|| {
@@ -192,23 +192,42 @@ fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMo
             crate::csd::schedule_forever();
         }
     }));
+    record_unwind(job, result);
+    teardown(job);
+}
+
+/// Keeps a PE's panic (not the runtime's own exit unwinding) for `run`.
+fn record_unwind(job: &Job, result: std::thread::Result<()>) {
     if let Err(payload) = result {
         if !payload.is::<ExitUnwind>() {
             job.record_panic(payload);
         }
     }
-    teardown();
 }
 
-/// Uninstalls the calling thread's PE, dropping its PE-private state.
-fn teardown() {
-    if let Some(me) = pe::try_current() {
-        // Drop PE-private variables while the thread is still a PE, so their
-        // destructors may ask which PE they are on.
-        let globals = std::mem::take(&mut *me.globals.borrow_mut());
-        drop(globals);
-    }
+/// Uninstalls the calling thread's PE, dropping its PE-private state. A
+/// panic in a destructor is recorded like any PE panic.
+fn teardown(job: &Job) {
+    // Drop PE-private variables while the thread is still a PE, so their
+    // destructors may ask which PE they are on.
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(me) = pe::try_current() {
+            let globals = std::mem::take(&mut *me.globals.borrow_mut());
+            drop(globals);
+        }
+    }));
+    record_unwind(job, result);
     drop(Pe::uninstall());
+}
+
+/// Joins PE threads; a thread that died outside the runtime's guard counts as
+/// a PE panic.
+fn join_all(job: &Job, threads: Vec<JoinHandle<()>>) {
+    for t in threads {
+        if let Err(payload) = t.join() {
+            job.record_panic(payload);
+        }
+    }
 }
 
 struct Returned {
@@ -232,8 +251,7 @@ pub fn finish(code: i32) -> i32 {
     let job = job.expect("finish: this thread did not start a job with Converse::init_returns");
     job.request_exit(code);
     drop(job);
-    let code = finish_returned_main();
-    code
+    finish_returned_main()
 }
 
 /// Joins the other PEs of the calling thread's `init_returns` job, tears down
@@ -242,10 +260,8 @@ pub(crate) fn finish_returned_main() -> i32 {
     let returned = RETURNED.with(|r| r.borrow_mut().take());
     let Returned { job, others } =
         returned.expect("this thread did not start a job with Converse::init_returns");
-    for t in others {
-        let _ = t.join();
-    }
-    teardown();
+    join_all(&job, others);
+    teardown(&job);
     if let Some(payload) = job.take_panic() {
         std::panic::resume_unwind(payload);
     }

@@ -1,0 +1,37 @@
+//! What the benchmark programs share: the `bench` line format of DESIGN.md
+//! §11 and the quick mode CI uses to check that they still run.
+#![allow(dead_code)] // each bench uses part of it
+
+/// Prints one figure beside its in-run baseline and their ratio.
+pub fn line(name: &str, value: f64, unit: &str, baseline: &str, base_value: f64, base_unit: &str) {
+    println!(
+        "bench {name} {} {unit} baseline {baseline} {} {base_unit} ratio {:.2}",
+        fmt(value),
+        fmt(base_value),
+        value / base_value
+    );
+}
+
+fn fmt(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// `n`, or `n / 100` (at least 1) when `CONVERSE_BENCH_QUICK` is set.
+pub fn iterations(n: u64) -> u64 {
+    if std::env::var_os("CONVERSE_BENCH_QUICK").is_some() {
+        (n / 100).max(1)
+    } else {
+        n
+    }
+}
+
+/// Best (smallest) of `runs` measurements.
+pub fn best_of(runs: usize, mut f: impl FnMut() -> f64) -> f64 {
+    (0..runs).map(|_| f()).fold(f64::INFINITY, f64::min)
+}
