@@ -6,7 +6,8 @@
 //! Two figures per size: `pe_pingpong_rtt_<size>` bounces one message with
 //! `sync_send_and_free` (ownership moves, as Converse programs forward the
 //! message they received: no copy in-process), and
-//! `pe_pingpong_copy_rtt_<size>` with `sync_send` (a copy per hop).
+//! `pe_pingpong_copy_rtt_<size>` with `sync_send` (a copy per hop). The
+//! baseline runs on the same two PE threads, before the message figures.
 mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -53,19 +54,30 @@ fn main() {
     let results: Arc<Mutex<Vec<String>>> = Arc::default();
     let out = results.clone();
     let flag = Arc::new(AtomicU64::new(0));
+    let remaining = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(std::sync::Barrier::new(2));
     Converse::new()
         .args(["pingpong", "+p", "2"])
         .run_user_scheduler(move |_| {
             let me = converse::my_pe();
             let other = 1 - me;
-            // Both handlers bounce the message back; `copy` selects the send.
-            let bounce_move = converse::register_handler(move |msg: Message| {
-                converse::sync_send_and_free(other, msg);
-            });
-            let bounce_copy = converse::register_handler(move |msg: Message| {
-                converse::sync_send(other, &msg);
-            });
+            // PE 1 always bounces; PE 0 bounces until the round trips are
+            // done (`remaining` counts them down), then drops the message.
+            let countdown = remaining.clone();
+            let bounce = move |msg: Message, copy: bool| {
+                if me == 0 && countdown.fetch_sub(1, Ordering::Relaxed) == 1 {
+                    return;
+                }
+                if copy {
+                    converse::sync_send(other, &msg);
+                } else {
+                    converse::sync_send_and_free(other, msg);
+                }
+            };
+            let bounce = std::rc::Rc::new(bounce);
+            let b = bounce.clone();
+            let bounce_move = converse::register_handler(move |m: Message| b(m, false));
+            let bounce_copy = converse::register_handler(move |m: Message| bounce(m, true));
             let raw_rounds = common::iterations(2_000_000);
             barrier.wait();
             flag.store(0, Ordering::SeqCst);
@@ -76,24 +88,22 @@ fn main() {
                 barrier.wait();
                 raw_rtt(&flag, raw_rounds)
             });
+            let measure = |size: usize, handler: usize, rounds: u64| {
+                barrier.wait();
+                remaining.store(rounds, Ordering::SeqCst);
+                barrier.wait();
+                let t0 = Instant::now();
+                if me == 0 {
+                    converse::sync_send_and_free(1, Message::new(handler, size));
+                }
+                converse::schedule_count(rounds as usize);
+                t0.elapsed().as_secs_f64() / rounds as f64
+            };
+            measure(8, bounce_move, common::iterations(100_000)); // warm-up
             for size in SIZES {
                 let rounds = rounds_for(size);
                 for (handler, copy) in [(bounce_move, false), (bounce_copy, true)] {
-                    // PE 0 starts each round trip and counts the returns;
-                    // PE 1 delivers `rounds` messages; PE 0's handler would
-                    // bounce too, so PE 0 delivers one less than it receives.
-                    barrier.wait();
-                    let t0 = Instant::now();
-                    if me == 0 {
-                        converse::sync_send_and_free(1, Message::new(handler, size));
-                        converse::schedule_count(rounds as usize * 2 - 1);
-                    } else {
-                        converse::schedule_count(rounds as usize * 2);
-                    }
-                    let rtt = t0.elapsed().as_secs_f64() / rounds as f64;
-                    // PE 1's last bounce is left in PE 0's inbox: drain it.
-                    barrier.wait();
-                    converse::schedule_poll();
+                    let rtt = measure(size, handler, rounds);
                     if me == 0 {
                         let name = if copy {
                             "pe_pingpong_copy_rtt"

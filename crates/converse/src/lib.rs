@@ -43,6 +43,7 @@ pub mod cmi;
 pub mod csd;
 pub mod machine;
 pub mod msg;
+mod net;
 mod sync;
 
 pub use cmi::{

@@ -2,11 +2,33 @@
 //! through this shim so that the same code runs under the `loom` model checker
 //! (`RUSTFLAGS="--cfg loom" cargo test --release --lib loom`).
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, fence};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, fence};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, fence};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, fence};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
+
+/// `UnsafeCell` with loom's closure API, so loom can check accesses to it.
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// `UnsafeCell` with loom's closure API (std build: a thin wrapper).
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) fn new(value: T) -> UnsafeCell<T> {
+        UnsafeCell(std::cell::UnsafeCell::new(value))
+    }
+
+    /// Runs `f` with a raw pointer to the contents; the caller's `unsafe`
+    /// block vouches for exclusive access while it dereferences the pointer.
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}

@@ -64,10 +64,7 @@ fn run(pe: &Pe, budget: Budget) -> usize {
             }
         }
         match pe.next_message() {
-            Some(msg) => {
-                pe.deliver(msg);
-                delivered += 1;
-            }
+            Some(msg) => delivered += usize::from(pe.deliver(msg)),
             None => match budget {
                 Budget::Poll => return delivered,
                 Budget::Forever | Budget::Count(_) => pe.idle_wait(),
@@ -144,10 +141,7 @@ pub fn deliver_msgs(max: usize) -> usize {
     let mut delivered = 0;
     while delivered < max && !pe.leave_if_exiting() {
         match pe.next_arrived() {
-            Some(msg) => {
-                pe.deliver(msg);
-                delivered += 1;
-            }
+            Some(msg) => delivered += usize::from(pe.deliver(msg)),
             None => break,
         }
     }
@@ -155,9 +149,10 @@ pub fn deliver_msgs(max: usize) -> usize {
 }
 
 /// Waits for the first arrived message whose handler is `handler`, runs it,
-/// and returns once its handler returns (`CmiDeliverSpecificMsg`). Every other
-/// message stays queued, in order, for the scheduler. Returns early only if
-/// the job is ending.
+/// and returns once its handler returns (`CmiDeliverSpecificMsg`). Only
+/// messages sent to this PE are searched; every other message stays queued, in
+/// order, for the scheduler, and messages sent to the node stay available to
+/// every PE of the node. Returns early only if the job is ending.
 #[doc(alias = "CmiDeliverSpecificMsg")]
 pub fn deliver_specific_msg(handler: usize) {
     let pe = pe::current();
@@ -169,14 +164,17 @@ pub fn deliver_specific_msg(handler: usize) {
     let mut scanned = 0;
     loop {
         if let Some(msg) = take_from_stash(&pe, handler, &mut scanned) {
-            return pe.deliver(msg);
+            pe.deliver(msg);
+            return;
         }
         if pe.leave_if_exiting() {
             return;
         }
-        match take_fresh_arrival(&pe) {
+        // Messages sent to this PE only: node messages are left to whichever
+        // PE of the node schedules next.
+        match pe.next_pe_arrival() {
             Some(msg) => pe.stash.borrow_mut().push_back(msg),
-            None => pe.idle_wait(),
+            None => pe.idle_wait_for_pe_message(),
         }
     }
 }
@@ -201,17 +199,6 @@ fn take_from_stash(pe: &Pe, handler: usize, scanned: &mut usize) -> Option<Messa
         *scanned += 1;
     }
     None
-}
-
-/// The next arrived message that is not already set aside.
-fn take_fresh_arrival(pe: &Pe) -> Option<Message> {
-    if let Some(m) = pe.job.pes[pe.pe].inbox.pop() {
-        return Some(m);
-    }
-    if let Some(m) = pe.self_queue.borrow_mut().pop_front() {
-        return Some(m);
-    }
-    pe.job.nodes[pe.node].inbox.pop()
 }
 
 /// Puts `msg` in the calling PE's scheduler queue per `queueing`

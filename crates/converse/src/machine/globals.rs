@@ -23,9 +23,10 @@
 //!
 //! Each static owns a slot number, drawn once from a process-wide counter the
 //! first time it is used. A PE keeps its `Cpv` values in a vector indexed by
-//! slot (touched only by its own thread). A node keeps its `Csv` values in a
-//! vector behind a mutex; each PE caches the `Arc`s it has looked up, so after
-//! the first access per PE no lock is taken. Values live as long as the PE
+//! slot (touched only by its own thread). A node keeps its `Csv` slots in a
+//! vector behind a mutex, each slot a `OnceLock` (so an initializer runs with
+//! no lock of ours held and may use other `Csv`s); each PE caches the values
+//! it has looked up, so after the first access per PE no lock is taken. Values live as long as the PE
 //! (`Cpv`) or the job (`Csv`).
 use std::any::Any;
 use std::marker::PhantomData;
@@ -33,6 +34,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::job::SharedSlot;
 use super::pe;
 
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
@@ -162,8 +164,16 @@ impl<T: Send + Sync + 'static> Csv<T> {
 
     /// Installs the node's value unless a PE of the node already did
     /// (`CsvInitialize`): every PE may call it, `init` runs once per node.
+    /// `init` may use other node-shared variables; PEs that call this while
+    /// another PE of the node runs `init` wait for it.
     #[doc(alias = "CsvInitialize")]
     pub fn initialize(&self, init: impl FnOnce() -> T) {
+        let slot = self.node_slot();
+        slot.get_or_init(|| Arc::new(init()));
+    }
+
+    /// The calling PE's node's slot for this variable, created if needed.
+    fn node_slot(&self) -> SharedSlot {
         let slot = self.slot.get();
         pe::with(|pe| {
             let node = &pe.job.nodes[pe.node];
@@ -171,10 +181,8 @@ impl<T: Send + Sync + 'static> Csv<T> {
             if globals.len() <= slot {
                 globals.resize(slot + 1, None);
             }
-            if globals[slot].is_none() {
-                globals[slot] = Some(Arc::new(init()));
-            }
-        });
+            globals[slot].get_or_insert_with(Default::default).clone()
+        })
     }
 
     /// True if the variable has been initialized on the calling PE's node.
@@ -184,26 +192,26 @@ impl<T: Send + Sync + 'static> Csv<T> {
 
     fn lookup(&self) -> Option<Arc<T>> {
         let slot = self.slot.get();
-        pe::with(|pe| {
-            if let Some(Some(v)) = pe.node_globals.borrow().get(slot) {
-                return Some(v.clone());
+        let cached = pe::with(|pe| pe.node_globals.borrow().get(slot).cloned().flatten());
+        let value = match cached {
+            Some(v) => v,
+            None => {
+                let value = self.node_slot().get()?.clone();
+                pe::with(|pe| {
+                    let mut cache = pe.node_globals.borrow_mut();
+                    if cache.len() <= slot {
+                        cache.resize(slot + 1, None);
+                    }
+                    cache[slot] = Some(value.clone());
+                });
+                value
             }
-            let found = {
-                let node = &pe.job.nodes[pe.node];
-                let globals = node.globals.lock().unwrap_or_else(|e| e.into_inner());
-                globals.get(slot).cloned().flatten()?
-            };
-            let mut cache = pe.node_globals.borrow_mut();
-            if cache.len() <= slot {
-                cache.resize(slot + 1, None);
-            }
-            cache[slot] = Some(found.clone());
-            Some(found)
-        })
-        .map(|v| {
-            v.downcast::<T>()
-                .unwrap_or_else(|_| unreachable!("a slot holds values of one type"))
-        })
+        };
+        Some(
+            value
+                .downcast::<T>()
+                .unwrap_or_else(|_| unreachable!("a slot holds values of one type")),
+        )
     }
 
     /// The node's value (`CsvAccess`).

@@ -12,8 +12,10 @@
 //!
 //! # Concurrency protocol
 //!
-//! Inboxes are lock-free multi-producer queues (crossbeam `SegQueue`, FIFO, so
-//! messages from one PE to another arrive in the order sent). Node queues and
+//! PE inboxes are lock-free multi-producer, single-consumer FIFO queues
+//! (`net::mpsc`; only the owning PE pops), so messages from one PE to another
+//! arrive in the order sent. Node inboxes are crossbeam `SegQueue`s (any PE of
+//! the node pops). Node queues and
 //! node-shared variables sit behind mutexes: any PE of the node may touch them.
 //! Exit: the PE that calls `exit` stores the code, sets `exiting`, and wakes
 //! every PE and every node barrier; each PE notices at its next scheduler step
@@ -31,16 +33,22 @@ use crate::csd::cqs::Cqs;
 use crate::csd::idle::IdleState;
 use crate::msg::handler::{HandlerIdent, registered_index};
 use crate::msg::message::Message;
+use crate::net::mpsc::MpscQueue;
 
 /// What every other thread may touch of one PE.
 pub(crate) struct PeShared {
-    /// Messages sent to this PE by other PEs, in arrival order.
-    pub inbox: SegQueue<Message>,
+    /// Messages sent to this PE by other PEs, in arrival order. Only the PE's
+    /// own thread pops it (the queue's single consumer).
+    pub inbox: MpscQueue<Message>,
     pub idle: IdleState,
 }
 
-/// A node-shared variable slot (see `machine::globals`).
-pub(crate) type SharedSlot = Arc<dyn Any + Send + Sync>;
+/// A node-shared variable's value (see `machine::globals`).
+pub(crate) type SharedValue = Arc<dyn Any + Send + Sync>;
+/// A node-shared variable slot: set once, by the first PE of the node that
+/// initializes it. Its own `OnceLock`, so an initializer runs without the
+/// node's slot table locked (it may use other node-shared variables).
+pub(crate) type SharedSlot = Arc<std::sync::OnceLock<SharedValue>>;
 
 /// What the PEs of one node share.
 pub(crate) struct NodeShared {
@@ -51,7 +59,7 @@ pub(crate) struct NodeShared {
     /// `queue`'s length, readable without the lock (the scheduler checks it
     /// on every pass).
     pub queue_len: AtomicUsize,
-    /// Node-shared variables (`Csv`), by slot.
+    /// Node-shared variables (`Csv`), by slot number.
     pub globals: Mutex<Vec<Option<SharedSlot>>>,
     pub barrier: NodeBarrier,
 }
@@ -84,7 +92,7 @@ impl Job {
             pes: (0..topo.num_pes())
                 .map(|_| {
                     CachePadded::new(PeShared {
-                        inbox: SegQueue::new(),
+                        inbox: MpscQueue::new(),
                         idle: IdleState::new(),
                     })
                 })

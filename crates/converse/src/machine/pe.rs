@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::job::{Job, SharedSlot};
+use super::job::{Job, SharedValue};
 use crate::csd::cqs::Cqs;
 use crate::msg::handler::HandlerTable;
 use crate::msg::message::{FLAG_BUNDLE, Message};
@@ -52,7 +52,7 @@ pub(crate) struct Pe {
     /// PE-private variables (`Cpv`), by slot.
     pub globals: RefCell<Vec<Option<Rc<dyn Any>>>>,
     /// This PE's cache of node-shared variables (`Csv`), by slot.
-    pub node_globals: RefCell<Vec<Option<SharedSlot>>>,
+    pub node_globals: RefCell<Vec<Option<SharedValue>>>,
 }
 
 thread_local! {
@@ -162,13 +162,25 @@ impl Pe {
         if let Some(m) = self.stash.borrow_mut().pop_front() {
             return Some(m);
         }
-        if let Some(m) = self.job.pes[self.pe].inbox.pop() {
+        self.next_fresh_arrival()
+    }
+
+    /// The next arrived message that is not set aside: inbox, then
+    /// self-sends, then the node inbox.
+    pub fn next_fresh_arrival(&self) -> Option<Message> {
+        self.next_pe_arrival()
+            .or_else(|| self.job.nodes[self.node].inbox.pop())
+    }
+
+    /// The next message sent to this PE (not to its node): inbox, then
+    /// self-sends.
+    pub fn next_pe_arrival(&self) -> Option<Message> {
+        // SAFETY: `Pe` lives on its PE's thread only (it is `!Send`), and only
+        // a PE pops its own inbox: this is the queue's single consumer.
+        if let Some(m) = unsafe { self.job.pes[self.pe].inbox.pop() } {
             return Some(m);
         }
-        if let Some(m) = self.self_queue.borrow_mut().pop_front() {
-            return Some(m);
-        }
-        self.job.nodes[self.node].inbox.pop()
+        self.self_queue.borrow_mut().pop_front()
     }
 
     /// The next message by the scheduler's pass order: arrived messages first,
@@ -200,10 +212,22 @@ impl Pe {
     /// PE polls for), or the job is ending.
     pub fn has_incoming(&self) -> bool {
         let node = &self.job.nodes[self.node];
-        !self.job.pes[self.pe].inbox.is_empty()
+        // SAFETY: as in `next_fresh_arrival`: the owning PE's thread is the
+        // inbox's single consumer.
+        (unsafe { self.job.pes[self.pe].inbox.has_pending() })
             || !node.inbox.is_empty()
             || node.queue_len.load(std::sync::atomic::Ordering::Relaxed) > 0
             || self.job.is_exiting()
+    }
+
+    /// Waits, spinning then parking, until a message is sent to this PE (not
+    /// its node) or the job ends.
+    pub fn idle_wait_for_pe_message(&self) {
+        // SAFETY: the owning PE's thread is the inbox's single consumer.
+        let has = || unsafe { self.job.pes[self.pe].inbox.has_pending() } || self.job.is_exiting();
+        self.job.pes[self.pe]
+            .idle
+            .wait(has, None, self.job.oversubscribed);
     }
 
     /// Waits, spinning then parking, until another thread gives this PE work.
@@ -213,17 +237,22 @@ impl Pe {
             .wait(|| self.has_incoming(), None, self.job.oversubscribed);
     }
 
-    /// Runs the handler of `msg`, which it then owns. Bundles are unpacked
-    /// into the stash (their sub-messages run next, in order). An unknown
-    /// handler index aborts the job.
-    pub fn deliver(&self, msg: Message) {
+    /// Runs the handler of `msg`, which it then owns, and returns true.
+    /// Bundles are unpacked into the stash instead (their sub-messages run
+    /// next, in order, each counted when it runs) and return false. An
+    /// unknown handler index aborts the job.
+    pub fn deliver(&self, msg: Message) -> bool {
         if msg.header().flags & FLAG_BUNDLE != 0 {
-            return self.unpack_bundle(msg);
+            self.unpack_bundle(msg);
+            return false;
         }
         let index = msg.handler();
         let handler = self.handlers.borrow().get(index).cloned();
         match handler {
-            Some(f) => f(msg),
+            Some(f) => {
+                f(msg);
+                true
+            }
             None => crate::machine::exit::abort(&format!(
                 "message for unknown handler {index} (sent by PE {}); register it on every PE before messages for it arrive",
                 msg.src_pe()
