@@ -137,9 +137,7 @@ pub fn multiple_send(dest_pe: usize, msgs: &[&Message]) {
 pub fn init_multiple_send_routine() {}
 
 fn copy(msg: &Message) -> Message {
-    let mut out = Message::alloc(msg.len());
-    out.as_bytes_mut().copy_from_slice(msg.as_bytes());
-    out
+    msg.to_owned_copy()
 }
 
 fn concat<P: AsRef<[u8]>>(parts: &[P]) -> Message {

@@ -120,9 +120,7 @@ impl Pe {
     /// Sends `msg` (already owned, header to be stamped) to PE `dest`.
     pub fn send_to_pe(&self, dest: usize, mut msg: Message) {
         self.check_pe(dest, "send to");
-        let h = msg.header_mut();
-        h.src_pe = self.pe as u32;
-        h.dest = dest as u32;
+        msg.set_src_pe(self.pe);
         if dest == self.pe {
             self.self_queue.borrow_mut().push_back(msg);
         } else {
@@ -140,10 +138,7 @@ impl Pe {
                 "node send to node {node}, but the job has nodes 0..{nodes}"
             ));
         }
-        let h = msg.header_mut();
-        h.src_pe = self.pe as u32;
-        h.dest = node as u32;
-        h.flags |= crate::msg::message::FLAG_NODE;
+        msg.set_src_pe(self.pe);
         self.job.nodes[node].inbox.push(msg);
         self.job.wake_node(node);
     }
@@ -214,7 +209,7 @@ impl Pe {
         let node = &self.job.nodes[self.node];
         // SAFETY: as in `next_fresh_arrival`: the owning PE's thread is the
         // inbox's single consumer.
-        (unsafe { self.job.pes[self.pe].inbox.has_pending() })
+        !(unsafe { self.job.pes[self.pe].inbox.is_empty() })
             || !node.inbox.is_empty()
             || node.queue_len.load(std::sync::atomic::Ordering::Relaxed) > 0
             || self.job.is_exiting()
@@ -224,7 +219,7 @@ impl Pe {
     /// its node) or the job ends.
     pub fn idle_wait_for_pe_message(&self) {
         // SAFETY: the owning PE's thread is the inbox's single consumer.
-        let has = || unsafe { self.job.pes[self.pe].inbox.has_pending() } || self.job.is_exiting();
+        let has = || !unsafe { self.job.pes[self.pe].inbox.is_empty() } || self.job.is_exiting();
         self.job.pes[self.pe]
             .idle
             .wait(has, None, self.job.oversubscribed);

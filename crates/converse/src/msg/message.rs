@@ -64,9 +64,12 @@ pub struct MsgHeader {
     pub info: u32,
     /// Header plus payload, in bytes.
     pub total_size: u32,
-    /// PE that sent the message (set by the runtime on every send).
+    /// PE that sent the message: written by network layers when a message
+    /// leaves its process. In-process sends keep the sender beside the buffer
+    /// instead (see [`Message::src_pe`]), so that forwarding a message does not
+    /// write to its bytes.
     pub src_pe: u32,
-    /// Destination PE, or node for node sends (set by the runtime).
+    /// Destination PE, or node for node sends: written by network layers.
     pub dest: u32,
     /// Root PE plus one of a broadcast or spanning-tree send; 0 otherwise.
     pub root: u32,
@@ -86,8 +89,6 @@ const _: () = assert!(MSG_HEADER_SIZE == 32 && MSG_HEADER_SIZE % CHUNK == 0);
 /// Header flag: the message is a bundle built by `multiple_send`; its payload
 /// is a sequence of 16-byte-aligned sub-messages.
 pub(crate) const FLAG_BUNDLE: u32 = 1;
-/// Header flag: the message was sent to a node rather than a PE.
-pub(crate) const FLAG_NODE: u32 = 2;
 
 /// Largest message the runtime accepts (the header's size field is 32 bits).
 pub const MAX_MESSAGE_SIZE: usize = u32::MAX as usize - CHUNK;
@@ -146,6 +147,8 @@ pub struct Message {
     first: u32,
     /// Header plus payload, in bytes.
     len: u32,
+    /// The PE that sent it (0 until sent).
+    src: u32,
 }
 
 fn chunks_for(bytes: usize) -> usize {
@@ -212,6 +215,7 @@ impl Message {
             buf: Buf::Owned(zeroed_buffer(chunks_for(size))),
             first: 0,
             len: size as u32,
+            src: 0,
         };
         msg.header_mut().total_size = size as u32;
         msg
@@ -334,9 +338,27 @@ impl Message {
         self.header_mut().info = info;
     }
 
-    /// The PE that sent this message (meaningful once it has been sent).
+    /// The PE that sent this message (0 before it is sent).
     pub fn src_pe(&self) -> usize {
-        self.header().src_pe as usize
+        self.src as usize
+    }
+
+    /// Records the sending PE (the runtime does this on every send).
+    pub(crate) fn set_src_pe(&mut self, pe: usize) {
+        self.src = pe as u32;
+    }
+
+    /// A copy of this message in a buffer of its own (what a plain send
+    /// sends). Copies the bytes once, without zeroing first.
+    pub fn to_owned_copy(&self) -> Message {
+        let start = self.first as usize;
+        let n = chunks_for(self.len());
+        Message {
+            buf: Buf::Owned(Box::from(&self.buf.chunks()[start..start + n])),
+            first: 0,
+            len: self.len,
+            src: self.src,
+        }
     }
 
     /// True when this message's buffer is shared (read-only until written).
@@ -383,6 +405,7 @@ impl Message {
             buf: Buf::Shared(Arc::clone(buf)),
             first: self.first + ((MSG_HEADER_SIZE + offset) / CHUNK) as u32,
             len: size as u32,
+            src: self.src,
         })
     }
 
@@ -428,7 +451,7 @@ impl fmt::Debug for Message {
         f.debug_struct("Message")
             .field("handler", &self.header().handler)
             .field("len", &self.len)
-            .field("src_pe", &self.header().src_pe)
+            .field("src_pe", &self.src)
             .field("shared", &self.is_shared())
             .finish()
     }
