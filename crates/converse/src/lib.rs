@@ -39,6 +39,11 @@
 #![warn(missing_docs)]
 #![allow(clippy::new_without_default)]
 
+/// The README's code, compiled and run as a doctest so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
+
 pub mod cmi;
 pub mod csd;
 pub mod machine;
