@@ -69,7 +69,7 @@ impl IdleState {
     }
 
     /// True while the PE is parked or about to park.
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(all(test, not(loom)))]
     pub fn is_sleeping(&self) -> bool {
         self.sleeping.load(Relaxed)
     }

@@ -14,7 +14,7 @@
 //! So arrived messages run before anything enqueued with `enqueue*`, as the
 //! manual promises. When nothing is ready the PE idles: it spins briefly, then
 //! yields, then parks until another PE gives it work or the job ends (see
-//! [`idle`]).
+//! `csd::idle`).
 //!
 //! # Stopping
 //!

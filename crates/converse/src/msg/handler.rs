@@ -8,11 +8,11 @@
 //!
 //! | method | indices |
 //! |---|---|
-//! | [`register`](HandlerTable::register) (same order on every PE) | 1, 4, 7, … |
-//! | [`register_local`](HandlerTable::register_local) | 2, 5, 8, … |
-//! | [`register_global`](HandlerTable::register_global) (PE 0, then broadcast) | 3, 6, 9, … |
+//! | [`register_handler`](crate::register_handler) (same order on every PE) | 1, 4, 7, … |
+//! | [`register_handler_local`](crate::register_handler_local) | 2, 5, 8, … |
+//! | [`register_handler_global`](crate::register_handler_global) (PE 0, then broadcast) | 3, 6, 9, … |
 //!
-//! [`number`](HandlerTable::number) installs a function at any index the
+//! [`number_handler`](crate::number_handler) installs a function at any index the
 //! caller picks. Index 0 is reserved and never holds a handler, so a zeroed
 //! header cannot name a valid handler.
 //!
@@ -21,7 +21,7 @@
 //! Each entry made by `register` keeps an identity: the `TypeId` of the
 //! function or closure type (every closure expression has its own type, so the
 //! same code registered on every PE yields the same identity) and its type
-//! name for messages. [`HandlerTable::registered_idents`] lists them in
+//! name for messages. `HandlerTable::registered_idents` lists them in
 //! registration order; the job compares these lists between PEs (see
 //! `machine::job`).
 //!
