@@ -13,7 +13,7 @@
 //! # Concurrency protocol
 //!
 //! PE inboxes are lock-free multi-producer, single-consumer FIFO queues
-//! (`net::mpsc`; only the owning PE pops), so messages from one PE to another
+//! (`net::inbox`; only the owning PE pops), so messages from one PE to another
 //! arrive in the order sent. Node inboxes are crossbeam `SegQueue`s (any PE of
 //! the node pops). Node queues and
 //! node-shared variables sit behind mutexes: any PE of the node may touch them.
@@ -33,13 +33,13 @@ use crate::csd::cqs::Cqs;
 use crate::csd::idle::IdleState;
 use crate::msg::handler::{HandlerIdent, registered_index};
 use crate::msg::message::Message;
-use crate::net::mpsc::MpscQueue;
+use crate::net::inbox::Inbox;
 
 /// What every other thread may touch of one PE.
 pub(crate) struct PeShared {
     /// Messages sent to this PE by other PEs, in arrival order. Only the PE's
     /// own thread pops it (the queue's single consumer).
-    pub inbox: MpscQueue<Message>,
+    pub inbox: Inbox<Message>,
     pub idle: IdleState,
 }
 
@@ -92,7 +92,7 @@ impl Job {
             pes: (0..topo.num_pes())
                 .map(|_| {
                     CachePadded::new(PeShared {
-                        inbox: MpscQueue::new(),
+                        inbox: Inbox::new(),
                         idle: IdleState::new(),
                     })
                 })
