@@ -96,11 +96,12 @@ unsafe impl<T: Send> Send for Inbox<T> {}
 unsafe impl<T: Send> Sync for Inbox<T> {}
 
 impl<T> Inbox<T> {
-    /// An empty inbox with a ring of `slots` slots (at least 2: with one slot
-    /// "filled by ticket t" and "free for ticket t + 1" would be the same
-    /// `seq`).
+    /// An empty inbox with a ring of `slots` slots, rounded up to a power of
+    /// two (a mask instead of a division per access) and at least 2 (with one
+    /// slot, "filled by ticket t" and "free for ticket t + 1" would be the
+    /// same `seq`).
     pub fn with_slots(slots: usize) -> Inbox<T> {
-        let slots = slots.max(2);
+        let slots = slots.max(2).next_power_of_two();
         Inbox {
             tail: CachePadded::new(AtomicU64::new(0)),
             slots: (0..slots as u64)
@@ -121,8 +122,9 @@ impl<T> Inbox<T> {
         Inbox::with_slots(INBOX_SLOTS)
     }
 
+    #[inline]
     fn slot(&self, ticket: u64) -> &Slot<T> {
-        &self.slots[(ticket % self.slots.len() as u64) as usize]
+        &self.slots[ticket as usize & (self.slots.len() - 1)]
     }
 
     /// Appends `value`. Safe from any thread; never blocks.
@@ -145,6 +147,7 @@ impl<T> Inbox<T> {
     /// # Safety
     /// No other thread may be in `pop` or `is_empty` on this inbox at the
     /// same time (one consumer).
+    #[inline]
     pub unsafe fn pop(&self) -> Option<T> {
         // SAFETY: the consumer state is ours alone (this function's contract).
         unsafe {
@@ -170,11 +173,24 @@ impl<T> Inbox<T> {
     ///
     /// # Safety
     /// Consumer only (as `pop`).
+    #[inline]
     unsafe fn take_diverted(&self, c: &mut Consumer<T>, ticket: u64) -> Option<T> {
+        // SAFETY: we are the overflow queue's single consumer (our contract).
+        if c.diverted.is_empty() && unsafe { self.overflow.is_empty() } {
+            return None; // the common case: nothing ever overflowed
+        }
+        // SAFETY: as above.
+        unsafe { self.take_diverted_slow(c, ticket) }
+    }
+
+    /// # Safety
+    /// Consumer only (as `pop`).
+    #[cold]
+    unsafe fn take_diverted_slow(&self, c: &mut Consumer<T>, ticket: u64) -> Option<T> {
         if let Some(v) = c.diverted.remove(&ticket) {
             return Some(v);
         }
-        // SAFETY: we are the overflow queue's single consumer (our contract).
+        // SAFETY: as above.
         while let Some((t, v)) = unsafe { self.overflow.pop() } {
             c.diverted.insert(t, v);
         }
@@ -185,6 +201,7 @@ impl<T> Inbox<T> {
     ///
     /// # Safety
     /// As for [`pop`](Inbox::pop): called by the single consumer only.
+    #[inline]
     pub unsafe fn is_empty(&self) -> bool {
         // SAFETY: consumer state is ours (contract); see `pop`.
         unsafe {
@@ -205,7 +222,7 @@ mod tests {
 
     #[test]
     fn fifo_through_ring_and_overflow() {
-        for slots in [2, 3, 256] {
+        for slots in [2, 3, 4, 256] {
             let q = Inbox::with_slots(slots);
             // SAFETY: this thread is the only consumer.
             unsafe {
