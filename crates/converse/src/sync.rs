@@ -32,3 +32,18 @@ impl<T> UnsafeCell<T> {
         f(self.0.get())
     }
 }
+
+#[cfg(all(test, loom))]
+pub(crate) use loom::{sync::Arc, thread::spawn};
+#[cfg(all(test, not(loom)))]
+pub(crate) use std::{sync::Arc, thread::spawn};
+
+/// Runs a loom model exploring every interleaving with up to 3 preemptions
+/// (loom's recommended bound: the bugs these models look for need few
+/// context switches to show, and the unbounded space does not finish).
+#[cfg(all(test, loom))]
+pub(crate) fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(3);
+    builder.check(f);
+}

@@ -241,14 +241,7 @@ mod tests {
     use loom::sync::Arc;
     use loom::sync::atomic::AtomicUsize;
 
-    /// Explores every interleaving with up to 3 preemptions (loom's
-    /// recommended bound: bugs of this kind need few context switches to show,
-    /// and the full space of the condvar model does not finish).
-    fn model(f: impl Fn() + Sync + Send + 'static) {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(3);
-        builder.check(f);
-    }
+    use crate::sync::model;
 
     /// A producer publishes work and wakes; the consumer must never sleep
     /// through it (loom reports a deadlock if it can).

@@ -5,3 +5,5 @@
 //! following the Nemesis netmod contract come later.
 pub(crate) mod inbox;
 pub(crate) mod mpsc;
+#[cfg(test)]
+mod testing;

@@ -185,83 +185,19 @@ mod tests {
 
     #[test]
     fn producers_keep_their_order() {
-        let q = Arc::new(MpscQueue::new());
-        let producers: Vec<_> = (0..3u64)
-            .map(|p| {
-                let q = q.clone();
-                std::thread::spawn(move || {
-                    for i in 0..20_000u64 {
-                        q.push((p, i));
-                    }
-                })
-            })
-            .collect();
-        let mut next = [0u64; 3];
-        let mut got = 0;
-        while got < 60_000 {
-            // SAFETY: this thread is the only consumer.
-            if let Some((p, i)) = unsafe { q.pop() } {
-                assert_eq!(i, next[p as usize], "producer {p} out of order");
-                next[p as usize] += 1;
-                got += 1;
-            }
-        }
-        for p in producers {
-            p.join().unwrap();
-        }
-        // SAFETY: only consumer.
-        assert!(unsafe { q.is_empty() });
+        crate::net::testing::producers_keep_their_order(MpscQueue::new(), 3, 20_000);
     }
 }
 
 #[cfg(all(test, loom))]
 mod tests {
     use super::*;
-    use loom::sync::Arc;
 
-    fn model(f: impl Fn() + Sync + Send + 'static) {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(3);
-        builder.check(f);
-    }
-
-    /// Two producers, one consumer popping concurrently: every value arrives
-    /// once, each producer's in order.
+    /// Two producers, two values each, one consumer popping concurrently.
     #[test]
     fn loom_mpsc_two_producers() {
-        model(|| {
-            let q = Arc::new(MpscQueue::new());
-            let producers: Vec<_> = (0..2u32)
-                .map(|p| {
-                    let q = q.clone();
-                    loom::thread::spawn(move || {
-                        q.push((p, 0));
-                        q.push((p, 1));
-                    })
-                })
-                .collect();
-            let mut seen = [0u32; 2];
-            let mut got = 0;
-            // Pop what is visible while the producers run...
-            for _ in 0..3 {
-                // SAFETY: this thread is the only consumer.
-                if let Some((p, i)) = unsafe { q.pop() } {
-                    assert_eq!(i, seen[p as usize]);
-                    seen[p as usize] += 1;
-                    got += 1;
-                }
-            }
-            for p in producers {
-                p.join().unwrap();
-            }
-            // ...then the rest, which must all be there.
-            // SAFETY: only consumer.
-            while let Some((p, i)) = unsafe { q.pop() } {
-                assert_eq!(i, seen[p as usize]);
-                seen[p as usize] += 1;
-                got += 1;
-            }
-            assert_eq!(got, 4);
+        crate::sync::model(|| {
+            crate::net::testing::producers_keep_their_order(MpscQueue::new(), 2, 2);
         });
     }
 }
