@@ -63,7 +63,7 @@ pub(crate) fn producers_keep_their_order<Q: TestQueue<(usize, usize)>>(
         .collect();
     let total = producers * each;
     let mut next = vec![0; producers];
-    let mut record = |(p, i): (usize, usize), next: &mut Vec<usize>| {
+    let record = |(p, i): (usize, usize), next: &mut Vec<usize>| {
         assert_eq!(i, next[p], "producer {p} out of order");
         next[p] += 1;
     };
