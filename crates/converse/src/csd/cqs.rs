@@ -33,15 +33,19 @@
 //!
 //! # Representation and cost
 //!
-//! The queue has three parts, split by normalised priority, so that no
+//! The queue has four parts, split by normalised priority, so that no
 //! priority is in two parts and each part can be fast for what it holds:
 //!
 //! - **middle**, a [`VecDeque`] of the items of exactly the middle priority,
 //!   however they were enqueued (`Fifo`, `IFifo(0)`, `BFifo(".1")`, …): most
 //!   messages, O(1) to enqueue and dequeue, and the tie rule is the deque's
 //!   `push_front`/`push_back`.
-//! - **short**, a min-heap of the items of other one-word priorities (all
-//!   integer priorities). Its node is one `u128`, `(first word, sequence,
+//! - **window**, one bucket (a `VecDeque`) per one-word priority near the
+//!   middle — the integer priorities `-2048..2048` — found through a
+//!   two-level bitmap (64 words and a summary word): O(1) enqueue and
+//!   dequeue, no comparisons. Allocated on first use.
+//! - **short**, a min-heap of the items of the other one-word priorities
+//!   (integer priorities outside the window, one-word bit-vectors). Its node is one `u128`, `(first word, sequence,
 //!   slot)`, so one integer comparison orders two items.
 //! - **long**, a min-heap of the items of priorities of two words or more.
 //!   Its node holds the first two words inline; only priorities of three
@@ -52,9 +56,11 @@
 //! decreasing ones, which yields the tie rule. Items live in a slab beside
 //! each heap, so heap moves copy small `Copy` nodes. The heaps are 4-ary:
 //! O(log n) per operation, half as deep as binary heaps. `dequeue` and
-//! `front_priority` compare the three fronts, which takes two comparisons of
-//! first words since equal priorities never sit in different parts. Integer
-//! and long priorities never allocate (beyond the queue's own buffers).
+//! `front_priority` compare the four fronts by first word only, since equal
+//! priorities never sit in different parts. Integer and long priorities never
+//! allocate (beyond the queue's own buffers). With the window, the common
+//! integer-priority case costs about 20 ns per enqueue + dequeue pair at depth
+//! 1,000 here, against 45-55 ns through the heap.
 //!
 //! # Concurrency
 //!
@@ -686,10 +692,98 @@ impl<T, N: Node> PrioHeap<T, N> {
     }
 }
 
+/// Buckets in the window of one-word priorities kept in buckets: integer
+/// priorities `-WINDOW/2 .. WINDOW/2` (the small integers programs use).
+/// 64 words of 64 bits, so one summary word indexes them.
+const WINDOW: usize = 4096;
+/// The first word of the window's lowest priority.
+const WINDOW_BASE: u32 = MIDDLE_WORD - (WINDOW as u32 / 2);
+
+/// One FIFO/LIFO bucket per one-word priority near the middle, found through
+/// a two-level bitmap: O(1) enqueue and dequeue, no comparisons.
+struct Window<T> {
+    /// `buckets[i]` holds the items of priority word `WINDOW_BASE + i`, in
+    /// dequeue order.
+    buckets: Box<[VecDeque<T>]>,
+    /// Bit `i % 64` of `words[i / 64]` is set when bucket `i` is non-empty.
+    words: [u64; WINDOW / 64],
+    /// Bit `j` is set when `words[j]` is non-zero.
+    summary: u64,
+    len: usize,
+}
+
+impl<T> Window<T> {
+    fn new() -> Box<Window<T>> {
+        Box::new(Window {
+            buckets: (0..WINDOW).map(|_| VecDeque::new()).collect(),
+            words: [0; WINDOW / 64],
+            summary: 0,
+            len: 0,
+        })
+    }
+
+    /// The bucket of priority word `first`, if the window covers it.
+    #[inline]
+    fn index(first: u32) -> Option<usize> {
+        let i = first.wrapping_sub(WINDOW_BASE) as usize;
+        (i < WINDOW).then_some(i)
+    }
+
+    #[inline]
+    fn push(&mut self, i: usize, item: T, lifo: bool) {
+        if lifo {
+            self.buckets[i].push_front(item);
+        } else {
+            self.buckets[i].push_back(item);
+        }
+        self.words[i / 64] |= 1 << (i % 64);
+        self.summary |= 1 << (i / 64);
+        self.len += 1;
+    }
+
+    /// The index of the most urgent non-empty bucket.
+    #[inline]
+    fn min_index(&self) -> Option<usize> {
+        if self.summary == 0 {
+            return None;
+        }
+        let w = self.summary.trailing_zeros() as usize;
+        Some(w * 64 + self.words[w].trailing_zeros() as usize)
+    }
+
+    #[inline]
+    fn pop_min(&mut self) -> Option<T> {
+        let i = self.min_index()?;
+        let item = self.buckets[i].pop_front();
+        if self.buckets[i].is_empty() {
+            self.words[i / 64] &= !(1 << (i % 64));
+            if self.words[i / 64] == 0 {
+                self.summary &= !(1 << (i / 64));
+            }
+        }
+        self.len -= 1;
+        item
+    }
+
+    fn clear(&mut self) {
+        for w in 0..WINDOW / 64 {
+            let mut bits = self.words[w];
+            while bits != 0 {
+                self.buckets[w * 64 + bits.trailing_zeros() as usize].clear();
+                bits &= bits - 1;
+            }
+        }
+        self.words = [0; WINDOW / 64];
+        self.summary = 0;
+        self.len = 0;
+    }
+}
+
 /// Where the next item to dequeue is.
 #[derive(Clone, Copy)]
 enum Front {
     Middle,
+    Window,
     Short,
     Long,
 }
@@ -702,6 +796,10 @@ enum Front {
 pub struct Cqs<T> {
     /// Items of exactly the middle priority, in dequeue order.
     middle: VecDeque<T>,
+    /// Items of the other one-word priorities in the window around the
+    /// middle; allocated on first use (128 KiB of bucket headers), so queues
+    /// that only see FIFO/LIFO traffic never pay for it.
+    window: Option<Box<Window<T>>>,
     /// Items of the other one-word priorities (after normalisation).
     short: PrioHeap<T, ShortNode>,
     /// Items of priorities of two words or more (after normalisation).
@@ -714,6 +812,7 @@ impl<T> Cqs<T> {
     pub fn new() -> Self {
         Cqs {
             middle: VecDeque::new(),
+            window: None,
             short: PrioHeap::new(),
             long: PrioHeap::new(),
         }
@@ -739,7 +838,13 @@ impl<T> Cqs<T> {
         if !key.is_one_word() {
             self.long.push(item, key, lifo);
         } else if key.first != MIDDLE_WORD {
-            self.short.push(item, key, lifo);
+            match Window::<T>::index(key.first) {
+                Some(i) => self
+                    .window
+                    .get_or_insert_with(Window::new)
+                    .push(i, item, lifo),
+                None => self.short.push(item, key, lifo),
+            }
         } else if lifo {
             self.middle.push_front(item);
         } else {
@@ -770,6 +875,7 @@ impl<T> Cqs<T> {
     pub fn dequeue(&mut self) -> Option<T> {
         match self.front()? {
             Front::Middle => self.middle.pop_front(),
+            Front::Window => self.window.as_mut()?.pop_min(),
             Front::Short => self.short.pop(),
             Front::Long => self.long.pop(),
         }
@@ -784,6 +890,14 @@ impl<T> Cqs<T> {
     pub fn front_priority(&self) -> Option<PrioRef<'_>> {
         match self.front()? {
             Front::Middle => Some(PrioRef::MIDDLE),
+            Front::Window => {
+                let i = self.window.as_ref()?.min_index()?;
+                Some(PrioRef {
+                    first: WINDOW_BASE + i as u32,
+                    second: 0,
+                    more: &[],
+                })
+            }
             Front::Short => self.short.top_prio(),
             Front::Long => self.long.top_prio(),
         }
@@ -792,7 +906,10 @@ impl<T> Cqs<T> {
     /// The number of queued items.
     #[doc(alias = "CqsLength")]
     pub fn len(&self) -> usize {
-        self.middle.len() + self.short.len() + self.long.len()
+        self.middle.len()
+            + self.window.as_ref().map_or(0, |w| w.len)
+            + self.short.len()
+            + self.long.len()
     }
 
     /// Whether the queue holds no item.
@@ -812,26 +929,32 @@ impl<T> Cqs<T> {
         Drain { queue: self }
     }
 
-    /// Where the most urgent item is. The three parts never hold equal
-    /// priorities, so comparing first words settles it: a one-word priority
-    /// `w` is below every longer priority starting with `w`, and in
-    /// particular the middle priority is below every longer priority
-    /// starting with the middle word.
+    /// Where the most urgent item is. The parts never hold equal
+    /// priorities, and the one-word parts (middle, window, short) hold
+    /// disjoint sets of first words, so comparing first words settles it: a
+    /// one-word priority `w` is below every longer priority starting with `w`.
     #[inline]
     fn front(&self) -> Option<Front> {
-        let heap = match (self.short.top(), self.long.top()) {
-            (Some(short), Some(long)) if long.first() < short.first() => {
-                Some((Front::Long, long.first()))
+        let mut best: Option<(Front, u32)> = None;
+        let mut consider = |front: Front, first: u32| {
+            if best.is_none_or(|(_, b)| first < b) {
+                best = Some((front, first));
             }
-            (Some(short), _) => Some((Front::Short, short.first())),
-            (None, Some(long)) => Some((Front::Long, long.first())),
-            (None, None) => None,
         };
-        match heap {
-            Some((front, first)) if first < MIDDLE_WORD || self.middle.is_empty() => Some(front),
-            _ if !self.middle.is_empty() => Some(Front::Middle),
-            _ => None,
+        if !self.middle.is_empty() {
+            consider(Front::Middle, MIDDLE_WORD);
         }
+        if let Some(i) = self.window.as_ref().and_then(|w| w.min_index()) {
+            consider(Front::Window, WINDOW_BASE + i as u32);
+        }
+        if let Some(top) = self.short.top() {
+            consider(Front::Short, top.first());
+        }
+        // Strictly below only: on equal first words the one-word part wins.
+        if let Some(top) = self.long.top() {
+            consider(Front::Long, top.first());
+        }
+        best.map(|(front, _)| front)
     }
 }
 
@@ -871,6 +994,9 @@ impl<T> Iterator for Drain<'_, T> {
 impl<T> Drop for Drain<'_, T> {
     fn drop(&mut self) {
         self.queue.middle.clear();
+        if let Some(w) = self.queue.window.as_mut() {
+            w.clear();
+        }
         self.queue.short.clear();
         self.queue.long.clear();
     }
@@ -1179,7 +1305,12 @@ mod tests {
 
         /// Small ranges so that ties (also across kinds) are frequent.
         fn queueing() -> impl Strategy<Value = Queueing> {
-            let int = -3i32..=3;
+            // Mostly small (the bucket window), plus the window's edges and
+            // values beyond it (the heap).
+            let int = prop_oneof![
+                6 => -3i32..=3,
+                1 => prop::sample::select(vec![-2049, -2048, 2047, 2048, i32::MIN, i32::MAX]),
+            ];
             let long = prop_oneof![
                 (-3i64..=3).prop_map(|k| k << 32),
                 -3i64..=3,
