@@ -2,12 +2,12 @@
 //! through this shim so that the same code runs under the `loom` model checker
 //! (`RUSTFLAGS="--cfg loom" cargo test --release --lib loom`).
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, fence};
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, fence};
 #[cfg(loom)]
 pub(crate) use loom::sync::{Condvar, Mutex, MutexGuard};
 
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, fence};
+pub(crate) use std::sync::atomic::{AtomicPtr, AtomicU8, AtomicU64, fence};
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 

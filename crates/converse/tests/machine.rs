@@ -489,3 +489,66 @@ fn printing_from_every_pe() {
     });
     assert_eq!(code, 0);
 }
+
+#[test]
+fn cpv_destructor_may_use_other_cpvs() {
+    // Re-initializing a Cpv drops the old value; its destructor reads
+    // another Cpv, which needs the PE's state not to be borrowed then.
+    static READ_IN_DROP: Cpv<Cell<u32>> = Cpv::new();
+    static HOLDER: Cpv<ReadsOnDrop> = Cpv::new();
+    struct ReadsOnDrop;
+    impl Drop for ReadsOnDrop {
+        fn drop(&mut self) {
+            READ_IN_DROP.with(|c| c.set(c.get() + 1));
+        }
+    }
+    let code = common::run_user(2, 2, |_| {
+        READ_IN_DROP.initialize(Cell::new(0));
+        HOLDER.initialize(ReadsOnDrop);
+        HOLDER.initialize(ReadsOnDrop);
+        assert_eq!(READ_IN_DROP.with(|c| c.get()), 1);
+    });
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn starting_a_job_on_a_pe_thread_is_refused_before_any_pe_starts() {
+    let inner_starts = Arc::new(AtomicUsize::new(0));
+    let seen = inner_starts.clone();
+    let code = common::run_user(1, 1, move |_| {
+        let counter = seen.clone();
+        let nested = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            Converse::new().args(["inner", "+p", "3"]).run(move |_| {
+                counter.fetch_add(1, Ordering::SeqCst);
+            })
+        }));
+        assert!(nested.is_err(), "a PE thread cannot start a second job");
+    });
+    assert_eq!(code, 0);
+    assert_eq!(inner_starts.load(Ordering::SeqCst), 0, "no PE of the refused job ran");
+}
+
+#[test]
+fn panic_in_pe0_teardown_is_raised_after_every_pe_stopped() {
+    static PANICS_ON_DROP: Cpv<PanicOnDrop> = Cpv::new();
+    struct PanicOnDrop;
+    impl Drop for PanicOnDrop {
+        fn drop(&mut self) {
+            panic!("drop panics on PE {}", my_pe());
+        }
+    }
+    let pe1_done = Arc::new(AtomicUsize::new(0));
+    let done = pe1_done.clone();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        common::run_user(2, 2, move |_| {
+            if my_pe() == 0 {
+                PANICS_ON_DROP.initialize(PanicOnDrop);
+            } else {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                done.store(1, Ordering::SeqCst);
+            }
+        })
+    }));
+    assert!(result.is_err(), "the destructor's panic reaches the caller");
+    assert_eq!(pe1_done.load(Ordering::SeqCst), 1, "PE 1 finished before run returned");
+}

@@ -376,8 +376,9 @@ fn nested_schedulers_inside_a_handler() {
                 match kind {
                     // A nested poll delivers the messages sent meanwhile.
                     0 => converse::schedule_poll(),
-                    // A nested schedule_forever is stopped by the innermost
-                    // stop request, leaving the outer scheduler running.
+                    // A stop delivered by a nested schedule_forever stops
+                    // every scheduler running then (Converse's CsdStopFlag):
+                    // the nested one, and the outer once control is back.
                     _ => {
                         converse::sync_send(0, &Message::new(stop, 0));
                         converse::sync_send(0, &tagged(h, 3));
@@ -395,10 +396,13 @@ fn nested_schedulers_inside_a_handler() {
         converse::sync_send(0, &tagged(outer, 1));
         assert_eq!(
             converse::schedule_count(2),
-            0,
-            "the nested stop is not ours"
+            1,
+            "the stop reaches the outer scheduler too, after one delivery"
         );
-        assert_eq!(take(&tags), [101, 1, 2, 201, 3]);
+        assert_eq!(take(&tags), [101, 1, 2, 201]);
+        // A scheduler started after the stop is not affected by it.
+        converse::schedule_poll();
+        assert_eq!(take(&tags), [3]);
     });
     assert_eq!(code, 0);
 }
@@ -531,6 +535,39 @@ fn deliver_specific_msg_leaves_node_messages_to_the_other_pes() {
                     for _ in 0..ROUNDS {
                         converse::sync_node_send(0, &Message::new(work, 0));
                     }
+                }
+                _ => {}
+            }
+        })
+    });
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn node_message_wakes_a_pe_that_will_run_it() {
+    // Node 0 is PEs 0 and 1. PE 1 parks in its scheduler first; then PE 0
+    // parks in deliver_specific_msg (it waits for its own messages only);
+    // then PE 2 sends node 0 a message. The wake-up must go to PE 1, which
+    // runs it: waking PE 0 instead would leave the message unrun and the job
+    // hung.
+    let code = common::within(10, || {
+        common::run_user(4, 2, |_| {
+            let reply = converse::register_handler(|_msg: Message| {});
+            let work = converse::register_handler(move |_msg: Message| {
+                assert_eq!(my_pe(), 1);
+                converse::sync_send(0, &Message::new(reply, 0));
+            });
+            let stop = converse::register_handler(|_msg: Message| converse::exit_scheduler());
+            match my_pe() {
+                0 => {
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                    converse::deliver_specific_msg(reply);
+                    converse::sync_send(1, &Message::new(stop, 0));
+                }
+                1 => converse::schedule_forever(),
+                2 => {
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                    converse::sync_node_send(0, &Message::new(work, 0));
                 }
                 _ => {}
             }
@@ -692,4 +729,22 @@ fn init_returns_and_finish() {
         2,
         "PE 0 does not run start"
     );
+}
+
+#[test]
+fn stop_then_nested_poll_still_stops_the_outer_scheduler() {
+    // The handler asks to stop, then polls: the poll started after the
+    // request, so it is not stopped by it (and does not consume it); the
+    // outer schedule_forever returns once the handler is done.
+    let code = common::within(10, || {
+        common::run_user(1, 1, |_| {
+            let h = converse::register_handler(|_msg: Message| {
+                converse::exit_scheduler();
+                converse::schedule_poll();
+            });
+            converse::sync_send(0, &Message::new(h, 0));
+            converse::schedule_forever();
+        })
+    });
+    assert_eq!(code, 0);
 }

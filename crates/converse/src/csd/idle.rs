@@ -29,9 +29,18 @@
 //! other's write, so either the sleeper finds the work in step 2 or the waker
 //! finds `sleeping` set and notifies.
 //!
-//! (A variant without the waker's fence, relying on the inbox push's SeqCst
-//! `swap` instead, was tried: it measured no faster, and loom found a lost
-//! wake-up in its model, so the fence stays.) `notified` is kept under the mutex, so a
+//! (A variant without the waker's fence, relying on a SeqCst read-modify-write
+//! in the inbox push instead, was tried: it measured no faster, and loom found
+//! a lost wake-up in its model, so the fence stays.)
+//!
+//! Node work (a node message, a node-queue entry) may be taken by any PE of
+//! the node, so its waker wakes just one sleeping PE. A PE that sleeps in
+//! `deliver_specific_msg` waits for its own messages only and would not take
+//! node work; it sleeps as [`OWN_ONLY`] instead of [`ANY`], and
+//! [`IdleState::wake_for_node_work`] passes it over. Sleep mode and
+//! "sleeping" are one atomic, so a waker never sees one without the other.
+//!
+//! `notified` is kept under the mutex, so a
 //! notification that comes before the sleeper waits is not lost. A stale
 //! notification (the sleeper found work in step 2 but a waker had already
 //! claimed the wake-up) only causes one early return from a later wait, which
@@ -40,7 +49,7 @@
 //! The protocol is model-checked with loom (`tests` below, under `--cfg loom`).
 use std::time::{Duration, Instant};
 
-use crate::sync::{AtomicBool, Condvar, Mutex, fence};
+use crate::sync::{AtomicU8, Condvar, Mutex, fence};
 use std::sync::atomic::Ordering::{AcqRel, Relaxed, SeqCst};
 
 /// Pure-spin time before yielding. Long enough to cover a message round trip
@@ -51,11 +60,19 @@ const QUICK_POLLS: u32 = 128;
 /// Time spent polling between `sched_yield`s before parking.
 pub(crate) const YIELD: Duration = Duration::from_micros(200);
 
+/// `IdleState::sleeping`: awake (or polling).
+const AWAKE: u8 = 0;
+/// `IdleState::sleeping`: asleep, any work wakes it.
+pub(crate) const ANY: u8 = 1;
+/// `IdleState::sleeping`: asleep waiting for messages sent to this PE only.
+pub(crate) const OWN_ONLY: u8 = 2;
+
 /// The idle state of one PE. Shared between the PE (sleeper) and every
 /// thread that may give it work (wakers).
 pub(crate) struct IdleState {
-    /// True while the PE is in steps 1-3 of the sleeper protocol.
-    sleeping: AtomicBool,
+    /// [`AWAKE`] except while the PE is in steps 1-3 of the sleeper
+    /// protocol, when it says what wakes it ([`ANY`] or [`OWN_ONLY`]).
+    sleeping: AtomicU8,
     /// Set by the waker that claimed the wake-up; consumed by the sleeper.
     notified: Mutex<bool>,
     condvar: Condvar,
@@ -64,7 +81,7 @@ pub(crate) struct IdleState {
 impl IdleState {
     pub fn new() -> IdleState {
         IdleState {
-            sleeping: AtomicBool::new(false),
+            sleeping: AtomicU8::new(AWAKE),
             notified: Mutex::new(false),
             condvar: Condvar::new(),
         }
@@ -73,40 +90,63 @@ impl IdleState {
     /// True while the PE is parked or about to park.
     #[cfg(all(test, not(loom)))]
     pub fn is_sleeping(&self) -> bool {
-        self.sleeping.load(Relaxed)
+        self.sleeping.load(Relaxed) != AWAKE
     }
 
     /// Wakes the PE if it sleeps. Call after making the work visible.
     /// Returns whether this call woke it.
     pub fn wake(&self) -> bool {
         fence(SeqCst);
-        if self.sleeping.load(Relaxed) && self.sleeping.swap(false, AcqRel) {
-            let mut notified = lock(&self.notified);
-            *notified = true;
-            self.condvar.notify_one();
+        if self.sleeping.load(Relaxed) != AWAKE && self.sleeping.swap(AWAKE, AcqRel) != AWAKE {
+            self.notify();
             return true;
         }
         false
     }
 
+    /// Wakes the PE if it sleeps and would take node work (it sleeps as
+    /// [`ANY`]). Call after making the node work visible. Returns whether
+    /// this call woke it.
+    pub fn wake_for_node_work(&self) -> bool {
+        fence(SeqCst);
+        if self.sleeping.load(Relaxed) == ANY
+            && self
+                .sleeping
+                .compare_exchange(ANY, AWAKE, AcqRel, Relaxed)
+                .is_ok()
+        {
+            self.notify();
+            return true;
+        }
+        false
+    }
+
+    fn notify(&self) {
+        let mut notified = lock(&self.notified);
+        *notified = true;
+        self.condvar.notify_one();
+    }
+
     /// Waits until `has_work()` is true, a wake-up arrives, or `deadline`
     /// passes. May return early; the caller polls again either way.
-    /// `oversubscribed` skips the pure-spin phase.
+    /// `oversubscribed` skips the pure-spin phase; `mode` ([`ANY`] or
+    /// [`OWN_ONLY`]) says which wakers may wake it.
     pub fn wait(
         &self,
         has_work: impl Fn() -> bool,
         deadline: Option<Instant>,
         oversubscribed: bool,
+        mode: u8,
     ) {
         if !cfg!(loom) && self.poll_for_a_while(&has_work, deadline, oversubscribed) {
             return;
         }
         // Step 1.
-        self.sleeping.store(true, Relaxed);
+        self.sleeping.store(mode, Relaxed);
         fence(SeqCst);
         // Step 2.
         if has_work() {
-            self.sleeping.store(false, Relaxed);
+            self.sleeping.store(AWAKE, Relaxed);
             return;
         }
         // Step 3.
@@ -128,7 +168,7 @@ impl IdleState {
         }
         *notified = false;
         drop(notified);
-        self.sleeping.store(false, Relaxed);
+        self.sleeping.store(AWAKE, Relaxed);
     }
 
     /// The spin and yield phases. True if work appeared (or the deadline
@@ -213,7 +253,7 @@ mod tests {
         let (i2, w2) = (idle.clone(), work.clone());
         let t = std::thread::spawn(move || {
             while w2.load(SeqCst) == 0 {
-                i2.wait(|| w2.load(SeqCst) > 0, None, false);
+                i2.wait(|| w2.load(SeqCst) > 0, None, false, ANY);
             }
         });
         // Wait until it parks, then wake it.
@@ -229,7 +269,7 @@ mod tests {
     fn deadline_ends_the_wait() {
         let idle = IdleState::new();
         let start = Instant::now();
-        idle.wait(|| false, Some(start + Duration::from_millis(5)), true);
+        idle.wait(|| false, Some(start + Duration::from_millis(5)), true, ANY);
         assert!(start.elapsed() >= Duration::from_millis(5));
         assert!(!idle.is_sleeping());
     }
@@ -256,7 +296,7 @@ mod tests {
                 i2.wake();
             });
             while work.load(Relaxed) == 0 {
-                idle.wait(|| work.load(Relaxed) > 0, None, true);
+                idle.wait(|| work.load(Relaxed) > 0, None, true, ANY);
             }
             producer.join().unwrap();
         });
@@ -287,7 +327,7 @@ mod tests {
                     continue;
                 }
                 // SAFETY: as above.
-                idle.wait(|| !unsafe { inbox.is_empty() }, None, true);
+                idle.wait(|| !unsafe { inbox.is_empty() }, None, true, ANY);
             }
             producer.join().unwrap();
         });
@@ -308,7 +348,7 @@ mod tests {
                 }));
             }
             while work.load(Relaxed) < 2 {
-                idle.wait(|| work.load(Relaxed) >= 2, None, true);
+                idle.wait(|| work.load(Relaxed) >= 2, None, true, ANY);
             }
             for p in producers {
                 p.join().unwrap();

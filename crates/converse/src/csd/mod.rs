@@ -18,8 +18,12 @@
 //!
 //! # Stopping
 //!
-//! [`exit_scheduler`] records one stop request; the innermost scheduler call
-//! running (or the next one started) consumes it and returns. When the job is
+//! [`exit_scheduler`] stops every scheduler call running on the PE (nested
+//! ones included) once control is back in it, as Converse's `CsdStopFlag`
+//! does: each call remembers the PE's stop count at entry and returns when it
+//! has changed, so a scheduler started later (say, a nested poll in the same
+//! handler) is not stopped by it. Called while no scheduler runs (typically
+//! in a start function), it makes the next scheduler call return at once. When the job is
 //! exiting, every scheduler call ends at its next step (PEs the runtime
 //! started unwind out of their code).
 //!
@@ -53,9 +57,14 @@ fn run(pe: &Pe, budget: Budget) -> usize {
     if !pe.handlers_checked.get() {
         pe.check_handlers();
     }
+    if pe.stop_pending.replace(false) {
+        return 0;
+    }
+    let _running = Running::enter(pe);
+    let entry_gen = pe.stop_gen.get();
     let mut delivered = 0;
     loop {
-        if take_stop_request(pe) || pe.leave_if_exiting() {
+        if pe.stop_gen.get() != entry_gen || pe.leave_if_exiting() {
             return delivered;
         }
         if let Budget::Count(n) = budget {
@@ -73,13 +82,21 @@ fn run(pe: &Pe, budget: Budget) -> usize {
     }
 }
 
-fn take_stop_request(pe: &Pe) -> bool {
-    let n = pe.stop_requests.get();
-    if n > 0 {
-        pe.stop_requests.set(n - 1);
-        return true;
+/// Counts a running scheduler call for the PE while it lives (unwinding
+/// included).
+struct Running<'a>(&'a Pe);
+
+impl<'a> Running<'a> {
+    fn enter(pe: &'a Pe) -> Running<'a> {
+        pe.sched_depth.set(pe.sched_depth.get() + 1);
+        Running(pe)
     }
-    false
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.0.sched_depth.set(self.0.sched_depth.get() - 1);
+    }
 }
 
 /// Delivers messages until the scheduler is stopped with [`exit_scheduler`]
@@ -122,11 +139,18 @@ pub fn scheduler(n: i32) -> usize {
     }
 }
 
-/// Makes the innermost running scheduler call (or, if none runs, the next one
-/// started) return once control is back in it (`CsdExitScheduler`).
+/// Makes every scheduler call running on this PE return once control is
+/// back in it (`CsdExitScheduler`); if none runs, the next one started
+/// returns at once. Scheduler calls started afterwards are not affected.
 #[doc(alias = "CsdExitScheduler")]
 pub fn exit_scheduler() {
-    pe::with(|pe| pe.stop_requests.set(pe.stop_requests.get() + 1));
+    pe::with(|pe| {
+        if pe.sched_depth.get() > 0 {
+            pe.stop_gen.set(pe.stop_gen.get() + 1);
+        } else {
+            pe.stop_pending.set(true);
+        }
+    });
 }
 
 /// Delivers arrived messages only, ignoring the scheduler queues, until none

@@ -92,13 +92,15 @@ impl<T: 'static> Cpv<T> {
     #[doc(alias = "CpvInitialize")]
     pub fn initialize(&self, value: T) {
         let slot = self.slot.get();
-        pe::with(|pe| {
+        let old = pe::with(|pe| {
             let mut globals = pe.globals.borrow_mut();
             if globals.len() <= slot {
                 globals.resize(slot + 1, None);
             }
-            globals[slot] = Some(Rc::new(value));
+            globals[slot].replace(Rc::new(value))
         });
+        // Dropped with no borrow held: its destructor may use other `Cpv`s.
+        drop(old);
     }
 
     /// True if the variable has been initialized on the calling PE.

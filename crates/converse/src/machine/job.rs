@@ -7,8 +7,10 @@
 //! - `pes.len() == topo.num_pes()`, `nodes.len() == topo.num_nodes()`; both are
 //!   fixed for the job's life.
 //! - Once `exiting` is set it stays set; the first exit code recorded wins.
-//! - Every message pushed to a PE or node inbox is followed by a wake-up call
-//!   on the receiver's [`IdleState`] (see `csd::idle` for why that is enough).
+//! - Every message pushed to a PE inbox is followed by a wake-up call on the
+//!   receiver's [`IdleState`]; every push to a node inbox or node queue by a
+//!   call waking one PE of the node that takes node work (see `csd::idle` and
+//!   [`Job::wake_node`] for why that is enough).
 //!
 //! # Concurrency protocol
 //!
@@ -155,12 +157,15 @@ impl Job {
         lock(&self.panic).take()
     }
 
-    /// Wakes one sleeping PE of `node` (any of them may take node work). If
-    /// none sleeps, every PE of the node will poll again by itself.
+    /// Wakes one sleeping PE of `node` that takes node work (any of them may
+    /// run it). If none sleeps that way, every PE of the node that takes node
+    /// work is awake and will poll again by itself (the Dekker argument of
+    /// `csd::idle`, per PE); PEs waiting in `deliver_specific_msg` are passed
+    /// over, since they would not run it.
     pub fn wake_node(&self, node: usize) {
         let first = self.topo.node_first(node);
         for pe in first..first + self.topo.node_size(node) {
-            if self.pes[pe].idle.wake() {
+            if self.pes[pe].idle.wake_for_node_work() {
                 return;
             }
         }

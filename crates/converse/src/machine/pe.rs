@@ -45,8 +45,15 @@ pub(crate) struct Pe {
     pub stash: RefCell<VecDeque<Message>>,
     /// The PE's scheduler queue (`CsdEnqueue*`).
     pub queue: RefCell<Cqs<Message>>,
-    /// Pending `exit_scheduler` requests; each stops one scheduler level.
-    pub stop_requests: Cell<u32>,
+    /// Bumped by `exit_scheduler` while a scheduler runs; every scheduler
+    /// call running then (each compares with its value at entry) stops once
+    /// control is back in it, as in Converse.
+    pub stop_gen: Cell<u64>,
+    /// Scheduler calls running on this PE (nested ones included).
+    pub sched_depth: Cell<u32>,
+    /// `exit_scheduler` was called while no scheduler ran: the next one
+    /// started returns at once.
+    pub stop_pending: Cell<bool>,
     /// Whether this PE's handler table has been checked against the others.
     pub handlers_checked: Cell<bool>,
     /// PE-private variables (`Cpv`), by slot.
@@ -75,7 +82,9 @@ impl Pe {
             self_queue: RefCell::new(VecDeque::new()),
             stash: RefCell::new(VecDeque::new()),
             queue: RefCell::new(Cqs::new()),
-            stop_requests: Cell::new(0),
+            stop_gen: Cell::new(0),
+            sched_depth: Cell::new(0),
+            stop_pending: Cell::new(false),
             handlers_checked: Cell::new(false),
             globals: RefCell::new(Vec::new()),
             node_globals: RefCell::new(Vec::new()),
@@ -222,14 +231,14 @@ impl Pe {
         let has = || !unsafe { self.job.pes[self.pe].inbox.is_empty() } || self.job.is_exiting();
         self.job.pes[self.pe]
             .idle
-            .wait(has, None, self.job.oversubscribed);
+            .wait(has, None, self.job.oversubscribed, crate::csd::idle::OWN_ONLY);
     }
 
     /// Waits, spinning then parking, until another thread gives this PE work.
     pub fn idle_wait(&self) {
         self.job.pes[self.pe]
             .idle
-            .wait(|| self.has_incoming(), None, self.job.oversubscribed);
+            .wait(|| self.has_incoming(), None, self.job.oversubscribed, crate::csd::idle::ANY);
     }
 
     /// Runs the handler of `msg`, which it then owns, and returns true.

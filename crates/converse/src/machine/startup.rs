@@ -136,6 +136,7 @@ impl Converse {
     }
 
     fn run_mode(self, start: StartFn, mode: SchedMode) -> Result<i32, ArgError> {
+        check_not_a_pe();
         let job = self.job()?;
         let others = spawn_pes(&job, &start, mode);
         pe_body(&job, 0, Role::Worker, &start, mode);
@@ -155,6 +156,7 @@ impl Converse {
     where
         F: Fn(&[String]) + Send + Sync + 'static,
     {
+        check_not_a_pe();
         let job = self.job()?;
         let start: StartFn = Arc::new(start);
         let others = spawn_pes(&job, &start, SchedMode::UserCallsScheduler);
@@ -208,16 +210,33 @@ fn record_unwind(job: &Job, result: std::thread::Result<()>) {
 /// Uninstalls the calling thread's PE, dropping its PE-private state. A
 /// panic in a destructor is recorded like any PE panic.
 fn teardown(job: &Job) {
-    // Drop PE-private variables while the thread is still a PE, so their
-    // destructors may ask which PE they are on.
+    // Drop PE-private variables one at a time while the thread is still a
+    // PE and with no borrow held, so their destructors may ask which PE they
+    // are on and use the other variables.
     let result = catch_unwind(AssertUnwindSafe(|| {
         if let Some(me) = pe::try_current() {
-            let globals = std::mem::take(&mut *me.globals.borrow_mut());
-            drop(globals);
+            loop {
+                let next = me.globals.borrow_mut().pop();
+                match next {
+                    Some(value) => drop(value),
+                    None => break,
+                }
+            }
         }
     }));
     record_unwind(job, result);
-    drop(Pe::uninstall());
+    // The PE itself: handler closures, queued messages, cached node values.
+    let result = catch_unwind(AssertUnwindSafe(|| drop(Pe::uninstall())));
+    record_unwind(job, result);
+}
+
+/// Refuses to start a job on a thread that already is a PE, before any
+/// thread is spawned (so no PE of the refused job is left running).
+fn check_not_a_pe() {
+    assert!(
+        pe::try_current().is_none(),
+        "this thread is already a Converse PE; a thread can run one job at a time"
+    );
 }
 
 /// Joins PE threads; a thread that died outside the runtime's guard counts as
