@@ -63,7 +63,7 @@ pub use csd::{
     scheduler,
 };
 pub use machine::args::ArgError;
-pub use machine::exit::{ABORT_EXIT_CODE, abort, exit};
+pub use machine::exit::{ABORT_EXIT_CODE, abort, exit, job_exiting};
 pub use machine::globals::{Cpv, Csv};
 pub use machine::io::{error, printf, scan, scan_line};
 pub use machine::lock::{NodeLock, NodeLockGuard, node_barrier, unlock};

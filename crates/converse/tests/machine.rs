@@ -525,7 +525,11 @@ fn starting_a_job_on_a_pe_thread_is_refused_before_any_pe_starts() {
         assert!(nested.is_err(), "a PE thread cannot start a second job");
     });
     assert_eq!(code, 0);
-    assert_eq!(inner_starts.load(Ordering::SeqCst), 0, "no PE of the refused job ran");
+    assert_eq!(
+        inner_starts.load(Ordering::SeqCst),
+        0,
+        "no PE of the refused job ran"
+    );
 }
 
 #[test]
@@ -550,5 +554,9 @@ fn panic_in_pe0_teardown_is_raised_after_every_pe_stopped() {
         })
     }));
     assert!(result.is_err(), "the destructor's panic reaches the caller");
-    assert_eq!(pe1_done.load(Ordering::SeqCst), 1, "PE 1 finished before run returned");
+    assert_eq!(
+        pe1_done.load(Ordering::SeqCst),
+        1,
+        "PE 1 finished before run returned"
+    );
 }

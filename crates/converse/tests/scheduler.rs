@@ -748,3 +748,45 @@ fn stop_then_nested_poll_still_stops_the_outer_scheduler() {
     });
     assert_eq!(code, 0);
 }
+
+#[test]
+fn init_returns_finish_waits_for_the_other_start_functions() {
+    // The manual: shutdown starts when PE 0 calls ConverseExit *and* the
+    // other PEs return from their start functions. PE 1 is still busy when
+    // PE 0 finishes; it must still get PE 0's message, answer it (PE 0 keeps
+    // delivering while it waits), and return normally.
+    let handled = Arc::new(AtomicUsize::new(0));
+    let seen = handled.clone();
+    let code = common::within(10, move || {
+        let register = move || {
+            let seen = seen.clone();
+            converse::register_handler(move |msg: Message| {
+                seen.fetch_add(1, Ordering::SeqCst);
+                if my_pe() == 1 {
+                    // Answer PE 0, which is inside finish() by now.
+                    let mut answer = msg;
+                    answer.payload_mut()[0] = 2;
+                    converse::sync_send_and_free(0, answer);
+                }
+            })
+        };
+        let on_pe1 = register.clone();
+        Converse::new()
+            .args(common::args(2, 2))
+            .init_returns(move |_| {
+                let h = on_pe1();
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                converse::deliver_specific_msg(h);
+            })
+            .unwrap();
+        let h = register();
+        converse::sync_send(1, &Message::from_payload(h, &[1]));
+        converse::finish(6)
+    });
+    assert_eq!(code, 6);
+    assert_eq!(
+        handled.load(Ordering::SeqCst),
+        2,
+        "PE 1 handled it and PE 0 its answer"
+    );
+}

@@ -71,6 +71,13 @@
 //!
 //! Unlike Converse, the queue copies bit-vector priorities (a [`BitPrio`] is
 //! owned), so the caller need not keep a priority alive while its message waits.
+//!
+//! Also unlike Charm++'s implementation (which follows the manual less
+//! closely here), priorities compare purely as numbers: `Fifo`, `IFifo(0)`,
+//! `LFifo(0)` and `BFifo(".1")` are one priority and keep FIFO/LIFO order
+//! among themselves, and a bit-vector with extra zero words equals the shorter
+//! one. Charm++ runs `IFifo(0)` after plain FIFO items, and ranks a longer
+//! priority whose extra words are zero after the shorter one.
 
 use std::cmp::Ordering;
 use std::collections::VecDeque;

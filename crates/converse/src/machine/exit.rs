@@ -5,8 +5,12 @@
 //! recorded wins), marks the job exiting and wakes every PE; each PE leaves at
 //! its next scheduler step. The calling PE leaves at once: on a PE started by
 //! the runtime this unwinds (running destructors) to the runtime, which then
-//! finishes that PE; on the thread that called `init_returns` it waits for
-//! the other PEs and ends the process with `code`.
+//! finishes that PE. On the thread that called `init_returns` (whose frames
+//! the runtime does not own, so it does not unwind them) it finishes the job
+//! as the manual's ConverseInit-returns mode says — serving PE 0's messages
+//! until the other PEs have returned from their start functions — and ends
+//! the process with `code`. Locks held by that thread's callers stay held
+//! meanwhile: release them before calling `exit` there.
 //!
 //! `abort(msg)` prints the message with the PE number to standard error and
 //! ends the process at once with a non-zero code: use it for errors the
@@ -25,28 +29,37 @@ pub const ABORT_EXIT_CODE: i32 = 1;
 /// the other PEs of `init_returns`), the calling PE unwinds out of its code and
 /// [`Converse::run`](crate::Converse::run) returns `code` once all PEs have
 /// stopped. On the thread that called
-/// [`init_returns`](crate::Converse::init_returns), waits for the other PEs
-/// and exits the process with `code`. Called on no PE at all, exits the
-/// process with `code`.
+/// [`init_returns`](crate::Converse::init_returns), finishes the job as
+/// [`finish`](crate::finish) does (it waits for the other PEs' start functions
+/// to return), then exits the process with `code`. Called on no PE at all,
+/// exits the process with `code`.
 #[doc(alias = "ConverseExit")]
 pub fn exit(code: i32) -> ! {
     let Some(pe) = pe::try_current() else {
         flush_stdout();
         std::process::exit(code)
     };
-    pe.job.request_exit(code);
     match pe.role {
         Role::Worker => {
+            pe.job.request_exit(code);
             drop(pe);
             std::panic::resume_unwind(Box::new(ExitUnwind))
         }
         Role::ReturnedMain => {
             drop(pe);
-            let code = crate::machine::startup::finish_returned_main();
+            let code = crate::machine::startup::finish_returned_main(code);
             flush_stdout();
             std::process::exit(code)
         }
     }
+}
+
+/// True once some PE has called [`exit`] (or panicked): the job is ending.
+/// PEs the runtime started leave by themselves at their next scheduler step;
+/// the code of an `init_returns` main thread, which the runtime does not
+/// unwind, can use this to stop polling.
+pub fn job_exiting() -> bool {
+    pe::with(|pe| pe.job.is_exiting())
 }
 
 /// Prints `msg` with the calling PE's number to standard error and ends the

@@ -79,6 +79,9 @@ pub(crate) struct Job {
     pub oversubscribed: bool,
     exiting: AtomicBool,
     exit_code: Mutex<Option<i32>>,
+    /// PEs whose start function (and, in normal mode, scheduler) has
+    /// returned; `init_returns` shutdown waits for all but PE 0.
+    done_pes: AtomicUsize,
     /// The first panic of a PE's code, re-raised by the thread that started
     /// the job.
     panic: Mutex<Option<Box<dyn Any + Send>>>,
@@ -115,6 +118,7 @@ impl Job {
             oversubscribed: topo.num_pes() > cores,
             exiting: AtomicBool::new(false),
             exit_code: Mutex::new(None),
+            done_pes: AtomicUsize::new(0),
             panic: Mutex::new(None),
             handler_canon: Mutex::new(Vec::new()),
         }
@@ -125,13 +129,15 @@ impl Job {
         self.exiting.load(Ordering::Relaxed)
     }
 
+    /// Records `code` as the job's exit code unless one was recorded first.
+    pub fn record_exit_code(&self, code: i32) {
+        lock(&self.exit_code).get_or_insert(code);
+    }
+
     /// Records `code` (the first one wins), marks the job exiting and wakes
     /// every PE and barrier so that they notice.
     pub fn request_exit(&self, code: i32) {
-        {
-            let mut slot = lock(&self.exit_code);
-            slot.get_or_insert(code);
-        }
+        self.record_exit_code(code);
         self.exiting.store(true, Ordering::SeqCst);
         for pe in self.pes.iter() {
             pe.idle.wake();
@@ -139,6 +145,18 @@ impl Job {
         for node in self.nodes.iter() {
             node.barrier.release_all();
         }
+    }
+
+    /// Counts a PE whose start function has returned, and wakes PE 0 (an
+    /// `init_returns` main thread may be waiting for it).
+    pub fn pe_done(&self) {
+        self.done_pes.fetch_add(1, Ordering::SeqCst);
+        self.pes[0].idle.wake();
+    }
+
+    /// PEs whose start function has returned.
+    pub fn done_pes(&self) -> usize {
+        self.done_pes.load(Ordering::SeqCst)
     }
 
     /// The exit code to report: the first recorded, else 0.
@@ -183,7 +201,9 @@ impl Job {
                 Some((c, other)) if c.type_id != ident.type_id => {
                     return Err(format!(
                         "handler tables differ at index {}: PE {other} registered `{}` there but PE {pe} registered `{}` \
-                         (every PE must register the same handlers in the same order)",
+                         (every PE must register the same handlers in the same order; a handler is identified by its \
+                         function or closure, so register through one shared function rather than writing the same \
+                         closure twice)",
                         registered_index(k),
                         c.name,
                         ident.name

@@ -83,7 +83,8 @@ impl<T> DerefMut for NodeLockGuard<'_, T> {
 
 /// Waits until every PE of the calling PE's node has called `node_barrier`
 /// (`CmiNodeBarrier`). If the job ends meanwhile, the PE leaves instead of
-/// waiting forever.
+/// waiting forever (on an `init_returns` main thread, which the runtime does
+/// not unwind, it returns; check [`job_exiting`](crate::job_exiting)).
 #[doc(alias = "CmiNodeBarrier")]
 pub fn node_barrier() {
     let me = pe::current();

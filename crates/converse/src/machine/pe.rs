@@ -130,6 +130,7 @@ impl Pe {
     pub fn send_to_pe(&self, dest: usize, mut msg: Message) {
         self.check_pe(dest, "send to");
         msg.set_src_pe(self.pe);
+        msg.fix_total_size();
         if dest == self.pe {
             self.self_queue.borrow_mut().push_back(msg);
         } else {
@@ -148,6 +149,7 @@ impl Pe {
             ));
         }
         msg.set_src_pe(self.pe);
+        msg.fix_total_size();
         self.job.nodes[node].inbox.push(msg);
         self.job.wake_node(node);
     }
@@ -229,16 +231,22 @@ impl Pe {
     pub fn idle_wait_for_pe_message(&self) {
         // SAFETY: the owning PE's thread is the inbox's single consumer.
         let has = || !unsafe { self.job.pes[self.pe].inbox.is_empty() } || self.job.is_exiting();
-        self.job.pes[self.pe]
-            .idle
-            .wait(has, None, self.job.oversubscribed, crate::csd::idle::OWN_ONLY);
+        self.job.pes[self.pe].idle.wait(
+            has,
+            None,
+            self.job.oversubscribed,
+            crate::csd::idle::OWN_ONLY,
+        );
     }
 
     /// Waits, spinning then parking, until another thread gives this PE work.
     pub fn idle_wait(&self) {
-        self.job.pes[self.pe]
-            .idle
-            .wait(|| self.has_incoming(), None, self.job.oversubscribed, crate::csd::idle::ANY);
+        self.job.pes[self.pe].idle.wait(
+            || self.has_incoming(),
+            None,
+            self.job.oversubscribed,
+            crate::csd::idle::ANY,
+        );
     }
 
     /// Runs the handler of `msg`, which it then owns, and returns true.

@@ -195,6 +195,7 @@ fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMo
         }
     }));
     record_unwind(job, result);
+    job.pe_done();
     teardown(job);
 }
 
@@ -258,33 +259,56 @@ thread_local! {
     static RETURNED: RefCell<Option<Returned>> = const { RefCell::new(None) };
 }
 
-/// Ends an `init_returns` job from its PE 0 (the calling thread): waits for
-/// the other PEs to stop and returns the exit code. Unlike
-/// [`exit`](crate::exit) it does not end the process.
+/// Ends an `init_returns` job from its PE 0 (the calling thread) and returns
+/// the exit code; unlike [`exit`](crate::exit) it does not end the process.
+///
+/// As the manual says, shutdown happens once PE 0 has called this *and* the
+/// other PEs have returned from their start functions: until they have, PE 0
+/// keeps delivering the messages sent to it (so a PE waiting for PE 0's
+/// answer can finish). If another PE has called `exit`, the job is already
+/// ending and this returns at once with that PE's code.
 ///
 /// # Panics
 /// If the calling thread did not start a job with `init_returns`; re-raises
 /// the first panic of any PE's code.
 pub fn finish(code: i32) -> i32 {
-    let job = RETURNED.with(|r| r.borrow().as_ref().map(|r| r.job.clone()));
-    let job = job.expect("finish: this thread did not start a job with Converse::init_returns");
-    job.request_exit(code);
-    drop(job);
-    finish_returned_main()
+    finish_returned_main(code)
 }
 
-/// Joins the other PEs of the calling thread's `init_returns` job, tears down
-/// PE 0 and returns the exit code. The exit has already been requested.
-pub(crate) fn finish_returned_main() -> i32 {
+/// See [`finish`]; also the path of [`exit`](crate::exit) on that thread.
+pub(crate) fn finish_returned_main(code: i32) -> i32 {
     let returned = RETURNED.with(|r| r.borrow_mut().take());
     let Returned { job, others } =
-        returned.expect("this thread did not start a job with Converse::init_returns");
+        returned.expect("finish/exit: this thread did not start a job with Converse::init_returns");
+    job.record_exit_code(code);
+    serve_until_others_done(&job);
+    job.request_exit(code);
     join_all(&job, others);
     teardown(&job);
     if let Some(payload) = job.take_panic() {
         std::panic::resume_unwind(payload);
     }
     job.exit_code()
+}
+
+/// PE 0 of an `init_returns` job, finishing: delivers its messages until
+/// every other PE's start function has returned (and then the last ones they
+/// sent) or the job is exiting.
+fn serve_until_others_done(job: &Job) {
+    let others = job.topo.num_pes() - 1;
+    let me = pe::current();
+    while job.done_pes() < others && !job.is_exiting() {
+        crate::csd::schedule_poll();
+        job.pes[0].idle.wait(
+            || me.has_incoming() || job.done_pes() >= others,
+            None,
+            job.oversubscribed,
+            crate::csd::idle::ANY,
+        );
+    }
+    // What they sent before returning is visible now (their count is
+    // published after their sends): deliver it too.
+    crate::csd::schedule_poll();
 }
 
 /// `ConverseInit` with the manual's arguments: starts the job described by

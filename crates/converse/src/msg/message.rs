@@ -62,7 +62,8 @@ pub struct MsgHeader {
     pub handler: u32,
     /// Extra slot for layers above (Cld keeps the real handler here).
     pub info: u32,
-    /// Header plus payload, in bytes.
+    /// Header plus payload, in bytes. Set by the runtime (on allocation and
+    /// on every send); a value written here by a program is replaced.
     pub total_size: u32,
     /// PE that sent the message: written by network layers when a message
     /// leaves its process. In-process sends keep the sender beside the buffer
@@ -191,7 +192,10 @@ impl Message {
     /// # Panics
     /// If the message would exceed [`MAX_MESSAGE_SIZE`].
     pub fn new(handler: usize, payload_len: usize) -> Message {
-        let mut msg = Message::alloc(MSG_HEADER_SIZE + payload_len);
+        let size = MSG_HEADER_SIZE.checked_add(payload_len).unwrap_or_else(|| {
+            panic!("Message::new: a payload of {payload_len} bytes exceeds the largest message {MAX_MESSAGE_SIZE}")
+        });
+        let mut msg = Message::alloc(size);
         msg.set_handler(handler);
         msg
     }
@@ -418,10 +422,24 @@ impl Message {
         let out = msg.payload_mut();
         let mut at = 0;
         for part in parts {
+            debug_assert!(part.len() >= MSG_HEADER_SIZE, "bundle parts are messages");
             out[at..at + part.len()].copy_from_slice(part);
+            // The receiver splits the bundle by each part's size field: make
+            // it the part's real length, whatever the sender's header said.
+            let size_at = at + std::mem::offset_of!(MsgHeader, total_size);
+            out[size_at..size_at + 4].copy_from_slice(&(part.len() as u32).to_ne_bytes());
             at += chunks_for(part.len()) * CHUNK;
         }
         msg
+    }
+
+    /// Makes the header's size field the message's real length (the runtime
+    /// owns that field; a sender may have overwritten it). Writes only when
+    /// they differ, so forwarding a message does not dirty its bytes.
+    pub(crate) fn fix_total_size(&mut self) {
+        if self.header().total_size != self.len {
+            self.header_mut().total_size = self.len;
+        }
     }
 
     /// The sub-messages of a bundle, in order. Errors if the bundle's bytes do
@@ -545,6 +563,36 @@ mod tests {
         first.payload_mut()[0] = b'F';
         assert_eq!(first.payload(), b"First");
         assert_eq!(subs[0].payload(), b"first");
+    }
+
+    #[test]
+    fn bundle_uses_real_lengths_not_the_size_fields() {
+        let mut a = Message::from_payload(3, &[1u8; 40]);
+        a.header_mut().total_size = 96; // a sender's wrong size field
+        let b = Message::from_payload(4, b"second");
+        let subs = Message::bundle(2, &[a.as_bytes(), b.as_bytes()])
+            .unbundle()
+            .unwrap();
+        assert_eq!(subs.len(), 2);
+        assert_eq!(
+            (subs[0].len(), subs[0].handler()),
+            (MSG_HEADER_SIZE + 40, 3)
+        );
+        assert_eq!(subs[1].payload(), b"second");
+    }
+
+    #[test]
+    fn fix_total_size_restores_the_field() {
+        let mut m = Message::new(1, 10);
+        m.header_mut().total_size = 7;
+        m.fix_total_size();
+        assert_eq!(m.header().total_size as usize, m.len());
+    }
+
+    #[test]
+    #[should_panic(expected = "exceeds the largest message")]
+    fn huge_payload_is_a_clear_error() {
+        let _ = Message::new(1, usize::MAX - 8);
     }
 
     #[test]
