@@ -14,33 +14,26 @@ pub(crate) trait TestQueue<T>: Send + Sync + 'static {
     unsafe fn is_empty(&self) -> bool;
 }
 
-impl<T: Send + 'static> TestQueue<T> for super::mpsc::MpscQueue<T> {
-    fn push(&self, value: T) {
-        self.push(value)
-    }
-    unsafe fn pop(&self) -> Option<T> {
-        // SAFETY: forwarded contract.
-        unsafe { self.pop() }
-    }
-    unsafe fn is_empty(&self) -> bool {
-        // SAFETY: forwarded contract.
-        unsafe { self.is_empty() }
-    }
+/// Both queues have the same three calls; forward them.
+macro_rules! test_queue {
+    ($queue:ty) => {
+        impl<T: Send + 'static> TestQueue<T> for $queue {
+            fn push(&self, value: T) {
+                self.push(value)
+            }
+            unsafe fn pop(&self) -> Option<T> {
+                // SAFETY: forwarded contract.
+                unsafe { self.pop() }
+            }
+            unsafe fn is_empty(&self) -> bool {
+                // SAFETY: forwarded contract.
+                unsafe { self.is_empty() }
+            }
+        }
+    };
 }
-
-impl<T: Send + 'static> TestQueue<T> for super::inbox::Inbox<T> {
-    fn push(&self, value: T) {
-        self.push(value)
-    }
-    unsafe fn pop(&self) -> Option<T> {
-        // SAFETY: forwarded contract.
-        unsafe { self.pop() }
-    }
-    unsafe fn is_empty(&self) -> bool {
-        // SAFETY: forwarded contract.
-        unsafe { self.is_empty() }
-    }
-}
+test_queue!(super::mpsc::MpscQueue<T>);
+test_queue!(super::inbox::Inbox<T>);
 
 /// `producers` threads push `each` numbered values while this thread pops:
 /// every value arrives exactly once and each producer's in order. Under loom
