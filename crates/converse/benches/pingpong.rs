@@ -7,7 +7,8 @@
 //! `sync_send_and_free` (ownership moves, as Converse programs forward the
 //! message they received: no copy in-process), and
 //! `pe_pingpong_copy_rtt_<size>` with `sync_send` (a copy per hop). The
-//! baseline runs on the same two PE threads, before the message figures.
+//! baseline runs on the same two PE threads, before the message figures; both
+//! threads are pinned to CPUs 0 and 1.
 mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -28,6 +29,15 @@ fn size_name(size: usize) -> String {
 
 fn rounds_for(size: usize) -> u64 {
     common::iterations(if size <= 4096 { 200_000 } else { 20_000 })
+}
+
+/// Pins the calling thread to CPU `cpu` (modulo the CPUs there are); a
+/// failure only makes the figures noisier, so it is ignored.
+fn pin_to_cpu(cpu: usize) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu % cpus);
+    let _ = rustix::thread::sched_setaffinity(None, &set);
 }
 
 /// Raw round trip: PE 0 writes odd values, PE 1 answers with the next even.
@@ -61,6 +71,10 @@ fn main() {
         .run_user_scheduler(move |_| {
             let me = converse::my_pe();
             let other = 1 - me;
+            // Pin PE 0 and PE 1 to different CPUs, as the C reference in
+            // ../shared/bench/limits.c does: without it the raw baseline
+            // swings by 50% with where the scheduler puts the two threads.
+            pin_to_cpu(me);
             // PE 1 always bounces; PE 0 bounces until the round trips are
             // done (`remaining` counts them down), then drops the message.
             let countdown = remaining.clone();

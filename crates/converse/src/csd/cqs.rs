@@ -921,8 +921,12 @@ impl<T> Cqs<T> {
 
     /// Whether the queue holds no item.
     #[doc(alias = "CqsEmpty")]
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len() == 0
+        self.middle.is_empty()
+            && self.window.as_ref().is_none_or(|w| w.len == 0)
+            && self.short.len() == 0
+            && self.long.len() == 0
     }
 
     /// Removes all items, yielding them in dequeue order. The queue is empty

@@ -174,8 +174,11 @@ impl Pe {
     /// The next arrived message that is not set aside: inbox, then
     /// self-sends, then the node inbox.
     pub fn next_fresh_arrival(&self) -> Option<Message> {
-        self.next_pe_arrival()
-            .or_else(|| self.job.nodes[self.node].inbox.pop())
+        self.next_pe_arrival().or_else(|| {
+            // `is_empty` reads two indices; `pop` on an empty queue does more.
+            let inbox = &self.job.nodes[self.node].inbox;
+            if inbox.is_empty() { None } else { inbox.pop() }
+        })
     }
 
     /// The next message sent to this PE (not to its node): inbox, then
@@ -211,7 +214,11 @@ impl Pe {
                 return m;
             }
         }
-        self.queue.borrow_mut().dequeue()
+        let mut queue = self.queue.borrow_mut();
+        if queue.is_empty() {
+            return None;
+        }
+        queue.dequeue()
     }
 
     /// True if another thread has made work visible to this PE (what an idle

@@ -172,6 +172,7 @@ impl Clone for Buf {
 }
 
 impl Buf {
+    #[inline]
     fn chunks(&self) -> &[Chunk] {
         match self {
             Buf::Owned(b) => b,
@@ -296,8 +297,15 @@ impl Message {
     }
 
     /// The header.
+    #[inline]
     pub fn header(&self) -> &MsgHeader {
-        bytemuck::from_bytes(&self.as_bytes()[..MSG_HEADER_SIZE])
+        // The header is the window's first two chunks (the window always
+        // holds them): a cast, no length or alignment check at run time.
+        let first = self.first as usize;
+        let chunks: &[Chunk; 2] = self.buf.chunks()[first..first + 2]
+            .try_into()
+            .expect("a message holds its header");
+        bytemuck::cast_ref(chunks)
     }
 
     /// The header, for writing (copies a shared buffer first).
