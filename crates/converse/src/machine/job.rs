@@ -17,11 +17,13 @@
 //! PE inboxes are lock-free multi-producer, single-consumer FIFO queues
 //! (`net::inbox`; only the owning PE pops), so messages from one PE to another
 //! arrive in the order sent. Node inboxes are crossbeam `SegQueue`s (any PE of
-//! the node pops). Node queues and
-//! node-shared variables sit behind mutexes: any PE of the node may touch them.
+//! the node pops). Node queues and node-shared variables sit behind mutexes:
+//! any PE of the node may touch them.
+//!
 //! Exit: the PE that calls `exit` stores the code, sets `exiting`, and wakes
 //! every PE and every node barrier; each PE notices at its next scheduler step
-//! (or idle wait, or barrier) and leaves.
+//! (or idle wait, or barrier) and leaves. `done_pes` counts PEs whose start
+//! function returned; an `init_returns` main thread waits on it to finish.
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
