@@ -59,7 +59,7 @@ impl CommHandle {
 /// (`CmiSyncSend`).
 #[doc(alias = "CmiSyncSend")]
 pub fn sync_send(dest_pe: usize, msg: &Message) {
-    sync_send_and_free(dest_pe, copy(msg))
+    sync_send_and_free(dest_pe, msg.to_owned_copy())
 }
 
 /// Sends `msg` to PE `dest_pe`, giving it up (`CmiSyncSendAndFree`).
@@ -80,7 +80,7 @@ pub fn async_send(dest_pe: usize, msg: &Message) -> CommHandle {
 /// handle it (`CmiSyncNodeSend`).
 #[doc(alias = "CmiSyncNodeSend")]
 pub fn sync_node_send(dest_node: usize, msg: &Message) {
-    sync_node_send_and_free(dest_node, copy(msg))
+    sync_node_send_and_free(dest_node, msg.to_owned_copy())
 }
 
 /// Sends `msg` to node `dest_node`, giving it up (`CmiSyncNodeSendAndFree`).
@@ -135,10 +135,6 @@ pub fn multiple_send(dest_pe: usize, msgs: &[&Message]) {
 /// reads the same.
 #[doc(alias = "CmiInitMultipleSendRoutine")]
 pub fn init_multiple_send_routine() {}
-
-fn copy(msg: &Message) -> Message {
-    msg.to_owned_copy()
-}
 
 fn concat<P: AsRef<[u8]>>(parts: &[P]) -> Message {
     let total: usize = parts.iter().map(|p| p.as_ref().len()).sum();

@@ -148,7 +148,6 @@ impl<T> Drop for MpscQueue<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     #[test]
     fn fifo_single_thread() {
@@ -170,13 +169,7 @@ mod tests {
 
     #[test]
     fn drop_frees_remaining_values() {
-        let counter = Arc::new(());
-        let q = MpscQueue::new();
-        for _ in 0..10 {
-            q.push(counter.clone());
-        }
-        drop(q);
-        assert_eq!(Arc::strong_count(&counter), 1);
+        crate::net::testing::drop_frees_remaining_values(MpscQueue::new());
     }
 
     #[test]

@@ -82,3 +82,14 @@ pub(crate) fn producers_keep_their_order<Q: TestQueue<(usize, usize)>>(
     // SAFETY: as above.
     assert!(unsafe { q.is_empty() });
 }
+
+/// Values still queued when the queue is dropped are dropped with it.
+#[cfg(not(loom))]
+pub(crate) fn drop_frees_remaining_values<Q: TestQueue<Arc<()>>>(queue: Q) {
+    let counter = Arc::new(());
+    for _ in 0..10 {
+        queue.push(counter.clone());
+    }
+    drop(queue);
+    assert_eq!(Arc::strong_count(&counter), 1);
+}
