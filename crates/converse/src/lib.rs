@@ -35,7 +35,8 @@
 //!
 //! Module map (DESIGN.md §3): [`machine`] (start-up, exit, topology,
 //! pseudo-globals, locks, timers, I/O), [`msg`] (messages and handlers),
-//! [`cmi`] (sends), [`csd`] (scheduler and priority queues).
+//! [`cmi`] (sends, broadcasts, multicast groups, reductions, spanning trees),
+//! [`csd`] (scheduler and priority queues), [`ccd`] (quiescence detection).
 #![warn(missing_docs)]
 #![allow(clippy::new_without_default)]
 
@@ -44,6 +45,7 @@
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
+pub mod ccd;
 pub mod cmi;
 pub mod csd;
 pub mod machine;
@@ -51,6 +53,30 @@ pub mod msg;
 mod net;
 mod sync;
 
+pub use ccd::quiescence::{
+    qd_create, qd_created, qd_process, qd_processed, start_quiescence_detection,
+};
+pub use cmi::bcast::{
+    async_broadcast, async_broadcast_all, async_node_broadcast, async_node_broadcast_all,
+    sync_broadcast, sync_broadcast_all, sync_broadcast_all_and_free, sync_broadcast_and_free,
+    sync_node_broadcast, sync_node_broadcast_all, sync_node_broadcast_all_and_free,
+    sync_node_broadcast_and_free,
+};
+pub use cmi::group::{
+    Group, async_list_send, async_multicast, establish_group, sync_list_send,
+    sync_list_send_and_free, sync_multicast, sync_multicast_and_free,
+};
+pub use cmi::reduce::{
+    DecodeError, ReductionId, decode_struct_result, dynamic_reduction_id,
+    dynamic_reduction_id_remote, dynamic_reduction_reply, global_reduction_id, group_reduce,
+    group_reduce_struct, list_reduce, list_reduce_struct, reduce, reduce_id, reduce_struct,
+    reduce_struct_id,
+};
+pub use cmi::spantree::{
+    SpanningTree, node_span_tree_children, node_span_tree_parent, num_node_span_tree_children,
+    num_span_tree_children, span_tree_children, span_tree_parent, span_tree_root,
+    spanning_tree_branch,
+};
 pub use cmi::{
     CommHandle, async_node_send, async_send, async_vector_send, init_multiple_send_routine,
     multiple_send, sync_node_send, sync_node_send_and_free, sync_send, sync_send_and_free,

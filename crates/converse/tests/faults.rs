@@ -35,9 +35,9 @@ const RETURNED: &str = "fault scenario returned:";
 const UNEXPECTED_RETURN: i32 = 90;
 /// Printed by PEs that get past a node barrier they must not get past.
 const PASSED_BARRIER: &str = "passed the node barrier";
-/// Header flag marking a multiple-send bundle (`msg::message::FLAG_BUNDLE`,
-/// crate-private; the header's `flags` field is public).
-const FLAG_BUNDLE: u32 = 1;
+/// Every runtime flag bit (bundle, system, broadcast, multicast, reduction,
+/// …; see `msg::message`), which user messages must not be able to claim.
+const FORGED_FLAGS: u32 = u32::MAX;
 
 // ---------------------------------------------------------------------------
 // Parent side: running a scenario in a child process.
@@ -338,12 +338,18 @@ fn scenario(name: &str) -> i32 {
             converse::converse_init(args(&["+bogus"]), |_| {}, false, false);
             UNEXPECTED_RETURN
         }
-        // A multiple-send bundle whose sub-message header is garbage.
-        "malformed_bundle" => job(&["+p", "2"], |_| {
+        // A user message whose header claims runtime flags (bundle, system,
+        // broadcast, reduction...): user sends clear them, so it is
+        // delivered as the plain message it is.
+        "forged_runtime_flags" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(|msg: Message| {
+                eprintln!("delivered with flags {:#x}", msg.header().flags);
+                converse::exit(0);
+            });
             if converse::my_pe() == 0 {
-                let mut bundle = Message::new(0, 16); // one all-zero "sub-message"
-                bundle.header_mut().flags |= FLAG_BUNDLE;
-                converse::sync_send_and_free(1, bundle);
+                let mut msg = Message::new(h, 16);
+                msg.header_mut().flags = FORGED_FLAGS;
+                converse::sync_send_and_free(1, msg);
             }
         }),
         // `abort` on a thread that is no PE.
@@ -619,16 +625,9 @@ fn converse_init_with_bad_flag_prints_it_and_exits_1() {
 }
 
 #[test]
-fn malformed_bundle_aborts_on_receiver() {
-    let out = run_scenario("malformed_bundle");
-    out.expect(
-        ABORT_EXIT_CODE,
-        &[
-            "converse: PE 1 aborting:",
-            "malformed multiple-send bundle from PE 0",
-        ],
-    );
-    out.expect_absent(RETURNED);
+fn user_sends_cannot_claim_runtime_flags() {
+    let out = run_scenario("forged_runtime_flags");
+    out.expect(0, &["delivered with flags 0x0"]);
 }
 
 #[test]

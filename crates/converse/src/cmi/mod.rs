@@ -1,5 +1,8 @@
-//! Point-to-point sends (Cmi): to a PE, to a node, of vectors of pieces, and
-//! of several messages in one go.
+//! Sends (Cmi): point to point (to a PE, to a node, of vectors of pieces, of
+//! several messages in one go, in this file), and the collectives in the
+//! submodules: broadcasts ([`bcast`]), multicast groups and list sends
+//! ([`group`]), reductions ([`reduce`]) and the spanning trees they travel
+//! along ([`spantree`]).
 //!
 //! # Ownership
 //!
@@ -21,11 +24,27 @@
 //!
 //! Sends run on the sending PE's thread; they push to the receiver's
 //! lock-free inbox and wake it (see `machine::job`).
+pub mod bcast;
+pub mod group;
+pub mod reduce;
+pub(crate) mod route;
+pub mod spantree;
+pub(crate) mod system;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::machine::pe;
 use crate::msg::message::{MSG_HEADER_SIZE, Message};
+
+/// The calling PE's collective state: groups it knows, multicasts waiting for
+/// a group's definition, and reductions in progress. Touched only by the PE's
+/// own thread.
+#[derive(Default)]
+pub(crate) struct CollState {
+    pub groups: std::cell::RefCell<group::Groups>,
+    pub reductions: std::cell::RefCell<reduce::Reductions>,
+}
 
 /// Tells whether an asynchronous send has finished with its buffer
 /// (`CmiCommHandle`).
@@ -127,7 +146,14 @@ pub fn async_vector_send<P: AsRef<[u8]>>(dest_pe: usize, parts: &[P]) -> CommHan
 #[doc(alias = "CmiMultipleSend")]
 pub fn multiple_send(dest_pe: usize, msgs: &[&Message]) {
     let parts: Vec<&[u8]> = msgs.iter().map(|m| m.as_bytes()).collect();
-    sync_send_and_free(dest_pe, Message::bundle(0, &parts))
+    let mut bundle = Message::bundle(0, &parts);
+    pe::with(|pe| {
+        pe.check_pe(dest_pe, "multiple send to");
+        bundle.set_src_pe(pe.pe);
+        // Each part is a message of its own for quiescence detection.
+        pe.count_created(msgs.len());
+        pe.push_to_pe(dest_pe, bundle);
+    })
 }
 
 /// Prepares the runtime for [`multiple_send`] (`CmiInitMultipleSendRoutine`).

@@ -230,7 +230,10 @@ fn take_from_stash(pe: &Pe, handler: usize, scanned: &mut usize) -> Option<Messa
 /// the front, after every arrived message.
 #[doc(alias = "CsdEnqueueGeneral")]
 pub fn enqueue_general(msg: Message, queueing: Queueing) {
-    pe::with(|pe| pe.queue.borrow_mut().enqueue(msg, queueing));
+    pe::with(|pe| {
+        pe.count_created(1);
+        pe.queue.borrow_mut().enqueue(msg, queueing)
+    });
 }
 
 /// Enqueues `msg` FIFO at the middle priority (`CsdEnqueue`).
@@ -242,13 +245,19 @@ pub fn enqueue(msg: Message) {
 /// Enqueues `msg` FIFO at the middle priority (`CsdEnqueueFifo`).
 #[doc(alias = "CsdEnqueueFifo")]
 pub fn enqueue_fifo(msg: Message) {
-    pe::with(|pe| pe.queue.borrow_mut().enqueue_fifo(msg));
+    pe::with(|pe| {
+        pe.count_created(1);
+        pe.queue.borrow_mut().enqueue_fifo(msg)
+    });
 }
 
 /// Enqueues `msg` LIFO at the middle priority (`CsdEnqueueLifo`).
 #[doc(alias = "CsdEnqueueLifo")]
 pub fn enqueue_lifo(msg: Message) {
-    pe::with(|pe| pe.queue.borrow_mut().enqueue_lifo(msg));
+    pe::with(|pe| {
+        pe.count_created(1);
+        pe.queue.borrow_mut().enqueue_lifo(msg)
+    });
 }
 
 /// Puts `msg` in the node-level scheduler queue of the calling PE's node per
@@ -257,6 +266,7 @@ pub fn enqueue_lifo(msg: Message) {
 #[doc(alias = "CsdNodeEnqueueGeneral")]
 pub fn node_enqueue_general(msg: Message, queueing: Queueing) {
     pe::with(|pe| {
+        pe.count_created(1);
         let node = &pe.job.nodes[pe.node];
         {
             let mut q = node.queue.lock().unwrap_or_else(|e| e.into_inner());

@@ -15,6 +15,9 @@ pub struct Flags {
     pub pes: Option<usize>,
     /// `++ppn M`: PEs per (logical) node, if given.
     pub ppn: Option<usize>,
+    /// `++spantree-branch K`: branching factor of the spanning trees, if
+    /// given.
+    pub branch: Option<usize>,
 }
 
 /// A command line the runtime cannot accept.
@@ -47,7 +50,7 @@ impl fmt::Display for ArgError {
         match self {
             ArgError::UnknownFlag(flag) => write!(
                 f,
-                "unknown runtime flag `{flag}` (runtime flags are +p N and ++ppn M)"
+                "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M and ++spantree-branch K)"
             ),
             ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
             ArgError::BadValue {
@@ -88,6 +91,7 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
     let mut flags = Flags {
         pes: None,
         ppn: None,
+        branch: None,
     };
     let mut rest = Vec::with_capacity(args.len());
     let mut words = args.iter();
@@ -103,6 +107,7 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
         let target = match name {
             "+p" => &mut flags.pes,
             "++ppn" => &mut flags.ppn,
+            "++spantree-branch" => &mut flags.branch,
             _ => return Err(ArgError::UnknownFlag(word.clone())),
         };
         let value = match glued {
@@ -124,7 +129,7 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
 
 /// `+p4` -> ("+p", Some("4")); `++ppn` -> ("++ppn", None); `+foo` -> ("+foo", None).
 fn split_flag(word: &str) -> (&str, Option<&str>) {
-    for name in ["++ppn", "+p"] {
+    for name in ["++spantree-branch", "++ppn", "+p"] {
         if let Some(value) = word.strip_prefix(name) {
             if value.is_empty() {
                 return (name, None);
@@ -152,7 +157,8 @@ mod tests {
             f,
             Flags {
                 pes: Some(4),
-                ppn: Some(2)
+                ppn: Some(2),
+                branch: None,
             }
         );
         assert_eq!(rest, words("prog a b"));
@@ -161,12 +167,16 @@ mod tests {
             f,
             Flags {
                 pes: Some(8),
-                ppn: Some(4)
+                ppn: Some(4),
+                branch: None,
             }
         );
         assert_eq!(rest, words("prog x"));
         let (f, _) = parse(&words("prog +p=3")).unwrap();
         assert_eq!(f.pes, Some(3));
+        let (f, rest) = parse(&words("prog ++spantree-branch 2 y +p2")).unwrap();
+        assert_eq!((f.branch, f.pes), (Some(2), Some(2)));
+        assert_eq!(rest, words("prog y"));
     }
 
     #[test]
@@ -176,7 +186,8 @@ mod tests {
             f,
             Flags {
                 pes: None,
-                ppn: None
+                ppn: None,
+                branch: None,
             }
         );
         assert_eq!(rest, words("prog 12 -v"));

@@ -79,6 +79,8 @@ pub(crate) struct Job {
     pub start: Instant,
     /// More PEs than cores: idle PEs should not spin.
     pub oversubscribed: bool,
+    /// Branching factor of the spanning trees (`++spantree-branch`).
+    pub branch: usize,
     exiting: AtomicBool,
     exit_code: Mutex<Option<i32>>,
     /// PEs whose start function (and, in normal mode, scheduler) has
@@ -118,6 +120,7 @@ impl Job {
             args,
             start: Instant::now(),
             oversubscribed: topo.num_pes() > cores,
+            branch: crate::cmi::spantree::DEFAULT_BRANCH,
             exiting: AtomicBool::new(false),
             exit_code: Mutex::new(None),
             done_pes: AtomicUsize::new(0),

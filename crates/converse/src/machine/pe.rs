@@ -18,7 +18,9 @@ use std::sync::Arc;
 use super::job::{Job, SharedValue};
 use crate::csd::cqs::Cqs;
 use crate::msg::handler::HandlerTable;
-use crate::msg::message::{FLAG_BUNDLE, Message};
+use crate::msg::message::{
+    ARRIVAL_FLAGS, FLAG_BUNDLE, FLAG_NO_QD, Message, SPECIAL_DELIVERY_FLAGS,
+};
 
 /// How the thread came to be a PE; decides what "leave now" means.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -43,6 +45,19 @@ pub(crate) struct Pe {
     /// Arrived messages set aside (by `deliver_specific_msg`, or unpacked from
     /// a bundle); they run before anything else.
     pub stash: RefCell<VecDeque<Message>>,
+    /// Arrived messages that routing held back and has since released (a
+    /// multicast that came before its group's definition); taken before the
+    /// inbox, so they keep their place among arrivals.
+    pub ready: RefCell<VecDeque<Message>>,
+    /// Groups, pending multicasts and reductions (`cmi`).
+    pub coll: crate::cmi::CollState,
+    /// Messages this PE created (sent or enqueued), for quiescence detection.
+    pub qd_created: Cell<u64>,
+    /// Messages this PE processed (handed to a handler or consumed by the
+    /// runtime), for quiescence detection.
+    pub qd_processed: Cell<u64>,
+    /// This PE's part in quiescence detection (`ccd::quiescence`).
+    pub qd: RefCell<crate::ccd::quiescence::QdState>,
     /// The PE's scheduler queue (`CsdEnqueue*`).
     pub queue: RefCell<Cqs<Message>>,
     /// Bumped by `exit_scheduler` while a scheduler runs; every scheduler
@@ -81,6 +96,11 @@ impl Pe {
             handlers: RefCell::new(HandlerTable::new()),
             self_queue: RefCell::new(VecDeque::new()),
             stash: RefCell::new(VecDeque::new()),
+            ready: RefCell::new(VecDeque::new()),
+            coll: crate::cmi::CollState::default(),
+            qd_created: Cell::new(0),
+            qd_processed: Cell::new(0),
+            qd: RefCell::new(Default::default()),
             queue: RefCell::new(Cqs::new()),
             stop_gen: Cell::new(0),
             sched_depth: Cell::new(0),
@@ -126,11 +146,43 @@ impl Pe {
         true
     }
 
-    /// Sends `msg` (already owned, header to be stamped) to PE `dest`.
+    /// Sends `msg` (a user message, header to be stamped) to PE `dest`,
+    /// counting it for quiescence detection.
     pub fn send_to_pe(&self, dest: usize, mut msg: Message) {
         self.check_pe(dest, "send to");
+        self.stamp_user_message(&mut msg);
+        self.count_created(1);
+        self.push_to_pe(dest, msg);
+    }
+
+    /// Makes `msg` ready to leave as a user message: records the sender,
+    /// makes the size field true and clears the runtime's flags (a handler
+    /// that passes on a broadcast copy sends a plain message, not another
+    /// broadcast).
+    pub fn stamp_user_message(&self, msg: &mut Message) {
         msg.set_src_pe(self.pe);
         msg.fix_total_size();
+        if msg.header().flags != 0 {
+            msg.header_mut().flags = 0;
+        }
+    }
+
+    /// Counts `n` messages created by this PE, for quiescence detection.
+    #[inline]
+    pub fn count_created(&self, n: usize) {
+        self.qd_created.set(self.qd_created.get() + n as u64);
+    }
+
+    /// Counts `n` messages this PE processed, for quiescence detection.
+    #[inline]
+    pub fn count_processed(&self, n: usize) {
+        self.qd_processed.set(self.qd_processed.get() + n as u64);
+    }
+
+    /// Puts `msg` in PE `dest`'s inbox (its self-send queue if `dest` is this
+    /// PE) as it is: no stamping, no counting, no range check. The runtime's
+    /// own sends and forwards use it.
+    pub fn push_to_pe(&self, dest: usize, msg: Message) {
         if dest == self.pe {
             self.self_queue.borrow_mut().push_back(msg);
         } else {
@@ -140,18 +192,29 @@ impl Pe {
         }
     }
 
-    /// Sends `msg` to node `node`: any PE of that node may handle it.
+    /// Sends `msg` (a user message) to node `node`: any PE of that node may
+    /// handle it.
     pub fn send_to_node(&self, node: usize, mut msg: Message) {
+        self.check_node(node, "node send to");
+        self.stamp_user_message(&mut msg);
+        self.count_created(1);
+        self.push_to_node(node, msg);
+    }
+
+    /// Puts `msg` in node `node`'s inbox as it is.
+    pub fn push_to_node(&self, node: usize, msg: Message) {
+        self.job.nodes[node].inbox.push(msg);
+        self.job.wake_node(node);
+    }
+
+    /// Aborts with a clear message if `node` is no node of the job.
+    pub fn check_node(&self, node: usize, what: &str) {
         let nodes = self.job.topo.num_nodes();
         if node >= nodes {
             crate::machine::exit::abort(&format!(
-                "node send to node {node}, but the job has nodes 0..{nodes}"
+                "{what} node {node}, but the job has nodes 0..{nodes}"
             ));
         }
-        msg.set_src_pe(self.pe);
-        msg.fix_total_size();
-        self.job.nodes[node].inbox.push(msg);
-        self.job.wake_node(node);
     }
 
     /// Aborts with a clear message if `pe` is no PE of the job.
@@ -184,10 +247,24 @@ impl Pe {
     /// The next message sent to this PE (not to its node): inbox, then
     /// self-sends.
     pub fn next_pe_arrival(&self) -> Option<Message> {
+        if let Some(m) = self.ready.borrow_mut().pop_front() {
+            return Some(m);
+        }
         // SAFETY: `Pe` lives on its PE's thread only (it is `!Send`), and only
         // a PE pops its own inbox: this is the queue's single consumer.
-        if let Some(m) = unsafe { self.job.pes[self.pe].inbox.pop() } {
-            return Some(m);
+        while let Some(m) = unsafe { self.job.pes[self.pe].inbox.pop() } {
+            if m.header().flags & ARRIVAL_FLAGS == 0 {
+                return Some(m);
+            }
+            // Collective routing happens as a message is taken from the
+            // inbox, not when it is delivered, so that a PE waiting in
+            // `deliver_specific_msg` still passes broadcasts on.
+            if let Some(m) = crate::cmi::route::on_arrival(self, m) {
+                return Some(m);
+            }
+            if let Some(m) = self.ready.borrow_mut().pop_front() {
+                return Some(m);
+            }
         }
         self.self_queue.borrow_mut().pop_front()
     }
@@ -261,10 +338,33 @@ impl Pe {
     /// next, in order, each counted when it runs) and return false. An
     /// unknown handler index aborts the job.
     pub fn deliver(&self, msg: Message) -> bool {
-        if msg.header().flags & FLAG_BUNDLE != 0 {
+        let flags = msg.header().flags;
+        if flags & SPECIAL_DELIVERY_FLAGS != 0 {
+            return self.deliver_special(msg, flags);
+        }
+        self.count_processed(1);
+        self.run_handler(msg)
+    }
+
+    /// Delivery of bundles and runtime messages.
+    #[cold]
+    fn deliver_special(&self, msg: Message, flags: u32) -> bool {
+        if flags & FLAG_BUNDLE != 0 {
             self.unpack_bundle(msg);
             return false;
         }
+        if flags & FLAG_NO_QD == 0 {
+            self.count_processed(1);
+        }
+        if flags & (crate::msg::message::FLAG_SYSTEM | crate::msg::message::FLAG_REDUCE) != 0 {
+            crate::cmi::route::on_delivery(self, msg);
+            return true;
+        }
+        self.run_handler(msg)
+    }
+
+    /// Runs the user handler `msg` names; aborts if there is none.
+    fn run_handler(&self, msg: Message) -> bool {
         let index = msg.handler();
         let handler = self.handlers.borrow().get(index).cloned();
         match handler {

@@ -23,6 +23,7 @@ use super::args::{self, ArgError};
 use super::job::Job;
 use super::pe::{self, ExitUnwind, Pe, Role};
 use super::topology::Topology;
+use crate::cmi::spantree::DEFAULT_BRANCH;
 
 type StartFn = Arc<dyn Fn(&[String]) + Send + Sync>;
 
@@ -57,6 +58,7 @@ pub struct Converse {
     args: Vec<String>,
     default_pes: usize,
     default_ppn: Option<usize>,
+    branch: Option<usize>,
 }
 
 impl Default for Converse {
@@ -73,6 +75,7 @@ impl Converse {
             args: std::env::args().collect(),
             default_pes: 1,
             default_ppn: None,
+            branch: None,
         }
     }
 
@@ -99,6 +102,13 @@ impl Converse {
         self
     }
 
+    /// Branching factor of the job's spanning trees when the command line
+    /// has no `++spantree-branch` (default 4; at least 1).
+    pub fn spanning_tree_branch(mut self, k: usize) -> Converse {
+        self.branch = Some(k.max(1));
+        self
+    }
+
     /// Parses the runtime flags and builds the job's shared state.
     fn job(&self) -> Result<Arc<Job>, ArgError> {
         let (flags, program_args) = args::parse(&self.args)?;
@@ -107,7 +117,9 @@ impl Converse {
         if pes % ppn != 0 {
             return Err(ArgError::Layout { pes, ppn });
         }
-        Ok(Arc::new(Job::new(Topology::new(pes, ppn), program_args)))
+        let mut job = Job::new(Topology::new(pes, ppn), program_args);
+        job.branch = flags.branch.or(self.branch).unwrap_or(DEFAULT_BRANCH);
+        Ok(Arc::new(job))
     }
 
     /// Normal mode: runs `start(args)` on every PE, then each PE's scheduler

@@ -72,12 +72,16 @@ pub struct MsgHeader {
     pub src_pe: u32,
     /// Destination PE, or node for node sends: written by network layers.
     pub dest: u32,
-    /// Root PE plus one of a broadcast or spanning-tree send; 0 otherwise.
+    /// Routing of collective operations, set by the runtime: the root PE
+    /// plus one of a broadcast, the root's position plus one in a multicast
+    /// group, the PE-list digest of a reduction contribution; 0 otherwise.
     pub root: u32,
-    /// Runtime flags (see the `FLAG_*` constants in this module).
+    /// Runtime flags (see the `FLAG_*` constants in this module). Owned by
+    /// the runtime: user sends clear them.
     pub flags: u32,
-    /// Reserved; zero.
-    pub reserved: u32,
+    /// Collective operation the message belongs to, set by the runtime: the
+    /// multicast group or the reduction key; 0 otherwise.
+    pub coll: u32,
 }
 
 /// Size of the message header in bytes: the payload starts this far into a
@@ -90,6 +94,30 @@ const _: () = assert!(MSG_HEADER_SIZE == 32 && MSG_HEADER_SIZE % CHUNK == 0);
 /// Header flag: the message is a bundle built by `multiple_send`; its payload
 /// is a sequence of 16-byte-aligned sub-messages.
 pub(crate) const FLAG_BUNDLE: u32 = 1;
+/// Header flag: `handler` names a runtime-internal message kind
+/// (`cmi::system::Kind`), not an entry of the handler table.
+pub(crate) const FLAG_SYSTEM: u32 = 1 << 1;
+/// Header flag: a copy of a broadcast to PEs rooted at PE `root - 1`; the PE
+/// that takes it from its inbox may have to pass it on (`cmi::bcast`).
+pub(crate) const FLAG_BCAST: u32 = 1 << 2;
+/// Header flag: a copy of a broadcast to nodes rooted at PE `root - 1`.
+pub(crate) const FLAG_NODE_BCAST: u32 = 1 << 3;
+/// Header flag: a copy of a multicast to group `coll` whose tree is rooted
+/// at position `root - 1` of the group (`root == 0`: a request to the
+/// group's creator to multicast it; see `cmi::group`).
+pub(crate) const FLAG_MCAST: u32 = 1 << 4;
+/// Header flag: a contribution to reduction `coll` (`cmi::reduce`).
+pub(crate) const FLAG_REDUCE: u32 = 1 << 5;
+/// Header flag, with [`FLAG_REDUCE`]: the contribution of a struct-form
+/// reduction (a serialized value, not a user message).
+pub(crate) const FLAG_REDUCE_STRUCT: u32 = 1 << 6;
+/// Header flag: not counted by quiescence detection (its own messages).
+pub(crate) const FLAG_NO_QD: u32 = 1 << 7;
+/// Flags the PE that takes a message from its inbox must look at before
+/// delivering it (routing and arrival-time system work).
+pub(crate) const ARRIVAL_FLAGS: u32 = FLAG_BCAST | FLAG_NODE_BCAST | FLAG_MCAST | FLAG_SYSTEM;
+/// Flags that make delivery take the slow path.
+pub(crate) const SPECIAL_DELIVERY_FLAGS: u32 = FLAG_BUNDLE | FLAG_SYSTEM | FLAG_REDUCE | FLAG_NO_QD;
 
 /// Largest message the runtime accepts (the header's size field is 32 bits).
 pub const MAX_MESSAGE_SIZE: usize = u32::MAX as usize - CHUNK;
@@ -373,6 +401,27 @@ impl Message {
         }
     }
 
+    /// A copy of this message in a new shared buffer, with `header` in place
+    /// of its own (what a copying broadcast sends): one copy, however many
+    /// receivers then share it.
+    pub(crate) fn to_shared_with_header(&self, header: &MsgHeader) -> Message {
+        let start = self.first as usize;
+        let n = chunks_for(self.len());
+        let head: [Chunk; 2] = bytemuck::cast(*header);
+        // An exact-size iterator: `Arc::from_iter` allocates once and writes
+        // the chunks in place.
+        let chunks = self.buf.chunks()[start..start + n]
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i < 2 { head[i] } else { *c });
+        Message {
+            buf: Buf::Shared(chunks.collect()),
+            first: 0,
+            len: self.len,
+            src: self.src,
+        }
+    }
+
     /// True when this message's buffer is shared (read-only until written).
     pub fn is_shared(&self) -> bool {
         matches!(self.buf, Buf::Shared(_))
@@ -436,6 +485,10 @@ impl Message {
             // it the part's real length, whatever the sender's header said.
             let size_at = at + std::mem::offset_of!(MsgHeader, total_size);
             out[size_at..size_at + 4].copy_from_slice(&(part.len() as u32).to_ne_bytes());
+            // Runtime flags belong to the part's earlier journey (say, a
+            // broadcast copy being passed on), not to this one.
+            let flags_at = at + std::mem::offset_of!(MsgHeader, flags);
+            out[flags_at..flags_at + 4].fill(0);
             at += chunks_for(part.len()) * CHUNK;
         }
         msg
@@ -544,6 +597,19 @@ mod tests {
                 actual: 36
             }
         );
+    }
+
+    #[test]
+    fn shared_copy_with_new_header() {
+        let m = Message::from_payload(3, &[7u8; 50]);
+        let mut h = *m.header();
+        h.flags = 9;
+        h.root = 4;
+        let c = m.to_shared_with_header(&h);
+        assert!(c.is_shared());
+        assert_eq!(c.header(), &h);
+        assert_eq!(c.payload(), m.payload());
+        assert_eq!(m.header().flags, 0);
     }
 
     #[test]

@@ -1,0 +1,381 @@
+//! Multicast groups ([`Group`], `CmiGroup`) and list sends.
+//!
+//! # Groups
+//!
+//! [`establish_group`] gives the group an ID unique in the job (the creating
+//! PE and its count of groups, packed in 32 bits), records its member list on
+//! the creating PE and broadcasts the list to every other PE (the manual's
+//! "one broadcast's worth"). Each PE records a definition as it takes it from
+//! its inbox.
+//!
+//! A multicast travels down the spanning tree over the group's members
+//! (positions in the list as given), rooted at the sender's position if the
+//! sender is a member and at the first member otherwise; each member passes
+//! its copy on to its children as it takes it from its inbox, then delivers
+//! it. All copies share one buffer. The header carries [`FLAG_MCAST`], the
+//! group in `coll` and the root position plus one in `root`.
+//!
+//! Definitions and multicasts travel different paths, so either may arrive
+//! first:
+//!
+//! - A member that receives a multicast before the group's definition keeps
+//!   it (in `Groups::pending`) and routes and delivers it when the definition
+//!   comes: each member gets it once.
+//! - A sender that holds a group's ID before its definition (it got the ID in
+//!   a message that overtook the definition) sends the multicast to the
+//!   group's creator (`root == 0`), which always knows the group and
+//!   multicasts it on the sender's behalf.
+//! - A group reduction on such a PE waits for the definition in the same way
+//!   (`Groups::deferred`).
+//!
+//! An ID that the creator never handed out is an error on the creator (the
+//! only PE that can tell), naming the group and the PE that used it.
+//!
+//! # List sends
+//!
+//! [`sync_list_send`] and friends send one shared buffer straight to each
+//! listed PE. A list naming a PE out of range or one PE twice aborts the job
+//! naming the PE.
+//!
+//! # Concurrency
+//!
+//! `Groups` is per PE and touched only by its thread; no borrow of it is held
+//! while messages are routed on or deferred work runs.
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use super::CommHandle;
+use super::spantree::SpanningTree;
+use super::system::{self, Kind, Reader};
+use crate::machine::exit::abort;
+use crate::machine::pe::{self, Pe};
+use crate::msg::message::{FLAG_MCAST, Message};
+
+/// A set of PEs to multicast to or reduce over (`CmiGroup`). Made by
+/// [`establish_group`]; the same value names the same group on every PE, so it
+/// may be sent to other PEs in messages.
+#[doc(alias = "CmiGroup")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Group(u32);
+
+impl Group {
+    /// The group's ID as a number (for putting it in a message).
+    pub fn id(self) -> u32 {
+        self.0
+    }
+
+    /// The group with ID `id` (as [`Group::id`] gave it).
+    pub fn from_id(id: u32) -> Group {
+        Group(id)
+    }
+}
+
+/// A group's members, as its creator listed them.
+pub(crate) struct GroupInfo {
+    pub pes: Vec<usize>,
+    /// PE -> position in `pes`.
+    position: HashMap<usize, usize>,
+}
+
+impl GroupInfo {
+    fn new(pes: Vec<usize>) -> GroupInfo {
+        let position = pes.iter().enumerate().map(|(i, &p)| (p, i)).collect();
+        GroupInfo { pes, position }
+    }
+
+    pub fn position(&self, pe: usize) -> Option<usize> {
+        self.position.get(&pe).copied()
+    }
+}
+
+/// Work waiting for a group's definition.
+type Deferred = Box<dyn FnOnce(&Pe, &[usize])>;
+
+/// One PE's groups.
+#[derive(Default)]
+pub(crate) struct Groups {
+    /// Groups whose definition this PE has.
+    known: HashMap<u32, Rc<GroupInfo>>,
+    /// Groups this PE established.
+    established: u32,
+    /// Multicast copies that arrived before their group's definition.
+    pending: HashMap<u32, Vec<Message>>,
+    /// Group reductions called before the group's definition arrived.
+    deferred: HashMap<u32, Vec<Deferred>>,
+}
+
+/// Aborts unless `pes` names distinct PEs of the job.
+pub(crate) fn check_list(pe: &Pe, pes: &[usize], what: &str) {
+    let n = pe.job.topo.num_pes();
+    let mut seen = vec![false; n];
+    for &p in pes {
+        if p >= n {
+            abort(&format!(
+                "{what}: the PE list names PE {p}, but the job has PEs 0..{n}"
+            ));
+        }
+        if std::mem::replace(&mut seen[p], true) {
+            abort(&format!("{what}: the PE list names PE {p} more than once"));
+        }
+    }
+}
+
+fn creator_of(pe: &Pe, gid: u32) -> usize {
+    gid as usize % pe.job.topo.num_pes()
+}
+
+fn lookup(pe: &Pe, gid: u32) -> Option<Rc<GroupInfo>> {
+    pe.coll.groups.borrow().known.get(&gid).cloned()
+}
+
+/// Aborts: `gid` names no group its creator established.
+fn unknown_group(gid: u32, user: usize) -> ! {
+    abort(&format!(
+        "group {gid} was used by PE {user} but was never established (a group must be made with establish_group before it is used)"
+    ))
+}
+
+/// Converts `pes` into a group ID usable on every PE (`CmiEstablishGroup`).
+/// Costs one broadcast. Aborts if the list names a PE out of range or one PE
+/// twice.
+#[doc(alias = "CmiEstablishGroup")]
+pub fn establish_group(pes: &[usize]) -> Group {
+    pe::with(|pe| {
+        check_list(pe, pes, "establish_group");
+        let n = pe.job.topo.num_pes() as u64;
+        let seq = pe.coll.groups.borrow().established as u64;
+        let gid = seq * n + pe.pe as u64;
+        let Ok(gid) = u32::try_from(gid) else {
+            abort(&format!(
+                "establish_group: PE {} has established {seq} groups, the most a job of {n} PEs can name",
+                pe.pe
+            ))
+        };
+        {
+            let mut groups = pe.coll.groups.borrow_mut();
+            groups.established += 1;
+            groups
+                .known
+                .insert(gid, Rc::new(GroupInfo::new(pes.to_vec())));
+        }
+        let mut words = vec![gid as u64, pes.len() as u64];
+        words.extend(pes.iter().map(|&p| p as u64));
+        super::bcast::broadcast_to_others(pe, system::message(Kind::GroupDef, &words, &[]));
+        Group(gid)
+    })
+}
+
+/// Records a group definition taken from the inbox, then routes the
+/// multicasts and runs the reductions that were waiting for it.
+pub(crate) fn on_definition(pe: &Pe, msg: &Message) {
+    let mut r = Reader::new(msg, "group definition");
+    let gid = r.word();
+    let Ok(gid) = u32::try_from(gid) else {
+        r.malformed(&format!("group ID {gid} does not fit 32 bits"))
+    };
+    let n = pe.job.topo.num_pes();
+    let count = r.index(n + 1);
+    let pes: Vec<usize> = (0..count).map(|_| r.index(n)).collect();
+    let info = Rc::new(GroupInfo::new(pes));
+    if info.position.len() != info.pes.len() {
+        r.malformed("the member list repeats a PE");
+    }
+    let (pending, deferred) = {
+        let mut groups = pe.coll.groups.borrow_mut();
+        groups.known.insert(gid, Rc::clone(&info));
+        (
+            groups.pending.remove(&gid).unwrap_or_default(),
+            groups.deferred.remove(&gid).unwrap_or_default(),
+        )
+    };
+    for msg in pending {
+        if let Some(local) = on_multicast_arrival(pe, msg) {
+            pe.ready.borrow_mut().push_back(local);
+        }
+    }
+    for work in deferred {
+        work(pe, &info.pes);
+    }
+}
+
+/// Runs `work` with group `gid`'s members now, or when its definition
+/// arrives. Aborts if `pe` created `gid` and never established it.
+pub(crate) fn with_members(pe: &Pe, gid: u32, work: Deferred) {
+    if let Some(info) = lookup(pe, gid) {
+        return work(pe, &info.pes);
+    }
+    if creator_of(pe, gid) == pe.pe {
+        unknown_group(gid, pe.pe);
+    }
+    pe.coll
+        .groups
+        .borrow_mut()
+        .deferred
+        .entry(gid)
+        .or_default()
+        .push(work);
+}
+
+/// Multicasts `msg` (a stamped user message) from `pe` to group `gid`.
+fn multicast(pe: &Pe, gid: u32, mut msg: Message) {
+    match lookup(pe, gid) {
+        Some(info) => start_multicast(pe, &info, gid, msg),
+        None => {
+            let creator = creator_of(pe, gid);
+            if creator == pe.pe {
+                unknown_group(gid, pe.pe);
+            }
+            // The definition has not reached us yet: the creator has it.
+            let header = msg.header_mut();
+            header.flags = FLAG_MCAST;
+            header.coll = gid;
+            header.root = 0;
+            pe.count_created(1);
+            pe.push_to_pe(creator, msg);
+        }
+    }
+}
+
+/// Starts a multicast of `msg` to the members of `info` down their tree,
+/// rooted at `pe`'s position if it is a member, else at the first member.
+fn start_multicast(pe: &Pe, info: &GroupInfo, gid: u32, mut msg: Message) {
+    let m = info.pes.len();
+    if m == 0 {
+        return;
+    }
+    pe.count_created(m);
+    let root_pos = info.position(pe.pe).unwrap_or(0);
+    let header = msg.header_mut();
+    header.flags = FLAG_MCAST;
+    header.coll = gid;
+    header.root = root_pos as u32 + 1;
+    let msg = msg.into_shared();
+    if info.pes[root_pos] != pe.pe {
+        return pe.push_to_pe(info.pes[root_pos], msg);
+    }
+    let tree = SpanningTree::new(m, pe.job.branch, root_pos);
+    for child in tree.children(root_pos) {
+        pe.push_to_pe(info.pes[child], msg.clone());
+    }
+    pe.push_to_pe(pe.pe, msg);
+}
+
+/// Routes a multicast copy taken from `pe`'s inbox; returns the copy to
+/// deliver on `pe`, if any now.
+pub(crate) fn on_multicast_arrival(pe: &Pe, msg: Message) -> Option<Message> {
+    let gid = msg.header().coll;
+    let Some(info) = lookup(pe, gid) else {
+        if creator_of(pe, gid) == pe.pe {
+            unknown_group(gid, msg.src_pe());
+        }
+        pe.coll
+            .groups
+            .borrow_mut()
+            .pending
+            .entry(gid)
+            .or_default()
+            .push(msg);
+        return None;
+    };
+    let root = msg.header().root as usize;
+    if root == 0 {
+        // A sender that did not know the group asks us, its creator.
+        if creator_of(pe, gid) != pe.pe {
+            Reader::new(&msg, "multicast").malformed(&format!(
+                "a request to multicast to group {gid} reached PE {}, which did not create it",
+                pe.pe
+            ));
+        }
+        pe.count_processed(1);
+        start_multicast(pe, &info, gid, msg);
+        return None;
+    }
+    let m = info.pes.len();
+    let (Some(me), true) = (info.position(pe.pe), root <= m) else {
+        Reader::new(&msg, "multicast").malformed(&format!(
+            "PE {} got a copy for group {gid} with root position {} but is not on that tree",
+            pe.pe,
+            root - 1
+        ))
+    };
+    let tree = SpanningTree::new(m, pe.job.branch, root - 1);
+    for child in tree.children(me) {
+        pe.push_to_pe(info.pes[child], msg.clone());
+    }
+    Some(msg)
+}
+
+fn check_group(gid: u32) {
+    pe::with(|pe| {
+        if creator_of(pe, gid) == pe.pe && lookup(pe, gid).is_none() {
+            unknown_group(gid, pe.pe);
+        }
+    })
+}
+
+/// Sends a copy of `msg` to every member of `group`, the caller too if it is
+/// one (`CmiSyncMulticast`); `msg` may be reused at once.
+#[doc(alias = "CmiSyncMulticast")]
+pub fn sync_multicast(group: Group, msg: &Message) {
+    sync_multicast_and_free(group, msg.to_owned_copy())
+}
+
+/// Sends `msg` to every member of `group`, giving it up
+/// (`CmiSyncMulticastAndFree`).
+#[doc(alias = "CmiSyncMulticastAndFree")]
+pub fn sync_multicast_and_free(group: Group, mut msg: Message) {
+    check_group(group.0);
+    pe::with(|pe| {
+        pe.stamp_user_message(&mut msg);
+        multicast(pe, group.0, msg);
+    })
+}
+
+/// Starts sending `msg` to every member of `group` (`CmiAsyncMulticast`);
+/// the handle says when `msg` may be reused.
+#[doc(alias = "CmiAsyncMulticast")]
+pub fn async_multicast(group: Group, msg: &Message) -> CommHandle {
+    sync_multicast(group, msg);
+    CommHandle::completed()
+}
+
+/// Sends `msg` to each PE of `pes`, sharing one buffer among them; the
+/// message is stamped by the caller.
+fn list_send(pes: &[usize], msg: &Message, what: &str) {
+    pe::with(|pe| {
+        check_list(pe, pes, what);
+        if pes.is_empty() {
+            return;
+        }
+        let mut header = *msg.header();
+        header.flags = 0;
+        header.total_size = msg.len() as u32;
+        let mut shared = msg.to_shared_with_header(&header);
+        shared.set_src_pe(pe.pe);
+        pe.count_created(pes.len());
+        for &p in pes {
+            pe.push_to_pe(p, shared.clone());
+        }
+    })
+}
+
+/// Sends a copy of `msg` to each PE in `pes` (`CmiSyncListSend`); `msg` may
+/// be reused at once. Aborts if `pes` names a PE out of range or twice.
+#[doc(alias = "CmiSyncListSend")]
+pub fn sync_list_send(pes: &[usize], msg: &Message) {
+    list_send(pes, msg, "sync_list_send")
+}
+
+/// Sends `msg` to each PE in `pes`, giving it up (`CmiSyncListSendAndFree`).
+#[doc(alias = "CmiSyncListSendAndFree")]
+pub fn sync_list_send_and_free(pes: &[usize], msg: Message) {
+    list_send(pes, &msg, "sync_list_send_and_free")
+}
+
+/// Starts sending `msg` to each PE in `pes` (`CmiAsyncListSend`); the handle
+/// says when `msg` may be reused.
+#[doc(alias = "CmiAsyncListSend")]
+pub fn async_list_send(pes: &[usize], msg: &Message) -> CommHandle {
+    list_send(pes, msg, "async_list_send");
+    CommHandle::completed()
+}

@@ -1,0 +1,732 @@
+//! Reductions: every participating PE contributes a message (or a typed
+//! value); the contributions are merged up a spanning tree and the result is
+//! delivered to a handler on the tree's root.
+//!
+//! # The eight calls
+//!
+//! |             | all PEs, call order | all PEs, by ID      | PE list               | group                  |
+//! |-------------|---------------------|---------------------|-----------------------|------------------------|
+//! | message     | [`reduce`]          | [`reduce_id`]       | [`list_reduce`]       | [`group_reduce`]       |
+//! | typed value | [`reduce_struct`]   | [`reduce_struct_id`]| [`list_reduce_struct`]| [`group_reduce_struct`]|
+//!
+//! Global reductions use the spanning tree over PEs rooted at PE 0, where the
+//! result is delivered; list and group reductions use the tree over the list
+//! (in the order given) rooted at its first PE, where the result is
+//! delivered. The result runs its handler like any arrived message, never
+//! inside the call that completed it.
+//!
+//! # Matching
+//!
+//! A reduction is identified on every PE by a 32-bit *key*: for [`reduce`]
+//! and [`reduce_struct`], the PE's count of such calls (so every PE must make
+//! them in the same order, and the two forms share the count, as the manual
+//! says); otherwise the [`ReductionId`]. The two low bits of a key say which
+//! kind it is, so call-order keys, global IDs and dynamic IDs never collide.
+//! Several reductions may be in flight at once.
+//!
+//! # Ownership (the manual's rules, in Rust)
+//!
+//! - Message form: the contribution is moved in. The merge function gets the
+//!   local message by value and the children's messages as a `Vec` it owns;
+//!   it returns the merged message (it may return `local`, changed in place).
+//!   It runs only on PEs that have children.
+//! - Struct form: the value is moved in (`deleteFn` is its `Drop`; clone it
+//!   first to keep using it). It is serialized with serde/postcard where the
+//!   manual's `pupFn` would pack it; the merge function gets the local value
+//!   and the children's decoded values. The root's handler `dest` receives a
+//!   message whose payload is the serialized result: read it with
+//!   [`decode_struct_result`].
+//!
+//! # Errors
+//!
+//! PEs that disagree about a reduction abort the job with a message naming
+//! the PEs and the reduction: one PE using the message form and another the
+//! struct form, different PE lists for one ID, a contribution from a PE that
+//! is not a child in the receiving PE's tree, one PE joining a reduction
+//! twice, a list that does not contain the calling PE.
+//!
+//! # Wire format and state
+//!
+//! A contribution is a message with [`FLAG_REDUCE`] (plus
+//! [`FLAG_REDUCE_STRUCT`] for the struct form), the key in `coll` and a
+//! digest of the PE list in `root` (0 for global reductions); its `handler`
+//! is the result's handler. Each PE keeps, per key in progress, its own
+//! deposit (once it has called) and the children's contributions that have
+//! arrived (possibly before it called). The state is touched only by the
+//! PE's thread, and no borrow of it is held while a merge function runs.
+use std::collections::HashMap;
+use std::fmt;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::group::{self, Group, check_list};
+use super::spantree::SpanningTree;
+use super::system::{self, Kind, Reader};
+use crate::machine::exit::abort;
+use crate::machine::pe::{self, Pe};
+use crate::msg::message::{FLAG_REDUCE, FLAG_REDUCE_STRUCT, Message};
+
+/// Names a reduction that cannot be matched by call order
+/// (`CmiReductionID`). Get one from [`global_reduction_id`],
+/// [`dynamic_reduction_id`] or [`dynamic_reduction_id_remote`]. No two
+/// reductions may be in flight with the same ID at once.
+#[doc(alias = "CmiReductionID")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct ReductionId(u32);
+
+const CLASS_BITS: u32 = 2;
+const CLASS_ORDER: u32 = 0;
+const CLASS_GLOBAL: u32 = 1;
+const CLASS_DYNAMIC: u32 = 2;
+
+impl ReductionId {
+    /// The ID as a 32-bit number (as [`dynamic_reduction_id_remote`] delivers
+    /// it).
+    pub fn raw(self) -> u32 {
+        self.0
+    }
+
+    /// The ID whose number is `raw`, if `raw` is one that
+    /// [`ReductionId::raw`] can return.
+    pub fn from_raw(raw: u32) -> Option<ReductionId> {
+        match raw & ((1 << CLASS_BITS) - 1) {
+            CLASS_GLOBAL | CLASS_DYNAMIC => Some(ReductionId(raw)),
+            _ => None,
+        }
+    }
+}
+
+fn make_key(class: u32, count: u32) -> u32 {
+    if count >= 1 << (32 - CLASS_BITS) {
+        abort("more than 2^30 reductions of one kind: the reduction counter is exhausted");
+    }
+    (count << CLASS_BITS) | class
+}
+
+/// A reduction's name in error messages.
+fn describe(key: u32) -> String {
+    match key & ((1 << CLASS_BITS) - 1) {
+        CLASS_ORDER => format!(
+            "reduction #{} (reduce/reduce_struct call number {})",
+            key >> CLASS_BITS,
+            key >> CLASS_BITS
+        ),
+        CLASS_GLOBAL => format!("reduction with global ID {key}"),
+        _ => format!("reduction with dynamic ID {key}"),
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Form {
+    Message,
+    Struct,
+}
+
+impl Form {
+    fn of_flags(flags: u32) -> Form {
+        if flags & FLAG_REDUCE_STRUCT != 0 {
+            Form::Struct
+        } else {
+            Form::Message
+        }
+    }
+
+    fn flags(self) -> u32 {
+        match self {
+            Form::Message => FLAG_REDUCE,
+            Form::Struct => FLAG_REDUCE | FLAG_REDUCE_STRUCT,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Form::Message => "the message form",
+            Form::Struct => "the struct form",
+        }
+    }
+}
+
+/// Merges the children's contributions (in tree order) into the PE's own.
+type Finish = Box<dyn FnOnce(Vec<Message>) -> Message>;
+
+/// A PE's own part in a reduction, once it has called.
+struct Deposit {
+    form: Form,
+    digest: u32,
+    parent: Option<usize>,
+    children: Vec<usize>,
+    finish: Finish,
+}
+
+#[derive(Default)]
+struct InProgress {
+    deposit: Option<Deposit>,
+    /// Children's contributions, in arrival order.
+    arrived: Vec<Message>,
+}
+
+/// One PE's reductions.
+#[derive(Default)]
+pub(crate) struct Reductions {
+    next_order: u32,
+    next_global: u32,
+    /// Dynamic IDs handed out (PE 0 only).
+    next_dynamic: u32,
+    active: HashMap<u32, InProgress>,
+}
+
+/// Which PEs take part.
+enum Members<'a> {
+    All,
+    List(&'a [usize]),
+}
+
+/// FNV-1a over the list: contributions carry it so that PEs that disagree
+/// about a reduction's PE list are caught.
+fn digest(pes: &[usize]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &p in pes {
+        for b in (p as u32).to_le_bytes() {
+            h = (h ^ b as u32).wrapping_mul(0x0100_0193);
+        }
+    }
+    h
+}
+
+/// Records `pe`'s deposit for reduction `key` and completes the reduction
+/// step if every child's contribution is in.
+fn deposit(pe: &Pe, key: u32, form: Form, members: Members<'_>, finish: Finish) {
+    let k = pe.job.branch;
+    let (digest, parent, children) = match members {
+        Members::All => {
+            let tree = SpanningTree::new(pe.job.topo.num_pes(), k, 0);
+            (0, tree.parent(pe.pe), tree.children(pe.pe).collect())
+        }
+        Members::List(pes) => {
+            let Some(me) = pes.iter().position(|&p| p == pe.pe) else {
+                abort(&format!(
+                    "{}: PE {} called it with a PE list that does not contain PE {}",
+                    describe(key),
+                    pe.pe,
+                    pe.pe
+                ))
+            };
+            let tree = SpanningTree::new(pes.len(), k, 0);
+            (
+                digest(pes),
+                tree.parent(me).map(|p| pes[p]),
+                tree.children(me).map(|c| pes[c]).collect(),
+            )
+        }
+    };
+    {
+        let mut reds = pe.coll.reductions.borrow_mut();
+        let entry = reds.active.entry(key).or_default();
+        if entry.deposit.is_some() {
+            drop(reds);
+            abort(&format!(
+                "PE {} joined {} twice (no two reductions may be in flight with the same ID)",
+                pe.pe,
+                describe(key)
+            ));
+        }
+        let deposit = Deposit {
+            form,
+            digest,
+            parent,
+            children,
+            finish,
+        };
+        for msg in &entry.arrived {
+            check_contribution(pe, key, &deposit, msg);
+        }
+        entry.deposit = Some(deposit);
+    }
+    try_complete(pe, key);
+}
+
+/// Aborts unless `msg` fits `pe`'s own view of reduction `key`.
+fn check_contribution(pe: &Pe, key: u32, deposit: &Deposit, msg: &Message) {
+    let src = msg.src_pe();
+    let form = Form::of_flags(msg.header().flags);
+    if form != deposit.form {
+        abort(&format!(
+            "PEs disagree on {}: PE {src} used {} but PE {} used {}",
+            describe(key),
+            form.name(),
+            pe.pe,
+            deposit.form.name()
+        ));
+    }
+    if msg.header().root != deposit.digest || !deposit.children.contains(&src) {
+        abort(&format!(
+            "PEs disagree on the PEs taking part in {}: PE {src} sent its contribution to PE {}, which does not count PE {src} among its children (PE lists or reduction IDs differ between PEs)",
+            describe(key),
+            pe.pe
+        ));
+    }
+}
+
+/// A child's contribution reached the front of `pe`'s scheduler.
+pub(crate) fn on_contribution(pe: &Pe, msg: Message) {
+    let key = msg.header().coll;
+    let src = msg.src_pe();
+    {
+        let mut reds = pe.coll.reductions.borrow_mut();
+        let entry = reds.active.entry(key).or_default();
+        if entry.arrived.iter().any(|m| m.src_pe() == src) {
+            drop(reds);
+            abort(&format!(
+                "PE {src} contributed twice to {} (no two reductions may be in flight with the same ID)",
+                describe(key)
+            ));
+        }
+        if let Some(deposit) = &entry.deposit {
+            check_contribution(pe, key, deposit, &msg);
+        } else if let Some(first) = entry.arrived.first() {
+            let (a, b) = (
+                Form::of_flags(first.header().flags),
+                Form::of_flags(msg.header().flags),
+            );
+            if a != b {
+                abort(&format!(
+                    "PEs disagree on {}: PE {} used {} but PE {src} used {}",
+                    describe(key),
+                    first.src_pe(),
+                    a.name(),
+                    b.name()
+                ));
+            }
+        }
+        entry.arrived.push(msg);
+    }
+    try_complete(pe, key);
+}
+
+/// If `pe` has deposited for `key` and every child has contributed, merges
+/// and sends the result up (or delivers it, on the root).
+fn try_complete(pe: &Pe, key: u32) {
+    let (deposit, mut arrived) = {
+        let mut reds = pe.coll.reductions.borrow_mut();
+        let complete = reds.active.get(&key).is_some_and(|e| {
+            e.deposit
+                .as_ref()
+                .is_some_and(|d| d.children.len() == e.arrived.len())
+        });
+        if !complete {
+            return;
+        }
+        let entry = reds.active.remove(&key).expect("checked above");
+        (entry.deposit.expect("checked above"), entry.arrived)
+    };
+    // Tree order, so that order-sensitive merges (concatenation) give the
+    // same result whatever order the contributions arrived in.
+    arrived.sort_by_key(|m| deposit.children.iter().position(|&c| c == m.src_pe()));
+    let form = deposit.form;
+    let mut result = (deposit.finish)(arrived);
+    result.set_src_pe(pe.pe);
+    result.fix_total_size();
+    pe.count_created(1);
+    match deposit.parent {
+        None => {
+            let header = result.header_mut();
+            header.flags = 0;
+            header.coll = 0;
+            header.root = 0;
+            pe.push_to_pe(pe.pe, result);
+        }
+        Some(parent) => {
+            let header = result.header_mut();
+            header.flags = form.flags();
+            header.coll = key;
+            header.root = deposit.digest;
+            pe.push_to_pe(parent, result);
+        }
+    }
+}
+
+/// The user's children messages, with the runtime's header fields cleared.
+fn as_user_messages(remote: Vec<Message>) -> Vec<Message> {
+    remote
+        .into_iter()
+        .map(|mut m| {
+            let h = m.header_mut();
+            h.flags = 0;
+            h.coll = 0;
+            h.root = 0;
+            m
+        })
+        .collect()
+}
+
+fn message_finish<M>(local: Message, merge: M) -> Finish
+where
+    M: FnOnce(Message, Vec<Message>) -> Message + 'static,
+{
+    Box::new(move |remote| {
+        if remote.is_empty() {
+            local
+        } else {
+            merge(local, as_user_messages(remote))
+        }
+    })
+}
+
+fn struct_finish<T, M>(key: u32, data: T, merge: M, dest: usize) -> Finish
+where
+    T: Serialize + DeserializeOwned + 'static,
+    M: FnOnce(T, Vec<T>) -> T + 'static,
+{
+    Box::new(move |remote| {
+        let value = if remote.is_empty() {
+            data
+        } else {
+            let values = remote
+                .iter()
+                .map(|m| {
+                    postcard::from_bytes(m.payload()).unwrap_or_else(|e| {
+                        abort(&format!(
+                            "the contribution of PE {} to {} does not decode as {}: {e} (the PEs must reduce values of one type)",
+                            m.src_pe(),
+                            describe(key),
+                            std::any::type_name::<T>()
+                        ))
+                    })
+                })
+                .collect();
+            merge(data, values)
+        };
+        let bytes = postcard::to_allocvec(&value).unwrap_or_else(|e| {
+            abort(&format!(
+                "{}: cannot serialize the {}: {e}",
+                describe(key),
+                std::any::type_name::<T>()
+            ))
+        });
+        Message::from_payload(dest, &bytes)
+    })
+}
+
+fn next_order_key(pe: &Pe) -> u32 {
+    let mut reds = pe.coll.reductions.borrow_mut();
+    let key = make_key(CLASS_ORDER, reds.next_order);
+    reds.next_order += 1;
+    key
+}
+
+fn stamped(pe: &Pe, mut msg: Message) -> Message {
+    pe.stamp_user_message(&mut msg);
+    msg
+}
+
+/// Contributes `msg` to the next reduction over all PEs, matched by call
+/// order (`CmiReduce`). Every PE must call it (or [`reduce_struct`]) once
+/// per reduction, in the same order. `merge(local, children)` combines this
+/// PE's message with its children's; the result runs the handler set in the
+/// merged message on PE 0.
+#[doc(alias = "CmiReduce")]
+pub fn reduce<M>(msg: Message, merge: M)
+where
+    M: FnOnce(Message, Vec<Message>) -> Message + 'static,
+{
+    pe::with(|pe| {
+        let key = next_order_key(pe);
+        let msg = stamped(pe, msg);
+        deposit(
+            pe,
+            key,
+            Form::Message,
+            Members::All,
+            message_finish(msg, merge),
+        );
+    })
+}
+
+/// Contributes `data` to the next reduction over all PEs, matched by call
+/// order (`CmiReduceStruct`); the result is delivered to handler `dest` on
+/// PE 0, serialized (read it with [`decode_struct_result`]).
+#[doc(alias = "CmiReduceStruct")]
+pub fn reduce_struct<T, M>(data: T, merge: M, dest: usize)
+where
+    T: Serialize + DeserializeOwned + 'static,
+    M: FnOnce(T, Vec<T>) -> T + 'static,
+{
+    pe::with(|pe| {
+        let key = next_order_key(pe);
+        deposit(
+            pe,
+            key,
+            Form::Struct,
+            Members::All,
+            struct_finish(key, data, merge, dest),
+        );
+    })
+}
+
+/// As [`reduce`], matched by `id` instead of call order (`CmiReduceID`).
+#[doc(alias = "CmiReduceID")]
+pub fn reduce_id<M>(msg: Message, merge: M, id: ReductionId)
+where
+    M: FnOnce(Message, Vec<Message>) -> Message + 'static,
+{
+    pe::with(|pe| {
+        let msg = stamped(pe, msg);
+        deposit(
+            pe,
+            id.0,
+            Form::Message,
+            Members::All,
+            message_finish(msg, merge),
+        );
+    })
+}
+
+/// As [`reduce_struct`], matched by `id` instead of call order
+/// (`CmiReduceStructID`).
+#[doc(alias = "CmiReduceStructID")]
+pub fn reduce_struct_id<T, M>(data: T, merge: M, dest: usize, id: ReductionId)
+where
+    T: Serialize + DeserializeOwned + 'static,
+    M: FnOnce(T, Vec<T>) -> T + 'static,
+{
+    pe::with(|pe| {
+        deposit(
+            pe,
+            id.0,
+            Form::Struct,
+            Members::All,
+            struct_finish(id.0, data, merge, dest),
+        );
+    })
+}
+
+/// Contributes `msg` to reduction `id` over the PEs of `pes`
+/// (`CmiListReduce`). Every listed PE calls it with the same list; the
+/// result runs on `pes[0]`. Aborts if the list names a PE out of range or
+/// twice, or does not name the caller.
+#[doc(alias = "CmiListReduce")]
+pub fn list_reduce<M>(pes: &[usize], msg: Message, merge: M, id: ReductionId)
+where
+    M: FnOnce(Message, Vec<Message>) -> Message + 'static,
+{
+    pe::with(|pe| {
+        check_list(pe, pes, &describe(id.0));
+        let msg = stamped(pe, msg);
+        deposit(
+            pe,
+            id.0,
+            Form::Message,
+            Members::List(pes),
+            message_finish(msg, merge),
+        );
+    })
+}
+
+/// As [`list_reduce`] for a typed value (`CmiListReduceStruct`); the result
+/// goes to handler `dest` on `pes[0]`.
+#[doc(alias = "CmiListReduceStruct")]
+pub fn list_reduce_struct<T, M>(pes: &[usize], data: T, merge: M, dest: usize, id: ReductionId)
+where
+    T: Serialize + DeserializeOwned + 'static,
+    M: FnOnce(T, Vec<T>) -> T + 'static,
+{
+    pe::with(|pe| {
+        check_list(pe, pes, &describe(id.0));
+        let finish = struct_finish(id.0, data, merge, dest);
+        deposit(pe, id.0, Form::Struct, Members::List(pes), finish);
+    })
+}
+
+/// Contributes `msg` to reduction `id` over the members of `group`
+/// (`CmiGroupReduce`); the result runs on the group's first member. On a PE
+/// that has not yet received the group's definition the contribution waits
+/// for it.
+#[doc(alias = "CmiGroupReduce")]
+pub fn group_reduce<M>(group: Group, msg: Message, merge: M, id: ReductionId)
+where
+    M: FnOnce(Message, Vec<Message>) -> Message + 'static,
+{
+    pe::with(|pe| {
+        let msg = stamped(pe, msg);
+        let finish = message_finish(msg, merge);
+        group::with_members(
+            pe,
+            group.id(),
+            Box::new(move |pe, pes| deposit(pe, id.0, Form::Message, Members::List(pes), finish)),
+        );
+    })
+}
+
+/// As [`group_reduce`] for a typed value (`CmiGroupReduceStruct`); the
+/// result goes to handler `dest` on the group's first member.
+#[doc(alias = "CmiGroupReduceStruct")]
+pub fn group_reduce_struct<T, M>(group: Group, data: T, merge: M, dest: usize, id: ReductionId)
+where
+    T: Serialize + DeserializeOwned + 'static,
+    M: FnOnce(T, Vec<T>) -> T + 'static,
+{
+    pe::with(|pe| {
+        let finish = struct_finish(id.0, data, merge, dest);
+        group::with_members(
+            pe,
+            group.id(),
+            Box::new(move |pe, pes| deposit(pe, id.0, Form::Struct, Members::List(pes), finish)),
+        );
+    })
+}
+
+/// A new reduction ID, the same on every PE provided every PE calls this in
+/// the same order (`CmiGetGlobalReduction`); typically done at start-up to
+/// set IDs aside.
+#[doc(alias = "CmiGetGlobalReduction")]
+pub fn global_reduction_id() -> ReductionId {
+    pe::with(|pe| {
+        let mut reds = pe.coll.reductions.borrow_mut();
+        let key = make_key(CLASS_GLOBAL, reds.next_global);
+        reds.next_global += 1;
+        ReductionId(key)
+    })
+}
+
+fn take_dynamic(pe: &Pe) -> ReductionId {
+    let mut reds = pe.coll.reductions.borrow_mut();
+    let key = make_key(CLASS_DYNAMIC, reds.next_dynamic);
+    reds.next_dynamic += 1;
+    ReductionId(key)
+}
+
+/// A new reduction ID unique in the job (`CmiGetDynamicReduction`). Only PE 0
+/// may call it (elsewhere it aborts); pass the ID on to the PEs that need
+/// it.
+#[doc(alias = "CmiGetDynamicReduction")]
+pub fn dynamic_reduction_id() -> ReductionId {
+    pe::with(|pe| {
+        if pe.pe != 0 {
+            abort(&format!(
+                "dynamic_reduction_id may only be called on PE 0 (called on PE {}); use dynamic_reduction_id_remote",
+                pe.pe
+            ));
+        }
+        take_dynamic(pe)
+    })
+}
+
+/// Asks PE 0 for a new dynamic reduction ID, delivered to handler `handler`
+/// on PE `dest` (every PE if `dest` is `None`)
+/// (`CmiGetDynamicReductionRemote`). The delivered message's payload is the
+/// ID (4 bytes), the length of `data` (4 bytes), both little-endian, then
+/// `data`; [`dynamic_reduction_reply`] reads it. May be called on any PE.
+#[doc(alias = "CmiGetDynamicReductionRemote")]
+pub fn dynamic_reduction_id_remote(handler: usize, dest: Option<usize>, data: &[u8]) {
+    pe::with(|pe| {
+        if let Some(d) = dest {
+            pe.check_pe(d, "dynamic_reduction_id_remote for");
+        }
+        if u32::try_from(data.len()).is_err() {
+            abort("dynamic_reduction_id_remote: the data is larger than 4 GiB");
+        }
+        if pe.pe == 0 {
+            return send_dynamic_id(pe, handler, dest, data);
+        }
+        let dest_word = dest.map_or(u64::MAX, |d| d as u64);
+        let msg = system::message(Kind::DynamicIdRequest, &[handler as u64, dest_word], data);
+        pe.count_created(1);
+        pe.push_to_pe(0, msg);
+    })
+}
+
+fn send_dynamic_id(pe: &Pe, handler: usize, dest: Option<usize>, data: &[u8]) {
+    let id = take_dynamic(pe);
+    let mut payload = Vec::with_capacity(8 + data.len());
+    payload.extend_from_slice(&id.0.to_le_bytes());
+    payload.extend_from_slice(&(data.len() as u32).to_le_bytes());
+    payload.extend_from_slice(data);
+    let msg = Message::from_payload(handler, &payload);
+    match dest {
+        Some(d) => pe.send_to_pe(d, msg),
+        None => super::bcast::sync_broadcast_all_and_free(msg),
+    }
+}
+
+/// PE 0 answers a [`dynamic_reduction_id_remote`] request.
+pub(crate) fn on_dynamic_id_request(pe: &Pe, msg: &Message) {
+    let mut r = Reader::new(msg, "dynamic reduction ID request");
+    if pe.pe != 0 {
+        r.malformed(&format!("it reached PE {} instead of PE 0", pe.pe));
+    }
+    let handler = r.index(crate::msg::MAX_HANDLER_INDEX + 1);
+    let dest = match r.word() {
+        u64::MAX => None,
+        d if d < pe.job.topo.num_pes() as u64 => Some(d as usize),
+        d => r.malformed(&format!("destination PE {d} is out of range")),
+    };
+    let data = r.rest();
+    send_dynamic_id(pe, handler, dest, data);
+}
+
+/// Reads a message delivered by [`dynamic_reduction_id_remote`]: the ID and
+/// the caller's data. `None` if the payload is not in that format.
+pub fn dynamic_reduction_reply(msg: &Message) -> Option<(ReductionId, &[u8])> {
+    let p = msg.payload();
+    let id = u32::from_le_bytes(p.get(0..4)?.try_into().ok()?);
+    let len = u32::from_le_bytes(p.get(4..8)?.try_into().ok()?) as usize;
+    let data = p.get(8..8usize.checked_add(len)?)?;
+    Some((ReductionId::from_raw(id)?, data))
+}
+
+/// A struct-form result that does not decode as the type asked for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecodeError(String);
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "reduction result does not decode: {}", self.0)
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// The value carried by a struct-form reduction's result message.
+pub fn decode_struct_result<T: DeserializeOwned>(msg: &Message) -> Result<T, DecodeError> {
+    postcard::from_bytes(msg.payload()).map_err(|e| DecodeError(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_classes_never_collide() {
+        let order = make_key(CLASS_ORDER, 5);
+        let global = make_key(CLASS_GLOBAL, 5);
+        let dynamic = make_key(CLASS_DYNAMIC, 5);
+        assert!(order != global && global != dynamic && order != dynamic);
+        assert!(ReductionId::from_raw(order).is_none());
+        assert_eq!(ReductionId::from_raw(global), Some(ReductionId(global)));
+        assert_eq!(ReductionId::from_raw(dynamic), Some(ReductionId(dynamic)));
+        assert!(ReductionId::from_raw(3).is_none());
+        assert!(describe(order).contains("#5"));
+        assert!(describe(global).contains("global ID"));
+    }
+
+    #[test]
+    fn digest_depends_on_order_and_members() {
+        assert_ne!(digest(&[1, 2, 3]), digest(&[1, 3, 2]));
+        assert_ne!(digest(&[1, 2, 3]), digest(&[1, 2]));
+        assert_eq!(digest(&[4, 5]), digest(&[4, 5]));
+    }
+
+    #[test]
+    fn reply_parsing_checks_lengths() {
+        let mut payload = make_key(CLASS_DYNAMIC, 1).to_le_bytes().to_vec();
+        payload.extend_from_slice(&3u32.to_le_bytes());
+        payload.extend_from_slice(b"abc");
+        let msg = Message::from_payload(1, &payload);
+        let (id, data) = dynamic_reduction_reply(&msg).unwrap();
+        assert_eq!((id.raw(), data), (make_key(CLASS_DYNAMIC, 1), &b"abc"[..]));
+        payload[4] = 9; // claims more data than there is
+        assert!(dynamic_reduction_reply(&Message::from_payload(1, &payload)).is_none());
+        assert!(dynamic_reduction_reply(&Message::from_payload(1, b"ab")).is_none());
+    }
+}

@@ -1,0 +1,278 @@
+//! Spanning trees: the k-ary trees over PEs, nodes, or the members of a PE
+//! list that broadcasts, multicasts, reductions and quiescence detection
+//! travel along.
+//!
+//! # Shape
+//!
+//! A tree over `n` members `0..n` with branching factor `k` and root `r`
+//! numbers the members by their distance from the root, `j = (i - r) mod n`,
+//! and lays them out as a k-ary heap: the parent of `j > 0` is `(j - 1) / k`,
+//! the children of `j` are `k·j + 1 ..= k·j + k` (those below `n`). So every
+//! member is reached exactly once, every level but the last is full, and the
+//! depth (edges from the root to the deepest member) is at most
+//! `⌈log_k n⌉` for `k >= 2`.
+//!
+//! The manual's calls (`CmiSpanTreeParent` and friends) use the tree over all
+//! PEs (or all nodes) rooted at 0 with the job's branching factor
+//! (`++spantree-branch K`, default 4).
+//!
+//! Pure functions of `(n, k, root)`; no state.
+
+use crate::machine::pe;
+
+/// Branching factor of the runtime's spanning trees when the command line
+/// does not set one.
+pub const DEFAULT_BRANCH: usize = 4;
+
+/// A k-ary spanning tree over the members `0..n`, rooted at `root`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpanningTree {
+    n: usize,
+    k: usize,
+    root: usize,
+}
+
+impl SpanningTree {
+    /// The tree over `n` members with branching factor `k`, rooted at `root`.
+    ///
+    /// # Panics
+    /// If `k == 0`, or `root >= n` while `n > 0`.
+    pub fn new(n: usize, k: usize, root: usize) -> SpanningTree {
+        assert!(
+            k > 0,
+            "a spanning tree needs a branching factor of at least 1"
+        );
+        assert!(
+            n == 0 || root < n,
+            "spanning tree root {root} is not a member of 0..{n}"
+        );
+        SpanningTree { n, k, root }
+    }
+
+    /// Number of members.
+    pub fn len(&self) -> usize {
+        self.n
+    }
+
+    /// True when the tree has no member.
+    pub fn is_empty(&self) -> bool {
+        self.n == 0
+    }
+
+    /// The root member.
+    pub fn root(&self) -> usize {
+        self.root
+    }
+
+    /// Branching factor.
+    pub fn branch(&self) -> usize {
+        self.k
+    }
+
+    fn relative(&self, member: usize) -> usize {
+        debug_assert!(member < self.n);
+        (member + self.n - self.root) % self.n
+    }
+
+    fn absolute(&self, j: usize) -> usize {
+        (j + self.root) % self.n
+    }
+
+    /// The parent of `member`; `None` for the root.
+    pub fn parent(&self, member: usize) -> Option<usize> {
+        match self.relative(member) {
+            0 => None,
+            j => Some(self.absolute((j - 1) / self.k)),
+        }
+    }
+
+    /// The children of `member`, in order.
+    pub fn children(&self, member: usize) -> impl ExactSizeIterator<Item = usize> + use<> {
+        let tree = *self;
+        let first = self
+            .relative(member)
+            .saturating_mul(self.k)
+            .saturating_add(1);
+        let end = first.saturating_add(self.k).min(self.n);
+        (first.min(end)..end).map(move |j| tree.absolute(j))
+    }
+
+    /// Number of children of `member`.
+    pub fn num_children(&self, member: usize) -> usize {
+        self.children(member).len()
+    }
+
+    /// Edges from the root to `member`.
+    pub fn depth_of(&self, member: usize) -> usize {
+        let mut j = self.relative(member);
+        let mut depth = 0;
+        while j > 0 {
+            j = (j - 1) / self.k;
+            depth += 1;
+        }
+        depth
+    }
+
+    /// Edges from the root to the deepest member (0 for 0 or 1 members): the
+    /// hops a message needs to travel down the tree, or up it.
+    pub fn depth(&self) -> usize {
+        if self.n == 0 {
+            0
+        } else {
+            self.depth_of(self.absolute(self.n - 1))
+        }
+    }
+}
+
+/// The job's branching factor (`++spantree-branch`, default 4).
+pub fn spanning_tree_branch() -> usize {
+    pe::with(|pe| pe.job.branch)
+}
+
+fn pe_tree() -> SpanningTree {
+    pe::with(|pe| SpanningTree::new(pe.job.topo.num_pes(), pe.job.branch, 0))
+}
+
+fn node_tree() -> SpanningTree {
+    pe::with(|pe| SpanningTree::new(pe.job.topo.num_nodes(), pe.job.branch, 0))
+}
+
+fn checked_pe(pe: usize) -> usize {
+    crate::machine::node_of(pe); // aborts naming the PE if out of range
+    pe
+}
+
+fn checked_node(node: usize) -> usize {
+    crate::machine::node_size(node); // aborts naming the node if out of range
+    node
+}
+
+/// The root of the spanning trees over PEs and over nodes: always 0
+/// (`CmiSpanTreeRoot`, which the manual has since dropped).
+#[doc(alias = "CmiSpanTreeRoot")]
+pub fn span_tree_root() -> usize {
+    0
+}
+
+/// The parent of PE `pe` in the spanning tree over PEs; `None` for PE 0, the
+/// root (`CmiSpanTreeParent`, which returns -1 there). Aborts if `pe` is out
+/// of range.
+#[doc(alias = "CmiSpanTreeParent")]
+pub fn span_tree_parent(pe: usize) -> Option<usize> {
+    pe_tree().parent(checked_pe(pe))
+}
+
+/// Number of children of PE `pe` in the spanning tree over PEs
+/// (`CmiNumSpanTreeChildren`).
+#[doc(alias = "CmiNumSpanTreeChildren")]
+pub fn num_span_tree_children(pe: usize) -> usize {
+    pe_tree().num_children(checked_pe(pe))
+}
+
+/// The children of PE `pe` in the spanning tree over PEs
+/// (`CmiSpanTreeChildren`).
+#[doc(alias = "CmiSpanTreeChildren")]
+pub fn span_tree_children(pe: usize) -> Vec<usize> {
+    pe_tree().children(checked_pe(pe)).collect()
+}
+
+/// The parent of node `node` in the spanning tree over nodes; `None` for
+/// node 0 (`CmiNodeSpanTreeParent`).
+#[doc(alias = "CmiNodeSpanTreeParent")]
+pub fn node_span_tree_parent(node: usize) -> Option<usize> {
+    node_tree().parent(checked_node(node))
+}
+
+/// Number of children of node `node` in the spanning tree over nodes
+/// (`CmiNumNodeSpanTreeChildren`).
+#[doc(alias = "CmiNumNodeSpanTreeChildren")]
+pub fn num_node_span_tree_children(node: usize) -> usize {
+    node_tree().num_children(checked_node(node))
+}
+
+/// The children of node `node` in the spanning tree over nodes
+/// (`CmiNodeSpanTreeChildren`).
+#[doc(alias = "CmiNodeSpanTreeChildren")]
+pub fn node_span_tree_children(node: usize) -> Vec<usize> {
+    node_tree().children(checked_node(node)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ceil_log(n: usize, k: usize) -> usize {
+        let (mut depth, mut reach) = (0, 1usize);
+        while reach < n {
+            reach = reach.saturating_mul(k);
+            depth += 1;
+        }
+        depth
+    }
+
+    #[test]
+    fn every_member_reached_once_and_depth_bounded() {
+        for n in 1..=300 {
+            for k in 1..=6 {
+                for root in [0, n / 2, n - 1] {
+                    let t = SpanningTree::new(n, k, root);
+                    let mut seen = vec![0u32; n];
+                    let mut frontier = vec![root];
+                    let mut levels = 0;
+                    seen[root] += 1;
+                    while !frontier.is_empty() {
+                        let mut next = Vec::new();
+                        for &m in &frontier {
+                            for c in t.children(m) {
+                                assert_eq!(t.parent(c), Some(m));
+                                seen[c] += 1;
+                                next.push(c);
+                            }
+                            assert_eq!(t.num_children(m), t.children(m).len());
+                            assert!(t.num_children(m) <= k);
+                        }
+                        if !next.is_empty() {
+                            levels += 1;
+                        }
+                        frontier = next;
+                    }
+                    assert!(seen.iter().all(|&s| s == 1), "n={n} k={k} root={root}");
+                    assert_eq!(t.parent(root), None);
+                    assert_eq!(t.depth(), levels, "n={n} k={k}");
+                    if k >= 2 {
+                        assert!(t.depth() <= ceil_log(n, k), "n={n} k={k}");
+                    } else {
+                        assert_eq!(t.depth(), n - 1);
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn heap_numbering_from_root_zero() {
+        let t = SpanningTree::new(10, 4, 0);
+        assert_eq!(t.children(0).collect::<Vec<_>>(), [1, 2, 3, 4]);
+        assert_eq!(t.children(1).collect::<Vec<_>>(), [5, 6, 7, 8]);
+        assert_eq!(t.children(2).collect::<Vec<_>>(), [9]);
+        assert_eq!(t.children(3).len(), 0);
+        assert_eq!(t.parent(9), Some(2));
+        assert_eq!(t.depth(), 2);
+    }
+
+    #[test]
+    fn rotated_root() {
+        let t = SpanningTree::new(6, 2, 4);
+        assert_eq!(t.children(4).collect::<Vec<_>>(), [5, 0]);
+        assert_eq!(t.children(5).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(t.parent(3), Some(0));
+        assert_eq!(t.depth_of(3), 2);
+    }
+
+    #[test]
+    fn deep_trees_do_not_overflow() {
+        let t = SpanningTree::new(usize::MAX / 2, usize::MAX / 4, 0);
+        assert_eq!(t.children(3).len(), 0);
+        assert!(t.depth() <= 2);
+    }
+}
