@@ -35,6 +35,11 @@
 //! handler, once the job has been quiescent after the call. Requests that
 //! come in while a detection runs join it.
 //!
+//! The runtime also asks *once-only* questions ([`check_once`]): "is the job
+//! quiescent right now?". They are answered after the next wave pair, yes or
+//! no, and never keep detection running by themselves. The reduction stall
+//! check (`cmi::reduce`) uses them.
+//!
 //! # Concurrency
 //!
 //! The per-PE state is touched only by the PE's thread; detection is driven
@@ -59,8 +64,8 @@ struct Wave {
 /// PE 0's view of the detection.
 #[derive(Default)]
 struct Root {
-    /// (PE, token) of each callback to run at the next quiescence.
-    requesters: Vec<(usize, u64)>,
+    /// Callbacks to answer: (PE, token, once-only).
+    requesters: Vec<(usize, u64, bool)>,
     running: bool,
     next_wave: u64,
     /// The sums of the last balanced wave, while the second wave runs.
@@ -70,7 +75,9 @@ struct Root {
 /// One PE's part in quiescence detection.
 #[derive(Default)]
 pub(crate) struct QdState {
-    callbacks: HashMap<u64, Box<dyn FnOnce()>>,
+    /// Callbacks waiting on this PE, by token; called with whether the job
+    /// was found quiescent.
+    callbacks: HashMap<u64, Box<dyn FnOnce(bool)>>,
     next_token: u64,
     wave: Option<Wave>,
     root: Root,
@@ -82,16 +89,26 @@ pub(crate) struct QdState {
 #[doc(alias = "CmiStartQD")]
 #[doc(alias = "CQdRegisterCallback")]
 pub fn start_quiescence_detection(callback: impl FnOnce() + 'static) {
-    pe::with(|pe| {
-        let token = {
-            let mut qd = pe.qd.borrow_mut();
-            let token = qd.next_token;
-            qd.next_token += 1;
-            qd.callbacks.insert(token, Box::new(callback));
-            token
-        };
-        pe.push_to_pe(0, system::message(Kind::QdStart, &[token], &[]));
-    })
+    pe::with(|pe| request(pe, Box::new(|_quiescent| callback()), false))
+}
+
+/// Asks whether the job is quiescent now: `callback(answer)` runs on `pe`
+/// after the next pair of waves. Does not keep detection going.
+pub(crate) fn check_once(pe: &Pe, callback: Box<dyn FnOnce(bool)>) {
+    request(pe, callback, true)
+}
+
+fn request(pe: &Pe, callback: Box<dyn FnOnce(bool)>, once: bool) {
+    let token = {
+        let mut qd = pe.qd.borrow_mut();
+        let token = qd.next_token;
+        qd.next_token += 1;
+        qd.callbacks.insert(token, callback);
+        token
+    };
+    let mut msg = system::message(Kind::QdStart, &[token, u64::from(once)], &[]);
+    msg.set_src_pe(pe.pe);
+    pe.push_to_pe(0, msg);
 }
 
 /// Counts `n` messages as created on this PE (`CQdCreate`). For layers that
@@ -132,10 +149,10 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
             if pe.pe != 0 {
                 r.malformed(&format!("a detection request reached PE {}", pe.pe));
             }
-            let token = r.word();
+            let (token, once) = (r.word(), r.word() != 0);
             let start = {
                 let mut qd = pe.qd.borrow_mut();
-                qd.root.requesters.push((msg.src_pe(), token));
+                qd.root.requesters.push((msg.src_pe(), token, once));
                 !std::mem::replace(&mut qd.root.running, true)
             };
             if start {
@@ -184,10 +201,10 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
             maybe_reply(pe);
         }
         Kind::QdDone => {
-            let token = r.word();
+            let (token, quiescent) = (r.word(), r.word() != 0);
             let callback = pe.qd.borrow_mut().callbacks.remove(&token);
             match callback {
-                Some(f) => f(),
+                Some(f) => f(quiescent),
                 None => r.malformed(&format!("PE {} has no detection request {token}", pe.pe)),
             }
         }
@@ -234,37 +251,66 @@ fn maybe_reply(pe: &Pe) {
 
 /// PE 0 has a wave's sums.
 fn conclude(pe: &Pe, created: u64, processed: u64) {
-    let done = {
+    /// What PE 0 does next.
+    enum Next {
+        /// Quiescent: answer everyone yes.
+        Quiescent(Vec<(usize, u64, bool)>),
+        /// The first wave balanced: run the second.
+        SecondWave,
+        /// Not quiescent: answer the once-only requests no, and retry if
+        /// anyone else is waiting.
+        Retry {
+            answer_no: Vec<(usize, u64, bool)>,
+            again: bool,
+        },
+    }
+    let next = {
         let mut qd = pe.qd.borrow_mut();
         let root = &mut qd.root;
         match root.first_wave.take() {
             Some(first) if first == (created, processed) && created == processed => {
                 root.running = false;
-                Some(std::mem::take(&mut root.requesters))
+                Next::Quiescent(std::mem::take(&mut root.requesters))
             }
-            _ => {
-                if created == processed {
-                    root.first_wave = Some((created, processed));
-                }
-                None
+            Some(_) => fail(root),
+            None if created == processed => {
+                root.first_wave = Some((created, processed));
+                Next::SecondWave
             }
+            None => fail(root),
         }
     };
-    match done {
-        Some(requesters) => {
-            for (requester, token) in requesters {
-                send(pe, requester, Kind::QdDone, &[token]);
+    fn fail(root: &mut Root) -> Next {
+        let (once, persistent): (Vec<_>, Vec<_>) = std::mem::take(&mut root.requesters)
+            .into_iter()
+            .partition(|r| r.2);
+        root.requesters = persistent;
+        root.running = !root.requesters.is_empty();
+        Next::Retry {
+            answer_no: once,
+            again: root.running,
+        }
+    }
+    match next {
+        Next::Quiescent(requesters) => {
+            for (requester, token, _) in requesters {
+                send(pe, requester, Kind::QdDone, &[token, 1]);
             }
         }
-        None if pe.qd.borrow().root.first_wave.is_some() => start_wave(pe),
-        None => {
-            // Not quiescent: try again once PE 0 has nothing better to do.
-            let mut retry = system::message(Kind::QdNextWave, &[], &[]);
-            retry.set_src_pe(pe.pe);
-            debug_assert_ne!(retry.header().flags & FLAG_NO_QD, 0);
-            pe.queue
-                .borrow_mut()
-                .enqueue(retry, Queueing::IFifo(i32::MAX));
+        Next::SecondWave => start_wave(pe),
+        Next::Retry { answer_no, again } => {
+            for (requester, token, _) in answer_no {
+                send(pe, requester, Kind::QdDone, &[token, 0]);
+            }
+            if again {
+                // Try again once PE 0 has nothing better to do.
+                let mut retry = system::message(Kind::QdNextWave, &[], &[]);
+                retry.set_src_pe(pe.pe);
+                debug_assert_ne!(retry.header().flags & FLAG_NO_QD, 0);
+                pe.queue
+                    .borrow_mut()
+                    .enqueue(retry, Queueing::IFifo(i32::MAX));
+            }
         }
     }
 }

@@ -174,6 +174,86 @@ pub(crate) struct Reductions {
     /// Dynamic IDs handed out (PE 0 only).
     next_dynamic: u32,
     active: HashMap<u32, InProgress>,
+    /// A stall check is under way (see the module comment).
+    stall_check_pending: bool,
+}
+
+/// How long a PE with a reduction in progress sits idle before it checks
+/// for a stall. Long enough that a healthy job pays at most a wave pair now
+/// and then, short enough that a stuck job ends promptly.
+pub(crate) const STALL_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The deadline for the idle wait of `pe`: `Some` if a stall check is due
+/// after it.
+pub(crate) fn stall_deadline(pe: &Pe) -> Option<std::time::Instant> {
+    let reds = pe.coll.reductions.borrow();
+    if reds.active.is_empty() || reds.stall_check_pending {
+        None
+    } else {
+        Some(std::time::Instant::now() + STALL_IDLE)
+    }
+}
+
+/// `pe` sat idle with reductions in progress: ask whether the job is
+/// quiescent, and abort with a report if it is.
+pub(crate) fn check_for_stall(pe: &Pe) {
+    pe.coll.reductions.borrow_mut().stall_check_pending = true;
+    crate::ccd::quiescence::check_once(
+        pe,
+        Box::new(|quiescent| {
+            let pe = pe::current();
+            pe.coll.reductions.borrow_mut().stall_check_pending = false;
+            if quiescent {
+                if let Some(report) = stall_report(&pe) {
+                    abort(&report);
+                }
+            }
+        }),
+    );
+}
+
+/// What keeps `pe`'s reductions from completing, if any are in progress.
+fn stall_report(pe: &Pe) -> Option<String> {
+    let reds = pe.coll.reductions.borrow();
+    let mut keys: Vec<&u32> = reds.active.keys().collect();
+    keys.sort();
+    let mut waiting = Vec::new();
+    let mut orphans = Vec::new();
+    for key in keys {
+        let entry = &reds.active[key];
+        let from: Vec<usize> = entry.arrived.iter().map(|m| m.src_pe()).collect();
+        match &entry.deposit {
+            Some(d) => {
+                let missing: Vec<usize> = d
+                    .children
+                    .iter()
+                    .copied()
+                    .filter(|c| !from.contains(c))
+                    .collect();
+                waiting.push(format!("{} waits for PEs {missing:?}", describe(*key)));
+            }
+            None => orphans.push(format!("{} from PEs {from:?}", describe(*key))),
+        }
+    }
+    if waiting.is_empty() && orphans.is_empty() {
+        return None;
+    }
+    let mut report = format!(
+        "reductions on PE {} can never complete: the job is quiescent (no message in flight anywhere)",
+        pe.pe
+    );
+    if !waiting.is_empty() {
+        report += &format!("; joined but incomplete: {}", waiting.join(", "));
+    }
+    if !orphans.is_empty() {
+        report += &format!(
+            "; contributions held for reductions PE {} never joined: {}",
+            pe.pe,
+            orphans.join(", ")
+        );
+    }
+    report += ". The PEs disagree on the reduction IDs (or call order), or some PE never joined";
+    Some(report)
 }
 
 /// Which PEs take part.

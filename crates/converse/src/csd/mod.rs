@@ -37,7 +37,10 @@ pub(crate) mod idle;
 
 use crate::machine::pe::{self, Pe};
 use crate::msg::Message;
-use crate::msg::message::FLAG_BUNDLE;
+use crate::msg::message::{FLAG_BUNDLE, FLAG_REDUCE, FLAG_SYSTEM};
+
+/// Flags of messages that are the runtime's, not a user handler's.
+const RUNTIME_FLAGS: u32 = FLAG_SYSTEM | FLAG_REDUCE;
 pub use cqs::{BitPrio, Cqs, PrioError, PrioRef, Queueing};
 
 /// How many messages a scheduler call may deliver, and whether it waits.
@@ -217,7 +220,9 @@ fn take_from_stash(pe: &Pe, handler: usize, scanned: &mut usize) -> Option<Messa
             }
             continue;
         }
-        if stash[i].handler() == handler {
+        // Runtime messages (system kinds, reduction contributions) reuse the
+        // handler field for their own numbers: never a match.
+        if stash[i].handler() == handler && stash[i].header().flags & RUNTIME_FLAGS == 0 {
             return stash.remove(i);
         }
         *scanned += 1;

@@ -325,12 +325,18 @@ impl Pe {
 
     /// Waits, spinning then parking, until another thread gives this PE work.
     pub fn idle_wait(&self) {
+        // With a reduction in progress, an idle PE wakes after a while to
+        // check that the job is not stuck (see `cmi::reduce`).
+        let stall_deadline = crate::cmi::reduce::stall_deadline(self);
         self.job.pes[self.pe].idle.wait(
             || self.has_incoming(),
-            None,
+            stall_deadline,
             self.job.oversubscribed,
             crate::csd::idle::ANY,
         );
+        if stall_deadline.is_some_and(|d| std::time::Instant::now() >= d) && !self.has_incoming() {
+            crate::cmi::reduce::check_for_stall(self);
+        }
     }
 
     /// Runs the handler of `msg`, which it then owns, and returns true.
