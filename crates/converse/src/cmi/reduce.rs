@@ -56,6 +56,7 @@
 //! PE's thread, and no borrow of it is held while a merge function runs.
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -173,7 +174,7 @@ pub(crate) struct Reductions {
     next_global: u32,
     /// Dynamic IDs handed out (PE 0 only).
     next_dynamic: u32,
-    active: HashMap<u32, InProgress>,
+    active: HashMap<u32, InProgress, BuildHasherDefault<KeyHasher>>,
     /// A stall check is under way (see the module comment).
     stall_check_pending: bool,
 }
@@ -183,14 +184,14 @@ pub(crate) struct Reductions {
 /// and then, short enough that a stuck job ends promptly.
 pub(crate) const STALL_IDLE: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// The deadline for the idle wait of `pe`: `Some` if a stall check is due
+/// The timeout for the idle wait of `pe`: `Some` if a stall check is due
 /// after it.
-pub(crate) fn stall_deadline(pe: &Pe) -> Option<std::time::Instant> {
+pub(crate) fn stall_timeout(pe: &Pe) -> Option<std::time::Duration> {
     let reds = pe.coll.reductions.borrow();
     if reds.active.is_empty() || reds.stall_check_pending {
         None
     } else {
-        Some(std::time::Instant::now() + STALL_IDLE)
+        Some(STALL_IDLE)
     }
 }
 
@@ -254,6 +255,29 @@ fn stall_report(pe: &Pe) -> Option<String> {
     }
     report += ". The PEs disagree on the reduction IDs (or call order), or some PE never joined";
     Some(report)
+}
+
+/// Hashes reduction keys: they are distinct small integers made by this
+/// runtime, not attacker-chosen, so a multiply (Fibonacci hashing) spreads
+/// them well enough and costs far less than the default SipHash on the
+/// per-message path.
+#[derive(Default)]
+pub(crate) struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u32(&mut self, key: u32) {
+        self.0 = (key as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
 }
 
 /// Which PEs take part.

@@ -127,29 +127,41 @@ impl IdleState {
         self.condvar.notify_one();
     }
 
-    /// Waits until `has_work()` is true, a wake-up arrives, or `deadline`
-    /// passes. May return early; the caller polls again either way.
-    /// `oversubscribed` skips the pure-spin phase; `mode` ([`ANY`] or
-    /// [`OWN_ONLY`]) says which wakers may wake it.
+    /// Waits until `has_work()` is true, a wake-up arrives, or `timeout`
+    /// (counted from about when the wait starts) passes. May return early;
+    /// the caller polls again either way. Returns true if it returned
+    /// because the timeout passed. `oversubscribed` skips the pure-spin
+    /// phase; `mode` ([`ANY`] or [`OWN_ONLY`]) says which wakers may wake it.
+    ///
+    /// The timeout costs no clock read on the quick path (work that shows
+    /// up within the first polls), which is why it is a duration and not an
+    /// instant.
     pub fn wait(
         &self,
         has_work: impl Fn() -> bool,
-        deadline: Option<Instant>,
+        timeout: Option<Duration>,
         oversubscribed: bool,
         mode: u8,
-    ) {
-        if !cfg!(loom) && self.poll_for_a_while(&has_work, deadline, oversubscribed) {
-            return;
+    ) -> bool {
+        let mut deadline = None;
+        if !cfg!(loom) {
+            match self.poll_for_a_while(&has_work, timeout, &mut deadline, oversubscribed) {
+                Poll::Work => return false,
+                Poll::TimedOut => return true,
+                Poll::Park => {}
+            }
         }
+        let deadline = timeout.map(|t| *deadline.get_or_insert_with(|| Instant::now() + t));
         // Step 1.
         self.sleeping.store(mode, Relaxed);
         fence(SeqCst);
         // Step 2.
         if has_work() {
             self.sleeping.store(AWAKE, Relaxed);
-            return;
+            return false;
         }
         // Step 3.
+        let mut timed_out = false;
         let mut notified = lock(&self.notified);
         while !*notified {
             notified = match deadline {
@@ -160,6 +172,7 @@ impl IdleState {
                 Some(deadline) => {
                     let now = Instant::now();
                     if now >= deadline {
+                        timed_out = true;
                         break;
                     }
                     wait_timeout(&self.condvar, notified, deadline - now)
@@ -169,33 +182,37 @@ impl IdleState {
         *notified = false;
         drop(notified);
         self.sleeping.store(AWAKE, Relaxed);
+        timed_out
     }
 
-    /// The spin and yield phases. True if work appeared (or the deadline
-    /// passed) and the caller should poll instead of parking.
+    /// The spin and yield phases: whether work appeared, the timeout passed
+    /// (`deadline` is set once the clock is first read), or the caller
+    /// should park.
     fn poll_for_a_while(
         &self,
         has_work: &impl Fn() -> bool,
-        deadline: Option<Instant>,
+        timeout: Option<Duration>,
+        deadline: &mut Option<Instant>,
         oversubscribed: bool,
-    ) -> bool {
+    ) -> Poll {
         // A message between busy PEs usually arrives within a few dozen
         // polls: look that long before paying for the first clock read.
         if !oversubscribed {
             for _ in 0..QUICK_POLLS {
                 if has_work() {
-                    return true;
+                    return Poll::Work;
                 }
                 std::hint::spin_loop();
             }
         }
         let start = Instant::now();
+        *deadline = timeout.map(|t| start + t);
         let spin_until = if oversubscribed { start } else { start + SPIN };
         let yield_until = start + YIELD;
         let mut polls: u32 = 0;
         loop {
             if has_work() {
-                return true;
+                return Poll::Work;
             }
             polls = polls.wrapping_add(1);
             // Reading the clock costs about as much as a poll; do it every 64.
@@ -205,16 +222,23 @@ impl IdleState {
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
-                return true;
+                return Poll::TimedOut;
             }
             if now >= yield_until {
-                return false;
+                return Poll::Park;
             }
             if now >= spin_until {
                 std::thread::yield_now();
             }
         }
     }
+}
+
+/// How the polling phases of a wait ended.
+enum Poll {
+    Work,
+    TimedOut,
+    Park,
 }
 
 fn lock(m: &Mutex<bool>) -> crate::sync::MutexGuard<'_, bool> {
@@ -269,8 +293,9 @@ mod tests {
     fn deadline_ends_the_wait() {
         let idle = IdleState::new();
         let start = Instant::now();
-        idle.wait(|| false, Some(start + Duration::from_millis(5)), true, ANY);
+        assert!(idle.wait(|| false, Some(Duration::from_millis(5)), true, ANY));
         assert!(start.elapsed() >= Duration::from_millis(5));
+        assert!(!idle.wait(|| true, Some(Duration::from_millis(5)), true, ANY));
         assert!(!idle.is_sleeping());
     }
 }

@@ -327,14 +327,14 @@ impl Pe {
     pub fn idle_wait(&self) {
         // With a reduction in progress, an idle PE wakes after a while to
         // check that the job is not stuck (see `cmi::reduce`).
-        let stall_deadline = crate::cmi::reduce::stall_deadline(self);
-        self.job.pes[self.pe].idle.wait(
+        let stall_timeout = crate::cmi::reduce::stall_timeout(self);
+        let timed_out = self.job.pes[self.pe].idle.wait(
             || self.has_incoming(),
-            stall_deadline,
+            stall_timeout,
             self.job.oversubscribed,
             crate::csd::idle::ANY,
         );
-        if stall_deadline.is_some_and(|d| std::time::Instant::now() >= d) && !self.has_incoming() {
+        if timed_out && !self.has_incoming() {
             crate::cmi::reduce::check_for_stall(self);
         }
     }
