@@ -66,6 +66,7 @@ pub use cmi::group::{
     Group, async_list_send, async_multicast, establish_group, sync_list_send,
     sync_list_send_and_free, sync_multicast, sync_multicast_and_free,
 };
+pub use cmi::pgrp::ProcGroup;
 pub use cmi::reduce::{
     DecodeError, ReductionId, decode_struct_result, dynamic_reduction_id,
     dynamic_reduction_id_remote, dynamic_reduction_reply, global_reduction_id, group_reduce,

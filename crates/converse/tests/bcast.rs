@@ -1144,3 +1144,60 @@ fn branch_factor_from_builder_and_command_line() {
         assert_eq!(*seen.lock().unwrap(), vec![want; 4]);
     }
 }
+
+// ---------------------------------------------------------------------------
+// Processor groups (`Pgrp`)
+// ---------------------------------------------------------------------------
+
+#[test]
+fn processor_group_tree_and_multicast() {
+    for (p, ppn) in [(1, 1), (4, 2), (7, 1), (9, 3)] {
+        let got: Arc<Mutex<Vec<usize>>> = Arc::default();
+        let g = got.clone();
+        let code = within(20, move || {
+            run(p, ppn, move |_| {
+                let g = g.clone();
+                let h = converse::register_handler(move |m: Message| {
+                    assert_eq!(m.payload(), b"pgrp");
+                    g.lock().unwrap().push(my_pe());
+                });
+                let root = num_pes() - 1;
+                if my_pe() == root {
+                    let mut grp = converse::ProcGroup::create();
+                    assert_eq!((grp.root(), grp.members()), (root, &[root][..]));
+                    let others: Vec<usize> = (0..root).collect();
+                    let (first, rest) = others.split_at(others.len().min(2));
+                    grp.add_children(root, first);
+                    if let Some(&c) = first.first() {
+                        grp.add_children(c, rest);
+                        assert_eq!(grp.parent(c), Some(root));
+                        assert_eq!(grp.children(c), rest);
+                        assert_eq!(grp.num_children(c), rest.len());
+                    }
+                    assert_eq!(grp.parent(root), None);
+                    assert_eq!(grp.num_children(root), first.len());
+                    assert_eq!(grp.members().len(), num_pes());
+                    assert!(
+                        grp.async_multicast(&Message::from_payload(h, b"pgrp"))
+                            .is_sent()
+                    );
+                    grp.destroy();
+                    exit_when_quiet_from_any_pe();
+                }
+            })
+        });
+        assert_eq!(code, 0);
+        let mut got = got.lock().unwrap().clone();
+        got.sort_unstable();
+        assert_eq!(
+            got,
+            (0..p - 1).collect::<Vec<_>>(),
+            "p={p}: every member but the caller, once"
+        );
+    }
+}
+
+/// Ends the job once nothing is in flight (callable on any PE).
+fn exit_when_quiet_from_any_pe() {
+    converse::start_quiescence_detection(|| converse::exit(0));
+}

@@ -26,6 +26,7 @@
 //! lock-free inbox and wake it (see `machine::job`).
 pub mod bcast;
 pub mod group;
+pub mod pgrp;
 pub mod reduce;
 pub(crate) mod route;
 pub mod spantree;
