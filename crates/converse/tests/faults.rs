@@ -375,7 +375,276 @@ fn scenario(name: &str) -> i32 {
                 converse::exit(0);
             }
         }),
+        // -------------------------------------------------------------------
+        // Collectives given bad input: each aborts naming the PE and the
+        // fault.
+        // -------------------------------------------------------------------
+        // 12. A group naming a PE out of range.
+        "group_pe_out_of_range" => job(&["+p", "2"], |_| {
+            if converse::my_pe() == 1 {
+                converse::establish_group(&[0, 2]);
+            }
+        }),
+        // 12b. A group naming a PE twice.
+        "group_repeated_pe" => job(&["+p", "2"], |_| {
+            if converse::my_pe() == 0 {
+                converse::establish_group(&[1, 0, 1]);
+            }
+        }),
+        // 13. A list send naming a PE out of range (after a valid one).
+        "list_send_pe_out_of_range" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            if converse::my_pe() == 1 {
+                converse::sync_list_send(&[0, 5], &Message::new(h, 0));
+            }
+        }),
+        // 13b. A list send naming a PE twice.
+        "list_send_repeated_pe" => job(&["+p", "3"], |_| {
+            let h = converse::register_handler(handler_a);
+            if converse::my_pe() == 0 {
+                converse::sync_list_send(&[2, 1, 2], &Message::new(h, 0));
+            }
+        }),
+        // 14. A list reduction naming a PE out of range.
+        "list_reduce_pe_out_of_range" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            let id = converse::global_reduction_id();
+            if converse::my_pe() == 1 {
+                converse::list_reduce(&[0, 1, 2], Message::new(h, 0), keep_local, id);
+            }
+        }),
+        // 14b. A list reduction naming a PE twice.
+        "list_reduce_repeated_pe" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            let id = converse::global_reduction_id();
+            if converse::my_pe() == 0 {
+                converse::list_reduce(&[0, 1, 0], Message::new(h, 0), keep_local, id);
+            }
+        }),
+        // 14c. A list reduction whose list leaves out the caller.
+        "list_reduce_without_caller" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            let id = converse::global_reduction_id();
+            if converse::my_pe() == 1 {
+                converse::list_reduce(&[0], Message::new(h, 0), keep_local, id);
+            }
+        }),
+        // 15. A multicast, on its would-be creator, to a group that PE never
+        //     established (ID 2 = its second group on 2 PEs; it has none).
+        "multicast_unknown_group_on_creator" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            if converse::my_pe() == 0 {
+                converse::sync_multicast(converse::Group::from_id(2), &Message::new(h, 0));
+            }
+        }),
+        // 15b. The same group ID multicast to from another PE: the creator
+        //      finds out when the request reaches it.
+        "multicast_unknown_group_from_other_pe" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            if converse::my_pe() == 1 {
+                converse::sync_multicast(converse::Group::from_id(2), &Message::new(h, 0));
+            }
+        }),
+        // 15c. A group reduction, on the creator, over a group it made only
+        //      after (ID 2 is its second group; it has made one, ID 0).
+        "group_reduce_unknown_group_on_creator" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            let id = converse::global_reduction_id();
+            if converse::my_pe() == 0 {
+                let made = converse::establish_group(&[0, 1]);
+                assert_eq!(made.id(), 0);
+                let next = converse::Group::from_id(2);
+                converse::group_reduce(next, Message::new(h, 0), keep_local, id);
+            }
+        }),
+        // 16. The root uses the message form, its child the struct form, of
+        //     the same call-order reduction.
+        "reduce_form_disagreement" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            if converse::my_pe() == 0 {
+                converse::reduce(Message::new(h, 8), keep_local);
+            } else {
+                converse::reduce_struct(7u64, |a, b: Vec<u64>| a + b.iter().sum::<u64>(), h);
+            }
+        }),
+        // 16b. Two children disagree before their parent (which never joins)
+        //      has a form of its own.
+        "reduce_form_disagreement_between_children" => job(&["+p", "3"], |_| {
+            let h = converse::register_handler(handler_a);
+            match converse::my_pe() {
+                1 => converse::reduce(Message::new(h, 8), keep_local),
+                2 => converse::reduce_struct(7u64, |a, b: Vec<u64>| a + b.iter().sum::<u64>(), h),
+                _ => {}
+            }
+        }),
+        // 17. PE 1 joins with the second global reduction ID where PE 0
+        //     joins with the first: nothing is in flight, so the stall check
+        //     (after about a second of idleness) must end the job.
+        "reduce_id_disagreement" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            let first = converse::global_reduction_id();
+            let second = converse::global_reduction_id();
+            eprintln!("reduction IDs {} and {}", first.raw(), second.raw());
+            let id = if converse::my_pe() == 0 {
+                first
+            } else {
+                second
+            };
+            converse::reduce_id(Message::new(h, 8), keep_local, id);
+        }),
+        // 18. One ID, two PE lists: PE 2 lists the PEs in another order, so
+        //     its contribution carries another list digest.
+        "list_reduce_list_disagreement" => job(&["+p", "3"], |_| {
+            let h = converse::register_handler(handler_a);
+            let id = converse::global_reduction_id();
+            let pes: &[usize] = if converse::my_pe() == 2 {
+                &[0, 2, 1]
+            } else {
+                &[0, 1, 2]
+            };
+            converse::list_reduce(pes, Message::new(h, 8), keep_local, id);
+        }),
+        // 18b. One ID, two lists that each make the caller the root: both
+        //      wait for the other, nothing is in flight, the stall check ends
+        //      the job.
+        "list_reduce_both_roots" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            let id = converse::global_reduction_id();
+            let pes: &[usize] = if converse::my_pe() == 0 {
+                &[0, 1]
+            } else {
+                &[1, 0]
+            };
+            converse::list_reduce(pes, Message::new(h, 8), keep_local, id);
+        }),
+        // 19. `dynamic_reduction_id` is PE 0's alone.
+        "dynamic_reduction_id_on_pe1" => job(&["+p", "2"], |_| {
+            if converse::my_pe() == 1 {
+                let id = converse::dynamic_reduction_id();
+                eprintln!("PE 1 got dynamic reduction ID {}", id.raw());
+            }
+        }),
+        // 20. The root joins one ID'd reduction twice while it waits for its
+        //     child.
+        "reduce_id_joined_twice" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            let id = converse::global_reduction_id();
+            if converse::my_pe() == 0 {
+                converse::reduce_id(Message::new(h, 8), keep_local, id);
+                converse::reduce_id(Message::new(h, 8), keep_local, id);
+            }
+        }),
+        // 20b. A leaf joins one ID'd reduction twice: its parent (which has
+        //      not joined) gets two contributions from it.
+        "reduce_id_contributed_twice" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            let id = converse::global_reduction_id();
+            if converse::my_pe() == 1 {
+                converse::reduce_id(Message::new(h, 8), keep_local, id);
+                converse::reduce_id(Message::new(h, 8), keep_local, id);
+            }
+        }),
+        // 21. A healthy reduction whose last contribution comes from a
+        //     handler that computes for a while, polling the scheduler to
+        //     stay responsive (nothing is in flight meanwhile). It must
+        //     complete: PE 0, idle with the reduction in progress, must not
+        //     take the job for stalled.
+        "reduce_after_polling_handler" => job(&["+p", "2"], |_| {
+            let result = converse::register_handler(print_result_and_exit);
+            let compute = converse::register_handler(move |_msg: Message| {
+                poll_for(POLLING_COMPUTE);
+                converse::reduce(msg_word(result, 1), add_words);
+            });
+            if converse::my_pe() == 0 {
+                converse::reduce(msg_word(result, 2), add_words);
+            } else {
+                converse::sync_send_and_free(1, Message::new(compute, 0));
+            }
+        }),
+        // 21c. The control case: the handler computes as long without
+        //      polling. The stall check must wait for it (detection waves
+        //      are answered between handlers only) and the reduction must
+        //      complete.
+        "reduce_after_long_handler" => job(&["+p", "2"], |_| {
+            let result = converse::register_handler(print_result_and_exit);
+            let compute = converse::register_handler(move |_msg: Message| {
+                std::thread::sleep(POLLING_COMPUTE);
+                converse::reduce(msg_word(result, 1), add_words);
+            });
+            if converse::my_pe() == 0 {
+                converse::reduce(msg_word(result, 2), add_words);
+            } else {
+                converse::sync_send_and_free(1, Message::new(compute, 0));
+            }
+        }),
+        // 21b. The same in user-calls-scheduler mode: PE 1's main code polls
+        //      while it computes, then contributes; PE 0 waits in
+        //      `schedule_forever`.
+        "reduce_after_polling_main_code" => job_user(&["+p", "2"], |_| {
+            let result = converse::register_handler(print_result_and_exit);
+            if converse::my_pe() == 0 {
+                converse::reduce(msg_word(result, 2), add_words);
+            } else {
+                poll_for(POLLING_COMPUTE);
+                converse::reduce(msg_word(result, 1), add_words);
+            }
+            converse::schedule_forever();
+        }),
         other => panic!("unknown fault scenario `{other}`"),
+    }
+}
+
+/// Runs a user-calls-scheduler job with runtime flags `flags` and returns
+/// its exit code.
+fn job_user<F>(flags: &[&str], start: F) -> i32
+where
+    F: Fn(&[String]) + Send + Sync + 'static,
+{
+    Converse::new()
+        .args(args(flags))
+        .run_user_scheduler(start)
+        .expect("the runtime flags are valid")
+}
+
+/// A message-form merge that keeps the local message.
+fn keep_local(local: Message, _children: Vec<Message>) -> Message {
+    local
+}
+
+/// A message for `handler` carrying one little-endian `u64`.
+fn msg_word(handler: usize, word: u64) -> Message {
+    Message::from_payload(handler, &word.to_le_bytes())
+}
+
+fn word(msg: &Message) -> u64 {
+    u64::from_le_bytes(msg.payload()[..8].try_into().expect("an 8-byte payload"))
+}
+
+/// A message-form merge that adds the words.
+fn add_words(local: Message, children: Vec<Message>) -> Message {
+    let sum = word(&local) + children.iter().map(word).sum::<u64>();
+    msg_word(local.handler(), sum)
+}
+
+/// Printed with the result of a reduction that completed.
+const REDUCTION_RESULT: &str = "reduction result";
+
+fn print_result_and_exit(msg: Message) {
+    eprintln!("{REDUCTION_RESULT} {}", word(&msg));
+    converse::exit(0);
+}
+
+/// How long the computations of scenarios 21 run: well past the
+/// runtime's one-second stall check.
+const POLLING_COMPUTE: Duration = Duration::from_millis(2500);
+
+/// Computes (sleeps) for `how_long`, polling the scheduler every few
+/// milliseconds.
+fn poll_for(how_long: Duration) {
+    let start = Instant::now();
+    while start.elapsed() < how_long {
+        converse::schedule_poll();
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
@@ -635,6 +904,289 @@ fn abort_outside_a_job_has_no_pe_number() {
     let out = run_scenario("abort_outside_job");
     out.expect(ABORT_EXIT_CODE, &["converse: aborting: no job is running"]);
     out.expect_absent(RETURNED);
+}
+
+// ---------------------------------------------------------------------------
+// Parent tests: collectives given bad input.
+// ---------------------------------------------------------------------------
+
+#[test]
+fn group_with_pe_out_of_range_aborts() {
+    let out = run_scenario("group_pe_out_of_range");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &["converse: PE 1 aborting: establish_group:", "PE 2", "0..2"],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn group_with_repeated_pe_aborts() {
+    let out = run_scenario("group_repeated_pe");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting: establish_group:",
+            "PE 1 more than once",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn list_send_with_pe_out_of_range_aborts() {
+    let out = run_scenario("list_send_pe_out_of_range");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &["converse: PE 1 aborting: sync_list_send:", "PE 5", "0..2"],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn list_send_with_repeated_pe_aborts() {
+    let out = run_scenario("list_send_repeated_pe");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting: sync_list_send:",
+            "PE 2 more than once",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn list_reduce_with_pe_out_of_range_aborts() {
+    let out = run_scenario("list_reduce_pe_out_of_range");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 1 aborting:",
+            "reduction with global ID 1",
+            "PE 2",
+            "0..2",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn list_reduce_with_repeated_pe_aborts() {
+    let out = run_scenario("list_reduce_repeated_pe");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "reduction with global ID 1",
+            "PE 0 more than once",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn list_reduce_without_the_caller_aborts() {
+    let out = run_scenario("list_reduce_without_caller");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 1 aborting:",
+            "reduction with global ID 1",
+            "does not contain PE 1",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn multicast_to_unestablished_group_on_its_creator_aborts() {
+    let out = run_scenario("multicast_unknown_group_on_creator");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "group 2 was used by PE 0 but was never established",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn multicast_to_unestablished_group_from_another_pe_aborts_on_creator() {
+    let out = run_scenario("multicast_unknown_group_from_other_pe");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "group 2 was used by PE 1 but was never established",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn group_reduce_over_unestablished_group_on_its_creator_aborts() {
+    let out = run_scenario("group_reduce_unknown_group_on_creator");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "group 2 was used by PE 0 but was never established",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn reduction_form_disagreement_aborts_naming_both_forms() {
+    let out = run_scenario("reduce_form_disagreement");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "disagree",
+            "reduction #0",
+            "PE 1 used the struct form",
+            "PE 0 used the message form",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn reduction_form_disagreement_between_children_aborts() {
+    let out = run_scenario("reduce_form_disagreement_between_children");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "disagree",
+            "reduction #0",
+            "the message form",
+            "the struct form",
+            "PE 1",
+            "PE 2",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn reduction_id_disagreement_is_caught_by_the_stall_check() {
+    let out = run_scenario("reduce_id_disagreement");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "reduction IDs 1 and 5",
+            "converse: PE 0 aborting: reductions on PE 0 can never complete",
+            "reduction with global ID 1 waits for PEs [1]",
+            "reduction with global ID 5 from PEs [1]",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn list_reduction_with_differing_lists_aborts() {
+    let out = run_scenario("list_reduce_list_disagreement");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "disagree on the PEs taking part in reduction with global ID 1",
+            "PE 2",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn list_reduction_with_two_roots_is_caught_by_the_stall_check() {
+    let out = run_scenario("list_reduce_both_roots");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "aborting: reductions on PE",
+            "can never complete",
+            "reduction with global ID 1 waits for PEs",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn dynamic_reduction_id_on_pe1_aborts() {
+    let out = run_scenario("dynamic_reduction_id_on_pe1");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 1 aborting:",
+            "dynamic_reduction_id may only be called on PE 0",
+            "called on PE 1",
+        ],
+    );
+    out.expect_absent("got dynamic reduction ID");
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn joining_an_id_reduction_twice_aborts() {
+    let out = run_scenario("reduce_id_joined_twice");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "PE 0 joined reduction with global ID 1 twice",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn contributing_to_an_id_reduction_twice_aborts() {
+    let out = run_scenario("reduce_id_contributed_twice");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "PE 1 contributed twice to reduction with global ID 1",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+/// A healthy reduction is not taken for a stalled one. PE 1 contributes
+/// from a handler that first computes for 2.5 s while polling the
+/// scheduler; PE 0, idle with its deposit, runs the stall check after 1 s.
+/// (Regression: detection waves used to be answered inside PE 1's nested
+/// `schedule_poll`, mid-handler, so the job looked quiescent and PE 0
+/// aborted.)
+#[test]
+fn reduction_completes_when_a_contributor_polls_while_computing() {
+    let out = run_scenario("reduce_after_polling_handler");
+    out.expect(0, &[&format!("{REDUCTION_RESULT} 3")]);
+    out.expect_absent("can never complete");
+}
+
+/// A contributor that computes longer than the stall-check delay, without
+/// polling, does not make the reduction look stalled.
+#[test]
+fn reduction_completes_when_a_contributor_computes_long() {
+    let out = run_scenario("reduce_after_long_handler");
+    out.expect(0, &[&format!("{REDUCTION_RESULT} 3")]);
+    out.expect_absent("can never complete");
+}
+
+/// The same in user-calls-scheduler mode, where PE 1's main code (no
+/// handler at all) polls while it computes: an empty poll answers
+/// detection, but not strictly, and the stall check trusts only waves that
+/// found every PE waiting in its scheduler.
+#[test]
+fn reduction_completes_when_a_contributor_polls_from_main_code() {
+    let out = run_scenario("reduce_after_polling_main_code");
+    out.expect(0, &[&format!("{REDUCTION_RESULT} 3")]);
+    out.expect_absent("can never complete");
 }
 
 // ---------------------------------------------------------------------------

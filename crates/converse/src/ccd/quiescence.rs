@@ -18,15 +18,27 @@
 //!
 //! PE 0 runs the detection in *waves* down the spanning tree over PEs: each
 //! PE passes the wave's request to its children, adds up their replies and
-//! its own two counters (read when it replies), and replies to its parent. A
-//! PE answers only between handlers, so a wave never reads a PE mid-handler.
+//! its own two counters (read when it replies), and replies to its parent —
+//! but only when it is *idle*: its scheduler has nothing ready and is about
+//! to wait, and no handler is running on it (not even one running a nested
+//! scheduler). So a wave never reads a PE that is mid-handler, a PE that is
+//! busy holds the wave up instead of answering it, and code that polls the
+//! scheduler from inside a handler (or from a user-called scheduler with
+//! `schedule_poll`) is never mistaken for an idle PE. A `schedule_poll` that
+//! finds nothing to do, called outside any handler (a user-called scheduler
+//! polling from its main code), answers too, since such a program may never
+//! wait; but its answer is marked not *strict*: the runtime's own stall
+//! check (`cmi::reduce`) trusts only waves that found every PE waiting in
+//! its scheduler, because the code that polls may go on to compute and
+//! send.
+//!
 //! PE 0 declares quiescence after two consecutive waves whose sums are all
 //! equal: created₁ = processed₁ = created₂ = processed₂. The counters only
 //! grow, so equal sums mean no PE's counters changed between its two reads;
 //! at the moment wave 1 ended every PE's counters therefore held those values,
 //! and created = processed then means nothing was in flight or queued. A wave
-//! that does not balance is retried from wave 1; the retry is queued at the
-//! lowest priority on PE 0, so detection never competes with PE 0's own work.
+//! that does not balance is retried from wave 1 the next time PE 0 is idle,
+//! so detection never competes with PE 0's own work.
 //!
 //! # Requests
 //!
@@ -48,9 +60,8 @@ use std::collections::HashMap;
 
 use crate::cmi::spantree::SpanningTree;
 use crate::cmi::system::{self, Kind, Reader};
-use crate::csd::Queueing;
 use crate::machine::pe::{self, Pe};
-use crate::msg::message::{FLAG_NO_QD, Message};
+use crate::msg::message::Message;
 
 /// A wave being collected on this PE.
 struct Wave {
@@ -59,6 +70,9 @@ struct Wave {
     waiting: usize,
     created: u64,
     processed: u64,
+    /// Every PE of the subtree replied from an idle wait (not from an
+    /// empty poll).
+    strict: bool,
 }
 
 /// PE 0's view of the detection.
@@ -69,7 +83,9 @@ struct Root {
     running: bool,
     next_wave: u64,
     /// The sums of the last balanced wave, while the second wave runs.
-    first_wave: Option<(u64, u64)>,
+    first_wave: Option<(u64, u64, bool)>,
+    /// A failed wave is to be retried when PE 0 is next idle.
+    retry: bool,
 }
 
 /// One PE's part in quiescence detection.
@@ -159,12 +175,6 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
                 start_wave(pe);
             }
         }
-        Kind::QdNextWave => {
-            if pe.pe != 0 || msg.src_pe() != 0 {
-                r.malformed("a wave may only be started by PE 0");
-            }
-            start_wave(pe);
-        }
         Kind::QdRequest => {
             let id = r.word();
             let children: Vec<usize> = tree(pe).children(pe.pe).collect();
@@ -173,14 +183,16 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
                 waiting: children.len(),
                 created: 0,
                 processed: 0,
+                strict: true,
             });
             for child in children {
                 send(pe, child, Kind::QdRequest, &[id]);
             }
-            maybe_reply(pe);
+            pe.qd_due.set(true);
         }
         Kind::QdReply => {
             let (id, created, processed) = (r.word(), r.word(), r.word());
+            let strict = r.word() != 0;
             {
                 let mut qd = pe.qd.borrow_mut();
                 match &mut qd.wave {
@@ -188,6 +200,7 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
                         w.waiting -= 1;
                         w.created += created;
                         w.processed += processed;
+                        w.strict &= strict;
                     }
                     _ => {
                         drop(qd);
@@ -198,7 +211,7 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
                     }
                 }
             }
-            maybe_reply(pe);
+            pe.qd_due.set(true);
         }
         Kind::QdDone => {
             let (token, quiescent) = (r.word(), r.word() != 0);
@@ -228,33 +241,63 @@ fn start_wave(pe: &Pe) {
     send(pe, 0, Kind::QdRequest, &[id]);
 }
 
-/// Replies to the parent (or concludes, on PE 0) once every child has.
-fn maybe_reply(pe: &Pe) {
-    let (id, created, processed) = {
+/// Called when `pe` is idle with no handler running and detection has asked
+/// to be told (`Pe::qd_due`): replies to the wave if every child has
+/// (concluding it, on PE 0), or starts the retry of a failed wave. Returns
+/// true if it sent anything (then the caller polls again instead of
+/// waiting: the message may be to itself).
+///
+/// `strict`: the PE is about to wait in its scheduler (truly idle), rather
+/// than returning from an empty `schedule_poll` to code that may go on
+/// computing. User requests accept either; the runtime's stall check needs
+/// every PE strictly idle.
+pub(crate) fn on_idle(pe: &Pe, strict: bool) -> bool {
+    pe.qd_due.set(false);
+    if maybe_reply(pe, strict) {
+        return true;
+    }
+    let retry = std::mem::take(&mut pe.qd.borrow_mut().root.retry);
+    if retry {
+        start_wave(pe);
+    }
+    retry
+}
+
+/// Replies to the parent (or concludes, on PE 0) if every child has.
+fn maybe_reply(pe: &Pe, strict_here: bool) -> bool {
+    let (id, created, processed, strict) = {
         let mut qd = pe.qd.borrow_mut();
         match &qd.wave {
             Some(w) if w.waiting == 0 => {}
-            _ => return,
+            _ => return false,
         }
         let w = qd.wave.take().expect("checked above");
         (
             w.id,
             w.created + pe.qd_created.get(),
             w.processed + pe.qd_processed.get(),
+            w.strict && strict_here,
         )
     };
     match tree(pe).parent(pe.pe) {
-        Some(parent) => send(pe, parent, Kind::QdReply, &[id, created, processed]),
-        None => conclude(pe, created, processed),
+        Some(parent) => send(
+            pe,
+            parent,
+            Kind::QdReply,
+            &[id, created, processed, u64::from(strict)],
+        ),
+        None => conclude(pe, created, processed, strict),
     }
+    true
 }
 
 /// PE 0 has a wave's sums.
-fn conclude(pe: &Pe, created: u64, processed: u64) {
+fn conclude(pe: &Pe, created: u64, processed: u64, strict: bool) {
     /// What PE 0 does next.
     enum Next {
-        /// Quiescent: answer everyone yes.
-        Quiescent(Vec<(usize, u64, bool)>),
+        /// Quiescent: answer everyone yes (the once-only requests only if
+        /// every PE was strictly idle in both waves).
+        Quiescent(Vec<(usize, u64, bool)>, bool),
         /// The first wave balanced: run the second.
         SecondWave,
         /// Not quiescent: answer the once-only requests no, and retry if
@@ -268,13 +311,13 @@ fn conclude(pe: &Pe, created: u64, processed: u64) {
         let mut qd = pe.qd.borrow_mut();
         let root = &mut qd.root;
         match root.first_wave.take() {
-            Some(first) if first == (created, processed) && created == processed => {
+            Some(first) if (first.0, first.1) == (created, processed) && created == processed => {
                 root.running = false;
-                Next::Quiescent(std::mem::take(&mut root.requesters))
+                Next::Quiescent(std::mem::take(&mut root.requesters), first.2 && strict)
             }
             Some(_) => fail(root),
             None if created == processed => {
-                root.first_wave = Some((created, processed));
+                root.first_wave = Some((created, processed, strict));
                 Next::SecondWave
             }
             None => fail(root),
@@ -292,9 +335,10 @@ fn conclude(pe: &Pe, created: u64, processed: u64) {
         }
     }
     match next {
-        Next::Quiescent(requesters) => {
-            for (requester, token, _) in requesters {
-                send(pe, requester, Kind::QdDone, &[token, 1]);
+        Next::Quiescent(requesters, strict) => {
+            for (requester, token, once) in requesters {
+                let yes = !once || strict;
+                send(pe, requester, Kind::QdDone, &[token, u64::from(yes)]);
             }
         }
         Next::SecondWave => start_wave(pe),
@@ -304,12 +348,8 @@ fn conclude(pe: &Pe, created: u64, processed: u64) {
             }
             if again {
                 // Try again once PE 0 has nothing better to do.
-                let mut retry = system::message(Kind::QdNextWave, &[], &[]);
-                retry.set_src_pe(pe.pe);
-                debug_assert_ne!(retry.header().flags & FLAG_NO_QD, 0);
-                pe.queue
-                    .borrow_mut()
-                    .enqueue(retry, Queueing::IFifo(i32::MAX));
+                pe.qd.borrow_mut().root.retry = true;
+                pe.qd_due.set(true);
             }
         }
     }

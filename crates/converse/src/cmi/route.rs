@@ -48,13 +48,9 @@ pub(crate) fn on_delivery(pe: &Pe, msg: Message) {
     match Kind::from_raw(msg.header().handler) {
         Some(Kind::GroupDef) => group::on_definition(pe, &msg),
         Some(Kind::DynamicIdRequest) => reduce::on_dynamic_id_request(pe, &msg),
-        Some(
-            kind @ (Kind::QdStart
-            | Kind::QdRequest
-            | Kind::QdReply
-            | Kind::QdDone
-            | Kind::QdNextWave),
-        ) => crate::ccd::quiescence::on_message(pe, kind, msg),
+        Some(kind @ (Kind::QdStart | Kind::QdRequest | Kind::QdReply | Kind::QdDone)) => {
+            crate::ccd::quiescence::on_message(pe, kind, msg)
+        }
         None => Reader::new(&msg, "runtime message").malformed(&format!(
             "unknown runtime message kind {}",
             msg.header().handler

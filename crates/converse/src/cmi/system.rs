@@ -24,10 +24,8 @@ pub(crate) enum Kind {
     QdRequest = 4,
     /// A subtree's counts coming back up.
     QdReply = 5,
-    /// Quiescence was detected: run the callback.
+    /// The answer to a request: run the callback.
     QdDone = 6,
-    /// PE 0 starts the next wave.
-    QdNextWave = 7,
 }
 
 impl Kind {
@@ -39,7 +37,6 @@ impl Kind {
             4 => Kind::QdRequest,
             5 => Kind::QdReply,
             6 => Kind::QdDone,
-            7 => Kind::QdNextWave,
             _ => return None,
         })
     }
@@ -48,7 +45,7 @@ impl Kind {
     fn counted(self) -> bool {
         !matches!(
             self,
-            Kind::QdStart | Kind::QdRequest | Kind::QdReply | Kind::QdDone | Kind::QdNextWave
+            Kind::QdStart | Kind::QdRequest | Kind::QdReply | Kind::QdDone
         )
     }
 }
@@ -127,7 +124,7 @@ mod tests {
 
     #[test]
     fn kinds_round_trip_and_qd_is_not_counted() {
-        for raw in 1..=7 {
+        for raw in 1..=6 {
             let kind = Kind::from_raw(raw).unwrap();
             assert_eq!(kind as u32, raw);
             let msg = message(kind, &[raw as u64], b"x");
@@ -135,7 +132,7 @@ mod tests {
             assert_ne!(msg.header().flags & FLAG_SYSTEM, 0);
             assert_eq!(msg.header().flags & FLAG_NO_QD == 0, kind.counted());
         }
-        assert!(Kind::from_raw(0).is_none() && Kind::from_raw(8).is_none());
+        assert!(Kind::from_raw(0).is_none() && Kind::from_raw(7).is_none());
     }
 
     #[test]

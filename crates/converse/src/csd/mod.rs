@@ -78,7 +78,14 @@ fn run(pe: &Pe, budget: Budget) -> usize {
         match pe.next_message() {
             Some(msg) => delivered += usize::from(pe.deliver(msg)),
             None => match budget {
-                Budget::Poll => return delivered,
+                Budget::Poll => {
+                    // Nothing to do: outside any handler this counts as an
+                    // idle moment for quiescence detection.
+                    if pe.qd_due.get() && pe.handler_depth.get() == 0 {
+                        crate::ccd::quiescence::on_idle(pe, false);
+                    }
+                    return delivered;
+                }
                 Budget::Forever | Budget::Count(_) => pe.idle_wait(),
             },
         }

@@ -58,6 +58,12 @@ pub(crate) struct Pe {
     pub qd_processed: Cell<u64>,
     /// This PE's part in quiescence detection (`ccd::quiescence`).
     pub qd: RefCell<crate::ccd::quiescence::QdState>,
+    /// Quiescence detection has something to do when this PE is next idle
+    /// (outside every handler).
+    pub qd_due: Cell<bool>,
+    /// Handlers (and runtime deliveries) running on this PE, nested ones
+    /// included.
+    pub handler_depth: Cell<u32>,
     /// The PE's scheduler queue (`CsdEnqueue*`).
     pub queue: RefCell<Cqs<Message>>,
     /// Bumped by `exit_scheduler` while a scheduler runs; every scheduler
@@ -101,6 +107,8 @@ impl Pe {
             qd_created: Cell::new(0),
             qd_processed: Cell::new(0),
             qd: RefCell::new(Default::default()),
+            qd_due: Cell::new(false),
+            handler_depth: Cell::new(0),
             queue: RefCell::new(Cqs::new()),
             stop_gen: Cell::new(0),
             sched_depth: Cell::new(0),
@@ -325,6 +333,12 @@ impl Pe {
 
     /// Waits, spinning then parking, until another thread gives this PE work.
     pub fn idle_wait(&self) {
+        if self.qd_due.get()
+            && self.handler_depth.get() == 0
+            && crate::ccd::quiescence::on_idle(self, true)
+        {
+            return;
+        }
         // With a reduction in progress, an idle PE wakes after a while to
         // check that the job is not stuck (see `cmi::reduce`).
         let stall_timeout = crate::cmi::reduce::stall_timeout(self);
@@ -344,6 +358,7 @@ impl Pe {
     /// next, in order, each counted when it runs) and return false. An
     /// unknown handler index aborts the job.
     pub fn deliver(&self, msg: Message) -> bool {
+        let _running = HandlerRunning::enter(self);
         let flags = msg.header().flags;
         if flags & SPECIAL_DELIVERY_FLAGS != 0 {
             return self.deliver_special(msg, flags);
@@ -414,6 +429,23 @@ impl Pe {
             crate::machine::exit::abort(&e);
         }
         self.handlers_checked.set(true);
+    }
+}
+
+/// Counts a delivery in progress on a PE while it lives (unwinding
+/// included).
+struct HandlerRunning<'a>(&'a Pe);
+
+impl<'a> HandlerRunning<'a> {
+    fn enter(pe: &'a Pe) -> HandlerRunning<'a> {
+        pe.handler_depth.set(pe.handler_depth.get() + 1);
+        HandlerRunning(pe)
+    }
+}
+
+impl Drop for HandlerRunning<'_> {
+    fn drop(&mut self) {
+        self.0.handler_depth.set(self.0.handler_depth.get() - 1);
     }
 }
 
