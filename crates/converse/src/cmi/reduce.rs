@@ -363,7 +363,14 @@ fn check_contribution(pe: &Pe, key: u32, deposit: &Deposit, msg: &Message) {
             deposit.form.name()
         ));
     }
-    if msg.header().root != deposit.digest || !deposit.children.contains(&src) {
+    if msg.header().root != deposit.digest {
+        abort(&format!(
+            "PEs disagree on the PEs taking part in {}: PE {src} and PE {} were called with different PE lists",
+            describe(key),
+            pe.pe
+        ));
+    }
+    if !deposit.children.contains(&src) {
         abort(&format!(
             "PEs disagree on the PEs taking part in {}: PE {src} sent its contribution to PE {}, which does not count PE {src} among its children (PE lists or reduction IDs differ between PEs)",
             describe(key),
