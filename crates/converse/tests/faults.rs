@@ -517,6 +517,23 @@ fn scenario(name: &str) -> i32 {
             };
             converse::list_reduce(pes, Message::new(h, 8), keep_local, id);
         }),
+        // A group reduction with a group ID nobody established, on a PE that
+        // is not the ID's creator: the creator is asked and ends the job.
+        "group_reduce_unknown_group_elsewhere" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(handler_a);
+            if converse::my_pe() == 0 {
+                let id = converse::dynamic_reduction_id();
+                // Group IDs are `seq * num_pes + creator`: 1 is PE 1's first.
+                let bogus = converse::Group::from_id(1);
+                converse::group_reduce(bogus, Message::new(h, 8), keep_local, id);
+            }
+        }),
+        // `dynamic_reduction_id_remote` with a handler that cannot exist.
+        "dynamic_reduction_id_remote_bad_handler" => job(&["+p", "2"], |_| {
+            if converse::my_pe() == 1 {
+                converse::dynamic_reduction_id_remote(usize::MAX, None, b"");
+            }
+        }),
         // 19. `dynamic_reduction_id` is PE 0's alone.
         "dynamic_reduction_id_on_pe1" => job(&["+p", "2"], |_| {
             if converse::my_pe() == 1 {
@@ -1110,6 +1127,32 @@ fn list_reduction_with_two_roots_is_caught_by_the_stall_check() {
             "aborting: reductions on PE",
             "can never complete",
             "reduction with global ID 1 waits for PEs",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn group_reduce_with_an_unknown_group_aborts_on_its_creator() {
+    let out = run_scenario("group_reduce_unknown_group_elsewhere");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 1 aborting:",
+            "group 1 was used by PE 0 but was never established",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn dynamic_reduction_id_remote_with_a_bad_handler_aborts() {
+    let out = run_scenario("dynamic_reduction_id_remote_bad_handler");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 1 aborting:",
+            "dynamic_reduction_id_remote: handler 18446744073709551615 is no handler index",
         ],
     );
     out.expect_absent(RETURNED);

@@ -704,3 +704,74 @@ fn handler_polling_the_scheduler_keeps_the_job_busy() {
     nested_poll(2);
     nested_poll(3);
 }
+
+// ---------------------------------------------------------------------------
+// A request that joins a detection already under way
+// ---------------------------------------------------------------------------
+
+/// Regression: a request that reached PE 0 while a pair of waves ran was
+/// answered by that pair, although its PE had already been counted in it
+/// before it sent the message it then asked about. In user-calls-scheduler
+/// mode (every PE polls from main code), PE 0 keeps detection running (each
+/// callback asks again) while PE 1 repeatedly polls, sends PE 2 a slow work
+/// message and asks; each answer must come after that work was handled.
+#[test]
+fn a_request_joining_a_running_detection_waits_for_its_own_messages() {
+    const ROUNDS: usize = 40;
+    static DONE: AtomicUsize = AtomicUsize::new(0);
+    static STOP: AtomicBool = AtomicBool::new(false);
+    static EARLY: AtomicUsize = AtomicUsize::new(0);
+    static ANSWERED: AtomicUsize = AtomicUsize::new(0);
+    fn keep_detecting() {
+        if !STOP.load(SeqCst) {
+            converse::start_quiescence_detection(keep_detecting);
+        }
+    }
+    let code = within(60, || {
+        run_user(3, 1, |_| {
+            let work = converse::register_handler(|_m: Message| {
+                std::thread::sleep(Duration::from_millis(2));
+                DONE.fetch_add(1, SeqCst);
+            });
+            let poll_until_stopped = |pause: Duration| {
+                let start = Instant::now();
+                while !STOP.load(SeqCst) {
+                    converse::schedule_poll();
+                    std::thread::sleep(pause);
+                    assert!(start.elapsed() < GIVE_UP, "PE {} gave up", my_pe());
+                }
+            };
+            match my_pe() {
+                0 => {
+                    keep_detecting();
+                    poll_until_stopped(Duration::from_micros(300));
+                }
+                1 => {
+                    for i in 0..ROUNDS {
+                        for _ in 0..8 {
+                            std::thread::sleep(Duration::from_micros(700));
+                            converse::schedule_poll();
+                        }
+                        converse::sync_send(2, &Message::new(work, 0));
+                        converse::start_quiescence_detection(move || {
+                            if DONE.load(SeqCst) <= i {
+                                EARLY.fetch_add(1, SeqCst);
+                            }
+                            ANSWERED.fetch_add(1, SeqCst);
+                        });
+                    }
+                    poll_until(|| ANSWERED.load(SeqCst) == ROUNDS, "the answers");
+                    STOP.store(true, SeqCst);
+                }
+                _ => poll_until_stopped(Duration::from_micros(50)),
+            }
+        })
+    });
+    assert_eq!(code, 0);
+    assert_eq!(ANSWERED.load(SeqCst), ROUNDS);
+    assert_eq!(
+        EARLY.load(SeqCst),
+        0,
+        "answers that came before their own message was handled"
+    );
+}

@@ -44,8 +44,14 @@
 //!
 //! [`start_quiescence_detection`] may be called on any PE, any number of
 //! times: each call's callback runs exactly once, on the calling PE, as a
-//! handler, once the job has been quiescent after the call. Requests that
-//! come in while a detection runs join it.
+//! handler, once the job has been quiescent after the call. A request that
+//! comes in while a pair of waves runs is answered by the next pair (what
+//! its PE did just before asking may have escaped the running pair).
+//!
+//! While a handler runs a nested scheduler, its PE never answers a wave, so
+//! a callback is not called from inside such a scheduler: a handler that
+//! waits for quiescence in a nested `schedule_forever` waits forever. Wait
+//! in the outermost scheduler instead.
 //!
 //! The runtime also asks *once-only* questions ([`check_once`]): "is the job
 //! quiescent right now?". They are answered after the next wave pair, yes or
@@ -75,15 +81,37 @@ struct Wave {
     strict: bool,
 }
 
+/// A detection request, as PE 0 keeps it.
+struct Requester {
+    pe: usize,
+    token: u64,
+    /// A once-only question (see [`check_once`]).
+    once: bool,
+    /// The last wave started when the request reached PE 0. A pair of waves
+    /// answers only requests that came in before its first wave started:
+    /// what a later requester did just before asking may have escaped the
+    /// pair's counts.
+    joined_after: u64,
+}
+
+/// A balanced first wave.
+struct FirstWave {
+    id: u64,
+    created: u64,
+    processed: u64,
+    strict: bool,
+}
+
 /// PE 0's view of the detection.
 #[derive(Default)]
 struct Root {
-    /// Callbacks to answer: (PE, token, once-only).
-    requesters: Vec<(usize, u64, bool)>,
+    /// Callbacks to answer.
+    requesters: Vec<Requester>,
     running: bool,
+    /// The number of the last wave started (waves run one at a time).
     next_wave: u64,
-    /// The sums of the last balanced wave, while the second wave runs.
-    first_wave: Option<(u64, u64, bool)>,
+    /// The last balanced wave, while the second wave of its pair runs.
+    first_wave: Option<FirstWave>,
     /// A failed wave is to be retried when PE 0 is next idle.
     retry: bool,
 }
@@ -168,7 +196,13 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
             let (token, once) = (r.word(), r.word() != 0);
             let start = {
                 let mut qd = pe.qd.borrow_mut();
-                qd.root.requesters.push((msg.src_pe(), token, once));
+                let joined_after = qd.root.next_wave;
+                qd.root.requesters.push(Requester {
+                    pe: msg.src_pe(),
+                    token,
+                    once,
+                    joined_after,
+                });
                 !std::mem::replace(&mut qd.root.running, true)
             };
             if start {
@@ -295,29 +329,51 @@ fn maybe_reply(pe: &Pe, strict_here: bool) -> bool {
 fn conclude(pe: &Pe, created: u64, processed: u64, strict: bool) {
     /// What PE 0 does next.
     enum Next {
-        /// Quiescent: answer everyone yes (the once-only requests only if
-        /// every PE was strictly idle in both waves).
-        Quiescent(Vec<(usize, u64, bool)>, bool),
+        /// Quiescent: answer these yes (the once-only ones only if every
+        /// PE was strictly idle in both waves); start a new pair for the
+        /// requests that came in during this one, if any.
+        Quiescent {
+            answer: Vec<Requester>,
+            strict: bool,
+            again: bool,
+        },
         /// The first wave balanced: run the second.
         SecondWave,
         /// Not quiescent: answer the once-only requests no, and retry if
         /// anyone else is waiting.
         Retry {
-            answer_no: Vec<(usize, u64, bool)>,
+            answer_no: Vec<Requester>,
             again: bool,
         },
     }
     let next = {
         let mut qd = pe.qd.borrow_mut();
         let root = &mut qd.root;
+        let id = root.next_wave;
         match root.first_wave.take() {
-            Some(first) if (first.0, first.1) == (created, processed) && created == processed => {
-                root.running = false;
-                Next::Quiescent(std::mem::take(&mut root.requesters), first.2 && strict)
+            Some(first)
+                if (first.created, first.processed) == (created, processed)
+                    && created == processed =>
+            {
+                let (answer, later): (Vec<_>, Vec<_>) = std::mem::take(&mut root.requesters)
+                    .into_iter()
+                    .partition(|r| r.joined_after < first.id);
+                root.requesters = later;
+                root.running = !root.requesters.is_empty();
+                Next::Quiescent {
+                    answer,
+                    strict: first.strict && strict,
+                    again: root.running,
+                }
             }
             Some(_) => fail(root),
             None if created == processed => {
-                root.first_wave = Some((created, processed, strict));
+                root.first_wave = Some(FirstWave {
+                    id,
+                    created,
+                    processed,
+                    strict,
+                });
                 Next::SecondWave
             }
             None => fail(root),
@@ -326,7 +382,7 @@ fn conclude(pe: &Pe, created: u64, processed: u64, strict: bool) {
     fn fail(root: &mut Root) -> Next {
         let (once, persistent): (Vec<_>, Vec<_>) = std::mem::take(&mut root.requesters)
             .into_iter()
-            .partition(|r| r.2);
+            .partition(|r| r.once);
         root.requesters = persistent;
         root.running = !root.requesters.is_empty();
         Next::Retry {
@@ -335,16 +391,23 @@ fn conclude(pe: &Pe, created: u64, processed: u64, strict: bool) {
         }
     }
     match next {
-        Next::Quiescent(requesters, strict) => {
-            for (requester, token, once) in requesters {
-                let yes = !once || strict;
-                send(pe, requester, Kind::QdDone, &[token, u64::from(yes)]);
+        Next::Quiescent {
+            answer,
+            strict,
+            again,
+        } => {
+            for r in answer {
+                let yes = !r.once || strict;
+                send(pe, r.pe, Kind::QdDone, &[r.token, u64::from(yes)]);
+            }
+            if again {
+                start_wave(pe);
             }
         }
         Next::SecondWave => start_wave(pe),
         Next::Retry { answer_no, again } => {
-            for (requester, token, _) in answer_no {
-                send(pe, requester, Kind::QdDone, &[token, 0]);
+            for r in answer_no {
+                send(pe, r.pe, Kind::QdDone, &[r.token, 0]);
             }
             if again {
                 // Try again once PE 0 has nothing better to do.

@@ -26,7 +26,8 @@
 //!   group's creator (`root == 0`), which always knows the group and
 //!   multicasts it on the sender's behalf.
 //! - A group reduction on such a PE waits for the definition in the same way
-//!   (`Groups::deferred`).
+//!   (`Groups::deferred`), and asks the creator whether the group exists, so
+//!   that an ID nobody established ends the job instead of waiting forever.
 //!
 //! An ID that the creator never handed out is an error on the creator (the
 //! only PE that can tell), naming the group and the PE that used it.
@@ -204,16 +205,43 @@ pub(crate) fn with_members(pe: &Pe, gid: u32, work: Deferred) {
     if let Some(info) = lookup(pe, gid) {
         return work(pe, &info.pes);
     }
-    if creator_of(pe, gid) == pe.pe {
+    let creator = creator_of(pe, gid);
+    if creator == pe.pe {
         unknown_group(gid, pe.pe);
     }
-    pe.coll
-        .groups
-        .borrow_mut()
-        .deferred
-        .entry(gid)
-        .or_default()
-        .push(work);
+    let first_wait = {
+        let mut groups = pe.coll.groups.borrow_mut();
+        let waiting = groups.deferred.entry(gid).or_default();
+        waiting.push(work);
+        waiting.len() == 1
+    };
+    if first_wait {
+        // The definition is on its way if the group exists; if it does not,
+        // only its creator can tell, and nothing else would ever end the
+        // wait: ask it.
+        let mut query = system::message(Kind::GroupQuery, &[gid as u64], &[]);
+        query.set_src_pe(pe.pe);
+        pe.count_created(1);
+        pe.push_to_pe(creator, query);
+    }
+}
+
+/// The creator of a group is asked whether it exists (see [`with_members`]).
+pub(crate) fn on_query(pe: &Pe, msg: &Message) {
+    let mut r = Reader::new(msg, "group query");
+    let gid = r.word();
+    let Ok(gid) = u32::try_from(gid) else {
+        r.malformed(&format!("group ID {gid} does not fit 32 bits"))
+    };
+    if creator_of(pe, gid) != pe.pe {
+        r.malformed(&format!(
+            "a query about group {gid} reached PE {}, which did not create it",
+            pe.pe
+        ));
+    }
+    if lookup(pe, gid).is_none() {
+        unknown_group(gid, msg.src_pe());
+    }
 }
 
 /// Multicasts `msg` (a stamped user message) from `pe` to group `gid`.

@@ -16,7 +16,12 @@
 //!   complete them later. Because a `Message` is copy-on-write, reusing it
 //!   early is never unsafe, only a copy.
 //!
-//! Messages from one PE to another arrive in the order they were sent. A PE
+//! Point-to-point messages from one PE to another arrive in the order they
+//! were sent. Collectives take other paths (a broadcast reaches a PE of
+//! another node through that node's first PE; a multicast may be relayed
+//! through its group's creator), so a collective and a point-to-point
+//! message, or two multicasts one of which was relayed, are not ordered with
+//! each other; two broadcasts from one PE are (see [`bcast`]). A PE
 //! number or node number out of range aborts the job with a message naming
 //! the sender and the bad number.
 //!

@@ -734,6 +734,12 @@ pub fn dynamic_reduction_id_remote(handler: usize, dest: Option<usize>, data: &[
         if let Some(d) = dest {
             pe.check_pe(d, "dynamic_reduction_id_remote for");
         }
+        if handler == 0 || handler > crate::msg::MAX_HANDLER_INDEX {
+            abort(&format!(
+                "dynamic_reduction_id_remote: handler {handler} is no handler index (1..={})",
+                crate::msg::MAX_HANDLER_INDEX
+            ));
+        }
         if u32::try_from(data.len()).is_err() {
             abort("dynamic_reduction_id_remote: the data is larger than 4 GiB");
         }
@@ -741,7 +747,8 @@ pub fn dynamic_reduction_id_remote(handler: usize, dest: Option<usize>, data: &[
             return send_dynamic_id(pe, handler, dest, data);
         }
         let dest_word = dest.map_or(u64::MAX, |d| d as u64);
-        let msg = system::message(Kind::DynamicIdRequest, &[handler as u64, dest_word], data);
+        let mut msg = system::message(Kind::DynamicIdRequest, &[handler as u64, dest_word], data);
+        msg.set_src_pe(pe.pe);
         pe.count_created(1);
         pe.push_to_pe(0, msg);
     })

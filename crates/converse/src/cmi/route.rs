@@ -47,6 +47,7 @@ pub(crate) fn on_delivery(pe: &Pe, msg: Message) {
     }
     match Kind::from_raw(msg.header().handler) {
         Some(Kind::GroupDef) => group::on_definition(pe, &msg),
+        Some(Kind::GroupQuery) => group::on_query(pe, &msg),
         Some(Kind::DynamicIdRequest) => reduce::on_dynamic_id_request(pe, &msg),
         Some(kind @ (Kind::QdStart | Kind::QdRequest | Kind::QdReply | Kind::QdDone)) => {
             crate::ccd::quiescence::on_message(pe, kind, msg)

@@ -25,6 +25,9 @@ use crate::machine::pe;
 pub const DEFAULT_BRANCH: usize = 4;
 
 /// A k-ary spanning tree over the members `0..n`, rooted at `root`.
+///
+/// The queries panic if given a number that is not a member (`>= n`; every
+/// number, for an empty tree).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SpanningTree {
     n: usize,
@@ -70,7 +73,11 @@ impl SpanningTree {
     }
 
     fn relative(&self, member: usize) -> usize {
-        debug_assert!(member < self.n);
+        assert!(
+            member < self.n,
+            "{member} is not a member of this spanning tree over 0..{}",
+            self.n
+        );
         (member + self.n - self.root) % self.n
     }
 
@@ -267,6 +274,23 @@ mod tests {
         assert_eq!(t.children(5).collect::<Vec<_>>(), [1, 2]);
         assert_eq!(t.parent(3), Some(0));
         assert_eq!(t.depth_of(3), 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "10 is not a member of this spanning tree over 0..4")]
+    fn non_members_are_refused() {
+        let _ = SpanningTree::new(4, 2, 0).parent(10);
+    }
+
+    #[test]
+    #[should_panic(expected = "is not a member")]
+    fn an_empty_tree_has_no_members() {
+        let _ = SpanningTree::new(0, 2, 0).children(0).count();
+    }
+
+    #[test]
+    fn an_empty_tree_has_depth_zero() {
+        assert_eq!(SpanningTree::new(0, 3, 0).depth(), 0);
     }
 
     #[test]

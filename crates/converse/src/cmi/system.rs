@@ -26,6 +26,8 @@ pub(crate) enum Kind {
     QdReply = 5,
     /// The answer to a request: run the callback.
     QdDone = 6,
+    /// "Does this group exist?", to the group's creator (`cmi::group`).
+    GroupQuery = 7,
 }
 
 impl Kind {
@@ -37,6 +39,7 @@ impl Kind {
             4 => Kind::QdRequest,
             5 => Kind::QdReply,
             6 => Kind::QdDone,
+            7 => Kind::GroupQuery,
             _ => return None,
         })
     }
@@ -124,7 +127,7 @@ mod tests {
 
     #[test]
     fn kinds_round_trip_and_qd_is_not_counted() {
-        for raw in 1..=6 {
+        for raw in 1..=7 {
             let kind = Kind::from_raw(raw).unwrap();
             assert_eq!(kind as u32, raw);
             let msg = message(kind, &[raw as u64], b"x");
@@ -132,7 +135,7 @@ mod tests {
             assert_ne!(msg.header().flags & FLAG_SYSTEM, 0);
             assert_eq!(msg.header().flags & FLAG_NO_QD == 0, kind.counted());
         }
-        assert!(Kind::from_raw(0).is_none() && Kind::from_raw(7).is_none());
+        assert!(Kind::from_raw(0).is_none() && Kind::from_raw(8).is_none());
     }
 
     #[test]
