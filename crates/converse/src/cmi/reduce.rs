@@ -324,6 +324,18 @@ fn deposit(pe: &Pe, key: u32, form: Form, members: Members<'_>, finish: Finish) 
             )
         }
     };
+    let deposit = Deposit {
+        form,
+        digest,
+        parent,
+        children,
+        finish,
+    };
+    // A leaf with nothing recorded under the key (the common case) sends its
+    // contribution on at once, without touching the table.
+    if deposit.children.is_empty() && !pe.coll.reductions.borrow().active.contains_key(&key) {
+        return complete(pe, key, deposit, Vec::new());
+    }
     {
         let mut reds = pe.coll.reductions.borrow_mut();
         let entry = reds.active.entry(key).or_default();
@@ -335,13 +347,6 @@ fn deposit(pe: &Pe, key: u32, form: Form, members: Members<'_>, finish: Finish) 
                 describe(key)
             ));
         }
-        let deposit = Deposit {
-            form,
-            digest,
-            parent,
-            children,
-            finish,
-        };
         for msg in &entry.arrived {
             check_contribution(pe, key, &deposit, msg);
         }
@@ -418,7 +423,7 @@ pub(crate) fn on_contribution(pe: &Pe, msg: Message) {
 /// If `pe` has deposited for `key` and every child has contributed, merges
 /// and sends the result up (or delivers it, on the root).
 fn try_complete(pe: &Pe, key: u32) {
-    let (deposit, mut arrived) = {
+    let (deposit, arrived) = {
         let mut reds = pe.coll.reductions.borrow_mut();
         let complete = reds.active.get(&key).is_some_and(|e| {
             e.deposit
@@ -431,6 +436,12 @@ fn try_complete(pe: &Pe, key: u32) {
         let entry = reds.active.remove(&key).expect("checked above");
         (entry.deposit.expect("checked above"), entry.arrived)
     };
+    complete(pe, key, deposit, arrived);
+}
+
+/// Merges `arrived` (every child's contribution) into `pe`'s deposit and
+/// sends the result up, or delivers it on the root.
+fn complete(pe: &Pe, key: u32, deposit: Deposit, mut arrived: Vec<Message>) {
     // Tree order, so that order-sensitive merges (concatenation) give the
     // same result whatever order the contributions arrived in.
     arrived.sort_by_key(|m| deposit.children.iter().position(|&c| c == m.src_pe()));
