@@ -11,7 +11,7 @@
 //! runtime consumes itself) in two plain per-PE counters (`Pe::qd_created`,
 //! `Pe::qd_processed`). A message is counted processed when its handler
 //! starts, so a handler that is running and still sends shows up as new
-//! creations. Detection's own messages carry [`FLAG_NO_QD`] and are not
+//! creations. Detection's own messages carry `FLAG_NO_QD` and are not
 //! counted.
 //!
 //! # Waves (the four-counter method)
@@ -53,7 +53,7 @@
 //! waits for quiescence in a nested `schedule_forever` waits forever. Wait
 //! in the outermost scheduler instead.
 //!
-//! The runtime also asks *once-only* questions ([`check_once`]): "is the job
+//! The runtime also asks *once-only* questions (`check_once`): "is the job
 //! quiescent right now?". They are answered after the next wave pair, yes or
 //! no, and never keep detection running by themselves. The reduction stall
 //! check (`cmi::reduce`) uses them.
@@ -85,7 +85,7 @@ struct Wave {
 struct Requester {
     pe: usize,
     token: u64,
-    /// A once-only question (see [`check_once`]).
+    /// A once-only question (see `check_once`).
     once: bool,
     /// The last wave started when the request reached PE 0. A pair of waves
     /// answers only requests that came in before its first wave started:

@@ -10,8 +10,8 @@
 //! buffer: the message is copied once per broadcast (for the copying forms),
 //! never once per PE.
 //!
-//! The header says what to do with a copy: [`FLAG_BCAST`] or
-//! [`FLAG_NODE_BCAST`] and `root` = sender + 1. A PE that takes such a copy
+//! The header says what to do with a copy: `FLAG_BCAST` or
+//! `FLAG_NODE_BCAST` and `root` = sender + 1. A PE that takes such a copy
 //! from its inbox forwards it if it is the representative of a node other
 //! than the root's (see `cmi::route`), so no per-copy state is needed and the
 //! shared bytes are never written.

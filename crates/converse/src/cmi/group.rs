@@ -12,7 +12,7 @@
 //! (positions in the list as given), rooted at the sender's position if the
 //! sender is a member and at the first member otherwise; each member passes
 //! its copy on to its children as it takes it from its inbox, then delivers
-//! it. All copies share one buffer. The header carries [`FLAG_MCAST`], the
+//! it. All copies share one buffer. The header carries `FLAG_MCAST`, the
 //! group in `coll` and the root position plus one in `root`.
 //!
 //! Definitions and multicasts travel different paths, so either may arrive

@@ -47,8 +47,8 @@
 //!
 //! # Wire format and state
 //!
-//! A contribution is a message with [`FLAG_REDUCE`] (plus
-//! [`FLAG_REDUCE_STRUCT`] for the struct form), the key in `coll` and a
+//! A contribution is a message with `FLAG_REDUCE` (plus
+//! `FLAG_REDUCE_STRUCT` for the struct form), the key in `coll` and a
 //! digest of the PE list in `root` (0 for global reductions); its `handler`
 //! is the result's handler. Each PE keeps, per key in progress, its own
 //! deposit (once it has called) and the children's contributions that have
