@@ -30,23 +30,8 @@ use converse::{Converse, Message, SpanningTree};
 
 const SIZES: [usize; 6] = [8, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20];
 
-fn size_name(size: usize) -> String {
-    match size {
-        s if s >= 1 << 20 => format!("{}MiB", s >> 20),
-        s if s >= 1 << 10 => format!("{}KiB", s >> 10),
-        s => format!("{s}B"),
-    }
-}
-
 fn rounds_for(size: usize) -> u64 {
     common::iterations(if size <= 4096 { 100_000 } else { 5_000 })
-}
-
-fn pin_to_cpu(cpu: usize) {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu % cpus);
-    let _ = rustix::thread::sched_setaffinity(None, &set);
 }
 
 /// Adds `b`'s payload into `a`'s, word by word.
@@ -94,7 +79,7 @@ fn main() {
         .run_user_scheduler(move |_| {
             let me = converse::my_pe();
             let other = 1 - me;
-            pin_to_cpu(me);
+            common::pin_to_cpu(me);
             let size = Rc::new(Cell::new(8usize));
 
             // Stops both schedulers once a measurement is done.
@@ -189,9 +174,9 @@ fn main() {
                 let round = common::best_of(2, || bcast_reduce(bytes, rounds));
                 if me == 0 {
                     out.lock().unwrap().push((
-                        format!("reduce_{}", size_name(bytes)),
+                        format!("reduce_{}", common::size_name(bytes)),
                         round,
-                        format!("pe_pingpong_copy_rtt_{}", size_name(bytes)),
+                        format!("pe_pingpong_copy_rtt_{}", common::size_name(bytes)),
                         rtt,
                     ));
                 }

@@ -19,25 +19,8 @@ use converse::{Converse, Message};
 
 const SIZES: [usize; 7] = [8, 64, 512, 4 << 10, 32 << 10, 256 << 10, 1 << 20];
 
-fn size_name(size: usize) -> String {
-    match size {
-        s if s >= 1 << 20 => format!("{}MiB", s >> 20),
-        s if s >= 1 << 10 => format!("{}KiB", s >> 10),
-        s => format!("{s}B"),
-    }
-}
-
 fn rounds_for(size: usize) -> u64 {
     common::iterations(if size <= 4096 { 200_000 } else { 20_000 })
-}
-
-/// Pins the calling thread to CPU `cpu` (modulo the CPUs there are); a
-/// failure only makes the figures noisier, so it is ignored.
-fn pin_to_cpu(cpu: usize) {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let mut set = rustix::thread::CpuSet::new();
-    set.set(cpu % cpus);
-    let _ = rustix::thread::sched_setaffinity(None, &set);
 }
 
 /// Raw round trip: PE 0 writes odd values, PE 1 answers with the next even.
@@ -74,7 +57,7 @@ fn main() {
             // Pin PE 0 and PE 1 to different CPUs, as the C reference in
             // ../shared/bench/limits.c does: without it the raw baseline
             // swings by 50% with where the scheduler puts the two threads.
-            pin_to_cpu(me);
+            common::pin_to_cpu(me);
             // PE 1 always bounces; PE 0 bounces until the round trips are
             // done (`remaining` counts them down), then drops the message.
             let countdown = remaining.clone();
@@ -127,7 +110,7 @@ fn main() {
                         out.lock().unwrap().push(format!(
                             "{}_{}|{}|{}",
                             name,
-                            size_name(size),
+                            common::size_name(size),
                             rtt * 1e6,
                             raw * 1e6
                         ));

@@ -35,3 +35,21 @@ pub fn iterations(n: u64) -> u64 {
 pub fn best_of(runs: usize, mut f: impl FnMut() -> f64) -> f64 {
     (0..runs).map(|_| f()).fold(f64::INFINITY, f64::min)
 }
+
+/// `8B`, `4KiB`, `1MiB`: a message size as the figure names spell it.
+pub fn size_name(size: usize) -> String {
+    match size {
+        s if s >= 1 << 20 => format!("{}MiB", s >> 20),
+        s if s >= 1 << 10 => format!("{}KiB", s >> 10),
+        s => format!("{s}B"),
+    }
+}
+
+/// Pins the calling thread to CPU `cpu` (modulo the CPUs there are); a
+/// failure only makes the figures noisier, so it is ignored.
+pub fn pin_to_cpu(cpu: usize) {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu % cpus);
+    let _ = rustix::thread::sched_setaffinity(None, &set);
+}
