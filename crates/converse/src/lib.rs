@@ -48,6 +48,7 @@ pub struct ReadmeDoctests;
 pub mod ccd;
 pub mod cmi;
 pub mod csd;
+pub mod cth;
 pub mod machine;
 pub mod msg;
 mod net;
@@ -55,6 +56,10 @@ mod sync;
 
 pub use ccd::quiescence::{
     qd_create, qd_created, qd_process, qd_processed, start_quiescence_detection,
+};
+pub use ccd::{
+    Condition, call_fn_after, call_on_condition, call_on_condition_keep, cancel_call_on_condition,
+    increase_resolution, raise_condition, reset_resolution, set_resolution,
 };
 pub use cmi::bcast::{
     async_broadcast, async_broadcast_all, async_node_broadcast, async_node_broadcast_all,
@@ -89,6 +94,7 @@ pub use csd::{
     node_enqueue_general, node_enqueue_lifo, schedule_count, schedule_forever, schedule_poll,
     scheduler,
 };
+pub use cth::{Ctv, Event, Thread, check_can_block, sleep, suspend, yield_now, yield_prio};
 pub use machine::args::ArgError;
 pub use machine::exit::{ABORT_EXIT_CODE, abort, exit, job_exiting};
 pub use machine::globals::{Cpv, Csv};

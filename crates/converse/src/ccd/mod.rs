@@ -1,3 +1,383 @@
-//! Conditions and periodic checks (Ccd). So far: quiescence detection, the
-//! detector behind the manual's `CcdQUIESCENCE` condition.
+//! Conditions, periodic checks and timers (Ccd), and quiescence detection.
+//!
+//! # What the scheduler does
+//!
+//! - **Idle edges.** The first time a scheduler loop finds nothing to do it
+//!   raises [`Condition::PROCESSOR_BEGIN_IDLE`]; each further empty look
+//!   raises [`Condition::PROCESSOR_STILL_IDLE`]; the first work found after
+//!   that raises [`Condition::PROCESSOR_BEGIN_BUSY`] before it runs. (Only
+//!   the waiting loops, `schedule_forever`/`schedule_count`, have idle edges;
+//!   a poll does not, as in Converse.)
+//! - **Polls.** Timers ([`call_fn_after`]), periodic conditions and the
+//!   signal conditions are checked in a *poll*. A busy PE polls at most once
+//!   per resolution (5 ms by default, see [`set_resolution`]): it reads the
+//!   clock every [`CLOCK_EVERY`] deliveries and polls when the resolution has
+//!   passed. An idle PE polls when it would wait, then parks only until the
+//!   earliest deadline, so a parked PE still runs its timers on time. None of
+//!   this costs anything while nothing is registered (`armed` is false).
+//!
+//! # Invariants
+//!
+//! - All state is the PE's own (`Cell`/`RefCell` in `Pe`); callbacks run on
+//!   the registering PE, as handlers, with no borrow held.
+//! - A timer never fires before its time: it fires in the first poll at or
+//!   after `registration + delay`.
+//! - `armed` is true exactly when a timer is pending or a periodic or signal
+//!   condition has callbacks: then the scheduler must look at the clock.
+pub mod conditions;
 pub mod quiescence;
+mod signals;
+
+use std::cell::{Cell, RefCell};
+use std::collections::BinaryHeap;
+use std::time::{Duration, Instant};
+
+use crate::machine::pe::{self, Pe};
+
+pub use conditions::{
+    Condition, call_on_condition, call_on_condition_keep, cancel_call_on_condition, raise_condition,
+};
+
+/// The default (and longest) timer resolution: 5 ms.
+pub const DEFAULT_RESOLUTION: Duration = Duration::from_millis(5);
+
+/// A busy PE reads the clock once per this many deliveries (while armed).
+/// A clock read costs about as much as a small message; 16 keeps it under a
+/// tenth of the scheduler's time.
+pub const CLOCK_EVERY: u32 = 16;
+
+/// A PE's Ccd state (a field of `Pe`).
+pub(crate) struct CcdState {
+    pub conditions: conditions::Conditions,
+    timers: RefCell<BinaryHeap<Timer>>,
+    next_timer_seq: Cell<u64>,
+    resolution: Cell<Duration>,
+    /// When a busy PE polls next.
+    next_poll: Cell<Instant>,
+    /// When each periodic condition is raised next.
+    periodic_next: RefCell<[Instant; conditions::PERIODIC_COUNT]>,
+    /// See the module invariants.
+    pub armed: Cell<bool>,
+    /// Deliveries since the clock was last read (while armed).
+    ticks: Cell<u32>,
+    /// The scheduler found nothing to do and has not found work since.
+    pub idle: Cell<bool>,
+    /// When the current idle period began, once something needed to know.
+    pub idle_since: Cell<Option<Instant>>,
+    /// Signal counts this PE has raised its conditions for.
+    signals_seen: [Cell<u64>; 2],
+    /// A quiescence detection started for `Condition::QUIESCENCE` is running.
+    quiescence_armed: Cell<bool>,
+}
+
+impl CcdState {
+    pub fn new() -> CcdState {
+        let now = Instant::now();
+        CcdState {
+            conditions: Default::default(),
+            timers: RefCell::new(BinaryHeap::new()),
+            next_timer_seq: Cell::new(0),
+            resolution: Cell::new(DEFAULT_RESOLUTION),
+            next_poll: Cell::new(now),
+            periodic_next: RefCell::new(std::array::from_fn(|i| {
+                now + Duration::from_millis(conditions::PERIODIC_INTERVALS_MS[i])
+            })),
+            armed: Cell::new(false),
+            ticks: Cell::new(0),
+            idle: Cell::new(false),
+            idle_since: Cell::new(None),
+            signals_seen: [Cell::new(0), Cell::new(0)],
+            quiescence_armed: Cell::new(false),
+        }
+    }
+}
+
+/// A pending [`call_fn_after`]; ordered so the heap's top is the earliest
+/// (ties by registration order).
+struct Timer {
+    due: Instant,
+    seq: u64,
+    callback: Box<dyn FnOnce(f64)>,
+}
+
+impl PartialEq for Timer {
+    fn eq(&self, other: &Timer) -> bool {
+        (self.due, self.seq) == (other.due, other.seq)
+    }
+}
+
+impl Eq for Timer {}
+
+impl PartialOrd for Timer {
+    fn partial_cmp(&self, other: &Timer) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Timer {
+    fn cmp(&self, other: &Timer) -> std::cmp::Ordering {
+        // Reversed: `BinaryHeap` is a max-heap.
+        (other.due, other.seq).cmp(&(self.due, self.seq))
+    }
+}
+
+/// Calls `callback(wall_time)` on this PE at least `ms` milliseconds from now
+/// (`CcdCallFnAfter`): in the first scheduler poll after that time. A
+/// negative or NaN delay counts as 0.
+#[doc(alias = "CcdCallFnAfter")]
+pub fn call_fn_after(callback: impl FnOnce(f64) + 'static, ms: f64) {
+    let delay = if ms.is_finite() && ms > 0.0 {
+        Duration::from_secs_f64(ms / 1000.0)
+    } else if ms.is_infinite() && ms > 0.0 {
+        Duration::from_secs(u64::MAX / 4)
+    } else {
+        Duration::ZERO
+    };
+    pe::with(|pe| {
+        let seq = pe.ccd.next_timer_seq.get();
+        pe.ccd.next_timer_seq.set(seq + 1);
+        let now = Instant::now();
+        pe.ccd.timers.borrow_mut().push(Timer {
+            due: now
+                .checked_add(delay)
+                .unwrap_or(now + Duration::from_secs(1 << 40)),
+            seq,
+            callback: Box::new(callback),
+        });
+        pe.ccd.armed.set(true);
+    })
+}
+
+/// Sets the timer resolution to `seconds` and returns the old one, in seconds
+/// (`CcdSetResolution`). It cannot be longer than the default, 5 ms; a longer
+/// (or non-positive) value is clamped to that range.
+#[doc(alias = "CcdSetResolution")]
+pub fn set_resolution(seconds: f64) -> f64 {
+    pe::with(|pe| {
+        let new = if seconds.is_finite() && seconds > 0.0 {
+            Duration::from_secs_f64(seconds).min(DEFAULT_RESOLUTION)
+        } else {
+            Duration::from_nanos(1)
+        };
+        let old = pe.ccd.resolution.replace(new);
+        pe.ccd
+            .next_poll
+            .set(pe.ccd.next_poll.get().min(Instant::now() + new));
+        old.as_secs_f64()
+    })
+}
+
+/// Returns the timer resolution to the default, 5 ms; returns the old one in
+/// seconds (`CcdResetResolution`).
+#[doc(alias = "CcdResetResolution")]
+pub fn reset_resolution() -> f64 {
+    pe::with(|pe| pe.ccd.resolution.replace(DEFAULT_RESOLUTION).as_secs_f64())
+}
+
+/// Sets the resolution to `seconds` only if that is shorter than the current
+/// one; returns the resolution before the call, in seconds
+/// (`CcdIncreaseResolution`).
+#[doc(alias = "CcdIncreaseResolution")]
+pub fn increase_resolution(seconds: f64) -> f64 {
+    let current = pe::with(|pe| pe.ccd.resolution.get().as_secs_f64());
+    if seconds < current {
+        set_resolution(seconds)
+    } else {
+        current
+    }
+}
+
+/// The current timer resolution, in seconds.
+pub fn resolution() -> f64 {
+    pe::with(|pe| pe.ccd.resolution.get().as_secs_f64())
+}
+
+/// A callback was registered for `cond` on `pe`.
+fn on_registered(pe: &Pe, cond: Condition) {
+    if let Some(i) = cond.periodic_index() {
+        if count_callbacks_is_one(pe, cond) {
+            // The first callback counts the period from now.
+            pe.ccd.periodic_next.borrow_mut()[i] =
+                Instant::now() + Duration::from_millis(conditions::PERIODIC_INTERVALS_MS[i]);
+        }
+    }
+    if cond == Condition::SIGUSR1 || cond == Condition::SIGUSR2 {
+        let which = usize::from(cond == Condition::SIGUSR2);
+        signals::install(which);
+        if count_callbacks_is_one(pe, cond) {
+            // Signals received before the first callback do not count.
+            pe.ccd.signals_seen[which].set(signals::count(which));
+        }
+    }
+    if cond == Condition::QUIESCENCE && !pe.ccd.quiescence_armed.replace(true) {
+        quiescence::start_quiescence_detection(|| {
+            let pe = pe::current();
+            pe.ccd.quiescence_armed.set(false);
+            // A callback registered while this raise runs starts the next
+            // detection (kept callbacks alone do not: that would detect
+            // forever).
+            conditions::raise(&pe, Condition::QUIESCENCE);
+        });
+    }
+    update_armed(pe);
+}
+
+fn count_callbacks_is_one(pe: &Pe, cond: Condition) -> bool {
+    pe.ccd.conditions.count(cond) == 1
+}
+
+/// Recomputes `armed` for `pe`.
+pub(crate) fn update_armed(pe: &Pe) {
+    let ccd = &pe.ccd;
+    let armed = !ccd.timers.borrow().is_empty()
+        || (0..conditions::PERIODIC_COUNT).any(|i| {
+            ccd.conditions.has_callbacks(
+                Condition::from_number(Condition::PERIODIC.number() + i).expect("in range"),
+            )
+        })
+        || ccd.conditions.has_callbacks(Condition::SIGUSR1)
+        || ccd.conditions.has_callbacks(Condition::SIGUSR2);
+    ccd.armed.set(armed);
+}
+
+/// True if `pe` may create work later without a message: a timer is pending
+/// or a periodic or signal condition has callbacks. The reduction stall
+/// check does not call a job stuck while this holds on any PE.
+pub(crate) fn expects_work(pe: &Pe) -> bool {
+    pe.ccd.armed.get()
+}
+
+/// After a delivery on an armed PE: read the clock now and then, and poll
+/// when the resolution has passed.
+#[inline]
+pub(crate) fn tick(pe: &Pe) {
+    let ticks = pe.ccd.ticks.get() + 1;
+    if ticks < CLOCK_EVERY {
+        pe.ccd.ticks.set(ticks);
+        return;
+    }
+    pe.ccd.ticks.set(0);
+    let now = Instant::now();
+    if now >= pe.ccd.next_poll.get() {
+        poll(pe, now);
+    }
+}
+
+/// Runs due timers, periodic conditions and signal conditions; returns
+/// whether it ran any callback.
+pub(crate) fn poll(pe: &Pe, now: Instant) -> bool {
+    let ccd = &pe.ccd;
+    ccd.next_poll.set(now + ccd.resolution.get());
+    let mut ran = false;
+    // Timers due now, earliest first. Timers they add wait for a later poll.
+    let due: Vec<Timer> = {
+        let mut timers = ccd.timers.borrow_mut();
+        let mut due = Vec::new();
+        while timers.peek().is_some_and(|t| t.due <= now) {
+            due.push(timers.pop().expect("peeked"));
+        }
+        due
+    };
+    if !due.is_empty() {
+        let wall = crate::machine::timer::wall_timer();
+        for timer in due {
+            let _handler = pe.enter_handler();
+            (timer.callback)(wall);
+        }
+        ran = true;
+    }
+    for i in 0..conditions::PERIODIC_COUNT {
+        let cond = Condition::from_number(Condition::PERIODIC.number() + i).expect("in range");
+        if !ccd.conditions.has_callbacks(cond) {
+            continue;
+        }
+        let due = {
+            let mut next = ccd.periodic_next.borrow_mut();
+            if now < next[i] {
+                false
+            } else {
+                // Fixed rate; after a long stall, start over from now rather
+                // than raising it many times in a row.
+                let period = Duration::from_millis(conditions::PERIODIC_INTERVALS_MS[i]);
+                next[i] += period;
+                if next[i] <= now {
+                    next[i] = now + period;
+                }
+                true
+            }
+        };
+        if due {
+            conditions::raise(pe, cond);
+            ran = true;
+        }
+    }
+    for (which, cond) in [(0, Condition::SIGUSR1), (1, Condition::SIGUSR2)] {
+        if ccd.conditions.has_callbacks(cond) {
+            let count = signals::count(which);
+            if ccd.signals_seen[which].replace(count) != count {
+                conditions::raise(pe, cond);
+                ran = true;
+            }
+        }
+    }
+    update_armed(pe);
+    ran
+}
+
+/// The earliest time an idle `pe` must look again: a timer, a periodic
+/// condition with callbacks, or (while signal or still-idle callbacks are
+/// registered) one resolution from `now`.
+pub(crate) fn next_deadline(pe: &Pe, now: Instant) -> Option<Instant> {
+    let ccd = &pe.ccd;
+    let mut deadline = ccd.timers.borrow().peek().map(|t| t.due);
+    let mut consider = |d: Instant| {
+        deadline = Some(deadline.map_or(d, |x| x.min(d)));
+    };
+    {
+        let next = ccd.periodic_next.borrow();
+        for (i, &due) in next.iter().enumerate() {
+            let cond = Condition::from_number(Condition::PERIODIC.number() + i).expect("in range");
+            if ccd.conditions.has_callbacks(cond) {
+                consider(due);
+            }
+        }
+    }
+    if ccd.conditions.has_callbacks(Condition::SIGUSR1)
+        || ccd.conditions.has_callbacks(Condition::SIGUSR2)
+        || ccd
+            .conditions
+            .has_callbacks(Condition::PROCESSOR_STILL_IDLE)
+    {
+        consider(now + ccd.resolution.get());
+    }
+    deadline
+}
+
+/// True if an idle `pe` needs a clock and a deadline (else it may park
+/// without a timeout).
+pub(crate) fn needs_deadline(pe: &Pe) -> bool {
+    pe.ccd.armed.get()
+        || pe
+            .ccd
+            .conditions
+            .has_callbacks(Condition::PROCESSOR_STILL_IDLE)
+}
+
+/// The scheduler found nothing to do for the first time since it last had
+/// work.
+pub(crate) fn begin_idle(pe: &Pe) {
+    pe.ccd.idle.set(true);
+    conditions::raise(pe, Condition::PROCESSOR_BEGIN_IDLE);
+}
+
+/// The scheduler looked again and still found nothing.
+pub(crate) fn still_idle(pe: &Pe) {
+    conditions::raise(pe, Condition::PROCESSOR_STILL_IDLE);
+}
+
+/// The scheduler found work after being idle.
+pub(crate) fn end_idle(pe: &Pe) {
+    pe.ccd.idle.set(false);
+    pe.ccd.idle_since.set(None);
+    conditions::raise(pe, Condition::PROCESSOR_BEGIN_BUSY);
+}

@@ -287,6 +287,9 @@ fn start_wave(pe: &Pe) {
 /// every PE strictly idle.
 pub(crate) fn on_idle(pe: &Pe, strict: bool) -> bool {
     pe.qd_due.set(false);
+    // A PE with a pending timer or periodic callback may make work without
+    // any message: not idle for the stall check.
+    let strict = strict && !crate::ccd::expects_work(pe);
     if maybe_reply(pe, strict) {
         return true;
     }

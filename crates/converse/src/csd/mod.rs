@@ -35,6 +35,7 @@
 pub mod cqs;
 pub(crate) mod idle;
 
+use crate::cth::Task;
 use crate::machine::pe::{self, Pe};
 use crate::msg::Message;
 use crate::msg::message::{FLAG_BUNDLE, FLAG_REDUCE, FLAG_SYSTEM};
@@ -45,40 +46,76 @@ pub use cqs::{BitPrio, Cqs, PrioError, PrioRef, Queueing};
 
 /// How many messages a scheduler call may deliver, and whether it waits.
 #[derive(Clone, Copy)]
-enum Budget {
+enum Budget<'a> {
     /// Until stopped; waits when idle.
     Forever,
     /// Until this many are delivered or stopped; waits when idle.
     Count(usize),
     /// Until nothing is ready; never waits.
     Poll,
+    /// Until the predicate holds (checked before each step); waits when
+    /// idle; not stopped by `exit_scheduler`. The loop that runs while the
+    /// main flow is suspended (`cth`).
+    Until(&'a dyn Fn() -> bool),
 }
 
 /// Runs the calling PE's scheduler loop per `budget`; returns how many
 /// messages it delivered.
-fn run(pe: &Pe, budget: Budget) -> usize {
+fn run(pe: &Pe, budget: Budget<'_>) -> usize {
     if !pe.handlers_checked.get() {
         pe.check_handlers();
     }
-    if pe.stop_pending.replace(false) {
+    let until = match budget {
+        Budget::Until(done) => Some(done),
+        _ => None,
+    };
+    if until.is_none() && pe.stop_pending.replace(false) {
         return 0;
     }
-    let _running = Running::enter(pe);
+    let _running = until.is_none().then(|| Running::enter(pe));
     let entry_gen = pe.stop_gen.get();
     let mut delivered = 0;
     loop {
-        if pe.stop_gen.get() != entry_gen || pe.leave_if_exiting() {
-            return delivered;
+        match until {
+            Some(done) => {
+                if done() || pe.leave_if_exiting() {
+                    return delivered;
+                }
+            }
+            None => {
+                if pe.stop_gen.get() != entry_gen || pe.leave_if_exiting() {
+                    return delivered;
+                }
+            }
         }
         if let Budget::Count(n) = budget {
             if delivered >= n {
                 return delivered;
             }
         }
-        match pe.next_message() {
-            Some(msg) => delivered += usize::from(pe.deliver(msg)),
+        match pe.next_task() {
+            Some(task) => {
+                if pe.ccd.idle.get() {
+                    crate::ccd::end_idle(pe);
+                }
+                delivered += usize::from(match task {
+                    Task::Message(msg) => pe.deliver(msg),
+                    Task::Thread(t) => {
+                        crate::cth::run_token(pe, t);
+                        true
+                    }
+                });
+                if pe.ccd.armed.get() {
+                    crate::ccd::tick(pe);
+                }
+            }
             None => match budget {
                 Budget::Poll => {
+                    if pe.ccd.armed.get() && crate::ccd::poll(pe, std::time::Instant::now()) {
+                        // Timers or periodic callbacks ran: they may have
+                        // made work.
+                        continue;
+                    }
                     // Nothing to do: outside any handler this counts as an
                     // idle moment for quiescence detection.
                     if pe.qd_due.get() && pe.handler_depth.get() == 0 {
@@ -86,10 +123,25 @@ fn run(pe: &Pe, budget: Budget) -> usize {
                     }
                     return delivered;
                 }
-                Budget::Forever | Budget::Count(_) => pe.idle_wait(),
+                Budget::Forever | Budget::Count(_) | Budget::Until(_) => {
+                    if !pe.ccd.idle.get() {
+                        // Idle edge callbacks may make work: look again
+                        // before waiting.
+                        crate::ccd::begin_idle(pe);
+                        continue;
+                    }
+                    crate::ccd::still_idle(pe);
+                    pe.idle_wait();
+                }
             },
         }
     }
+}
+
+/// Runs the PE's scheduler until `done()` holds, waiting when idle; the
+/// loop that stands in for a suspended main flow.
+pub(crate) fn run_until(pe: &Pe, done: &dyn Fn() -> bool) {
+    run(pe, Budget::Until(done));
 }
 
 /// Counts a running scheduler call for the PE while it lives (unwinding
@@ -244,7 +296,7 @@ fn take_from_stash(pe: &Pe, handler: usize, scanned: &mut usize) -> Option<Messa
 pub fn enqueue_general(msg: Message, queueing: Queueing) {
     pe::with(|pe| {
         pe.count_created(1);
-        pe.queue.borrow_mut().enqueue(msg, queueing)
+        pe.queue.borrow_mut().enqueue(Task::Message(msg), queueing)
     });
 }
 
@@ -259,7 +311,7 @@ pub fn enqueue(msg: Message) {
 pub fn enqueue_fifo(msg: Message) {
     pe::with(|pe| {
         pe.count_created(1);
-        pe.queue.borrow_mut().enqueue_fifo(msg)
+        pe.queue.borrow_mut().enqueue_fifo(Task::Message(msg))
     });
 }
 
@@ -268,7 +320,7 @@ pub fn enqueue_fifo(msg: Message) {
 pub fn enqueue_lifo(msg: Message) {
     pe::with(|pe| {
         pe.count_created(1);
-        pe.queue.borrow_mut().enqueue_lifo(msg)
+        pe.queue.borrow_mut().enqueue_lifo(Task::Message(msg))
     });
 }
 

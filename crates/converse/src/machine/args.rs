@@ -18,6 +18,9 @@ pub struct Flags {
     /// `++spantree-branch K`: branching factor of the spanning trees, if
     /// given.
     pub branch: Option<usize>,
+    /// `+stacksize S`: default stack size of user-level threads, in bytes
+    /// (a `K` or `M` suffix multiplies by 1024 or 1024²).
+    pub stack_size: Option<usize>,
 }
 
 /// A command line the runtime cannot accept.
@@ -50,7 +53,7 @@ impl fmt::Display for ArgError {
         match self {
             ArgError::UnknownFlag(flag) => write!(
                 f,
-                "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M and ++spantree-branch K)"
+                "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M, ++spantree-branch K and +stacksize S)"
             ),
             ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
             ArgError::BadValue {
@@ -92,6 +95,7 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
         pes: None,
         ppn: None,
         branch: None,
+        stack_size: None,
     };
     let mut rest = Vec::with_capacity(args.len());
     let mut words = args.iter();
@@ -104,6 +108,17 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
             continue;
         }
         let (name, glued) = split_flag(word);
+        if name == "+stacksize" {
+            let value = match glued {
+                Some(v) => v.to_string(),
+                None => words
+                    .next()
+                    .ok_or_else(|| ArgError::MissingValue(name.to_string()))?
+                    .clone(),
+            };
+            flags.stack_size = Some(stack_bytes(&value)?);
+            continue;
+        }
         let target = match name {
             "+p" => &mut flags.pes,
             "++ppn" => &mut flags.ppn,
@@ -127,9 +142,35 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
     Ok((flags, rest))
 }
 
+/// Smallest and largest `+stacksize`: 16 KiB (a few frames) to 1 GiB.
+pub const MIN_STACK: usize = 16 << 10;
+/// See [`MIN_STACK`].
+pub const MAX_STACK: usize = 1 << 30;
+
+/// Parses a `+stacksize` value: bytes, or with a `K`/`M` suffix.
+fn stack_bytes(value: &str) -> Result<usize, ArgError> {
+    let (digits, unit) = match value.as_bytes().last() {
+        Some(b'k' | b'K') => (&value[..value.len() - 1], 1 << 10),
+        Some(b'm' | b'M') => (&value[..value.len() - 1], 1 << 20),
+        _ => (value, 1),
+    };
+    match digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit))
+    {
+        Some(n) if (MIN_STACK..=MAX_STACK).contains(&n) => Ok(n),
+        _ => Err(ArgError::BadValue {
+            flag: "+stacksize".to_string(),
+            value: value.to_string(),
+            expected: "a size in bytes from 16K to 1024M (suffix K or M allowed)",
+        }),
+    }
+}
+
 /// `+p4` -> ("+p", Some("4")); `++ppn` -> ("++ppn", None); `+foo` -> ("+foo", None).
 fn split_flag(word: &str) -> (&str, Option<&str>) {
-    for name in ["++spantree-branch", "++ppn", "+p"] {
+    for name in ["++spantree-branch", "++ppn", "+stacksize", "+p"] {
         if let Some(value) = word.strip_prefix(name) {
             if value.is_empty() {
                 return (name, None);
@@ -159,6 +200,7 @@ mod tests {
                 pes: Some(4),
                 ppn: Some(2),
                 branch: None,
+                stack_size: None,
             }
         );
         assert_eq!(rest, words("prog a b"));
@@ -169,6 +211,7 @@ mod tests {
                 pes: Some(8),
                 ppn: Some(4),
                 branch: None,
+                stack_size: None,
             }
         );
         assert_eq!(rest, words("prog x"));
@@ -180,6 +223,25 @@ mod tests {
     }
 
     #[test]
+    fn stack_sizes() {
+        let (f, rest) = parse(&words("prog +stacksize 65536 a +stacksize=1M")).unwrap();
+        assert_eq!(f.stack_size, Some(1 << 20));
+        assert_eq!(rest, words("prog a"));
+        assert_eq!(
+            parse(&words("prog +stacksize64K")).unwrap().0.stack_size,
+            Some(64 << 10)
+        );
+        for bad in ["1K", "x", "2048M", "16KK"] {
+            let err = parse(&words(&format!("prog +stacksize {bad}"))).unwrap_err();
+            assert!(matches!(err, ArgError::BadValue { .. }), "{bad}: {err}");
+        }
+        assert_eq!(
+            parse(&words("prog +stacksize")).unwrap_err(),
+            ArgError::MissingValue("+stacksize".into())
+        );
+    }
+
+    #[test]
     fn no_flags() {
         let (f, rest) = parse(&words("prog 12 -v")).unwrap();
         assert_eq!(
@@ -188,6 +250,7 @@ mod tests {
                 pes: None,
                 ppn: None,
                 branch: None,
+                stack_size: None,
             }
         );
         assert_eq!(rest, words("prog 12 -v"));

@@ -40,19 +40,24 @@ use super::pe;
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
 /// A lazily drawn, process-wide slot number (`usize::MAX` = not drawn yet).
-struct Slot(AtomicUsize);
+pub(crate) struct Slot(AtomicUsize);
 
 impl Slot {
-    const fn new() -> Slot {
+    pub(crate) const fn new() -> Slot {
         Slot(AtomicUsize::new(usize::MAX))
     }
 
     fn get(&self) -> usize {
+        self.get_from(&NEXT_SLOT)
+    }
+
+    /// The slot number, drawn from `counter` on first use.
+    pub(crate) fn get_from(&self, counter: &AtomicUsize) -> usize {
         let s = self.0.load(Ordering::Acquire);
         if s != usize::MAX {
             return s;
         }
-        let fresh = NEXT_SLOT.fetch_add(1, Ordering::Relaxed);
+        let fresh = counter.fetch_add(1, Ordering::Relaxed);
         match self
             .0
             .compare_exchange(usize::MAX, fresh, Ordering::AcqRel, Ordering::Acquire)

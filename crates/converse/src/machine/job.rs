@@ -81,6 +81,8 @@ pub(crate) struct Job {
     pub oversubscribed: bool,
     /// Branching factor of the spanning trees (`++spantree-branch`).
     pub branch: usize,
+    /// Default stack size of user-level threads, in bytes (`+stacksize`).
+    pub stack_size: usize,
     exiting: AtomicBool,
     exit_code: Mutex<Option<i32>>,
     /// PEs whose start function (and, in normal mode, scheduler) has
@@ -121,6 +123,7 @@ impl Job {
             start: Instant::now(),
             oversubscribed: topo.num_pes() > cores,
             branch: crate::cmi::spantree::DEFAULT_BRANCH,
+            stack_size: crate::cth::DEFAULT_STACK_SIZE,
             exiting: AtomicBool::new(false),
             exit_code: Mutex::new(None),
             done_pes: AtomicUsize::new(0),

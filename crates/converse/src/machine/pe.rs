@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 use super::job::{Job, SharedValue};
 use crate::csd::cqs::Cqs;
+use crate::cth::Task;
 use crate::msg::handler::HandlerTable;
 use crate::msg::message::{
     ARRIVAL_FLAGS, FLAG_BUNDLE, FLAG_NO_QD, Message, SPECIAL_DELIVERY_FLAGS,
@@ -64,8 +65,13 @@ pub(crate) struct Pe {
     /// Handlers (and runtime deliveries) running on this PE, nested ones
     /// included.
     pub handler_depth: Cell<u32>,
-    /// The PE's scheduler queue (`CsdEnqueue*`).
-    pub queue: RefCell<Cqs<Message>>,
+    /// The PE's scheduler queue (`CsdEnqueue*`): messages and awakened
+    /// threads.
+    pub queue: RefCell<Cqs<Task>>,
+    /// User-level threads (`cth`).
+    pub cth: crate::cth::CthState,
+    /// Conditions and timers (`ccd`).
+    pub ccd: crate::ccd::CcdState,
     /// Bumped by `exit_scheduler` while a scheduler runs; every scheduler
     /// call running then (each compares with its value at entry) stops once
     /// control is back in it, as in Converse.
@@ -110,6 +116,8 @@ impl Pe {
             qd_due: Cell::new(false),
             handler_depth: Cell::new(0),
             queue: RefCell::new(Cqs::new()),
+            cth: crate::cth::CthState::new(pe),
+            ccd: crate::ccd::CcdState::new(),
             stop_gen: Cell::new(0),
             sched_depth: Cell::new(0),
             stop_pending: Cell::new(false),
@@ -280,9 +288,9 @@ impl Pe {
     /// The next message by the scheduler's pass order: arrived messages first,
     /// then whichever of the node queue and the PE queue has the more urgent
     /// front (the PE queue on ties).
-    pub fn next_message(&self) -> Option<Message> {
+    pub fn next_task(&self) -> Option<Task> {
         if let Some(m) = self.next_arrived() {
-            return Some(m);
+            return Some(Task::Message(m));
         }
         let node = &self.job.nodes[self.node];
         if node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0 {
@@ -296,7 +304,7 @@ impl Pe {
                 let m = nq.dequeue();
                 node.queue_len
                     .store(nq.len(), std::sync::atomic::Ordering::Release);
-                return m;
+                return m.map(Task::Message);
             }
         }
         let mut queue = self.queue.borrow_mut();
@@ -331,7 +339,9 @@ impl Pe {
         );
     }
 
-    /// Waits, spinning then parking, until another thread gives this PE work.
+    /// Waits, spinning then parking, until another thread gives this PE
+    /// work, or its next timer or periodic condition is due. May return
+    /// early; the caller polls again.
     pub fn idle_wait(&self) {
         if self.qd_due.get()
             && self.handler_depth.get() == 0
@@ -342,15 +352,49 @@ impl Pe {
         // With a reduction in progress, an idle PE wakes after a while to
         // check that the job is not stuck (see `cmi::reduce`).
         let stall_timeout = crate::cmi::reduce::stall_timeout(self);
+        let needs_clock = crate::ccd::needs_deadline(self);
+        if stall_timeout.is_none() && !needs_clock {
+            self.job.pes[self.pe].idle.wait(
+                || self.has_incoming(),
+                None,
+                self.job.oversubscribed,
+                crate::csd::idle::ANY,
+            );
+            return;
+        }
+        let now = std::time::Instant::now();
+        if needs_clock && crate::ccd::poll(self, now) {
+            // Callbacks ran and may have made work: look again first.
+            return;
+        }
+        let ccd_deadline = crate::ccd::next_deadline(self, now);
+        let stall_deadline = stall_timeout.map(|t| {
+            let since = self.ccd.idle_since.get().unwrap_or(now);
+            self.ccd.idle_since.set(Some(since));
+            since + t
+        });
+        let deadline = match (ccd_deadline, stall_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let timed_out = self.job.pes[self.pe].idle.wait(
             || self.has_incoming(),
-            stall_timeout,
+            deadline.map(|d| d.saturating_duration_since(now)),
             self.job.oversubscribed,
             crate::csd::idle::ANY,
         );
-        if timed_out && !self.has_incoming() {
+        if timed_out
+            && !self.has_incoming()
+            && stall_deadline.is_some_and(|d| std::time::Instant::now() >= d)
+        {
             crate::cmi::reduce::check_for_stall(self);
         }
+    }
+
+    /// Counts a handler (or a callback run like one) as running on this PE
+    /// while the returned guard lives.
+    pub fn enter_handler(&self) -> HandlerRunning<'_> {
+        HandlerRunning::enter(self)
     }
 
     /// Runs the handler of `msg`, which it then owns, and returns true.
@@ -434,7 +478,7 @@ impl Pe {
 
 /// Counts a delivery in progress on a PE while it lives (unwinding
 /// included).
-struct HandlerRunning<'a>(&'a Pe);
+pub(crate) struct HandlerRunning<'a>(&'a Pe);
 
 impl<'a> HandlerRunning<'a> {
     fn enter(pe: &'a Pe) -> HandlerRunning<'a> {

@@ -119,6 +119,9 @@ impl Converse {
         }
         let mut job = Job::new(Topology::new(pes, ppn), program_args);
         job.branch = flags.branch.or(self.branch).unwrap_or(DEFAULT_BRANCH);
+        if let Some(size) = flags.stack_size {
+            job.stack_size = size;
+        }
         Ok(Arc::new(job))
     }
 
@@ -197,8 +200,12 @@ fn spawn_pes(job: &Arc<Job>, start: &StartFn, mode: SchedMode) -> Vec<JoinHandle
 fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMode) {
     Pe::install(Rc::new(Pe::new(job.clone(), pe, role)));
     let result = catch_unwind(AssertUnwindSafe(|| {
-        start(&job.args);
         let me = pe::current();
+        // In normal mode the start function must not block (the manual's
+        // rule): the scheduler that runs after it is what polls.
+        me.cth.in_start.set(mode == SchedMode::Normal);
+        start(&job.args);
+        me.cth.in_start.set(false);
         if !me.handlers_checked.get() {
             me.check_handlers();
         }

@@ -1,0 +1,670 @@
+//! User-level threads (Cth): stackful coroutines scheduled through their PE's
+//! scheduler queue, like messages.
+//!
+//! # The model
+//!
+//! A [`Thread`] created with [`Thread::create`] is a `corosensei` coroutine on
+//! a stack taken from the PE's pool (`cth::stack`): creating one maps no memory
+//! once the pool is warm. [`Thread::awaken`] puts a token for it in the PE's
+//! priority queue; when the scheduler takes the token it resumes the thread,
+//! which runs until it suspends ([`suspend`], [`yield_now`], a blocking
+//! helper such as [`Event::wait`]), transfers control ([`Thread::resume`]) or
+//! returns (which frees it). Control then comes back to the scheduler that
+//! resumed it.
+//!
+//! The flow of control that entered the PE (its start function, the code of
+//! the thread that called `init_returns`) is a thread too: [`Thread::current`]
+//! returns it, and it may yield or suspend. It has no coroutine of its own, so
+//! when it suspends the PE's scheduler keeps running *on top of it* (a nested
+//! scheduler loop, standing in for Converse's stand-in scheduler thread) until
+//! someone awakens or resumes it. While it is suspended, [`Thread::current`]
+//! in that loop is a separate "stand-in" thread, as in Converse.
+//!
+//! # Switching protocol (the trampoline)
+//!
+//! Coroutines are asymmetric: a suspended coroutine goes back to whoever
+//! resumed it. Converse's symmetric `CthResume(t)` is built on that: the
+//! running coroutine yields `Switch::Transfer(t)` to its resumer, the
+//! *trampoline* ([`run`]), which resumes `t` next, and so on until a thread
+//! yields `Switch::Suspend` (back to the scheduler) or returns. A transfer to a
+//! flow without a coroutine (the main flow) sets that flow's `resumed` flag
+//! and ends the trampoline; the main flow's nested loop sees the flag.
+//!
+//! # Invariants
+//!
+//! - Everything here is PE-local (`Rc`, `Cell`): a `Thread` is `!Send`.
+//! - A coroutine thread's `co` is `None` exactly while it runs (it is on the
+//!   call chain): resuming it then is an error, never a second borrow.
+//! - A thread is in the scheduler queue at most once (`queued`); awakening it
+//!   again before it runs aborts with a clear message.
+//! - `current` is the thread whose code runs now; the trampoline restores the
+//!   previous value when a thread yields, returns or unwinds.
+//! - A thread is freed (its stack back in the pool) when it returns, or, after
+//!   [`Thread::free`], when it next suspends.
+//!
+//! # Blocking restrictions
+//!
+//! The manual forbids blocking in a handler and in the start function: the
+//! flow that polls for messages must not stop. Blocking helpers
+//! ([`Event::wait`], [`sleep`]) call [`check_can_block`], which aborts with an
+//! explanation in those places. The raw calls ([`suspend`], [`yield_now`])
+//! are the primitives and stay allowed everywhere, as in Converse.
+pub mod ctv;
+mod event;
+pub(crate) mod stack;
+
+use std::any::Any;
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use corosensei::{Coroutine, CoroutineResult, Yielder};
+
+use crate::csd::Queueing;
+use crate::machine::exit::abort;
+use crate::machine::pe::{self, Pe};
+
+pub use ctv::Ctv;
+pub use event::{Event, sleep};
+
+/// Default stack size of a user-level thread when neither `create` nor
+/// `+stacksize` gives one.
+pub const DEFAULT_STACK_SIZE: usize = 256 << 10;
+
+/// What a suspending coroutine asks its trampoline to do.
+pub(crate) enum Switch {
+    /// Go back to the scheduler (or whoever resumed the chain).
+    Suspend,
+    /// Resume this thread next.
+    Transfer(Thread),
+}
+
+type Co = Coroutine<(), Switch, (), corosensei::stack::DefaultStack>;
+
+/// Where a thread is in its life.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    /// Created, never run.
+    New,
+    /// On the call chain (running, or resumed something that runs).
+    Running,
+    /// Suspended; may be awakened or resumed.
+    Suspended,
+    /// Returned or freed; may not run again.
+    Finished,
+}
+
+/// A user-level thread (`CthThread`): a handle, cheap to clone, compared by
+/// identity. Threads live on one PE and cannot be sent to another.
+#[doc(alias = "CthThread")]
+#[derive(Clone)]
+pub struct Thread(Rc<Inner>);
+
+/// An awaken function of [`Thread::set_strategy`].
+type AwakenFn = Box<dyn Fn(&Thread, Queueing)>;
+
+/// The awaken and choose functions of [`Thread::set_strategy`].
+struct Strategy {
+    awaken: AwakenFn,
+    choose: Box<dyn Fn() -> Thread>,
+}
+
+struct Inner {
+    /// Unique on the PE; for messages.
+    id: u64,
+    pe: usize,
+    /// The coroutine; `None` for a flow without one (main, stand-ins) and
+    /// while the thread runs.
+    co: RefCell<Option<Co>>,
+    /// Whether this thread has a coroutine at all.
+    native: bool,
+    /// The coroutine's yielder, set when its body starts. Valid while the
+    /// coroutine has not finished (it lives on the coroutine's stack).
+    yielder: Cell<*const Yielder<(), Switch>>,
+    /// Requested stack size (the pool's key).
+    stack_size: usize,
+    /// The stack's guard page, for the overflow report.
+    guard: (usize, usize),
+    migratable: bool,
+    state: Cell<State>,
+    /// A token for it is in the scheduler queue.
+    queued: Cell<bool>,
+    /// `free` was called: destroy it when it next suspends.
+    free_pending: Cell<bool>,
+    /// A flow without a coroutine was awakened or resumed while suspended.
+    resumed: Cell<bool>,
+    /// The user's "next" field (`CthSetNext`).
+    next: RefCell<Option<Thread>>,
+    strategy: RefCell<Option<Rc<Strategy>>>,
+    /// Thread-private variables (`Ctv`), by slot.
+    pub(crate) locals: RefCell<Vec<Option<Rc<dyn Any>>>>,
+}
+
+/// A PE's thread state (a field of `Pe`).
+pub(crate) struct CthState {
+    /// The thread whose code runs now.
+    current: RefCell<Thread>,
+    /// The flow that entered the PE.
+    main: Thread,
+    /// Stand-in threads not in use.
+    standins: RefCell<Vec<Thread>>,
+    pub(crate) stacks: RefCell<stack::StackPool>,
+    next_id: Cell<u64>,
+    /// The PE's handler depth when the running thread was last resumed: a
+    /// deeper one means a handler runs on top of the thread.
+    block_base: Cell<u32>,
+    /// The PE runs its start function in normal mode (no blocking).
+    pub(crate) in_start: Cell<bool>,
+}
+
+impl CthState {
+    pub fn new(pe: usize) -> CthState {
+        let main = Thread::native(0, pe);
+        CthState {
+            current: RefCell::new(main.clone()),
+            main,
+            standins: RefCell::new(Vec::new()),
+            stacks: RefCell::new(stack::StackPool::new()),
+            next_id: Cell::new(1),
+            block_base: Cell::new(0),
+            in_start: Cell::new(false),
+        }
+    }
+
+    pub fn current(&self) -> Thread {
+        self.current.borrow().clone()
+    }
+
+    fn fresh_id(&self) -> u64 {
+        let id = self.next_id.get();
+        self.next_id.set(id + 1);
+        id
+    }
+
+    fn standin(&self, pe: usize) -> Thread {
+        let reused = self.standins.borrow_mut().pop();
+        reused.unwrap_or_else(|| Thread::native(self.fresh_id(), pe))
+    }
+}
+
+impl PartialEq for Thread {
+    fn eq(&self, other: &Thread) -> bool {
+        Rc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for Thread {}
+
+impl std::fmt::Debug for Thread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Thread({} on PE {}, {:?})",
+            self.0.id,
+            self.0.pe,
+            self.0.state.get()
+        )
+    }
+}
+
+impl Thread {
+    fn native(id: u64, pe: usize) -> Thread {
+        Thread(Rc::new(Inner {
+            id,
+            pe,
+            co: RefCell::new(None),
+            native: true,
+            yielder: Cell::new(std::ptr::null()),
+            stack_size: 0,
+            guard: (0, 0),
+            migratable: false,
+            state: Cell::new(State::Running),
+            queued: Cell::new(false),
+            free_pending: Cell::new(false),
+            resumed: Cell::new(false),
+            next: RefCell::new(None),
+            strategy: RefCell::new(None),
+            locals: RefCell::new(Vec::new()),
+        }))
+    }
+
+    /// The thread running now (`CthSelf`). The flow that entered the PE
+    /// counts as a thread too.
+    #[doc(alias = "CthSelf")]
+    pub fn current() -> Thread {
+        pe::with(|pe| pe.cth.current())
+    }
+
+    /// Creates a thread that will run `body` once awakened (`CthCreate`); it
+    /// does not run yet. `stack_size` is in bytes; 0 means the job's default
+    /// (`+stacksize`, else [`DEFAULT_STACK_SIZE`]). The thread is freed when
+    /// `body` returns.
+    #[doc(alias = "CthCreate")]
+    pub fn create(body: impl FnOnce() + 'static, stack_size: usize) -> Thread {
+        Thread::create_impl(Box::new(body), stack_size, false)
+    }
+
+    /// As [`create`](Thread::create), marking the thread as one that may
+    /// later move to another PE (`CthCreateMigratable`). Only a hint for now:
+    /// threads do not migrate yet.
+    #[doc(alias = "CthCreateMigratable")]
+    pub fn create_migratable(body: impl FnOnce() + 'static, stack_size: usize) -> Thread {
+        Thread::create_impl(Box::new(body), stack_size, true)
+    }
+
+    fn create_impl(body: Box<dyn FnOnce()>, stack_size: usize, migratable: bool) -> Thread {
+        let pe = pe::current();
+        let size = if stack_size == 0 {
+            pe.job.stack_size
+        } else {
+            stack_size.max(crate::machine::args::MIN_STACK)
+        };
+        let stack = pe.cth.stacks.borrow_mut().take(size, pe.pe);
+        let guard = stack::guard_of(&stack);
+        let co = Co::with_stack(stack, move |yielder, ()| {
+            pe::with(|pe| {
+                let me = pe.cth.current();
+                me.0.yielder.set(yielder as *const Yielder<(), Switch>);
+            });
+            body();
+        });
+        Thread(Rc::new(Inner {
+            id: pe.cth.fresh_id(),
+            pe: pe.pe,
+            co: RefCell::new(Some(co)),
+            native: false,
+            yielder: Cell::new(std::ptr::null()),
+            stack_size: size,
+            guard,
+            migratable,
+            state: Cell::new(State::New),
+            queued: Cell::new(false),
+            free_pending: Cell::new(false),
+            resumed: Cell::new(false),
+            next: RefCell::new(None),
+            strategy: RefCell::new(None),
+            locals: RefCell::new(Vec::new()),
+        }))
+    }
+
+    /// A number naming this thread on its PE (the main flow is 0).
+    pub fn id(&self) -> u64 {
+        self.0.id
+    }
+
+    /// True for the flow that entered the PE (and the scheduler stand-ins
+    /// that run while it is suspended): threads without a coroutine.
+    pub fn is_main_flow(&self) -> bool {
+        self.0.native
+    }
+
+    /// True if the thread was created with
+    /// [`create_migratable`](Thread::create_migratable).
+    pub fn is_migratable(&self) -> bool {
+        self.0.migratable
+    }
+
+    /// True once the thread has returned or been freed.
+    pub fn is_finished(&self) -> bool {
+        self.0.state.get() == State::Finished
+    }
+
+    /// The stack size the thread was created with, in bytes (0 for the main
+    /// flow).
+    pub fn stack_size(&self) -> usize {
+        self.0.stack_size
+    }
+
+    fn describe(&self) -> String {
+        if self.0.id == 0 {
+            format!("the main flow of PE {}", self.0.pe)
+        } else {
+            format!("thread {} of PE {}", self.0.id, self.0.pe)
+        }
+    }
+
+    /// Puts the thread in the scheduler queue at the middle priority, FIFO
+    /// (`CthAwaken`), or hands it to its awaken function if
+    /// [`set_strategy`](Thread::set_strategy) gave it one.
+    ///
+    /// Awakening a thread that is already in the queue, or one that has
+    /// finished, aborts the job with a message naming the thread.
+    #[doc(alias = "CthAwaken")]
+    pub fn awaken(&self) {
+        self.awaken_prio(Queueing::Fifo)
+    }
+
+    /// As [`awaken`](Thread::awaken), with the given queueing strategy and
+    /// priority (`CthAwakenPrio`).
+    #[doc(alias = "CthAwakenPrio")]
+    pub fn awaken_prio(&self, queueing: Queueing) {
+        if self.0.state.get() == State::Finished {
+            abort(&format!(
+                "awaken of {}, which has finished",
+                self.describe()
+            ));
+        }
+        let strategy = self.0.strategy.borrow().clone();
+        if let Some(s) = strategy {
+            (s.awaken)(self, queueing);
+            return;
+        }
+        if self.0.queued.replace(true) {
+            abort(&format!(
+                "{} awakened twice: it is already in the scheduler queue (a thread may be queued once)",
+                self.describe()
+            ));
+        }
+        pe::with(|pe| {
+            pe.count_created(1);
+            pe.queue
+                .borrow_mut()
+                .enqueue(Task::Thread(self.clone()), queueing);
+        });
+    }
+
+    /// Transfers control to this thread at once (`CthResume`); the caller
+    /// stops until something resumes or awakens it. For schedulers; most code
+    /// wants [`awaken`](Thread::awaken) and [`suspend`].
+    ///
+    /// Resuming the main flow from a handler running on the scheduler that
+    /// stands in for it takes effect when that handler returns. Resuming a
+    /// thread that is running aborts.
+    #[doc(alias = "CthResume")]
+    pub fn resume(&self) {
+        let pe = pe::current();
+        let me = pe.cth.current();
+        if *self == me {
+            return;
+        }
+        self.check_resumable();
+        transfer(&pe, &me, self.clone());
+    }
+
+    fn check_resumable(&self) {
+        match self.0.state.get() {
+            State::Finished => abort(&format!(
+                "resume of {}, which has finished",
+                self.describe()
+            )),
+            State::Running if !self.0.native => abort(&format!(
+                "resume of {}, which is running (it is on the call chain)",
+                self.describe()
+            )),
+            _ => {}
+        }
+    }
+
+    /// Frees the thread (`CthFree`). Only the running thread may be freed;
+    /// the free happens when it next suspends (so free, then suspend). A
+    /// thread whose body returns is freed without this call.
+    #[doc(alias = "CthFree")]
+    pub fn free(&self) {
+        let me = Thread::current();
+        if *self != me {
+            abort(&format!(
+                "free of {}, which is not the running thread (a thread frees only itself)",
+                self.describe()
+            ));
+        }
+        if self.0.native {
+            abort(&format!(
+                "free of {}: the main flow cannot be freed",
+                self.describe()
+            ));
+        }
+        if self.0.queued.get() {
+            abort(&format!(
+                "free of {}, which is in the scheduler queue",
+                self.describe()
+            ));
+        }
+        self.0.free_pending.set(true);
+    }
+
+    /// The thread's "next" field (`CthGetNext`); the runtime never reads it.
+    #[doc(alias = "CthGetNext")]
+    pub fn next(&self) -> Option<Thread> {
+        self.0.next.borrow().clone()
+    }
+
+    /// Sets the thread's "next" field (`CthSetNext`), for linking threads
+    /// into queues.
+    #[doc(alias = "CthSetNext")]
+    pub fn set_next(&self, next: Option<Thread>) {
+        *self.0.next.borrow_mut() = next;
+    }
+
+    /// Routes the thread through a scheduler of the caller's
+    /// (`CthSetStrategy`): [`awaken`](Thread::awaken) calls `awaken(t,
+    /// queueing)` instead of queueing it, and [`suspend`] transfers control
+    /// to the thread `choose()` returns instead of going back to the
+    /// scheduler. `choose` must return a thread that wants the CPU (or wait
+    /// until one does).
+    #[doc(alias = "CthSetStrategy")]
+    pub fn set_strategy(
+        &self,
+        awaken: impl Fn(&Thread, Queueing) + 'static,
+        choose: impl Fn() -> Thread + 'static,
+    ) {
+        *self.0.strategy.borrow_mut() = Some(Rc::new(Strategy {
+            awaken: Box::new(awaken),
+            choose: Box::new(choose),
+        }));
+    }
+
+    /// Restores the default awaken and suspend behaviour
+    /// (`CthSetStrategyDefault`).
+    #[doc(alias = "CthSetStrategyDefault")]
+    pub fn set_strategy_default(&self) {
+        *self.0.strategy.borrow_mut() = None;
+    }
+}
+
+/// Work in a PE's scheduler queue: a message or an awakened thread.
+pub(crate) enum Task {
+    Message(crate::msg::Message),
+    Thread(Thread),
+}
+
+/// Stops the running thread until it is awakened or resumed (`CthSuspend`);
+/// control goes to the next task of the scheduler, or to the thread its
+/// choose function names (see [`Thread::set_strategy`]). A thread that called
+/// [`Thread::free`] is freed here and never returns.
+#[doc(alias = "CthSuspend")]
+pub fn suspend() {
+    let pe = pe::current();
+    let me = pe.cth.current();
+    let strategy = me.0.strategy.borrow().clone();
+    if let Some(s) = strategy {
+        let next = (s.choose)();
+        if next != me {
+            next.check_resumable();
+            transfer(&pe, &me, next);
+        }
+        return;
+    }
+    if me.0.native {
+        suspend_main_flow(&pe, &me);
+    } else {
+        yield_to_trampoline(&me, Switch::Suspend);
+    }
+}
+
+/// Gives up control until the scheduler comes back to this thread
+/// (`CthYield`): awaken, then suspend.
+#[doc(alias = "CthYield")]
+pub fn yield_now() {
+    let me = Thread::current();
+    me.awaken();
+    suspend();
+}
+
+/// As [`yield_now`], queueing this thread with `queueing` (`CthYieldPrio`).
+#[doc(alias = "CthYieldPrio")]
+pub fn yield_prio(queueing: Queueing) {
+    let me = Thread::current();
+    me.awaken_prio(queueing);
+    suspend();
+}
+
+/// Aborts with an explanation if the calling code may not block: a handler
+/// (or a condition callback) runs, or the start function in normal mode.
+/// `what` names the blocking operation. Blocking helpers call this first.
+pub fn check_can_block(what: &str) {
+    pe::with(|pe| {
+        let me = pe.cth.current();
+        let in_handler = pe.handler_depth.get() > pe.cth.block_base.get();
+        let in_start = me == pe.cth.main && pe.cth.in_start.get();
+        if in_handler || in_start {
+            let place = if in_handler {
+                "a handler"
+            } else {
+                "the start function"
+            };
+            abort(&format!(
+                "{what} would block in {place}, which must not block (the flow that polls for messages must keep running); create a thread with Thread::create and block there"
+            ));
+        }
+    })
+}
+
+/// `me` (running) hands control to `next`.
+fn transfer(pe: &Pe, me: &Thread, next: Thread) {
+    if !me.0.native {
+        yield_to_trampoline(me, Switch::Transfer(next));
+    } else if next.0.native {
+        // A flow without a coroutine lies below us on this stack: it
+        // continues when control is back in its loop.
+        next.0.resumed.set(true);
+    } else {
+        // Run `next` (and whatever it transfers to) on this stack; the chain's
+        // last suspend comes back here, to the flow that schedules.
+        run(pe, next);
+    }
+}
+
+/// Suspends the running coroutine thread `me` with `switch` for its
+/// trampoline.
+fn yield_to_trampoline(me: &Thread, switch: Switch) {
+    let yielder = me.0.yielder.get();
+    debug_assert!(!yielder.is_null(), "a running coroutine has a yielder");
+    // SAFETY: `me` is the running coroutine thread (it is `current`), so its
+    // body has started and set `yielder`, and the yielder lives on its stack
+    // until the body returns, which it has not. `suspend` is called from that
+    // coroutine's own stack, as corosensei requires.
+    unsafe { (*yielder).suspend(switch) };
+}
+
+/// The main flow (or a stand-in) suspends: the scheduler runs on top of it
+/// until it is awakened or resumed.
+fn suspend_main_flow(pe: &Pe, me: &Thread) {
+    if me.0.resumed.replace(false) {
+        return;
+    }
+    let standin = pe.cth.standin(pe.pe);
+    let previous = pe.cth.current.replace(standin.clone());
+    me.0.state.set(State::Suspended);
+    struct Back<'a>(&'a Pe, Option<Thread>, Thread);
+    impl Drop for Back<'_> {
+        fn drop(&mut self) {
+            let previous = self.1.take().expect("set once");
+            previous.0.state.set(State::Running);
+            self.0.cth.current.replace(previous);
+            self.0.cth.standins.borrow_mut().push(self.2.clone());
+        }
+    }
+    let _back = Back(pe, Some(previous), standin);
+    crate::csd::run_until(pe, &|| me.0.resumed.get());
+    me.0.resumed.set(false);
+}
+
+/// Runs a queued thread's token: the scheduler took it from the queue.
+pub(crate) fn run_token(pe: &Pe, t: Thread) {
+    t.0.queued.set(false);
+    pe.count_processed(1);
+    if t.0.native {
+        t.0.resumed.set(true);
+    } else {
+        t.check_resumable();
+        run(pe, t);
+    }
+}
+
+/// Restores the PE's running-thread state when a resumed thread gives
+/// control back (normally or by unwinding).
+struct Resumed<'a> {
+    pe: &'a Pe,
+    previous: Option<Thread>,
+    block_base: u32,
+    overflow_guard: stack::RunningStack,
+}
+
+impl Drop for Resumed<'_> {
+    fn drop(&mut self) {
+        let previous = self.previous.take().expect("set once");
+        self.pe.cth.current.replace(previous);
+        self.pe.cth.block_base.set(self.block_base);
+        stack::set_running(self.overflow_guard);
+    }
+}
+
+/// The trampoline: resumes `first`, then whatever it transfers control to,
+/// until a thread suspends or returns.
+pub(crate) fn run(pe: &Pe, first: Thread) {
+    let mut t = first;
+    loop {
+        let Some(mut co) = t.0.co.borrow_mut().take() else {
+            abort(&format!("resume of {}, which is running", t.describe()))
+        };
+        let guard = Resumed {
+            pe,
+            previous: Some(pe.cth.current.replace(t.clone())),
+            block_base: pe.cth.block_base.replace(pe.handler_depth.get()),
+            overflow_guard: stack::set_running(stack::RunningStack::new(
+                t.0.guard,
+                t.0.stack_size,
+                pe.pe,
+            )),
+        };
+        t.0.state.set(State::Running);
+        let result = co.resume(());
+        drop(guard);
+        match result {
+            CoroutineResult::Return(()) => {
+                t.0.state.set(State::Finished);
+                pe.cth
+                    .stacks
+                    .borrow_mut()
+                    .put(co.into_stack(), t.0.stack_size);
+                return;
+            }
+            CoroutineResult::Yield(switch) => {
+                t.0.state.set(State::Suspended);
+                if t.0.free_pending.get() {
+                    destroy(pe, &t, co);
+                } else {
+                    *t.0.co.borrow_mut() = Some(co);
+                }
+                match switch {
+                    Switch::Suspend => return,
+                    Switch::Transfer(next) if next.0.native => {
+                        next.0.resumed.set(true);
+                        return;
+                    }
+                    Switch::Transfer(next) => t = next,
+                }
+            }
+        }
+    }
+}
+
+/// Frees a suspended thread: unwinds its stack (running the destructors of
+/// what lives there) and returns the stack to the pool.
+fn destroy(pe: &Pe, t: &Thread, mut co: Co) {
+    t.0.state.set(State::Finished);
+    co.force_unwind();
+    pe.cth
+        .stacks
+        .borrow_mut()
+        .put(co.into_stack(), t.0.stack_size);
+}
