@@ -282,14 +282,15 @@ pub fn raise_condition(cond: Condition) {
     raise(&pe::current(), cond);
 }
 
-/// Raises `cond` on `pe` (see the module comment for the order rules).
-pub(crate) fn raise(pe: &Pe, cond: Condition) {
+/// Raises `cond` on `pe` (see the module comment for the order rules);
+/// returns whether any callback was registered for it.
+pub(crate) fn raise(pe: &Pe, cond: Condition) -> bool {
     let conds = &pe.ccd.conditions;
     let taken = {
         let mut lists = conds.lists.borrow_mut();
         match lists.get_mut(cond.number()) {
             Some(l) if !l.entries.is_empty() => std::mem::take(&mut l.entries),
-            _ => return,
+            _ => return false,
         }
     };
     conds.raising.set(conds.raising.get() + 1);
@@ -325,4 +326,5 @@ pub(crate) fn raise(pe: &Pe, cond: Condition) {
         conds.cancelled.borrow_mut().clear();
     }
     super::update_armed(pe);
+    true
 }

@@ -11,8 +11,9 @@
 //! - **Polls.** Timers ([`call_fn_after`]), periodic conditions and the
 //!   signal conditions are checked in a *poll*. A busy PE polls at most once
 //!   per resolution (5 ms by default, see [`set_resolution`]): it reads the
-//!   clock every [`CLOCK_EVERY`] deliveries and polls when the resolution has
-//!   passed. An idle PE polls when it would wait, then parks only until the
+//!   clock every few deliveries (adapted so reads come about four times per
+//!   resolution, at most [`CLOCK_EVERY_MAX`] deliveries apart) and polls
+//!   when the resolution has passed. An idle PE polls when it would wait, then parks only until the
 //!   earliest deadline, so a parked PE still runs its timers on time. None of
 //!   this costs anything while nothing is registered (`armed` is false).
 //!
@@ -41,10 +42,10 @@ pub use conditions::{
 /// The default (and longest) timer resolution: 5 ms.
 pub const DEFAULT_RESOLUTION: Duration = Duration::from_millis(5);
 
-/// A busy PE reads the clock once per this many deliveries (while armed).
-/// A clock read costs about as much as a small message; 16 keeps it under a
-/// tenth of the scheduler's time.
-pub const CLOCK_EVERY: u32 = 16;
+/// At most this many deliveries pass between clock reads on a busy, armed
+/// PE. A clock read costs about as much as a small message; 64 makes it
+/// negligible when handlers are short.
+pub const CLOCK_EVERY_MAX: u32 = 64;
 
 /// A PE's Ccd state (a field of `Pe`).
 pub(crate) struct CcdState {
@@ -60,8 +61,14 @@ pub(crate) struct CcdState {
     pub armed: Cell<bool>,
     /// Deliveries since the clock was last read (while armed).
     ticks: Cell<u32>,
+    /// Deliveries between clock reads (see `tick`).
+    clock_every: Cell<u32>,
+    /// When the busy path last read the clock.
+    last_clock: Cell<Instant>,
     /// The scheduler found nothing to do and has not found work since.
     pub idle: Cell<bool>,
+    /// `PROCESSOR_STILL_IDLE` was raised since the PE last waited.
+    pub still_idle_raised: Cell<bool>,
     /// When the current idle period began, once something needed to know.
     pub idle_since: Cell<Option<Instant>>,
     /// Signal counts this PE has raised its conditions for.
@@ -84,7 +91,10 @@ impl CcdState {
             })),
             armed: Cell::new(false),
             ticks: Cell::new(0),
+            clock_every: Cell::new(1),
+            last_clock: Cell::new(now),
             idle: Cell::new(false),
+            still_idle_raised: Cell::new(false),
             idle_since: Cell::new(None),
             signals_seen: [Cell::new(0), Cell::new(0)],
             quiescence_armed: Cell::new(false),
@@ -249,18 +259,40 @@ pub(crate) fn expects_work(pe: &Pe) -> bool {
 
 /// After a delivery on an armed PE: read the clock now and then, and poll
 /// when the resolution has passed.
+///
+/// How often: every `clock_every` deliveries, adapted after each read (as
+/// Converse's `nSkip`) so that reads come about four times per resolution
+/// whether handlers take nanoseconds or milliseconds, between 1 and
+/// [`CLOCK_EVERY_MAX`] deliveries apart.
 #[inline]
 pub(crate) fn tick(pe: &Pe) {
     let ticks = pe.ccd.ticks.get() + 1;
-    if ticks < CLOCK_EVERY {
+    if ticks < pe.ccd.clock_every.get() {
         pe.ccd.ticks.set(ticks);
         return;
     }
     pe.ccd.ticks.set(0);
     let now = Instant::now();
+    adapt_clock_reads(pe, now);
     if now >= pe.ccd.next_poll.get() {
         poll(pe, now);
     }
+}
+
+/// Adjusts how many deliveries pass between clock reads, from how long the
+/// last `clock_every` deliveries took.
+fn adapt_clock_reads(pe: &Pe, now: Instant) {
+    let ccd = &pe.ccd;
+    let elapsed = now.saturating_duration_since(ccd.last_clock.replace(now));
+    let target = ccd.resolution.get() / 4;
+    let every = ccd.clock_every.get();
+    let next = if elapsed.is_zero() {
+        every.saturating_mul(2)
+    } else {
+        let scaled = u128::from(every) * target.as_nanos() / elapsed.as_nanos().max(1);
+        u32::try_from(scaled).unwrap_or(u32::MAX)
+    };
+    ccd.clock_every.set(next.clamp(1, CLOCK_EVERY_MAX));
 }
 
 /// Runs due timers, periodic conditions and signal conditions; returns
@@ -307,16 +339,14 @@ pub(crate) fn poll(pe: &Pe, now: Instant) -> bool {
             }
         };
         if due {
-            conditions::raise(pe, cond);
-            ran = true;
+            ran |= conditions::raise(pe, cond);
         }
     }
     for (which, cond) in [(0, Condition::SIGUSR1), (1, Condition::SIGUSR2)] {
         if ccd.conditions.has_callbacks(cond) {
             let count = signals::count(which);
             if ccd.signals_seen[which].replace(count) != count {
-                conditions::raise(pe, cond);
-                ran = true;
+                ran |= conditions::raise(pe, cond);
             }
         }
     }
@@ -370,9 +400,10 @@ pub(crate) fn begin_idle(pe: &Pe) {
     conditions::raise(pe, Condition::PROCESSOR_BEGIN_IDLE);
 }
 
-/// The scheduler looked again and still found nothing.
-pub(crate) fn still_idle(pe: &Pe) {
-    conditions::raise(pe, Condition::PROCESSOR_STILL_IDLE);
+/// The scheduler looked again and still found nothing; returns whether
+/// callbacks ran.
+pub(crate) fn still_idle(pe: &Pe) -> bool {
+    conditions::raise(pe, Condition::PROCESSOR_STILL_IDLE)
 }
 
 /// The scheduler found work after being idle.

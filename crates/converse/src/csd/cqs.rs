@@ -910,6 +910,17 @@ impl<T> Cqs<T> {
         }
     }
 
+    /// The front item, if it has the middle priority (nothing queued is
+    /// more urgent): what [`dequeue`](Cqs::dequeue) would return next. `None`
+    /// if the queue is empty or its front has another priority.
+    #[inline]
+    pub fn middle_front(&self) -> Option<&T> {
+        match self.front()? {
+            Front::Middle => self.middle.front(),
+            _ => None,
+        }
+    }
+
     /// The number of queued items.
     #[doc(alias = "CqsLength")]
     pub fn len(&self) -> usize {

@@ -73,6 +73,10 @@ fn run(pe: &Pe, budget: Budget<'_>) -> usize {
         return 0;
     }
     let _running = until.is_none().then(|| Running::enter(pe));
+    // Threads resumed by this loop may switch among themselves directly,
+    // unless deliveries are being counted.
+    let direct = !matches!(budget, Budget::Count(_));
+    let _direct = AllowDirect(pe, pe.cth.sched_allows_direct.replace(direct));
     let entry_gen = pe.stop_gen.get();
     let mut delivered = 0;
     loop {
@@ -130,7 +134,12 @@ fn run(pe: &Pe, budget: Budget<'_>) -> usize {
                         crate::ccd::begin_idle(pe);
                         continue;
                     }
-                    crate::ccd::still_idle(pe);
+                    // Once per wait: still-idle callbacks may make work or
+                    // stop the scheduler, so look again after they ran.
+                    if !pe.ccd.still_idle_raised.replace(true) && crate::ccd::still_idle(pe) {
+                        continue;
+                    }
+                    pe.ccd.still_idle_raised.set(false);
                     pe.idle_wait();
                 }
             },
@@ -142,6 +151,15 @@ fn run(pe: &Pe, budget: Budget<'_>) -> usize {
 /// loop that stands in for a suspended main flow.
 pub(crate) fn run_until(pe: &Pe, done: &dyn Fn() -> bool) {
     run(pe, Budget::Until(done));
+}
+
+/// Puts back the PE's `sched_allows_direct` when a scheduler call ends.
+struct AllowDirect<'a>(&'a Pe, bool);
+
+impl Drop for AllowDirect<'_> {
+    fn drop(&mut self) {
+        self.0.cth.sched_allows_direct.set(self.1);
+    }
 }
 
 /// Counts a running scheduler call for the PE while it lives (unwinding

@@ -154,6 +154,14 @@ pub(crate) struct CthState {
     block_base: Cell<u32>,
     /// The PE runs its start function in normal mode (no blocking).
     pub(crate) in_start: Cell<bool>,
+    /// The scheduler loop running now lets threads yield directly to each
+    /// other (it does not count deliveries).
+    pub(crate) sched_allows_direct: Cell<bool>,
+    /// The running thread was resumed by such a scheduler, so a yield may
+    /// switch directly (see `direct_yield`).
+    direct_ok: Cell<bool>,
+    /// Direct yields since control was last back in the scheduler.
+    direct_streak: Cell<u32>,
 }
 
 impl CthState {
@@ -167,6 +175,9 @@ impl CthState {
             next_id: Cell::new(1),
             block_base: Cell::new(0),
             in_start: Cell::new(false),
+            sched_allows_direct: Cell::new(false),
+            direct_ok: Cell::new(false),
+            direct_streak: Cell::new(0),
         }
     }
 
@@ -240,7 +251,7 @@ impl Thread {
     /// `body` returns.
     #[doc(alias = "CthCreate")]
     pub fn create(body: impl FnOnce() + 'static, stack_size: usize) -> Thread {
-        Thread::create_impl(Box::new(body), stack_size, false)
+        Thread::create_impl(body, stack_size, false)
     }
 
     /// As [`create`](Thread::create), marking the thread as one that may
@@ -248,10 +259,10 @@ impl Thread {
     /// threads do not migrate yet.
     #[doc(alias = "CthCreateMigratable")]
     pub fn create_migratable(body: impl FnOnce() + 'static, stack_size: usize) -> Thread {
-        Thread::create_impl(Box::new(body), stack_size, true)
+        Thread::create_impl(body, stack_size, true)
     }
 
-    fn create_impl(body: Box<dyn FnOnce()>, stack_size: usize, migratable: bool) -> Thread {
+    fn create_impl(body: impl FnOnce() + 'static, stack_size: usize, migratable: bool) -> Thread {
         let pe = pe::current();
         let size = if stack_size == 0 {
             pe.job.stack_size
@@ -494,9 +505,71 @@ pub fn suspend() {
 /// (`CthYield`): awaken, then suspend.
 #[doc(alias = "CthYield")]
 pub fn yield_now() {
-    let me = Thread::current();
+    let pe = pe::current();
+    let me = pe.cth.current();
+    if direct_yield(&pe, &me) {
+        return;
+    }
     me.awaken();
     suspend();
+}
+
+/// Most switches between threads that yield to each other need not go back
+/// to the scheduler loop: when no arrived message is waiting and the front
+/// of the PE's queue is another thread's token, `yield_now` queues its own
+/// token and transfers straight to that thread, which is what the scheduler
+/// would do next. At most this many in a row, so that the scheduler still
+/// looks at stop requests, job exit and its own bookkeeping regularly.
+const DIRECT_YIELDS: u32 = 64;
+
+/// The fast path of [`yield_now`] for `me`; returns true if it handled the
+/// yield (switched to the next thread and came back, or found nothing else
+/// to run).
+fn direct_yield(pe: &Pe, me: &Thread) -> bool {
+    if me.0.native
+        || !pe.cth.direct_ok.get()
+        || me.0.strategy.borrow().is_some()
+        || me.0.queued.get()
+        || pe.has_arrivals()
+    {
+        return false;
+    }
+    let streak = pe.cth.direct_streak.get();
+    if streak >= DIRECT_YIELDS {
+        pe.cth.direct_streak.set(0);
+        return false;
+    }
+    let next = {
+        let mut queue = pe.queue.borrow_mut();
+        if queue.is_empty() {
+            // Nothing else to run: the scheduler would resume us at once.
+            None
+        } else {
+            match queue.middle_front() {
+                Some(Task::Thread(t)) if !t.0.native && t.0.state.get() == State::Suspended => {}
+                _ => return false,
+            }
+            queue.enqueue_fifo(Task::Thread(me.clone()));
+            match queue.dequeue() {
+                Some(Task::Thread(t)) => Some(t),
+                _ => unreachable!("the front was a thread token"),
+            }
+        }
+    };
+    pe.cth.direct_streak.set(streak + 1);
+    if pe.ccd.armed.get() {
+        crate::ccd::tick(pe);
+    }
+    let Some(next) = next else {
+        return true;
+    };
+    me.0.queued.set(true);
+    next.0.queued.set(false);
+    // Our token was created and the other's processed.
+    pe.count_created(1);
+    pe.count_processed(1);
+    yield_to_trampoline(me, Switch::Transfer(next));
+    true
 }
 
 /// As [`yield_now`], queueing this thread with `queueing` (`CthYieldPrio`).
@@ -538,7 +611,10 @@ fn transfer(pe: &Pe, me: &Thread, next: Thread) {
         next.0.resumed.set(true);
     } else {
         // Run `next` (and whatever it transfers to) on this stack; the chain's
-        // last suspend comes back here, to the flow that schedules.
+        // last suspend comes back here, to the flow that schedules. Its
+        // yields must come back here too, not switch among queued threads.
+        let before = pe.cth.direct_ok.replace(false);
+        let _restore = RestoreDirect(pe, before);
         run(pe, next);
     }
 }
@@ -586,12 +662,25 @@ pub(crate) fn run_token(pe: &Pe, t: Thread) {
         t.0.resumed.set(true);
     } else {
         t.check_resumable();
+        pe.cth.direct_streak.set(0);
+        let allowed = pe.cth.sched_allows_direct.get();
+        let before = pe.cth.direct_ok.replace(allowed);
+        let _restore = RestoreDirect(pe, before);
         run(pe, t);
     }
 }
 
-/// Restores the PE's running-thread state when a resumed thread gives
-/// control back (normally or by unwinding).
+/// Puts back the PE's `direct_ok` when a trampoline ends (unwinding too).
+struct RestoreDirect<'a>(&'a Pe, bool);
+
+impl Drop for RestoreDirect<'_> {
+    fn drop(&mut self) {
+        self.0.cth.direct_ok.set(self.1);
+    }
+}
+
+/// Restores the PE's running-thread state when a trampoline ends (normally
+/// or by unwinding).
 struct Resumed<'a> {
     pe: &'a Pe,
     previous: Option<Thread>,
@@ -611,24 +700,21 @@ impl Drop for Resumed<'_> {
 /// The trampoline: resumes `first`, then whatever it transfers control to,
 /// until a thread suspends or returns.
 pub(crate) fn run(pe: &Pe, first: Thread) {
+    let _restore = Resumed {
+        pe,
+        previous: Some(pe.cth.current()),
+        block_base: pe.cth.block_base.replace(pe.handler_depth.get()),
+        overflow_guard: stack::running(),
+    };
     let mut t = first;
     loop {
         let Some(mut co) = t.0.co.borrow_mut().take() else {
             abort(&format!("resume of {}, which is running", t.describe()))
         };
-        let guard = Resumed {
-            pe,
-            previous: Some(pe.cth.current.replace(t.clone())),
-            block_base: pe.cth.block_base.replace(pe.handler_depth.get()),
-            overflow_guard: stack::set_running(stack::RunningStack::new(
-                t.0.guard,
-                t.0.stack_size,
-                pe.pe,
-            )),
-        };
+        stack::set_running(stack::RunningStack::new(t.0.guard, t.0.stack_size, pe.pe));
         t.0.state.set(State::Running);
+        drop(pe.cth.current.replace(t.clone()));
         let result = co.resume(());
-        drop(guard);
         match result {
             CoroutineResult::Return(()) => {
                 t.0.state.set(State::Finished);

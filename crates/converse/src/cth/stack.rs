@@ -28,7 +28,6 @@
 //! initialization, no destructor), formats into a stack buffer, and calls
 //! `write` and `_exit`.
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::sync::Once;
 
 use corosensei::stack::{DefaultStack, Stack};
@@ -38,23 +37,25 @@ use corosensei::stack::{DefaultStack, Stack};
 /// stacks' touched pages forever.
 pub(crate) const MAX_POOLED: usize = 1024;
 
-/// A PE's unused stacks, by requested size.
+/// A PE's unused stacks, by requested size. Programs use one or a few
+/// sizes, so a short list searched linearly beats hashing.
 pub(crate) struct StackPool {
-    free: HashMap<usize, Vec<DefaultStack>>,
+    free: Vec<(usize, Vec<DefaultStack>)>,
     pooled: usize,
 }
 
 impl StackPool {
     pub fn new() -> StackPool {
         StackPool {
-            free: HashMap::new(),
+            free: Vec::new(),
             pooled: 0,
         }
     }
 
     /// A stack of at least `size` bytes: a pooled one if there is one.
     pub fn take(&mut self, size: usize, pe: usize) -> DefaultStack {
-        if let Some(stack) = self.free.get_mut(&size).and_then(Vec::pop) {
+        let list = self.free.iter_mut().find(|(s, _)| *s == size);
+        if let Some(stack) = list.and_then(|(_, l)| l.pop()) {
             self.pooled -= 1;
             return stack;
         }
@@ -69,10 +70,14 @@ impl StackPool {
 
     /// Takes back a stack of a finished thread created with `size`.
     pub fn put(&mut self, stack: DefaultStack, size: usize) {
-        if self.pooled < MAX_POOLED {
-            self.free.entry(size).or_default().push(stack);
-            self.pooled += 1;
+        if self.pooled >= MAX_POOLED {
+            return;
         }
+        match self.free.iter_mut().find(|(s, _)| *s == size) {
+            Some((_, list)) => list.push(stack),
+            None => self.free.push((size, vec![stack])),
+        }
+        self.pooled += 1;
     }
 
     /// Stacks in the pool.
@@ -112,15 +117,23 @@ thread_local! {
     };
 }
 
-/// Records `now` as the stack being run; returns the previous record.
-pub(crate) fn set_running(now: RunningStack) -> RunningStack {
-    RUNNING.with(|r| r.replace(now))
+/// Records `now` as the stack being run.
+pub(crate) fn set_running(now: RunningStack) {
+    RUNNING.with(|r| r.set(now));
+}
+
+/// The stack recorded as being run.
+pub(crate) fn running() -> RunningStack {
+    RUNNING.with(Cell::get)
 }
 
 fn page_size() -> usize {
-    // SAFETY: sysconf with a valid name has no preconditions.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(page).unwrap_or(4096)
+    static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf with a valid name has no preconditions.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        usize::try_from(page).unwrap_or(4096)
+    })
 }
 
 /// The guard range of `stack`: the page below its usable part.

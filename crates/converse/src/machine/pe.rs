@@ -314,6 +314,21 @@ impl Pe {
         queue.dequeue()
     }
 
+    /// True if an arrived message waits (stash, released, inbox, self-sends,
+    /// node inbox or node queue): what the scheduler takes before its own
+    /// queue.
+    pub fn has_arrivals(&self) -> bool {
+        let node = &self.job.nodes[self.node];
+        !self.stash.borrow().is_empty()
+            || !self.ready.borrow().is_empty()
+            || !self.self_queue.borrow().is_empty()
+            // SAFETY: as in `next_fresh_arrival`: the owning PE's thread is
+            // the inbox's single consumer.
+            || !(unsafe { self.job.pes[self.pe].inbox.is_empty() })
+            || !node.inbox.is_empty()
+            || node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0
+    }
+
     /// True if another thread has made work visible to this PE (what an idle
     /// PE polls for), or the job is ending.
     pub fn has_incoming(&self) -> bool {
