@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use converse::{ABORT_EXIT_CODE, ArgError, Converse, MSG_HEADER_SIZE, Message, MsgError};
+use converse::{ABORT_EXIT_CODE, ArgError, Converse, MSG_HEADER_SIZE, Message, MsgError, Queueing};
 
 /// Environment variable naming the scenario the child process runs.
 const SCENARIO_VAR: &str = "CONVERSE_FAULT_SCENARIO";
@@ -607,6 +607,154 @@ fn scenario(name: &str) -> i32 {
             }
             converse::schedule_forever();
         }),
+        // 22. User-level threads.
+        // 22a. A thread on PE 1 runs off its 64 KiB stack.
+        "thread_stack_overflow_pe1" => job(&["+p", "2"], |_| {
+            if converse::my_pe() == 1 {
+                converse::Thread::create(
+                    || {
+                        recurse_forever(0);
+                    },
+                    64 << 10,
+                )
+                .awaken();
+            }
+        }),
+        // 22b. The same on PE 0 (the process's first thread), with the
+        //      stack size from `+stacksize`.
+        "thread_stack_overflow_stacksize_flag" => job(&["+p", "2", "+stacksize", "32K"], |_| {
+            if converse::my_pe() == 0 {
+                converse::Thread::create(
+                    || {
+                        recurse_forever(0);
+                    },
+                    0,
+                )
+                .awaken();
+            }
+        }),
+        // 22c. A fault in a thread that is not a stack overflow (a wild
+        //      read) is not reported as one: the process dies of SIGSEGV.
+        "thread_wild_read" => job(&["+p", "1"], |_| {
+            converse::Thread::create(
+                || {
+                    let wild = std::hint::black_box(16usize) as *const u8;
+                    // SAFETY: deliberately not: the read faults.
+                    let byte = unsafe { std::ptr::read_volatile(wild) };
+                    eprintln!("read {byte}");
+                },
+                0,
+            )
+            .awaken();
+        }),
+        // 22d. Blocking in a handler: Event::wait.
+        "event_wait_in_handler" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(|_msg: Message| {
+                converse::Event::new().wait();
+            });
+            if converse::my_pe() == 0 {
+                converse::sync_send_and_free(1, Message::new(h, 0));
+            }
+        }),
+        // 22e. Blocking in a handler: sleep.
+        "sleep_in_handler" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(|_msg: Message| converse::sleep(1.0));
+            if converse::my_pe() == 0 {
+                converse::sync_send_and_free(0, Message::new(h, 0));
+            }
+        }),
+        // 22f. Blocking in a handler that runs on a scheduler a thread
+        //      polls: the handler still must not block.
+        "event_wait_in_handler_polled_by_thread" => job(&["+p", "2"], |_| {
+            let h = converse::register_handler(|_msg: Message| {
+                converse::Event::new().wait();
+            });
+            if converse::my_pe() == 1 {
+                converse::Thread::create(
+                    move || {
+                        converse::sync_send_and_free(1, Message::new(h, 0));
+                        converse::schedule_poll();
+                    },
+                    0,
+                )
+                .awaken();
+            }
+        }),
+        // 22g. Blocking in the start function of a normal-mode job.
+        "event_wait_in_start" => job(&["+p", "2"], |_| {
+            if converse::my_pe() == 1 {
+                converse::Event::new().wait();
+            }
+        }),
+        "sleep_in_start" => job(&["+p", "2"], |_| {
+            if converse::my_pe() == 0 {
+                converse::sleep(1.0);
+            }
+        }),
+        // 22h. A thread awakened twice before it runs.
+        "awaken_twice" => job(&["+p", "2"], |_| {
+            if converse::my_pe() == 1 {
+                let t = converse::Thread::create(|| {}, 0);
+                t.awaken();
+                t.awaken_prio(Queueing::IFifo(3));
+            }
+        }),
+        // 22i. A thread awakened after it finished.
+        "awaken_finished" => job_user(&["+p", "1"], |_| {
+            let t = converse::Thread::create(|| {}, 0);
+            t.awaken();
+            converse::schedule_poll();
+            t.awaken();
+        }),
+        // 22j. free of a thread other than the running one.
+        "free_other_thread" => job(&["+p", "2"], |_| {
+            if converse::my_pe() == 0 {
+                let t = converse::Thread::create(|| {}, 0);
+                t.free();
+            }
+        }),
+        // 22k. free of the main flow.
+        "free_main_flow" => job_user(&["+p", "2"], |_| {
+            if converse::my_pe() == 1 {
+                converse::Thread::current().free();
+            }
+        }),
+        // 22l. Resume of a running thread: thread 1 polls the scheduler,
+        //      which runs thread 2 on top of it; thread 2 resumes thread 1.
+        "resume_running_thread" => job_user(&["+p", "1"], |_| {
+            let first = converse::Thread::create(
+                || {
+                    let me = converse::Thread::current();
+                    converse::Thread::create(move || me.resume(), 0).awaken();
+                    converse::schedule_poll();
+                },
+                0,
+            );
+            first.awaken();
+            converse::schedule_poll();
+        }),
+        // 22m. A thread awakens itself and polls the scheduler, which finds
+        //      its token while it runs.
+        "awaken_self_then_poll" => job_user(&["+p", "2"], |_| {
+            if converse::my_pe() == 1 {
+                converse::Thread::create(
+                    || {
+                        converse::Thread::current().awaken();
+                        converse::schedule_poll();
+                    },
+                    0,
+                )
+                .awaken();
+                converse::schedule_poll();
+            }
+        }),
+        // 22n. Resume of a finished thread.
+        "resume_finished" => job_user(&["+p", "1"], |_| {
+            let t = converse::Thread::create(|| {}, 0);
+            t.resume();
+            assert!(t.is_finished());
+            t.resume();
+        }),
         other => panic!("unknown fault scenario `{other}`"),
     }
 }
@@ -663,6 +811,15 @@ fn poll_for(how_long: Duration) {
         converse::schedule_poll();
         std::thread::sleep(Duration::from_millis(5));
     }
+}
+
+/// Recurses until the stack runs out (each frame holds a buffer).
+fn recurse_forever(depth: u64) -> u64 {
+    let buf = std::hint::black_box([depth; 64]);
+    if depth == u64::MAX {
+        return 0;
+    }
+    recurse_forever(depth + 1) + buf[3]
 }
 
 /// A PE-private value whose destructor panics on PE 1.
@@ -1230,6 +1387,205 @@ fn reduction_completes_when_a_contributor_polls_from_main_code() {
     let out = run_scenario("reduce_after_polling_main_code");
     out.expect(0, &[&format!("{REDUCTION_RESULT} 3")]);
     out.expect_absent("can never complete");
+}
+
+// ---------------------------------------------------------------------------
+// User-level threads.
+// ---------------------------------------------------------------------------
+
+#[test]
+fn thread_stack_overflow_is_reported_with_pe_and_size() {
+    let out = run_scenario("thread_stack_overflow_pe1");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &["stack overflow in a user-level thread on PE 1 (stack 65536 bytes; raise +stacksize)"],
+    );
+    out.expect_absent("on PE 0");
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn thread_stack_overflow_reports_the_stacksize_default() {
+    let out = run_scenario("thread_stack_overflow_stacksize_flag");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &["stack overflow in a user-level thread on PE 0 (stack 32768 bytes; raise +stacksize)"],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn a_wild_read_in_a_thread_is_not_taken_for_an_overflow() {
+    use std::os::unix::process::ExitStatusExt;
+    let out = run_scenario("thread_wild_read");
+    assert!(
+        out.stderr.contains(STARTED),
+        "the child never started the scenario\n{}",
+        out.describe()
+    );
+    assert_eq!(
+        out.status.signal(),
+        Some(libc::SIGSEGV),
+        "killed by SIGSEGV\n{}",
+        out.describe()
+    );
+    out.expect_absent("stack overflow");
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn event_wait_in_a_handler_aborts() {
+    let out = run_scenario("event_wait_in_handler");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 1 aborting:",
+            "Event::wait would block in a handler",
+            "Thread::create",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn sleep_in_a_handler_aborts() {
+    let out = run_scenario("sleep_in_handler");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &["converse: PE 0 aborting:", "sleep would block in a handler"],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn event_wait_in_a_handler_polled_by_a_thread_aborts() {
+    let out = run_scenario("event_wait_in_handler_polled_by_thread");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 1 aborting:",
+            "Event::wait would block in a handler",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn event_wait_in_the_start_function_aborts() {
+    let out = run_scenario("event_wait_in_start");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 1 aborting:",
+            "Event::wait would block in the start function",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn sleep_in_the_start_function_aborts() {
+    let out = run_scenario("sleep_in_start");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "sleep would block in the start function",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn awakening_a_thread_twice_aborts() {
+    let out = run_scenario("awaken_twice");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 1 aborting:",
+            "thread 1 of PE 1 awakened twice",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn awakening_a_finished_thread_aborts() {
+    let out = run_scenario("awaken_finished");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "awaken of thread 1 of PE 0, which has finished",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn freeing_a_thread_that_is_not_running_aborts() {
+    let out = run_scenario("free_other_thread");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "free of thread 1 of PE 0, which is not the running thread",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn freeing_the_main_flow_aborts() {
+    let out = run_scenario("free_main_flow");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 1 aborting:",
+            "the main flow of PE 1",
+            "cannot be freed",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn resuming_a_running_thread_aborts() {
+    let out = run_scenario("resume_running_thread");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "resume of thread 1 of PE 0, which is running",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn a_thread_polling_its_own_token_aborts() {
+    let out = run_scenario("awaken_self_then_poll");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 1 aborting:",
+            "thread 1 of PE 1, which is running",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn resuming_a_finished_thread_aborts() {
+    let out = run_scenario("resume_finished");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "resume of thread 1 of PE 0, which has finished",
+        ],
+    );
+    out.expect_absent(RETURNED);
 }
 
 // ---------------------------------------------------------------------------

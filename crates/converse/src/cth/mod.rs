@@ -162,6 +162,12 @@ pub(crate) struct CthState {
     direct_ok: Cell<bool>,
     /// Direct yields since control was last back in the scheduler.
     direct_streak: Cell<u32>,
+    /// Every coroutine thread created on the PE that may still be alive, so
+    /// that teardown can unwind the suspended ones (see
+    /// [`unwind_suspended`]). Dead entries are pruned as it grows.
+    live: RefCell<Vec<std::rc::Weak<Inner>>>,
+    /// Length of `live` after its last pruning.
+    live_pruned: Cell<usize>,
 }
 
 impl CthState {
@@ -178,11 +184,24 @@ impl CthState {
             sched_allows_direct: Cell::new(false),
             direct_ok: Cell::new(false),
             direct_streak: Cell::new(0),
+            live: RefCell::new(Vec::new()),
+            live_pruned: Cell::new(0),
         }
     }
 
     pub fn current(&self) -> Thread {
         self.current.borrow().clone()
+    }
+
+    /// Records a new coroutine thread in `live`, pruning dead entries when
+    /// the list has doubled since the last pruning.
+    fn track(&self, t: &Thread) {
+        let mut live = self.live.borrow_mut();
+        if live.len() >= 2 * self.live_pruned.get() + 64 {
+            live.retain(|w| w.strong_count() > 0);
+            self.live_pruned.set(live.len());
+        }
+        live.push(Rc::downgrade(&t.0));
     }
 
     fn fresh_id(&self) -> u64 {
@@ -278,7 +297,7 @@ impl Thread {
             });
             body();
         });
-        Thread(Rc::new(Inner {
+        let thread = Thread(Rc::new(Inner {
             id: pe.cth.fresh_id(),
             pe: pe.pe,
             co: RefCell::new(Some(co)),
@@ -294,7 +313,9 @@ impl Thread {
             next: RefCell::new(None),
             strategy: RefCell::new(None),
             locals: RefCell::new(Vec::new()),
-        }))
+        }));
+        pe.cth.track(&thread);
+        thread
     }
 
     /// A number naming this thread on its PE (the main flow is 0).
@@ -608,7 +629,7 @@ fn transfer(pe: &Pe, me: &Thread, next: Thread) {
     } else if next.0.native {
         // A flow without a coroutine lies below us on this stack: it
         // continues when control is back in its loop.
-        next.0.resumed.set(true);
+        wake_main_flow(&next);
     } else {
         // Run `next` (and whatever it transfers to) on this stack; the chain's
         // last suspend comes back here, to the flow that schedules. Its
@@ -652,6 +673,16 @@ fn suspend_main_flow(pe: &Pe, me: &Thread) {
     let _back = Back(pe, Some(previous), standin);
     crate::csd::run_until(pe, &|| me.0.resumed.get());
     me.0.resumed.set(false);
+}
+
+/// Control goes to `flow`, a thread without a coroutine. If it is suspended
+/// (in `suspend_main_flow`'s loop), tell the loop to end; if it is running
+/// (it called the trampoline that is ending now), control simply returns to
+/// it, and no flag may be left behind for its next suspend.
+fn wake_main_flow(flow: &Thread) {
+    if flow.0.state.get() == State::Suspended {
+        flow.0.resumed.set(true);
+    }
 }
 
 /// Runs a queued thread's token: the scheduler took it from the queue.
@@ -734,12 +765,29 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
                 match switch {
                     Switch::Suspend => return,
                     Switch::Transfer(next) if next.0.native => {
-                        next.0.resumed.set(true);
+                        wake_main_flow(&next);
                         return;
                     }
                     Switch::Transfer(next) => t = next,
                 }
             }
+        }
+    }
+}
+
+/// At PE teardown: unwinds every coroutine thread still suspended, so that
+/// what lives on its stack is dropped (the handles to the PE and to the
+/// thread itself included, which would otherwise keep the whole PE alive).
+pub(crate) fn unwind_suspended(pe: &Pe) {
+    let live = std::mem::take(&mut *pe.cth.live.borrow_mut());
+    for weak in live {
+        let Some(inner) = weak.upgrade() else {
+            continue;
+        };
+        let co = inner.co.borrow_mut().take();
+        if let Some(mut co) = co {
+            inner.state.set(State::Finished);
+            co.force_unwind();
         }
     }
 }

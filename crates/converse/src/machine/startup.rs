@@ -235,6 +235,9 @@ fn teardown(job: &Job) {
     // are on and use the other variables.
     let result = catch_unwind(AssertUnwindSafe(|| {
         if let Some(me) = pe::try_current() {
+            // Threads still suspended first: their stacks may hold
+            // anything, PE-private values included.
+            crate::cth::unwind_suspended(&me);
             loop {
                 let next = me.globals.borrow_mut().pop();
                 match next {
