@@ -124,6 +124,8 @@ struct Inner {
     stack_size: usize,
     /// The stack's guard page, for the overflow report.
     guard: (usize, usize),
+    /// Where the thread is in its PE's `live` slab (`NO_SLOT` if not).
+    slot: Cell<usize>,
     migratable: bool,
     state: Cell<State>,
     /// A token for it is in the scheduler queue.
@@ -137,6 +139,39 @@ struct Inner {
     strategy: RefCell<Option<Rc<Strategy>>>,
     /// Thread-private variables (`Ctv`), by slot.
     pub(crate) locals: RefCell<Vec<Option<Rc<dyn Any>>>>,
+}
+
+/// `Inner::slot` of a thread not in `LiveThreads`.
+const NO_SLOT: usize = usize::MAX;
+
+/// A slab of weak handles: O(1) insert and remove, slots reused.
+#[derive(Default)]
+struct LiveThreads {
+    entries: Vec<Option<std::rc::Weak<Inner>>>,
+    free: Vec<usize>,
+}
+
+impl LiveThreads {
+    fn insert(&mut self, t: std::rc::Weak<Inner>) -> usize {
+        match self.free.pop() {
+            Some(slot) => {
+                self.entries[slot] = Some(t);
+                slot
+            }
+            None => {
+                self.entries.push(Some(t));
+                self.entries.len() - 1
+            }
+        }
+    }
+
+    fn remove(&mut self, slot: usize) {
+        if let Some(entry) = self.entries.get_mut(slot) {
+            if entry.take().is_some() {
+                self.free.push(slot);
+            }
+        }
+    }
 }
 
 /// A PE's thread state (a field of `Pe`).
@@ -162,12 +197,11 @@ pub(crate) struct CthState {
     direct_ok: Cell<bool>,
     /// Direct yields since control was last back in the scheduler.
     direct_streak: Cell<u32>,
-    /// Every coroutine thread created on the PE that may still be alive, so
-    /// that teardown can unwind the suspended ones (see
-    /// [`unwind_suspended`]). Dead entries are pruned as it grows.
-    live: RefCell<Vec<std::rc::Weak<Inner>>>,
-    /// Length of `live` after its last pruning.
-    live_pruned: Cell<usize>,
+    /// The PE's unfinished coroutine threads (a slab indexed by
+    /// `Inner::slot`), so that teardown can unwind the suspended ones (see
+    /// [`unwind_suspended`]). A thread leaves it when it finishes or is
+    /// dropped.
+    live: RefCell<LiveThreads>,
 }
 
 impl CthState {
@@ -184,8 +218,7 @@ impl CthState {
             sched_allows_direct: Cell::new(false),
             direct_ok: Cell::new(false),
             direct_streak: Cell::new(0),
-            live: RefCell::new(Vec::new()),
-            live_pruned: Cell::new(0),
+            live: RefCell::new(LiveThreads::default()),
         }
     }
 
@@ -193,15 +226,17 @@ impl CthState {
         self.current.borrow().clone()
     }
 
-    /// Records a new coroutine thread in `live`, pruning dead entries when
-    /// the list has doubled since the last pruning.
+    /// Records a new coroutine thread in `live`.
     fn track(&self, t: &Thread) {
-        let mut live = self.live.borrow_mut();
-        if live.len() >= 2 * self.live_pruned.get() + 64 {
-            live.retain(|w| w.strong_count() > 0);
-            self.live_pruned.set(live.len());
+        let slot = self.live.borrow_mut().insert(Rc::downgrade(&t.0));
+        t.0.slot.set(slot);
+    }
+
+    /// Removes a finished or dropped coroutine thread from `live`.
+    fn untrack(&self, slot: usize) {
+        if slot != NO_SLOT {
+            self.live.borrow_mut().remove(slot);
         }
-        live.push(Rc::downgrade(&t.0));
     }
 
     fn fresh_id(&self) -> u64 {
@@ -213,6 +248,20 @@ impl CthState {
     fn standin(&self, pe: usize) -> Thread {
         let reused = self.standins.borrow_mut().pop();
         reused.unwrap_or_else(|| Thread::native(self.fresh_id(), pe))
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        // A thread dropped before it finished (never run, or suspended for
+        // good) leaves the PE's `live` slab; its coroutine, dropped next,
+        // unwinds what is on its stack.
+        let slot = self.slot.replace(NO_SLOT);
+        if slot != NO_SLOT {
+            if let Some(pe) = pe::try_current() {
+                pe.cth.untrack(slot);
+            }
+        }
     }
 }
 
@@ -246,6 +295,7 @@ impl Thread {
             yielder: Cell::new(std::ptr::null()),
             stack_size: 0,
             guard: (0, 0),
+            slot: Cell::new(NO_SLOT),
             migratable: false,
             state: Cell::new(State::Running),
             queued: Cell::new(false),
@@ -305,6 +355,7 @@ impl Thread {
             yielder: Cell::new(std::ptr::null()),
             stack_size: size,
             guard,
+            slot: Cell::new(NO_SLOT),
             migratable,
             state: Cell::new(State::New),
             queued: Cell::new(false),
@@ -749,6 +800,7 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
         match result {
             CoroutineResult::Return(()) => {
                 t.0.state.set(State::Finished);
+                pe.cth.untrack(t.0.slot.replace(NO_SLOT));
                 pe.cth
                     .stacks
                     .borrow_mut()
@@ -780,10 +832,11 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
 /// thread itself included, which would otherwise keep the whole PE alive).
 pub(crate) fn unwind_suspended(pe: &Pe) {
     let live = std::mem::take(&mut *pe.cth.live.borrow_mut());
-    for weak in live {
+    for weak in live.entries.into_iter().flatten() {
         let Some(inner) = weak.upgrade() else {
             continue;
         };
+        inner.slot.set(NO_SLOT);
         let co = inner.co.borrow_mut().take();
         if let Some(mut co) = co {
             inner.state.set(State::Finished);
@@ -796,6 +849,7 @@ pub(crate) fn unwind_suspended(pe: &Pe) {
 /// what lives there) and returns the stack to the pool.
 fn destroy(pe: &Pe, t: &Thread, mut co: Co) {
     t.0.state.set(State::Finished);
+    pe.cth.untrack(t.0.slot.replace(NO_SLOT));
     co.force_unwind();
     pe.cth
         .stacks
