@@ -39,6 +39,10 @@ pub use conditions::{
     Condition, call_on_condition, call_on_condition_keep, cancel_call_on_condition, raise_condition,
 };
 
+/// What a delay too long to represent becomes: about 34 years, which no
+/// job outlives.
+const NEVER: Duration = Duration::from_secs(1 << 30);
+
 /// The default (and longest) timer resolution: 5 ms.
 pub const DEFAULT_RESOLUTION: Duration = Duration::from_millis(5);
 
@@ -61,6 +65,8 @@ pub(crate) struct CcdState {
     pub armed: Cell<bool>,
     /// Deliveries since the clock was last read (while armed).
     ticks: Cell<u32>,
+    /// The busy path found a poll due and has not run it yet.
+    poll_pending: Cell<bool>,
     /// Deliveries between clock reads (see `tick`).
     clock_every: Cell<u32>,
     /// When the busy path last read the clock.
@@ -91,6 +97,7 @@ impl CcdState {
             })),
             armed: Cell::new(false),
             ticks: Cell::new(0),
+            poll_pending: Cell::new(false),
             clock_every: Cell::new(1),
             last_clock: Cell::new(now),
             idle: Cell::new(false),
@@ -136,10 +143,9 @@ impl Ord for Timer {
 /// negative or NaN delay counts as 0.
 #[doc(alias = "CcdCallFnAfter")]
 pub fn call_fn_after(callback: impl FnOnce(f64) + 'static, ms: f64) {
-    let delay = if ms.is_finite() && ms > 0.0 {
-        Duration::from_secs_f64(ms / 1000.0)
-    } else if ms.is_infinite() && ms > 0.0 {
-        Duration::from_secs(u64::MAX / 4)
+    let delay = if ms > 0.0 {
+        // Huge (or infinite) delays saturate: such a timer never fires.
+        Duration::try_from_secs_f64(ms / 1000.0).unwrap_or(NEVER)
     } else {
         Duration::ZERO
     };
@@ -148,9 +154,7 @@ pub fn call_fn_after(callback: impl FnOnce(f64) + 'static, ms: f64) {
         pe.ccd.next_timer_seq.set(seq + 1);
         let now = Instant::now();
         pe.ccd.timers.borrow_mut().push(Timer {
-            due: now
-                .checked_add(delay)
-                .unwrap_or(now + Duration::from_secs(1 << 40)),
+            due: now.checked_add(delay.min(NEVER)).unwrap_or(now + NEVER),
             seq,
             callback: Box::new(callback),
         });
@@ -164,8 +168,10 @@ pub fn call_fn_after(callback: impl FnOnce(f64) + 'static, ms: f64) {
 #[doc(alias = "CcdSetResolution")]
 pub fn set_resolution(seconds: f64) -> f64 {
     pe::with(|pe| {
-        let new = if seconds.is_finite() && seconds > 0.0 {
-            Duration::from_secs_f64(seconds).min(DEFAULT_RESOLUTION)
+        let new = if seconds > 0.0 {
+            Duration::try_from_secs_f64(seconds)
+                .unwrap_or(DEFAULT_RESOLUTION)
+                .clamp(Duration::from_nanos(1), DEFAULT_RESOLUTION)
         } else {
             Duration::from_nanos(1)
         };
@@ -251,10 +257,11 @@ pub(crate) fn update_armed(pe: &Pe) {
 }
 
 /// True if `pe` may create work later without a message: a timer is pending
-/// or a periodic or signal condition has callbacks. The reduction stall
-/// check does not call a job stuck while this holds on any PE.
+/// or a periodic, signal or still-idle condition has callbacks. The
+/// reduction stall check does not call a job stuck while this holds on any
+/// PE.
 pub(crate) fn expects_work(pe: &Pe) -> bool {
-    pe.ccd.armed.get()
+    needs_deadline(pe)
 }
 
 /// After a delivery on an armed PE: read the clock now and then, and poll
@@ -266,17 +273,30 @@ pub(crate) fn expects_work(pe: &Pe) -> bool {
 /// [`CLOCK_EVERY_MAX`] deliveries apart.
 #[inline]
 pub(crate) fn tick(pe: &Pe) {
+    if poll_due(pe) {
+        poll(pe, Instant::now());
+    }
+}
+
+/// Counts a step of a busy PE and reads the clock when it is time; true if
+/// a poll is due. A due poll stays due until [`poll`] runs it (a thread
+/// switch that asks does not run callbacks itself).
+#[inline]
+pub(crate) fn poll_due(pe: &Pe) -> bool {
+    if pe.ccd.poll_pending.get() {
+        return true;
+    }
     let ticks = pe.ccd.ticks.get() + 1;
     if ticks < pe.ccd.clock_every.get() {
         pe.ccd.ticks.set(ticks);
-        return;
+        return false;
     }
     pe.ccd.ticks.set(0);
     let now = Instant::now();
     adapt_clock_reads(pe, now);
-    if now >= pe.ccd.next_poll.get() {
-        poll(pe, now);
-    }
+    let due = now >= pe.ccd.next_poll.get();
+    pe.ccd.poll_pending.set(due);
+    due
 }
 
 /// Adjusts how many deliveries pass between clock reads, from how long the
@@ -299,6 +319,7 @@ fn adapt_clock_reads(pe: &Pe, now: Instant) {
 /// whether it ran any callback.
 pub(crate) fn poll(pe: &Pe, now: Instant) -> bool {
     let ccd = &pe.ccd;
+    ccd.poll_pending.set(false);
     ccd.next_poll.set(now + ccd.resolution.get());
     let mut ran = false;
     // Timers due now, earliest first. Timers they add wait for a later poll.

@@ -13,6 +13,9 @@ use super::{Thread, check_can_block, suspend};
 /// synchronisation between the threads and handlers of a PE.
 pub struct Event {
     is_set: Cell<bool>,
+    /// Bumped by every `set` that sets the event: a waiter returns once it
+    /// changed, even if the event was reset before the waiter ran again.
+    generation: Cell<u64>,
     waiters: RefCell<Vec<Thread>>,
 }
 
@@ -27,16 +30,23 @@ impl Event {
     pub fn new() -> Event {
         Event {
             is_set: Cell::new(false),
+            generation: Cell::new(0),
             waiters: RefCell::new(Vec::new()),
         }
     }
 
     /// Blocks the calling thread until the event is set; returns at once if
     /// it is. Aborts in a handler or the start function (see
-    /// [`check_can_block`]).
+    /// [`check_can_block`]). On the main flow of an `init_returns` job it
+    /// also returns when the job is exiting (check
+    /// [`job_exiting`](crate::job_exiting)): that flow cannot be unwound.
     pub fn wait(&self) {
         check_can_block("Event::wait");
-        while !self.is_set.get() {
+        let entry = self.generation.get();
+        while !self.is_set.get() && self.generation.get() == entry {
+            if crate::job_exiting() {
+                return;
+            }
             let me = Thread::current();
             {
                 let mut waiters = self.waiters.borrow_mut();
@@ -54,6 +64,7 @@ impl Event {
         if self.is_set.replace(true) {
             return;
         }
+        self.generation.set(self.generation.get() + 1);
         let waiters = std::mem::take(&mut *self.waiters.borrow_mut());
         for t in waiters {
             t.awaken();
@@ -74,7 +85,9 @@ impl Event {
 /// Blocks the calling thread for at least `ms` milliseconds, letting the
 /// scheduler run other work meanwhile (a timer from
 /// [`call_fn_after`](crate::ccd::call_fn_after) awakens it). Aborts in a
-/// handler or the start function (see [`check_can_block`]).
+/// handler or the start function (see [`check_can_block`]). Like
+/// [`Event::wait`], returns early on the main flow of an `init_returns` job
+/// that is exiting.
 pub fn sleep(ms: f64) {
     check_can_block("sleep");
     let me = Thread::current();
@@ -88,6 +101,11 @@ pub fn sleep(ms: f64) {
         ms,
     );
     while !done.get() {
+        if crate::job_exiting() {
+            // Only the main flow of an `init_returns` job gets here (other
+            // flows unwind): it cannot be unwound, so it returns early.
+            return;
+        }
         suspend();
     }
 }

@@ -126,6 +126,9 @@ struct Inner {
     guard: (usize, usize),
     /// Where the thread is in its PE's `live` slab (`NO_SLOT` if not).
     slot: Cell<usize>,
+    /// Handler and scheduler depths the thread had when it last suspended
+    /// (above its resumer's); see `Depths`.
+    depths: Cell<Depths>,
     migratable: bool,
     state: Cell<State>,
     /// A token for it is in the scheduler queue.
@@ -197,6 +200,10 @@ pub(crate) struct CthState {
     direct_ok: Cell<bool>,
     /// Direct yields since control was last back in the scheduler.
     direct_streak: Cell<u32>,
+    /// The PE's `stop_gen` when the scheduler resumed the running chain: a
+    /// change means `exit_scheduler` was called, and the scheduler must get
+    /// control back.
+    direct_gen: Cell<u64>,
     /// The PE's unfinished coroutine threads (a slab indexed by
     /// `Inner::slot`), so that teardown can unwind the suspended ones (see
     /// [`unwind_suspended`]). A thread leaves it when it finishes or is
@@ -218,6 +225,7 @@ impl CthState {
             sched_allows_direct: Cell::new(false),
             direct_ok: Cell::new(false),
             direct_streak: Cell::new(0),
+            direct_gen: Cell::new(0),
             live: RefCell::new(LiveThreads::default()),
         }
     }
@@ -296,6 +304,7 @@ impl Thread {
             stack_size: 0,
             guard: (0, 0),
             slot: Cell::new(NO_SLOT),
+            depths: Cell::new(Depths::default()),
             migratable: false,
             state: Cell::new(State::Running),
             queued: Cell::new(false),
@@ -356,6 +365,7 @@ impl Thread {
             stack_size: size,
             guard,
             slot: Cell::new(NO_SLOT),
+            depths: Cell::new(Depths::default()),
             migratable,
             state: Cell::new(State::New),
             queued: Cell::new(false),
@@ -423,6 +433,12 @@ impl Thread {
         if self.0.state.get() == State::Finished {
             abort(&format!(
                 "awaken of {}, which has finished",
+                self.describe()
+            ));
+        }
+        if self.0.free_pending.get() {
+            abort(&format!(
+                "awaken of {}, which was freed (it ends when it suspends)",
                 self.describe()
             ));
         }
@@ -579,6 +595,11 @@ pub fn suspend() {
 pub fn yield_now() {
     let pe = pe::current();
     let me = pe.cth.current();
+    if me.0.free_pending.get() {
+        // A freed thread gives up control for good.
+        suspend();
+        return;
+    }
     if direct_yield(&pe, &me) {
         return;
     }
@@ -602,8 +623,15 @@ fn direct_yield(pe: &Pe, me: &Thread) -> bool {
         || !pe.cth.direct_ok.get()
         || me.0.strategy.borrow().is_some()
         || me.0.queued.get()
+        || pe.stop_gen.get() != pe.cth.direct_gen.get()
+        || pe.job.is_exiting()
         || pe.has_arrivals()
     {
+        return false;
+    }
+    // Timers and periodic callbacks run from the scheduler, never in the
+    // middle of a switch: if a poll is due, take the slow path.
+    if pe.ccd.armed.get() && crate::ccd::poll_due(pe) {
         return false;
     }
     let streak = pe.cth.direct_streak.get();
@@ -629,9 +657,6 @@ fn direct_yield(pe: &Pe, me: &Thread) -> bool {
         }
     };
     pe.cth.direct_streak.set(streak + 1);
-    if pe.ccd.armed.get() {
-        crate::ccd::tick(pe);
-    }
     let Some(next) = next else {
         return true;
     };
@@ -648,7 +673,9 @@ fn direct_yield(pe: &Pe, me: &Thread) -> bool {
 #[doc(alias = "CthYieldPrio")]
 pub fn yield_prio(queueing: Queueing) {
     let me = Thread::current();
-    me.awaken_prio(queueing);
+    if !me.0.free_pending.get() {
+        me.awaken_prio(queueing);
+    }
     suspend();
 }
 
@@ -741,10 +768,11 @@ pub(crate) fn run_token(pe: &Pe, t: Thread) {
     t.0.queued.set(false);
     pe.count_processed(1);
     if t.0.native {
-        t.0.resumed.set(true);
+        wake_main_flow(&t);
     } else {
         t.check_resumable();
         pe.cth.direct_streak.set(0);
+        pe.cth.direct_gen.set(pe.stop_gen.get());
         let allowed = pe.cth.sched_allows_direct.get();
         let before = pe.cth.direct_ok.replace(allowed);
         let _restore = RestoreDirect(pe, before);
@@ -768,25 +796,66 @@ struct Resumed<'a> {
     previous: Option<Thread>,
     block_base: u32,
     overflow_guard: stack::RunningStack,
+    /// The PE's depths when the trampoline started (see `Depths`).
+    depths: Depths,
+    /// The thread running now, if any: marked finished if it unwinds.
+    running: Option<Thread>,
 }
 
 impl Drop for Resumed<'_> {
     fn drop(&mut self) {
+        if let Some(t) = self.running.take() {
+            // Only reached by unwinding out of `co.resume`: the coroutine
+            // has ended (panic or job exit) and is dropped.
+            t.0.state.set(State::Finished);
+            self.pe.cth.untrack(t.0.slot.replace(NO_SLOT));
+        }
         let previous = self.previous.take().expect("set once");
         self.pe.cth.current.replace(previous);
         self.pe.cth.block_base.set(self.block_base);
+        self.depths.apply(self.pe);
         stack::set_running(self.overflow_guard);
+    }
+}
+
+/// The PE-wide counters a thread may leave raised when it suspends inside a
+/// handler or a nested scheduler call (their guards live on its stack).
+/// They are the thread's own: saved with it when it suspends, the resumer's
+/// put back, and re-applied on top of the next resumer's when it resumes.
+#[derive(Clone, Copy, Default)]
+struct Depths {
+    handler: u32,
+    sched: u32,
+    allows_direct: bool,
+}
+
+impl Depths {
+    fn of(pe: &Pe) -> Depths {
+        Depths {
+            handler: pe.handler_depth.get(),
+            sched: pe.sched_depth.get(),
+            allows_direct: pe.cth.sched_allows_direct.get(),
+        }
+    }
+
+    fn apply(self, pe: &Pe) {
+        pe.handler_depth.set(self.handler);
+        pe.sched_depth.set(self.sched);
+        pe.cth.sched_allows_direct.set(self.allows_direct);
     }
 }
 
 /// The trampoline: resumes `first`, then whatever it transfers control to,
 /// until a thread suspends or returns.
 pub(crate) fn run(pe: &Pe, first: Thread) {
-    let _restore = Resumed {
+    let base = Depths::of(pe);
+    let mut restore = Resumed {
         pe,
         previous: Some(pe.cth.current()),
-        block_base: pe.cth.block_base.replace(pe.handler_depth.get()),
+        block_base: pe.cth.block_base.replace(base.handler),
         overflow_guard: stack::running(),
+        depths: base,
+        running: None,
     };
     let mut t = first;
     loop {
@@ -796,7 +865,30 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
         stack::set_running(stack::RunningStack::new(t.0.guard, t.0.stack_size, pe.pe));
         t.0.state.set(State::Running);
         drop(pe.cth.current.replace(t.clone()));
+        // The thread's own depths on top of the resumer's.
+        let own = t.0.depths.get();
+        if own.handler != 0 || own.sched != 0 {
+            Depths {
+                handler: base.handler + own.handler,
+                sched: base.sched + own.sched,
+                allows_direct: own.allows_direct,
+            }
+            .apply(pe);
+        }
+        restore.running = Some(t.clone());
         let result = co.resume(());
+        restore.running = None;
+        let now = Depths::of(pe);
+        if now.handler != base.handler || now.sched != base.sched {
+            t.0.depths.set(Depths {
+                handler: now.handler.saturating_sub(base.handler),
+                sched: now.sched.saturating_sub(base.sched),
+                allows_direct: now.allows_direct,
+            });
+            base.apply(pe);
+        } else {
+            t.0.depths.set(Depths::default());
+        }
         match result {
             CoroutineResult::Return(()) => {
                 t.0.state.set(State::Finished);
@@ -832,6 +924,7 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
 /// thread itself included, which would otherwise keep the whole PE alive).
 pub(crate) fn unwind_suspended(pe: &Pe) {
     let live = std::mem::take(&mut *pe.cth.live.borrow_mut());
+    let mut first_panic = None;
     for weak in live.entries.into_iter().flatten() {
         let Some(inner) = weak.upgrade() else {
             continue;
@@ -840,8 +933,26 @@ pub(crate) fn unwind_suspended(pe: &Pe) {
         let co = inner.co.borrow_mut().take();
         if let Some(mut co) = co {
             inner.state.set(State::Finished);
-            co.force_unwind();
+            // The destructors run as the thread (its `Ctv` values, its
+            // stack's overflow guard); one that panics does not keep the
+            // others from being unwound.
+            let previous = pe.cth.current.replace(Thread(inner.clone()));
+            stack::set_running(stack::RunningStack::new(
+                inner.guard,
+                inner.stack_size,
+                pe.pe,
+            ));
+            let result =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| co.force_unwind()));
+            stack::set_running(stack::RunningStack::default());
+            pe.cth.current.replace(previous);
+            if let Err(payload) = result {
+                first_panic.get_or_insert(payload);
+            }
         }
+    }
+    if let Some(payload) = first_panic {
+        std::panic::resume_unwind(payload);
     }
 }
 

@@ -321,9 +321,12 @@ fn serve_until_others_done(job: &Job) {
     let me = pe::current();
     while job.done_pes() < others && !job.is_exiting() {
         crate::csd::schedule_poll();
+        // Timers of PE 0 still fire on time while it waits.
+        let now = std::time::Instant::now();
+        let deadline = crate::ccd::next_deadline(&me, now);
         job.pes[0].idle.wait(
             || me.has_incoming() || job.done_pes() >= others,
-            None,
+            deadline.map(|d| d.saturating_duration_since(now)),
             job.oversubscribed,
             crate::csd::idle::ANY,
         );
