@@ -23,7 +23,7 @@ use crate::machine::pe::{self, Pe};
 ///
 /// The runtime raises the system conditions; [`Condition::user`] names the
 /// ones left to the program, which it raises with
-/// [`raise_condition`](crate::ccd::raise_condition).
+/// [`raise_condition`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
 pub struct Condition(u16);
 

@@ -25,7 +25,7 @@
 //! Coroutines are asymmetric: a suspended coroutine goes back to whoever
 //! resumed it. Converse's symmetric `CthResume(t)` is built on that: the
 //! running coroutine yields `Switch::Transfer(t)` to its resumer, the
-//! *trampoline* ([`run`]), which resumes `t` next, and so on until a thread
+//! *trampoline* (`run`), which resumes `t` next, and so on until a thread
 //! yields `Switch::Suspend` (back to the scheduler) or returns. A transfer to a
 //! flow without a coroutine (the main flow) sets that flow's `resumed` flag
 //! and ends the trampoline; the main flow's nested loop sees the flag.
