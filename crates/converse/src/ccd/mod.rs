@@ -431,5 +431,6 @@ pub(crate) fn still_idle(pe: &Pe) -> bool {
 pub(crate) fn end_idle(pe: &Pe) {
     pe.ccd.idle.set(false);
     pe.ccd.idle_since.set(None);
+    pe.ccd.still_idle_raised.set(false);
     conditions::raise(pe, Condition::PROCESSOR_BEGIN_BUSY);
 }

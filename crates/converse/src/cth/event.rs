@@ -44,7 +44,7 @@ impl Event {
         check_can_block("Event::wait");
         let entry = self.generation.get();
         while !self.is_set.get() && self.generation.get() == entry {
-            if crate::job_exiting() {
+            if leave_main_flow_if_exiting() {
                 return;
             }
             let me = Thread::current();
@@ -101,11 +101,17 @@ pub fn sleep(ms: f64) {
         ms,
     );
     while !done.get() {
-        if crate::job_exiting() {
-            // Only the main flow of an `init_returns` job gets here (other
-            // flows unwind): it cannot be unwound, so it returns early.
+        if leave_main_flow_if_exiting() {
             return;
         }
         suspend();
     }
+}
+
+/// True if the caller, the main flow of an `init_returns` job, must stop
+/// waiting because the job is exiting (it cannot be unwound). The main flow
+/// of a worker PE unwinds here instead; a coroutine thread goes on waiting
+/// (its scheduler unwinds the PE, or teardown unwinds the thread).
+fn leave_main_flow_if_exiting() -> bool {
+    crate::machine::pe::with(|pe| pe.cth.current().is_main_flow() && pe.leave_if_exiting())
 }

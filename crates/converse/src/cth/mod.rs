@@ -600,6 +600,12 @@ pub fn yield_now() {
         suspend();
         return;
     }
+    if me.0.native && pe.job.is_exiting() {
+        // Nothing more will run: unwinds on a worker PE, returns on the main
+        // flow of an `init_returns` job.
+        pe.leave_if_exiting();
+        return;
+    }
     if direct_yield(&pe, &me) {
         return;
     }
@@ -712,8 +718,8 @@ fn transfer(pe: &Pe, me: &Thread, next: Thread) {
         // Run `next` (and whatever it transfers to) on this stack; the chain's
         // last suspend comes back here, to the flow that schedules. Its
         // yields must come back here too, not switch among queued threads.
-        let before = pe.cth.direct_ok.replace(false);
-        let _restore = RestoreDirect(pe, before);
+        let _restore = RestoreDirect(pe, DirectState::of(pe));
+        pe.cth.direct_ok.set(false);
         run(pe, next);
     }
 }
@@ -771,21 +777,50 @@ pub(crate) fn run_token(pe: &Pe, t: Thread) {
         wake_main_flow(&t);
     } else {
         t.check_resumable();
-        pe.cth.direct_streak.set(0);
-        pe.cth.direct_gen.set(pe.stop_gen.get());
-        let allowed = pe.cth.sched_allows_direct.get();
-        let before = pe.cth.direct_ok.replace(allowed);
-        let _restore = RestoreDirect(pe, before);
+        let _restore = RestoreDirect(pe, DirectState::of(pe));
+        DirectState {
+            ok: pe.cth.sched_allows_direct.get(),
+            streak: 0,
+            stop_gen: pe.stop_gen.get(),
+        }
+        .apply(pe);
         run(pe, t);
     }
 }
 
-/// Puts back the PE's `direct_ok` when a trampoline ends (unwinding too).
-struct RestoreDirect<'a>(&'a Pe, bool);
+/// The direct-yield state of the chain a trampoline runs (see
+/// `direct_yield`); saved when a trampoline starts and put back when it ends
+/// (unwinding too), so a scheduler run inside a thread does not reset the
+/// outer chain's streak or stop count.
+#[derive(Clone, Copy)]
+struct DirectState {
+    ok: bool,
+    streak: u32,
+    stop_gen: u64,
+}
+
+impl DirectState {
+    fn of(pe: &Pe) -> DirectState {
+        DirectState {
+            ok: pe.cth.direct_ok.get(),
+            streak: pe.cth.direct_streak.get(),
+            stop_gen: pe.cth.direct_gen.get(),
+        }
+    }
+
+    fn apply(self, pe: &Pe) {
+        pe.cth.direct_ok.set(self.ok);
+        pe.cth.direct_streak.set(self.streak);
+        pe.cth.direct_gen.set(self.stop_gen);
+    }
+}
+
+/// Puts back the saved direct-yield state when a trampoline ends.
+struct RestoreDirect<'a>(&'a Pe, DirectState);
 
 impl Drop for RestoreDirect<'_> {
     fn drop(&mut self) {
-        self.0.cth.direct_ok.set(self.1);
+        self.1.apply(self.0);
     }
 }
 
@@ -933,26 +968,37 @@ pub(crate) fn unwind_suspended(pe: &Pe) {
         let co = inner.co.borrow_mut().take();
         if let Some(mut co) = co {
             inner.state.set(State::Finished);
-            // The destructors run as the thread (its `Ctv` values, its
-            // stack's overflow guard); one that panics does not keep the
-            // others from being unwound.
-            let previous = pe.cth.current.replace(Thread(inner.clone()));
-            stack::set_running(stack::RunningStack::new(
-                inner.guard,
-                inner.stack_size,
-                pe.pe,
-            ));
-            let result =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| co.force_unwind()));
-            stack::set_running(stack::RunningStack::default());
-            pe.cth.current.replace(previous);
+            // One thread's destructor that panics does not keep the others
+            // from being unwound.
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                as_thread(pe, &inner, || co.force_unwind());
+            }));
             if let Err(payload) = result {
                 first_panic.get_or_insert(payload);
             }
         }
+        drop_locals(&inner);
+    }
+    // The main flow's and the stand-ins' thread-private values too, while
+    // the PE is still installed (their destructors may ask which PE).
+    drop_locals(&pe.cth.main.0);
+    let standins = std::mem::take(&mut *pe.cth.standins.borrow_mut());
+    for standin in &standins {
+        drop_locals(&standin.0);
     }
     if let Some(payload) = first_panic {
         std::panic::resume_unwind(payload);
+    }
+}
+
+/// Drops a thread's `Ctv` values one at a time, with no borrow held.
+fn drop_locals(inner: &Inner) {
+    loop {
+        let value = inner.locals.borrow_mut().pop();
+        match value {
+            Some(v) => drop(v),
+            None => break,
+        }
     }
 }
 
@@ -961,9 +1007,56 @@ pub(crate) fn unwind_suspended(pe: &Pe) {
 fn destroy(pe: &Pe, t: &Thread, mut co: Co) {
     t.0.state.set(State::Finished);
     pe.cth.untrack(t.0.slot.replace(NO_SLOT));
-    co.force_unwind();
+    as_thread(pe, &t.0, || co.force_unwind());
     pe.cth
         .stacks
         .borrow_mut()
         .put(co.into_stack(), t.0.stack_size);
+}
+
+/// Runs `f` (which unwinds `inner`'s stack) as that thread would run: it is
+/// `current`, its stack is the one the overflow report names, and its own
+/// handler and scheduler depths sit on top of the PE's, so the guards on its
+/// stack count down from where they counted up. Everything is put back after,
+/// unwinding included.
+fn as_thread(pe: &Pe, inner: &Rc<Inner>, f: impl FnOnce()) {
+    struct Back<'a> {
+        pe: &'a Pe,
+        previous: Option<Thread>,
+        depths: Depths,
+        stack: stack::RunningStack,
+    }
+    impl Drop for Back<'_> {
+        fn drop(&mut self) {
+            if let Some(previous) = self.previous.take() {
+                self.pe.cth.current.replace(previous);
+            }
+            self.depths.apply(self.pe);
+            stack::set_running(self.stack);
+        }
+    }
+    let base = Depths::of(pe);
+    let _back = Back {
+        pe,
+        previous: Some(pe.cth.current.replace(Thread(inner.clone()))),
+        depths: base,
+        stack: stack::running(),
+    };
+    let own = inner.depths.replace(Depths::default());
+    Depths {
+        handler: base.handler + own.handler,
+        sched: base.sched + own.sched,
+        allows_direct: if own.sched > 0 {
+            own.allows_direct
+        } else {
+            base.allows_direct
+        },
+    }
+    .apply(pe);
+    stack::set_running(stack::RunningStack::new(
+        inner.guard,
+        inner.stack_size,
+        pe.pe,
+    ));
+    f();
 }
