@@ -699,6 +699,23 @@ fn scenario(name: &str) -> i32 {
                 t.awaken_prio(Queueing::IFifo(3));
             }
         }),
+        // 22h2. `finish` called from a user-level thread of an
+        // `init_returns` job (it must come from the main flow).
+        "finish_from_a_thread" => {
+            Converse::new()
+                .args(args(&["+p", "1"]))
+                .init_returns(|_| {})
+                .expect("valid flags");
+            converse::Thread::create(
+                || {
+                    converse::finish(0);
+                },
+                0,
+            )
+            .awaken();
+            converse::schedule_poll();
+            UNEXPECTED_RETURN
+        }
         // 22i. A thread awakened after it finished.
         "awaken_finished" => job_user(&["+p", "1"], |_| {
             let t = converse::Thread::create(|| {}, 0);
@@ -1491,6 +1508,19 @@ fn sleep_in_the_start_function_aborts() {
         &[
             "converse: PE 0 aborting:",
             "sleep would block in the start function",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn finish_from_a_thread_aborts() {
+    let out = run_scenario("finish_from_a_thread");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "finish called from a user-level thread",
         ],
     );
     out.expect_absent(RETURNED);

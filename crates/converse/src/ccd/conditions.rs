@@ -293,7 +293,19 @@ pub(crate) fn raise(pe: &Pe, cond: Condition) -> bool {
             _ => return false,
         }
     };
+    // Counted down when the raise ends, even if a callback unwinds.
+    struct Raising<'a>(&'a Conditions);
+    impl Drop for Raising<'_> {
+        fn drop(&mut self) {
+            let conds = self.0;
+            conds.raising.set(conds.raising.get() - 1);
+            if conds.raising.get() == 0 {
+                conds.cancelled.borrow_mut().clear();
+            }
+        }
+    }
     conds.raising.set(conds.raising.get() + 1);
+    let raising = Raising(conds);
     let now = crate::machine::timer::wall_timer();
     let mut kept = Vec::new();
     for entry in taken {
@@ -321,10 +333,7 @@ pub(crate) fn raise(pe: &Pe, cond: Condition) -> bool {
         let added = std::mem::replace(&mut list.entries, kept);
         list.entries.extend(added);
     }
-    conds.raising.set(conds.raising.get() - 1);
-    if conds.raising.get() == 0 {
-        conds.cancelled.borrow_mut().clear();
-    }
+    drop(raising);
     super::update_armed(pe);
     true
 }

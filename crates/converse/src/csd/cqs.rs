@@ -921,6 +921,26 @@ impl<T> Cqs<T> {
         }
     }
 
+    /// If the front item has the middle priority and `take(front)` says
+    /// so, enqueues `item` FIFO at the middle priority and returns the front
+    /// item (dequeued); otherwise changes nothing and hands `item` back.
+    /// Equivalent to checking [`middle_front`](Cqs::middle_front), then
+    /// [`enqueue_fifo`](Cqs::enqueue_fifo) and [`dequeue`](Cqs::dequeue),
+    /// with one look at the parts instead of three (a thread switch does
+    /// this on every yield).
+    #[inline]
+    pub fn swap_middle_front(&mut self, item: T, take: impl FnOnce(&T) -> bool) -> Result<T, T> {
+        if !matches!(self.front(), Some(Front::Middle)) {
+            return Err(item);
+        }
+        match self.middle.front() {
+            Some(front) if take(front) => {}
+            _ => return Err(item),
+        }
+        self.middle.push_back(item);
+        Ok(self.middle.pop_front().expect("the front was there"))
+    }
+
     /// The number of queued items.
     #[doc(alias = "CqsLength")]
     pub fn len(&self) -> usize {

@@ -651,14 +651,13 @@ fn direct_yield(pe: &Pe, me: &Thread) -> bool {
             // Nothing else to run: the scheduler would resume us at once.
             None
         } else {
-            match queue.middle_front() {
-                Some(Task::Thread(t)) if !t.0.native && t.0.state.get() == State::Suspended => {}
-                _ => return false,
-            }
-            queue.enqueue_fifo(Task::Thread(me.clone()));
-            match queue.dequeue() {
-                Some(Task::Thread(t)) => Some(t),
-                _ => unreachable!("the front was a thread token"),
+            let swapped = queue.swap_middle_front(Task::Thread(me.clone()), |front| {
+                matches!(front, Task::Thread(t) if !t.0.native && t.0.state.get() == State::Suspended)
+            });
+            match swapped {
+                Ok(Task::Thread(t)) => Some(t),
+                Ok(Task::Message(_)) => unreachable!("the front was a thread token"),
+                Err(_) => return false,
             }
         }
     };
@@ -833,17 +832,19 @@ struct Resumed<'a> {
     overflow_guard: stack::RunningStack,
     /// The PE's depths when the trampoline started (see `Depths`).
     depths: Depths,
-    /// The thread running now, if any: marked finished if it unwinds.
-    running: Option<Thread>,
 }
 
 impl Drop for Resumed<'_> {
     fn drop(&mut self) {
-        if let Some(t) = self.running.take() {
-            // Only reached by unwinding out of `co.resume`: the coroutine
-            // has ended (panic or job exit) and is dropped.
-            t.0.state.set(State::Finished);
-            self.pe.cth.untrack(t.0.slot.replace(NO_SLOT));
+        if std::thread::panicking() {
+            // Unwinding out of the trampoline: the thread it ran last (still
+            // `current`) ended with the panic (or the job's exit) and its
+            // coroutine is gone.
+            let t = self.pe.cth.current();
+            if !t.0.native {
+                t.0.state.set(State::Finished);
+                self.pe.cth.untrack(t.0.slot.replace(NO_SLOT));
+            }
         }
         let previous = self.previous.take().expect("set once");
         self.pe.cth.current.replace(previous);
@@ -884,13 +885,12 @@ impl Depths {
 /// until a thread suspends or returns.
 pub(crate) fn run(pe: &Pe, first: Thread) {
     let base = Depths::of(pe);
-    let mut restore = Resumed {
+    let _restore = Resumed {
         pe,
         previous: Some(pe.cth.current()),
         block_base: pe.cth.block_base.replace(base.handler),
         overflow_guard: stack::running(),
         depths: base,
-        running: None,
     };
     let mut t = first;
     loop {
@@ -910,9 +910,7 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
             }
             .apply(pe);
         }
-        restore.running = Some(t.clone());
         let result = co.resume(());
-        restore.running = None;
         let now = Depths::of(pe);
         if now.handler != base.handler || now.sched != base.sched {
             t.0.depths.set(Depths {

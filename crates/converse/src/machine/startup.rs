@@ -294,6 +294,11 @@ thread_local! {
 /// If the calling thread did not start a job with `init_returns`; re-raises
 /// the first panic of any PE's code.
 pub fn finish(code: i32) -> i32 {
+    if pe::try_current().is_some_and(|me| !me.cth.current().is_main_flow()) {
+        super::exit::abort(
+            "finish called from a user-level thread: call it from the main flow of PE 0 (the thread that called init_returns)",
+        );
+    }
     finish_returned_main(code)
 }
 
