@@ -259,6 +259,39 @@ impl CthState {
     }
 }
 
+impl Inner {
+    /// A thread with coroutine `co` (`None`: a flow without one, running).
+    fn new(
+        id: u64,
+        pe: usize,
+        co: Option<Co>,
+        guard: (usize, usize),
+        stack_size: usize,
+        migratable: bool,
+    ) -> Inner {
+        let native = co.is_none();
+        Inner {
+            id,
+            pe,
+            co: RefCell::new(co),
+            native,
+            yielder: Cell::new(std::ptr::null()),
+            stack_size,
+            guard,
+            slot: Cell::new(NO_SLOT),
+            depths: Cell::new(Depths::default()),
+            migratable,
+            state: Cell::new(if native { State::Running } else { State::New }),
+            queued: Cell::new(false),
+            free_pending: Cell::new(false),
+            resumed: Cell::new(false),
+            next: RefCell::new(None),
+            strategy: RefCell::new(None),
+            locals: RefCell::new(Vec::new()),
+        }
+    }
+}
+
 impl Drop for Inner {
     fn drop(&mut self) {
         // A thread dropped before it finished (never run, or suspended for
@@ -295,25 +328,7 @@ impl std::fmt::Debug for Thread {
 
 impl Thread {
     fn native(id: u64, pe: usize) -> Thread {
-        Thread(Rc::new(Inner {
-            id,
-            pe,
-            co: RefCell::new(None),
-            native: true,
-            yielder: Cell::new(std::ptr::null()),
-            stack_size: 0,
-            guard: (0, 0),
-            slot: Cell::new(NO_SLOT),
-            depths: Cell::new(Depths::default()),
-            migratable: false,
-            state: Cell::new(State::Running),
-            queued: Cell::new(false),
-            free_pending: Cell::new(false),
-            resumed: Cell::new(false),
-            next: RefCell::new(None),
-            strategy: RefCell::new(None),
-            locals: RefCell::new(Vec::new()),
-        }))
+        Thread(Rc::new(Inner::new(id, pe, None, (0, 0), 0, false)))
     }
 
     /// The thread running now (`CthSelf`). The flow that entered the PE
@@ -356,25 +371,14 @@ impl Thread {
             });
             body();
         });
-        let thread = Thread(Rc::new(Inner {
-            id: pe.cth.fresh_id(),
-            pe: pe.pe,
-            co: RefCell::new(Some(co)),
-            native: false,
-            yielder: Cell::new(std::ptr::null()),
-            stack_size: size,
+        let thread = Thread(Rc::new(Inner::new(
+            pe.cth.fresh_id(),
+            pe.pe,
+            Some(co),
             guard,
-            slot: Cell::new(NO_SLOT),
-            depths: Cell::new(Depths::default()),
+            size,
             migratable,
-            state: Cell::new(State::New),
-            queued: Cell::new(false),
-            free_pending: Cell::new(false),
-            resumed: Cell::new(false),
-            next: RefCell::new(None),
-            strategy: RefCell::new(None),
-            locals: RefCell::new(Vec::new()),
-        }));
+        )));
         pe.cth.track(&thread);
         thread
     }
@@ -874,6 +878,19 @@ impl Depths {
         }
     }
 
+    /// A thread's own depths `own` on top of the resumer's `base`.
+    fn stacked(base: Depths, own: Depths) -> Depths {
+        Depths {
+            handler: base.handler + own.handler,
+            sched: base.sched + own.sched,
+            allows_direct: if own.sched > 0 {
+                own.allows_direct
+            } else {
+                base.allows_direct
+            },
+        }
+    }
+
     fn apply(self, pe: &Pe) {
         pe.handler_depth.set(self.handler);
         pe.sched_depth.set(self.sched);
@@ -903,12 +920,7 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
         // The thread's own depths on top of the resumer's.
         let own = t.0.depths.get();
         if own.handler != 0 || own.sched != 0 {
-            Depths {
-                handler: base.handler + own.handler,
-                sched: base.sched + own.sched,
-                allows_direct: own.allows_direct,
-            }
-            .apply(pe);
+            Depths::stacked(base, own).apply(pe);
         }
         let result = co.resume(());
         let now = Depths::of(pe);
@@ -1040,17 +1052,7 @@ fn as_thread(pe: &Pe, inner: &Rc<Inner>, f: impl FnOnce()) {
         depths: base,
         stack: stack::running(),
     };
-    let own = inner.depths.replace(Depths::default());
-    Depths {
-        handler: base.handler + own.handler,
-        sched: base.sched + own.sched,
-        allows_direct: if own.sched > 0 {
-            own.allows_direct
-        } else {
-            base.allows_direct
-        },
-    }
-    .apply(pe);
+    Depths::stacked(base, inner.depths.replace(Depths::default())).apply(pe);
     stack::set_running(stack::RunningStack::new(
         inner.guard,
         inner.stack_size,
