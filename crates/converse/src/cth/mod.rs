@@ -40,7 +40,22 @@
 //! - `current` is the thread whose code runs now; the trampoline restores the
 //!   previous value when a thread yields, returns or unwinds.
 //! - A thread is freed (its stack back in the pool) when it returns, or, after
-//!   [`Thread::free`], when it next suspends.
+//!   [`Thread::free`], when it next suspends. Threads still suspended when
+//!   the PE ends are unwound at teardown (their stacks hold handles to the
+//!   PE), while the PE is still installed.
+//! - The PE's handler and scheduler depths a thread leaves raised when it
+//!   suspends inside a handler or a nested scheduler are the thread's own
+//!   (`Depths`): saved with it, taken off the PE, and put back on top of
+//!   whoever resumes it next.
+//!
+//! # Direct yields
+//!
+//! A [`yield_now`] whose scheduler would run another thread next (no arrived
+//! message waits, the front of the queue is a thread token) queues its own
+//! token and transfers straight to that thread, without the round trip
+//! through the scheduler loop; at most `DIRECT_YIELDS` in a row, never when
+//! a timer poll is due, `exit_scheduler` was called or the job is exiting,
+//! and never for a chain the scheduler did not start (`direct_ok`).
 //!
 //! # Blocking restrictions
 //!
