@@ -12,7 +12,15 @@
 //!    priority (the PE's queue on ties).
 //!
 //! So arrived messages run before anything enqueued with `enqueue*`, as the
-//! manual promises. When nothing is ready the PE idles: it spins briefly, then
+//! manual promises. The PE's queue holds messages and the tokens of awakened
+//! user-level threads (`cth::Task`); taking a token resumes its thread.
+//!
+//! The waiting loops (forever, count, and the loop that runs while the main
+//! flow is suspended) raise the idle-edge conditions (see `ccd`): the first
+//! empty look raises begin-idle, the next one still-idle, and each looks
+//! again before waiting, since callbacks may have made work or stopped the
+//! scheduler; the first work found afterwards raises begin-busy. A busy PE
+//! with timers or periodic callbacks counts its steps for `ccd::tick`. When nothing is ready the PE idles: it spins briefly, then
 //! yields, then parks until another PE gives it work or the job ends (see
 //! `csd::idle`).
 //!
