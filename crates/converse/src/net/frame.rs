@@ -1,0 +1,592 @@
+//! Frames on the byte stream between two processes, and the one reassembly
+//! path every network module feeds the bytes it receives into (Nemesis's
+//! `MPID_nem_handle_pkt`).
+//!
+//! # The frame
+//!
+//! A frame is a fixed 16-byte header followed by `len` payload bytes:
+//!
+//! | bytes | field | meaning |
+//! |---|---|---|
+//! | 0..2 | magic | [`FRAME_MAGIC`], little-endian: a stream that is not ours, or out of step, fails here |
+//! | 2 | kind | [`FrameKind`]: a Converse message, or one of the module's own packets |
+//! | 3 | flags | per kind; 0 unless a kind defines them |
+//! | 4..8 | len | payload length, little-endian, at most the receiver's limit |
+//! | 8..12 | src | the sending PE (or process, for the module's own packets) |
+//! | 12..16 | tag | per kind (a large-message transfer's id, say); 0 otherwise |
+//!
+//! Every field is checked before anything is allocated or delivered: bytes
+//! from the wire are never trusted, and an error names the peer.
+//!
+//! # Reassembly (`handle_pkt` semantics)
+//!
+//! A [`Reassembler`] belongs to one connection (one VC). [`Reassembler::handle`]
+//! accepts the received bytes in any chunking: many frames at once, a frame
+//! cut anywhere, even inside its header. Invariants, as in Nemesis:
+//!
+//! - A header fragment is kept in `pending` (`pending_pkt`) until the rest of
+//!   the header arrives; while `pending_len > 0` no frame body is active.
+//! - Once a header is complete, its body is received into `active`
+//!   (`recv_active`), a buffer of exactly `len` bytes. A module that can
+//!   receive straight into it (the recv-active fast path: `read` into
+//!   [`Reassembler::body_space`], then [`Reassembler::body_filled`]) skips the
+//!   copy; one that cannot passes its buffer to `handle`.
+//! - Frames are delivered in stream order, each exactly once, with its whole
+//!   payload.
+//! - At the end of the stream, [`Reassembler::finish`] reports a frame cut
+//!   short (a truncated packet) instead of dropping it silently.
+use std::fmt;
+
+/// Size of a frame header, in bytes.
+pub const FRAME_HEADER_SIZE: usize = 16;
+
+/// The first two bytes of every frame.
+pub const FRAME_MAGIC: u16 = 0xC0C5;
+
+/// The default largest payload a [`Reassembler`] accepts: 1 GiB, the largest
+/// Converse message.
+pub const DEFAULT_MAX_PAYLOAD: usize = 1 << 30;
+
+/// What a frame carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// A Converse message (header and payload, as `Message::as_bytes`).
+    Message = 1,
+    /// The module's own control traffic (connection set-up, credits, close).
+    Control = 2,
+    /// Large-message transfer: ready to send (Nemesis RTS, with the cookie).
+    LmtRts = 3,
+    /// Large-message transfer: clear to send (CTS, with the receiver's
+    /// cookie).
+    LmtCts = 4,
+    /// Large-message transfer: a cookie exchanged during the transfer.
+    LmtCookie = 5,
+    /// Large-message transfer: done.
+    LmtDone = 6,
+}
+
+impl FrameKind {
+    fn from_byte(b: u8) -> Option<FrameKind> {
+        Some(match b {
+            1 => FrameKind::Message,
+            2 => FrameKind::Control,
+            3 => FrameKind::LmtRts,
+            4 => FrameKind::LmtCts,
+            5 => FrameKind::LmtCookie,
+            6 => FrameKind::LmtDone,
+            _ => return None,
+        })
+    }
+}
+
+/// A decoded frame header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FrameHeader {
+    /// What the frame carries.
+    pub kind: FrameKind,
+    /// Per-kind flags.
+    pub flags: u8,
+    /// Payload length in bytes.
+    pub len: u32,
+    /// The sender.
+    pub src: u32,
+    /// Per-kind tag.
+    pub tag: u32,
+}
+
+impl FrameHeader {
+    /// The header's 16 bytes on the wire.
+    pub fn encode(&self) -> [u8; FRAME_HEADER_SIZE] {
+        let mut b = [0u8; FRAME_HEADER_SIZE];
+        b[0..2].copy_from_slice(&FRAME_MAGIC.to_le_bytes());
+        b[2] = self.kind as u8;
+        b[3] = self.flags;
+        b[4..8].copy_from_slice(&self.len.to_le_bytes());
+        b[8..12].copy_from_slice(&self.src.to_le_bytes());
+        b[12..16].copy_from_slice(&self.tag.to_le_bytes());
+        b
+    }
+
+    /// Decodes and checks a header; `max_payload` bounds `len`.
+    pub fn decode(
+        b: &[u8; FRAME_HEADER_SIZE],
+        max_payload: usize,
+    ) -> Result<FrameHeader, FrameFault> {
+        let word = |at: usize| u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]]);
+        let magic = u16::from_le_bytes([b[0], b[1]]);
+        if magic != FRAME_MAGIC {
+            return Err(FrameFault::BadMagic(magic));
+        }
+        let kind = FrameKind::from_byte(b[2]).ok_or(FrameFault::UnknownKind(b[2]))?;
+        let len = word(4);
+        if len as usize > max_payload {
+            return Err(FrameFault::TooLong {
+                len: len as usize,
+                max: max_payload,
+            });
+        }
+        Ok(FrameHeader {
+            kind,
+            flags: b[3],
+            len,
+            src: word(8),
+            tag: word(12),
+        })
+    }
+}
+
+/// The bytes of a whole frame: header, then `payload`.
+///
+/// # Panics
+/// If `payload` is longer than `u32::MAX` bytes.
+pub fn encode_frame(kind: FrameKind, flags: u8, src: u32, tag: u32, payload: &[u8]) -> Vec<u8> {
+    let len = u32::try_from(payload.len()).expect("a frame payload fits in 32 bits");
+    let header = FrameHeader {
+        kind,
+        flags,
+        len,
+        src,
+        tag,
+    };
+    let mut bytes = Vec::with_capacity(FRAME_HEADER_SIZE + payload.len());
+    bytes.extend_from_slice(&header.encode());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
+/// What was wrong with the bytes of a frame.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum FrameFault {
+    /// The first two bytes were not [`FRAME_MAGIC`].
+    BadMagic(u16),
+    /// The kind byte names no [`FrameKind`].
+    UnknownKind(u8),
+    /// The payload is longer than the receiver accepts.
+    TooLong {
+        /// Announced length.
+        len: usize,
+        /// The receiver's limit.
+        max: usize,
+    },
+    /// The stream ended inside a frame.
+    Truncated {
+        /// Bytes of the frame received (header included).
+        got: usize,
+        /// Bytes the frame needed (header included), if its header was
+        /// complete.
+        needed: Option<usize>,
+    },
+}
+
+impl fmt::Display for FrameFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FrameFault::BadMagic(m) => write!(
+                f,
+                "bad frame magic {m:#06x} (expected {FRAME_MAGIC:#06x}): not a Converse stream, or out of step"
+            ),
+            FrameFault::UnknownKind(k) => write!(f, "unknown frame kind {k}"),
+            FrameFault::TooLong { len, max } => {
+                write!(f, "frame of {len} bytes is longer than the limit of {max}")
+            }
+            FrameFault::Truncated { got, needed } => match needed {
+                Some(n) => write!(f, "stream ended inside a frame: {got} of {n} bytes"),
+                None => write!(
+                    f,
+                    "stream ended inside a frame header: {got} of {FRAME_HEADER_SIZE} bytes"
+                ),
+            },
+        }
+    }
+}
+
+/// A fault on a connection, naming the peer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FrameError {
+    /// Who sent the bytes (a process or node number, as the module names it).
+    pub peer: usize,
+    /// What was wrong.
+    pub fault: FrameFault,
+}
+
+impl fmt::Display for FrameError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "malformed data from process {}: {}",
+            self.peer, self.fault
+        )
+    }
+}
+
+impl std::error::Error for FrameError {}
+
+/// The frame whose body is being received (`recv_active`).
+struct Active {
+    header: FrameHeader,
+    body: Vec<u8>,
+    /// Bytes of `body` received so far.
+    filled: usize,
+}
+
+/// Reassembles the frames of one connection from received bytes in any
+/// chunking (see the module comment).
+pub struct Reassembler {
+    peer: usize,
+    max_payload: usize,
+    /// A header fragment (`pending_pkt`) and its length.
+    pending: [u8; FRAME_HEADER_SIZE],
+    pending_len: usize,
+    active: Option<Active>,
+    /// Set once a fault was found: the stream is out of step for good.
+    failed: Option<FrameFault>,
+}
+
+impl Reassembler {
+    /// A reassembler for the connection from `peer`, accepting payloads of
+    /// up to `max_payload` bytes.
+    pub fn new(peer: usize, max_payload: usize) -> Reassembler {
+        Reassembler {
+            peer,
+            max_payload,
+            pending: [0; FRAME_HEADER_SIZE],
+            pending_len: 0,
+            active: None,
+            failed: None,
+        }
+    }
+
+    fn error(&mut self, fault: FrameFault) -> FrameError {
+        self.failed = Some(fault.clone());
+        FrameError {
+            peer: self.peer,
+            fault,
+        }
+    }
+
+    /// Feeds received bytes; calls `deliver(header, payload)` for every frame
+    /// they complete, in order. After an error the connection is unusable:
+    /// every later call returns the same error.
+    pub fn handle(
+        &mut self,
+        mut bytes: &[u8],
+        mut deliver: impl FnMut(FrameHeader, Vec<u8>),
+    ) -> Result<(), FrameError> {
+        if let Some(fault) = self.failed.clone() {
+            return Err(self.error(fault));
+        }
+        while !bytes.is_empty() {
+            if let Some(active) = &mut self.active {
+                let n = (active.body.len() - active.filled).min(bytes.len());
+                active.body[active.filled..active.filled + n].copy_from_slice(&bytes[..n]);
+                active.filled += n;
+                bytes = &bytes[n..];
+                self.deliver_if_complete(&mut deliver);
+                continue;
+            }
+            // A header: complete the pending fragment, or decode in place.
+            let header_bytes: [u8; FRAME_HEADER_SIZE] = if self.pending_len == 0
+                && bytes.len() >= FRAME_HEADER_SIZE
+            {
+                let h = bytes[..FRAME_HEADER_SIZE].try_into().expect("16 bytes");
+                bytes = &bytes[FRAME_HEADER_SIZE..];
+                h
+            } else {
+                let n = (FRAME_HEADER_SIZE - self.pending_len).min(bytes.len());
+                self.pending[self.pending_len..self.pending_len + n].copy_from_slice(&bytes[..n]);
+                self.pending_len += n;
+                bytes = &bytes[n..];
+                if self.pending_len < FRAME_HEADER_SIZE {
+                    break;
+                }
+                self.pending_len = 0;
+                self.pending
+            };
+            let header = match FrameHeader::decode(&header_bytes, self.max_payload) {
+                Ok(h) => h,
+                Err(fault) => return Err(self.error(fault)),
+            };
+            self.active = Some(Active {
+                header,
+                body: vec![0; header.len as usize],
+                filled: 0,
+            });
+            self.deliver_if_complete(&mut deliver);
+        }
+        Ok(())
+    }
+
+    fn deliver_if_complete(&mut self, deliver: &mut impl FnMut(FrameHeader, Vec<u8>)) {
+        if self
+            .active
+            .as_ref()
+            .is_some_and(|a| a.filled == a.body.len())
+        {
+            let done = self.active.take().expect("checked");
+            deliver(done.header, done.body);
+        }
+    }
+
+    /// The recv-active fast path: where the rest of the active frame's body
+    /// goes, for a module that can receive straight into it. `None` when no
+    /// body is being received (the next bytes are a header: use
+    /// [`handle`](Reassembler::handle)).
+    pub fn body_space(&mut self) -> Option<&mut [u8]> {
+        let active = self.active.as_mut()?;
+        Some(&mut active.body[active.filled..])
+    }
+
+    /// Records that `n` bytes were received into
+    /// [`body_space`](Reassembler::body_space); delivers the frame if that
+    /// completed it.
+    ///
+    /// # Panics
+    /// If `n` is more than the space there was.
+    pub fn body_filled(&mut self, n: usize, mut deliver: impl FnMut(FrameHeader, Vec<u8>)) {
+        let active = self
+            .active
+            .as_mut()
+            .expect("body_filled without an active frame");
+        assert!(
+            n <= active.body.len() - active.filled,
+            "body_filled past the frame's end"
+        );
+        active.filled += n;
+        self.deliver_if_complete(&mut deliver);
+    }
+
+    /// True between frames: no header fragment kept, no body in progress.
+    pub fn is_idle(&self) -> bool {
+        self.pending_len == 0 && self.active.is_none()
+    }
+
+    /// At the end of the stream: an error if it ended inside a frame.
+    pub fn finish(&mut self) -> Result<(), FrameError> {
+        if let Some(fault) = self.failed.clone() {
+            return Err(self.error(fault));
+        }
+        if self.pending_len > 0 {
+            let got = self.pending_len;
+            return Err(self.error(FrameFault::Truncated { got, needed: None }));
+        }
+        if let Some(a) = &self.active {
+            let fault = FrameFault::Truncated {
+                got: FRAME_HEADER_SIZE + a.filled,
+                needed: Some(FRAME_HEADER_SIZE + a.body.len()),
+            };
+            return Err(self.error(fault));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    type Frame = (FrameKind, u8, u32, u32, Vec<u8>);
+
+    fn collect(r: &mut Reassembler, chunks: &[&[u8]]) -> Result<Vec<Frame>, FrameError> {
+        let mut out = Vec::new();
+        for c in chunks {
+            r.handle(c, |h, p| out.push((h.kind, h.flags, h.src, h.tag, p)))?;
+        }
+        Ok(out)
+    }
+
+    fn kind_strategy() -> impl Strategy<Value = FrameKind> {
+        prop_oneof![
+            Just(FrameKind::Message),
+            Just(FrameKind::Control),
+            Just(FrameKind::LmtRts),
+            Just(FrameKind::LmtCts),
+            Just(FrameKind::LmtCookie),
+            Just(FrameKind::LmtDone),
+        ]
+    }
+
+    fn frames_strategy() -> impl Strategy<Value = Vec<Frame>> {
+        prop::collection::vec(
+            (
+                kind_strategy(),
+                any::<u8>(),
+                any::<u32>(),
+                any::<u32>(),
+                prop::collection::vec(any::<u8>(), 0..600),
+            ),
+            0..20,
+        )
+    }
+
+    fn stream(frames: &[Frame]) -> Vec<u8> {
+        frames
+            .iter()
+            .flat_map(|(k, f, s, t, p)| encode_frame(*k, *f, *s, *t, p))
+            .collect()
+    }
+
+    /// Cuts `bytes` at the given points (taken modulo its length, sorted).
+    fn cut<'a>(bytes: &'a [u8], points: &[usize]) -> Vec<&'a [u8]> {
+        let mut at: Vec<usize> = points
+            .iter()
+            .map(|p| {
+                if bytes.is_empty() {
+                    0
+                } else {
+                    p % (bytes.len() + 1)
+                }
+            })
+            .collect();
+        at.push(0);
+        at.push(bytes.len());
+        at.sort_unstable();
+        at.windows(2).map(|w| &bytes[w[0]..w[1]]).collect()
+    }
+
+    proptest! {
+        #[test]
+        fn any_chunking_gives_back_the_frames(
+            frames in frames_strategy(),
+            points in prop::collection::vec(any::<usize>(), 0..40),
+        ) {
+            let bytes = stream(&frames);
+            let mut r = Reassembler::new(7, DEFAULT_MAX_PAYLOAD);
+            let got = collect(&mut r, &cut(&bytes, &points)).unwrap();
+            prop_assert_eq!(got, frames);
+            prop_assert!(r.is_idle());
+            prop_assert!(r.finish().is_ok());
+        }
+
+        #[test]
+        fn direct_receive_into_the_body_gives_the_same_frames(
+            frames in frames_strategy(),
+            sizes in prop::collection::vec(1usize..97, 1..40),
+        ) {
+            // A module that reads at most `size` bytes at a time, straight
+            // into the active body when there is one.
+            let bytes = stream(&frames);
+            let mut r = Reassembler::new(1, DEFAULT_MAX_PAYLOAD);
+            let mut got = Vec::new();
+            let mut at = 0;
+            let mut turn = 0;
+            while at < bytes.len() {
+                let size = sizes[turn % sizes.len()];
+                turn += 1;
+                let mut push = |h: FrameHeader, p: Vec<u8>| got.push((h.kind, h.flags, h.src, h.tag, p));
+                if let Some(space) = r.body_space() {
+                    let n = size.min(space.len()).min(bytes.len() - at);
+                    space[..n].copy_from_slice(&bytes[at..at + n]);
+                    at += n;
+                    r.body_filled(n, &mut push);
+                } else {
+                    let n = size.min(bytes.len() - at);
+                    r.handle(&bytes[at..at + n], &mut push).unwrap();
+                    at += n;
+                }
+            }
+            prop_assert_eq!(got, frames);
+            prop_assert!(r.is_idle());
+        }
+
+        #[test]
+        fn random_bytes_never_panic(
+            bytes in prop::collection::vec(any::<u8>(), 0..400),
+            points in prop::collection::vec(any::<usize>(), 0..10),
+        ) {
+            let mut r = Reassembler::new(3, 1 << 12);
+            let result = collect(&mut r, &cut(&bytes, &points));
+            if result.is_ok() {
+                // Whatever was not an error either ended between frames or
+                // is reported as truncated.
+                prop_assert_eq!(r.finish().is_ok(), r.is_idle());
+            }
+        }
+    }
+
+    #[test]
+    fn empty_payloads_are_delivered() {
+        let bytes = stream(&[
+            (FrameKind::Control, 0, 1, 2, vec![]),
+            (FrameKind::Message, 0, 3, 4, vec![9]),
+        ]);
+        let mut r = Reassembler::new(0, 16);
+        let got = collect(&mut r, &[&bytes]).unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!(got[0], (FrameKind::Control, 0, 1, 2, vec![]));
+    }
+
+    #[test]
+    fn bad_magic_is_named_with_the_peer_and_sticks() {
+        let mut bytes = encode_frame(FrameKind::Message, 0, 0, 0, b"hi");
+        bytes[0] ^= 0xff;
+        let mut r = Reassembler::new(5, 1024);
+        let err = collect(&mut r, &[&bytes]).unwrap_err();
+        assert_eq!(err.peer, 5);
+        assert!(matches!(err.fault, FrameFault::BadMagic(_)));
+        assert!(
+            err.to_string()
+                .starts_with("malformed data from process 5: bad frame magic")
+        );
+        let good = encode_frame(FrameKind::Message, 0, 0, 0, b"ok");
+        assert_eq!(
+            collect(&mut r, &[&good]).unwrap_err(),
+            err,
+            "the stream stays failed"
+        );
+    }
+
+    #[test]
+    fn unknown_kind_and_overlong_frames_are_refused_before_allocation() {
+        let mut bytes = encode_frame(FrameKind::Message, 0, 0, 0, b"");
+        bytes[2] = 0;
+        let mut r = Reassembler::new(1, 1024);
+        assert_eq!(
+            collect(&mut r, &[&bytes]).unwrap_err().fault,
+            FrameFault::UnknownKind(0)
+        );
+        let mut header = FrameHeader {
+            kind: FrameKind::Message,
+            flags: 0,
+            len: 0,
+            src: 0,
+            tag: 0,
+        };
+        header.len = u32::MAX;
+        let mut r = Reassembler::new(2, 1024);
+        let err = collect(&mut r, &[&header.encode()]).unwrap_err();
+        assert_eq!(
+            err.fault,
+            FrameFault::TooLong {
+                len: u32::MAX as usize,
+                max: 1024
+            }
+        );
+    }
+
+    #[test]
+    fn truncated_streams_are_reported_at_the_end() {
+        let bytes = encode_frame(FrameKind::Message, 0, 0, 0, &[1; 10]);
+        let mut r = Reassembler::new(4, 1024);
+        collect(&mut r, &[&bytes[..5]]).unwrap();
+        assert_eq!(
+            r.finish().unwrap_err().fault,
+            FrameFault::Truncated {
+                got: 5,
+                needed: None
+            }
+        );
+        let mut r = Reassembler::new(4, 1024);
+        collect(&mut r, &[&bytes[..20]]).unwrap();
+        let err = r.finish().unwrap_err();
+        assert_eq!(
+            err.fault,
+            FrameFault::Truncated {
+                got: 20,
+                needed: Some(26)
+            }
+        );
+        assert!(err.to_string().contains("20 of 26 bytes"), "{err}");
+    }
+}
