@@ -62,7 +62,9 @@ pub struct CommHandle {
 }
 
 impl CommHandle {
-    /// A handle for a send that finished before returning.
+    /// A handle for a send that finished before returning (an in-process
+    /// send copies at once; a send to another process that went out at
+    /// once).
     pub(crate) fn completed() -> CommHandle {
         CommHandle { done: None }
     }
@@ -97,8 +99,22 @@ pub fn sync_send_and_free(dest_pe: usize, msg: Message) {
 /// says when `msg` may be reused.
 #[doc(alias = "CmiAsyncSend")]
 pub fn async_send(dest_pe: usize, msg: &Message) -> CommHandle {
-    sync_send(dest_pe, msg);
-    CommHandle::completed()
+    let msg = msg.to_owned_copy();
+    pe::with(|pe| {
+        pe.check_pe(dest_pe, "send to");
+        if pe.job.local_pe(dest_pe).is_some() {
+            pe.send_to_pe(dest_pe, msg);
+            return CommHandle::completed();
+        }
+        // To another process: the handle follows the network's request.
+        let mut msg = msg;
+        pe.stamp_user_message(&mut msg);
+        pe.count_created(1);
+        match pe.job.remote().send_to_pe_async(pe.pe, dest_pe, msg) {
+            Some(flag) => CommHandle { done: Some(flag) },
+            None => CommHandle::completed(),
+        }
+    })
 }
 
 /// Sends a copy of `msg` to node `dest_node`, where any PE of the node may

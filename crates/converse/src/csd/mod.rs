@@ -357,7 +357,7 @@ pub fn enqueue_lifo(msg: Message) {
 pub fn node_enqueue_general(msg: Message, queueing: Queueing) {
     pe::with(|pe| {
         pe.count_created(1);
-        let node = &pe.job.nodes[pe.node];
+        let node = &pe.job.node(pe.node);
         {
             let mut q = node.queue.lock().unwrap_or_else(|e| e.into_inner());
             q.enqueue(msg, queueing);
@@ -396,7 +396,8 @@ pub fn is_empty() -> bool {
 #[doc(alias = "CsdNodeEmpty")]
 pub fn node_is_empty() -> bool {
     pe::with(|pe| {
-        pe.job.nodes[pe.node]
+        pe.job
+            .node(pe.node)
             .queue_len
             .load(std::sync::atomic::Ordering::Acquire)
             == 0

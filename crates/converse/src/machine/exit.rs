@@ -41,7 +41,7 @@ pub fn exit(code: i32) -> ! {
     };
     match pe.role {
         Role::Worker => {
-            pe.job.request_exit(code);
+            pe.job.exit_everywhere(code);
             drop(pe);
             std::panic::resume_unwind(Box::new(ExitUnwind))
         }
@@ -67,13 +67,21 @@ pub fn job_exiting() -> bool {
 #[doc(alias = "CmiAbort")]
 pub fn abort(msg: &str) -> ! {
     flush_stdout();
-    let line = match pe::try_current() {
+    let current = pe::try_current();
+    let line = match &current {
         Some(pe) => format!("converse: PE {} aborting: {msg}\n", pe.pe),
         None => format!("converse: aborting: {msg}\n"),
     };
-    let mut err = std::io::stderr().lock();
-    let _ = err.write_all(line.as_bytes());
-    let _ = err.flush();
+    {
+        let mut err = std::io::stderr().lock();
+        let _ = err.write_all(line.as_bytes());
+        let _ = err.flush();
+    }
+    // The other processes of the job end too, saying why.
+    if let Some(net) = current.as_ref().and_then(|pe| pe.job.net.clone()) {
+        let who = current.as_ref().map_or(0, |pe| pe.pe);
+        net.tell_abort(&format!("PE {who} aborted: {msg}"));
+    }
     std::process::exit(ABORT_EXIT_CODE)
 }
 

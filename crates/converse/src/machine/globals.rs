@@ -183,7 +183,7 @@ impl<T: Send + Sync + 'static> Csv<T> {
     fn node_slot(&self) -> SharedSlot {
         let slot = self.slot.get();
         pe::with(|pe| {
-            let node = &pe.job.nodes[pe.node];
+            let node = &pe.job.node(pe.node);
             let mut globals = node.globals.lock().unwrap_or_else(|e| e.into_inner());
             if globals.len() <= slot {
                 globals.resize(slot + 1, None);

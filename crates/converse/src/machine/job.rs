@@ -4,8 +4,12 @@
 //!
 //! # Invariants
 //!
-//! - `pes.len() == topo.num_pes()`, `nodes.len() == topo.num_nodes()`; both are
-//!   fixed for the job's life.
+//! - `pes` holds the PEs of this process, `nodes` its nodes: all of them in an
+//!   in-process job, one node (its PEs `first_pe..first_pe + pes.len()`) in
+//!   each process of a multi-process job. Both are fixed for the job's life;
+//!   [`Job::pe`] and [`Job::node`] index them by job-wide number.
+//! - A message for a PE or node of another process goes to `net`, which is
+//!   set before any PE starts and only in a multi-process job.
 //! - Once `exiting` is set it stays set; the first exit code recorded wins.
 //! - Every message pushed to a PE inbox is followed by a wake-up call on the
 //!   receiver's [`IdleState`]; every push to a node inbox or node queue by a
@@ -71,8 +75,16 @@ pub(crate) struct NodeShared {
 /// The job as every PE sees it.
 pub(crate) struct Job {
     pub topo: Topology,
-    pub pes: Box<[CachePadded<PeShared>]>,
-    pub nodes: Box<[CachePadded<NodeShared>]>,
+    /// This process's PEs, from `first_pe` on.
+    pes: Box<[CachePadded<PeShared>]>,
+    /// This process's nodes, from `first_node` on.
+    nodes: Box<[CachePadded<NodeShared>]>,
+    /// The lowest-numbered PE of this process.
+    pub first_pe: usize,
+    /// The lowest-numbered node of this process.
+    pub first_node: usize,
+    /// The other processes of a multi-process job; `None` in-process.
+    pub net: Option<Arc<crate::net::network::Network>>,
     /// The program's arguments, runtime flags removed, program name first.
     pub args: Vec<String>,
     /// When the job started; `timer()` counts from here.
@@ -96,11 +108,24 @@ pub(crate) struct Job {
 }
 
 impl Job {
+    /// An in-process job: every PE and node of `topo` lives here.
+    #[cfg(test)]
     pub fn new(topo: Topology, args: Vec<String>) -> Job {
+        Job::with_nodes(topo, 0..topo.num_nodes(), args)
+    }
+
+    /// A job whose nodes `local` live in this process (all of them unless the
+    /// job spans processes).
+    pub fn with_nodes(topo: Topology, local: std::ops::Range<usize>, args: Vec<String>) -> Job {
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let first_pe = topo.node_first(local.start);
+        let local_pes = local.clone().map(|n| topo.node_size(n)).sum::<usize>();
         Job {
             topo,
-            pes: (0..topo.num_pes())
+            first_pe,
+            first_node: local.start,
+            net: None,
+            pes: (0..local_pes)
                 .map(|_| {
                     CachePadded::new(PeShared {
                         inbox: Inbox::new(),
@@ -108,7 +133,7 @@ impl Job {
                     })
                 })
                 .collect(),
-            nodes: (0..topo.num_nodes())
+            nodes: local
                 .map(|n| {
                     CachePadded::new(NodeShared {
                         inbox: SegQueue::new(),
@@ -121,7 +146,7 @@ impl Job {
                 .collect(),
             args,
             start: Instant::now(),
-            oversubscribed: topo.num_pes() > cores,
+            oversubscribed: local_pes > cores,
             branch: crate::cmi::spantree::DEFAULT_BRANCH,
             stack_size: crate::cth::DEFAULT_STACK_SIZE,
             exiting: AtomicBool::new(false),
@@ -130,6 +155,47 @@ impl Job {
             panic: Mutex::new(None),
             handler_canon: Mutex::new(Vec::new()),
         }
+    }
+
+    /// What other threads may touch of PE `pe`, which must be in this
+    /// process.
+    #[inline]
+    pub fn pe(&self, pe: usize) -> &PeShared {
+        &self.pes[pe - self.first_pe]
+    }
+
+    /// PE `pe`'s shared part if it lives in this process.
+    #[inline]
+    pub fn local_pe(&self, pe: usize) -> Option<&PeShared> {
+        pe.checked_sub(self.first_pe)
+            .and_then(|i| self.pes.get(i))
+            .map(|p| &**p)
+    }
+
+    /// What the PEs of node `node`, which must be in this process, share.
+    #[inline]
+    pub fn node(&self, node: usize) -> &NodeShared {
+        &self.nodes[node - self.first_node]
+    }
+
+    /// Node `node`'s shared part if it lives in this process.
+    #[inline]
+    pub fn local_node(&self, node: usize) -> Option<&NodeShared> {
+        node.checked_sub(self.first_node)
+            .and_then(|i| self.nodes.get(i))
+            .map(|n| &**n)
+    }
+
+    /// The other processes, for a message to a PE or node not in this one.
+    pub fn remote(&self) -> &crate::net::network::Network {
+        self.net
+            .as_deref()
+            .expect("a PE outside this process exists only in a multi-process job")
+    }
+
+    /// Number of PEs in this process.
+    pub fn local_pes(&self) -> usize {
+        self.pes.len()
     }
 
     /// True once some PE asked the job to end.
@@ -155,14 +221,15 @@ impl Job {
         }
     }
 
-    /// Counts a PE whose start function has returned, and wakes PE 0 (an
-    /// `init_returns` main thread may be waiting for it).
+    /// Counts a PE of this process whose start function has returned, and
+    /// wakes the process's first PE (an `init_returns` main thread may be
+    /// waiting for it).
     pub fn pe_done(&self) {
         self.done_pes.fetch_add(1, Ordering::SeqCst);
         self.pes[0].idle.wake();
     }
 
-    /// PEs whose start function has returned.
+    /// PEs of this process whose start function has returned.
     pub fn done_pes(&self) -> usize {
         self.done_pes.load(Ordering::SeqCst)
     }
@@ -172,11 +239,21 @@ impl Job {
         lock(&self.exit_code).unwrap_or(0)
     }
 
+    /// `exit(code)`: ends the job here and in every other process.
+    pub fn exit_everywhere(&self, code: i32) {
+        if !self.is_exiting() {
+            if let Some(net) = &self.net {
+                net.broadcast_exit(code);
+            }
+        }
+        self.request_exit(code);
+    }
+
     /// Keeps the first panic payload and ends the job with code 101 (Rust's
-    /// panic exit code).
+    /// panic exit code), in every process.
     pub fn record_panic(&self, payload: Box<dyn Any + Send>) {
         lock(&self.panic).get_or_insert(payload);
-        self.request_exit(101);
+        self.exit_everywhere(101);
     }
 
     pub fn take_panic(&self) -> Option<Box<dyn Any + Send>> {
@@ -191,7 +268,7 @@ impl Job {
     pub fn wake_node(&self, node: usize) {
         let first = self.topo.node_first(node);
         for pe in first..first + self.topo.node_size(node) {
-            if self.pes[pe].idle.wake_for_node_work() {
+            if self.pe(pe).idle.wake_for_node_work() {
                 return;
             }
         }

@@ -89,7 +89,7 @@ impl<T> DerefMut for NodeLockGuard<'_, T> {
 pub fn node_barrier() {
     let me = pe::current();
     let job = me.job.clone();
-    if !job.nodes[me.node].barrier.wait(|| job.is_exiting()) {
+    if !job.node(me.node).barrier.wait(|| job.is_exiting()) {
         me.leave_if_exiting();
     }
 }

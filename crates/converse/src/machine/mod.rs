@@ -5,6 +5,7 @@ pub mod exit;
 pub mod globals;
 pub mod io;
 pub(crate) mod job;
+pub(crate) mod launch;
 pub mod lock;
 pub(crate) mod pe;
 pub mod startup;

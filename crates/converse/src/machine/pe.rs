@@ -202,9 +202,13 @@ impl Pe {
         if dest == self.pe {
             self.self_queue.borrow_mut().push_back(msg);
         } else {
-            let target = &self.job.pes[dest];
-            target.inbox.push(msg);
-            target.idle.wake();
+            match self.job.local_pe(dest) {
+                Some(target) => {
+                    target.inbox.push(msg);
+                    target.idle.wake();
+                }
+                None => self.job.remote().send_to_pe(self.pe, dest, msg),
+            }
         }
     }
 
@@ -219,8 +223,13 @@ impl Pe {
 
     /// Puts `msg` in node `node`'s inbox as it is.
     pub fn push_to_node(&self, node: usize, msg: Message) {
-        self.job.nodes[node].inbox.push(msg);
-        self.job.wake_node(node);
+        match self.job.local_node(node) {
+            Some(shared) => {
+                shared.inbox.push(msg);
+                self.job.wake_node(node);
+            }
+            None => self.job.remote().send_to_node(self.pe, node, msg),
+        }
     }
 
     /// Aborts with a clear message if `node` is no node of the job.
@@ -255,7 +264,7 @@ impl Pe {
     pub fn next_fresh_arrival(&self) -> Option<Message> {
         self.next_pe_arrival().or_else(|| {
             // `is_empty` reads two indices; `pop` on an empty queue does more.
-            let inbox = &self.job.nodes[self.node].inbox;
+            let inbox = &self.job.node(self.node).inbox;
             if inbox.is_empty() { None } else { inbox.pop() }
         })
     }
@@ -268,7 +277,7 @@ impl Pe {
         }
         // SAFETY: `Pe` lives on its PE's thread only (it is `!Send`), and only
         // a PE pops its own inbox: this is the queue's single consumer.
-        while let Some(m) = unsafe { self.job.pes[self.pe].inbox.pop() } {
+        while let Some(m) = unsafe { self.job.pe(self.pe).inbox.pop() } {
             if m.header().flags & ARRIVAL_FLAGS == 0 {
                 return Some(m);
             }
@@ -292,7 +301,7 @@ impl Pe {
         if let Some(m) = self.next_arrived() {
             return Some(Task::Message(m));
         }
-        let node = &self.job.nodes[self.node];
+        let node = &self.job.node(self.node);
         if node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0 {
             let mut nq = node.queue.lock().unwrap_or_else(|e| e.into_inner());
             let take_node = match (nq.front_priority(), self.queue.borrow().front_priority()) {
@@ -318,13 +327,13 @@ impl Pe {
     /// node inbox or node queue): what the scheduler takes before its own
     /// queue.
     pub fn has_arrivals(&self) -> bool {
-        let node = &self.job.nodes[self.node];
+        let node = &self.job.node(self.node);
         !self.stash.borrow().is_empty()
             || !self.ready.borrow().is_empty()
             || !self.self_queue.borrow().is_empty()
             // SAFETY: as in `next_fresh_arrival`: the owning PE's thread is
             // the inbox's single consumer.
-            || !(unsafe { self.job.pes[self.pe].inbox.is_empty() })
+            || !(unsafe { self.job.pe(self.pe).inbox.is_empty() })
             || !node.inbox.is_empty()
             || node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0
     }
@@ -332,10 +341,10 @@ impl Pe {
     /// True if another thread has made work visible to this PE (what an idle
     /// PE polls for), or the job is ending.
     pub fn has_incoming(&self) -> bool {
-        let node = &self.job.nodes[self.node];
+        let node = &self.job.node(self.node);
         // SAFETY: as in `next_fresh_arrival`: the owning PE's thread is the
         // inbox's single consumer.
-        !(unsafe { self.job.pes[self.pe].inbox.is_empty() })
+        !(unsafe { self.job.pe(self.pe).inbox.is_empty() })
             || !node.inbox.is_empty()
             || node.queue_len.load(std::sync::atomic::Ordering::Relaxed) > 0
             || self.job.is_exiting()
@@ -345,8 +354,8 @@ impl Pe {
     /// its node) or the job ends.
     pub fn idle_wait_for_pe_message(&self) {
         // SAFETY: the owning PE's thread is the inbox's single consumer.
-        let has = || !unsafe { self.job.pes[self.pe].inbox.is_empty() } || self.job.is_exiting();
-        self.job.pes[self.pe].idle.wait(
+        let has = || !unsafe { self.job.pe(self.pe).inbox.is_empty() } || self.job.is_exiting();
+        self.job.pe(self.pe).idle.wait(
             has,
             None,
             self.job.oversubscribed,
@@ -369,7 +378,7 @@ impl Pe {
         let stall_timeout = crate::cmi::reduce::stall_timeout(self);
         let needs_clock = crate::ccd::needs_deadline(self);
         if stall_timeout.is_none() && !needs_clock {
-            self.job.pes[self.pe].idle.wait(
+            self.job.pe(self.pe).idle.wait(
                 || self.has_incoming(),
                 None,
                 self.job.oversubscribed,
@@ -392,7 +401,7 @@ impl Pe {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let timed_out = self.job.pes[self.pe].idle.wait(
+        let timed_out = self.job.pe(self.pe).idle.wait(
             || self.has_incoming(),
             deadline.map(|d| d.saturating_duration_since(now)),
             self.job.oversubscribed,

@@ -112,17 +112,59 @@ impl Converse {
     /// Parses the runtime flags and builds the job's shared state.
     fn job(&self) -> Result<Arc<Job>, ArgError> {
         let (flags, program_args) = args::parse(&self.args)?;
+        let placement = super::launch::placement().map_err(ArgError::Launch)?;
         let pes = flags.pes.unwrap_or(self.default_pes);
-        let ppn = flags.ppn.or(self.default_ppn).unwrap_or(pes);
+        // Started by convrun, a process is one node: `+p` PEs over its
+        // processes unless `++ppn` says otherwise.
+        let ppn_default = match &placement {
+            Some(place) if pes % place.nodes == 0 => pes / place.nodes,
+            _ => pes,
+        };
+        let ppn = flags.ppn.or(self.default_ppn).unwrap_or(ppn_default);
         if pes % ppn != 0 {
             return Err(ArgError::Layout { pes, ppn });
         }
-        let mut job = Job::new(Topology::new(pes, ppn), program_args);
+        let topo = Topology::new(pes, ppn);
+        let mut job = match &placement {
+            None => Job::with_nodes(topo, 0..topo.num_nodes(), program_args),
+            Some(place) => {
+                if place.nodes != topo.num_nodes() {
+                    return Err(ArgError::Launch(format!(
+                        "convrun started {} processes but +p {pes} ++ppn {ppn} makes {} nodes",
+                        place.nodes,
+                        topo.num_nodes()
+                    )));
+                }
+                let net = super::launch::join(place, topo).map_err(|e| {
+                    ArgError::Launch(format!(
+                        "process {} could not join the job: {e}",
+                        place.node
+                    ))
+                })?;
+                let mut job = Job::with_nodes(topo, place.node..place.node + 1, program_args);
+                job.net = Some(Arc::new(net));
+                job
+            }
+        };
         job.branch = flags.branch.or(self.branch).unwrap_or(DEFAULT_BRANCH);
         if let Some(size) = flags.stack_size {
             job.stack_size = size;
         }
-        Ok(Arc::new(job))
+        let job = Arc::new(job);
+        if let Some(net) = &job.net {
+            net.start(&job);
+            if job.first_node == 0 {
+                println!(
+                    "converse: {} PEs in {} processes of {} PE{}, netmod {}",
+                    topo.num_pes(),
+                    topo.num_nodes(),
+                    ppn,
+                    if ppn == 1 { "" } else { "s" },
+                    net.module_name()
+                );
+            }
+        }
+        Ok(job)
     }
 
     /// Normal mode: runs `start(args)` on every PE, then each PE's scheduler
@@ -154,8 +196,9 @@ impl Converse {
         check_not_a_pe();
         let job = self.job()?;
         let others = spawn_pes(&job, &start, mode);
-        pe_body(&job, 0, Role::Worker, &start, mode);
+        pe_body(&job, job.first_pe, Role::Worker, &start, mode);
         join_all(&job, others);
+        end_network(&job);
         if let Some(payload) = job.take_panic() {
             std::panic::resume_unwind(payload);
         }
@@ -175,14 +218,18 @@ impl Converse {
         let job = self.job()?;
         let start: StartFn = Arc::new(start);
         let others = spawn_pes(&job, &start, SchedMode::UserCallsScheduler);
-        Pe::install(Rc::new(Pe::new(job.clone(), 0, Role::ReturnedMain)));
+        Pe::install(Rc::new(Pe::new(
+            job.clone(),
+            job.first_pe,
+            Role::ReturnedMain,
+        )));
         RETURNED.with(|r| *r.borrow_mut() = Some(Returned { job, others }));
         Ok(())
     }
 }
 
 fn spawn_pes(job: &Arc<Job>, start: &StartFn, mode: SchedMode) -> Vec<JoinHandle<()>> {
-    (1..job.topo.num_pes())
+    (job.first_pe + 1..job.first_pe + job.local_pes())
         .map(|pe| {
             let (job, start) = (job.clone(), start.clone());
             std::thread::Builder::new()
@@ -253,6 +300,15 @@ fn teardown(job: &Job) {
     record_unwind(job, result);
 }
 
+/// In a multi-process job, once this process's PEs have all finished: the
+/// exit protocol with the other processes (see `net::network`).
+fn end_network(job: &Job) {
+    if let Some(net) = &job.net {
+        super::launch::ending();
+        net.shutdown();
+    }
+}
+
 /// Refuses to start a job on a thread that already is a PE, before any
 /// thread is spawned (so no PE of the refused job is left running).
 fn check_not_a_pe() {
@@ -312,6 +368,7 @@ pub(crate) fn finish_returned_main(code: i32) -> i32 {
     job.request_exit(code);
     join_all(&job, others);
     teardown(&job);
+    end_network(&job);
     if let Some(payload) = job.take_panic() {
         std::panic::resume_unwind(payload);
     }
@@ -322,14 +379,14 @@ pub(crate) fn finish_returned_main(code: i32) -> i32 {
 /// every other PE's start function has returned (and then the last ones they
 /// sent) or the job is exiting.
 fn serve_until_others_done(job: &Job) {
-    let others = job.topo.num_pes() - 1;
+    let others = job.local_pes() - 1;
     let me = pe::current();
     while job.done_pes() < others && !job.is_exiting() {
         crate::csd::schedule_poll();
         // Timers of PE 0 still fire on time while it waits.
         let now = std::time::Instant::now();
         let deadline = crate::ccd::next_deadline(&me, now);
-        job.pes[0].idle.wait(
+        job.pe(job.first_pe).idle.wait(
             || me.has_incoming() || job.done_pes() >= others,
             deadline.map(|d| d.saturating_duration_since(now)),
             job.oversubscribed,

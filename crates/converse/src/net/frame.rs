@@ -140,6 +140,7 @@ impl FrameHeader {
 ///
 /// # Panics
 /// If `payload` is longer than `u32::MAX` bytes.
+#[cfg(test)]
 pub fn encode_frame(kind: FrameKind, flags: u8, src: u32, tag: u32, payload: &[u8]) -> Vec<u8> {
     let len = u32::try_from(payload.len()).expect("a frame payload fits in 32 bits");
     let header = FrameHeader {
@@ -357,6 +358,7 @@ impl Reassembler {
     }
 
     /// True between frames: no header fragment kept, no body in progress.
+    #[cfg(test)]
     pub fn is_idle(&self) -> bool {
         self.pending_len == 0 && self.active.is_none()
     }

@@ -1,0 +1,288 @@
+//! The network-module contract (the Nemesis netmod API of
+//! `spec/nemesis-netmod-api.md`), in Rust.
+//!
+//! A network module moves frames (`net::frame`) between the processes of a
+//! job. The layer above it (`net::network`, Nemesis's CH3) decides what the
+//! frames mean. The calls map onto the spec one to one:
+//!
+//! | spec | here |
+//! |---|---|
+//! | `net_module_init` (returns a business card) | the module's constructor, then [`NetModule::business_card`] |
+//! | `get_business_card` | [`NetModule::business_card`] |
+//! | `connect_to_root` | [`NetModule::connect_to_root`] |
+//! | `vc_init` / `vc_destroy` | [`NetModule::vc_init`] / [`NetModule::vc_destroy`] |
+//! | `vc_terminate` | [`NetModule::vc_terminate`]: never blocks; [`Upcalls::vc_terminated`] once pending sends drained |
+//! | `get_ordering` | [`NetModule::ordering`] |
+//! | `iSendContig` (request made by the caller) | [`NetModule::isend_contig`] |
+//! | `iStartContigMsg` (request only if not sent at once) | [`NetModule::istart_contig`] |
+//! | `SendNoncontig` (iovecs) | [`NetModule::send_noncontig`] |
+//! | request completion, `OnDataAvail` | [`SendRequest`], [`OnDataAvail`] |
+//! | `MPID_nem_handle_pkt` | `frame::Reassembler` per VC, its frames passed to [`Upcalls::frame`] |
+//! | `net_module_poll(in_or_out)` | [`NetModule::poll`] with [`PollDir`] |
+//! | `MPIDI_CH3U_Handle_connection` | [`Upcalls`] |
+//! | `finalize` | [`NetModule::finalize`] |
+//!
+//! Where the spec hands the module a pointer and a length that stay valid
+//! until the request completes, the Rust calls hand it an owned buffer
+//! ([`SendData`]): the module keeps it as long as it needs it and drops it
+//! when the bytes are gone, which is when the request completes.
+//!
+//! # Concurrency protocol
+//!
+//! A module is shared by every thread of its process: PEs send from their
+//! own threads, one progress thread polls. Sends to one VC are ordered by
+//! the module (a per-VC lock): the bytes of two sends never interleave, and
+//! frames from one thread arrive in the order sent ([`NetModule::ordering`]).
+//! Upcalls run on whichever thread made the progress that caused them, with
+//! the VC's receive state locked: they must not send on the same VC's
+//! receive path nor block.
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use super::frame::FrameHeader;
+use crate::msg::message::Message;
+
+/// A fault of a network module, naming the process it concerns.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NetError {
+    /// The peer process (node) the fault concerns, if one.
+    pub peer: Option<usize>,
+    /// What went wrong.
+    pub what: String,
+}
+
+impl NetError {
+    /// A fault on the VC to `peer`.
+    pub fn peer(peer: usize, what: impl Into<String>) -> NetError {
+        NetError {
+            peer: Some(peer),
+            what: what.into(),
+        }
+    }
+
+    /// A fault of the module itself.
+    pub fn local(what: impl Into<String>) -> NetError {
+        NetError {
+            peer: None,
+            what: what.into(),
+        }
+    }
+}
+
+impl fmt::Display for NetError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.peer {
+            Some(p) => write!(f, "process {p}: {}", self.what),
+            None => f.write_str(&self.what),
+        }
+    }
+}
+
+impl std::error::Error for NetError {}
+
+/// The bytes a send hands to the module. The module owns them until they
+/// are sent (then the request completes and they are dropped).
+pub enum SendData {
+    /// A Converse message: its bytes as [`Message::as_bytes`] gives them.
+    Message(Message),
+    /// Any bytes.
+    Bytes(Vec<u8>),
+}
+
+impl SendData {
+    /// The bytes to send.
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            SendData::Message(m) => m.as_bytes(),
+            SendData::Bytes(b) => b,
+        }
+    }
+}
+
+/// What a request's [`OnDataAvail`] continuation says once the data handed
+/// to the module so far is sent.
+pub enum DataAvail {
+    /// The request is complete.
+    Complete,
+    /// More data to send on the same VC, right after (the spec's
+    /// "otherwise, check for more data to send").
+    // Exercised by the module tests; the large-message transfer uses it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    More(SendData),
+}
+
+/// The `OnDataAvail` continuation of a send request: called by the module,
+/// on its progress thread or the sender's, each time the request's data has
+/// been sent.
+pub type OnDataAvail = Box<dyn FnMut() -> DataAvail + Send>;
+
+/// A send request (`MPID_Request` of a send): complete once all its data has
+/// left the process (or the module has copied it).
+#[derive(Clone)]
+pub struct SendRequest {
+    inner: Arc<RequestInner>,
+}
+
+struct RequestInner {
+    done: Arc<AtomicBool>,
+    on_data_avail: std::sync::Mutex<Option<OnDataAvail>>,
+}
+
+impl SendRequest {
+    /// A request with no continuation: it completes when its data is sent.
+    pub fn new() -> SendRequest {
+        SendRequest::with_continuation(None)
+    }
+
+    /// A request whose data, once sent, is followed by what `on_data_avail`
+    /// returns, until it says [`DataAvail::Complete`].
+    pub fn with_continuation(on_data_avail: Option<OnDataAvail>) -> SendRequest {
+        SendRequest {
+            inner: Arc::new(RequestInner {
+                done: Arc::new(AtomicBool::new(false)),
+                on_data_avail: std::sync::Mutex::new(on_data_avail),
+            }),
+        }
+    }
+
+    /// True once the request is complete.
+    pub fn is_complete(&self) -> bool {
+        self.inner.done.load(Ordering::Acquire)
+    }
+
+    /// The flag that turns true on completion (for `CommHandle`).
+    pub fn completion_flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.inner.done)
+    }
+
+    /// Called by a module when the data handed to it for this request has
+    /// been sent (the spec's "Completing Send Requests"): runs the
+    /// continuation, and either marks the request complete or returns the
+    /// next data to send.
+    pub fn data_sent(&self) -> Option<SendData> {
+        let next = {
+            let mut slot = self
+                .inner
+                .on_data_avail
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            match slot.as_mut() {
+                None => DataAvail::Complete,
+                Some(cb) => cb(),
+            }
+        };
+        match next {
+            DataAvail::Complete => {
+                self.inner.done.store(true, Ordering::Release);
+                None
+            }
+            DataAvail::More(data) => Some(data),
+        }
+    }
+}
+
+impl Default for SendRequest {
+    fn default() -> Self {
+        SendRequest::new()
+    }
+}
+
+/// Which way [`NetModule::poll`] looks first (`MPID_nem_poll_dir_t`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PollDir {
+    /// Receive before sending what is pending (`MPID_NEM_POLL_IN`).
+    InFirst,
+    /// Send what is pending before receiving (`MPID_NEM_POLL_OUT`).
+    OutFirst,
+}
+
+/// What a module tells the layer above (CH3's side of the contract).
+pub trait Upcalls: Send + Sync {
+    /// A whole frame arrived on the VC from `peer` (after `handle_pkt`
+    /// reassembly).
+    fn frame(&self, peer: usize, header: FrameHeader, body: Vec<u8>);
+    /// The VC to `peer` finished terminating: pending sends drained and the
+    /// connection closed (`MPIDI_VC_EVENT_TERMINATED`).
+    fn vc_terminated(&self, peer: usize);
+    /// The VC to `peer` broke: the peer closed it, reset it, or sent bytes
+    /// that are not a frame stream.
+    fn vc_failed(&self, peer: usize, why: String);
+}
+
+/// A network module (Nemesis netmod). See the module comment for the map to
+/// the spec.
+pub trait NetModule: Send + Sync {
+    /// The module's name as `++netmod` spells it.
+    fn name(&self) -> &'static str;
+
+    /// This process's business card: what a peer needs to reach it
+    /// (`get_business_card`).
+    fn business_card(&self) -> String;
+
+    /// Connects the VC to `peer`, known only by its card, now (the spec's
+    /// `connect_to_root`, for a process outside the initial set, and our
+    /// eager connection at start-up).
+    fn connect_to_root(&self, peer: usize, card: &str) -> Result<(), NetError>;
+
+    /// Prepares the VC to `peer` from its business card (`vc_init`). A
+    /// module may connect here or at first use.
+    fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError>;
+
+    /// Forgets the VC to `peer` (`vc_destroy`); it must be terminated.
+    fn vc_destroy(&self, peer: usize);
+
+    /// Closes the VC to `peer` once its pending sends have drained, without
+    /// blocking (`vc_terminate`); [`Upcalls::vc_terminated`] follows.
+    fn vc_terminate(&self, peer: usize);
+
+    /// True if frames sent on one VC arrive in the order sent
+    /// (`get_ordering`).
+    fn ordering(&self) -> bool;
+
+    /// Sends a contiguous frame: `header` then `data` (`iSendContig`). `req`
+    /// completes (see [`SendRequest::data_sent`]) once the data is sent, at
+    /// once if it all went now.
+    fn isend_contig(
+        &self,
+        peer: usize,
+        req: SendRequest,
+        header: FrameHeader,
+        data: SendData,
+    ) -> Result<(), NetError>;
+
+    /// Sends a contiguous frame and makes a request only if it could not go
+    /// at once (`iStartContigMsg`): `None` means sent.
+    fn istart_contig(
+        &self,
+        peer: usize,
+        header: FrameHeader,
+        data: SendData,
+    ) -> Result<Option<SendRequest>, NetError>;
+
+    /// Sends a frame whose body is the concatenation of `iov`
+    /// (`SendNoncontig`); `header.len` must be their total length.
+    // Exercised by the module tests; vector sends to other processes use it
+    // once they stop concatenating first.
+    #[cfg_attr(not(test), allow(dead_code))]
+    fn send_noncontig(
+        &self,
+        peer: usize,
+        req: SendRequest,
+        header: FrameHeader,
+        iov: &[&[u8]],
+    ) -> Result<(), NetError>;
+
+    /// Makes progress on sends and receives (`net_module_poll`), waiting up
+    /// to `timeout` for something to happen (`None`: wait until something
+    /// does or [`NetModule::wake`] is called). Returns true if anything
+    /// moved.
+    fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError>;
+
+    /// Makes a [`NetModule::poll`] waiting on another thread return.
+    fn wake(&self);
+
+    /// Closes everything (`finalize`).
+    fn finalize(&self);
+}

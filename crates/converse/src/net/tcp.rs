@@ -1,0 +1,963 @@
+//! The tcp network module: one TCP connection (VC) per pair of processes,
+//! non-blocking sockets driven by mio.
+//!
+//! # Connections
+//!
+//! A process's business card is `tcp:HOST:PORT`, the address of its
+//! listening socket. At start-up process `i` connects to every process
+//! `j < i` ([`NetModule::connect_to_root`]) and accepts one connection from
+//! every `j > i` ([`TcpModule::accept_peers`]). The connecting side first
+//! writes a 24-byte hello: `CVRSTCP1`, the job's token (so a stray or stale
+//! connection is refused), its own process number and the job's process
+//! count. Each VC then carries frames (`net::frame`) both ways.
+//!
+//! # Sending
+//!
+//! A send tries to write at once from the sender's thread (`writev` of the
+//! frame header and the data, no copy). What does not fit in the socket
+//! buffer is queued on the VC with the owned data; the progress thread writes
+//! it when the socket becomes writable. A write that failed with
+//! `WouldBlock` guarantees such an event (sockets are registered
+//! edge-triggered for both directions once, at start-up). Frames of one VC
+//! never interleave: the queue is behind the VC's send lock and a send goes
+//! straight to the socket only when the queue is empty.
+//!
+//! # Receiving
+//!
+//! The progress thread reads a readable socket until it would block, feeding
+//! the bytes to the VC's [`Reassembler`]. While a frame's body is being
+//! received it reads straight into the body buffer (the recv-active fast
+//! path); otherwise into a 64 KiB buffer passed to `handle`. Whole frames go
+//! to [`Upcalls::frame`], in order.
+//!
+//! # Concurrency protocol
+//!
+//! - `send` lock: the VC's queue, and writing to its socket.
+//! - `recv` lock: the VC's reassembler, and reading from its socket. Only the
+//!   progress thread reads today; the lock keeps a second reader (a PE
+//!   polling while it spins) correct later.
+//! - `poll` lock: the mio `Poll`, held by the one thread that waits on it.
+//! - Upcalls run with the VC's `recv` lock held (frames) or nothing held.
+use std::collections::VecDeque;
+use std::io::{self, IoSlice, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Registry, Token, Waker};
+use std::os::fd::AsRawFd;
+
+use super::frame::{FRAME_HEADER_SIZE, FrameHeader, Reassembler};
+use super::netmod::{NetError, NetModule, PollDir, SendData, SendRequest, Upcalls};
+
+/// The first bytes a connecting process writes.
+const HELLO_MAGIC: &[u8; 8] = b"CVRSTCP1";
+const HELLO_SIZE: usize = 24;
+/// The waker's token; VCs use their peer's number.
+const WAKER: Token = Token(usize::MAX);
+/// Receive buffer of a VC (between frame bodies).
+const RECV_BUF: usize = 64 << 10;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Bytes on their way out: a frame header and its data, or more data of a
+/// request.
+struct Pending {
+    header: Option<[u8; FRAME_HEADER_SIZE]>,
+    data: SendData,
+    /// Bytes of header-then-data already written.
+    written: usize,
+    req: Option<SendRequest>,
+}
+
+impl Pending {
+    fn total(&self) -> usize {
+        self.header.map_or(0, |h| h.len()) + self.data.as_slice().len()
+    }
+
+    /// Writes what it can; `Ok(true)` once all is written.
+    fn write_to(&mut self, mut stream: &mio::net::TcpStream) -> io::Result<bool> {
+        let total = self.total();
+        while self.written < total {
+            let hdr: &[u8] = match &self.header {
+                Some(h) => h,
+                None => &[],
+            };
+            let data = self.data.as_slice();
+            let n = if self.written < hdr.len() {
+                stream.write_vectored(&[IoSlice::new(&hdr[self.written..]), IoSlice::new(data)])
+            } else {
+                stream.write(&data[self.written - hdr.len()..])
+            };
+            match n {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(true)
+    }
+}
+
+#[derive(Default)]
+struct SendSide {
+    queue: VecDeque<Pending>,
+    /// `vc_terminate` was called: close the write side once drained.
+    terminate: bool,
+    /// The write side is shut down.
+    write_closed: bool,
+    /// The VC broke; sends fail.
+    failed: bool,
+}
+
+struct RecvSide {
+    reasm: Reassembler,
+    buf: Box<[u8]>,
+    /// The peer closed its side.
+    eof: bool,
+}
+
+/// A virtual connection to one peer process.
+struct Vc {
+    peer: usize,
+    stream: mio::net::TcpStream,
+    send: Mutex<SendSide>,
+    recv: Mutex<RecvSide>,
+    /// `vc_terminated` was reported.
+    terminated: AtomicBool,
+}
+
+/// The tcp network module of one process.
+pub(crate) struct TcpModule {
+    me: usize,
+    nodes: usize,
+    token: u64,
+    card: String,
+    listener: TcpListener,
+    vcs: Box<[OnceLock<Arc<Vc>>]>,
+    poll: Mutex<Poll>,
+    registry: Registry,
+    waker: Waker,
+    upcalls: OnceLock<Arc<dyn Upcalls>>,
+    max_payload: usize,
+}
+
+impl TcpModule {
+    /// `net_module_init`: binds the listening socket on `bind` (port 0: any)
+    /// and returns the module; its card is [`NetModule::business_card`].
+    /// `advertise` is the host name peers should use to reach it.
+    pub fn init(
+        me: usize,
+        nodes: usize,
+        token: u64,
+        bind: SocketAddr,
+        advertise: &str,
+        max_payload: usize,
+    ) -> Result<TcpModule, NetError> {
+        let listener = TcpListener::bind(bind)
+            .map_err(|e| NetError::local(format!("tcp: cannot listen on {bind}: {e}")))?;
+        let port = listener
+            .local_addr()
+            .map_err(|e| NetError::local(format!("tcp: {e}")))?
+            .port();
+        let poll = Poll::new().map_err(|e| NetError::local(format!("tcp: epoll: {e}")))?;
+        let registry = poll
+            .registry()
+            .try_clone()
+            .map_err(|e| NetError::local(format!("tcp: epoll: {e}")))?;
+        let waker = Waker::new(&registry, WAKER)
+            .map_err(|e| NetError::local(format!("tcp: waker: {e}")))?;
+        Ok(TcpModule {
+            me,
+            nodes,
+            token,
+            card: format!("tcp:{advertise}:{port}"),
+            listener,
+            vcs: (0..nodes).map(|_| OnceLock::new()).collect(),
+            poll: Mutex::new(poll),
+            registry,
+            waker,
+            upcalls: OnceLock::new(),
+            max_payload,
+        })
+    }
+
+    /// Sets who hears about frames and connection events. Must be called
+    /// before any VC is connected.
+    pub fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>) {
+        let _ = self.upcalls.set(upcalls);
+    }
+
+    fn upcalls(&self) -> &dyn Upcalls {
+        &**self.upcalls.get().expect("tcp: upcalls set before use")
+    }
+
+    fn hello(&self) -> [u8; HELLO_SIZE] {
+        let mut h = [0u8; HELLO_SIZE];
+        h[..8].copy_from_slice(HELLO_MAGIC);
+        h[8..16].copy_from_slice(&self.token.to_le_bytes());
+        h[16..20].copy_from_slice(&(self.me as u32).to_le_bytes());
+        h[20..24].copy_from_slice(&(self.nodes as u32).to_le_bytes());
+        h
+    }
+
+    /// Accepts the connections of every process numbered above this one,
+    /// refusing strays, until `deadline`. Fails naming the processes that
+    /// never connected.
+    pub fn accept_peers(&self, deadline: Instant) -> Result<(), NetError> {
+        let expected: Vec<usize> = (self.me + 1..self.nodes).collect();
+        if expected.is_empty() {
+            return Ok(());
+        }
+        self.listener
+            .set_nonblocking(true)
+            .map_err(|e| NetError::local(format!("tcp: {e}")))?;
+        let mut missing = expected.len();
+        while missing > 0 {
+            match self.listener.accept() {
+                Ok((stream, from)) => match self.read_hello(&stream, deadline) {
+                    Ok(peer) if peer > self.me && self.vcs[peer].get().is_none() => {
+                        self.install_vc(peer, stream)?;
+                        missing -= 1;
+                    }
+                    Ok(peer) => {
+                        eprintln!(
+                            "converse: process {}: refused a second connection claiming to be process {peer} (from {from})",
+                            self.me
+                        );
+                    }
+                    Err(why) => eprintln!(
+                        "converse: process {}: refused a connection from {from}: {why}",
+                        self.me
+                    ),
+                },
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        let absent: Vec<String> = expected
+                            .iter()
+                            .filter(|&&p| self.vcs[p].get().is_none())
+                            .map(|p| p.to_string())
+                            .collect();
+                        return Err(NetError::local(format!(
+                            "tcp: process {} waited in vain for process(es) {} to connect",
+                            self.me,
+                            absent.join(", ")
+                        )));
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(NetError::local(format!("tcp: accept: {e}"))),
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads and checks a connecting process's hello; returns its number.
+    fn read_hello(&self, stream: &TcpStream, deadline: Instant) -> Result<usize, String> {
+        stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+        let left = deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(100));
+        stream
+            .set_read_timeout(Some(left))
+            .map_err(|e| e.to_string())?;
+        let mut h = [0u8; HELLO_SIZE];
+        (&mut &*stream)
+            .read_exact(&mut h)
+            .map_err(|e| format!("no hello ({e})"))?;
+        if &h[..8] != HELLO_MAGIC {
+            return Err("not a Converse tcp hello".into());
+        }
+        let word = |at: usize| u32::from_le_bytes(h[at..at + 4].try_into().expect("4 bytes"));
+        if u64::from_le_bytes(h[8..16].try_into().expect("8 bytes")) != self.token {
+            return Err("hello of another job (wrong token)".into());
+        }
+        let (peer, nodes) = (word(16) as usize, word(20) as usize);
+        if nodes != self.nodes || peer >= nodes {
+            return Err(format!(
+                "hello says process {peer} of {nodes}, but this job has {} processes",
+                self.nodes
+            ));
+        }
+        Ok(peer)
+    }
+
+    /// Makes `stream` the VC to `peer`: non-blocking, no Nagle, registered
+    /// for both directions.
+    fn install_vc(&self, peer: usize, stream: TcpStream) -> Result<(), NetError> {
+        let fail = |e: io::Error| NetError::peer(peer, format!("tcp: {e}"));
+        stream.set_read_timeout(None).map_err(fail)?;
+        stream.set_nonblocking(true).map_err(fail)?;
+        stream.set_nodelay(true).map_err(fail)?;
+        let mut stream = mio::net::TcpStream::from_std(stream);
+        self.registry
+            .register(
+                &mut stream,
+                Token(peer),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .map_err(fail)?;
+        let vc = Arc::new(Vc {
+            peer,
+            stream,
+            send: Mutex::new(SendSide::default()),
+            recv: Mutex::new(RecvSide {
+                reasm: Reassembler::new(peer, self.max_payload),
+                buf: vec![0; RECV_BUF].into_boxed_slice(),
+                eof: false,
+            }),
+            terminated: AtomicBool::new(false),
+        });
+        self.vcs[peer]
+            .set(vc)
+            .map_err(|_| NetError::peer(peer, "tcp: connected twice"))
+    }
+
+    fn vc(&self, peer: usize) -> Result<&Arc<Vc>, NetError> {
+        self.vcs
+            .get(peer)
+            .and_then(|v| v.get())
+            .ok_or_else(|| NetError::peer(peer, "tcp: no connection to this process"))
+    }
+
+    /// Queues or writes `p` on `vc`; returns the request if it had to queue.
+    fn send_pending(&self, vc: &Vc, mut p: Pending) -> Result<Option<Pending>, NetError> {
+        let mut side = lock(&vc.send);
+        if side.failed || side.write_closed || side.terminate {
+            return Err(NetError::peer(vc.peer, "tcp: send on a closed connection"));
+        }
+        if side.queue.is_empty() {
+            match p.write_to(&vc.stream) {
+                Ok(true) => {
+                    drop(side);
+                    return Ok(Some(p));
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    side.failed = true;
+                    drop(side);
+                    let why = format!("send failed: {e}");
+                    self.upcalls().vc_failed(vc.peer, why.clone());
+                    return Err(NetError::peer(vc.peer, why));
+                }
+            }
+        }
+        side.queue.push_back(p);
+        Ok(None)
+    }
+
+    /// A fully written pending item: completes its request, queueing the
+    /// request's next data if its continuation has more.
+    fn complete(p: Pending, front: &mut VecDeque<Pending>) {
+        if let Some(req) = p.req {
+            if let Some(more) = req.data_sent() {
+                front.push_front(Pending {
+                    header: None,
+                    data: more,
+                    written: 0,
+                    req: Some(req),
+                });
+            }
+        }
+    }
+
+    /// Writes what is queued on `vc` until the socket is full.
+    fn flush(&self, vc: &Vc) -> bool {
+        let mut side = lock(&vc.send);
+        let mut moved = false;
+        while let Some(front) = side.queue.front_mut() {
+            match front.write_to(&vc.stream) {
+                Ok(true) => {
+                    moved = true;
+                    let done = side.queue.pop_front().expect("front exists");
+                    Self::complete(done, &mut side.queue);
+                }
+                Ok(false) => return moved,
+                Err(e) => {
+                    side.failed = true;
+                    side.queue.clear();
+                    drop(side);
+                    self.upcalls()
+                        .vc_failed(vc.peer, format!("send failed: {e}"));
+                    return moved;
+                }
+            }
+        }
+        if side.terminate && !side.write_closed {
+            side.write_closed = true;
+            let _ = vc.stream.shutdown(Shutdown::Write);
+            drop(side);
+            self.check_terminated(vc);
+        }
+        moved
+    }
+
+    /// Reports `vc_terminated` once both directions are closed.
+    fn check_terminated(&self, vc: &Vc) {
+        let closed = lock(&vc.send).write_closed && lock(&vc.recv).eof;
+        if closed && !vc.terminated.swap(true, Ordering::AcqRel) {
+            let _ = self
+                .registry
+                .deregister(&mut SourceFd(&vc.stream.as_raw_fd()));
+            self.upcalls().vc_terminated(vc.peer);
+        }
+    }
+
+    /// Reads `vc` until it would block, delivering whole frames.
+    fn receive(&self, vc: &Vc) -> bool {
+        let upcalls = self.upcalls();
+        let peer = vc.peer;
+        let mut guard = lock(&vc.recv);
+        let side = &mut *guard;
+        if side.eof {
+            return false;
+        }
+        let mut moved = false;
+        loop {
+            // The recv-active fast path: straight into the frame's body.
+            let result = match side.reasm.body_space() {
+                Some(space) => (&vc.stream).read(space).map(|n| (n, true)),
+                None => (&vc.stream).read(&mut side.buf).map(|n| (n, false)),
+            };
+            match result {
+                Ok((0, _)) => {
+                    side.eof = true;
+                    let truncated = side.reasm.finish();
+                    drop(guard);
+                    match truncated {
+                        Err(e) => upcalls.vc_failed(peer, e.to_string()),
+                        Ok(()) => {
+                            let terminating = lock(&vc.send).terminate;
+                            if terminating {
+                                self.check_terminated(vc);
+                            } else {
+                                upcalls.vc_failed(peer, "connection closed by the peer".into());
+                            }
+                        }
+                    }
+                    return true;
+                }
+                Ok((n, true)) => {
+                    moved = true;
+                    side.reasm
+                        .body_filled(n, |h, body| upcalls.frame(peer, h, body));
+                }
+                Ok((n, false)) => {
+                    moved = true;
+                    let RecvSide { reasm, buf, .. } = side;
+                    if let Err(e) = reasm.handle(&buf[..n], |h, body| upcalls.frame(peer, h, body))
+                    {
+                        side.eof = true;
+                        drop(guard);
+                        let _ = vc.stream.shutdown(Shutdown::Both);
+                        upcalls.vc_failed(peer, e.to_string());
+                        return true;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return moved,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => {
+                    side.eof = true;
+                    drop(guard);
+                    upcalls.vc_failed(peer, format!("receive failed: {e}"));
+                    return true;
+                }
+            }
+        }
+    }
+}
+
+impl NetModule for TcpModule {
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+
+    fn business_card(&self) -> String {
+        self.card.clone()
+    }
+
+    fn connect_to_root(&self, peer: usize, card: &str) -> Result<(), NetError> {
+        let addr = card.strip_prefix("tcp:").ok_or_else(|| {
+            NetError::peer(peer, format!("tcp: `{card}` is no tcp business card"))
+        })?;
+        let addrs: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .map_err(|e| NetError::peer(peer, format!("tcp: cannot resolve `{addr}`: {e}")))?
+            .collect();
+        let mut last = None;
+        for a in &addrs {
+            match TcpStream::connect_timeout(a, Duration::from_secs(10)) {
+                Ok(mut stream) => {
+                    stream
+                        .write_all(&self.hello())
+                        .map_err(|e| NetError::peer(peer, format!("tcp: hello to {a}: {e}")))?;
+                    return self.install_vc(peer, stream);
+                }
+                Err(e) => last = Some(format!("{a}: {e}")),
+            }
+        }
+        Err(NetError::peer(
+            peer,
+            format!(
+                "tcp: cannot connect to {addr} ({})",
+                last.unwrap_or_else(|| "no address".into())
+            ),
+        ))
+    }
+
+    fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError> {
+        // Lower-numbered peers are connected to now; higher ones connect to
+        // this process (`accept_peers`).
+        if peer < self.me {
+            self.connect_to_root(peer, card)
+        } else {
+            Ok(())
+        }
+    }
+
+    fn vc_destroy(&self, peer: usize) {
+        if let Ok(vc) = self.vc(peer) {
+            let _ = self
+                .registry
+                .deregister(&mut SourceFd(&vc.stream.as_raw_fd()));
+            let _ = vc.stream.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn vc_terminate(&self, peer: usize) {
+        let Ok(vc) = self.vc(peer) else { return };
+        lock(&vc.send).terminate = true;
+        // Drain now if possible; the rest on writable events.
+        self.flush(vc);
+    }
+
+    fn ordering(&self) -> bool {
+        true
+    }
+
+    fn isend_contig(
+        &self,
+        peer: usize,
+        req: SendRequest,
+        header: FrameHeader,
+        data: SendData,
+    ) -> Result<(), NetError> {
+        let vc = self.vc(peer)?;
+        let p = Pending {
+            header: Some(header.encode()),
+            data,
+            written: 0,
+            req: Some(req),
+        };
+        if let Some(done) = self.send_pending(vc, p)? {
+            let mut more = VecDeque::new();
+            Self::complete(done, &mut more);
+            if !more.is_empty() {
+                let mut side = lock(&vc.send);
+                for (i, p) in more.into_iter().enumerate() {
+                    side.queue.insert(i, p);
+                }
+                drop(side);
+                self.flush(vc);
+            }
+        }
+        Ok(())
+    }
+
+    fn istart_contig(
+        &self,
+        peer: usize,
+        header: FrameHeader,
+        data: SendData,
+    ) -> Result<Option<SendRequest>, NetError> {
+        let vc = self.vc(peer)?;
+        let req = SendRequest::new();
+        let p = Pending {
+            header: Some(header.encode()),
+            data,
+            written: 0,
+            req: Some(req.clone()),
+        };
+        Ok(match self.send_pending(vc, p)? {
+            Some(_sent) => None,
+            None => Some(req),
+        })
+    }
+
+    fn send_noncontig(
+        &self,
+        peer: usize,
+        req: SendRequest,
+        header: FrameHeader,
+        iov: &[&[u8]],
+    ) -> Result<(), NetError> {
+        let total: usize = iov.iter().map(|p| p.len()).sum();
+        if total != header.len as usize {
+            return Err(NetError::peer(
+                peer,
+                format!(
+                    "tcp: frame header says {} bytes but the iovecs hold {total}",
+                    header.len
+                ),
+            ));
+        }
+        // Packed once; the socket then sees one contiguous write.
+        let mut bytes = Vec::with_capacity(total);
+        for p in iov {
+            bytes.extend_from_slice(p);
+        }
+        self.isend_contig(peer, req, header, SendData::Bytes(bytes))
+    }
+
+    fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
+        let mut poll = lock(&self.poll);
+        let mut events = Events::with_capacity(64);
+        match poll.poll(&mut events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(false),
+            Err(e) => return Err(NetError::local(format!("tcp: epoll_wait: {e}"))),
+        }
+        drop(poll);
+        let mut moved = false;
+        for event in events.iter() {
+            let Token(peer) = event.token();
+            if peer == WAKER.0 {
+                continue;
+            }
+            let Some(vc) = self.vcs.get(peer).and_then(|v| v.get()) else {
+                continue;
+            };
+            let readable = event.is_readable() || event.is_read_closed() || event.is_error();
+            let writable = event.is_writable() || event.is_write_closed();
+            if dir == PollDir::OutFirst && writable {
+                moved |= self.flush(vc);
+            }
+            if readable {
+                moved |= self.receive(vc);
+            }
+            if dir == PollDir::InFirst && writable {
+                moved |= self.flush(vc);
+            }
+        }
+        Ok(moved)
+    }
+
+    fn wake(&self) {
+        let _ = self.waker.wake();
+    }
+
+    fn finalize(&self) {
+        for vc in self.vcs.iter().filter_map(|v| v.get()) {
+            let _ = self
+                .registry
+                .deregister(&mut SourceFd(&vc.stream.as_raw_fd()));
+            let _ = vc.stream.shutdown(Shutdown::Both);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::net::frame::FrameKind;
+    use crate::net::netmod::DataAvail;
+
+    /// What a module reported, in order.
+    #[derive(Default)]
+    struct Record {
+        frames: Mutex<Vec<(usize, FrameHeader, Vec<u8>)>>,
+        events: Mutex<Vec<String>>,
+    }
+
+    impl Upcalls for Record {
+        fn frame(&self, peer: usize, header: FrameHeader, body: Vec<u8>) {
+            lock(&self.frames).push((peer, header, body));
+        }
+        fn vc_terminated(&self, peer: usize) {
+            lock(&self.events).push(format!("terminated {peer}"));
+        }
+        fn vc_failed(&self, peer: usize, why: String) {
+            lock(&self.events).push(format!("failed {peer}: {why}"));
+        }
+    }
+
+    const TOKEN: u64 = 0x1234_5678;
+
+    type Side = (Arc<TcpModule>, Arc<Record>);
+
+    fn module(me: usize, nodes: usize) -> Side {
+        let m = TcpModule::init(
+            me,
+            nodes,
+            TOKEN,
+            "127.0.0.1:0".parse().unwrap(),
+            "127.0.0.1",
+            1 << 24,
+        )
+        .unwrap();
+        let rec = Arc::new(Record::default());
+        m.set_upcalls(rec.clone());
+        (Arc::new(m), rec)
+    }
+
+    /// Two connected modules, processes 0 and 1.
+    fn pair() -> (Side, Side) {
+        let a = module(0, 2);
+        let b = module(1, 2);
+        b.0.vc_init(0, &a.0.business_card()).unwrap();
+        b.0.vc_init(1, "unused").unwrap();
+        a.0.accept_peers(Instant::now() + Duration::from_secs(5))
+            .unwrap();
+        (a, b)
+    }
+
+    fn header(kind: FrameKind, len: usize, tag: u32) -> FrameHeader {
+        FrameHeader {
+            kind,
+            flags: 0,
+            len: len as u32,
+            src: 7,
+            tag,
+        }
+    }
+
+    /// Polls both modules until `done` or 10 s.
+    fn poll_until(mods: &[&TcpModule], done: impl Fn() -> bool) {
+        let end = Instant::now() + Duration::from_secs(10);
+        while !done() {
+            assert!(Instant::now() < end, "timed out");
+            for m in mods {
+                m.poll(PollDir::InFirst, Some(Duration::from_millis(5)))
+                    .unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn frames_arrive_whole_and_in_order_through_every_send_call() {
+        let ((a, ra), (b, _rb)) = pair();
+        assert!(b.ordering());
+        // istart_contig: small frames go at once.
+        for i in 0..100u32 {
+            let body = vec![i as u8; (i as usize * 37) % 300];
+            let r = b
+                .istart_contig(
+                    0,
+                    header(FrameKind::Control, body.len(), i),
+                    SendData::Bytes(body),
+                )
+                .unwrap();
+            assert!(r.is_none(), "a small frame goes at once");
+        }
+        // isend_contig with a request, a large body.
+        let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+        let req = SendRequest::new();
+        b.isend_contig(
+            0,
+            req.clone(),
+            header(FrameKind::Control, big.len(), 100),
+            SendData::Bytes(big.clone()),
+        )
+        .unwrap();
+        // send_noncontig: the iovecs make one body.
+        let parts: [&[u8]; 3] = [b"abc", b"", b"defgh"];
+        b.send_noncontig(
+            0,
+            SendRequest::new(),
+            header(FrameKind::Control, 8, 101),
+            &parts,
+        )
+        .unwrap();
+        poll_until(&[&a, &b], || {
+            lock(&ra.frames).len() == 102 && req.is_complete()
+        });
+        let frames = lock(&ra.frames);
+        for (i, (peer, h, body)) in frames.iter().enumerate().take(100) {
+            assert_eq!((*peer, h.tag, h.src), (1, i as u32, 7));
+            assert_eq!(body, &vec![i as u8; (i * 37) % 300]);
+        }
+        assert_eq!(frames[100].2, big);
+        assert_eq!(frames[101].2, b"abcdefgh");
+        assert!(req.completion_flag().load(Ordering::Acquire));
+        assert!(
+            b.send_noncontig(
+                0,
+                SendRequest::new(),
+                header(FrameKind::Control, 9, 0),
+                &parts
+            )
+            .is_err(),
+            "a length that disagrees with the iovecs is refused"
+        );
+    }
+
+    #[test]
+    fn a_continuation_sends_more_data_before_completing() {
+        let ((a, ra), (b, _rb)) = pair();
+        // A frame of 6 bytes whose body comes in three pieces: the header
+        // and "ab" now, then "cd" and "ef" from the continuation.
+        let mut more = vec![b"ef".to_vec(), b"cd".to_vec()];
+        let req = SendRequest::with_continuation(Some(Box::new(move || match more.pop() {
+            Some(bytes) => DataAvail::More(SendData::Bytes(bytes)),
+            None => DataAvail::Complete,
+        })));
+        b.isend_contig(
+            0,
+            req.clone(),
+            header(FrameKind::Control, 6, 1),
+            SendData::Bytes(b"ab".to_vec()),
+        )
+        .unwrap();
+        poll_until(&[&a, &b], || lock(&ra.frames).len() == 1);
+        assert_eq!(lock(&ra.frames)[0].2, b"abcdef");
+        assert!(req.is_complete());
+    }
+
+    #[test]
+    fn terminate_completes_after_pending_sends_drain() {
+        let ((a, ra), (b, rb)) = pair();
+        // More than the socket buffers hold: some of it is queued.
+        let big = vec![5u8; 16 << 20];
+        let queued = b
+            .istart_contig(
+                0,
+                header(FrameKind::Control, big.len(), 0),
+                SendData::Bytes(big),
+            )
+            .unwrap();
+        assert!(queued.is_some(), "16 MiB does not fit in a socket buffer");
+        b.vc_terminate(0);
+        assert!(
+            lock(&rb.events).is_empty(),
+            "terminate does not block or finish early"
+        );
+        assert!(
+            b.istart_contig(0, header(FrameKind::Control, 0, 0), SendData::Bytes(vec![]))
+                .is_err(),
+            "no sends after terminate"
+        );
+        poll_until(&[&a, &b], || !lock(&ra.frames).is_empty());
+        assert_eq!(lock(&ra.frames)[0].2.len(), 16 << 20);
+        assert!(queued.unwrap().is_complete());
+        // The receiver saw the end of stream after the frame; it terminates
+        // too, and both report it.
+        a.vc_terminate(1);
+        poll_until(&[&a, &b], || {
+            lock(&ra.events).iter().any(|e| e == "terminated 1")
+                && lock(&rb.events).iter().any(|e| e == "terminated 0")
+        });
+        // Before it terminated, the receiver saw a plain end of stream
+        // (whether that is a fault is the layer above's call); no broken
+        // frame.
+        assert!(
+            lock(&ra.events)
+                .iter()
+                .all(|e| !e.starts_with("failed") || e == "failed 1: connection closed by the peer"),
+            "{:?}",
+            lock(&ra.events)
+        );
+    }
+
+    /// A fake process 1: connects to `a` with a valid hello, then writes
+    /// `bytes` and closes.
+    fn fake_peer_sends(bytes: &[u8]) -> Arc<Record> {
+        let (a, ra) = module(0, 2);
+        let card = a.business_card();
+        let addr = card.strip_prefix("tcp:").unwrap().to_string();
+        let mut s = TcpStream::connect(addr).unwrap();
+        let mut hello = [0u8; HELLO_SIZE];
+        hello[..8].copy_from_slice(HELLO_MAGIC);
+        hello[8..16].copy_from_slice(&TOKEN.to_le_bytes());
+        hello[16..20].copy_from_slice(&1u32.to_le_bytes());
+        hello[20..24].copy_from_slice(&2u32.to_le_bytes());
+        s.write_all(&hello).unwrap();
+        a.accept_peers(Instant::now() + Duration::from_secs(5))
+            .unwrap();
+        s.write_all(bytes).unwrap();
+        drop(s);
+        poll_until(&[&a], || !lock(&ra.events).is_empty());
+        ra
+    }
+
+    #[test]
+    fn a_truncated_frame_is_reported_naming_the_peer() {
+        let whole = crate::net::frame::encode_frame(FrameKind::Message, 0, 1, 0, &[9; 100]);
+        let ra = fake_peer_sends(&whole[..50]);
+        let events = lock(&ra.events);
+        assert_eq!(events.len(), 1, "{events:?}");
+        assert!(
+            events[0].starts_with("failed 1: malformed data from process 1: stream ended inside a frame: 50 of 116 bytes"),
+            "{events:?}"
+        );
+        assert!(lock(&ra.frames).is_empty());
+    }
+
+    #[test]
+    fn garbage_is_reported_naming_the_peer() {
+        let ra = fake_peer_sends(b"GET / HTTP/1.1\r\n\r\n");
+        let events = lock(&ra.events);
+        assert!(
+            events[0].starts_with("failed 1: malformed data from process 1: bad frame magic"),
+            "{events:?}"
+        );
+    }
+
+    #[test]
+    fn a_closed_connection_is_a_failure_unless_terminating() {
+        let ra = fake_peer_sends(&[]);
+        assert_eq!(
+            *lock(&ra.events),
+            vec!["failed 1: connection closed by the peer".to_string()]
+        );
+    }
+
+    #[test]
+    fn strays_are_refused_and_a_missing_peer_is_named() {
+        let (a, _ra) = module(0, 3);
+        let addr = a.business_card().strip_prefix("tcp:").unwrap().to_string();
+        // Wrong token, then plain garbage: both refused.
+        let mut wrong = [0u8; HELLO_SIZE];
+        wrong[..8].copy_from_slice(HELLO_MAGIC);
+        wrong[16..20].copy_from_slice(&1u32.to_le_bytes());
+        wrong[20..24].copy_from_slice(&3u32.to_le_bytes());
+        let mut s1 = TcpStream::connect(&addr).unwrap();
+        s1.write_all(&wrong).unwrap();
+        let mut s2 = TcpStream::connect(&addr).unwrap();
+        s2.write_all(&[0xff; HELLO_SIZE]).unwrap();
+        let err = a
+            .accept_peers(Instant::now() + Duration::from_millis(300))
+            .unwrap_err();
+        assert!(
+            err.what
+                .contains("waited in vain for process(es) 1, 2 to connect"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn connecting_to_a_dead_address_names_the_peer() {
+        // A port that was just free: nothing listens there.
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let (b, _rb) = module(1, 2);
+        let err = b.vc_init(0, &format!("tcp:127.0.0.1:{port}")).unwrap_err();
+        assert_eq!(err.peer, Some(0));
+        assert!(
+            err.to_string()
+                .starts_with("process 0: tcp: cannot connect to 127.0.0.1:"),
+            "{err}"
+        );
+        let err = b.vc_init(0, "shm:/x").unwrap_err();
+        assert!(err.to_string().contains("is no tcp business card"), "{err}");
+    }
+}
