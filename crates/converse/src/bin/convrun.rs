@@ -153,13 +153,14 @@ fn parse_args(args: Vec<String>) -> Options {
             }
         }
     }
-    // The program first; runtime flags given before it follow it (the
-    // runtime reads them anywhere).
+    // The program first, then its own arguments as given, then the runtime
+    // flags given before the program (the runtime reads them anywhere; at
+    // the end they do not shift the program's positional arguments).
     let Some(program) = program else {
         fail(&format!("no program given\n{USAGE}"))
     };
-    o.command
-        .splice(0..0, std::iter::once(program).chain(flags));
+    o.command.insert(0, program);
+    o.command.extend(flags);
     if o.pes % o.ppn != 0 {
         fail(&format!(
             "+p {} is not a multiple of ++ppn {}: every process has ++ppn PEs",
@@ -224,6 +225,19 @@ struct Proc {
     /// The control connection, once it said hello.
     link: Option<TcpStream>,
     card: Option<String>,
+    /// What the process said on its control connection since the cards.
+    said: String,
+}
+
+/// How a process ended, from what it said before it exited.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Ending {
+    /// It said `end`: its part of the job finished (exit code as chosen).
+    OnPurpose,
+    /// It said `lost`: it ended because another process failed.
+    Secondary,
+    /// It said nothing: it died, aborted or exited outside the runtime.
+    Primary,
 }
 
 /// The exit code a status stands for (128 + signal when killed).
@@ -270,6 +284,11 @@ fn forward(from: impl Read + Send + 'static, to_stderr: bool) -> std::thread::Jo
             match reader.read_until(b'\n', &mut line) {
                 Ok(0) | Err(_) => return,
                 Ok(_) => {
+                    // A last line without its newline still ends here, so
+                    // that the next process's output starts a line.
+                    if line.last() != Some(&b'\n') {
+                        line.push(b'\n');
+                    }
                     if to_stderr {
                         let mut err = std::io::stderr().lock();
                         let _ = err.write_all(&line);
@@ -297,7 +316,15 @@ struct Job {
     opts: Options,
     procs: Vec<Proc>,
     forwarders: Vec<std::thread::JoinHandle<()>>,
-    /// The first non-zero exit code seen.
+    /// The exit code of the first process that failed on its own (died,
+    /// aborted), if one did.
+    failure: Option<i32>,
+    /// The first non-zero exit code of a process that ended on purpose.
+    chosen: Option<i32>,
+    /// The first non-zero exit code of a process that ended because another
+    /// failed.
+    secondary: Option<i32>,
+    /// A code that overrides all (a signal to convrun, a failed start-up).
     code: Option<i32>,
 }
 
@@ -358,12 +385,81 @@ impl Job {
         }
     }
 
+    /// Reads what the processes said on their control connections.
+    fn listen(&mut self) {
+        for p in &mut self.procs {
+            let Some(link) = &mut p.link else { continue };
+            let mut buf = [0u8; 512];
+            loop {
+                match link.read(&mut buf) {
+                    Ok(0) => break,
+                    Ok(n) => p.said.push_str(&String::from_utf8_lossy(&buf[..n])),
+                    Err(_) => break,
+                }
+            }
+        }
+    }
+
+    fn ending(&self, node: usize) -> Ending {
+        let said = &self.procs[node].said;
+        if said.lines().any(|l| l == "end") {
+            Ending::OnPurpose
+        } else if said.lines().any(|l| l == "lost") {
+            Ending::Secondary
+        } else {
+            Ending::Primary
+        }
+    }
+
+    /// Records how `node` ended; reports it (and ends the rest of the job)
+    /// if it failed on its own.
     fn note_exit(&mut self, node: usize) {
         let status = self.procs[node].status.expect("reaped");
         let code = code_of(status);
-        if code != 0 && self.code.is_none() {
-            self.code = Some(code);
+        match self.ending(node) {
+            Ending::OnPurpose => {
+                if code != 0 && self.chosen.is_none() {
+                    self.chosen = Some(code);
+                }
+            }
+            Ending::Secondary => {
+                if code != 0 && self.secondary.is_none() {
+                    self.secondary = Some(code);
+                }
+            }
+            Ending::Primary => {
+                let first = self.failure.is_none();
+                if first {
+                    // A process that failed on its own decides the code,
+                    // even if it exited with 0 (before its part was done).
+                    self.failure = Some(if code == 0 { 1 } else { code });
+                }
+                let what = format!(
+                    "process {node} ({}) {}",
+                    pes_of(node, self.opts.ppn),
+                    describe(status)
+                );
+                if self.running() > 0 {
+                    if first {
+                        eprintln!(
+                            "convrun: {what} before its part of the job ended; ending the job"
+                        );
+                    }
+                    self.tell_all(&format!("abort {what}\n"));
+                    self.end_all(GRACE);
+                } else if first {
+                    eprintln!("convrun: {what} before its part of the job ended");
+                }
+            }
         }
+    }
+
+    fn final_code(&self) -> i32 {
+        self.code
+            .or(self.failure)
+            .or(self.chosen)
+            .or(self.secondary)
+            .unwrap_or(0)
     }
 
     fn finish(mut self) -> ! {
@@ -371,12 +467,21 @@ impl Job {
             let _ = f.join();
         }
         let _ = std::io::stdout().flush();
-        std::process::exit(self.code.unwrap_or(0))
+        std::process::exit(self.final_code())
     }
 }
 
-fn spawn(opts: &Options, node: usize, nodes: usize, host: &str, addr: &str, token: u64) -> Child {
+fn spawn(
+    opts: &Options,
+    node: usize,
+    nodes: usize,
+    host: &str,
+    host_pes: usize,
+    addr: &str,
+    token: u64,
+) -> Child {
     let envs = [
+        ("CONVERSE_HOST_PES", host_pes.to_string()),
         ("CONVERSE_LAUNCHER", addr.to_string()),
         ("CONVERSE_NODE", node.to_string()),
         ("CONVERSE_NODES", nodes.to_string()),
@@ -460,12 +565,21 @@ fn main() {
     let mut job = Job {
         procs: Vec::with_capacity(nodes),
         forwarders: Vec::new(),
+        failure: None,
+        chosen: None,
+        secondary: None,
         code: None,
         opts,
     };
     for node in 0..nodes {
         let host = &hosts[node % hosts.len()];
-        let mut child = spawn(&job.opts, node, nodes, host, &addr, token);
+        // PEs of this job on the same host: more than its cores and idle
+        // PEs must not spin.
+        let host_pes = (0..nodes)
+            .filter(|n| hosts[n % hosts.len()] == *host)
+            .count()
+            * job.opts.ppn;
+        let mut child = spawn(&job.opts, node, nodes, host, host_pes, &addr, token);
         if let Some(out) = child.stdout.take() {
             job.forwarders.push(forward(out, false));
         }
@@ -478,6 +592,7 @@ fn main() {
             status: None,
             link: None,
             card: None,
+            said: String::new(),
         });
     }
 
@@ -496,16 +611,16 @@ fn main() {
             job.finish();
         }
         if let Some(&node) = job.reap().first() {
-            job.note_exit(node);
             let status = job.procs[node].status.expect("reaped");
             eprintln!(
                 "convrun: process {node} ({}) {} before the job started",
                 pes_of(node, job.opts.ppn),
                 describe(status)
             );
-            if job.code.is_none() {
-                job.code = Some(1);
-            }
+            job.code = Some(match code_of(status) {
+                0 => 1,
+                c => c,
+            });
             job.tell_all(&format!("abort process {node} failed during start-up\n"));
             job.end_all(GRACE);
             job.finish();
@@ -550,6 +665,11 @@ fn main() {
         .map(|p| p.card.clone().expect("joined"))
         .collect();
     job.tell_all(&format!("cards {}\n", cards.join(" ")));
+    for p in &job.procs {
+        if let Some(link) = &p.link {
+            let _ = link.set_nonblocking(true);
+        }
+    }
 
     // Run: watch for exits and signals.
     while job.running() > 0 {
@@ -560,19 +680,16 @@ fn main() {
             job.code = Some(128 + sig);
             job.finish();
         }
-        let ended = job.reap();
+        let mut ended = job.reap();
+        // What a process said before it exited is in our socket buffer
+        // by now.
+        job.listen();
+        // Failures first: a process that died decides the report, not the
+        // ones that noticed and ended in the same moment.
+        ended.sort_by_key(|&n| job.ending(n) != Ending::Primary);
         for node in ended {
-            job.note_exit(node);
-            let status = job.procs[node].status.expect("reaped");
-            if !status.success() && job.running() > 0 {
-                let what = format!(
-                    "process {node} ({}) {}",
-                    pes_of(node, job.opts.ppn),
-                    describe(status)
-                );
-                eprintln!("convrun: {what}; ending the job");
-                job.tell_all(&format!("abort {what}\n"));
-                job.end_all(GRACE);
+            if job.procs[node].status.is_some() {
+                job.note_exit(node);
             }
         }
         std::thread::sleep(Duration::from_millis(5));

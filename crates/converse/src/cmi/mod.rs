@@ -62,9 +62,8 @@ pub struct CommHandle {
 }
 
 impl CommHandle {
-    /// A handle for a send that finished before returning (an in-process
-    /// send copies at once; a send to another process that went out at
-    /// once).
+    /// A handle for a send that finished with the caller's buffer before
+    /// returning (every send copies or takes ownership at once).
     pub(crate) fn completed() -> CommHandle {
         CommHandle { done: None }
     }
@@ -99,22 +98,12 @@ pub fn sync_send_and_free(dest_pe: usize, msg: Message) {
 /// says when `msg` may be reused.
 #[doc(alias = "CmiAsyncSend")]
 pub fn async_send(dest_pe: usize, msg: &Message) -> CommHandle {
-    let msg = msg.to_owned_copy();
-    pe::with(|pe| {
-        pe.check_pe(dest_pe, "send to");
-        if pe.job.local_pe(dest_pe).is_some() {
-            pe.send_to_pe(dest_pe, msg);
-            return CommHandle::completed();
-        }
-        // To another process: the handle follows the network's request.
-        let mut msg = msg;
-        pe.stamp_user_message(&mut msg);
-        pe.count_created(1);
-        match pe.job.remote().send_to_pe_async(pe.pe, dest_pe, msg) {
-            Some(flag) => CommHandle { done: Some(flag) },
-            None => CommHandle::completed(),
-        }
-    })
+    // The send copies `msg` (to another process too: the network owns the
+    // copy), so the caller may reuse it at once. Completion never waits
+    // for the receiver, which could be waiting for the same (flow control
+    // holds bytes back until a receiver takes its messages).
+    sync_send(dest_pe, msg);
+    CommHandle::completed()
 }
 
 /// Sends a copy of `msg` to node `dest_node`, where any PE of the node may

@@ -143,6 +143,20 @@ impl IdleState {
         oversubscribed: bool,
         mode: u8,
     ) -> bool {
+        self.wait_then(has_work, timeout, oversubscribed, mode, || {})
+    }
+
+    /// [`IdleState::wait`], calling `on_park` once polling gave up, just
+    /// before the PE parks (a multi-process job hands the watch over the
+    /// network to its progress thread there).
+    pub fn wait_then(
+        &self,
+        has_work: impl Fn() -> bool,
+        timeout: Option<Duration>,
+        oversubscribed: bool,
+        mode: u8,
+        on_park: impl FnOnce(),
+    ) -> bool {
         let mut deadline = None;
         if !cfg!(loom) {
             match self.poll_for_a_while(&has_work, timeout, &mut deadline, oversubscribed) {
@@ -152,6 +166,7 @@ impl IdleState {
             }
         }
         let deadline = timeout.map(|t| *deadline.get_or_insert_with(|| Instant::now() + t));
+        on_park();
         // Step 1.
         self.sleeping.store(mode, Relaxed);
         fence(SeqCst);

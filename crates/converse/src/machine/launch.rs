@@ -13,6 +13,7 @@
 //! | `CONVERSE_NETMOD` | the network module (`tcp`, `shm`) |
 //! | `CONVERSE_HOST` | the host name peers should use to reach this process |
 //! | `CONVERSE_TIMEOUT` | seconds start-up may take (`++timeout`) |
+//! | `CONVERSE_HOST_PES` | PEs of the job on this host (all processes): more than its cores means idle PEs must not spin |
 //!
 //! The process then:
 //! 1. initializes its network module and gets its business card;
@@ -22,14 +23,19 @@
 //! 4. connects its VCs to the others (`vc_init`) and waits for theirs;
 //! 5. keeps the launcher connection open: a line `abort TEXT` ends the
 //!    process (another one failed), and the end of the stream means the
-//!    launcher is gone, which ends the process too.
+//!    launcher is gone, which ends the process too;
+//! 6. before it exits, says how: `end` (its part of the job is done; its
+//!    exit code is the one chosen) or `lost` (it ends because another
+//!    process failed). A process that says neither failed on its own (it
+//!    died, aborted, or left outside the runtime): the launcher reports it
+//!    and its exit code becomes the job's.
 //!
 //! Every step has a deadline (`++timeout`); a failure names the process and
 //! what it waited for.
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use super::topology::Topology;
@@ -50,11 +56,17 @@ pub(crate) struct Placement {
     pub netmod: String,
     pub host: String,
     pub timeout: Duration,
+    /// PEs of the job on this host, if the launcher said.
+    pub host_pes: Option<usize>,
 }
 
 /// True once the process is ending on purpose: the launcher's end of stream
 /// is then no fault.
 static ENDING: AtomicBool = AtomicBool::new(false);
+
+/// The launcher connection, for the lines this process writes after
+/// start-up.
+static LINK: OnceLock<Mutex<TcpStream>> = OnceLock::new();
 
 fn var(name: &str) -> Result<String, String> {
     std::env::var(name).map_err(|_| format!("{name} is not set (the job was started by convrun?)"))
@@ -93,6 +105,9 @@ pub(crate) fn placement() -> Result<Option<Placement>, String> {
         netmod: std::env::var("CONVERSE_NETMOD").unwrap_or_else(|_| "tcp".into()),
         host: std::env::var("CONVERSE_HOST").unwrap_or_else(|_| "127.0.0.1".into()),
         timeout: Duration::from_secs(timeout),
+        host_pes: std::env::var("CONVERSE_HOST_PES")
+            .ok()
+            .and_then(|v| v.parse().ok()),
     }))
 }
 
@@ -183,6 +198,7 @@ pub(crate) fn join(place: &Placement, topo: Topology) -> Result<Network, String>
     }
     tcp.accept_peers(deadline).map_err(|e| e.to_string())?;
     link.set_read_timeout(None).map_err(|e| e.to_string())?;
+    let _ = LINK.set(Mutex::new(link));
     watch_launcher(reader, me);
     Ok(network)
 }
@@ -222,6 +238,7 @@ fn watch_launcher(mut reader: BufReader<TcpStream>, me: usize) {
                     }
                     Ok(_) => {
                         if let Some(text) = line.trim_end().strip_prefix("abort ") {
+                            tell_lost();
                             let _ = std::io::stdout().flush();
                             eprintln!("converse: process {me} ending the job: {text}");
                             std::process::exit(crate::machine::exit::ABORT_EXIT_CODE);
@@ -238,4 +255,24 @@ fn watch_launcher(mut reader: BufReader<TcpStream>, me: usize) {
 /// The process is ending on purpose from now on.
 pub(crate) fn ending() {
     ENDING.store(true, Ordering::Release);
+}
+
+/// Tells the launcher how this process is ending (see the protocol).
+fn tell(line: &str) {
+    if let Some(link) = LINK.get() {
+        let mut link = link.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = link.write_all(line.as_bytes());
+        let _ = link.flush();
+    }
+}
+
+/// This process's part of the job is done; it exits next, on purpose.
+pub(crate) fn tell_ended() {
+    tell("end\n");
+}
+
+/// This process is ending because another one failed: the launcher reports
+/// that one, not this one.
+pub(crate) fn tell_lost() {
+    tell("lost\n");
 }

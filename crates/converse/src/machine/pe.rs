@@ -78,6 +78,11 @@ pub(crate) struct Pe {
     pub stop_gen: Cell<u64>,
     /// Scheduler calls running on this PE (nested ones included).
     pub sched_depth: Cell<u32>,
+    /// A send is waiting for room on the network (`throttle`).
+    pub send_waiting: Cell<bool>,
+    /// Messages to other processes were posted and not yet flushed: the
+    /// next look for work writes them (`next_pe_arrival`).
+    pub net_posted: Cell<bool>,
     /// `exit_scheduler` was called while no scheduler ran: the next one
     /// started returns at once.
     pub stop_pending: Cell<bool>,
@@ -120,6 +125,8 @@ impl Pe {
             ccd: crate::ccd::CcdState::new(),
             stop_gen: Cell::new(0),
             sched_depth: Cell::new(0),
+            send_waiting: Cell::new(false),
+            net_posted: Cell::new(false),
             stop_pending: Cell::new(false),
             handlers_checked: Cell::new(false),
             globals: RefCell::new(Vec::new()),
@@ -169,6 +176,73 @@ impl Pe {
         self.stamp_user_message(&mut msg);
         self.count_created(1);
         self.push_to_pe(dest, msg);
+        self.throttle(Congested::Pe(dest));
+    }
+
+    /// Flow control of a user's send to another process, when too much is
+    /// queued for `node`:
+    /// - on a user-level thread, the thread yields until the queue has
+    ///   drained (the scheduler runs everything else meanwhile);
+    /// - in the main flow outside any handler (a start function sending a
+    ///   stream), the send waits, taking this PE's arrived messages meanwhile
+    ///   as `deliver_msgs` would, so that two PEs flooding each other both go
+    ///   on; sends made by those handlers do not wait, so waits never nest;
+    /// - inside a handler it does not wait (the handler may hold state the
+    ///   others need), and the queue grows.
+    fn throttle(&self, target: Congested) {
+        // Is too much waiting for the target, and has enough of it gone?
+        let (over, below): (&dyn Fn() -> bool, &dyn Fn() -> bool) = match target {
+            Congested::Pe(dest) if dest == self.pe => return,
+            Congested::Pe(dest) => match self.job.local_pe(dest) {
+                Some(shared) => (
+                    &move || shared.inbox.backlog() > INBOX_HIGH_WATER,
+                    &move || shared.inbox.backlog() <= INBOX_LOW_WATER,
+                ),
+                None => {
+                    let node = self.job.topo.node_of(dest);
+                    let net = self.job.remote();
+                    (&move || net.over_high_water(node), &move || {
+                        net.below_low_water(node)
+                    })
+                }
+            },
+            // A node queue of this process: node work, any PE takes it.
+            Congested::Node(node) if self.job.local_node(node).is_some() => return,
+            Congested::Node(node) => {
+                let net = self.job.remote();
+                (&move || net.over_high_water(node), &move || {
+                    net.below_low_water(node)
+                })
+            }
+        };
+        if !over() || self.send_waiting.get() {
+            return;
+        }
+        if !self.cth.current().is_main_flow() {
+            while !below() && !self.job.is_exiting() {
+                crate::cth::yield_now();
+            }
+            return;
+        }
+        if self.handler_depth.get() > 0 {
+            return;
+        }
+        self.send_waiting.set(true);
+        let _reset = ResetOnDrop(&self.send_waiting);
+        while !below() && !self.job.is_exiting() {
+            self.poll_network();
+            let mut delivered = false;
+            while let Some(msg) = self.next_arrived() {
+                self.deliver(msg);
+                delivered = true;
+                if below() {
+                    break;
+                }
+            }
+            if !delivered {
+                std::thread::yield_now();
+            }
+        }
     }
 
     /// Makes `msg` ready to leave as a user message: records the sender,
@@ -207,7 +281,10 @@ impl Pe {
                     target.inbox.push(msg);
                     target.idle.wake();
                 }
-                None => self.job.remote().send_to_pe(self.pe, dest, msg),
+                None => {
+                    self.job.remote().send_to_pe(dest, msg);
+                    self.net_posted.set(true);
+                }
             }
         }
     }
@@ -219,6 +296,7 @@ impl Pe {
         self.stamp_user_message(&mut msg);
         self.count_created(1);
         self.push_to_node(node, msg);
+        self.throttle(Congested::Node(node));
     }
 
     /// Puts `msg` in node `node`'s inbox as it is.
@@ -228,7 +306,10 @@ impl Pe {
                 shared.inbox.push(msg);
                 self.job.wake_node(node);
             }
-            None => self.job.remote().send_to_node(self.pe, node, msg),
+            None => {
+                self.job.remote().send_to_node(node, msg);
+                self.net_posted.set(true);
+            }
         }
     }
 
@@ -265,19 +346,31 @@ impl Pe {
         self.next_pe_arrival().or_else(|| {
             // `is_empty` reads two indices; `pop` on an empty queue does more.
             let inbox = &self.job.node(self.node).inbox;
-            if inbox.is_empty() { None } else { inbox.pop() }
+            let mut m = if inbox.is_empty() { None } else { inbox.pop() }?;
+            if m.take_net_mark() {
+                self.job.remote().consumed(m.len());
+            }
+            Some(m)
         })
     }
 
     /// The next message sent to this PE (not to its node): inbox, then
     /// self-sends.
     pub fn next_pe_arrival(&self) -> Option<Message> {
+        // Whatever looks for work first writes what this PE posted to other
+        // processes (every delivery path comes through here).
+        if self.net_posted.get() {
+            self.flush_network();
+        }
         if let Some(m) = self.ready.borrow_mut().pop_front() {
             return Some(m);
         }
         // SAFETY: `Pe` lives on its PE's thread only (it is `!Send`), and only
         // a PE pops its own inbox: this is the queue's single consumer.
-        while let Some(m) = unsafe { self.job.pe(self.pe).inbox.pop() } {
+        while let Some(mut m) = unsafe { self.job.pe(self.pe).inbox.pop() } {
+            if m.take_net_mark() {
+                self.job.remote().consumed(m.len());
+            }
             if m.header().flags & ARRIVAL_FLAGS == 0 {
                 return Some(m);
             }
@@ -350,16 +443,49 @@ impl Pe {
             || self.job.is_exiting()
     }
 
+    /// An idle PE of a multi-process job takes what arrived from the network
+    /// itself (see `NetModule::try_progress`). Returns false: what it
+    /// delivered shows in the queues the caller looks at next.
+    #[inline]
+    pub fn poll_network(&self) -> bool {
+        if let Some(net) = &self.job.net {
+            if self.net_posted.get() {
+                self.flush_network();
+            }
+            net.try_progress();
+        }
+        false
+    }
+
+    /// Writes the messages this PE posted to other processes.
+    #[cold]
+    pub fn flush_network(&self) {
+        self.net_posted.set(false);
+        self.job.remote().flush();
+    }
+
+    /// This PE stops polling the network and parks: the network's progress
+    /// thread takes over the watch.
+    fn parking(&self) {
+        if let Some(net) = &self.job.net {
+            net.pe_parking();
+        }
+    }
+
     /// Waits, spinning then parking, until a message is sent to this PE (not
     /// its node) or the job ends.
     pub fn idle_wait_for_pe_message(&self) {
         // SAFETY: the owning PE's thread is the inbox's single consumer.
-        let has = || !unsafe { self.job.pe(self.pe).inbox.is_empty() } || self.job.is_exiting();
-        self.job.pe(self.pe).idle.wait(
+        let has = || {
+            self.poll_network();
+            !unsafe { self.job.pe(self.pe).inbox.is_empty() } || self.job.is_exiting()
+        };
+        self.job.pe(self.pe).idle.wait_then(
             has,
             None,
             self.job.oversubscribed,
             crate::csd::idle::OWN_ONLY,
+            || self.parking(),
         );
     }
 
@@ -378,11 +504,12 @@ impl Pe {
         let stall_timeout = crate::cmi::reduce::stall_timeout(self);
         let needs_clock = crate::ccd::needs_deadline(self);
         if stall_timeout.is_none() && !needs_clock {
-            self.job.pe(self.pe).idle.wait(
-                || self.has_incoming(),
+            self.job.pe(self.pe).idle.wait_then(
+                || self.poll_network() || self.has_incoming(),
                 None,
                 self.job.oversubscribed,
                 crate::csd::idle::ANY,
+                || self.parking(),
             );
             return;
         }
@@ -401,11 +528,12 @@ impl Pe {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let timed_out = self.job.pe(self.pe).idle.wait(
-            || self.has_incoming(),
+        let timed_out = self.job.pe(self.pe).idle.wait_then(
+            || self.poll_network() || self.has_incoming(),
             deadline.map(|d| d.saturating_duration_since(now)),
             self.job.oversubscribed,
             crate::csd::idle::ANY,
+            || self.parking(),
         );
         if timed_out
             && !self.has_incoming()
@@ -545,4 +673,28 @@ fn not_a_pe() -> ! {
         "this thread is not a Converse PE: call Converse functions from the start function, \
          a handler, or the thread that called init_returns"
     )
+}
+
+/// What a send may have to wait for (see `Pe::throttle`).
+#[derive(Clone, Copy)]
+enum Congested {
+    /// PE `dest`: its inbox, or the network to its process.
+    Pe(usize),
+    /// The network to node `node`'s process.
+    Node(usize),
+}
+
+/// Messages waiting in a PE's inbox above which a sender in the same
+/// process waits, and below which it goes on. About 6 MiB of small
+/// messages; a burst shorter than that never waits.
+const INBOX_HIGH_WATER: u64 = 1 << 16;
+const INBOX_LOW_WATER: u64 = 1 << 14;
+
+/// Clears a flag when dropped (also when a handler unwinds through it).
+struct ResetOnDrop<'a>(&'a Cell<bool>);
+
+impl Drop for ResetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.set(false);
+    }
 }

@@ -143,6 +143,10 @@ impl Converse {
                 })?;
                 let mut job = Job::with_nodes(topo, place.node..place.node + 1, program_args);
                 job.net = Some(Arc::new(net));
+                if let Some(host_pes) = place.host_pes {
+                    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                    job.oversubscribed = host_pes > cores;
+                }
                 job
             }
         };
@@ -306,6 +310,7 @@ fn end_network(job: &Job) {
     if let Some(net) = &job.net {
         super::launch::ending();
         net.shutdown();
+        super::launch::tell_ended();
     }
 }
 

@@ -169,7 +169,6 @@ impl std::error::Error for MsgError {}
 ///
 /// Dropping a `Message` frees it (`CmiFree`). Cloning copies an owned message
 /// and shares a shared one (the first write to a shared message copies it).
-#[derive(Clone)]
 pub struct Message {
     buf: Buf,
     /// Index of the chunk where this message's header starts.
@@ -178,6 +177,24 @@ pub struct Message {
     len: u32,
     /// The PE that sent it (0 until sent).
     src: u32,
+    /// This handle was made by the network layer from received bytes and
+    /// not yet taken by its PE: the bytes still count against the process's
+    /// receive budget (`net::network`). A mark on the handle, not in the
+    /// buffer: copies and forwards never carry it.
+    from_net: bool,
+}
+
+impl Clone for Message {
+    fn clone(&self) -> Message {
+        Message {
+            buf: self.buf.clone(),
+            first: self.first,
+            len: self.len,
+            src: self.src,
+            // The network mark stays with the original handle.
+            from_net: false,
+        }
+    }
 }
 
 fn chunks_for(bytes: usize) -> usize {
@@ -249,6 +266,7 @@ impl Message {
             first: 0,
             len: size as u32,
             src: 0,
+            from_net: false,
         };
         msg.header_mut().total_size = size as u32;
         msg
@@ -384,6 +402,18 @@ impl Message {
     }
 
     /// Records the sending PE (the runtime does this on every send).
+    /// Marks a message the network layer just made from received bytes.
+    pub(crate) fn mark_from_net(&mut self) {
+        self.from_net = true;
+    }
+
+    /// Takes the network mark (see the field): true once, for a message
+    /// made from received bytes.
+    #[inline]
+    pub(crate) fn take_net_mark(&mut self) -> bool {
+        std::mem::take(&mut self.from_net)
+    }
+
     pub(crate) fn set_src_pe(&mut self, pe: usize) {
         self.src = pe as u32;
     }
@@ -398,6 +428,7 @@ impl Message {
             first: 0,
             len: self.len,
             src: self.src,
+            from_net: false,
         }
     }
 
@@ -419,6 +450,7 @@ impl Message {
             first: 0,
             len: self.len,
             src: self.src,
+            from_net: false,
         }
     }
 
@@ -467,6 +499,7 @@ impl Message {
             first: self.first + ((MSG_HEADER_SIZE + offset) / CHUNK) as u32,
             len: size as u32,
             src: self.src,
+            from_net: false,
         })
     }
 

@@ -85,7 +85,14 @@ pub(crate) struct Inbox<T> {
     /// Values whose slot was still taken when their producer came.
     overflow: MpscQueue<(u64, T)>,
     consumer: CachePadded<UnsafeCell<Consumer<T>>>,
+    /// The consumer's next ticket, published every [`TAKEN_EVERY`] pops: a
+    /// lower bound of how far it got, for [`Inbox::backlog`].
+    taken: CachePadded<AtomicU64>,
 }
+
+/// Pops between updates of `Inbox::taken` (a store per pop would put a
+/// shared cache line on the consumer's fast path).
+const TAKEN_EVERY: u64 = 64;
 
 // SAFETY: values of type T move from producer threads to the consumer thread,
 // which needs T: Send. Shared state is atomics, slot values handed over by the
@@ -115,6 +122,7 @@ impl<T> Inbox<T> {
                 next: 0,
                 diverted: BTreeMap::new(),
             })),
+            taken: CachePadded::new(AtomicU64::new(0)),
         }
     }
 
@@ -142,6 +150,15 @@ impl<T> Inbox<T> {
         }
     }
 
+    /// About how many values wait to be popped (at most [`TAKEN_EVERY`] too
+    /// many). Any thread; for flow control, not for correctness.
+    #[inline]
+    pub fn backlog(&self) -> u64 {
+        self.tail
+            .load(Relaxed)
+            .saturating_sub(self.taken.load(Relaxed))
+    }
+
     /// Removes the value with the next ticket, if it has been pushed.
     ///
     /// # Safety
@@ -164,6 +181,9 @@ impl<T> Inbox<T> {
                 }?;
                 slot.seq.store(ticket + self.slots.len() as u64, Release);
                 c.next = ticket + 1;
+                if c.next % TAKEN_EVERY == 0 {
+                    self.taken.store(c.next, Relaxed);
+                }
                 Some(value)
             })
         }

@@ -148,11 +148,25 @@ impl SendRequest {
     }
 
     /// True once the request is complete.
+    // The large-message transfer and its tests wait on requests.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn is_complete(&self) -> bool {
         self.inner.done.load(Ordering::Acquire)
     }
 
+    /// True if the request has an `OnDataAvail` continuation (which may add
+    /// data right after the request's).
+    pub fn has_continuation(&self) -> bool {
+        self.inner
+            .on_data_avail
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some()
+    }
+
     /// The flag that turns true on completion (for `CommHandle`).
+    // The large-message transfer and its tests wait on requests.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub fn completion_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.inner.done)
     }
@@ -209,6 +223,12 @@ pub trait Upcalls: Send + Sync {
     /// The VC to `peer` broke: the peer closed it, reset it, or sent bytes
     /// that are not a frame stream.
     fn vc_failed(&self, peer: usize, why: String);
+    /// Whether the layer above takes more frames now (flow control). While
+    /// it says no, the module leaves received bytes in the network; it
+    /// reads them after [`NetModule::resume_receiving`].
+    fn room(&self) -> bool {
+        true
+    }
 }
 
 /// A network module (Nemesis netmod). See the module comment for the map to
@@ -279,6 +299,35 @@ pub trait NetModule: Send + Sync {
     /// does or [`NetModule::wake`] is called). Returns true if anything
     /// moved.
     fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError>;
+
+    /// Receives what has arrived, without waiting and from any thread (an
+    /// idle PE polls this while it spins, so that a message is taken off
+    /// the wire by the thread that wants it, with no hand-off). A VC another
+    /// thread is reading is skipped. Returns true if anything arrived.
+    fn try_progress(&self) -> bool;
+
+    /// Queues a frame for `peer` to be written by a later
+    /// [`NetModule::flush_all`] (or at once if the queue already holds a
+    /// batch), so that a burst of small messages costs a few system calls,
+    /// not one each. Beyond the spec, which writes at once: the layer above
+    /// flushes whenever its PE next looks for work.
+    fn post_contig(&self, peer: usize, header: FrameHeader, data: SendData)
+    -> Result<(), NetError>;
+
+    /// Writes what is queued on every VC, as far as the network takes it.
+    /// Returns true if anything was written.
+    fn flush_all(&self) -> bool;
+
+    /// True if some VC has bytes queued (posted or left over).
+    fn has_queued(&self) -> bool;
+
+    /// Bytes accepted for `peer` and not yet sent: what a sender throttles
+    /// on (flow control).
+    fn backlog(&self, peer: usize) -> usize;
+
+    /// The layer above has room again ([`Upcalls::room`] said no before):
+    /// receive what waits.
+    fn resume_receiving(&self);
 
     /// Makes a [`NetModule::poll`] waiting on another thread return.
     fn wake(&self);

@@ -34,13 +34,13 @@
 //! inboxes (lock-free) and update `state` (a mutex, with a condvar the
 //! shutdown waits on).
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::frame::{FrameHeader, FrameKind};
-use super::netmod::{NetModule, PollDir, SendData, SendRequest, Upcalls};
+use super::netmod::{NetModule, PollDir, SendData, Upcalls};
 use crate::machine::job::Job;
 use crate::machine::topology::Topology;
 use crate::msg::message::Message;
@@ -70,6 +70,12 @@ struct Shared {
     changed: Condvar,
     /// Set while the process is ending on purpose: no more fault reports.
     closing: AtomicBool,
+    /// Set once this process's PEs have all finished: arriving messages
+    /// are dropped (nobody will take them) and never held back.
+    draining: AtomicBool,
+    /// Bytes of messages delivered to this process's inboxes and not yet
+    /// taken by their PE (flow control: see "Flow control").
+    in_flight: AtomicUsize,
     /// The module, to tell the others about an abort.
     module: OnceLock<Weak<dyn NetModule>>,
 }
@@ -85,10 +91,39 @@ struct State {
 /// The network of one process of a multi-process job.
 pub(crate) struct Network {
     shared: Arc<Shared>,
+    watch: Arc<Watch>,
     module: Arc<dyn NetModule>,
     progress: Mutex<Option<JoinHandle<()>>>,
     stop: Arc<AtomicBool>,
 }
+
+/// Who watches the network for arrivals (see "Progress" in the module
+/// comment).
+#[derive(Default)]
+struct Watch {
+    /// Bumped by every poll of an idle PE.
+    polls: AtomicU64,
+    /// Set by a PE about to park; the progress thread then watches at once.
+    handover: Mutex<bool>,
+    wake: Condvar,
+}
+
+/// Bytes of received messages a process holds for its PEs before it stops
+/// reading from the network (the senders then wait: flow control).
+const RECV_BUDGET: usize = 8 << 20;
+
+/// What one received message costs the budget beyond its bytes: its heap
+/// block and its place in an inbox.
+const MSG_OVERHEAD: usize = 64;
+
+/// Bytes queued for one peer process above which a sending PE waits
+/// ([`Network::over_high_water`]), and below which it goes on.
+const SEND_HIGH_WATER: usize = 8 << 20;
+const SEND_LOW_WATER: usize = 2 << 20;
+
+/// How long the progress thread waits between looks at whether PEs still
+/// poll: the longest an arrival waits when every PE is busy in handlers.
+const WATCH_CHECK: Duration = Duration::from_millis(1);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -108,6 +143,7 @@ impl Shared {
     /// Ends this process because of a fault concerning `peer`: says so,
     /// tells the other processes, exits with code 1.
     fn fault(&self, peer: usize, why: &str) -> ! {
+        crate::machine::launch::tell_lost();
         let text = format!("lost process {peer} ({}): {why}", self.pes_of(peer));
         self.die(&text, Some(peer))
     }
@@ -146,18 +182,28 @@ impl Shared {
         let Some(job) = self.job.get().and_then(Weak::upgrade) else {
             return;
         };
+        if self.draining.load(Ordering::Acquire) {
+            return;
+        }
         let mut msg = match Message::from_bytes(&body) {
             Ok(m) => m,
             Err(e) => self.fault(peer, &format!("malformed message: {e}")),
         };
+        // The original sender (a forwarded broadcast copy keeps its root's
+        // number), so any PE of the job.
         let src = h.src as usize;
-        if src >= self.topo.num_pes() || self.topo.node_of(src) != peer {
+        if src >= self.topo.num_pes() {
             self.fault(
                 peer,
-                &format!("malformed message: it claims to come from PE {src}, which is not on that process"),
+                &format!(
+                    "malformed message: it claims to come from PE {src}, which does not exist"
+                ),
             );
         }
         msg.set_src_pe(src);
+        msg.mark_from_net();
+        self.in_flight
+            .fetch_add(msg.len() + MSG_OVERHEAD, Ordering::AcqRel);
         let dest = h.tag as usize;
         if h.flags & FLAG_NODE != 0 {
             match job.local_node(dest) {
@@ -199,6 +245,7 @@ impl Shared {
                 self.changed.notify_all();
             }
             Some(op) if op == Control::Abort as u8 => {
+                crate::machine::launch::tell_lost();
                 let text = String::from_utf8_lossy(&body[1..]).into_owned();
                 let _ = std::io::stdout().flush();
                 eprintln!(
@@ -258,6 +305,11 @@ impl Upcalls for Shared {
         self.changed.notify_all();
     }
 
+    fn room(&self) -> bool {
+        self.in_flight.load(Ordering::Acquire) <= RECV_BUDGET
+            || self.draining.load(Ordering::Acquire)
+    }
+
     fn vc_failed(&self, peer: usize, why: String) {
         if lock(&self.state).bye[peer] || self.closing.load(Ordering::Acquire) {
             // It said goodbye first: a close now is the end, not a fault.
@@ -295,16 +347,55 @@ impl Network {
             }),
             changed: Condvar::new(),
             closing: AtomicBool::new(false),
+            draining: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
             module: OnceLock::new(),
         });
         let _ = shared.module.set(Arc::downgrade(&module));
         set_upcalls(shared.clone());
         Network {
             shared,
+            watch: Arc::new(Watch::default()),
             module,
             progress: Mutex::new(None),
             stop: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Receives what has arrived, on the calling thread (an idle PE).
+    #[inline]
+    pub fn try_progress(&self) -> bool {
+        self.watch.polls.fetch_add(1, Ordering::Relaxed);
+        self.module.try_progress()
+    }
+
+    /// A PE took a message this layer delivered (one marked
+    /// `from_net`): its bytes leave the receive budget.
+    pub fn consumed(&self, len: usize) {
+        let bytes = len + MSG_OVERHEAD;
+        let before = self.shared.in_flight.fetch_sub(bytes, Ordering::AcqRel);
+        if before > RECV_BUDGET && before - bytes <= RECV_BUDGET {
+            self.module.resume_receiving();
+        }
+    }
+
+    /// True if so much is queued for node `node` that a sending PE should
+    /// wait (and meanwhile take its own messages) before sending more.
+    #[inline]
+    pub fn over_high_water(&self, node: usize) -> bool {
+        self.module.backlog(node) > SEND_HIGH_WATER
+    }
+
+    /// True once the queue for node `node` is low enough to send again.
+    pub fn below_low_water(&self, node: usize) -> bool {
+        self.module.backlog(node) <= SEND_LOW_WATER
+    }
+
+    /// A PE that was polling parks: the progress thread watches the network
+    /// now, at once.
+    pub fn pe_parking(&self) {
+        *lock(&self.watch.handover) = true;
+        self.watch.wake.notify_one();
     }
 
     /// The module's name (`++netmod`).
@@ -316,11 +407,35 @@ impl Network {
     pub fn start(&self, job: &Arc<Job>) {
         let _ = self.shared.job.set(Arc::downgrade(job));
         let (module, stop, shared) = (self.module.clone(), self.stop.clone(), self.shared.clone());
+        let watch = self.watch.clone();
         let handle = std::thread::Builder::new()
             .name("net".into())
             .spawn(move || {
                 while !stop.load(Ordering::Acquire) {
-                    if let Err(e) = module.poll(PollDir::InFirst, None) {
+                    // While idle PEs poll, stay out of their way; watch once
+                    // none has polled for a while, or one parks.
+                    let seen = watch.polls.load(Ordering::Relaxed);
+                    let handed = {
+                        let flag = lock(&watch.handover);
+                        let mut flag = if *flag {
+                            flag
+                        } else {
+                            watch
+                                .wake
+                                .wait_timeout(flag, WATCH_CHECK)
+                                .unwrap_or_else(|e| e.into_inner())
+                                .0
+                        };
+                        std::mem::take(&mut *flag)
+                    };
+                    if !handed && watch.polls.load(Ordering::Relaxed) != seen {
+                        continue;
+                    }
+                    // Posted bytes that no PE flushed (it went on computing)
+                    // leave within a check period.
+                    let timeout = module.has_queued().then_some(WATCH_CHECK);
+                    module.flush_all();
+                    if let Err(e) = module.poll(PollDir::InFirst, timeout) {
                         shared.die(&format!("network failure: {e}"), None);
                     }
                 }
@@ -337,40 +452,35 @@ impl Network {
         }
     }
 
-    /// Sends `msg` from PE `src` to PE `dest` of another process.
-    pub fn send_to_pe(&self, src: usize, dest: usize, msg: Message) {
-        self.send_message(src, dest, 0, self.shared.topo.node_of(dest), msg)
+    /// Sends `msg` to PE `dest` of another process. Its sender, as
+    /// `src_pe` will say on arrival, is the one recorded in `msg` (the PE
+    /// that sent it first, for a copy forwarded along a tree).
+    pub fn send_to_pe(&self, dest: usize, msg: Message) {
+        self.send_message(dest, 0, self.shared.topo.node_of(dest), msg)
     }
 
-    /// Sends `msg` from PE `src` to node `node` (another process).
-    pub fn send_to_node(&self, src: usize, node: usize, msg: Message) {
-        self.send_message(src, node, FLAG_NODE, node, msg)
+    /// Sends `msg` to node `node` (another process).
+    pub fn send_to_node(&self, node: usize, msg: Message) {
+        self.send_message(node, FLAG_NODE, node, msg)
     }
 
-    fn send_message(&self, src: usize, tag: usize, flags: u8, peer: usize, msg: Message) {
-        let header = message_header(src, tag, flags, &msg);
-        self.send_frame(peer, header, SendData::Message(msg));
-    }
-
-    /// Sends `msg` from PE `src` to PE `dest` of another process with a
-    /// request (`CmiAsyncSend`): returns the flag that turns true once the
-    /// bytes have left, or `None` if they left at once.
-    pub fn send_to_pe_async(
-        &self,
-        src: usize,
-        dest: usize,
-        msg: Message,
-    ) -> Option<Arc<AtomicBool>> {
-        let peer = self.shared.topo.node_of(dest);
-        let header = message_header(src, dest, 0, &msg);
-        let req = SendRequest::new();
+    /// Messages are posted, not written at once: the sending PE flushes
+    /// them ([`Network::flush`]) when it next looks for work, so a handler
+    /// that sends many costs one system call per batch.
+    fn send_message(&self, tag: usize, flags: u8, peer: usize, msg: Message) {
+        let header = message_header(msg.src_pe(), tag, flags, &msg);
         if let Err(e) = self
             .module
-            .isend_contig(peer, req.clone(), header, SendData::Message(msg))
+            .post_contig(peer, header, SendData::Message(msg))
         {
             self.shared.fault(peer, &e.what);
         }
-        (!req.is_complete()).then(|| req.completion_flag())
+    }
+
+    /// Writes the messages posted by this process's sends.
+    #[inline]
+    pub fn flush(&self) {
+        self.module.flush_all();
     }
 
     fn send_control(&self, peer: usize, body: Vec<u8>) {
@@ -396,6 +506,8 @@ impl Network {
     /// finished: the `Bye` exchange of the module comment, then the VCs are
     /// terminated and the progress thread stopped.
     pub fn shutdown(&self) {
+        self.shared.draining.store(true, Ordering::Release);
+        self.module.resume_receiving();
         for peer in self.peers() {
             self.send_control(peer, vec![Control::Bye as u8]);
         }
@@ -433,6 +545,7 @@ impl Network {
         }
         self.stop.store(true, Ordering::Release);
         self.module.wake();
+        self.watch.wake.notify_one();
         if let Some(handle) = lock(&self.progress).take() {
             let _ = handle.join();
         }

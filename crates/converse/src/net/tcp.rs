@@ -41,7 +41,7 @@
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -59,6 +59,9 @@ const HELLO_SIZE: usize = 24;
 const WAKER: Token = Token(usize::MAX);
 /// Receive buffer of a VC (between frame bodies).
 const RECV_BUF: usize = 64 << 10;
+/// Most queued items, and bytes, one `writev` takes.
+const BATCH_ITEMS: usize = 64;
+const BATCH_BYTES: usize = 256 << 10;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -79,8 +82,9 @@ impl Pending {
         self.header.map_or(0, |h| h.len()) + self.data.as_slice().len()
     }
 
-    /// Writes what it can; `Ok(true)` once all is written.
-    fn write_to(&mut self, mut stream: &mio::net::TcpStream) -> io::Result<bool> {
+    /// Writes what it can; `Ok(true)` once all is written. Adds the bytes
+    /// written to `sent`.
+    fn write_to(&mut self, mut stream: &mio::net::TcpStream, sent: &mut usize) -> io::Result<bool> {
         let total = self.total();
         while self.written < total {
             let hdr: &[u8] = match &self.header {
@@ -95,7 +99,10 @@ impl Pending {
             };
             match n {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.written += n,
+                Ok(n) => {
+                    self.written += n;
+                    *sent += n;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
                 Err(e) => return Err(e),
@@ -129,6 +136,9 @@ struct Vc {
     stream: mio::net::TcpStream,
     send: Mutex<SendSide>,
     recv: Mutex<RecvSide>,
+    /// Bytes queued in `send` and not yet written: written under the send
+    /// lock, read without it ([`NetModule::backlog`]).
+    queued: AtomicUsize,
     /// `vc_terminated` was reported.
     terminated: AtomicBool,
 }
@@ -146,6 +156,9 @@ pub(crate) struct TcpModule {
     waker: Waker,
     upcalls: OnceLock<Arc<dyn Upcalls>>,
     max_payload: usize,
+    /// The layer above has room again after refusing it: read every VC at
+    /// the next poll (their edges were consumed while it had none).
+    resume: AtomicBool,
 }
 
 impl TcpModule {
@@ -185,6 +198,7 @@ impl TcpModule {
             waker,
             upcalls: OnceLock::new(),
             max_payload,
+            resume: AtomicBool::new(false),
         })
     }
 
@@ -313,6 +327,7 @@ impl TcpModule {
                 buf: vec![0; RECV_BUF].into_boxed_slice(),
                 eof: false,
             }),
+            queued: AtomicUsize::new(0),
             terminated: AtomicBool::new(false),
         });
         self.vcs[peer]
@@ -327,38 +342,44 @@ impl TcpModule {
             .ok_or_else(|| NetError::peer(peer, "tcp: no connection to this process"))
     }
 
-    /// Queues or writes `p` on `vc`; returns the request if it had to queue.
-    fn send_pending(&self, vc: &Vc, mut p: Pending) -> Result<Option<Pending>, NetError> {
+    /// Puts `p` at the end of `vc`'s queue and writes what the socket
+    /// takes. Returns true if the queue is empty after that: `p` and its
+    /// continuation were sent at once.
+    fn send_pending(&self, vc: &Vc, p: Pending) -> Result<bool, NetError> {
+        self.send_pending_when(vc, p, true)
+    }
+
+    /// As [`TcpModule::send_pending`]; with `now` false, writes only once
+    /// the queue holds a batch (the caller flushes soon).
+    fn send_pending_when(&self, vc: &Vc, p: Pending, now: bool) -> Result<bool, NetError> {
         let mut side = lock(&vc.send);
         if side.failed || side.write_closed || side.terminate {
             return Err(NetError::peer(vc.peer, "tcp: send on a closed connection"));
         }
-        if side.queue.is_empty() {
-            match p.write_to(&vc.stream) {
-                Ok(true) => {
-                    drop(side);
-                    return Ok(Some(p));
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    side.failed = true;
-                    drop(side);
-                    let why = format!("send failed: {e}");
-                    self.upcalls().vc_failed(vc.peer, why.clone());
-                    return Err(NetError::peer(vc.peer, why));
-                }
+        let queued = vc.queued.fetch_add(p.total(), Ordering::Relaxed) + p.total();
+        side.queue.push_back(p);
+        if !now && queued < BATCH_BYTES && side.queue.len() < BATCH_ITEMS {
+            return Ok(false);
+        }
+        match Self::drain(vc, &mut side) {
+            Ok(_) => Ok(side.queue.is_empty()),
+            Err(e) => {
+                side.failed = true;
+                side.queue.clear();
+                drop(side);
+                let why = format!("send failed: {e}");
+                self.upcalls().vc_failed(vc.peer, why.clone());
+                Err(NetError::peer(vc.peer, why))
             }
         }
-        side.queue.push_back(p);
-        Ok(None)
     }
 
     /// A fully written pending item: completes its request, queueing the
-    /// request's next data if its continuation has more.
-    fn complete(p: Pending, front: &mut VecDeque<Pending>) {
+    /// request's next data first if its continuation has more.
+    fn complete(p: Pending, queue: &mut VecDeque<Pending>) {
         if let Some(req) = p.req {
             if let Some(more) = req.data_sent() {
-                front.push_front(Pending {
+                queue.push_front(Pending {
                     header: None,
                     data: more,
                     written: 0,
@@ -368,29 +389,114 @@ impl TcpModule {
         }
     }
 
-    /// Writes what is queued on `vc` until the socket is full.
-    fn flush(&self, vc: &Vc) -> bool {
-        let mut side = lock(&vc.send);
-        let mut moved = false;
-        while let Some(front) = side.queue.front_mut() {
-            match front.write_to(&vc.stream) {
-                Ok(true) => {
-                    moved = true;
-                    let done = side.queue.pop_front().expect("front exists");
-                    Self::complete(done, &mut side.queue);
-                }
-                Ok(false) => return moved,
-                Err(e) => {
-                    side.failed = true;
-                    side.queue.clear();
-                    drop(side);
-                    self.upcalls()
-                        .vc_failed(vc.peer, format!("send failed: {e}"));
-                    return moved;
+    /// Writes queued items, in order, until the socket is full or the queue
+    /// empty (called with the send lock held: items never interleave).
+    /// Returns whether anything was written.
+    fn drain(vc: &Vc, side: &mut SendSide) -> io::Result<bool> {
+        let mut sent = 0;
+        let result = loop {
+            if side.queue.len() > 1 {
+                match Self::write_batch(vc, side, &mut sent) {
+                    Ok(true) => continue,
+                    Ok(false) => break Ok(()),
+                    Err(e) => break Err(e),
                 }
             }
+            let Some(front) = side.queue.front_mut() else {
+                break Ok(());
+            };
+            match front.write_to(&vc.stream, &mut sent) {
+                Ok(true) => {
+                    let done = side.queue.pop_front().expect("front exists");
+                    let before = side.queue.len();
+                    Self::complete(done, &mut side.queue);
+                    if side.queue.len() > before {
+                        let more = side.queue.front().expect("just pushed").total();
+                        vc.queued.fetch_add(more, Ordering::Relaxed);
+                    }
+                }
+                Ok(false) => break Ok(()),
+                Err(e) => break Err(e),
+            }
+        };
+        vc.queued.fetch_sub(sent, Ordering::Relaxed);
+        result.map(|()| sent > 0)
+    }
+
+    /// Writes the front of the queue, several items in one `writev` (many
+    /// small messages cost one system call, not one each). Returns false
+    /// when the socket is full. A batch ends after an item whose request
+    /// has a continuation, so that the continuation's data follows it.
+    fn write_batch(vc: &Vc, side: &mut SendSide, sent: &mut usize) -> io::Result<bool> {
+        let mut iov: Vec<IoSlice<'_>> = Vec::with_capacity(BATCH_ITEMS * 2);
+        let mut bytes = 0;
+        for p in side.queue.iter().take(BATCH_ITEMS) {
+            let hdr: &[u8] = p.header.as_ref().map_or(&[], |h| &h[..]);
+            let data = p.data.as_slice();
+            if p.written < hdr.len() {
+                iov.push(IoSlice::new(&hdr[p.written..]));
+                iov.push(IoSlice::new(data));
+            } else {
+                iov.push(IoSlice::new(&data[p.written - hdr.len()..]));
+            }
+            bytes += p.total() - p.written;
+            if bytes >= BATCH_BYTES || p.req.as_ref().is_some_and(SendRequest::has_continuation) {
+                break;
+            }
         }
-        if side.terminate && !side.write_closed {
+        let mut n = loop {
+            match (&vc.stream).write_vectored(&iov) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => break n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(false),
+                Err(e) => return Err(e),
+            }
+        };
+        drop(iov);
+        *sent += n;
+        // Hand the written bytes out to the items, completing the whole ones.
+        while n > 0 {
+            let front = side
+                .queue
+                .front_mut()
+                .expect("written bytes belong to queued items");
+            let left = front.total() - front.written;
+            if n < left {
+                front.written += n;
+                break;
+            }
+            n -= left;
+            let done = side.queue.pop_front().expect("front exists");
+            let before = side.queue.len();
+            Self::complete(done, &mut side.queue);
+            if side.queue.len() > before {
+                let more = side.queue.front().expect("just pushed").total();
+                vc.queued.fetch_add(more, Ordering::Relaxed);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Writes what is queued on `vc` until the socket is full; closes the
+    /// write side once drained if the VC is terminating.
+    fn flush(&self, vc: &Vc) -> bool {
+        self.flush_locked(vc, lock(&vc.send))
+    }
+
+    fn flush_locked(&self, vc: &Vc, mut side: MutexGuard<'_, SendSide>) -> bool {
+        let moved = match Self::drain(vc, &mut side) {
+            Ok(moved) => moved,
+            Err(e) => {
+                side.failed = true;
+                side.queue.clear();
+                drop(side);
+                self.upcalls()
+                    .vc_failed(vc.peer, format!("send failed: {e}"));
+                return true;
+            }
+        };
+        if side.queue.is_empty() && side.terminate && !side.write_closed {
             side.write_closed = true;
             let _ = vc.stream.shutdown(Shutdown::Write);
             drop(side);
@@ -412,15 +518,24 @@ impl TcpModule {
 
     /// Reads `vc` until it would block, delivering whole frames.
     fn receive(&self, vc: &Vc) -> bool {
+        self.receive_locked(vc, lock(&vc.recv))
+    }
+
+    /// [`TcpModule::receive`] with the VC's receive side already locked.
+    fn receive_locked(&self, vc: &Vc, mut guard: MutexGuard<'_, RecvSide>) -> bool {
         let upcalls = self.upcalls();
         let peer = vc.peer;
-        let mut guard = lock(&vc.recv);
         let side = &mut *guard;
         if side.eof {
             return false;
         }
         let mut moved = false;
         loop {
+            // Flow control: the layer above has no room for more; the data
+            // waits in the socket (and the sender's) until it has.
+            if !upcalls.room() {
+                return moved;
+            }
             // The recv-active fast path: straight into the frame's body.
             let result = match side.reasm.body_space() {
                 Some(space) => (&vc.stream).read(space).map(|n| (n, true)),
@@ -549,26 +664,13 @@ impl NetModule for TcpModule {
         header: FrameHeader,
         data: SendData,
     ) -> Result<(), NetError> {
-        let vc = self.vc(peer)?;
         let p = Pending {
             header: Some(header.encode()),
             data,
             written: 0,
             req: Some(req),
         };
-        if let Some(done) = self.send_pending(vc, p)? {
-            let mut more = VecDeque::new();
-            Self::complete(done, &mut more);
-            if !more.is_empty() {
-                let mut side = lock(&vc.send);
-                for (i, p) in more.into_iter().enumerate() {
-                    side.queue.insert(i, p);
-                }
-                drop(side);
-                self.flush(vc);
-            }
-        }
-        Ok(())
+        self.send_pending(self.vc(peer)?, p).map(|_| ())
     }
 
     fn istart_contig(
@@ -577,7 +679,6 @@ impl NetModule for TcpModule {
         header: FrameHeader,
         data: SendData,
     ) -> Result<Option<SendRequest>, NetError> {
-        let vc = self.vc(peer)?;
         let req = SendRequest::new();
         let p = Pending {
             header: Some(header.encode()),
@@ -585,10 +686,8 @@ impl NetModule for TcpModule {
             written: 0,
             req: Some(req.clone()),
         };
-        Ok(match self.send_pending(vc, p)? {
-            Some(_sent) => None,
-            None => Some(req),
-        })
+        let sent = self.send_pending(self.vc(peer)?, p)?;
+        Ok((!sent).then_some(req))
     }
 
     fn send_noncontig(
@@ -626,6 +725,12 @@ impl NetModule for TcpModule {
         }
         drop(poll);
         let mut moved = false;
+        if self.resume.swap(false, Ordering::AcqRel) {
+            // Receiving paused for room: read every VC now, events or not.
+            for vc in self.vcs.iter().filter_map(|v| v.get()) {
+                moved |= self.receive(vc);
+            }
+        }
         for event in events.iter() {
             let Token(peer) = event.token();
             if peer == WAKER.0 {
@@ -647,6 +752,68 @@ impl NetModule for TcpModule {
             }
         }
         Ok(moved)
+    }
+
+    fn post_contig(
+        &self,
+        peer: usize,
+        header: FrameHeader,
+        data: SendData,
+    ) -> Result<(), NetError> {
+        let p = Pending {
+            header: Some(header.encode()),
+            data,
+            written: 0,
+            req: None,
+        };
+        self.send_pending_when(self.vc(peer)?, p, false).map(|_| ())
+    }
+
+    fn flush_all(&self) -> bool {
+        let mut moved = false;
+        for vc in self.vcs.iter().filter_map(|v| v.get()) {
+            if vc.queued.load(Ordering::Relaxed) > 0 {
+                moved |= self.flush(vc);
+            }
+        }
+        moved
+    }
+
+    fn has_queued(&self) -> bool {
+        self.vcs
+            .iter()
+            .filter_map(|v| v.get())
+            .any(|vc| vc.queued.load(Ordering::Relaxed) > 0)
+    }
+
+    fn backlog(&self, peer: usize) -> usize {
+        self.vcs
+            .get(peer)
+            .and_then(|v| v.get())
+            .map_or(0, |vc| vc.queued.load(Ordering::Relaxed))
+    }
+
+    fn resume_receiving(&self) {
+        self.resume.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    fn try_progress(&self) -> bool {
+        let mut moved = false;
+        for vc in self.vcs.iter().filter_map(|v| v.get()) {
+            // Skip a VC being read elsewhere: that reader takes it all.
+            if let Ok(guard) = vc.recv.try_lock() {
+                moved |= self.receive_locked(vc, guard);
+            }
+            // Queued sends go on too (a sender that moved on to other work
+            // leaves them to whoever polls).
+            if let Ok(side) = vc.send.try_lock() {
+                if !side.queue.is_empty() {
+                    moved |= self.flush_locked(vc, side);
+                }
+            }
+        }
+        moved
     }
 
     fn wake(&self) {

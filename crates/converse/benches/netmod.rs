@@ -1,0 +1,313 @@
+//! Between processes: ping-pong round trip and streaming bandwidth over the
+//! tcp network module, 8 B to 4 MiB, each beside the same operation on a raw
+//! TCP socket between two processes (busy-polling, no runtime); and the
+//! start-up time of `convrun +p 4`.
+//!
+//! `cargo bench -p converse --bench netmod`
+//!
+//! Figures:
+//! - `tcp_rtt_<size>`: PE 0 (process 0) and PE 1 (process 1) bounce one
+//!   message (`sync_send_and_free`). Baseline `raw_tcp_rtt_<size>`: two
+//!   processes bounce the same bytes over one non-blocking loopback socket,
+//!   each spinning on `read` (a blocking reader pays this virtual machine's
+//!   thread wake-up, ~25 µs per round trip, and would flatter the runtime).
+//! - `tcp_bw_<size>`: PE 0 sends a stream of messages to PE 1, which
+//!   answers once it has them all. Baseline `raw_tcp_stream_<size>`: the
+//!   same bytes written to one socket in writes of `<size>`.
+//! - `convrun_startup_p4`: `convrun +p 4` of a program that ends at once.
+//!   Baseline `spawn_4`: starting the same binary as 4 plain processes
+//!   (without the runtime) and waiting for them.
+//!
+//! This one binary is also the program of the jobs and the raw peer it
+//! starts (by its first argument).
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use converse::{Converse, Message};
+
+const CONVRUN: &str = env!("CARGO_BIN_EXE_convrun");
+const RTT_SIZES: [usize; 6] = [8, 512, 4 << 10, 64 << 10, 1 << 20, 4 << 20];
+const BW_SIZES: [usize; 3] = [64 << 10, 1 << 20, 4 << 20];
+
+fn rounds_for(size: usize) -> u64 {
+    common::iterations(match size {
+        s if s <= 4096 => 20_000,
+        s if s <= 64 << 10 => 5_000,
+        _ => 300,
+    })
+}
+
+/// Bytes streamed per bandwidth figure.
+fn stream_bytes() -> usize {
+    if std::env::var_os("CONVERSE_BENCH_QUICK").is_some() {
+        16 << 20
+    } else {
+        512 << 20
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("job-pingpong") => job_pingpong(),
+        Some("job-noop") => job_noop(),
+        Some("raw-peer") => raw_peer(&args[2]),
+        Some("noop") => {}
+        _ => driver(),
+    }
+}
+
+// ---- the driver ------------------------------------------------------------
+
+fn me() -> String {
+    std::env::current_exe().unwrap().display().to_string()
+}
+
+fn driver() {
+    let raw = raw_figures();
+    let out = Command::new(CONVRUN)
+        .args(["+p", "2", "++netmod", "tcp", &me(), "job-pingpong"])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("convrun starts");
+    assert!(out.status.success(), "the ping-pong job failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    for l in text.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w.as_slice() {
+            ["rtt", size, us] => {
+                let size: usize = size.parse().unwrap();
+                let name = common::size_name(size);
+                let base = raw.rtt.iter().find(|(s, _)| *s == size).unwrap().1;
+                common::line(
+                    &format!("tcp_rtt_{name}"),
+                    us.parse().unwrap(),
+                    "us",
+                    &format!("raw_tcp_rtt_{name}"),
+                    base,
+                    "us",
+                );
+            }
+            ["bw", size, gbps] => {
+                let size: usize = size.parse().unwrap();
+                let name = common::size_name(size);
+                let base = raw.bw.iter().find(|(s, _)| *s == size).unwrap().1;
+                common::line(
+                    &format!("tcp_bw_{name}"),
+                    gbps.parse().unwrap(),
+                    "GB/s",
+                    &format!("raw_tcp_stream_{name}"),
+                    base,
+                    "GB/s",
+                );
+            }
+            _ => {}
+        }
+    }
+    startup_figure();
+}
+
+fn startup_figure() {
+    let runs = if std::env::var_os("CONVERSE_BENCH_QUICK").is_some() {
+        2
+    } else {
+        10
+    };
+    let me = me();
+    let convrun = common::best_of(runs, || {
+        let t = Instant::now();
+        let st = Command::new(CONVRUN)
+            .args(["+p", "4", &me, "job-noop"])
+            .stdout(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success());
+        t.elapsed().as_secs_f64() * 1e3
+    });
+    let spawn = common::best_of(runs, || {
+        let t = Instant::now();
+        let children: Vec<_> = (0..4)
+            .map(|_| Command::new(&me).arg("noop").spawn().unwrap())
+            .collect();
+        for mut c in children {
+            assert!(c.wait().unwrap().success());
+        }
+        t.elapsed().as_secs_f64() * 1e3
+    });
+    common::line("convrun_startup_p4", convrun, "ms", "spawn_4", spawn, "ms");
+}
+
+// ---- the job -----------------------------------------------------------------
+
+fn job_noop() {
+    let code = Converse::new().run(|_| converse::exit_scheduler()).unwrap();
+    std::process::exit(code)
+}
+
+thread_local! {
+    /// The message `deliver_specific_msg` just delivered.
+    static TAKEN: std::cell::RefCell<Option<Message>> = const { std::cell::RefCell::new(None) };
+}
+
+fn job_pingpong() {
+    let code = Converse::new()
+        .run_user_scheduler(|_args| {
+            let me = converse::my_pe();
+            let ball = converse::register_handler(|m: Message| {
+                TAKEN.with(|t| *t.borrow_mut() = Some(m));
+            });
+            let peer = 1 - me;
+            let take = || {
+                converse::deliver_specific_msg(ball);
+                TAKEN
+                    .with(|t| t.borrow_mut().take())
+                    .expect("the ball was delivered")
+            };
+            for size in RTT_SIZES {
+                let rounds = rounds_for(size);
+                // A few warm-up trips, then the timed ones.
+                let warm = 10.min(rounds);
+                let mut t0 = Instant::now();
+                for i in 0..warm + rounds {
+                    if i == warm {
+                        t0 = Instant::now();
+                    }
+                    if me == 0 {
+                        converse::sync_send_and_free(peer, Message::new(ball, size));
+                        take();
+                    } else {
+                        let m = take();
+                        converse::sync_send_and_free(peer, m);
+                    }
+                }
+                if me == 0 {
+                    let us = t0.elapsed().as_secs_f64() / rounds as f64 * 1e6;
+                    println!("rtt {size} {us:.3}");
+                }
+            }
+            for size in BW_SIZES {
+                let count = (stream_bytes() / size).max(4);
+                if me == 0 {
+                    let t0 = Instant::now();
+                    let msg = Message::new(ball, size);
+                    for _ in 0..count {
+                        converse::sync_send(peer, &msg);
+                    }
+                    take();
+                    let secs = t0.elapsed().as_secs_f64();
+                    println!("bw {size} {:.3}", (count * size) as f64 / secs / 1e9);
+                } else {
+                    for _ in 0..count {
+                        take();
+                    }
+                    converse::sync_send_and_free(peer, Message::new(ball, 0));
+                }
+            }
+        })
+        .unwrap();
+    std::process::exit(code)
+}
+
+// ---- the raw baseline ----------------------------------------------------------
+
+struct Raw {
+    rtt: Vec<(usize, f64)>,
+    bw: Vec<(usize, f64)>,
+}
+
+/// Reads exactly `buf.len()` bytes from a non-blocking socket, spinning.
+fn read_spin(s: &mut TcpStream, buf: &mut [u8]) {
+    let mut got = 0;
+    while got < buf.len() {
+        match s.read(&mut buf[got..]) {
+            Ok(0) => panic!("raw peer closed"),
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) => panic!("raw read: {e}"),
+        }
+    }
+}
+
+/// Writes all of `buf` to a non-blocking socket, spinning.
+fn write_spin(s: &mut TcpStream, buf: &[u8]) {
+    let mut put = 0;
+    while put < buf.len() {
+        match s.write(&buf[put..]) {
+            Ok(n) => put += n,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => std::hint::spin_loop(),
+            Err(e) => panic!("raw write: {e}"),
+        }
+    }
+}
+
+fn raw_socket(s: &TcpStream) {
+    s.set_nodelay(true).unwrap();
+    s.set_nonblocking(true).unwrap();
+}
+
+/// The driver's side of the raw figures: it bounces and receives; a child
+/// process (`raw-peer`) echoes and streams.
+fn raw_figures() -> Raw {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let mut child = Command::new(me())
+        .args(["raw-peer", &addr])
+        .spawn()
+        .unwrap();
+    let (mut s, _) = listener.accept().unwrap();
+    raw_socket(&s);
+    let mut rtt = Vec::new();
+    for size in RTT_SIZES {
+        let rounds = rounds_for(size);
+        let mut buf = vec![1u8; size];
+        let t0 = Instant::now();
+        for _ in 0..rounds {
+            write_spin(&mut s, &buf);
+            read_spin(&mut s, &mut buf);
+        }
+        rtt.push((size, t0.elapsed().as_secs_f64() / rounds as f64 * 1e6));
+    }
+    let mut bw = Vec::new();
+    for size in BW_SIZES {
+        let count = (stream_bytes() / size).max(4);
+        let mut buf = vec![0u8; size];
+        let t0 = Instant::now();
+        for _ in 0..count {
+            read_spin(&mut s, &mut buf);
+        }
+        write_spin(&mut s, &[1]);
+        bw.push((
+            size,
+            (count * size) as f64 / t0.elapsed().as_secs_f64() / 1e9,
+        ));
+    }
+    child.wait().unwrap();
+    Raw { rtt, bw }
+}
+
+fn raw_peer(addr: &str) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    raw_socket(&s);
+    for size in RTT_SIZES {
+        let mut buf = vec![0u8; size];
+        for _ in 0..rounds_for(size) {
+            read_spin(&mut s, &mut buf);
+            write_spin(&mut s, &buf);
+        }
+    }
+    for size in BW_SIZES {
+        let count = (stream_bytes() / size).max(4);
+        let buf = vec![2u8; size];
+        for _ in 0..count {
+            write_spin(&mut s, &buf);
+        }
+        let mut ack = [0u8; 1];
+        read_spin(&mut s, &mut ack);
+    }
+    // Give the driver a moment before the socket closes.
+    std::thread::sleep(Duration::from_millis(10));
+}

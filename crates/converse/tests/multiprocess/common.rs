@@ -1,0 +1,118 @@
+//! What driver cases share: starting a job through `convrun` and reading
+//! what it did.
+#![allow(dead_code)] // each case file uses a different subset
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The launcher under test.
+pub const CONVRUN: &str = env!("CARGO_BIN_EXE_convrun");
+
+/// This test binary: the program every job runs.
+pub fn me() -> String {
+    std::env::current_exe()
+        .expect("the test binary's path")
+        .display()
+        .to_string()
+}
+
+/// The network modules every core-runtime program runs over.
+pub const NETMODS: &[&str] = &["tcp"];
+
+/// The layouts every core-runtime program runs on: (PEs, PEs per process).
+pub const LAYOUTS: &[(usize, usize)] = &[(4, 2), (3, 1)];
+
+/// What a finished job left.
+#[derive(Debug)]
+pub struct Finished {
+    /// The launcher's exit code (`None`: killed by a signal).
+    pub code: Option<i32>,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Finished {
+    /// Panics with the job's output unless it exited with `code`.
+    pub fn expect_code(&self, code: i32) -> &Self {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "job exit code\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+
+    /// Panics with the job's output unless stdout has a line equal to `line`.
+    pub fn expect_line(&self, line: &str) -> &Self {
+        assert!(
+            self.stdout.lines().any(|l| l == line),
+            "no line `{line}`\n--- stdout\n{}\n--- stderr\n{}",
+            self.stdout,
+            self.stderr
+        );
+        self
+    }
+}
+
+/// Runs `convrun ARGS` with a hang guard of `limit`: past it the launcher is
+/// killed and the case fails.
+pub fn convrun(args: &[&str], limit: Duration) -> Finished {
+    let start = Instant::now();
+    let mut child = Command::new(CONVRUN)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("convrun starts");
+    let out = std::thread::spawn({
+        let mut s = child.stdout.take().unwrap();
+        move || {
+            let mut v = String::new();
+            std::io::Read::read_to_string(&mut s, &mut v).ok();
+            v
+        }
+    });
+    let err = std::thread::spawn({
+        let mut s = child.stderr.take().unwrap();
+        move || {
+            let mut v = String::new();
+            std::io::Read::read_to_string(&mut s, &mut v).ok();
+            v
+        }
+    });
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for convrun") {
+            break status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "convrun {args:?} did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
+                out.join().unwrap(),
+                err.join().unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    Finished {
+        code: status.code(),
+        stdout: out.join().unwrap(),
+        stderr: err.join().unwrap(),
+        elapsed: start.elapsed(),
+    }
+}
+
+/// Runs child program `name` of this binary as a job of `pes` PEs in
+/// processes of `ppn`, over `netmod`, with `extra` arguments after the name.
+pub fn job(netmod: &str, pes: usize, ppn: usize, name: &str, extra: &[&str]) -> Finished {
+    let (p, n) = (pes.to_string(), ppn.to_string());
+    let me = me();
+    let mut args = vec!["+p", &p, "++ppn", &n, "++netmod", netmod, &me, name];
+    args.extend_from_slice(extra);
+    convrun(&args, Duration::from_secs(60))
+}

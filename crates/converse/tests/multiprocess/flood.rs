@@ -1,0 +1,126 @@
+//! Flood: every PE sends many small messages to every other PE at once,
+//! from its start function. Counts must be exact, and every process's
+//! resident memory must stay bounded: the network's flow control holds the
+//! senders back instead of buffering without limit.
+use std::cell::Cell;
+
+use converse::{Converse, Cpv, Message};
+
+use crate::Case;
+use crate::common::{self, NETMODS};
+
+/// Messages each PE sends to each other PE.
+const PER_PAIR: u64 = 1_000_000;
+/// Peak resident memory allowed per process. Unthrottled, the test's
+/// messages (about 80 bytes each in flight) would need several hundred MiB.
+const RSS_LIMIT_KIB: u64 = 128 << 10;
+
+static GOT: Cpv<Cell<u64>> = Cpv::new();
+static DONE: Cpv<Cell<usize>> = Cpv::new();
+
+/// The process's peak resident memory, KiB (`VmHWM`).
+fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+fn flood(per_pair: u64) -> i32 {
+    Converse::new()
+        .run(move |_| {
+            GOT.initialize(Cell::new(0));
+            DONE.initialize(Cell::new(0));
+            let pes = converse::num_pes();
+            let done = converse::register_handler(move |_m: Message| {
+                let n = DONE.with(|d| {
+                    d.set(d.get() + 1);
+                    d.get()
+                });
+                if n == pes {
+                    converse::exit(0);
+                }
+            });
+            let expected = per_pair * (pes as u64 - 1);
+            let count = converse::register_handler(move |m: Message| {
+                // Every message says who sent it and its number from that
+                // sender: check the order per sender by a running sum.
+                let got = GOT.with(|g| {
+                    g.set(g.get() + 1);
+                    g.get()
+                });
+                assert_eq!(m.payload_len(), 16);
+                if got == expected {
+                    if converse::my_rank() == 0 {
+                        println!(
+                            "rss node {} peak {} KiB",
+                            converse::my_node(),
+                            peak_rss_kib()
+                        );
+                    }
+                    converse::sync_send_and_free(0, Message::new(done, 0));
+                }
+            });
+            let me = converse::my_pe();
+            for i in 0..per_pair {
+                for dest in (0..pes).filter(|&d| d != me) {
+                    let mut m = Message::new(count, 16);
+                    m.payload_mut()[..8].copy_from_slice(&i.to_le_bytes());
+                    converse::sync_send_and_free(dest, m);
+                }
+            }
+            if expected == 0 {
+                converse::sync_send_and_free(0, Message::new(done, 0));
+            }
+        })
+        .unwrap()
+}
+
+pub fn child(name: &str, args: &[String]) -> Option<i32> {
+    match name {
+        "flood" => Some(flood(
+            args.first()
+                .and_then(|a| a.parse().ok())
+                .unwrap_or(PER_PAIR),
+        )),
+        _ => None,
+    }
+}
+
+fn flood_case() {
+    for netmod in NETMODS {
+        for (pes, ppn) in [(4, 2), (2, 1)] {
+            let f = common::job(netmod, pes, ppn, "flood", &[]);
+            f.expect_code(0);
+            let peaks: Vec<u64> = f
+                .stdout
+                .lines()
+                .filter_map(|l| l.strip_prefix("rss node "))
+                .map(|l| l.split_whitespace().nth(2).unwrap().parse().unwrap())
+                .collect();
+            assert_eq!(
+                peaks.len(),
+                pes / ppn,
+                "every process reported\n{}",
+                f.stdout
+            );
+            println!(
+                "    flood {netmod} +p {pes} ++ppn {ppn}: peak RSS {peaks:?} KiB in {:.1} s",
+                f.elapsed.as_secs_f64()
+            );
+            for kib in peaks {
+                assert!(
+                    kib < RSS_LIMIT_KIB,
+                    "peak RSS {kib} KiB over the bound\n{}",
+                    f.stdout
+                );
+            }
+        }
+    }
+}
+
+pub fn cases() -> Vec<Case> {
+    vec![("flood_bounded_memory", flood_case)]
+}

@@ -1,0 +1,1162 @@
+//! `convrun` itself, and faults: exit codes, argument pass-through, output
+//! forwarding, signals, start-up timeouts, processes that die.
+//!
+//! Child programs (run under `convrun`) are named `lx_*`; driver cases are
+//! named `launcher_*` (the launcher's behaviour) and `fault_*` (processes
+//! that die, abort or cannot join). Programs that the driver must be able to
+//! clean up after print `pid NODE PID` first; the driver remembers those pids
+//! and checks none of them is left running when the job is over.
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::Case;
+use crate::common::{CONVRUN, Finished, convrun, me};
+
+// ---------------------------------------------------------------------------
+// Child programs
+// ---------------------------------------------------------------------------
+
+/// Runtime flags of the program that take a separate value.
+const FLAGS_WITH_VALUE: &[&str] = &["+p", "++ppn", "+stacksize", "++spantree-branch"];
+
+/// The program's own words (its name first), runtime flags removed, from the
+/// process's command line. `convrun` puts the runtime flags given before the
+/// program right after the program's path, so the first argument is not
+/// always the child program's name.
+fn own_args() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut words = std::env::args().skip(1);
+    while let Some(w) = words.next() {
+        if w.starts_with('+') {
+            if FLAGS_WITH_VALUE.contains(&w.as_str()) {
+                words.next();
+            }
+            continue;
+        }
+        out.push(w);
+    }
+    out
+}
+
+/// This process's number in the job (0 when not started by a launcher).
+fn node_env() -> usize {
+    std::env::var("CONVERSE_NODE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn say_pid() {
+    println!("pid {} {}", node_env(), std::process::id());
+    let _ = std::io::stdout().flush();
+}
+
+/// Runs a normal-mode job; a bad command line or a failed join is reported
+/// as `converse_init` does and gives 1.
+fn run(start: impl Fn(&[String]) + Send + Sync + 'static) -> i32 {
+    match converse::Converse::new().run(start) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("converse: {e}");
+            1
+        }
+    }
+}
+
+fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> T {
+    args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default)
+}
+
+/// Runs child program `name` if it is one of these; returns its exit code.
+pub fn child(name: &str, _args: &[String]) -> Option<i32> {
+    let own = own_args();
+    let name = if name.starts_with('+') {
+        own.first().map(String::as_str).unwrap_or(name)
+    } else {
+        name
+    };
+    // The program's arguments after its name.
+    let a: Vec<String> = own.iter().skip(1).cloned().collect();
+    let code = match name {
+        // Every PE says it is done and leaves its scheduler.
+        "lx_exit_zero" => run(|_| {
+            println!("done PE {}", converse::my_pe());
+            converse::exit_scheduler();
+        }),
+        // `converse::exit(CODE)` on the first PE of process 1; the others
+        // idle.
+        "lx_exit_code" => {
+            let code: i32 = arg(&a, 0, 3);
+            let linger: u64 = arg(&a, 1, 0);
+            let rc = run(move |_| {
+                if converse::my_pe() == converse::node_first(1) {
+                    converse::exit(code);
+                }
+            });
+            // Process 0 then finishes some work of its own (say, writing
+            // its results) before it returns the job's code.
+            if linger > 0 && node_env() == 0 {
+                std::thread::sleep(Duration::from_millis(linger));
+                println!("node 0 finished with {rc}");
+            }
+            rc
+        }
+        // A clean job; then process 0 returns C0 after D0 ms, process 1 C1
+        // after D1 ms.
+        "lx_exit_after" => {
+            let node = node_env();
+            let code: i32 = arg(&a, node * 2, 0);
+            let delay: u64 = arg(&a, node * 2 + 1, 0);
+            let rc = run(|_| converse::exit_scheduler());
+            if rc != 0 {
+                return Some(rc);
+            }
+            std::thread::sleep(Duration::from_millis(delay));
+            code
+        }
+        // Process 1 calls `std::process::exit(5)` behind the runtime's back.
+        "lx_exit_outside" => {
+            say_pid();
+            run(|_| {
+                if converse::my_pe() == converse::node_first(1) {
+                    std::thread::sleep(Duration::from_millis(300));
+                    let _ = std::io::stdout().flush();
+                    std::process::exit(5);
+                }
+            })
+        }
+        // Prints the arguments the program got, once per process.
+        "lx_args" => {
+            converse::converse_init(
+                std::env::args().collect(),
+                |args| {
+                    if converse::my_rank() == 0 {
+                        println!(
+                            "args node={} pes={} nodes={} {:?}",
+                            converse::my_node(),
+                            converse::num_pes(),
+                            converse::num_nodes(),
+                            &args[2.min(args.len())..]
+                        );
+                    }
+                    converse::exit_scheduler();
+                },
+                false,
+                false,
+            );
+            unreachable!("converse_init returned in normal mode")
+        }
+        // Every PE prints N checksummed lines to stdout and N to stderr.
+        "lx_output" => {
+            let n: usize = arg(&a, 0, 2000);
+            run(move |_| {
+                let pe = converse::my_pe();
+                for seq in 0..n {
+                    emit_line(false, pe, seq);
+                    emit_line(true, pe, seq);
+                }
+                converse::exit_scheduler();
+            })
+        }
+        // A few lines, then a last line without a newline, per process.
+        "lx_tail" => {
+            let rc = run(|_| {
+                if converse::my_rank() == 0 {
+                    println!("hello from node {}", converse::my_node());
+                }
+                converse::exit_scheduler();
+            });
+            print!("tail-{}", node_env());
+            eprint!("errtail-{}", node_env());
+            let _ = std::io::stdout().flush();
+            rc
+        }
+        // PEs idle in their schedulers forever.
+        "lx_idle" => {
+            say_pid();
+            run(|_| {})
+        }
+        // Process NODE (or every process, `all`) never joins the job; the
+        // others try to.
+        "lx_nojoin" => {
+            say_pid();
+            let which = a.first().cloned().unwrap_or_else(|| "all".into());
+            if which == "all" || which == node_env().to_string() {
+                std::thread::sleep(Duration::from_secs(30));
+                0
+            } else {
+                run(|_| {})
+            }
+        }
+        // Process NODE exits with CODE before joining; the others try to.
+        "lx_exit_early" => {
+            say_pid();
+            let node: usize = arg(&a, 0, 1);
+            let code: i32 = arg(&a, 1, 4);
+            if node_env() == node {
+                std::thread::sleep(Duration::from_millis(200));
+                code
+            } else {
+                run(|_| {})
+            }
+        }
+        // The first PE of process 1 aborts.
+        "lx_abort" => {
+            say_pid();
+            run(|_| {
+                if converse::my_pe() == converse::node_first(1) {
+                    std::thread::sleep(Duration::from_millis(200));
+                    converse::abort("lx_abort says boom");
+                }
+            })
+        }
+        // Every PE sends MSGS messages to PEs of the other processes; the
+        // first PE of process 1 then calls `exit(CODE)` at once.
+        "lx_exit_race" => {
+            let code: i32 = arg(&a, 0, 0);
+            let msgs: usize = arg(&a, 1, 3000);
+            run(move |_| exit_race(code, msgs))
+        }
+        // For the fake launcher: joins and leaves at once.
+        "lx_join" => {
+            converse::converse_init(
+                std::env::args().collect(),
+                |_| converse::exit_scheduler(),
+                false,
+                false,
+            );
+            unreachable!("converse_init returned in normal mode")
+        }
+        _ => return None,
+    };
+    Some(code)
+}
+
+fn exit_race(code: i32, msgs: usize) {
+    let h = converse::register_handler(|msg: converse::Message| {
+        assert_eq!(msg.payload().len(), 512);
+    });
+    let me = converse::my_pe();
+    let pes = converse::num_pes();
+    let my_node = converse::my_node();
+    let others: Vec<usize> = (0..pes)
+        .filter(|&p| converse::node_of(p) != my_node)
+        .collect();
+    let body = [me as u8; 512];
+    for i in 0..msgs {
+        let dest = others[i % others.len()];
+        converse::sync_send_and_free(dest, converse::Message::from_payload(h, &body));
+    }
+    if me == converse::node_first(1) {
+        converse::exit(code);
+    }
+}
+
+/// FNV-1a of `bytes`.
+fn fnv(bytes: &[u8]) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for &b in bytes {
+        h ^= b as u32;
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// The line `emit_line` writes, without its checksum and newline: about 200
+/// bytes, every 97th one 20 000.
+fn line_body(stderr: bool, pe: usize, seq: usize) -> String {
+    let len = if seq % 97 == 13 { 20_000 } else { 160 };
+    let seed = fnv(format!("{pe}/{seq}").as_bytes());
+    let pad: String = (0..len)
+        .map(|i| {
+            let x = seed.wrapping_add(i as u32).wrapping_mul(2_654_435_761) >> 27;
+            (b'a' + (x as u8 % 26)) as char
+        })
+        .collect();
+    format!(
+        "{} pe={pe} seq={seq} pad={pad}",
+        if stderr { "err" } else { "out" }
+    )
+}
+
+/// Writes one checksummed line in two writes (so it reaches the pipe in
+/// pieces), holding the stream's lock so the process's own PEs do not cut
+/// it.
+fn emit_line(stderr: bool, pe: usize, seq: usize) {
+    let body = line_body(stderr, pe, seq);
+    let line = format!("{body} sum={:08x}\n", fnv(body.as_bytes()));
+    let (a, b) = line.as_bytes().split_at(line.len() / 2);
+    if stderr {
+        let mut e = std::io::stderr().lock();
+        let _ = e.write_all(a);
+        let _ = e.flush();
+        let _ = e.write_all(b);
+    } else {
+        let mut o = std::io::stdout().lock();
+        let _ = o.write_all(a);
+        let _ = o.flush();
+        let _ = o.write_all(b);
+        let _ = o.flush();
+    }
+}
+
+/// Checks that `text` holds every line of `prefix` (`out`/`err`) for PEs
+/// `0..pes` × `0..n` exactly once and intact; other lines must start with
+/// one of `allowed`.
+fn check_lines(text: &str, prefix: &str, pes: usize, n: usize, allowed: &[&str]) {
+    let mut seen = vec![0u32; pes * n];
+    let mut bad = Vec::new();
+    for line in text.split('\n') {
+        if line.is_empty() {
+            continue;
+        }
+        if allowed.iter().any(|a| line.starts_with(a)) {
+            continue;
+        }
+        let ok = (|| {
+            let (body, sum) = line.rsplit_once(" sum=")?;
+            if format!("{:08x}", fnv(body.as_bytes())) != sum {
+                return None;
+            }
+            let mut w = body.split(' ');
+            if w.next()? != prefix {
+                return None;
+            }
+            let pe: usize = w.next()?.strip_prefix("pe=")?.parse().ok()?;
+            let seq: usize = w.next()?.strip_prefix("seq=")?.parse().ok()?;
+            if pe >= pes || seq >= n || line_body(prefix == "err", pe, seq) != body {
+                return None;
+            }
+            Some(pe * n + seq)
+        })();
+        match ok {
+            Some(i) => seen[i] += 1,
+            None => bad.push(line.chars().take(300).collect::<String>()),
+        }
+    }
+    let missing = seen.iter().filter(|&&c| c == 0).count();
+    let doubled = seen.iter().filter(|&&c| c > 1).count();
+    assert!(
+        bad.is_empty() && missing == 0 && doubled == 0,
+        "{prefix}: {} damaged/foreign lines, {missing} missing, {doubled} repeated; first damaged: {:?}",
+        bad.len(),
+        bad.iter().take(3).collect::<Vec<_>>()
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Driver helpers
+// ---------------------------------------------------------------------------
+
+/// A stream being collected while the job runs.
+#[derive(Default)]
+struct Collected {
+    text: Mutex<String>,
+    grew: Condvar,
+}
+
+fn collect(
+    mut from: impl Read + Send + 'static,
+    into: Arc<Collected>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 << 10];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => {
+                    into.grew.notify_all();
+                    return;
+                }
+                Ok(n) => {
+                    into.text
+                        .lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                    into.grew.notify_all();
+                }
+            }
+        }
+    })
+}
+
+/// A job started by `convrun` that the driver watches and acts on while it
+/// runs. Dropping it kills what is left (so a failed case leaves nothing).
+struct Running {
+    child: Option<Child>,
+    args: Vec<String>,
+    out: Arc<Collected>,
+    err: Arc<Collected>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+    start: Instant,
+    /// `(node, pid)` the processes printed.
+    pids: Vec<(usize, i32)>,
+}
+
+impl Running {
+    fn start(args: &[&str], own_group: bool) -> Running {
+        let mut cmd = Command::new(CONVRUN);
+        cmd.args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if own_group {
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
+        let mut child = cmd.spawn().expect("convrun starts");
+        let (out, err) = (
+            Arc::new(Collected::default()),
+            Arc::new(Collected::default()),
+        );
+        let readers = vec![
+            collect(child.stdout.take().unwrap(), out.clone()),
+            collect(child.stderr.take().unwrap(), err.clone()),
+        ];
+        Running {
+            child: Some(child),
+            args: args.iter().map(|s| s.to_string()).collect(),
+            out,
+            err,
+            readers,
+            start: Instant::now(),
+            pids: Vec::new(),
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    fn texts(&self) -> (String, String) {
+        (
+            self.out.text.lock().unwrap().clone(),
+            self.err.text.lock().unwrap().clone(),
+        )
+    }
+
+    /// Waits until stdout has a `pid NODE PID` line from each of `nodes`
+    /// processes (and stderr has `also` if given).
+    fn wait_pids(&mut self, nodes: usize, also: Option<&str>, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            let text = self.out.text.lock().unwrap().clone();
+            let pids = parse_pids(&text);
+            let nodes_seen: std::collections::BTreeSet<usize> = pids.iter().map(|p| p.0).collect();
+            let also_ok = also.is_none_or(|s| text.contains(s));
+            if nodes_seen.len() >= nodes && also_ok {
+                self.pids = pids;
+                return;
+            }
+            if Instant::now() >= deadline {
+                self.pids = pids;
+                let (o, e) = self.texts();
+                panic!(
+                    "{:?}: the processes did not all start within {limit:?}\n--- stdout\n{o}\n--- stderr\n{e}",
+                    self.args
+                );
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn pid_of(&self, node: usize) -> i32 {
+        self.pids
+            .iter()
+            .find(|p| p.0 == node)
+            .unwrap_or_else(|| panic!("no pid of process {node}: {:?}", self.pids))
+            .1
+    }
+
+    /// Waits for `convrun` to end (killing it and failing past `limit`).
+    fn finish(mut self, limit: Duration) -> Finished {
+        let deadline = Instant::now() + limit;
+        let mut child = self.child.take().unwrap();
+        let status = loop {
+            if let Some(s) = child.try_wait().expect("wait for convrun") {
+                break s;
+            }
+            if Instant::now() >= deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                self.kill_leftovers();
+                let (o, e) = self.texts();
+                panic!(
+                    "convrun {:?} did not end within {limit:?}\n--- stdout\n{o}\n--- stderr\n{e}",
+                    self.args
+                );
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let elapsed = self.start.elapsed();
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        let (stdout, stderr) = self.texts();
+        // Whether the processes are gone is the case's to check, not for
+        // `drop` to hide.
+        self.pids.clear();
+        Finished {
+            code: status.code(),
+            stdout,
+            stderr,
+            elapsed,
+        }
+    }
+
+    fn kill_leftovers(&self) {
+        for &(_, pid) in &self.pids {
+            if alive(pid) {
+                // SAFETY: kill(2) on a pid the job printed.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                }
+            }
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        self.kill_leftovers();
+    }
+}
+
+fn parse_pids(text: &str) -> Vec<(usize, i32)> {
+    text.lines()
+        .filter_map(|l| {
+            let mut w = l.split(' ');
+            if w.next()? != "pid" {
+                return None;
+            }
+            Some((w.next()?.parse().ok()?, w.next()?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// True while `pid` is a live (not zombie) process.
+fn alive(pid: i32) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(')')
+        .and_then(|(_, r)| r.trim_start().chars().next());
+    !matches!(state, Some('Z') | Some('X') | None)
+}
+
+/// Fails unless every pid of `pids` is gone within `grace`.
+fn expect_gone(pids: &[(usize, i32)], grace: Duration, what: &Finished) {
+    let deadline = Instant::now() + grace;
+    loop {
+        let left: Vec<_> = pids.iter().filter(|p| alive(p.1)).collect();
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() >= deadline {
+            for p in &left {
+                // SAFETY: kill(2) on a pid the job printed; cleaning up.
+                unsafe {
+                    libc::kill(p.1, libc::SIGKILL);
+                }
+            }
+            panic!(
+                "processes (node, pid) {left:?} still running after convrun ended\n--- stdout\n{}\n--- stderr\n{}",
+                what.stdout, what.stderr
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Fails unless process `node` printed the line saying why it ended the job
+/// (`converse: process NODE ... ending the job: ...`, from the network layer
+/// or from the launcher's abort) and that line contains every one of
+/// `needles`.
+fn expect_ended_saying(f: &Finished, node: usize, needles: &[&str]) {
+    let head = format!("converse: process {node} ");
+    let lines: Vec<&str> = f
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with(&head) && l.contains("ending the job"))
+        .collect();
+    assert!(
+        lines.iter().any(|l| needles.iter().all(|n| l.contains(n))),
+        "process {node} has no `ending the job` line with {needles:?} (its lines: {lines:?})\n--- stdout\n{}\n--- stderr\n{}",
+        f.stdout,
+        f.stderr
+    );
+}
+
+fn expect_stderr(f: &Finished, needle: &str) {
+    assert!(
+        f.stderr.contains(needle),
+        "stderr has no `{needle}`\n--- stdout\n{}\n--- stderr\n{}",
+        f.stdout,
+        f.stderr
+    );
+}
+
+fn expect_no_stderr(f: &Finished, needle: &str) {
+    assert!(
+        !f.stderr.contains(needle),
+        "stderr has `{needle}`, which it should not\n--- stdout\n{}\n--- stderr\n{}",
+        f.stdout,
+        f.stderr
+    );
+}
+
+fn expect_nonzero(f: &Finished) {
+    assert!(
+        matches!(f.code, Some(c) if c != 0),
+        "expected a non-zero exit code, got {:?}\n--- stdout\n{}\n--- stderr\n{}",
+        f.code,
+        f.stdout,
+        f.stderr
+    );
+}
+
+fn expect_within(f: &Finished, limit: Duration, what: &str) {
+    assert!(
+        f.elapsed <= limit,
+        "{what}: took {:?}, more than {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
+        f.elapsed,
+        f.stdout,
+        f.stderr
+    );
+}
+
+const LIMIT: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------
+// Exit codes
+// ---------------------------------------------------------------------------
+
+fn launcher_exit_zero() {
+    let me = me();
+    let f = convrun(&["+p", "4", "++ppn", "2", &me, "lx_exit_zero"], LIMIT);
+    f.expect_code(0);
+    for pe in 0..4 {
+        f.expect_line(&format!("done PE {pe}"));
+    }
+    assert!(f.stderr.is_empty(), "stderr of a clean job:\n{}", f.stderr);
+}
+
+fn launcher_exit_code() {
+    let me = me();
+    for (p, ppn) in [("2", "1"), ("4", "2")] {
+        let f = convrun(&["+p", p, "++ppn", ppn, &me, "lx_exit_code", "3"], LIMIT);
+        f.expect_code(3);
+        expect_no_stderr(&f, "lost process");
+    }
+}
+
+/// `exit(3)` ends the job normally; process 0 takes 300 ms more to finish
+/// after `run` returned. That is no fault: nothing may say "ending the job",
+/// and process 0 must get to finish.
+fn launcher_exit_code_linger() {
+    let me = me();
+    let f = convrun(&["+p", "2", &me, "lx_exit_code", "3", "300"], LIMIT);
+    expect_no_stderr(&f, "ending the job");
+    f.expect_line("node 0 finished with 3");
+    f.expect_code(3);
+}
+
+fn launcher_exit_first_nonzero() {
+    let me = me();
+    // Process 1 ends first with 3, process 0 later with 7: 3 (not the
+    // lowest-numbered process's code, not the largest).
+    let f = convrun(
+        &["+p", "2", &me, "lx_exit_after", "7", "800", "3", "0"],
+        LIMIT,
+    );
+    f.expect_code(3);
+    // Process 0 ends first with 9, process 1 later with 4: 9 (not the
+    // smallest).
+    let f = convrun(
+        &["+p", "2", &me, "lx_exit_after", "9", "0", "4", "800"],
+        LIMIT,
+    );
+    f.expect_code(9);
+}
+
+fn launcher_exit_outside_runtime() {
+    let me = me();
+    let mut job = Running::start(&["+p", "3", &me, "lx_exit_outside"], false);
+    job.wait_pids(3, None, LIMIT);
+    let pids = job.pids.clone();
+    let f = job.finish(LIMIT);
+    expect_gone(&pids, Duration::from_secs(1), &f);
+    expect_within(&f, Duration::from_secs(10), "job whose process 1 exited");
+    for node in [0, 2] {
+        expect_ended_saying(&f, node, &["lost process 1 (PE 1)"]);
+    }
+    // convrun reports the process that died, and its code is the job's.
+    expect_stderr(&f, "convrun: process 1 (PE 1) exited with code 5");
+    f.expect_code(5);
+}
+
+// ---------------------------------------------------------------------------
+// Arguments
+// ---------------------------------------------------------------------------
+
+/// Checks every one of `nodes` processes printed `args` (program arguments
+/// after its name), and the job had `pes` PEs.
+fn expect_args(f: &Finished, pes: usize, nodes: usize, args: &[&str]) {
+    f.expect_code(0);
+    for node in 0..nodes {
+        f.expect_line(&format!(
+            "args node={node} pes={pes} nodes={nodes} {args:?}"
+        ));
+    }
+}
+
+fn launcher_args_passthrough() {
+    let me = me();
+    let prog: &[&str] = &["a b", "-x", "--flag", "", "z", "c  d "];
+    // Runtime flags before the program.
+    let mut a = vec!["+p", "2", "++ppn", "1", &me, "lx_args"];
+    a.extend_from_slice(prog);
+    expect_args(&convrun(&a, LIMIT), 2, 2, prog);
+    // Runtime flags after the program's name, among its arguments.
+    let a = [
+        &me, "lx_args", "a b", "+p", "4", "-x", "++ppn", "2", "--flag", "", "z", "c  d ",
+    ];
+    expect_args(&convrun(&a, LIMIT), 4, 2, prog);
+    // Glued values.
+    let a = [
+        &me, "lx_args", "+p4", "a b", "-x", "++ppn2", "--flag", "", "z", "c  d ",
+    ];
+    expect_args(&convrun(&a, LIMIT), 4, 2, prog);
+    let a = [
+        "+p3", &me, "lx_args", "a b", "-x", "--flag", "", "z", "c  d ",
+    ];
+    expect_args(&convrun(&a, LIMIT), 3, 3, prog);
+}
+
+fn launcher_args_own_flags() {
+    let me = me();
+    let f = convrun(
+        &[
+            "++verbose",
+            "++local",
+            "+p",
+            "2",
+            &me,
+            "lx_args",
+            "x",
+            "++timeout",
+            "30",
+            "y",
+            "++local",
+            "++verbose",
+        ],
+        LIMIT,
+    );
+    expect_args(&f, 2, 2, &["x", "y"]);
+    expect_stderr(&f, "convrun: 2 PEs in 2 processes");
+}
+
+fn launcher_args_unknown_flag() {
+    let me = me();
+    for a in [
+        vec!["+p", "2", &me, "lx_args", "x", "+bogus"],
+        vec!["+bogus", "+p", "2", &me, "lx_args", "x"],
+    ] {
+        let f = convrun(&a, LIMIT);
+        expect_nonzero(&f);
+        expect_stderr(&f, "unknown runtime flag `+bogus`");
+        expect_within(&f, Duration::from_secs(10), "unknown flag");
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Output
+// ---------------------------------------------------------------------------
+
+fn launcher_output_lines() {
+    let me = me();
+    let n = 2000;
+    let f = convrun(
+        &["+p", "4", "++ppn", "2", &me, "lx_output", &n.to_string()],
+        LIMIT,
+    );
+    f.expect_code(0);
+    check_lines(&f.stdout, "out", 4, n, &["converse: "]);
+    check_lines(&f.stderr, "err", 4, n, &[]);
+}
+
+fn launcher_output_tail() {
+    let me = me();
+    let f = convrun(&["+p", "2", &me, "lx_tail"], LIMIT);
+    f.expect_code(0);
+    // Both last lines arrive, neither glued to the other process's output.
+    f.expect_line("tail-0").expect_line("tail-1");
+    for t in ["errtail-0", "errtail-1"] {
+        assert!(
+            f.stderr.split('\n').any(|l| l == t),
+            "stderr has no line `{t}`:\n{:?}",
+            f.stderr
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Signals
+// ---------------------------------------------------------------------------
+
+fn signal_case(sig: i32, whole_group: bool) {
+    let me = me();
+    let mut job = Running::start(&["+p", "4", "++ppn", "2", &me, "lx_idle"], whole_group);
+    // Started once the job's banner is out (every process joined).
+    job.wait_pids(2, Some("converse: 4 PEs"), LIMIT);
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    // SAFETY: kill(2) on convrun, or on the process group it leads.
+    unsafe {
+        if whole_group {
+            libc::kill(-job.pid(), sig);
+        } else {
+            libc::kill(job.pid(), sig);
+        }
+    }
+    let pids = job.pids.clone();
+    let f = job.finish(Duration::from_secs(20));
+    let took = t.elapsed();
+    assert!(
+        took < Duration::from_secs(5),
+        "convrun took {took:?} to end after signal {sig}\n--- stderr\n{}",
+        f.stderr
+    );
+    expect_gone(&pids, Duration::from_secs(1), &f);
+    f.expect_code(128 + sig);
+}
+
+fn launcher_sigint() {
+    signal_case(libc::SIGINT, false);
+}
+
+fn launcher_sigterm() {
+    signal_case(libc::SIGTERM, false);
+}
+
+fn launcher_sigint_group() {
+    signal_case(libc::SIGINT, true);
+}
+
+// ---------------------------------------------------------------------------
+// Start-up
+// ---------------------------------------------------------------------------
+
+fn launcher_startup_timeout() {
+    let me = me();
+    // No process joins.
+    let mut job = Running::start(
+        &["++timeout", "2", "+p", "2", &me, "lx_nojoin", "all"],
+        false,
+    );
+    job.wait_pids(2, None, LIMIT);
+    let pids = job.pids.clone();
+    let f = job.finish(LIMIT);
+    expect_gone(&pids, Duration::from_secs(1), &f);
+    expect_nonzero(&f);
+    expect_within(&f, Duration::from_secs(6), "start-up timeout of 2 s");
+    for (node, pid) in &pids {
+        expect_stderr(&f, &format!("{node} (pid {pid})"));
+    }
+    expect_stderr(&f, "never joined");
+
+    // Process 1 of 3 never joins: it alone is named; the others end too.
+    let mut job = Running::start(&["++timeout", "2", "+p", "3", &me, "lx_nojoin", "1"], false);
+    job.wait_pids(3, None, LIMIT);
+    let pids = job.pids.clone();
+    let f = job.finish(LIMIT);
+    expect_gone(&pids, Duration::from_secs(1), &f);
+    expect_nonzero(&f);
+    expect_within(&f, Duration::from_secs(6), "start-up timeout of 2 s");
+    expect_stderr(
+        &f,
+        &format!("process(es) 1 (pid {}) never joined", pids_of(&pids, 1)),
+    );
+}
+
+fn pids_of(pids: &[(usize, i32)], node: usize) -> i32 {
+    pids.iter().find(|p| p.0 == node).expect("pid printed").1
+}
+
+fn launcher_exit_before_join() {
+    let f = convrun(&["++timeout", "20", "+p", "2", "/bin/false"], LIMIT);
+    expect_nonzero(&f);
+    expect_within(&f, Duration::from_secs(5), "/bin/false");
+    expect_stderr(&f, "exited with code 1 before the job started");
+    assert!(
+        f.stderr.contains("convrun: process 0") || f.stderr.contains("convrun: process 1"),
+        "no process named:\n{}",
+        f.stderr
+    );
+
+    // Process 1 of 3 exits with 4 before joining; the others are waiting.
+    let me = me();
+    let mut job = Running::start(
+        &["++timeout", "20", "+p", "3", &me, "lx_exit_early", "1", "4"],
+        false,
+    );
+    job.wait_pids(3, None, LIMIT);
+    let pids = job.pids.clone();
+    let f = job.finish(LIMIT);
+    expect_gone(&pids, Duration::from_secs(1), &f);
+    f.expect_code(4);
+    expect_within(
+        &f,
+        Duration::from_secs(8),
+        "a process exiting before joining",
+    );
+    expect_stderr(
+        &f,
+        "convrun: process 1 (PE 1) exited with code 4 before the job started",
+    );
+}
+
+// ---------------------------------------------------------------------------
+// Faults
+// ---------------------------------------------------------------------------
+
+fn sigkill_case(p: &str, ppn: &str, nodes: usize, victim: usize, victim_pes: &str) {
+    let me = me();
+    let mut job = Running::start(&["+p", p, "++ppn", ppn, &me, "lx_idle"], false);
+    job.wait_pids(nodes, Some("converse: "), LIMIT);
+    std::thread::sleep(Duration::from_millis(200));
+    let pid = job.pid_of(victim);
+    let t = Instant::now();
+    // SAFETY: kill(2) on a process of the job.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+    let pids = job.pids.clone();
+    let f = job.finish(Duration::from_secs(20));
+    let took = t.elapsed();
+    expect_gone(&pids, Duration::from_secs(1), &f);
+    assert!(
+        took < Duration::from_secs(5),
+        "the job took {took:?} to end after process {victim} was killed\n--- stderr\n{}",
+        f.stderr
+    );
+    // Every other process ended by itself, saying which process was lost.
+    let lost = format!("process {victim} ({victim_pes})");
+    for node in (0..nodes).filter(|&n| n != victim) {
+        expect_ended_saying(&f, node, &[&lost]);
+    }
+    // convrun reports how the process died, and the first non-zero code
+    // (the killed process's) is the job's.
+    expect_stderr(
+        &f,
+        &format!("convrun: process {victim} ({victim_pes}) was killed by signal 9 (SIGKILL)"),
+    );
+    f.expect_code(128 + libc::SIGKILL);
+}
+
+fn fault_sigkill_3x1() {
+    sigkill_case("3", "1", 3, 1, "PE 1");
+}
+
+fn fault_sigkill_2x2() {
+    sigkill_case("4", "2", 2, 1, "PEs 2..3");
+}
+
+fn fault_abort() {
+    let me = me();
+    for (p, ppn, nodes, pe) in [("3", "1", 3, 1), ("4", "2", 2, 2)] {
+        let mut job = Running::start(&["+p", p, "++ppn", ppn, &me, "lx_abort"], false);
+        job.wait_pids(nodes, None, LIMIT);
+        let pids = job.pids.clone();
+        let f = job.finish(LIMIT);
+        expect_gone(&pids, Duration::from_secs(1), &f);
+        f.expect_code(1);
+        expect_within(&f, Duration::from_secs(10), "abort");
+        expect_stderr(
+            &f,
+            &format!("converse: PE {pe} aborting: lx_abort says boom"),
+        );
+        let said = format!("PE {pe} aborted: lx_abort says boom");
+        for node in (0..nodes).filter(|&n| n != 1) {
+            expect_ended_saying(&f, node, &["process 1 (", &said]);
+        }
+    }
+}
+
+fn fault_exit_race() {
+    let me = me();
+    for code in ["0", "6"] {
+        for _ in 0..3 {
+            let f = convrun(
+                &["+p", "4", "++ppn", "2", &me, "lx_exit_race", code, "3000"],
+                LIMIT,
+            );
+            f.expect_code(code.parse().unwrap());
+            expect_within(&f, Duration::from_secs(15), "exit with messages in flight");
+            expect_no_stderr(&f, "lost process");
+            expect_no_stderr(&f, "malformed");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A fake launcher: the driver plays convrun's side of the protocol
+// ---------------------------------------------------------------------------
+
+/// Starts this binary as process `node` of `nodes` under a fake launcher
+/// listening on `listener`; returns the process.
+fn start_fake(listener: &TcpListener, node: usize, nodes: usize, timeout: u64) -> Child {
+    let addr = listener.local_addr().unwrap();
+    Command::new(me())
+        .args(["lx_join", "+p", &nodes.to_string()])
+        .env("CONVERSE_LAUNCHER", addr.to_string())
+        .env("CONVERSE_NODE", node.to_string())
+        .env("CONVERSE_NODES", nodes.to_string())
+        .env("CONVERSE_TOKEN", "00c0ffee12345678")
+        .env("CONVERSE_NETMOD", "tcp")
+        .env("CONVERSE_HOST", "127.0.0.1")
+        .env("CONVERSE_TIMEOUT", timeout.to_string())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the test binary starts")
+}
+
+/// Accepts the process's hello; returns the connection and its card.
+fn fake_hello(listener: &TcpListener, node: usize, child: &Child) -> (std::net::TcpStream, String) {
+    listener.set_nonblocking(true).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let stream = loop {
+        match listener.accept() {
+            Ok((s, _)) => break s,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                assert!(Instant::now() < deadline, "no hello within 10 s");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("accept: {e}"),
+        }
+    };
+    stream.set_nonblocking(false).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(stream.try_clone().unwrap())
+        .read_line(&mut line)
+        .expect("hello line");
+    let w: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(w.len(), 4, "hello `{line}`");
+    assert_eq!(w[0], "hello");
+    assert_eq!(w[1], node.to_string(), "hello `{line}`");
+    assert_eq!(w[2], child.id().to_string(), "hello `{line}`");
+    assert!(w[3].starts_with("tcp:127.0.0.1:"), "hello `{line}`");
+    (stream, w[3].to_string())
+}
+
+/// Waits for `child` to end within `limit`; returns its code and stderr.
+fn fake_finish(mut child: Child, limit: Duration) -> (Option<i32>, String, Duration) {
+    let start = Instant::now();
+    let mut err = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "the process did not end within {limit:?}\n--- stderr\n{}",
+                reader.join().unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    (status.code(), reader.join().unwrap(), start.elapsed())
+}
+
+fn dead_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
+}
+
+fn fault_refuse_connection() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let child = start_fake(&listener, 1, 2, 10);
+    let (mut link, card) = fake_hello(&listener, 1, &child);
+    let t = Instant::now();
+    writeln!(link, "cards tcp:127.0.0.1:{} {card}", dead_port()).unwrap();
+    let (code, stderr, _) = fake_finish(child, Duration::from_secs(10));
+    let took = t.elapsed();
+    assert!(matches!(code, Some(c) if c != 0), "exit {code:?}\n{stderr}");
+    assert!(took < Duration::from_secs(5), "took {took:?}\n{stderr}");
+    assert!(
+        stderr.contains("process 0") && stderr.contains("cannot connect"),
+        "stderr does not name process 0 and `cannot connect`:\n{stderr}"
+    );
+    drop(link);
+}
+
+fn fault_peer_never_connects() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    // Somewhere process 1 could be listening; it never connects.
+    let other = TcpListener::bind("127.0.0.1:0").unwrap();
+    let t = Instant::now();
+    let child = start_fake(&listener, 0, 2, 2);
+    let (mut link, card) = fake_hello(&listener, 0, &child);
+    writeln!(link, "cards {card} tcp:{}", other.local_addr().unwrap()).unwrap();
+    let (code, stderr, _) = fake_finish(child, Duration::from_secs(10));
+    let took = t.elapsed();
+    assert!(matches!(code, Some(c) if c != 0), "exit {code:?}\n{stderr}");
+    assert!(
+        took >= Duration::from_millis(1500) && took < Duration::from_secs(6),
+        "ended after {took:?}, not about 2 s (CONVERSE_TIMEOUT)\n{stderr}"
+    );
+    assert!(
+        stderr.contains("process(es) 1 "),
+        "stderr does not name process 1:\n{stderr}"
+    );
+    drop(link);
+}
+
+/// The driver cases.
+pub fn cases() -> Vec<Case> {
+    vec![
+        ("launcher_exit_zero", launcher_exit_zero),
+        ("launcher_exit_code", launcher_exit_code),
+        ("launcher_exit_code_linger", launcher_exit_code_linger),
+        ("launcher_exit_first_nonzero", launcher_exit_first_nonzero),
+        (
+            "launcher_exit_outside_runtime",
+            launcher_exit_outside_runtime,
+        ),
+        ("launcher_args_passthrough", launcher_args_passthrough),
+        ("launcher_args_own_flags", launcher_args_own_flags),
+        ("launcher_args_unknown_flag", launcher_args_unknown_flag),
+        ("launcher_output_lines", launcher_output_lines),
+        ("launcher_output_tail", launcher_output_tail),
+        ("launcher_sigint", launcher_sigint),
+        ("launcher_sigterm", launcher_sigterm),
+        ("launcher_sigint_group", launcher_sigint_group),
+        ("launcher_startup_timeout", launcher_startup_timeout),
+        ("launcher_exit_before_join", launcher_exit_before_join),
+        ("fault_sigkill_3x1", fault_sigkill_3x1),
+        ("fault_sigkill_2x2", fault_sigkill_2x2),
+        ("fault_abort", fault_abort),
+        ("fault_exit_race", fault_exit_race),
+        ("fault_refuse_connection", fault_refuse_connection),
+        ("fault_peer_never_connects", fault_peer_never_connects),
+    ]
+}

@@ -1,0 +1,93 @@
+//! Multi-process tests: real jobs of several processes started by `convrun`.
+//!
+//! This one test binary is both sides:
+//!
+//! - Started by `convrun` (`CONVERSE_LAUNCHER` is set), it is a process of a
+//!   job: it runs the child program named by its first argument (see
+//!   [`child_main`]), and its exit code is the process's.
+//! - Started by `cargo test`, it is the driver: it runs every case below
+//!   (each starts jobs through `convrun` with this binary as the program)
+//!   and reports like a test harness. `cargo test --test multiprocess -- NAME`
+//!   runs the cases whose name contains NAME.
+//!
+//! The harness is our own (`harness = false`) because the same binary must
+//! also run as a plain program under `convrun`.
+mod common;
+mod flood;
+mod launcher;
+mod scenarios;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::time::Instant;
+
+/// A driver case: a name and the function that runs (and asserts) it.
+pub type Case = (&'static str, fn());
+
+fn child_main() -> ! {
+    let mut args = std::env::args();
+    let _exe = args.next();
+    let name = args.next().unwrap_or_default();
+    let rest: Vec<String> = args.collect();
+    let code = match scenarios::child(&name, &rest)
+        .or_else(|| launcher::child(&name, &rest))
+        .or_else(|| flood::child(&name, &rest))
+    {
+        Some(code) => code,
+        None => {
+            eprintln!("multiprocess child: no program named `{name}`");
+            2
+        }
+    };
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    std::process::exit(code)
+}
+
+fn main() {
+    if std::env::var_os("CONVERSE_LAUNCHER").is_some() {
+        child_main();
+    }
+    // Filter: the first argument that is not an option (as libtest does).
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let mut cases: Vec<Case> = Vec::new();
+    cases.extend(scenarios::cases());
+    cases.extend(launcher::cases());
+    cases.extend(flood::cases());
+    let selected: Vec<&Case> = cases
+        .iter()
+        .filter(|(name, _)| filter.as_deref().is_none_or(|f| name.contains(f)))
+        .collect();
+    println!("\nrunning {} multi-process tests", selected.len());
+    let start = Instant::now();
+    let mut failed = Vec::new();
+    for (name, run) in selected.iter().copied() {
+        let t = Instant::now();
+        let result = catch_unwind(AssertUnwindSafe(run));
+        let secs = t.elapsed().as_secs_f64();
+        match result {
+            Ok(()) => println!("test {name} ... ok ({secs:.2} s)"),
+            Err(_) => {
+                println!("test {name} ... FAILED ({secs:.2} s)");
+                failed.push(*name);
+            }
+        }
+    }
+    let passed = selected.len() - failed.len();
+    if failed.is_empty() {
+        println!(
+            "\ntest result: ok. {passed} passed; 0 failed; finished in {:.2}s\n",
+            start.elapsed().as_secs_f64()
+        );
+    } else {
+        println!("\nfailures:");
+        for name in &failed {
+            println!("    {name}");
+        }
+        println!(
+            "\ntest result: FAILED. {passed} passed; {} failed; finished in {:.2}s\n",
+            failed.len(),
+            start.elapsed().as_secs_f64()
+        );
+        std::process::exit(101);
+    }
+}

@@ -1,0 +1,1837 @@
+//! The core runtime's programs, run over every network module and layout:
+//! each child program checks its own results and ends the job with 0 only
+//! if they were right.
+//!
+//! # How a program checks itself
+//!
+//! A job's PEs live in several processes, so nothing can be looked at after
+//! the job: every check runs inside it. A failed check prints `CHECK FAILED
+//! on PE n: ...` to standard error and ends the job with [`FAIL`] (3).
+//!
+//! Most programs count what they expect with a [`Tally`] on PE 0: a PE that
+//! saw something reports a key (`"recv pe2"`, `"pe r1 s4 p3"`), PE 0 fails on
+//! a key it does not expect or gets once too often, and once every expected
+//! report is in it waits for quiescence (so that a late duplicate would
+//! still be seen and fail the job) and prints `ok NAME`. A watchdog on PE 0
+//! names the missing reports and ends the job with [`TIMED_OUT`] (4) if they
+//! do not all come within [`WATCHDOG_MS`].
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use converse::{
+    CommHandle, Converse, Event, Group, Message, ProcGroup, ReductionId, Thread, cmi_error,
+    cmi_printf, my_node, my_pe, node_of, num_nodes, num_pes,
+};
+
+use crate::Case;
+use crate::common::{self, Finished};
+
+/// Exit code of a job whose program found a wrong result.
+const FAIL: i32 = 3;
+/// Exit code of a job whose expected reports did not all arrive in time.
+const TIMED_OUT: i32 = 4;
+/// How long PE 0 waits for a program's reports before giving up.
+const WATCHDOG_MS: f64 = 15_000.0;
+/// Hang guard of one job, as the driver sees it.
+const JOB_LIMIT: Duration = Duration::from_secs(30);
+
+// ---------------------------------------------------------------------------
+// Checking inside a job
+// ---------------------------------------------------------------------------
+
+/// Ends the job with [`FAIL`], saying what was wrong and where.
+fn fail(what: &str) -> ! {
+    cmi_error!("CHECK FAILED on PE {}: {what}\n", my_pe());
+    converse::exit(FAIL)
+}
+
+/// Fails the job (see [`fail`]) unless `cond` holds.
+macro_rules! check {
+    ($cond:expr, $($arg:tt)+) => {
+        if !$cond {
+            fail(&format!($($arg)+))
+        }
+    };
+}
+
+/// A message for `handler`: `words` as little-endian `u64`s, then `tail`.
+fn msg_words(handler: usize, words: &[u64], tail: &[u8]) -> Message {
+    let mut payload = Vec::with_capacity(words.len() * 8 + tail.len());
+    for w in words {
+        payload.extend_from_slice(&w.to_le_bytes());
+    }
+    payload.extend_from_slice(tail);
+    Message::from_payload(handler, &payload)
+}
+
+/// Word `i` of `msg`'s payload (see [`msg_words`]); fails the job if the
+/// payload is too short.
+fn word(msg: &Message, i: usize) -> u64 {
+    let p = msg.payload();
+    check!(
+        p.len() >= (i + 1) * 8,
+        "payload of {} bytes has no word {i}",
+        p.len()
+    );
+    u64::from_le_bytes(p[i * 8..i * 8 + 8].try_into().unwrap())
+}
+
+/// Every word of `msg`'s payload.
+fn all_words(msg: &Message) -> Vec<u64> {
+    msg.payload()
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+        .collect()
+}
+
+/// `len` bytes that depend on `seed` and on the position (a period of 251,
+/// prime, so that no power-of-two boundary lines up with it). Built from
+/// slices, so that megabytes cost little even unoptimized.
+fn pattern(len: usize, seed: u64) -> Vec<u8> {
+    let table: Vec<u8> = (0..251u32).map(|i| (i * 97 + 13) as u8).collect();
+    let mut v = Vec::with_capacity(len);
+    let mut at = (seed % 251) as usize;
+    while v.len() < len {
+        let take = (251 - at).min(len - v.len());
+        v.extend_from_slice(&table[at..at + take]);
+        at = 0;
+    }
+    v
+}
+
+/// Fails unless `got` is `pattern(expected_len, seed)`, naming the first
+/// differing byte.
+fn check_pattern(got: &[u8], expected_len: usize, seed: u64, what: &str) {
+    check!(
+        got.len() == expected_len,
+        "{what}: {} payload bytes, expected {expected_len}",
+        got.len()
+    );
+    let want = pattern(expected_len, seed);
+    if got != &want[..] {
+        let at = got.iter().zip(&want).position(|(a, b)| a != b).unwrap_or(0);
+        fail(&format!(
+            "{what}: payload differs at byte {at} of {expected_len} (got {}, expected {})",
+            got[at], want[at]
+        ));
+    }
+}
+
+/// Waits (spinning: the network's progress thread completes them) until
+/// every handle says its send is done; fails after 10 s.
+fn wait_sent(handles: &[CommHandle], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !handles.iter().all(CommHandle::is_sent) {
+        check!(
+            Instant::now() < deadline,
+            "{what}: {} of {} async handles still not sent after 10 s",
+            handles.iter().filter(|h| !h.is_sent()).count(),
+            handles.len()
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Runs `start` as a normal-mode job on this process's command line.
+fn run_normal(start: impl Fn(&[String]) + Send + Sync + 'static) -> i32 {
+    Converse::new().run(start).unwrap_or_else(|e| {
+        eprintln!("bad command line: {e}");
+        2
+    })
+}
+
+/// The program argument at `i` (0 is the program, 1 the child's name).
+fn arg<T: std::str::FromStr>(args: &[String], i: usize) -> T {
+    args.get(i)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| fail(&format!("argument {i} missing or bad in {args:?}")))
+}
+
+/// PE 0's count of what the program's PEs reported (see the module comment).
+struct Tally {
+    name: &'static str,
+    handler: Cell<usize>,
+    /// Key -> (expected, got); PE 0 only.
+    counts: RefCell<BTreeMap<String, (u64, u64)>>,
+    remaining: Cell<u64>,
+    finished: Cell<bool>,
+}
+
+impl Tally {
+    /// Registers the tally's handler: call it at the same point of the
+    /// handler order on every PE. `expect` (called on PE 0 only) lists every
+    /// report key with the number of times it must come.
+    fn new(name: &'static str, expect: impl FnOnce() -> Vec<(String, u64)>) -> Rc<Tally> {
+        let tally = Rc::new(Tally {
+            name,
+            handler: Cell::new(0),
+            counts: RefCell::new(BTreeMap::new()),
+            remaining: Cell::new(0),
+            finished: Cell::new(false),
+        });
+        let t = tally.clone();
+        tally
+            .handler
+            .set(converse::register_handler(move |msg: Message| {
+                t.on_report(msg)
+            }));
+        if my_pe() == 0 {
+            let mut counts = tally.counts.borrow_mut();
+            for (key, n) in expect() {
+                counts.entry(key).or_insert((0, 0)).0 += n;
+            }
+            tally.remaining.set(counts.values().map(|c| c.0).sum());
+            drop(counts);
+            let t = tally.clone();
+            converse::call_fn_after(move |_| t.watchdog(), WATCHDOG_MS);
+        }
+        tally
+    }
+
+    /// Reports `key` to PE 0.
+    fn report(&self, key: impl Into<String>) {
+        let key = key.into();
+        converse::sync_send_and_free(0, Message::from_payload(self.handler.get(), key.as_bytes()));
+    }
+
+    fn on_report(&self, msg: Message) {
+        let key = String::from_utf8_lossy(msg.payload()).into_owned();
+        check!(my_pe() == 0, "report `{key}` reached PE {}", my_pe());
+        let all_in = {
+            let mut counts = self.counts.borrow_mut();
+            let Some(c) = counts.get_mut(&key) else {
+                drop(counts);
+                fail(&format!(
+                    "unexpected report `{key}` (from PE {})",
+                    msg.src_pe()
+                ));
+            };
+            c.1 += 1;
+            if c.1 > c.0 {
+                let (want, got) = *c;
+                drop(counts);
+                fail(&format!(
+                    "report `{key}` came {got} times, expected {want} (the last from PE {})",
+                    msg.src_pe()
+                ));
+            }
+            self.remaining.set(self.remaining.get() - 1);
+            self.remaining.get() == 0
+        };
+        if all_in {
+            self.finished.set(true);
+            let name = self.name;
+            // Quiescence first: a duplicate still in flight must get here
+            // (and fail the job) before the verdict.
+            converse::start_quiescence_detection(move || {
+                cmi_printf!("ok {name}\n");
+                converse::exit(0);
+            });
+        }
+    }
+
+    fn watchdog(&self) {
+        if self.finished.get() {
+            return;
+        }
+        let counts = self.counts.borrow();
+        let missing: Vec<String> = counts
+            .iter()
+            .filter(|(_, c)| c.1 < c.0)
+            .map(|(k, c)| format!("`{k}` ({}/{})", c.1, c.0))
+            .collect();
+        let shown = missing
+            .iter()
+            .take(20)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        cmi_error!(
+            "TIMED OUT on PE 0: {} of {} reports missing after {} ms, {} keys: {shown}{}\n",
+            self.remaining.get(),
+            counts.values().map(|c| c.0).sum::<u64>(),
+            WATCHDOG_MS,
+            missing.len(),
+            if missing.len() > 20 { ", ..." } else { "" }
+        );
+        drop(counts);
+        converse::exit(TIMED_OUT)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// core_topology: the topology queries, in user-calls-scheduler mode
+// ---------------------------------------------------------------------------
+
+/// Args: PES PPN. Every PE checks every topology query against the layout
+/// and tells PE 0 its process id and `CONVERSE_NODE`; PE 0 checks that the
+/// PEs of a node share a process and that nodes are distinct processes.
+fn topology() -> i32 {
+    let start = |args: &[String]| {
+        let (pes, ppn): (usize, usize) = (arg(args, 2), arg(args, 3));
+        let me = my_pe();
+        check!(num_pes() == pes, "num_pes {} != {pes}", num_pes());
+        check!(
+            num_nodes() == pes / ppn,
+            "num_nodes {} != {}",
+            num_nodes(),
+            pes / ppn
+        );
+        check!(
+            my_node() == me / ppn,
+            "my_node {} != {}",
+            my_node(),
+            me / ppn
+        );
+        check!(
+            converse::my_rank() == me % ppn,
+            "my_rank {} != {}",
+            converse::my_rank(),
+            me % ppn
+        );
+        check!(
+            converse::my_node_size() == ppn,
+            "my_node_size {} != {ppn}",
+            converse::my_node_size()
+        );
+        for n in 0..pes / ppn {
+            check!(
+                converse::node_first(n) == n * ppn,
+                "node_first({n}) = {} != {}",
+                converse::node_first(n),
+                n * ppn
+            );
+            check!(
+                converse::node_size(n) == ppn,
+                "node_size({n}) = {} != {ppn}",
+                converse::node_size(n)
+            );
+        }
+        for p in 0..pes {
+            check!(
+                node_of(p) == p / ppn,
+                "node_of({p}) = {} != {}",
+                node_of(p),
+                p / ppn
+            );
+            check!(
+                converse::rank_of(p) == p % ppn,
+                "rank_of({p}) = {} != {}",
+                converse::rank_of(p),
+                p % ppn
+            );
+        }
+        let env_node: u64 = std::env::var("CONVERSE_NODE")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(u64::MAX);
+        let seen: Rc<RefCell<Vec<Vec<u64>>>> = Rc::default();
+        let s = seen.clone();
+        let h =
+            converse::register_handler(move |msg: Message| s.borrow_mut().push(all_words(&msg)));
+        let words = [
+            me as u64,
+            my_node() as u64,
+            converse::my_rank() as u64,
+            u64::from(std::process::id()),
+            env_node,
+        ];
+        converse::sync_send_and_free(0, msg_words(h, &words, &[]));
+        if me != 0 {
+            return; // this PE is done: user-calls-scheduler mode
+        }
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while seen.borrow().len() < pes {
+            converse::schedule_poll();
+            check!(
+                Instant::now() < deadline,
+                "only {} of {pes} topology reports after 15 s",
+                seen.borrow().len()
+            );
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        let seen = seen.borrow();
+        let mut pid_of_node: HashMap<u64, u64> = HashMap::new();
+        let mut pes_seen = vec![false; pes];
+        for w in seen.iter() {
+            let (pe, node, rank, pid, env) = (w[0] as usize, w[1], w[2], w[3], w[4]);
+            check!(
+                pe < pes && !std::mem::replace(&mut pes_seen[pe], true),
+                "PE {pe} reported twice or is out of range"
+            );
+            check!(
+                node == (pe / ppn) as u64 && rank == (pe % ppn) as u64,
+                "PE {pe} says node {node} rank {rank}"
+            );
+            check!(
+                env == node,
+                "PE {pe} of node {node} runs in the process convrun numbered {env}"
+            );
+            let first = *pid_of_node.entry(node).or_insert(pid);
+            check!(
+                first == pid,
+                "node {node} spans processes {first} and {pid}"
+            );
+        }
+        let mut pids: Vec<u64> = pid_of_node.values().copied().collect();
+        pids.sort();
+        pids.dedup();
+        check!(
+            pids.len() == pes / ppn,
+            "{} nodes run in {} distinct processes",
+            pes / ppn,
+            pids.len()
+        );
+        cmi_printf!("ok core_topology\n");
+    };
+    Converse::new()
+        .run_user_scheduler(start)
+        .unwrap_or_else(|e| {
+            eprintln!("bad command line: {e}");
+            2
+        })
+}
+
+// ---------------------------------------------------------------------------
+// core_sends: every flavour of point-to-point send, every pair, in order
+// ---------------------------------------------------------------------------
+
+/// Rounds of [`SENDS_PER_ROUND`] messages from every PE to every PE.
+const SEND_ROUNDS: u64 = 60;
+/// One round: sync, sync-and-free, async, three vector flavours, and a
+/// multiple send of three.
+const SENDS_PER_ROUND: u64 = 9;
+
+/// Which of the two receiving handlers (tags 0, 1) message `seq` goes to.
+fn send_tag(seq: u64) -> u64 {
+    u64::from(matches!(seq % SENDS_PER_ROUND, 1 | 4 | 7))
+}
+
+/// Filler length of message `seq` (one in fifty is larger than a socket
+/// read).
+fn send_fill(seq: u64) -> usize {
+    if seq % 50 == 23 {
+        70_000 + seq as usize
+    } else {
+        (seq as usize * 37) % 300
+    }
+}
+
+fn send_seed(src: usize, dest: usize, seq: u64) -> u64 {
+    src as u64 * 1_000_003 + dest as u64 * 1009 + seq
+}
+
+fn sends() -> i32 {
+    run_normal(|_| {
+        let (p, me) = (num_pes(), my_pe());
+        let tally = Tally::new("core_sends", || {
+            (0..p)
+                .flat_map(|q| [(format!("recv pe{q}"), 1), (format!("sent pe{q}"), 1)])
+                .collect()
+        });
+        converse::init_multiple_send_routine();
+        let next = Rc::new(RefCell::new(vec![0u64; p]));
+        let received = Rc::new(Cell::new(0u64));
+        let receiver = |tag: u64| {
+            let (next, received, tally) = (next.clone(), received.clone(), tally.clone());
+            move |msg: Message| {
+                let (src, dest, seq, t) =
+                    (word(&msg, 0), word(&msg, 1), word(&msg, 2), word(&msg, 3));
+                let src = src as usize;
+                check!(
+                    src < p && src == msg.src_pe(),
+                    "message says it is from PE {src}, header says PE {}",
+                    msg.src_pe()
+                );
+                check!(
+                    dest as usize == me,
+                    "message for PE {dest} arrived on PE {me}"
+                );
+                check!(
+                    t == tag && send_tag(seq) == tag,
+                    "message {seq} from PE {src} (tag {t}) ran handler {tag}"
+                );
+                let expected = next.borrow()[src];
+                check!(
+                    seq == expected,
+                    "from PE {src}: message {seq} arrived when {expected} was next (order or loss)"
+                );
+                check_pattern(
+                    &msg.payload()[32..],
+                    send_fill(seq),
+                    send_seed(src, me, seq),
+                    &format!("message {seq} from PE {src}"),
+                );
+                next.borrow_mut()[src] += 1;
+                received.set(received.get() + 1);
+                if received.get() == SEND_ROUNDS * SENDS_PER_ROUND * p as u64 {
+                    tally.report(format!("recv pe{me}"));
+                }
+            }
+        };
+        let handlers = [
+            converse::register_handler(receiver(0)),
+            converse::register_handler(receiver(1)),
+        ];
+        let make = |dest: usize, seq: u64| {
+            let tag = send_tag(seq);
+            let fill = pattern(send_fill(seq), send_seed(me, dest, seq));
+            msg_words(
+                handlers[tag as usize],
+                &[me as u64, dest as u64, seq, tag],
+                &fill,
+            )
+        };
+        let mut handles = Vec::new();
+        for round in 0..SEND_ROUNDS {
+            for k in 0..p {
+                let dest = (me + k) % p;
+                let s = round * SENDS_PER_ROUND;
+                let m = make(dest, s);
+                let before = m.as_bytes().to_vec();
+                converse::sync_send(dest, &m);
+                check!(m.as_bytes() == &before[..], "sync_send changed its message");
+                converse::sync_send_and_free(dest, make(dest, s + 1));
+                let m = make(dest, s + 2);
+                handles.push(converse::async_send(dest, &m));
+                // Vectors: a header, then the payload in two pieces.
+                let split = |m: &Message| -> Vec<Vec<u8>> {
+                    let header = Message::new(m.handler(), 0);
+                    let payload = m.payload();
+                    vec![
+                        header.as_bytes().to_vec(),
+                        payload[..10].to_vec(),
+                        payload[10..].to_vec(),
+                    ]
+                };
+                let parts = split(&make(dest, s + 3));
+                converse::sync_vector_send(dest, &parts);
+                converse::sync_vector_send_and_free(dest, split(&make(dest, s + 4)));
+                let parts = split(&make(dest, s + 5));
+                handles.push(converse::async_vector_send(dest, &parts));
+                let (a, b, c) = (make(dest, s + 6), make(dest, s + 7), make(dest, s + 8));
+                converse::multiple_send(dest, &[&a, &b, &c]);
+            }
+        }
+        wait_sent(&handles, "point-to-point sends");
+        tally.report(format!("sent pe{me}"));
+    })
+}
+
+// ---------------------------------------------------------------------------
+// core_large: payloads from 0 bytes to several MiB, checked byte for byte
+// ---------------------------------------------------------------------------
+
+/// The payload sizes every PE sends every PE, in this order.
+const LARGE_SIZES: &[usize] = &[
+    0,
+    1,
+    7,
+    31,
+    32,
+    33,
+    4095,
+    65_535,
+    65_536,
+    65_537,
+    300_001,
+    1 << 20,
+    (3 << 20) + 5,
+    0,
+];
+/// Sent to the next PE only (in the ring of PEs), after the others.
+const LARGE_RING_SIZE: usize = (6 << 20) + 3;
+
+fn large() -> i32 {
+    run_normal(|_| {
+        let (p, me) = (num_pes(), my_pe());
+        let tally = Tally::new("core_large", || {
+            (0..p)
+                .flat_map(|q| [(format!("recv pe{q}"), 1), (format!("sent pe{q}"), 1)])
+                .collect()
+        });
+        let sizes = move |src: usize, dest: usize| -> Vec<usize> {
+            let mut v = LARGE_SIZES.to_vec();
+            if dest == (src + 1) % p {
+                v.push(LARGE_RING_SIZE);
+            }
+            v
+        };
+        let seed =
+            |src: usize, dest: usize, i: usize| (src * 7919 + dest * 104_729 + i * 31) as u64;
+        let next = Rc::new(RefCell::new(vec![0usize; p]));
+        let received = Rc::new(Cell::new(0usize));
+        let total: usize = (0..p).map(|src| sizes(src, me).len()).sum();
+        let h = {
+            let (next, received, tally) = (next.clone(), received.clone(), tally.clone());
+            converse::register_handler(move |msg: Message| {
+                let src = msg.src_pe();
+                check!(src < p, "header names PE {src} as the sender");
+                let i = next.borrow()[src];
+                let expected = sizes(src, me);
+                check!(
+                    i < expected.len(),
+                    "message {i} from PE {src}: only {} were sent",
+                    expected.len()
+                );
+                check!(
+                    msg.len() == converse::MSG_HEADER_SIZE + msg.payload().len(),
+                    "message {i} from PE {src}: len {} != header + payload {}",
+                    msg.len(),
+                    msg.payload().len()
+                );
+                check_pattern(
+                    msg.payload(),
+                    expected[i],
+                    seed(src, me, i),
+                    &format!("message {i} from PE {src} (sizes in order {expected:?})"),
+                );
+                next.borrow_mut()[src] += 1;
+                received.set(received.get() + 1);
+                if received.get() == total {
+                    tally.report(format!("recv pe{me}"));
+                }
+            })
+        };
+        let mut handles = Vec::new();
+        let most = LARGE_SIZES.len() + 1;
+        for i in 0..most {
+            for k in 0..p {
+                let dest = (me + k) % p;
+                let list = sizes(me, dest);
+                let Some(&len) = list.get(i) else { continue };
+                let m = Message::from_payload(h, &pattern(len, seed(me, dest, i)));
+                match i % 5 {
+                    0 => converse::sync_send(dest, &m),
+                    1 => converse::sync_send_and_free(dest, m),
+                    2 => handles.push(converse::async_send(dest, &m)),
+                    3 => {
+                        let b = m.as_bytes();
+                        let cut = (converse::MSG_HEADER_SIZE + len / 3).min(b.len());
+                        converse::sync_vector_send(dest, &[&b[..cut], &b[cut..]]);
+                    }
+                    _ => converse::multiple_send(dest, &[&m]),
+                }
+            }
+        }
+        wait_sent(&handles, "large sends");
+        tally.report(format!("sent pe{me}"));
+    })
+}
+
+// ---------------------------------------------------------------------------
+// core_node_sends: node sends land once on a PE of the node
+// ---------------------------------------------------------------------------
+
+const NODE_SENDS: u64 = 40;
+
+fn node_sends() -> i32 {
+    run_normal(|_| {
+        let (p, me, nodes) = (num_pes(), my_pe(), num_nodes());
+        let tally = Tally::new("core_node_sends", || {
+            let mut v = Vec::new();
+            for src in 0..p {
+                v.push((format!("sent pe{src}"), 1));
+                for node in 0..nodes {
+                    for seq in 0..NODE_SENDS {
+                        v.push((format!("s{src} n{node} q{seq}"), 1));
+                    }
+                }
+            }
+            v
+        });
+        let fill = |seq: u64| (seq as usize * 13) % 200;
+        let h = {
+            let tally = tally.clone();
+            converse::register_handler(move |msg: Message| {
+                let (src, node, seq) = (word(&msg, 0), word(&msg, 1) as usize, word(&msg, 2));
+                check!(
+                    node == my_node(),
+                    "node send for node {node} from PE {src} ran on PE {} of node {}",
+                    my_pe(),
+                    my_node()
+                );
+                check!(
+                    src as usize == msg.src_pe(),
+                    "node send from PE {src} says it is from PE {}",
+                    msg.src_pe()
+                );
+                check_pattern(
+                    &msg.payload()[24..],
+                    fill(seq),
+                    seq + src * 1000,
+                    &format!("node send {seq} from PE {src}"),
+                );
+                tally.report(format!("s{src} n{node} q{seq}"));
+            })
+        };
+        let mut handles = Vec::new();
+        for seq in 0..NODE_SENDS {
+            for k in 0..nodes {
+                let node = (my_node() + k) % nodes;
+                let m = msg_words(
+                    h,
+                    &[me as u64, node as u64, seq],
+                    &pattern(fill(seq), seq + me as u64 * 1000),
+                );
+                match seq % 3 {
+                    0 => converse::sync_node_send(node, &m),
+                    1 => converse::sync_node_send_and_free(node, m),
+                    _ => handles.push(converse::async_node_send(node, &m)),
+                }
+            }
+        }
+        wait_sent(&handles, "node sends");
+        tally.report(format!("sent pe{me}"));
+    })
+}
+
+// ---------------------------------------------------------------------------
+// core_bcast: every broadcast flavour from every PE
+// ---------------------------------------------------------------------------
+
+const BCAST_REPS: u64 = 2;
+/// 0-5 to PEs, 6-11 to nodes (each: sync, sync-and-free, all, all-and-free,
+/// async, async all), 12 a large sync broadcast to all PEs.
+const BCAST_VARIANTS: u64 = 13;
+
+fn bcast_to_nodes(v: u64) -> bool {
+    (6..12).contains(&v)
+}
+
+fn bcast_includes_root(v: u64) -> bool {
+    matches!(v % 6, 2 | 3 | 5) || v == 12
+}
+
+fn bcast_len(v: u64, seq: u64) -> usize {
+    if v == 12 {
+        (1 << 20) + 3
+    } else {
+        (seq as usize * 29) % 500
+    }
+}
+
+/// With `check_src`, every copy must say the root sent it (`src_pe()`), as
+/// in-process copies do.
+fn bcast(check_src: bool) -> i32 {
+    run_normal(move |_| {
+        let (p, me, nodes) = (num_pes(), my_pe(), num_nodes());
+        let tally = Tally::new("core_bcast", || {
+            let mut v = Vec::new();
+            for root in 0..p {
+                v.push((format!("sent r{root}"), 1));
+                for rep in 0..BCAST_REPS {
+                    for var in 0..BCAST_VARIANTS {
+                        let seq = rep * BCAST_VARIANTS + var;
+                        let all = bcast_includes_root(var);
+                        if bcast_to_nodes(var) {
+                            for n in (0..nodes).filter(|&n| all || n != node_of(root)) {
+                                v.push((format!("node r{root} s{seq} n{n}"), 1));
+                            }
+                        } else {
+                            for q in (0..p).filter(|&q| all || q != root) {
+                                v.push((format!("pe r{root} s{seq} p{q}"), 1));
+                            }
+                        }
+                    }
+                }
+            }
+            v
+        });
+        // Last PE-broadcast sequence number seen from each root.
+        let last: Rc<RefCell<Vec<Option<u64>>>> = Rc::new(RefCell::new(vec![None; p]));
+        let h = {
+            let tally = tally.clone();
+            converse::register_handler(move |msg: Message| {
+                let (root, seq, var) = (word(&msg, 0) as usize, word(&msg, 1), word(&msg, 2));
+                check!(
+                    !check_src || root == msg.src_pe(),
+                    "broadcast {seq} (variant {var}) from PE {root} arrived on PE {me} with src_pe() = {} (expected the root, as in-process)",
+                    msg.src_pe()
+                );
+                check_pattern(
+                    &msg.payload()[24..],
+                    bcast_len(var, seq),
+                    seq * 7 + root as u64,
+                    &format!("broadcast {seq} (variant {var}) from PE {root}"),
+                );
+                if bcast_to_nodes(var) {
+                    tally.report(format!("node r{root} s{seq} n{}", my_node()));
+                } else {
+                    let prev = last.borrow_mut()[root].replace(seq);
+                    check!(
+                        prev.is_none_or(|prev| prev < seq),
+                        "broadcast {seq} from PE {root} arrived after its broadcast {prev:?}"
+                    );
+                    tally.report(format!("pe r{root} s{seq} p{me}"));
+                }
+            })
+        };
+        let mut handles = Vec::new();
+        for rep in 0..BCAST_REPS {
+            for var in 0..BCAST_VARIANTS {
+                let seq = rep * BCAST_VARIANTS + var;
+                let m = msg_words(
+                    h,
+                    &[me as u64, seq, var],
+                    &pattern(bcast_len(var, seq), seq * 7 + me as u64),
+                );
+                match var {
+                    0 => converse::sync_broadcast(&m),
+                    1 => converse::sync_broadcast_and_free(m),
+                    2 | 12 => converse::sync_broadcast_all(&m),
+                    3 => converse::sync_broadcast_all_and_free(m),
+                    4 => handles.push(converse::async_broadcast(&m)),
+                    5 => handles.push(converse::async_broadcast_all(&m)),
+                    6 => converse::sync_node_broadcast(&m),
+                    7 => converse::sync_node_broadcast_and_free(m),
+                    8 => converse::sync_node_broadcast_all(&m),
+                    9 => converse::sync_node_broadcast_all_and_free(m),
+                    10 => handles.push(converse::async_node_broadcast(&m)),
+                    _ => handles.push(converse::async_node_broadcast_all(&m)),
+                }
+            }
+        }
+        wait_sent(&handles, "broadcasts");
+        tally.report(format!("sent r{me}"));
+    })
+}
+
+// ---------------------------------------------------------------------------
+// core_reduce: every reduction form, global, over lists and over a group
+// ---------------------------------------------------------------------------
+
+/// Merge for word messages: word 0 is a tag every contribution shares (kept),
+/// the others are summed.
+fn merge_sum(local: Message, children: Vec<Message>) -> Message {
+    let mut acc = all_words(&local);
+    for child in &children {
+        let w = all_words(child);
+        check!(
+            w.len() == acc.len() && w[0] == acc[0],
+            "merging reduction {}: a child contributed {w:?}",
+            acc[0]
+        );
+        for (a, b) in acc.iter_mut().zip(&w).skip(1) {
+            *a += b;
+        }
+    }
+    msg_words(local.handler(), &acc, &[])
+}
+
+/// Words of the large contribution of each PE.
+const REDUCE_BIG_WORDS: u64 = 20_000;
+
+fn reduce() -> i32 {
+    run_normal(|_| {
+        let (p, me) = (num_pes(), my_pe());
+        let pu = p as u64;
+        let tally = Tally::new("core_reduce", || {
+            [
+                "reduce round0",
+                "reduce round1",
+                "reduce round2",
+                "reduce big",
+                "reduce_struct",
+                "reduce_id",
+                "reduce_struct_id",
+                "list_reduce",
+                "list_reduce_struct",
+                "group_reduce",
+                "group_reduce_struct",
+                "dynamic",
+            ]
+            .iter()
+            .map(|k| (k.to_string(), 1))
+            .collect()
+        });
+        let list1: Vec<usize> = (1..p).rev().collect();
+        let list2: Vec<usize> = std::iter::once(1).chain((0..p).step_by(2)).collect();
+        let members: Vec<usize> = vec![p - 1, 0, 1];
+        let id_a = converse::global_reduction_id();
+        let id_b = converse::global_reduction_id();
+        let id_list1 = converse::global_reduction_id();
+        let id_list2 = converse::global_reduction_id();
+        let id_group = converse::global_reduction_id();
+        let id_group_s = converse::global_reduction_id();
+        let t = tally.clone();
+        let h_round = converse::register_handler(move |msg: Message| {
+            check!(my_pe() == 0, "reduce result on PE {}", my_pe());
+            let w = all_words(&msg);
+            let round = w[0];
+            let want = [round, pu * (pu + 1) / 2 + round * pu, pu, (1 << pu) - 1];
+            check!(
+                w == want,
+                "reduce round {round}: got {w:?}, expected {want:?}"
+            );
+            t.report(format!("reduce round{round}"));
+        });
+        let t = tally.clone();
+        let h_big = converse::register_handler(move |msg: Message| {
+            check!(my_pe() == 0, "big reduce result on PE {}", my_pe());
+            let w = all_words(&msg);
+            check!(
+                w.len() == REDUCE_BIG_WORDS as usize + 1,
+                "big reduce: {} words",
+                w.len()
+            );
+            for (i, &x) in w.iter().enumerate().skip(1) {
+                let i = i as u64;
+                let want = i * pu * (pu - 1) / 2 + pu;
+                check!(x == want, "big reduce word {i}: {x} != {want}");
+            }
+            t.report("reduce big");
+        });
+        let t = tally.clone();
+        let h_struct = converse::register_handler(move |msg: Message| {
+            let v: Vec<u64> = converse::decode_struct_result(&msg)
+                .unwrap_or_else(|e| fail(&format!("reduce_struct: {e}")));
+            check!(
+                my_pe() == 0 && v == vec![1; p],
+                "reduce_struct on PE {}: {v:?}",
+                my_pe()
+            );
+            t.report("reduce_struct");
+        });
+        let t = tally.clone();
+        let h_id = converse::register_handler(move |msg: Message| {
+            let w = all_words(&msg);
+            let squares: u64 = (0..pu).map(|q| q * q).sum();
+            check!(
+                my_pe() == 0 && w == [7, squares],
+                "reduce_id on PE {}: {w:?}",
+                my_pe()
+            );
+            t.report("reduce_id");
+        });
+        let t = tally.clone();
+        let h_struct_id = converse::register_handler(move |msg: Message| {
+            let v: (u64, u64) = converse::decode_struct_result(&msg)
+                .unwrap_or_else(|e| fail(&format!("reduce_struct_id: {e}")));
+            check!(
+                my_pe() == 0 && v == (5, (pu - 1) * 10 + 5),
+                "reduce_struct_id on PE {}: {v:?}",
+                my_pe()
+            );
+            t.report("reduce_struct_id");
+        });
+        let (t, l1) = (tally.clone(), list1.clone());
+        let h_list = converse::register_handler(move |msg: Message| {
+            let w = all_words(&msg);
+            let want = [11, l1.iter().map(|&q| q as u64).sum(), l1.len() as u64];
+            check!(
+                my_pe() == l1[0] && w == want,
+                "list_reduce over {l1:?} on PE {}: {w:?}, expected {want:?}",
+                my_pe()
+            );
+            t.report("list_reduce");
+        });
+        let (t, l2) = (tally.clone(), list2.clone());
+        let h_list_s = converse::register_handler(move |msg: Message| {
+            let v: Vec<u64> = converse::decode_struct_result(&msg)
+                .unwrap_or_else(|e| fail(&format!("list_reduce_struct: {e}")));
+            let mut want: Vec<u64> = l2.iter().map(|&q| q as u64).collect();
+            want.sort();
+            check!(
+                my_pe() == l2[0] && v == want,
+                "list_reduce_struct over {l2:?} on PE {}: {v:?}",
+                my_pe()
+            );
+            t.report("list_reduce_struct");
+        });
+        let (t, m) = (tally.clone(), members.clone());
+        let h_group = converse::register_handler(move |msg: Message| {
+            let w = all_words(&msg);
+            let want = [13, m.iter().map(|&q| q as u64 + 1).sum(), m.len() as u64];
+            check!(
+                my_pe() == m[0] && w == want,
+                "group_reduce over {m:?} on PE {}: {w:?}, expected {want:?}",
+                my_pe()
+            );
+            t.report("group_reduce");
+        });
+        let (t, m) = (tally.clone(), members.clone());
+        let h_group_s = converse::register_handler(move |msg: Message| {
+            let v: (u64, u64) = converse::decode_struct_result(&msg)
+                .unwrap_or_else(|e| fail(&format!("group_reduce_struct: {e}")));
+            let want = (m.len() as u64, m.iter().map(|&q| 1u64 << q).sum());
+            check!(
+                my_pe() == m[0] && v == want,
+                "group_reduce_struct over {m:?} on PE {}: {v:?}, expected {want:?}",
+                my_pe()
+            );
+            t.report("group_reduce_struct");
+        });
+        // The group's ID, from its creator (PE 0), to its members.
+        let h_gid = converse::register_handler(move |msg: Message| {
+            let group = Group::from_id(word(&msg, 0) as u32);
+            let me = my_pe() as u64;
+            converse::group_reduce(
+                group,
+                msg_words(h_group, &[13, me + 1, 1], &[]),
+                merge_sum,
+                id_group,
+            );
+            converse::group_reduce_struct(
+                group,
+                (1u64, 1u64 << me),
+                |a: (u64, u64), kids: Vec<(u64, u64)>| {
+                    kids.iter().fold(a, |acc, k| (acc.0 + k.0, acc.1 + k.1))
+                },
+                h_group_s,
+                id_group_s,
+            );
+        });
+        let t = tally.clone();
+        let h_dyn_result = converse::register_handler(move |msg: Message| {
+            let w = all_words(&msg);
+            let want = [17, (0..pu).map(|q| q + 100).sum()];
+            check!(
+                my_pe() == 0 && w == want,
+                "dynamic-ID reduction on PE {}: {w:?}, expected {want:?}",
+                my_pe()
+            );
+            t.report("dynamic");
+        });
+        // A dynamic reduction ID, asked for by PE 1, delivered to every PE.
+        let h_dyn = converse::register_handler(move |msg: Message| {
+            let Some((id, data)) = converse::dynamic_reduction_reply(&msg) else {
+                fail("dynamic_reduction_reply does not read the reply")
+            };
+            check!(data == b"dyn-data", "dynamic ID came with data {data:?}");
+            let id: ReductionId = id;
+            let me = my_pe() as u64;
+            converse::reduce_id(msg_words(h_dyn_result, &[17, me + 100], &[]), merge_sum, id);
+        });
+
+        let mu = me as u64;
+        // Call-order reductions (both forms share the order).
+        let round = |r: u64| msg_words(h_round, &[r, mu + 1 + r, 1, 1 << mu], &[]);
+        converse::reduce(round(0), merge_sum);
+        let mut one_hot = vec![0u64; p];
+        one_hot[me] = 1;
+        converse::reduce_struct(
+            one_hot,
+            |mut a: Vec<u64>, kids: Vec<Vec<u64>>| {
+                for k in kids {
+                    check!(
+                        k.len() == a.len(),
+                        "reduce_struct: child of length {}",
+                        k.len()
+                    );
+                    a.iter_mut().zip(k).for_each(|(x, y)| *x += y);
+                }
+                a
+            },
+            h_struct,
+        );
+        converse::reduce(round(1), merge_sum);
+        let big: Vec<u64> = std::iter::once(99)
+            .chain((1..=REDUCE_BIG_WORDS).map(|i| i * mu + 1))
+            .collect();
+        converse::reduce(msg_words(h_big, &big, &[]), merge_sum);
+        converse::reduce(round(2), merge_sum);
+        // By ID.
+        converse::reduce_id(msg_words(h_id, &[7, mu * mu], &[]), merge_sum, id_a);
+        converse::reduce_struct_id(
+            (mu * 10 + 5, mu * 10 + 5),
+            |a: (u64, u64), kids: Vec<(u64, u64)>| {
+                kids.iter()
+                    .fold(a, |acc, k| (acc.0.min(k.0), acc.1.max(k.1)))
+            },
+            h_struct_id,
+            id_b,
+        );
+        // Over PE lists.
+        if list1.contains(&me) {
+            converse::list_reduce(
+                &list1,
+                msg_words(h_list, &[11, mu, 1], &[]),
+                merge_sum,
+                id_list1,
+            );
+        }
+        if list2.contains(&me) {
+            converse::list_reduce_struct(
+                &list2,
+                vec![mu],
+                |mut a: Vec<u64>, kids: Vec<Vec<u64>>| {
+                    for k in kids {
+                        a.extend(k);
+                    }
+                    a.sort();
+                    a
+                },
+                h_list_s,
+                id_list2,
+            );
+        }
+        // Over a group: made on PE 0, its ID sent to the members.
+        if me == 0 {
+            let group = converse::establish_group(&members);
+            for &q in &members {
+                converse::sync_send_and_free(q, msg_words(h_gid, &[u64::from(group.id())], &[]));
+            }
+        }
+        if me == 1 {
+            converse::dynamic_reduction_id_remote(h_dyn, None, b"dyn-data");
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------
+// core_groups: multicast groups, list sends, processor groups
+// ---------------------------------------------------------------------------
+
+/// Group tags: A (all PEs, reversed), B ([1, last]), C ([last, 0], made on
+/// the last PE), list sends, processor group.
+const G_A: u64 = 0;
+const G_B: u64 = 1;
+const G_C: u64 = 2;
+const G_LIST: u64 = 3;
+const G_PGRP: u64 = 4;
+
+/// With `check_src`, every copy must say its sender sent it (`src_pe()`), as
+/// in-process copies do.
+fn groups(check_src: bool) -> i32 {
+    run_normal(move |_| {
+        let (p, me) = (num_pes(), my_pe());
+        let group_a: Vec<usize> = (0..p).rev().collect();
+        let group_b: Vec<usize> = vec![1, p - 1];
+        let group_c: Vec<usize> = vec![p - 1, 0];
+        let list_of = |sender: usize| -> Vec<usize> { (1..p).map(|k| (sender + k) % p).collect() };
+        let everyone_rev: Vec<usize> = (0..p).rev().collect();
+        // What is sent: (group tag, variant, sender, receivers).
+        let plan = {
+            let (a, b, c) = (group_a.clone(), group_b.clone(), group_c.clone());
+            let everyone_rev = everyone_rev.clone();
+            move || -> Vec<(u64, u64, usize, Vec<usize>)> {
+                let mut v = vec![
+                    (G_A, 0, 0, a.clone()),
+                    (G_B, 1, 0, b.clone()),
+                    (G_A, 2, 0, a.clone()),
+                    (G_B, 3, 0, b.clone()),
+                    (G_C, 6, p - 1, c.clone()),
+                    (G_PGRP, 10, 0, (1..p).collect()),
+                ];
+                for q in 1..p {
+                    v.push((G_A, 4, q, a.clone()));
+                    v.push((G_B, 5, q, b.clone()));
+                }
+                for q in 0..p {
+                    v.push((G_LIST, 7, q, list_of(q)));
+                    v.push((G_LIST, 8, q, list_of(q)));
+                    v.push((G_LIST, 9, q, everyone_rev.clone()));
+                }
+                v
+            }
+        };
+        let tally = Tally::new("core_groups", || {
+            let mut v: Vec<(String, u64)> = (0..p).map(|q| (format!("sent pe{q}"), 1)).collect();
+            for (g, var, sender, to) in plan() {
+                for q in to {
+                    v.push((format!("mc g{g} v{var} s{sender} p{q}"), 1));
+                }
+            }
+            v
+        });
+        let mlen = |var: u64| if var == 3 { 300_007 } else { var as usize * 11 };
+        let h = {
+            let tally = tally.clone();
+            converse::register_handler(move |msg: Message| {
+                let (g, var, sender) = (word(&msg, 0), word(&msg, 1), word(&msg, 2));
+                check!(
+                    !check_src || sender as usize == msg.src_pe(),
+                    "multicast/list send g{g} v{var} from PE {sender} arrived on PE {} with src_pe() = {} (expected the sender, as in-process)",
+                    my_pe(),
+                    msg.src_pe()
+                );
+                check_pattern(
+                    &msg.payload()[24..],
+                    mlen(var),
+                    var * 3 + sender,
+                    &format!("multicast g{g} v{var} from PE {sender}"),
+                );
+                tally.report(format!("mc g{g} v{var} s{sender} p{}", my_pe()));
+            })
+        };
+        let m = move |g: u64, var: u64| {
+            msg_words(
+                h,
+                &[g, var, me as u64],
+                &pattern(mlen(var), var * 3 + me as u64),
+            )
+        };
+        // Another PE multicasts to groups it got the IDs of from PE 0 (it
+        // may not have their definitions yet).
+        let h_relay = converse::register_handler(move |msg: Message| {
+            let (a, b) = (
+                Group::from_id(word(&msg, 0) as u32),
+                Group::from_id(word(&msg, 1) as u32),
+            );
+            converse::sync_multicast(a, &m(G_A, 4));
+            converse::sync_multicast_and_free(b, m(G_B, 5));
+        });
+        let mut handles = Vec::new();
+        if me == 0 {
+            // Multicasts right after the definitions: they may overtake them.
+            let a = converse::establish_group(&group_a);
+            let b = converse::establish_group(&group_b);
+            converse::sync_multicast(a, &m(G_A, 0));
+            converse::sync_multicast_and_free(b, m(G_B, 1));
+            handles.push(converse::async_multicast(a, &m(G_A, 2)));
+            converse::sync_multicast(b, &m(G_B, 3));
+            for q in 1..p {
+                converse::sync_send_and_free(
+                    q,
+                    msg_words(h_relay, &[u64::from(a.id()), u64::from(b.id())], &[]),
+                );
+            }
+            let mut pg = ProcGroup::create();
+            pg.add_children(0, &[1]);
+            pg.add_children(1, &(2..p).collect::<Vec<_>>());
+            check!(
+                pg.root() == 0
+                    && pg.parent(1) == Some(0)
+                    && pg.parent(2) == Some(1)
+                    && pg.num_children(1) == p - 2
+                    && pg.children(0) == [1],
+                "processor group tree: {pg:?}"
+            );
+            handles.push(pg.async_multicast(&m(G_PGRP, 10)));
+        }
+        if me == p - 1 {
+            let c = converse::establish_group(&group_c);
+            converse::sync_multicast(c, &m(G_C, 6));
+        }
+        let list = list_of(me);
+        converse::sync_list_send(&list, &m(G_LIST, 7));
+        converse::sync_list_send_and_free(&list, m(G_LIST, 8));
+        handles.push(converse::async_list_send(&everyone_rev, &m(G_LIST, 9)));
+        wait_sent(&handles, "multicasts and list sends");
+        tally.report(format!("sent pe{me}"));
+    })
+}
+
+// ---------------------------------------------------------------------------
+// core_qd: quiescence detection after a cross-process storm
+// ---------------------------------------------------------------------------
+
+const QD_CHAINS: u64 = 30;
+const QD_HOPS: u64 = 20;
+const QD_BCAST_HOPS: u64 = 3;
+/// PE 1 holds one unit of outside work (`qd_create`) this long.
+const QD_HOLD_MS: f64 = 150.0;
+
+fn qd() -> i32 {
+    run_normal(|_| {
+        let (p, me) = (num_pes(), my_pe());
+        let pu = p as u64;
+        let total = pu * QD_CHAINS * (QD_HOPS + 1) + pu * pu * (QD_BCAST_HOPS + 1);
+        let tally = Tally::new("core_qd", || {
+            vec![
+                ("qd on PE 0".to_string(), 1),
+                (format!("qd on PE {}", p - 1), 1),
+            ]
+        });
+        let count = Rc::new(Cell::new(0u64));
+        let released = Rc::new(Cell::new(me != 1));
+        let id0 = converse::global_reduction_id();
+        let id_last = converse::global_reduction_id();
+        let t = tally.clone();
+        let h_total = converse::register_handler(move |msg: Message| {
+            let (which, handled, released): (u64, u64, u64) = converse::decode_struct_result(&msg)
+                .unwrap_or_else(|e| fail(&format!("qd total: {e}")));
+            check!(
+                handled == total,
+                "quiescence declared (callback on PE {which}) with {handled} of {total} storm messages handled"
+            );
+            check!(
+                released == pu,
+                "quiescence declared (callback on PE {which}) while PE 1 still held work it had qd_create'd"
+            );
+            t.report(format!("qd on PE {which}"));
+        });
+        let (c, r) = (count.clone(), released.clone());
+        let h_collect = converse::register_handler(move |msg: Message| {
+            let which = word(&msg, 0);
+            let id = if which == 0 { id0 } else { id_last };
+            converse::reduce_struct_id(
+                (which, c.get(), u64::from(r.get())),
+                |a: (u64, u64, u64), kids: Vec<(u64, u64, u64)>| {
+                    kids.iter()
+                        .fold(a, |acc, k| (acc.0, acc.1 + k.1, acc.2 + k.2))
+                },
+                h_total,
+                id,
+            );
+        });
+        let h_work = converse::register_handler(move |msg: Message| {
+            count.set(count.get() + 1);
+            let (origin, chain, hops) = (word(&msg, 0), word(&msg, 1), word(&msg, 2));
+            if hops > 0 {
+                let me = my_pe();
+                let dest = (me + 1 + ((origin + chain + hops) as usize % (p - 1))) % p;
+                let fill = if chain % 3 == 0 { 3000 } else { 0 };
+                converse::sync_send_and_free(
+                    dest,
+                    msg_words(msg.handler(), &[origin, chain, hops - 1], &vec![0u8; fill]),
+                );
+            }
+        });
+        if me == 1 {
+            converse::qd_create(1);
+            converse::call_fn_after(
+                move |_| {
+                    released.set(true);
+                    converse::qd_process(1);
+                },
+                QD_HOLD_MS,
+            );
+        }
+        for chain in 0..QD_CHAINS {
+            let dest = (me + 1 + chain as usize) % p;
+            converse::sync_send_and_free(
+                dest,
+                msg_words(h_work, &[me as u64, chain, QD_HOPS], &[]),
+            );
+        }
+        converse::sync_broadcast_all_and_free(msg_words(
+            h_work,
+            &[me as u64, 1000, QD_BCAST_HOPS],
+            &[],
+        ));
+        if me == 0 || me == p - 1 {
+            let which = me as u64;
+            converse::start_quiescence_detection(move || {
+                converse::sync_broadcast_all_and_free(msg_words(h_collect, &[which], &[]));
+            });
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------
+// core_threads: threads blocked on events, awakened from other processes
+// ---------------------------------------------------------------------------
+
+const FIB_N: u32 = 13;
+const RING_ROUNDS: u64 = 15;
+
+/// A fib thread waiting for its two children's answers.
+struct Pending {
+    sum: Cell<u64>,
+    answers: Cell<u32>,
+    done: Event,
+}
+
+struct FibState {
+    request: Cell<usize>,
+    answer: Cell<usize>,
+    waiting: RefCell<HashMap<u64, Rc<Pending>>>,
+    next_key: Cell<u64>,
+    next_pe: Cell<usize>,
+    tally: Rc<Tally>,
+}
+
+const FIB_ROOT: u64 = u64::MAX;
+
+fn fib_thread(st: Rc<FibState>, n: u64, parent_pe: u64, parent_key: u64) {
+    let value = if n < 2 {
+        n
+    } else {
+        let pending = Rc::new(Pending {
+            sum: Cell::new(0),
+            answers: Cell::new(0),
+            done: Event::new(),
+        });
+        let key = st.next_key.get();
+        st.next_key.set(key + 1);
+        st.waiting.borrow_mut().insert(key, pending.clone());
+        for child in [n - 1, n - 2] {
+            let dest = st.next_pe.get();
+            st.next_pe.set((dest + 1) % num_pes());
+            converse::sync_send_and_free(
+                dest,
+                msg_words(st.request.get(), &[child, my_pe() as u64, key], &[]),
+            );
+        }
+        pending.done.wait();
+        check!(
+            pending.answers.get() == 2,
+            "fib({n}) thread woke with {} answers",
+            pending.answers.get()
+        );
+        pending.sum.get()
+    };
+    if parent_pe == FIB_ROOT {
+        let want = (0..n).fold((0u64, 1u64), |(a, b), _| (b, a + b)).0;
+        check!(value == want, "fib({n}) = {value}, expected {want}");
+        st.tally.report("fib");
+        return;
+    }
+    converse::sync_send_and_free(
+        parent_pe as usize,
+        msg_words(st.answer.get(), &[parent_key, value], &[]),
+    );
+}
+
+fn threads() -> i32 {
+    run_normal(|_| {
+        let (p, me) = (num_pes(), my_pe());
+        let tally = Tally::new("core_threads", || {
+            let mut v = vec![("fib".to_string(), 1), ("ring final".to_string(), 1)];
+            v.extend((0..p).map(|q| (format!("ring pe{q}"), 1)));
+            v
+        });
+        let st = Rc::new(FibState {
+            request: Cell::new(0),
+            answer: Cell::new(0),
+            waiting: RefCell::default(),
+            next_key: Cell::new(0),
+            next_pe: Cell::new((me + 1) % p),
+            tally: tally.clone(),
+        });
+        let s = st.clone();
+        st.request
+            .set(converse::register_handler(move |msg: Message| {
+                let (n, parent, key) = (word(&msg, 0), word(&msg, 1), word(&msg, 2));
+                let s = s.clone();
+                Thread::create(move || fib_thread(s, n, parent, key), 0).awaken();
+            }));
+        let s = st.clone();
+        st.answer
+            .set(converse::register_handler(move |msg: Message| {
+                let (key, value) = (word(&msg, 0), word(&msg, 1));
+                let Some(pending) = s.waiting.borrow().get(&key).cloned() else {
+                    fail(&format!(
+                        "fib answer for key {key}, which no thread waits for"
+                    ))
+                };
+                pending.sum.set(pending.sum.get() + value);
+                pending.answers.set(pending.answers.get() + 1);
+                if pending.answers.get() == 2 {
+                    s.waiting.borrow_mut().remove(&key);
+                    pending.done.set();
+                }
+            }));
+        // The token ring: one thread per PE, awakened by the token's arrival.
+        let token = Rc::new((Event::new(), Cell::new(0u64)));
+        let tk = token.clone();
+        let h_token = converse::register_handler(move |msg: Message| {
+            check!(
+                !tk.0.is_set(),
+                "a token arrived while the last one was not taken yet"
+            );
+            tk.1.set(word(&msg, 0));
+            tk.0.set();
+        });
+        let t = tally.clone();
+        let ring = move || {
+            let next = (me + 1) % p;
+            let pu = p as u64;
+            for round in 0..RING_ROUNDS {
+                let value = if me == 0 && round == 0 {
+                    0
+                } else {
+                    token.0.wait();
+                    token.0.reset();
+                    token.1.get()
+                };
+                let want = round * pu + me as u64;
+                check!(
+                    value == want,
+                    "token ring round {round}: token {value}, expected {want}"
+                );
+                if round == 0 {
+                    converse::sleep(2.0);
+                }
+                converse::sync_send_and_free(next, msg_words(h_token, &[value + 1], &[]));
+            }
+            if me == 0 {
+                token.0.wait();
+                let value = token.1.get();
+                check!(
+                    value == RING_ROUNDS * pu,
+                    "token ring ended with {value}, expected {}",
+                    RING_ROUNDS * pu
+                );
+                t.report("ring final");
+            }
+            t.report(format!("ring pe{me}"));
+        };
+        Thread::create(ring, 0).awaken();
+        if me == 0 {
+            let s = st.clone();
+            Thread::create(move || fib_thread(s, u64::from(FIB_N), FIB_ROOT, 0), 0).awaken();
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------
+// core_init_returns: ConverseInit-returns mode, one main thread per process
+// ---------------------------------------------------------------------------
+
+/// Polls the scheduler until `done()`; fails after 15 s.
+fn poll_until(done: impl Fn() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !done() {
+        converse::schedule_poll();
+        check!(
+            Instant::now() < deadline,
+            "{what}: still waiting after 15 s"
+        );
+        std::thread::sleep(Duration::from_micros(100));
+    }
+}
+
+/// One PE's part (the same on the PEs `init_returns` starts and on each
+/// process's main thread, its first PE): report to PE 0, which answers every
+/// PE once all have reported; wait for the answer.
+fn init_returns_pe() {
+    let (p, me) = (num_pes(), my_pe());
+    let reports: Rc<RefCell<Vec<u64>>> = Rc::default();
+    let r = reports.clone();
+    let h_report =
+        converse::register_handler(move |msg: Message| r.borrow_mut().push(word(&msg, 0)));
+    let answer: Rc<Cell<Option<u64>>> = Rc::default();
+    let a = answer.clone();
+    let h_answer = converse::register_handler(move |msg: Message| {
+        check!(
+            a.replace(Some(word(&msg, 0))).is_none(),
+            "a second answer from PE 0"
+        );
+    });
+    converse::sync_send_and_free(0, msg_words(h_report, &[me as u64], &[]));
+    if me == 0 {
+        poll_until(
+            || reports.borrow().len() == p,
+            "PE 0 waiting for every PE's report",
+        );
+        let mut got = reports.borrow().clone();
+        got.sort();
+        check!(
+            got == (0..p as u64).collect::<Vec<_>>(),
+            "reports from PEs {got:?}"
+        );
+        for q in 0..p {
+            converse::sync_send_and_free(q, msg_words(h_answer, &[q as u64 * 3 + 1], &[]));
+        }
+    }
+    poll_until(|| answer.get().is_some(), "waiting for PE 0's answer");
+    let want = me as u64 * 3 + 1;
+    check!(
+        answer.get() == Some(want),
+        "answer {:?}, expected {want}",
+        answer.get()
+    );
+}
+
+fn init_returns() -> i32 {
+    if let Err(e) = Converse::new().init_returns(|_| init_returns_pe()) {
+        eprintln!("bad command line: {e}");
+        return 2;
+    }
+    let first = converse::node_first(my_node());
+    check!(
+        my_pe() == first,
+        "init_returns made the main thread PE {}, not its process's first PE {first}",
+        my_pe()
+    );
+    init_returns_pe();
+    if my_pe() == 0 {
+        cmi_printf!("ok core_init_returns\n");
+    }
+    converse::finish(0)
+}
+
+// ---------------------------------------------------------------------------
+// core_exit and core_panic: one PE ends the whole job
+// ---------------------------------------------------------------------------
+
+/// The PE that ends the job: the last one (in the last process; rank 1 of
+/// its process when processes have two PEs).
+fn ender() -> usize {
+    num_pes() - 1
+}
+
+/// Keeps PE 0 and the first PE of process 1 busy with a ping-pong of a large
+/// message, has every
+/// PE answer PE 0, then tells the [`ender`] to `end` the job (in a handler,
+/// or in a user-level thread when `in_thread`).
+fn ending_job(end: fn(), in_thread: bool) -> i32 {
+    run_normal(move |_| {
+        let me = my_pe();
+        let partner = converse::node_first(1);
+        // A 256 KiB message bounced between the two processes without end:
+        // the job must end with it in flight.
+        let h_ping = converse::register_handler(move |mut msg: Message| {
+            let n = word(&msg, 0);
+            msg.payload_mut()[..8].copy_from_slice(&(n + 1).to_le_bytes());
+            let to = if my_pe() == 0 { partner } else { 0 };
+            converse::sync_send_and_free(to, msg);
+        });
+        let h_end = converse::register_handler(move |_msg: Message| {
+            check!(my_pe() == ender(), "end message on PE {}", my_pe());
+            if in_thread {
+                Thread::create(
+                    move || {
+                        converse::sleep(1.0);
+                        end();
+                    },
+                    0,
+                )
+                .awaken();
+            } else {
+                end();
+            }
+        });
+        let acks = Rc::new(Cell::new(0usize));
+        let h_ack = converse::register_handler(move |_msg: Message| {
+            acks.set(acks.get() + 1);
+            if acks.get() == num_pes() - 1 {
+                converse::sync_send_and_free(ender(), Message::new(h_end, 0));
+            }
+        });
+        let h_hello = converse::register_handler(move |_msg: Message| {
+            converse::sync_send_and_free(0, Message::new(h_ack, 0));
+        });
+        if me == 0 {
+            converse::sync_send_and_free(partner, msg_words(h_ping, &[0], &[0; 256 << 10]));
+            converse::sync_broadcast(&Message::new(h_hello, 0));
+        }
+    })
+}
+
+fn exit_seven() {
+    cmi_printf!("exiting from PE {} with 7\n", my_pe());
+    converse::exit(7)
+}
+
+fn deliberate_panic() {
+    panic!("deliberate panic on PE {}", my_pe())
+}
+
+// ---------------------------------------------------------------------------
+// The registry and the driver
+// ---------------------------------------------------------------------------
+
+/// Runs child program `name` if it is one of these; returns its exit code.
+pub fn child(name: &str, args: &[String]) -> Option<i32> {
+    let in_thread = args.iter().any(|a| a == "thread");
+    let check_src = args.iter().any(|a| a == "src");
+    Some(match name {
+        "core_topology" => topology(),
+        "core_sends" => sends(),
+        "core_large" => large(),
+        "core_node_sends" => node_sends(),
+        "core_bcast" => bcast(check_src),
+        "core_reduce" => reduce(),
+        "core_groups" => groups(check_src),
+        "core_qd" => qd(),
+        "core_threads" => threads(),
+        "core_init_returns" => init_returns(),
+        "core_exit" => ending_job(exit_seven, in_thread),
+        "core_panic" => ending_job(deliberate_panic, in_thread),
+        _ => return None,
+    })
+}
+
+/// Starts child program `name` as a job of `pes` PEs in processes of `ppn`
+/// over `netmod`, as `common::job` does but with a shorter hang guard.
+fn start_job(netmod: &str, pes: usize, ppn: usize, name: &str, extra: &[&str]) -> Finished {
+    let me = common::me();
+    let (p, n) = (pes.to_string(), ppn.to_string());
+    let mut args = vec!["+p", &p, "++ppn", &n, "++netmod", netmod, &me, name];
+    args.extend_from_slice(extra);
+    common::convrun(&args, JOB_LIMIT)
+}
+
+/// What a failed job left, for a panic message.
+fn output(f: &Finished) -> String {
+    format!(
+        "exit code {:?} after {:.2} s\n--- stdout\n{}\n--- stderr\n{}",
+        f.code,
+        f.elapsed.as_secs_f64(),
+        f.stdout,
+        f.stderr
+    )
+}
+
+/// The jobs of one driver case: each is run on every netmod and layout, and
+/// the case fails at the end, naming every job that went wrong (one bad
+/// layout does not hide another).
+#[derive(Default)]
+struct Jobs {
+    failures: Vec<String>,
+}
+
+impl Jobs {
+    /// Runs `name extra...` everywhere; `judge(job, pes)` says what is wrong
+    /// with a finished job, if anything. In `extra`, `{pes}` and `{ppn}`
+    /// stand for the layout's numbers.
+    fn run(
+        &mut self,
+        name: &str,
+        extra: &[&str],
+        judge: impl Fn(&Finished, usize) -> Option<String>,
+    ) {
+        for netmod in common::NETMODS {
+            for &(pes, ppn) in common::LAYOUTS {
+                let extra: Vec<String> = extra
+                    .iter()
+                    .map(|e| {
+                        e.replace("{pes}", &pes.to_string())
+                            .replace("{ppn}", &ppn.to_string())
+                    })
+                    .collect();
+                let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+                let f = start_job(netmod, pes, ppn, name, &extra);
+                if let Some(why) = judge(&f, pes) {
+                    self.failures.push(format!(
+                        "=== {name} {extra:?} over {netmod}, +p {pes} ++ppn {ppn}: {why}\n{}",
+                        output(&f)
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Runs `name extra...` everywhere; each job must end with 0 and print
+    /// `ok NAME`.
+    fn ok(&mut self, name: &str, extra: &[&str]) -> &mut Self {
+        let ok = format!("ok {name}");
+        self.run(name, extra, |f, _| {
+            (f.code != Some(0) || !f.stdout.lines().any(|l| l == ok))
+                .then(|| format!("expected exit code 0 and a line `{ok}`"))
+        });
+        self
+    }
+
+    /// Fails the case if any job went wrong.
+    fn check(&self) {
+        assert!(
+            self.failures.is_empty(),
+            "{} job(s) failed:\n{}",
+            self.failures.len(),
+            self.failures.join("\n")
+        );
+    }
+}
+
+fn core_topology() {
+    Jobs::default()
+        .ok("core_topology", &["{pes}", "{ppn}"])
+        .check();
+}
+
+fn core_sends() {
+    Jobs::default().ok("core_sends", &[]).check();
+}
+
+fn core_large() {
+    Jobs::default().ok("core_large", &[]).check();
+}
+
+fn core_node_sends() {
+    Jobs::default().ok("core_node_sends", &[]).check();
+}
+
+/// Runs `name` everywhere with the default spanning trees (branching 4: one
+/// hop from the root to every other process) and with chains (branching 1:
+/// collectives pass through every process in turn).
+fn ok_on_both_trees(name: &str) {
+    Jobs::default()
+        .ok(name, &[])
+        .ok(name, &["++spantree-branch1"])
+        .check();
+}
+
+fn core_bcast() {
+    ok_on_both_trees("core_bcast");
+}
+
+fn core_reduce() {
+    ok_on_both_trees("core_reduce");
+}
+
+fn core_groups() {
+    ok_on_both_trees("core_groups");
+}
+
+fn core_qd() {
+    ok_on_both_trees("core_qd");
+}
+
+fn core_threads() {
+    Jobs::default().ok("core_threads", &[]).check();
+}
+
+fn core_init_returns() {
+    Jobs::default().ok("core_init_returns", &[]).check();
+}
+
+/// `src_pe()` of collective copies that other PEs passed on: broadcasts
+/// down the trees (chains of processes with branching 1), multicasts
+/// relayed by a group member of another process. In-process, every copy
+/// says it is from the root or the sender (the in-process `bcast.rs` tests
+/// assert it); `core_bcast` and `core_groups` check everything else.
+fn core_src_pe() {
+    Jobs::default()
+        .ok("core_bcast", &["src"])
+        .ok("core_bcast", &["src", "++spantree-branch1"])
+        .ok("core_groups", &["src"])
+        .ok("core_groups", &["src", "++spantree-branch1"])
+        .check();
+}
+
+/// How long a job ended by one PE may take at most: less than the 5 s
+/// `convrun` gives the other processes before it kills them, so a process
+/// that does not end by itself fails the case.
+const ENDING_LIMIT: Duration = Duration::from_secs(4);
+
+fn core_exit() {
+    let mut jobs = Jobs::default();
+    for mode in ["handler", "thread"] {
+        jobs.run("core_exit", &[mode], |f, pes| {
+            let want = format!("exiting from PE {} with 7", pes - 1);
+            (f.code != Some(7) || !f.stdout.lines().any(|l| l == want) || f.elapsed >= ENDING_LIMIT)
+                .then(|| {
+                    format!("expected exit code 7 within {ENDING_LIMIT:?} and a line `{want}`")
+                })
+        });
+    }
+    jobs.check();
+}
+
+fn core_panic() {
+    let mut jobs = Jobs::default();
+    for mode in ["handler", "thread"] {
+        jobs.run("core_panic", &[mode], |f, _| {
+            let ended = matches!(f.code, Some(c) if c != 0);
+            (!ended || !f.stderr.contains("deliberate panic on PE") || f.elapsed >= ENDING_LIMIT)
+                .then(|| format!("expected a non-zero exit code within {ENDING_LIMIT:?} and the panic message on stderr"))
+        });
+    }
+    jobs.check();
+}
+
+/// The driver cases.
+pub fn cases() -> Vec<Case> {
+    vec![
+        ("core_topology", core_topology),
+        ("core_sends", core_sends),
+        ("core_large", core_large),
+        ("core_node_sends", core_node_sends),
+        ("core_bcast", core_bcast),
+        ("core_reduce", core_reduce),
+        ("core_groups", core_groups),
+        ("core_qd", core_qd),
+        ("core_threads", core_threads),
+        ("core_init_returns", core_init_returns),
+        ("core_src_pe", core_src_pe),
+        ("core_exit", core_exit),
+        ("core_panic", core_panic),
+    ]
+}
