@@ -1,7 +1,7 @@
-//! Between processes: ping-pong round trip and streaming bandwidth over the
-//! tcp network module, 8 B to 4 MiB, each beside the same operation on a raw
-//! TCP socket between two processes (busy-polling, no runtime); and the
-//! start-up time of `convrun +p 4`.
+//! Between processes: ping-pong latency and streaming bandwidth over the
+//! tcp and shm network modules, 8 B to 4 MiB, each beside the same operation
+//! done raw between two processes (a busy-polling TCP socket; a shared
+//! buffer with spinning flags); and the start-up time of `convrun +p 4`.
 //!
 //! `cargo bench -p converse --bench netmod`
 //!
@@ -14,6 +14,12 @@
 //! - `tcp_bw_<size>`: PE 0 sends a stream of messages to PE 1, which
 //!   answers once it has them all. Baseline `raw_tcp_stream_<size>`: the
 //!   same bytes written to one socket in writes of `<size>`.
+//! - `shm_oneway_<size>` (half the round trip, as MPICH's ping-pong
+//!   reports it) and `shm_bw_<size>`: the same over shm. Baselines
+//!   `raw_shm_oneway_<size>`: the bytes copied into a shared buffer, a flag
+//!   raised, the peer spinning on it copies them out and answers the same
+//!   way; `raw_shm_stream_<size>`: the peer fills two shared slots in turn,
+//!   the driver empties them.
 //! - `convrun_startup_p4`: `convrun +p 4` of a program that ends at once.
 //!   Baseline `spawn_4`: starting the same binary as 4 plain processes
 //!   (without the runtime) and waiting for them.
@@ -56,6 +62,7 @@ fn main() {
         Some("job-pingpong") => job_pingpong(),
         Some("job-noop") => job_noop(),
         Some("raw-peer") => raw_peer(&args[2]),
+        Some("raw-shm-peer") => raw_shm_peer(&args[2]),
         Some("noop") => {}
         _ => driver(),
     }
@@ -68,14 +75,25 @@ fn me() -> String {
 }
 
 fn driver() {
-    let raw = raw_figures();
+    let raw = raw_tcp_figures();
+    job_figures("tcp", &raw);
+    let raw = raw_shm_figures();
+    job_figures("shm", &raw);
+    startup_figure();
+}
+
+/// Runs the ping-pong job over `netmod` and prints its figures beside
+/// `raw`'s. Over shm the latency figure is one-way (half the round trip),
+/// as MPICH's reports it.
+fn job_figures(netmod: &str, raw: &Raw) {
     let out = Command::new(CONVRUN)
-        .args(["+p", "2", "++netmod", "tcp", &me(), "job-pingpong"])
+        .args(["+p", "2", "++netmod", netmod, &me(), "job-pingpong"])
         .stderr(Stdio::inherit())
         .output()
         .expect("convrun starts");
-    assert!(out.status.success(), "the ping-pong job failed");
+    assert!(out.status.success(), "the {netmod} ping-pong job failed");
     let text = String::from_utf8_lossy(&out.stdout);
+    let oneway = netmod == "shm";
     for l in text.lines() {
         let w: Vec<&str> = l.split_whitespace().collect();
         match w.as_slice() {
@@ -83,12 +101,18 @@ fn driver() {
                 let size: usize = size.parse().unwrap();
                 let name = common::size_name(size);
                 let base = raw.rtt.iter().find(|(s, _)| *s == size).unwrap().1;
+                let us: f64 = us.parse().unwrap();
+                let (figure, scale) = if oneway {
+                    ("oneway", 0.5)
+                } else {
+                    ("rtt", 1.0)
+                };
                 common::line(
-                    &format!("tcp_rtt_{name}"),
-                    us.parse().unwrap(),
+                    &format!("{netmod}_{figure}_{name}"),
+                    us * scale,
                     "us",
-                    &format!("raw_tcp_rtt_{name}"),
-                    base,
+                    &format!("raw_{netmod}_{figure}_{name}"),
+                    base * scale,
                     "us",
                 );
             }
@@ -97,10 +121,10 @@ fn driver() {
                 let name = common::size_name(size);
                 let base = raw.bw.iter().find(|(s, _)| *s == size).unwrap().1;
                 common::line(
-                    &format!("tcp_bw_{name}"),
+                    &format!("{netmod}_bw_{name}"),
                     gbps.parse().unwrap(),
                     "GB/s",
-                    &format!("raw_tcp_stream_{name}"),
+                    &format!("raw_{netmod}_stream_{name}"),
                     base,
                     "GB/s",
                 );
@@ -108,7 +132,6 @@ fn driver() {
             _ => {}
         }
     }
-    startup_figure();
 }
 
 fn startup_figure() {
@@ -251,7 +274,7 @@ fn raw_socket(s: &TcpStream) {
 
 /// The driver's side of the raw figures: it bounces and receives; a child
 /// process (`raw-peer`) echoes and streams.
-fn raw_figures() -> Raw {
+fn raw_tcp_figures() -> Raw {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let mut child = Command::new(me())
@@ -310,4 +333,147 @@ fn raw_peer(addr: &str) {
     }
     // Give the driver a moment before the socket closes.
     std::thread::sleep(Duration::from_millis(10));
+}
+
+// ---- the raw shared-memory baseline --------------------------------------------
+
+/// A shared buffer between the driver and its child: a flag word each way
+/// and two slots of data. The raw figures copy the bytes in and out once
+/// each, as a message through shared memory must, and spin on the flags.
+struct Shared {
+    base: *mut u8,
+}
+
+const SLOT: usize = 4 << 20;
+const SHARED_LEN: usize = 4096 + 2 * SLOT;
+
+impl Shared {
+    fn map(path: &str, create: bool) -> Shared {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(create)
+            .truncate(false)
+            .open(path)
+            .unwrap();
+        if create {
+            file.set_len(SHARED_LEN as u64).unwrap();
+        }
+        // SAFETY: a fresh shared mapping of a file of SHARED_LEN bytes.
+        let base = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                SHARED_LEN,
+                rustix::mm::ProtFlags::READ | rustix::mm::ProtFlags::WRITE,
+                rustix::mm::MapFlags::SHARED,
+                &file,
+                0,
+            )
+            .unwrap()
+        };
+        Shared { base: base.cast() }
+    }
+
+    /// Flag `i` (0: driver to child, 1: child to driver).
+    fn flag(&self, i: usize) -> &std::sync::atomic::AtomicU64 {
+        // SAFETY: 8-aligned offsets in the first page of the mapping, which
+        // lives as long as the process.
+        unsafe { &*(self.base.add(i * 64) as *const std::sync::atomic::AtomicU64) }
+    }
+
+    fn slot(&self, i: usize) -> *mut u8 {
+        // SAFETY: slot `i` of 2 is inside the mapping.
+        unsafe { self.base.add(4096 + (i % 2) * SLOT) }
+    }
+
+    fn wait(&self, i: usize, value: u64) {
+        while self.flag(i).load(std::sync::atomic::Ordering::Acquire) < value {
+            std::hint::spin_loop();
+        }
+    }
+
+    fn put(&self, slot: usize, from: &[u8]) {
+        // SAFETY: the slot holds SLOT bytes, more than any message here, and
+        // the flag protocol gives it to one side at a time.
+        unsafe { std::ptr::copy_nonoverlapping(from.as_ptr(), self.slot(slot), from.len()) };
+    }
+
+    fn take(&self, slot: usize, into: &mut [u8]) {
+        // SAFETY: as in `put`.
+        unsafe { std::ptr::copy_nonoverlapping(self.slot(slot), into.as_mut_ptr(), into.len()) };
+    }
+}
+
+fn raw_shm_figures() -> Raw {
+    let path = format!("/dev/shm/converse-bench-{}", std::process::id());
+    let sh = Shared::map(&path, true);
+    let mut child = Command::new(me())
+        .args(["raw-shm-peer", &path])
+        .spawn()
+        .unwrap();
+    let mut seq = 0u64;
+    let mut rtt = Vec::new();
+    for size in RTT_SIZES {
+        let rounds = rounds_for(size);
+        let mut buf = vec![1u8; size];
+        let t0 = Instant::now();
+        for _ in 0..rounds {
+            seq += 1;
+            sh.put(0, &buf);
+            sh.flag(0).store(seq, std::sync::atomic::Ordering::Release);
+            sh.wait(1, seq);
+            sh.take(1, &mut buf);
+        }
+        rtt.push((size, t0.elapsed().as_secs_f64() / rounds as f64 * 1e6));
+    }
+    // Streams: the child fills the two slots in turn; the driver empties
+    // them and hands each back.
+    let mut bw = Vec::new();
+    for size in BW_SIZES {
+        let count = (stream_bytes() / size).max(4) as u64;
+        let mut buf = vec![0u8; size];
+        let t0 = Instant::now();
+        for i in 0..count {
+            seq += 1;
+            sh.wait(1, seq);
+            sh.take(i as usize, &mut buf);
+            sh.flag(0).store(seq, std::sync::atomic::Ordering::Release);
+        }
+        bw.push((
+            size,
+            (count as usize * size) as f64 / t0.elapsed().as_secs_f64() / 1e9,
+        ));
+    }
+    child.wait().unwrap();
+    let _ = std::fs::remove_file(&path);
+    Raw { rtt, bw }
+}
+
+fn raw_shm_peer(path: &str) {
+    let sh = Shared::map(path, false);
+    let mut seq = 0u64;
+    for size in RTT_SIZES {
+        let mut buf = vec![0u8; size];
+        for _ in 0..rounds_for(size) {
+            seq += 1;
+            sh.wait(0, seq);
+            sh.take(0, &mut buf);
+            sh.put(1, &buf);
+            sh.flag(1).store(seq, std::sync::atomic::Ordering::Release);
+        }
+    }
+    for size in BW_SIZES {
+        let count = (stream_bytes() / size).max(4) as u64;
+        let buf = vec![2u8; size];
+        for i in 0..count {
+            seq += 1;
+            // Slot i % 2 is free once the driver took message i - 2.
+            if i >= 2 {
+                sh.wait(0, seq - 2);
+            }
+            sh.put(i as usize, &buf);
+            sh.flag(1).store(seq, std::sync::atomic::Ordering::Release);
+        }
+        sh.wait(0, seq);
+    }
 }

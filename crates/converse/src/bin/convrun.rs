@@ -50,7 +50,9 @@ struct Options {
     ppn: usize,
     local: bool,
     nodelist: Option<String>,
-    netmod: String,
+    /// `++netmod`; by default shm when every process is on this host, tcp
+    /// otherwise.
+    netmod: Option<String>,
     timeout: u64,
     verbose: bool,
     /// Program and its arguments (runtime flags included).
@@ -78,7 +80,7 @@ fn parse_args(args: Vec<String>) -> Options {
         ppn: 1,
         local: false,
         nodelist: None,
-        netmod: "tcp".into(),
+        netmod: None,
         timeout: 60,
         verbose: false,
         command: Vec::new(),
@@ -109,15 +111,15 @@ fn parse_args(args: Vec<String>) -> Options {
                 )
             }
             "++netmod" => {
-                o.netmod = words
+                let m = words
                     .next()
                     .unwrap_or_else(|| fail("++netmod needs a module name"));
-                if o.netmod != "tcp" {
+                if m != "tcp" && m != "shm" {
                     fail(&format!(
-                        "unknown ++netmod `{}` (this build has: tcp)",
-                        o.netmod
+                        "unknown ++netmod `{m}` (this build has: shm, tcp)"
                     ));
                 }
+                o.netmod = Some(m);
             }
             "++timeout" => o.timeout = parse_count("++timeout", words.next()) as u64,
             "+p" => {
@@ -326,6 +328,8 @@ struct Job {
     secondary: Option<i32>,
     /// A code that overrides all (a signal to convrun, a failed start-up).
     code: Option<i32>,
+    /// The job's token (names its shared-memory segments).
+    token: u64,
 }
 
 impl Job {
@@ -445,7 +449,11 @@ impl Job {
                             "convrun: {what} before its part of the job ended; ending the job"
                         );
                     }
-                    self.tell_all(&format!("abort {what}\n"));
+                    self.tell_all(&format!(
+                        "abort lost process {node} ({}): it {}\n",
+                        pes_of(node, self.opts.ppn),
+                        describe(status)
+                    ));
                     self.end_all(GRACE);
                 } else if first {
                     eprintln!("convrun: {what} before its part of the job ended");
@@ -466,13 +474,18 @@ impl Job {
         for f in self.forwarders.drain(..) {
             let _ = f.join();
         }
+        // Segments of processes that died before their peers mapped them
+        // (the others remove their own names at start-up).
+        converse::machine::launch::remove_segments(self.token, self.procs.len());
         let _ = std::io::stdout().flush();
         std::process::exit(self.final_code())
     }
 }
 
+#[allow(clippy::too_many_arguments)] // one call site; each is one variable of the protocol
 fn spawn(
     opts: &Options,
+    netmod: &str,
     node: usize,
     nodes: usize,
     host: &str,
@@ -486,7 +499,7 @@ fn spawn(
         ("CONVERSE_NODE", node.to_string()),
         ("CONVERSE_NODES", nodes.to_string()),
         ("CONVERSE_TOKEN", format!("{token:016x}")),
-        ("CONVERSE_NETMOD", opts.netmod.clone()),
+        ("CONVERSE_NETMOD", netmod.to_string()),
         ("CONVERSE_HOST", host.to_string()),
         ("CONVERSE_TIMEOUT", opts.timeout.to_string()),
     ];
@@ -539,6 +552,13 @@ fn main() {
         _ => vec!["127.0.0.1".into()],
     };
     let all_local = hosts.iter().all(|h| is_local_host(h));
+    let netmod = opts
+        .netmod
+        .clone()
+        .unwrap_or_else(|| if all_local { "shm" } else { "tcp" }.to_string());
+    if netmod == "shm" && !all_local {
+        fail("++netmod shm needs every process on this host (use ++netmod tcp, or ++local)");
+    }
     let listener = TcpListener::bind(if all_local {
         "127.0.0.1:0"
     } else {
@@ -559,7 +579,7 @@ fn main() {
             opts.pes,
             opts.ppn,
             hosts.len(),
-            opts.netmod
+            netmod
         );
     }
     let mut job = Job {
@@ -569,6 +589,7 @@ fn main() {
         chosen: None,
         secondary: None,
         code: None,
+        token,
         opts,
     };
     for node in 0..nodes {
@@ -579,7 +600,9 @@ fn main() {
             .filter(|n| hosts[n % hosts.len()] == *host)
             .count()
             * job.opts.ppn;
-        let mut child = spawn(&job.opts, node, nodes, host, host_pes, &addr, token);
+        let mut child = spawn(
+            &job.opts, &netmod, node, nodes, host, host_pes, &addr, token,
+        );
         if let Some(out) = child.stdout.take() {
             job.forwarders.push(forward(out, false));
         }

@@ -41,7 +41,36 @@ use std::time::{Duration, Instant};
 use super::topology::Topology;
 use crate::net::netmod::NetModule;
 use crate::net::network::Network;
+use crate::net::shm::ShmModule;
 use crate::net::tcp::TcpModule;
+
+/// The module a process runs, for the calls beyond the contract that
+/// start-up needs.
+enum Module {
+    Tcp(Arc<TcpModule>),
+    Shm(Arc<ShmModule>),
+}
+
+/// Removes an shm segment's name when start-up fails before the peers
+/// have all mapped it (after that it is gone already).
+struct UnlinkOnError<'a>(&'a Module);
+
+impl Drop for UnlinkOnError<'_> {
+    fn drop(&mut self) {
+        if let Module::Shm(m) = self.0 {
+            m.unlink();
+        }
+    }
+}
+
+/// Removes the shared-memory segments a job with `token` and `nodes`
+/// processes may have left (a process killed before its peers had mapped
+/// its segment). For the launcher, after the job.
+pub fn remove_segments(token: u64, nodes: usize) {
+    for node in 0..nodes {
+        let _ = rustix::shm::unlink(crate::net::shm::segment_name(token, node).as_str());
+    }
+}
 
 /// Default start-up deadline (`++timeout`), seconds.
 pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
@@ -116,7 +145,8 @@ pub(crate) fn placement() -> Result<Option<Placement>, String> {
 pub(crate) fn join(place: &Placement, topo: Topology) -> Result<Network, String> {
     let deadline = Instant::now() + place.timeout;
     let me = place.node;
-    let (module, card): (Arc<dyn NetModule>, Arc<TcpModule>) = match place.netmod.as_str() {
+    let max = crate::net::frame::DEFAULT_MAX_PAYLOAD;
+    let (module, kind) = match place.netmod.as_str() {
         "tcp" => {
             let bind: SocketAddr = if place.host == "127.0.0.1" || place.host == "localhost" {
                 "127.0.0.1:0".parse().expect("literal address")
@@ -124,26 +154,29 @@ pub(crate) fn join(place: &Placement, topo: Topology) -> Result<Network, String>
                 "0.0.0.0:0".parse().expect("literal address")
             };
             let tcp = Arc::new(
-                TcpModule::init(
-                    me,
-                    place.nodes,
-                    place.token,
-                    bind,
-                    &place.host,
-                    crate::net::frame::DEFAULT_MAX_PAYLOAD,
-                )
-                .map_err(|e| e.to_string())?,
+                TcpModule::init(me, place.nodes, place.token, bind, &place.host, max)
+                    .map_err(|e| e.to_string())?,
             );
-            (tcp.clone(), tcp)
+            (tcp.clone() as Arc<dyn NetModule>, Module::Tcp(tcp))
+        }
+        "shm" => {
+            let shm = Arc::new(
+                ShmModule::init(me, place.nodes, place.token, max).map_err(|e| e.to_string())?,
+            );
+            (shm.clone() as Arc<dyn NetModule>, Module::Shm(shm))
         }
         other => {
             return Err(format!(
-                "unknown network module `{other}` (this build has: tcp)"
+                "unknown network module `{other}` (this build has: shm, tcp)"
             ));
         }
     };
-    let tcp = card;
-    let network = Network::new(me, topo, module.clone(), |u| tcp.set_upcalls(u));
+    // The segment of a process that fails here must not outlive it.
+    let _unlink = UnlinkOnError(&kind);
+    let network = Network::new(me, topo, module.clone(), |u| match &kind {
+        Module::Tcp(m) => m.set_upcalls(u),
+        Module::Shm(m) => m.set_upcalls(u),
+    });
 
     // Hello to the launcher, then every process's card.
     let mut link = connect(&place.launcher, deadline)
@@ -196,7 +229,11 @@ pub(crate) fn join(place: &Placement, topo: Topology) -> Result<Network, String>
             module.vc_init(peer, card).map_err(|e| e.to_string())?;
         }
     }
-    tcp.accept_peers(deadline).map_err(|e| e.to_string())?;
+    match &kind {
+        Module::Tcp(m) => m.accept_peers(deadline),
+        Module::Shm(m) => m.accept_peers(deadline),
+    }
+    .map_err(|e| e.to_string())?;
     link.set_read_timeout(None).map_err(|e| e.to_string())?;
     let _ = LINK.set(Mutex::new(link));
     watch_launcher(reader, me);

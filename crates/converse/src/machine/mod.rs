@@ -5,7 +5,8 @@ pub mod exit;
 pub mod globals;
 pub mod io;
 pub(crate) mod job;
-pub(crate) mod launch;
+#[doc(hidden)]
+pub mod launch;
 pub mod lock;
 pub(crate) mod pe;
 pub mod startup;

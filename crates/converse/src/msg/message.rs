@@ -432,6 +432,39 @@ impl Message {
         }
     }
 
+    /// A message of `len` bytes whose bytes `fill` writes, without zeroing
+    /// them first (a large message received straight into its buffer).
+    /// `fill` gets the buffer's start and `len`, and must write all `len`
+    /// bytes unless it fails; its error is returned.
+    ///
+    /// # Panics
+    /// If `len` is shorter than a header or longer than the largest message.
+    pub(crate) fn filled_by<E>(
+        len: usize,
+        fill: impl FnOnce(*mut u8, usize) -> Result<(), E>,
+    ) -> Result<Message, E> {
+        assert!(
+            (MSG_HEADER_SIZE..=MAX_MESSAGE_SIZE).contains(&len),
+            "Message::filled_by({len})"
+        );
+        let n = chunks_for(len);
+        let mut chunks: Box<[std::mem::MaybeUninit<Chunk>]> = Box::new_uninit_slice(n);
+        // The last chunk's bytes past `len` are never written by `fill`.
+        chunks[n - 1].write(Chunk([0; CHUNK]));
+        fill(chunks.as_mut_ptr().cast::<u8>(), len)?;
+        // SAFETY: `fill` wrote bytes `0..len` (its contract) and the bytes
+        // after `len` are the zeroed tail of the last chunk; `Chunk` is
+        // plain bytes, so every chunk is now a valid value.
+        let chunks = unsafe { chunks.assume_init() };
+        Ok(Message {
+            buf: Buf::Owned(chunks),
+            first: 0,
+            len: len as u32,
+            src: 0,
+            from_net: false,
+        })
+    }
+
     /// A copy of this message in a new shared buffer, with `header` in place
     /// of its own (what a copying broadcast sends): one copy, however many
     /// receivers then share it.

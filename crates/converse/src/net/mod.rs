@@ -12,6 +12,7 @@ pub(crate) mod inbox;
 pub(crate) mod mpsc;
 pub(crate) mod netmod;
 pub(crate) mod network;
+pub(crate) mod shm;
 pub(crate) mod tcp;
 #[cfg(test)]
 mod testing;

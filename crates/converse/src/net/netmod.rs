@@ -223,6 +223,11 @@ pub trait Upcalls: Send + Sync {
     /// The VC to `peer` broke: the peer closed it, reset it, or sent bytes
     /// that are not a frame stream.
     fn vc_failed(&self, peer: usize, why: String);
+    /// A `Message` frame whose body the module received straight into a
+    /// message buffer (a large-message transfer): no copy to make.
+    fn message(&self, peer: usize, header: FrameHeader, msg: Message) {
+        self.frame(peer, header, msg.as_bytes().to_vec());
+    }
     /// Whether the layer above takes more frames now (flow control). While
     /// it says no, the module leaves received bytes in the network; it
     /// reads them after [`NetModule::resume_receiving`].

@@ -179,16 +179,23 @@ impl Shared {
     }
 
     fn on_message(&self, peer: usize, h: FrameHeader, body: Vec<u8>) {
+        if self.draining.load(Ordering::Acquire) {
+            return;
+        }
+        match Message::from_bytes(&body) {
+            Ok(msg) => self.deliver(peer, h, msg),
+            Err(e) => self.fault(peer, &format!("malformed message: {e}")),
+        }
+    }
+
+    /// Checks a message from `peer` and puts it in its destination's inbox.
+    fn deliver(&self, peer: usize, h: FrameHeader, mut msg: Message) {
         let Some(job) = self.job.get().and_then(Weak::upgrade) else {
             return;
         };
         if self.draining.load(Ordering::Acquire) {
             return;
         }
-        let mut msg = match Message::from_bytes(&body) {
-            Ok(m) => m,
-            Err(e) => self.fault(peer, &format!("malformed message: {e}")),
-        };
         // The original sender (a forwarded broadcast copy keeps its root's
         // number), so any PE of the job.
         let src = h.src as usize;
@@ -303,6 +310,22 @@ impl Upcalls for Shared {
     fn vc_terminated(&self, peer: usize) {
         lock(&self.state).terminated[peer] = true;
         self.changed.notify_all();
+    }
+
+    fn message(&self, peer: usize, header: FrameHeader, msg: Message) {
+        if msg.header().total_size as usize != msg.len() {
+            self.fault(
+                peer,
+                &format!(
+                    "malformed message: {}",
+                    crate::msg::message::MsgError::SizeMismatch {
+                        header: msg.header().total_size,
+                        actual: msg.len()
+                    }
+                ),
+            );
+        }
+        self.deliver(peer, header, msg)
     }
 
     fn room(&self) -> bool {

@@ -17,7 +17,7 @@ pub fn me() -> String {
 }
 
 /// The network modules every core-runtime program runs over.
-pub const NETMODS: &[&str] = &["tcp"];
+pub const NETMODS: &[&str] = &["shm", "tcp"];
 
 /// The layouts every core-runtime program runs on: (PEs, PEs per process).
 pub const LAYOUTS: &[(usize, usize)] = &[(4, 2), (3, 1)];

@@ -1,0 +1,959 @@
+//! The shm network module: processes on one host exchange frames through
+//! rings of cells in shared memory (after Nemesis's shared-memory channel),
+//! and large messages are read in one copy with `process_vm_readv`.
+//!
+//! # Segments
+//!
+//! Each process creates one POSIX shared-memory segment,
+//! `/converse-<token>-<node>`, holding a header and one ring of cells per
+//! possible sender. Its business card is `shm:NAME:PID:ADDR` (ADDR: where
+//! the segment is mapped in the owner, for the single-copy probe). At
+//! start-up every process maps every other's segment (`vc_init`) and counts
+//! itself in the owner's `attached`; once all have, the owner unlinks the
+//! name ([`ShmModule::accept_peers`]), so nothing is left in `/dev/shm`
+//! whatever happens to the job later. Until then the launcher removes
+//! leftovers of a job that failed early. Everything in a segment is found
+//! by offset from its base, never by pointer: each process maps it at its
+//! own address.
+//!
+//! # Layout (offsets in bytes)
+//!
+//! | at | what |
+//! |---|---|
+//! | 0 | magic `CVRSSHM1`, token (u64), nodes (u32), owner node (u32), owner pid (u32) |
+//! | 64 | `attached` (u32): peers that mapped the segment |
+//! | 128 | `wake` (u32 futex word, bumped by every waker), `sleeping` (u32) |
+//! | 4096 + r * RING | the ring written by process `r` |
+//!
+//! A ring: `head` (consumer, own cache line), `tail` (producer), `waiting`
+//! (the producer waits for room), then [`CELLS`] cells of [`CELL_BYTES`]:
+//! a length (u32) and up to [`CELL_DATA`] bytes of the sender's frame
+//! stream. A cell carries any part of the stream: several small frames, or
+//! a piece of a large one (the cooperative copy: the sender fills cells as
+//! the receiver empties them). The receiver feeds each cell's bytes to the
+//! VC's `Reassembler` (the one reassembly path; a cell's length and every
+//! frame are checked, since another process wrote them).
+//!
+//! # Single-copy large messages (the spec's Get mode)
+//!
+//! A message of [`LMT_MIN`] bytes or more goes as an `LmtRts` frame whose
+//! body is the cookie (address, length, id) of the sender's buffer, which
+//! the sender keeps. The receiver allocates the message and reads it with
+//! `process_vm_readv` straight into it, then answers `LmtDone(id)`, and the
+//! sender drops its buffer. At start-up each VC probes the peer's segment
+//! header with `process_vm_readv`; where the system forbids it (ptrace
+//! restrictions), large messages go through the cells instead.
+//!
+//! # Concurrency protocol
+//!
+//! - A ring has one producer process; inside it, the VC's `send` lock makes
+//!   one thread the producer at a time. One consumer: the owner's thread
+//!   holding the VC's `recv` lock. `tail` is stored (Release) after the
+//!   cell is written; `head` after it is read; each side loads the other's
+//!   index with Acquire.
+//! - Sleeping: the owner's progress thread sets `sleeping`, fences, looks
+//!   at its rings once more, then waits on the futex word `wake` if it has
+//!   not changed. A producer, after publishing a cell, fences and, if
+//!   `sleeping` is set, bumps `wake` and wakes it. The fences order
+//!   "publish, then look at `sleeping`" against "set `sleeping`, then look
+//!   for data" (as in `csd::idle`), so no wake-up is lost.
+//! - A producer that finds the ring full sets the ring's `waiting` and
+//!   looks again; a consumer that frees a cell and sees `waiting` clears it
+//!   and wakes the producer's process the same way.
+use std::collections::{HashMap, VecDeque};
+use std::ffi::c_void;
+use std::os::fd::OwnedFd;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+use rustix::fs::Mode;
+use rustix::mm::{MapFlags, ProtFlags};
+use rustix::shm::OFlags;
+use rustix::thread::futex;
+
+use super::frame::{FRAME_HEADER_SIZE, FrameHeader, FrameKind, Reassembler};
+use super::netmod::{NetError, NetModule, PollDir, SendData, SendRequest, Upcalls};
+use crate::msg::message::Message;
+
+const MAGIC: &[u8; 8] = b"CVRSSHM1";
+const HEADER: usize = 4096;
+/// Bytes of one cell, and of its data.
+pub(crate) const CELL_BYTES: usize = 16 << 10;
+pub(crate) const CELL_DATA: usize = CELL_BYTES - 16;
+/// Cells per ring (a power of two).
+pub(crate) const CELLS: usize = 64;
+const RING_META: usize = 192;
+const RING: usize = RING_META + CELLS * CELL_BYTES;
+/// Messages from this size on go by single copy (when the system allows).
+pub(crate) const LMT_MIN: usize = 256 << 10;
+/// Size of an `LmtRts` cookie: address, length, id.
+const COOKIE: usize = 24;
+
+const OFF_ATTACHED: usize = 64;
+const OFF_WAKE: usize = 128;
+const OFF_SLEEPING: usize = 132;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn segment_len(nodes: usize) -> usize {
+    HEADER + nodes * RING
+}
+
+/// The name of process `node`'s segment.
+pub(crate) fn segment_name(token: u64, node: usize) -> String {
+    format!("/converse-{token:016x}-{node}")
+}
+
+/// A mapping of a segment, unmapped on drop.
+struct Mapping {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory; every access goes through
+// atomics or through the ring protocol of the module comment.
+unsafe impl Send for Mapping {}
+// SAFETY: as above.
+unsafe impl Sync for Mapping {}
+
+impl Mapping {
+    fn map(fd: &OwnedFd, len: usize) -> std::io::Result<Mapping> {
+        // SAFETY: a fresh shared mapping of a file we hold; nothing else in
+        // this process refers to the range it returns.
+        let base = unsafe {
+            rustix::mm::mmap(
+                std::ptr::null_mut(),
+                len,
+                ProtFlags::READ | ProtFlags::WRITE,
+                MapFlags::SHARED,
+                fd,
+                0,
+            )
+        }?;
+        Ok(Mapping {
+            base: base.cast(),
+            len,
+        })
+    }
+
+    /// The `u32` atomic at `off` (4-aligned, inside the mapping).
+    fn u32_at(&self, off: usize) -> &AtomicU32 {
+        assert!(off % 4 == 0 && off + 4 <= self.len);
+        // SAFETY: in bounds and aligned (checked); the page is mapped for the
+        // mapping's life, which bounds the reference's.
+        unsafe { &*(self.base.add(off) as *const AtomicU32) }
+    }
+
+    /// The `u64` atomic at `off` (8-aligned, inside the mapping).
+    fn u64_at(&self, off: usize) -> &AtomicU64 {
+        assert!(off % 8 == 0 && off + 8 <= self.len);
+        // SAFETY: as in `u32_at`.
+        unsafe { &*(self.base.add(off) as *const AtomicU64) }
+    }
+
+    fn ring(&self, writer: usize) -> Ring<'_> {
+        let at = HEADER + writer * RING;
+        assert!(at + RING <= self.len);
+        Ring { map: self, at }
+    }
+
+    fn wake_owner(&self) {
+        fence(Ordering::SeqCst);
+        if self.u32_at(OFF_SLEEPING).load(Ordering::SeqCst) != 0 {
+            let word = self.u32_at(OFF_WAKE);
+            word.fetch_add(1, Ordering::SeqCst);
+            let _ = futex::wake(word, futex::Flags::empty(), 1);
+        }
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: the range was mapped by `map` and nothing refers to it
+        // once the mapping is dropped (references borrow the mapping).
+        let _ = unsafe { rustix::mm::munmap(self.base.cast::<c_void>(), self.len) };
+    }
+}
+
+/// One ring of a segment (see the layout).
+struct Ring<'a> {
+    map: &'a Mapping,
+    at: usize,
+}
+
+impl Ring<'_> {
+    fn head(&self) -> &AtomicU64 {
+        self.map.u64_at(self.at)
+    }
+    fn tail(&self) -> &AtomicU64 {
+        self.map.u64_at(self.at + 64)
+    }
+    fn waiting(&self) -> &AtomicU32 {
+        self.map.u32_at(self.at + 128)
+    }
+    /// The cell for index `i`: its length word and data.
+    fn cell(&self, i: u64) -> (&AtomicU32, *mut u8) {
+        let off = self.at + RING_META + (i as usize % CELLS) * CELL_BYTES;
+        // SAFETY: `off + CELL_BYTES` is inside the ring (layout).
+        (self.map.u32_at(off), unsafe { self.map.base.add(off + 16) })
+    }
+}
+
+/// Bytes on their way into a ring: a frame header and its data.
+struct Pending {
+    header: Option<[u8; FRAME_HEADER_SIZE]>,
+    data: SendData,
+    written: usize,
+    req: Option<SendRequest>,
+}
+
+impl Pending {
+    fn total(&self) -> usize {
+        self.header.map_or(0, |h| h.len()) + self.data.as_slice().len()
+    }
+
+    /// The next unwritten bytes (of the header, then of the data).
+    fn rest(&self) -> &[u8] {
+        let hdr = self.header.as_ref().map_or(0, |h| h.len());
+        if self.written < hdr {
+            &self.header.as_ref().expect("header")[self.written..]
+        } else {
+            &self.data.as_slice()[self.written - hdr..]
+        }
+    }
+}
+
+#[derive(Default)]
+struct SendSide {
+    queue: VecDeque<Pending>,
+    terminate: bool,
+    closed: bool,
+    failed: bool,
+}
+
+/// A virtual connection to one peer process.
+struct Vc {
+    peer: usize,
+    pid: i32,
+    /// The peer's segment: we write into its ring for us.
+    theirs: Mapping,
+    send: Mutex<SendSide>,
+    recv: Mutex<Reassembler>,
+    queued: AtomicUsize,
+    /// Large messages may be read from this peer in one copy.
+    single_copy: bool,
+    terminated: AtomicBool,
+}
+
+/// The shm network module of one process.
+pub(crate) struct ShmModule {
+    me: usize,
+    nodes: usize,
+    token: u64,
+    name: String,
+    own: Mapping,
+    unlinked: AtomicBool,
+    vcs: Box<[OnceLock<Vc>]>,
+    upcalls: OnceLock<Arc<dyn Upcalls>>,
+    max_payload: usize,
+    /// Large messages lent to a peer until its `LmtDone`, by id.
+    lent: Mutex<HashMap<u64, Message>>,
+    next_lmt: AtomicU64,
+    resume: AtomicBool,
+    /// `wake` was called and no wait has seen it yet.
+    woken: AtomicBool,
+    /// Serializes waits on the futex (one progress thread).
+    poll: Mutex<()>,
+}
+
+fn err(e: impl std::fmt::Display) -> NetError {
+    NetError::local(format!("shm: {e}"))
+}
+
+impl ShmModule {
+    /// `net_module_init`: creates this process's segment.
+    pub fn init(
+        me: usize,
+        nodes: usize,
+        token: u64,
+        max_payload: usize,
+    ) -> Result<ShmModule, NetError> {
+        let name = segment_name(token, me);
+        let fd = rustix::shm::open(
+            name.as_str(),
+            OFlags::CREATE | OFlags::EXCL | OFlags::RDWR,
+            Mode::RUSR | Mode::WUSR,
+        )
+        .map_err(|e| err(format!("cannot create {name}: {e}")))?;
+        let len = segment_len(nodes);
+        let made = rustix::fs::ftruncate(&fd, len as u64)
+            .map_err(|e| err(format!("cannot size {name}: {e}")))
+            .and_then(|()| {
+                Mapping::map(&fd, len).map_err(|e| err(format!("cannot map {name}: {e}")))
+            });
+        let own = match made {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = rustix::shm::unlink(name.as_str());
+                return Err(e);
+            }
+        };
+        // SAFETY: the header's first 28 bytes, in bounds; no other process
+        // reads them before our card is published.
+        unsafe {
+            std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), own.base, 8);
+            std::ptr::copy_nonoverlapping(token.to_le_bytes().as_ptr(), own.base.add(8), 8);
+            std::ptr::copy_nonoverlapping(
+                (nodes as u32).to_le_bytes().as_ptr(),
+                own.base.add(16),
+                4,
+            );
+            std::ptr::copy_nonoverlapping((me as u32).to_le_bytes().as_ptr(), own.base.add(20), 4);
+            std::ptr::copy_nonoverlapping(
+                std::process::id().to_le_bytes().as_ptr(),
+                own.base.add(24),
+                4,
+            );
+        }
+        // Let peers read our memory (large messages): needed where Yama's
+        // ptrace restrictions are on; harmless elsewhere.
+        // SAFETY: prctl with integer arguments only.
+        unsafe {
+            libc::prctl(libc::PR_SET_PTRACER, libc::PR_SET_PTRACER_ANY, 0, 0, 0);
+        }
+        Ok(ShmModule {
+            me,
+            nodes,
+            token,
+            name,
+            own,
+            unlinked: AtomicBool::new(false),
+            vcs: (0..nodes).map(|_| OnceLock::new()).collect(),
+            upcalls: OnceLock::new(),
+            max_payload,
+            lent: Mutex::new(HashMap::new()),
+            next_lmt: AtomicU64::new(1),
+            resume: AtomicBool::new(false),
+            woken: AtomicBool::new(false),
+            poll: Mutex::new(()),
+        })
+    }
+
+    /// Sets who hears about frames and connection events.
+    pub fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>) {
+        let _ = self.upcalls.set(upcalls);
+    }
+
+    fn upcalls(&self) -> &dyn Upcalls {
+        &**self.upcalls.get().expect("shm: upcalls set before use")
+    }
+
+    /// Waits until every other process has mapped this one's segment, then
+    /// removes its name. Fails naming the count missing after `deadline`.
+    pub fn accept_peers(&self, deadline: Instant) -> Result<(), NetError> {
+        let attached = self.own.u32_at(OFF_ATTACHED);
+        while attached.load(Ordering::Acquire) as usize + 1 < self.nodes {
+            if Instant::now() >= deadline {
+                let absent: Vec<String> = (0..self.nodes)
+                    .filter(|&p| p != self.me && self.vcs[p].get().is_none())
+                    .map(|p| p.to_string())
+                    .collect();
+                self.unlink();
+                return Err(err(format!(
+                    "process {} waited in vain for the other processes to map its segment ({} of {} did; this one has not reached process(es) {})",
+                    self.me,
+                    attached.load(Ordering::Acquire),
+                    self.nodes - 1,
+                    if absent.is_empty() {
+                        "none".into()
+                    } else {
+                        absent.join(", ")
+                    }
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        self.unlink();
+        Ok(())
+    }
+
+    /// Removes the segment's name (the memory stays until every mapping is
+    /// gone).
+    pub fn unlink(&self) {
+        if !self.unlinked.swap(true, Ordering::AcqRel) {
+            let _ = rustix::shm::unlink(self.name.as_str());
+        }
+    }
+
+    fn vc(&self, peer: usize) -> Result<&Vc, NetError> {
+        self.vcs
+            .get(peer)
+            .and_then(|v| v.get())
+            .ok_or_else(|| NetError::peer(peer, "shm: no connection to this process"))
+    }
+
+    /// Reads `into.len()` bytes at `addr` in process `pid` into `into`.
+    fn read_remote(pid: i32, addr: u64, into: &mut [u8]) -> std::io::Result<()> {
+        Self::read_remote_raw(pid, addr, into.as_mut_ptr(), into.len())
+    }
+
+    /// Reads `len` bytes at `addr` in process `pid` to `to`, which must be
+    /// valid for `len` bytes of writes. All of them, or an error.
+    fn read_remote_raw(pid: i32, addr: u64, to: *mut u8, len: usize) -> std::io::Result<()> {
+        let mut done = 0;
+        while done < len {
+            let local = libc::iovec {
+                // SAFETY: `done < len`: inside the caller's buffer.
+                iov_base: unsafe { to.add(done) }.cast(),
+                iov_len: len - done,
+            };
+            let remote = libc::iovec {
+                iov_base: (addr as usize + done) as *mut c_void,
+                iov_len: len - done,
+            };
+            // SAFETY: `local` covers memory the caller gave us for writing;
+            // the kernel checks `remote` against the other process's
+            // mappings.
+            let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+            if n < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if n == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+            done += n as usize;
+        }
+        Ok(())
+    }
+
+    /// Queues `p` on `vc` and writes what the ring takes (unless `now` is
+    /// false and the queue is small: the caller flushes soon). Returns true
+    /// if the queue is empty after.
+    fn send_pending(&self, vc: &Vc, p: Pending, now: bool) -> Result<bool, NetError> {
+        let mut side = lock(&vc.send);
+        if side.failed || side.closed || side.terminate {
+            return Err(NetError::peer(vc.peer, "shm: send on a closed connection"));
+        }
+        let queued = vc.queued.fetch_add(p.total(), Ordering::Relaxed) + p.total();
+        side.queue.push_back(p);
+        if !now && queued < CELL_DATA && side.queue.len() < 64 {
+            return Ok(false);
+        }
+        self.drain(vc, &mut side);
+        Ok(side.queue.is_empty())
+    }
+
+    /// Fills free cells of the peer's ring from the queue, packing small
+    /// frames together. Returns whether anything was written.
+    fn drain(&self, vc: &Vc, side: &mut SendSide) -> bool {
+        let ring = vc.theirs.ring(self.me);
+        let mut moved = false;
+        while !side.queue.is_empty() {
+            let tail = ring.tail().load(Ordering::Relaxed);
+            if tail - ring.head().load(Ordering::Acquire) >= CELLS as u64 {
+                // Full: ask to be woken when a cell frees, then look again
+                // (the consumer may have freed one before seeing the flag).
+                ring.waiting().store(1, Ordering::SeqCst);
+                fence(Ordering::SeqCst);
+                if tail - ring.head().load(Ordering::Acquire) >= CELLS as u64 {
+                    break;
+                }
+                ring.waiting().store(0, Ordering::Relaxed);
+            }
+            let (len_word, data) = ring.cell(tail);
+            let mut filled = 0;
+            let mut sent = 0;
+            while filled < CELL_DATA {
+                let Some(front) = side.queue.front_mut() else {
+                    break;
+                };
+                let bytes = front.rest();
+                let n = bytes.len().min(CELL_DATA - filled);
+                // SAFETY: the cell is ours until `tail` is published (the
+                // consumer is `CELLS` or fewer behind, checked above);
+                // `filled + n <= CELL_DATA`.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), data.add(filled), n) };
+                filled += n;
+                sent += n;
+                front.written += n;
+                if front.written == front.total() {
+                    let done = side.queue.pop_front().expect("front");
+                    if let Some(req) = done.req {
+                        if let Some(more) = req.data_sent() {
+                            let p = Pending {
+                                header: None,
+                                data: more,
+                                written: 0,
+                                req: Some(req),
+                            };
+                            vc.queued.fetch_add(p.total(), Ordering::Relaxed);
+                            side.queue.push_front(p);
+                        }
+                    }
+                }
+            }
+            len_word.store(filled as u32, Ordering::Relaxed);
+            ring.tail().store(tail + 1, Ordering::Release);
+            vc.queued.fetch_sub(sent, Ordering::Relaxed);
+            moved = true;
+        }
+        if moved {
+            vc.theirs.wake_owner();
+        }
+        if side.queue.is_empty() && side.terminate && !side.closed {
+            side.closed = true;
+        }
+        moved
+    }
+
+    fn flush(&self, vc: &Vc) -> bool {
+        let mut side = lock(&vc.send);
+        let moved = self.drain(vc, &mut side);
+        let closed = side.closed;
+        drop(side);
+        if closed {
+            self.check_terminated(vc);
+        }
+        moved
+    }
+
+    fn check_terminated(&self, vc: &Vc) {
+        if lock(&vc.send).closed && !vc.terminated.swap(true, Ordering::AcqRel) {
+            self.upcalls().vc_terminated(vc.peer);
+        }
+    }
+
+    /// Reads the cells `peer` wrote into this process's segment.
+    fn receive(&self, vc: &Vc, mut reasm: MutexGuard<'_, Reassembler>) -> bool {
+        let ring = self.own.ring(vc.peer);
+        let mut moved = false;
+        loop {
+            if !self.upcalls().room() {
+                return moved;
+            }
+            let head = ring.head().load(Ordering::Relaxed);
+            if head == ring.tail().load(Ordering::Acquire) {
+                return moved;
+            }
+            let (len_word, data) = ring.cell(head);
+            let len = len_word.load(Ordering::Relaxed) as usize;
+            if len > CELL_DATA {
+                ring.head().store(head + 1, Ordering::Release);
+                drop(reasm);
+                self.upcalls().vc_failed(
+                    vc.peer,
+                    format!("malformed data from process {}: a cell of {len} bytes (at most {CELL_DATA})", vc.peer),
+                );
+                return true;
+            }
+            // SAFETY: the cell is ours until `head` moves past it (`tail`
+            // published it with Release, we loaded it with Acquire, and the
+            // producer writes a cell only once `head` has passed it); `len`
+            // is within the cell (checked). The reassembler reads each byte
+            // once (copying it out), so a peer that broke the protocol could
+            // garble its own frames, which are checked, but nothing else.
+            let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, len) };
+            let mut lmt = Vec::new();
+            let result = reasm.handle(bytes, |h, body| match h.kind {
+                FrameKind::LmtRts | FrameKind::LmtDone => lmt.push((h, body)),
+                _ => self.upcalls().frame(vc.peer, h, body),
+            });
+            ring.head().store(head + 1, Ordering::Release);
+            fence(Ordering::SeqCst);
+            if ring.waiting().swap(0, Ordering::SeqCst) != 0 {
+                vc.theirs.wake_owner();
+            }
+            moved = true;
+            if let Err(e) = result {
+                drop(reasm);
+                self.upcalls().vc_failed(vc.peer, e.to_string());
+                return true;
+            }
+            for (h, body) in lmt {
+                self.on_lmt(vc, h, &body);
+            }
+        }
+    }
+
+    /// The single-copy transfer's packets (see the module comment).
+    fn on_lmt(&self, vc: &Vc, h: FrameHeader, body: &[u8]) {
+        let peer = vc.peer;
+        match h.kind {
+            FrameKind::LmtRts if body.len() == COOKIE => {
+                let word =
+                    |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"));
+                let (addr, len, id) = (word(0), word(8) as usize, word(16));
+                if len > self.max_payload || len < crate::msg::message::MSG_HEADER_SIZE {
+                    return self.upcalls().vc_failed(
+                        peer,
+                        format!(
+                            "malformed data from process {peer}: a large message of {len} bytes"
+                        ),
+                    );
+                }
+                let read =
+                    Message::filled_by(len, |to, len| Self::read_remote_raw(vc.pid, addr, to, len));
+                let msg = match read {
+                    Ok(msg) => msg,
+                    Err(e) => {
+                        return self.upcalls().vc_failed(
+                            peer,
+                            format!(
+                                "cannot read a large message from process {peer} (pid {}): {e}",
+                                vc.pid
+                            ),
+                        );
+                    }
+                };
+                let mut done = vec![0u8; 8];
+                done.copy_from_slice(&id.to_le_bytes());
+                let header = FrameHeader {
+                    kind: FrameKind::LmtDone,
+                    flags: 0,
+                    len: 8,
+                    src: self.me as u32,
+                    tag: 0,
+                };
+                let _ = self.send_pending(
+                    vc,
+                    Pending {
+                        header: Some(header.encode()),
+                        data: SendData::Bytes(done),
+                        written: 0,
+                        req: None,
+                    },
+                    true,
+                );
+                let msg_header = FrameHeader {
+                    kind: FrameKind::Message,
+                    len: len as u32,
+                    ..h
+                };
+                self.upcalls().message(peer, msg_header, msg);
+            }
+            FrameKind::LmtDone if body.len() == 8 => {
+                let id = u64::from_le_bytes(body.try_into().expect("8 bytes"));
+                if lock(&self.lent).remove(&id).is_none() {
+                    self.upcalls().vc_failed(
+                        peer,
+                        format!("malformed data from process {peer}: done with large message {id}, which was never lent"),
+                    );
+                }
+            }
+            kind => self.upcalls().vc_failed(
+                peer,
+                format!(
+                    "malformed data from process {peer}: a {kind:?} packet of {} bytes",
+                    body.len()
+                ),
+            ),
+        }
+    }
+
+    /// True if some ring of this process's segment has cells to read.
+    fn has_incoming(&self) -> bool {
+        (0..self.nodes).filter(|&p| p != self.me).any(|p| {
+            let ring = self.own.ring(p);
+            ring.head().load(Ordering::Relaxed) != ring.tail().load(Ordering::Acquire)
+        })
+    }
+
+    fn progress(&self, blocking_locks: bool) -> bool {
+        let mut moved = false;
+        let resume = self.resume.swap(false, Ordering::AcqRel);
+        for vc in self.vcs.iter().filter_map(|v| v.get()) {
+            let guard = if blocking_locks || resume {
+                Some(lock(&vc.recv))
+            } else {
+                vc.recv.try_lock().ok()
+            };
+            if let Some(g) = guard {
+                moved |= self.receive(vc, g);
+            }
+            if vc.queued.load(Ordering::Relaxed) > 0 {
+                if let Ok(mut side) = vc.send.try_lock() {
+                    moved |= self.drain(vc, &mut side);
+                    let closed = side.closed;
+                    drop(side);
+                    if closed {
+                        self.check_terminated(vc);
+                    }
+                }
+            }
+        }
+        moved
+    }
+}
+
+impl NetModule for ShmModule {
+    fn name(&self) -> &'static str {
+        "shm"
+    }
+
+    fn business_card(&self) -> String {
+        format!(
+            "shm:{}:{}:{}",
+            self.name,
+            std::process::id(),
+            self.own.base as usize
+        )
+    }
+
+    fn connect_to_root(&self, peer: usize, card: &str) -> Result<(), NetError> {
+        let bad = || NetError::peer(peer, format!("shm: `{card}` is no shm business card"));
+        let mut parts = card.strip_prefix("shm:").ok_or_else(bad)?.split(':');
+        let (Some(name), Some(pid), Some(addr), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        let pid: i32 = pid.parse().map_err(|_| bad())?;
+        let addr: u64 = addr.parse().map_err(|_| bad())?;
+        if name != segment_name(self.token, peer) {
+            return Err(NetError::peer(
+                peer,
+                format!(
+                    "shm: card names segment {name}, expected that of process {peer} of this job"
+                ),
+            ));
+        }
+        let fd = rustix::shm::open(name, OFlags::RDWR, Mode::empty())
+            .map_err(|e| NetError::peer(peer, format!("shm: cannot open {name}: {e}")))?;
+        let len = segment_len(self.nodes);
+        let size = rustix::fs::fstat(&fd)
+            .map_err(|e| NetError::peer(peer, format!("shm: {e}")))?
+            .st_size;
+        if size as usize != len {
+            return Err(NetError::peer(
+                peer,
+                format!("shm: segment {name} has {size} bytes, expected {len}"),
+            ));
+        }
+        let theirs = Mapping::map(&fd, len)
+            .map_err(|e| NetError::peer(peer, format!("shm: cannot map {name}: {e}")))?;
+        let mut head = [0u8; 28];
+        // SAFETY: the first 28 bytes of the header, written by the owner
+        // before it published its card.
+        unsafe { std::ptr::copy_nonoverlapping(theirs.base, head.as_mut_ptr(), 28) };
+        let ok = &head[..8] == MAGIC
+            && head[8..16] == self.token.to_le_bytes()
+            && head[16..20] == (self.nodes as u32).to_le_bytes()
+            && head[20..24] == (peer as u32).to_le_bytes();
+        if !ok {
+            return Err(NetError::peer(
+                peer,
+                format!("shm: segment {name} is not process {peer}'s of this job"),
+            ));
+        }
+        // The single-copy probe: read the owner's magic from its memory.
+        let mut probe = [0u8; 8];
+        let single_copy = Self::read_remote(pid, addr, &mut probe).is_ok() && &probe == MAGIC;
+        theirs.u32_at(OFF_ATTACHED).fetch_add(1, Ordering::AcqRel);
+        let vc = Vc {
+            peer,
+            pid,
+            theirs,
+            send: Mutex::new(SendSide::default()),
+            recv: Mutex::new(Reassembler::new(peer, self.max_payload)),
+            queued: AtomicUsize::new(0),
+            single_copy,
+            terminated: AtomicBool::new(false),
+        };
+        self.vcs[peer]
+            .set(vc)
+            .map_err(|_| NetError::peer(peer, "shm: connected twice"))
+    }
+
+    fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError> {
+        self.connect_to_root(peer, card)
+    }
+
+    fn vc_destroy(&self, _peer: usize) {
+        // The mapping goes with the module; nothing else to undo.
+    }
+
+    fn vc_terminate(&self, peer: usize) {
+        let Ok(vc) = self.vc(peer) else { return };
+        lock(&vc.send).terminate = true;
+        self.flush(vc);
+    }
+
+    fn ordering(&self) -> bool {
+        true
+    }
+
+    fn isend_contig(
+        &self,
+        peer: usize,
+        req: SendRequest,
+        header: FrameHeader,
+        data: SendData,
+    ) -> Result<(), NetError> {
+        let p = Pending {
+            header: Some(header.encode()),
+            data,
+            written: 0,
+            req: Some(req),
+        };
+        self.send_pending(self.vc(peer)?, p, true).map(|_| ())
+    }
+
+    fn istart_contig(
+        &self,
+        peer: usize,
+        header: FrameHeader,
+        data: SendData,
+    ) -> Result<Option<SendRequest>, NetError> {
+        let req = SendRequest::new();
+        let p = Pending {
+            header: Some(header.encode()),
+            data,
+            written: 0,
+            req: Some(req.clone()),
+        };
+        let sent = self.send_pending(self.vc(peer)?, p, true)?;
+        Ok((!sent).then_some(req))
+    }
+
+    fn send_noncontig(
+        &self,
+        peer: usize,
+        req: SendRequest,
+        header: FrameHeader,
+        iov: &[&[u8]],
+    ) -> Result<(), NetError> {
+        let total: usize = iov.iter().map(|p| p.len()).sum();
+        if total != header.len as usize {
+            return Err(NetError::peer(
+                peer,
+                format!(
+                    "shm: frame header says {} bytes but the iovecs hold {total}",
+                    header.len
+                ),
+            ));
+        }
+        self.isend_contig(peer, req, header, SendData::Bytes(iov.concat()))
+    }
+
+    fn post_contig(
+        &self,
+        peer: usize,
+        header: FrameHeader,
+        data: SendData,
+    ) -> Result<(), NetError> {
+        let vc = self.vc(peer)?;
+        if let (FrameKind::Message, SendData::Message(msg)) = (header.kind, &data) {
+            if vc.single_copy && msg.len() >= LMT_MIN {
+                // Lend the buffer; the peer reads it and says when done.
+                let id = self.next_lmt.fetch_add(1, Ordering::Relaxed);
+                let mut cookie = Vec::with_capacity(COOKIE);
+                cookie.extend_from_slice(&(msg.as_bytes().as_ptr() as u64).to_le_bytes());
+                cookie.extend_from_slice(&(msg.len() as u64).to_le_bytes());
+                cookie.extend_from_slice(&id.to_le_bytes());
+                let SendData::Message(msg) = data else {
+                    unreachable!()
+                };
+                lock(&self.lent).insert(id, msg);
+                let rts = FrameHeader {
+                    kind: FrameKind::LmtRts,
+                    len: COOKIE as u32,
+                    ..header
+                };
+                let p = Pending {
+                    header: Some(rts.encode()),
+                    data: SendData::Bytes(cookie),
+                    written: 0,
+                    req: None,
+                };
+                return self.send_pending(vc, p, true).map(|_| ());
+            }
+        }
+        let p = Pending {
+            header: Some(header.encode()),
+            data,
+            written: 0,
+            req: None,
+        };
+        self.send_pending(vc, p, false).map(|_| ())
+    }
+
+    fn flush_all(&self) -> bool {
+        let mut moved = false;
+        for vc in self.vcs.iter().filter_map(|v| v.get()) {
+            if vc.queued.load(Ordering::Relaxed) > 0 {
+                moved |= self.flush(vc);
+            }
+        }
+        moved
+    }
+
+    fn has_queued(&self) -> bool {
+        self.vcs
+            .iter()
+            .filter_map(|v| v.get())
+            .any(|vc| vc.queued.load(Ordering::Relaxed) > 0)
+    }
+
+    fn backlog(&self, peer: usize) -> usize {
+        self.vcs
+            .get(peer)
+            .and_then(|v| v.get())
+            .map_or(0, |vc| vc.queued.load(Ordering::Relaxed))
+    }
+
+    fn resume_receiving(&self) {
+        self.resume.store(true, Ordering::Release);
+        self.wake();
+    }
+
+    fn poll(&self, _dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
+        let _one = lock(&self.poll);
+        if self.progress(true) {
+            return Ok(true);
+        }
+        // Sleep on the futex word unless something arrived meanwhile.
+        let word = self.own.u32_at(OFF_WAKE);
+        let sleeping = self.own.u32_at(OFF_SLEEPING);
+        let seen = word.load(Ordering::SeqCst);
+        sleeping.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if self.has_incoming()
+            || self.resume.load(Ordering::Acquire)
+            || self.woken.swap(false, Ordering::AcqRel)
+        {
+            sleeping.store(0, Ordering::Relaxed);
+            return Ok(self.progress(true));
+        }
+        let ts = timeout.map(|t| rustix::time::Timespec {
+            tv_sec: t.as_secs() as i64,
+            tv_nsec: t.subsec_nanos() as _,
+        });
+        let _ = futex::wait(word, futex::Flags::empty(), seen, ts.as_ref());
+        sleeping.store(0, Ordering::Relaxed);
+        Ok(self.progress(true))
+    }
+
+    fn try_progress(&self) -> bool {
+        self.progress(false)
+    }
+
+    fn wake(&self) {
+        // Kept until the next wait looks, like an eventfd's count: a wake
+        // that comes before the wait is not lost.
+        self.woken.store(true, Ordering::Release);
+        let word = self.own.u32_at(OFF_WAKE);
+        word.fetch_add(1, Ordering::SeqCst);
+        let _ = futex::wake(word, futex::Flags::empty(), 1);
+    }
+
+    fn finalize(&self) {
+        self.unlink();
+    }
+}
+
+#[cfg(test)]
+#[path = "shm_tests.rs"]
+mod tests;
