@@ -46,6 +46,11 @@ pub fn exit(code: i32) -> ! {
             std::panic::resume_unwind(Box::new(ExitUnwind))
         }
         Role::ReturnedMain => {
+            // The other processes end too (this process finishes as
+            // `finish` does).
+            if let Some(net) = &pe.job.net {
+                net.broadcast_exit(code);
+            }
             drop(pe);
             let code = crate::machine::startup::finish_returned_main(code);
             flush_stdout();

@@ -267,17 +267,17 @@ fn watch_launcher(mut reader: BufReader<TcpStream>, me: usize) {
                         if ENDING.load(Ordering::Acquire) {
                             return;
                         }
-                        let _ = std::io::stdout().flush();
-                        eprintln!(
+                        crate::net::network::say(&format!(
                             "converse: process {me} ending the job: the launcher (convrun) is gone"
-                        );
+                        ));
                         std::process::exit(crate::machine::exit::ABORT_EXIT_CODE);
                     }
                     Ok(_) => {
                         if let Some(text) = line.trim_end().strip_prefix("abort ") {
                             tell_lost();
-                            let _ = std::io::stdout().flush();
-                            eprintln!("converse: process {me} ending the job: {text}");
+                            crate::net::network::say(&format!(
+                                "converse: process {me} ending the job: {text}"
+                            ));
                             std::process::exit(crate::machine::exit::ABORT_EXIT_CODE);
                         }
                     }

@@ -308,8 +308,10 @@ fn teardown(job: &Job) {
 /// exit protocol with the other processes (see `net::network`).
 fn end_network(job: &Job) {
     if let Some(net) = &job.net {
-        super::launch::ending();
         net.shutdown();
+        // The launcher may close once it knows; not before (until then its
+        // end means it died, and so must this process).
+        super::launch::ending();
         super::launch::tell_ended();
     }
 }

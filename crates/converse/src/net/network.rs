@@ -7,8 +7,7 @@
 //! - A Converse message is one `Message` frame: `src` the sending PE, `tag`
 //!   the destination PE (or node, with [`FLAG_NODE`]), the message's bytes
 //!   as the body. The receiver checks everything (the body is a whole
-//!   message, the sender lives on the process it came from, the destination
-//!   lives here) and puts it in the destination's inbox, as an in-process
+//!   message, the sender is a PE of the job, the destination lives here) and puts it in the destination's inbox, as an in-process
 //!   send would.
 //! - `Control` frames carry the protocol below; the body's first byte says
 //!   which ([`Control`]).
@@ -70,6 +69,8 @@ struct Shared {
     changed: Condvar,
     /// Set while the process is ending on purpose: no more fault reports.
     closing: AtomicBool,
+    /// Set by the first thread that ends the process abnormally.
+    dying: AtomicBool,
     /// Set once this process's PEs have all finished: arriving messages
     /// are dropped (nobody will take them) and never held back.
     draining: AtomicBool,
@@ -105,6 +106,9 @@ struct Watch {
     polls: AtomicU64,
     /// Set by a PE about to park; the progress thread then watches at once.
     handover: Mutex<bool>,
+    /// The progress thread waits in the module with no deadline: a PE that
+    /// posts bytes wakes it (it flushes before each wait).
+    blocked: AtomicBool,
     wake: Condvar,
 }
 
@@ -125,6 +129,15 @@ const SEND_LOW_WATER: usize = 2 << 20;
 /// poll: the longest an arrival waits when every PE is busy in handlers.
 const WATCH_CHECK: Duration = Duration::from_millis(1);
 
+/// Writes a line to standard error; a closed stderr (the launcher is gone)
+/// must not stop the process from ending.
+pub(crate) fn say(line: &str) {
+    let _ = std::io::stdout().flush();
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "{line}");
+    let _ = err.flush();
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -143,18 +156,32 @@ impl Shared {
     /// Ends this process because of a fault concerning `peer`: says so,
     /// tells the other processes, exits with code 1.
     fn fault(&self, peer: usize, why: &str) -> ! {
+        self.claim_ending();
         crate::machine::launch::tell_lost();
         let text = format!("lost process {peer} ({}): {why}", self.pes_of(peer));
         self.die(&text, Some(peer))
     }
 
+    /// The first thread to end the process abnormally goes on; any other
+    /// (a second fault noticed meanwhile, often a consequence of the first)
+    /// waits for the process to end, so that one cause is reported.
+    fn claim_ending(&self) {
+        if self.dying.swap(true, Ordering::AcqRel) {
+            loop {
+                std::thread::park();
+            }
+        }
+    }
+
     fn die(&self, text: &str, skip: Option<usize>) -> ! {
-        let _ = std::io::stdout().flush();
-        eprintln!(
+        if !self.dying.load(Ordering::Acquire) {
+            self.claim_ending();
+        }
+        say(&format!(
             "converse: process {} ({}) ending the job: {text}",
             self.me,
             self.pes_of(self.me)
-        );
+        ));
         self.tell_abort(text, skip);
         std::process::exit(crate::machine::exit::ABORT_EXIT_CODE)
     }
@@ -252,15 +279,15 @@ impl Shared {
                 self.changed.notify_all();
             }
             Some(op) if op == Control::Abort as u8 => {
+                self.claim_ending();
                 crate::machine::launch::tell_lost();
                 let text = String::from_utf8_lossy(&body[1..]).into_owned();
-                let _ = std::io::stdout().flush();
-                eprintln!(
+                say(&format!(
                     "converse: process {} ({}) ending the job: process {peer} ({}) ended it: {text}",
                     self.me,
                     self.pes_of(self.me),
                     self.pes_of(peer)
-                );
+                ));
                 std::process::exit(crate::machine::exit::ABORT_EXIT_CODE)
             }
             _ => self.fault(
@@ -370,6 +397,7 @@ impl Network {
             }),
             changed: Condvar::new(),
             closing: AtomicBool::new(false),
+            dying: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             module: OnceLock::new(),
@@ -456,9 +484,13 @@ impl Network {
                     }
                     // Posted bytes that no PE flushed (it went on computing)
                     // leave within a check period.
-                    let timeout = module.has_queued().then_some(WATCH_CHECK);
                     module.flush_all();
-                    if let Err(e) = module.poll(PollDir::InFirst, timeout) {
+                    watch.blocked.store(true, Ordering::SeqCst);
+                    std::sync::atomic::fence(Ordering::SeqCst);
+                    let timeout = module.has_queued().then_some(WATCH_CHECK);
+                    let polled = module.poll(PollDir::InFirst, timeout);
+                    watch.blocked.store(false, Ordering::SeqCst);
+                    if let Err(e) = polled {
                         shared.die(&format!("network failure: {e}"), None);
                     }
                 }
@@ -471,8 +503,21 @@ impl Network {
 
     fn send_frame(&self, peer: usize, header: FrameHeader, data: SendData) {
         if let Err(e) = self.module.istart_contig(peer, header, data) {
-            self.shared.fault(peer, &e.what);
+            self.send_failed(peer, &e.what);
         }
+    }
+
+    /// A send to `peer` failed: a fault, unless this process is ending
+    /// anyway (its connections are being closed) or the peer said goodbye.
+    fn send_failed(&self, peer: usize, why: &str) {
+        let s = &self.shared;
+        if s.dying.load(Ordering::Acquire)
+            || s.closing.load(Ordering::Acquire)
+            || lock(&s.state).bye[peer]
+        {
+            return;
+        }
+        s.fault(peer, why)
     }
 
     /// Sends `msg` to PE `dest` of another process. Its sender, as
@@ -491,12 +536,28 @@ impl Network {
     /// them ([`Network::flush`]) when it next looks for work, so a handler
     /// that sends many costs one system call per batch.
     fn send_message(&self, tag: usize, flags: u8, peer: usize, msg: Message) {
+        if msg.len() > super::frame::DEFAULT_MAX_PAYLOAD {
+            crate::machine::exit::abort(&format!(
+                "a message of {} bytes to another process: the largest that crosses processes is {} bytes",
+                msg.len(),
+                super::frame::DEFAULT_MAX_PAYLOAD
+            ));
+        }
         let header = message_header(msg.src_pe(), tag, flags, &msg);
         if let Err(e) = self
             .module
             .post_contig(peer, header, SendData::Message(msg))
         {
-            self.shared.fault(peer, &e.what);
+            self.send_failed(peer, &e.what);
+        }
+        // A progress thread waiting without a deadline would not see the
+        // posted bytes if their PE went on computing: have it look.
+        // (The fences pair with the progress thread's: it publishes
+        // `blocked` then looks for queued bytes; this publishes bytes then
+        // looks at `blocked`. One of the two sees the other.)
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.watch.blocked.load(Ordering::SeqCst) {
+            self.module.wake();
         }
     }
 
@@ -578,6 +639,7 @@ impl Network {
     /// Tells the other processes this one is aborting with `text` (best
     /// effort; `abort` then ends the process).
     pub fn tell_abort(&self, text: &str) {
+        self.shared.claim_ending();
         self.shared.closing.store(true, Ordering::Release);
         self.shared.tell_abort(text, None);
     }

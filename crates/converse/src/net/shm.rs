@@ -241,7 +241,11 @@ struct Vc {
     /// The peer's segment: we write into its ring for us.
     theirs: Mapping,
     send: Mutex<SendSide>,
-    recv: Mutex<Reassembler>,
+    /// The reassembler, and the buffer a cell is copied into.
+    recv: Mutex<(Reassembler, Vec<u8>)>,
+    /// Bytes of large messages lent to the peer and not yet read (counted
+    /// in the backlog; the VC terminates only once they are back).
+    lent_bytes: AtomicUsize,
     queued: AtomicUsize,
     /// Large messages may be read from this peer in one copy.
     single_copy: bool,
@@ -453,12 +457,19 @@ impl ShmModule {
         let mut moved = false;
         while !side.queue.is_empty() {
             let tail = ring.tail().load(Ordering::Relaxed);
-            if tail - ring.head().load(Ordering::Acquire) >= CELLS as u64 {
+            // `head` is the peer's to write: never trusted to be sane.
+            let used = |head: u64| tail.wrapping_sub(head);
+            let in_use = used(ring.head().load(Ordering::Acquire));
+            if in_use > CELLS as u64 {
+                side.failed = true;
+                break;
+            }
+            if in_use == CELLS as u64 {
                 // Full: ask to be woken when a cell frees, then look again
                 // (the consumer may have freed one before seeing the flag).
                 ring.waiting().store(1, Ordering::SeqCst);
                 fence(Ordering::SeqCst);
-                if tail - ring.head().load(Ordering::Acquire) >= CELLS as u64 {
+                if used(ring.head().load(Ordering::Acquire)) >= CELLS as u64 {
                     break;
                 }
                 ring.waiting().store(0, Ordering::Relaxed);
@@ -520,14 +531,21 @@ impl ShmModule {
         moved
     }
 
+    /// Reports `vc_terminated` once the queue has drained and every large
+    /// message lent to the peer is back (before that the peer may still
+    /// read it from this process's memory).
     fn check_terminated(&self, vc: &Vc) {
-        if lock(&vc.send).closed && !vc.terminated.swap(true, Ordering::AcqRel) {
+        let closed = lock(&vc.send).closed;
+        if closed
+            && vc.lent_bytes.load(Ordering::Acquire) == 0
+            && !vc.terminated.swap(true, Ordering::AcqRel)
+        {
             self.upcalls().vc_terminated(vc.peer);
         }
     }
 
     /// Reads the cells `peer` wrote into this process's segment.
-    fn receive(&self, vc: &Vc, mut reasm: MutexGuard<'_, Reassembler>) -> bool {
+    fn receive(&self, vc: &Vc, mut reasm: MutexGuard<'_, (Reassembler, Vec<u8>)>) -> bool {
         let ring = self.own.ring(vc.peer);
         let mut moved = false;
         loop {
@@ -555,12 +573,24 @@ impl ShmModule {
             // is within the cell (checked). The reassembler reads each byte
             // once (copying it out), so a peer that broke the protocol could
             // garble its own frames, which are checked, but nothing else.
-            let bytes = unsafe { std::slice::from_raw_parts(data as *const u8, len) };
-            let mut lmt = Vec::new();
-            let result = reasm.handle(bytes, |h, body| match h.kind {
-                FrameKind::LmtRts | FrameKind::LmtDone => lmt.push((h, body)),
+            let mut bytes = std::mem::take(&mut reasm.1);
+            bytes.clear();
+            bytes.reserve(len);
+            // Copied out first: the bytes are the peer's, and a peer that
+            // broke the protocol must not change them while they are parsed.
+            // SAFETY: as above for the cell; `bytes` has room for `len`
+            // (reserved) and they are initialized by the copy.
+            unsafe {
+                std::ptr::copy_nonoverlapping(data as *const u8, bytes.as_mut_ptr(), len);
+                bytes.set_len(len);
+            }
+            // Frames in stream order, the large-message packets included
+            // (they stand for messages and keep their place).
+            let result = reasm.0.handle(&bytes, |h, body| match h.kind {
+                FrameKind::LmtRts | FrameKind::LmtDone => self.on_lmt(vc, h, &body),
                 _ => self.upcalls().frame(vc.peer, h, body),
             });
+            reasm.1 = bytes;
             ring.head().store(head + 1, Ordering::Release);
             fence(Ordering::SeqCst);
             if ring.waiting().swap(0, Ordering::SeqCst) != 0 {
@@ -571,9 +601,6 @@ impl ShmModule {
                 drop(reasm);
                 self.upcalls().vc_failed(vc.peer, e.to_string());
                 return true;
-            }
-            for (h, body) in lmt {
-                self.on_lmt(vc, h, &body);
             }
         }
     }
@@ -636,7 +663,12 @@ impl ShmModule {
             }
             FrameKind::LmtDone if body.len() == 8 => {
                 let id = u64::from_le_bytes(body.try_into().expect("8 bytes"));
-                if lock(&self.lent).remove(&id).is_none() {
+                let back = lock(&self.lent).remove(&id);
+                if let Some(msg) = back {
+                    vc.lent_bytes.fetch_sub(msg.len(), Ordering::AcqRel);
+                    drop(msg);
+                    self.check_terminated(vc);
+                } else {
                     self.upcalls().vc_failed(
                         peer,
                         format!("malformed data from process {peer}: done with large message {id}, which was never lent"),
@@ -651,6 +683,21 @@ impl ShmModule {
                 ),
             ),
         }
+    }
+
+    /// True if some VC has bytes queued and room in the peer's ring (a
+    /// cell freed after the sender last looked: its wake-up may have come
+    /// before this process said it sleeps).
+    fn can_send_more(&self) -> bool {
+        self.vcs.iter().filter_map(|v| v.get()).any(|vc| {
+            vc.queued.load(Ordering::Relaxed) > 0 && {
+                let ring = vc.theirs.ring(self.me);
+                ring.tail()
+                    .load(Ordering::Relaxed)
+                    .wrapping_sub(ring.head().load(Ordering::Acquire))
+                    < CELLS as u64
+            }
+        })
     }
 
     /// True if some ring of this process's segment has cells to read.
@@ -703,6 +750,12 @@ impl NetModule for ShmModule {
     }
 
     fn connect_to_root(&self, peer: usize, card: &str) -> Result<(), NetError> {
+        if peer >= self.nodes || peer == self.me {
+            return Err(NetError::peer(
+                peer,
+                format!("shm: no such peer in a job of {} processes", self.nodes),
+            ));
+        }
         let bad = || NetError::peer(peer, format!("shm: `{card}` is no shm business card"));
         let mut parts = card.strip_prefix("shm:").ok_or_else(bad)?.split(':');
         let (Some(name), Some(pid), Some(addr), None) =
@@ -751,20 +804,33 @@ impl NetModule for ShmModule {
         // The single-copy probe: read the owner's magic from its memory.
         let mut probe = [0u8; 8];
         let single_copy = Self::read_remote(pid, addr, &mut probe).is_ok() && &probe == MAGIC;
-        theirs.u32_at(OFF_ATTACHED).fetch_add(1, Ordering::AcqRel);
+        if self.vcs[peer].get().is_some() {
+            return Err(NetError::peer(peer, "shm: connected twice"));
+        }
         let vc = Vc {
             peer,
             pid,
             theirs,
             send: Mutex::new(SendSide::default()),
-            recv: Mutex::new(Reassembler::new(peer, self.max_payload)),
+            recv: Mutex::new((
+                Reassembler::new(peer, self.max_payload),
+                Vec::with_capacity(CELL_DATA),
+            )),
+            lent_bytes: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
             single_copy,
             terminated: AtomicBool::new(false),
         };
         self.vcs[peer]
             .set(vc)
-            .map_err(|_| NetError::peer(peer, "shm: connected twice"))
+            .map_err(|_| NetError::peer(peer, "shm: connected twice"))?;
+        // Counted once the VC is in place (a second connect fails above).
+        if let Some(vc) = self.vcs[peer].get() {
+            vc.theirs
+                .u32_at(OFF_ATTACHED)
+                .fetch_add(1, Ordering::AcqRel);
+        }
+        Ok(())
     }
 
     fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError> {
@@ -856,6 +922,7 @@ impl NetModule for ShmModule {
                 let SendData::Message(msg) = data else {
                     unreachable!()
                 };
+                vc.lent_bytes.fetch_add(msg.len(), Ordering::AcqRel);
                 lock(&self.lent).insert(id, msg);
                 let rts = FrameHeader {
                     kind: FrameKind::LmtRts,
@@ -898,10 +965,9 @@ impl NetModule for ShmModule {
     }
 
     fn backlog(&self, peer: usize) -> usize {
-        self.vcs
-            .get(peer)
-            .and_then(|v| v.get())
-            .map_or(0, |vc| vc.queued.load(Ordering::Relaxed))
+        self.vcs.get(peer).and_then(|v| v.get()).map_or(0, |vc| {
+            vc.queued.load(Ordering::Relaxed) + vc.lent_bytes.load(Ordering::Relaxed)
+        })
     }
 
     fn resume_receiving(&self) {
@@ -921,6 +987,7 @@ impl NetModule for ShmModule {
         sleeping.store(1, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         if self.has_incoming()
+            || self.can_send_more()
             || self.resume.load(Ordering::Acquire)
             || self.woken.swap(false, Ordering::AcqRel)
         {

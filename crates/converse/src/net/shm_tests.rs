@@ -1,3 +1,1352 @@
 //! Unit tests of the shm module (`net::shm`): two or more modules of one
-//! test process stand for processes of a job.
+//! test process stand for processes of a job. Each test has a job token of
+//! its own (tests run in parallel) and checks that the modules left no
+//! segment behind in `/dev/shm`.
 use super::*;
+use crate::net::netmod::DataAvail;
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::mpsc;
+
+/// The largest payload the test modules accept.
+const MAX_PAYLOAD: usize = 64 << 20;
+
+/// A generous guard against hangs (never a timing assertion).
+const HANG: Duration = Duration::from_secs(30);
+
+/// One frame or message handed up.
+#[derive(Debug)]
+struct Got {
+    peer: usize,
+    header: FrameHeader,
+    body: Vec<u8>,
+    /// It came through `Upcalls::message` (a single-copy transfer).
+    single_copy: bool,
+}
+
+/// What a module reported, in order.
+struct Record {
+    got: Mutex<Vec<Got>>,
+    events: Mutex<Vec<String>>,
+    /// `room()` says yes while fewer than this many frames were handed up.
+    limit: AtomicUsize,
+}
+
+impl Record {
+    fn new() -> Arc<Record> {
+        Arc::new(Record {
+            got: Mutex::new(Vec::new()),
+            events: Mutex::new(Vec::new()),
+            limit: AtomicUsize::new(usize::MAX),
+        })
+    }
+
+    fn count(&self) -> usize {
+        lock(&self.got).len()
+    }
+
+    fn events(&self) -> Vec<String> {
+        lock(&self.events).clone()
+    }
+}
+
+impl Upcalls for Record {
+    fn frame(&self, peer: usize, header: FrameHeader, body: Vec<u8>) {
+        lock(&self.got).push(Got {
+            peer,
+            header,
+            body,
+            single_copy: false,
+        });
+    }
+    fn vc_terminated(&self, peer: usize) {
+        lock(&self.events).push(format!("terminated {peer}"));
+    }
+    fn vc_failed(&self, peer: usize, why: String) {
+        lock(&self.events).push(format!("failed {peer}: {why}"));
+    }
+    fn message(&self, peer: usize, header: FrameHeader, msg: Message) {
+        lock(&self.got).push(Got {
+            peer,
+            header,
+            body: msg.as_bytes().to_vec(),
+            single_copy: true,
+        });
+    }
+    fn room(&self) -> bool {
+        self.count() < self.limit.load(Ordering::SeqCst)
+    }
+}
+
+/// A fresh random job token.
+fn random_token() -> u64 {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos(),
+    );
+    h.finish()
+}
+
+/// The segments of one test job. On drop, removes whatever is left (so a
+/// failing test leaves nothing behind); [`Job::assert_clean`] checks that
+/// the modules removed them themselves.
+struct Job {
+    token: u64,
+    nodes: usize,
+}
+
+impl Job {
+    fn new(nodes: usize) -> Job {
+        Job {
+            token: random_token(),
+            nodes,
+        }
+    }
+
+    /// This job's names in `/dev/shm`.
+    fn leftovers(&self) -> Vec<String> {
+        let prefix = format!("converse-{:016x}-", self.token);
+        std::fs::read_dir("/dev/shm")
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(&prefix))
+            .collect()
+    }
+
+    fn assert_clean(&self) {
+        let left = self.leftovers();
+        assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
+    }
+
+    /// Process `me`'s module, not connected yet.
+    fn module(&self, me: usize) -> (ShmModule, Arc<Record>) {
+        let m = ShmModule::init(me, self.nodes, self.token, MAX_PAYLOAD).unwrap();
+        let rec = Record::new();
+        m.set_upcalls(rec.clone());
+        (m, rec)
+    }
+}
+
+impl Drop for Job {
+    fn drop(&mut self) {
+        for n in 0..self.nodes {
+            let _ = rustix::shm::unlink(segment_name(self.token, n).as_str());
+        }
+    }
+}
+
+type Side = (Arc<ShmModule>, Arc<Record>);
+
+/// Connects every module to every other, as start-up does.
+fn connect(mods: &[&ShmModule]) {
+    for m in mods {
+        for other in mods.iter().filter(|o| o.me != m.me) {
+            m.vc_init(other.me, &other.business_card()).unwrap();
+        }
+    }
+    for m in mods {
+        m.accept_peers(Instant::now() + Duration::from_secs(10))
+            .unwrap();
+    }
+}
+
+/// A job of `nodes` connected processes.
+fn job(nodes: usize) -> (Job, Vec<Side>) {
+    let job = Job::new(nodes);
+    let mods: Vec<_> = (0..nodes).map(|me| job.module(me)).collect();
+    connect(&mods.iter().map(|(m, _)| m).collect::<Vec<_>>());
+    job.assert_clean();
+    let sides = mods.into_iter().map(|(m, r)| (Arc::new(m), r)).collect();
+    (job, sides)
+}
+
+/// Two connected processes, 0 and 1.
+fn pair() -> (Job, Side, Side) {
+    let (job, mut sides) = job(2);
+    let b = sides.pop().unwrap();
+    let a = sides.pop().unwrap();
+    (job, a, b)
+}
+
+fn header(kind: FrameKind, len: usize, tag: u32) -> FrameHeader {
+    FrameHeader {
+        kind,
+        flags: 0,
+        len: len as u32,
+        src: 7,
+        tag,
+    }
+}
+
+/// A body of `len` bytes that tells frames apart.
+fn pattern(tag: u32, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| {
+            (i as u32)
+                .wrapping_mul(31)
+                .wrapping_add(tag.wrapping_mul(7)) as u8
+        })
+        .collect()
+}
+
+/// Polls the modules until `done`, failing after [`HANG`].
+fn poll_until(mods: &[&ShmModule], done: impl Fn() -> bool) {
+    let end = Instant::now() + HANG;
+    while !done() {
+        assert!(Instant::now() < end, "timed out");
+        for m in mods {
+            m.poll(PollDir::InFirst, Some(Duration::from_millis(1)))
+                .unwrap();
+        }
+    }
+}
+
+/// Waits (without polling) until `done`, failing after [`HANG`].
+fn wait_until(what: &str, done: impl Fn() -> bool) {
+    let end = Instant::now() + HANG;
+    while !done() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Cells of the ring `writer` writes into `m`'s segment, not read yet.
+fn cells_in(m: &ShmModule, writer: usize) -> u64 {
+    let ring = m.own.ring(writer);
+    ring.tail().load(Ordering::SeqCst) - ring.head().load(Ordering::SeqCst)
+}
+
+/// A progress thread: polls `m` (each poll waiting up to `timeout`, `None`:
+/// until something happens) until `stop`.
+fn progress_thread(
+    m: &Arc<ShmModule>,
+    stop: &Arc<AtomicBool>,
+    timeout: Option<Duration>,
+) -> std::thread::JoinHandle<()> {
+    let (m, stop) = (Arc::clone(m), Arc::clone(stop));
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::SeqCst) {
+            m.poll(PollDir::InFirst, timeout).unwrap();
+        }
+    })
+}
+
+/// Stops progress threads started with [`progress_thread`].
+fn stop_threads(mods: &[&ShmModule], stop: &AtomicBool, threads: Vec<std::thread::JoinHandle<()>>) {
+    stop.store(true, Ordering::SeqCst);
+    for m in mods {
+        m.wake();
+    }
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Frames
+
+#[test]
+fn frames_arrive_whole_and_in_order_through_every_send_call() {
+    let (job, (a, ra), (b, rb)) = pair();
+    assert!(b.ordering());
+    let sizes = [
+        0,
+        1,
+        15,
+        16,
+        17,
+        100,
+        CELL_DATA - FRAME_HEADER_SIZE - 1,
+        CELL_DATA - FRAME_HEADER_SIZE,
+        CELL_DATA - FRAME_HEADER_SIZE + 1,
+        CELL_DATA,
+        CELL_DATA + 1,
+        3 * CELL_DATA + 7,
+        100 << 10,
+        (1 << 20) + 3,
+        5 << 20,
+    ];
+    let mut expect = Vec::new();
+    let mut reqs = Vec::new();
+    let mut tag = 0u32;
+    for &size in &sizes {
+        for call in 0..4 {
+            let body = pattern(tag, size);
+            let h = header(FrameKind::Control, size, tag);
+            match call {
+                0 => {
+                    let r = b
+                        .istart_contig(0, h, SendData::Bytes(body.clone()))
+                        .unwrap();
+                    if size < 1000 && tag < 20 {
+                        assert!(r.is_none(), "a small frame goes at once");
+                    }
+                    reqs.extend(r);
+                }
+                1 => {
+                    let r = SendRequest::new();
+                    b.isend_contig(0, r.clone(), h, SendData::Bytes(body.clone()))
+                        .unwrap();
+                    reqs.push(r);
+                }
+                2 => {
+                    let (x, rest) = body.split_at(size / 3);
+                    let (y, z) = rest.split_at(rest.len() / 2);
+                    let r = SendRequest::new();
+                    b.send_noncontig(0, r.clone(), h, &[x, &[], y, z]).unwrap();
+                    reqs.push(r);
+                }
+                _ => {
+                    b.post_contig(0, h, SendData::Bytes(body.clone())).unwrap();
+                    b.flush_all();
+                }
+            }
+            expect.push(body);
+            tag += 1;
+        }
+    }
+    poll_until(&[&a, &b], || ra.count() == expect.len());
+    poll_until(&[&a, &b], || !b.has_queued());
+    let got = lock(&ra.got);
+    for (i, (g, body)) in got.iter().zip(&expect).enumerate() {
+        assert_eq!((g.peer, g.header.tag, g.header.src), (1, i as u32, 7));
+        assert_eq!(g.header.kind, FrameKind::Control);
+        assert_eq!(g.header.len as usize, body.len());
+        assert!(g.body == *body, "frame {i} ({} bytes) garbled", body.len());
+        assert!(!g.single_copy);
+    }
+    assert!(reqs.iter().all(|r| r.is_complete()));
+    assert_eq!(b.backlog(0), 0);
+    assert_eq!(cells_in(&a, 1), 0);
+    assert!(ra.events().is_empty() && rb.events().is_empty());
+    assert!(
+        b.send_noncontig(
+            0,
+            SendRequest::new(),
+            header(FrameKind::Control, 9, 0),
+            &[b"abc", b"defgh"]
+        )
+        .is_err(),
+        "a length that disagrees with the iovecs is refused"
+    );
+    assert_eq!(
+        b.istart_contig(5, header(FrameKind::Control, 0, 0), SendData::Bytes(vec![]))
+            .err()
+            .and_then(|e| e.peer),
+        Some(5),
+        "no such process"
+    );
+    job.assert_clean();
+}
+
+#[test]
+fn small_frames_are_packed_into_one_cell() {
+    let (job, (a, ra), (b, _rb)) = pair();
+    let ring = a.own.ring(1);
+    let before = ring.tail().load(Ordering::SeqCst);
+    for i in 0..50u32 {
+        b.post_contig(
+            0,
+            header(FrameKind::Control, 10, i),
+            SendData::Bytes(pattern(i, 10)),
+        )
+        .unwrap();
+    }
+    assert_eq!(cells_in(&a, 1), 0, "posted frames wait for the flush");
+    assert!(b.has_queued());
+    assert_eq!(b.backlog(0), 50 * (FRAME_HEADER_SIZE + 10));
+    assert!(b.flush_all());
+    assert!(!b.has_queued());
+    assert_eq!(cells_in(&a, 1), 1, "fifty small frames fill one cell");
+    assert_eq!(
+        ring.cell(before).0.load(Ordering::SeqCst) as usize,
+        50 * (FRAME_HEADER_SIZE + 10)
+    );
+    // A batch of 64 posted frames goes without a flush.
+    for i in 50..114u32 {
+        b.post_contig(
+            0,
+            header(FrameKind::Control, 10, i),
+            SendData::Bytes(pattern(i, 10)),
+        )
+        .unwrap();
+    }
+    assert_eq!(cells_in(&a, 1), 2, "a full batch is written at once");
+    assert!(!b.has_queued());
+    poll_until(&[&a], || ra.count() == 114);
+    for (i, g) in lock(&ra.got).iter().enumerate() {
+        assert_eq!(g.header.tag, i as u32);
+        assert_eq!(g.body, pattern(i as u32, 10));
+    }
+    job.assert_clean();
+}
+
+#[test]
+fn three_processes_talk_all_to_all() {
+    let (job, sides) = job(3);
+    let big = 2 << 20;
+    for (m, _) in &sides {
+        for to in (0..3).filter(|&p| p != m.me) {
+            for i in 0..20u32 {
+                let len = if i == 10 { big } else { i as usize * 100 };
+                let tag = (m.me as u32) << 8 | i;
+                m.istart_contig(
+                    to,
+                    header(FrameKind::Control, len, tag),
+                    SendData::Bytes(pattern(tag, len)),
+                )
+                .unwrap();
+            }
+        }
+    }
+    let mods: Vec<&ShmModule> = sides.iter().map(|(m, _)| &**m).collect();
+    poll_until(&mods, || sides.iter().all(|(_, r)| r.count() == 40));
+    for (m, r) in &sides {
+        let got = lock(&r.got);
+        for from in (0..3).filter(|&p| p != m.me) {
+            let tags: Vec<u32> = got
+                .iter()
+                .filter(|g| g.peer == from)
+                .map(|g| g.header.tag)
+                .collect();
+            assert_eq!(
+                tags,
+                (0..20).map(|i| (from as u32) << 8 | i).collect::<Vec<_>>()
+            );
+        }
+        for g in got.iter() {
+            assert_eq!(
+                g.header.tag >> 8,
+                g.peer as u32,
+                "the ring of the right writer"
+            );
+            assert!(g.body == pattern(g.header.tag, g.header.len as usize));
+        }
+        assert!(r.events().is_empty());
+    }
+    job.assert_clean();
+}
+
+#[test]
+fn a_continuation_sends_more_data_before_completing() {
+    let (job, (a, ra), (b, _rb)) = pair();
+    // A frame of 6 bytes whose body comes in three pieces: the header and
+    // "ab" now, then "cd" and "ef" from the continuation.
+    let mut more = vec![b"ef".to_vec(), b"cd".to_vec()];
+    let req = SendRequest::with_continuation(Some(Box::new(move || match more.pop() {
+        Some(bytes) => DataAvail::More(SendData::Bytes(bytes)),
+        None => DataAvail::Complete,
+    })));
+    assert!(req.has_continuation());
+    b.isend_contig(
+        0,
+        req.clone(),
+        header(FrameKind::Control, 6, 1),
+        SendData::Bytes(b"ab".to_vec()),
+    )
+    .unwrap();
+    assert!(req.is_complete(), "all of it fit in the ring");
+    // Pieces larger than the ring: the continuation runs as each is sent,
+    // and a frame sent after the request comes after all of them.
+    let piece = CELLS * CELL_DATA / 2 + 5;
+    let whole = pattern(2, 3 * piece);
+    let mut pieces: Vec<Vec<u8>> = whole.chunks(piece).rev().map(|c| c.to_vec()).collect();
+    let first = pieces.pop().unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::clone(&calls);
+    let big = SendRequest::with_continuation(Some(Box::new(move || {
+        counted.fetch_add(1, Ordering::SeqCst);
+        match pieces.pop() {
+            Some(bytes) => DataAvail::More(SendData::Bytes(bytes)),
+            None => DataAvail::Complete,
+        }
+    })));
+    b.isend_contig(
+        0,
+        big.clone(),
+        header(FrameKind::Control, whole.len(), 2),
+        SendData::Bytes(first),
+    )
+    .unwrap();
+    assert!(!big.is_complete(), "more than the ring holds");
+    let after = b
+        .istart_contig(
+            0,
+            header(FrameKind::Control, 3, 3),
+            SendData::Bytes(b"xyz".to_vec()),
+        )
+        .unwrap();
+    assert!(after.is_some(), "queued behind the large frame");
+    poll_until(&[&a, &b], || ra.count() == 3);
+    let got = lock(&ra.got);
+    assert_eq!(got[0].body, b"abcdef");
+    assert_eq!(got[1].header.tag, 2);
+    assert!(got[1].body == whole);
+    assert_eq!((got[2].header.tag, &got[2].body[..]), (3, &b"xyz"[..]));
+    assert!(req.is_complete() && big.is_complete() && after.unwrap().is_complete());
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    assert_eq!(b.backlog(0), 0);
+    job.assert_clean();
+}
+
+// ---------------------------------------------------------------------------
+// Single-copy large messages
+
+/// A message of `len` bytes (header included) with a recognizable payload.
+fn message(len: usize, tag: u32) -> Message {
+    let mut msg = Message::alloc(len);
+    msg.set_handler(3);
+    let n = msg.payload_len();
+    msg.payload_mut().copy_from_slice(&pattern(tag, n));
+    msg
+}
+
+#[test]
+fn a_large_message_is_read_in_one_copy_and_its_buffer_given_back() {
+    let (job, (a, ra), (b, rb)) = pair();
+    assert!(
+        b.vc(0).unwrap().single_copy,
+        "process_vm_readv works on this system (the probe)"
+    );
+    let msg = message((2 << 20) + 5, 9);
+    let bytes = msg.as_bytes().to_vec();
+    b.post_contig(
+        0,
+        header(FrameKind::Message, msg.len(), 9),
+        SendData::Message(msg),
+    )
+    .unwrap();
+    assert_eq!(lock(&b.lent).len(), 1, "lent until the receiver is done");
+    assert_eq!(cells_in(&a, 1), 1, "only the cookie goes through the ring");
+    poll_until(&[&a], || ra.count() == 1);
+    {
+        let got = lock(&ra.got);
+        assert!(got[0].single_copy, "handed up as a message");
+        assert_eq!(
+            got[0].header,
+            FrameHeader {
+                kind: FrameKind::Message,
+                flags: 0,
+                len: bytes.len() as u32,
+                src: 7,
+                tag: 9
+            }
+        );
+        assert!(got[0].body == bytes);
+    }
+    poll_until(&[&a, &b], || lock(&b.lent).is_empty());
+    // Exactly LMT_MIN bytes: single copy; one byte less, and a small one:
+    // through the cells.
+    for (i, len) in [LMT_MIN, LMT_MIN - 1, 1000].into_iter().enumerate() {
+        let msg = message(len, i as u32);
+        let bytes = msg.as_bytes().to_vec();
+        b.post_contig(
+            0,
+            header(FrameKind::Message, len, i as u32),
+            SendData::Message(msg),
+        )
+        .unwrap();
+        b.flush_all();
+        poll_until(&[&a, &b], || ra.count() == i + 2);
+        let got = lock(&ra.got);
+        assert_eq!(got[i + 1].single_copy, len >= LMT_MIN, "{len} bytes");
+        assert!(got[i + 1].body == bytes);
+    }
+    poll_until(&[&a, &b], || lock(&b.lent).is_empty());
+    // A Control frame of any size never goes by single copy.
+    let body = pattern(4, LMT_MIN * 2);
+    b.post_contig(
+        0,
+        header(FrameKind::Control, body.len(), 4),
+        SendData::Bytes(body.clone()),
+    )
+    .unwrap();
+    b.flush_all();
+    poll_until(&[&a, &b], || ra.count() == 5);
+    assert!(!lock(&ra.got)[4].single_copy && lock(&ra.got)[4].body == body);
+    assert!(lock(&b.lent).is_empty());
+    assert!(ra.events().is_empty() && rb.events().is_empty());
+    job.assert_clean();
+}
+
+#[test]
+fn without_single_copy_a_large_message_goes_through_the_cells() {
+    let job = Job::new(2);
+    let (a, ra) = job.module(0);
+    let (mut b, _rb) = job.module(1);
+    connect(&[&a, &b]);
+    b.vcs[0].get_mut().unwrap().single_copy = false;
+    let msg = message(3 << 20, 1);
+    let bytes = msg.as_bytes().to_vec();
+    b.post_contig(
+        0,
+        header(FrameKind::Message, msg.len(), 1),
+        SendData::Message(msg),
+    )
+    .unwrap();
+    assert!(lock(&b.lent).is_empty());
+    poll_until(&[&a, &b], || ra.count() == 1);
+    let got = lock(&ra.got);
+    assert!(!got[0].single_copy);
+    assert_eq!(got[0].header.kind, FrameKind::Message);
+    assert!(got[0].body == bytes);
+    job.assert_clean();
+}
+
+#[test]
+fn a_large_message_keeps_its_place_among_the_frames() {
+    let (job, (a, ra), (b, _rb)) = pair();
+    // Fill the ring so that what follows is queued, then packed together.
+    let fill = b
+        .istart_contig(
+            0,
+            header(FrameKind::Control, 2 * CELLS * CELL_DATA, 1),
+            SendData::Bytes(vec![1; 2 * CELLS * CELL_DATA]),
+        )
+        .unwrap();
+    assert!(fill.is_some());
+    let msg = message(LMT_MIN, 2);
+    b.post_contig(
+        0,
+        header(FrameKind::Message, msg.len(), 2),
+        SendData::Message(msg),
+    )
+    .unwrap();
+    b.post_contig(
+        0,
+        header(FrameKind::Control, 5, 3),
+        SendData::Bytes(b"small".to_vec()),
+    )
+    .unwrap();
+    b.flush_all();
+    poll_until(&[&a, &b], || ra.count() == 3);
+    let tags: Vec<u32> = lock(&ra.got).iter().map(|g| g.header.tag).collect();
+    assert_eq!(
+        tags,
+        [1, 2, 3],
+        "frames from one thread arrive in the order sent"
+    );
+    job.assert_clean();
+}
+
+// ---------------------------------------------------------------------------
+// Full rings, flow control
+
+#[test]
+fn a_full_ring_holds_the_sender_until_the_receiver_reads() {
+    let (job, (a, ra), (b, _rb)) = pair();
+    let big = CELLS * CELL_DATA;
+    let mut reqs = Vec::new();
+    for i in 0..3u32 {
+        reqs.push(
+            b.istart_contig(
+                0,
+                header(FrameKind::Control, big, i),
+                SendData::Bytes(pattern(i, big)),
+            )
+            .unwrap()
+            .expect("does not fit"),
+        );
+    }
+    for i in 3..13u32 {
+        b.istart_contig(
+            0,
+            header(FrameKind::Control, 7, i),
+            SendData::Bytes(pattern(i, 7)),
+        )
+        .unwrap();
+    }
+    assert_eq!(cells_in(&a, 1), CELLS as u64, "the ring is full");
+    assert_eq!(
+        a.own.ring(1).waiting().load(Ordering::SeqCst),
+        1,
+        "the sender asked to be woken"
+    );
+    assert!(b.has_queued());
+    let backlog = b.backlog(0);
+    assert_eq!(
+        backlog,
+        3 * (big + FRAME_HEADER_SIZE) + 10 * (7 + FRAME_HEADER_SIZE) - CELLS * CELL_DATA
+    );
+    assert!(
+        !b.poll(PollDir::OutFirst, Some(Duration::from_millis(10)))
+            .unwrap()
+    );
+    assert!(!b.flush_all());
+    assert_eq!(
+        b.backlog(0),
+        backlog,
+        "nothing moves while the ring is full"
+    );
+    assert_eq!(ra.count(), 0);
+    poll_until(&[&a, &b], || ra.count() == 13);
+    for (i, g) in lock(&ra.got).iter().enumerate() {
+        assert_eq!(g.header.tag, i as u32);
+        assert!(g.body == pattern(i as u32, if i < 3 { big } else { 7 }));
+    }
+    assert!(reqs.iter().all(|r| r.is_complete()));
+    assert_eq!(b.backlog(0), 0);
+    job.assert_clean();
+}
+
+/// Both processes have a progress thread polling with `timeout` (`None`:
+/// sleeping in `poll` whenever there is nothing to do); the stream from 1
+/// to 0 (and from 0 to 1 if `both_ways`) is many times the ring. Nothing is
+/// lost and nobody sleeps forever (an error after `hang`, describing the
+/// state).
+fn run_streams_through_progress_threads(
+    timeout: Option<Duration>,
+    rounds: u32,
+    size: usize,
+    both_ways: bool,
+    hang: Duration,
+) -> Result<(), String> {
+    let (job, (a, ra), (b, rb)) = pair();
+    let stop = Arc::new(AtomicBool::new(false));
+    let threads = vec![
+        progress_thread(&a, &stop, timeout),
+        progress_thread(&b, &stop, timeout),
+    ];
+    let body = pattern(0, size);
+    let back = if both_ways { rounds } else { 0 };
+    for i in 0..rounds {
+        b.istart_contig(
+            0,
+            header(FrameKind::Control, size, i),
+            SendData::Bytes(body.clone()),
+        )
+        .unwrap();
+        if both_ways {
+            a.istart_contig(
+                1,
+                header(FrameKind::Control, size / 2, i),
+                SendData::Bytes(body[..size / 2].to_vec()),
+            )
+            .unwrap();
+        }
+    }
+    let end = Instant::now() + hang;
+    while (ra.count() as u32) < rounds || (rb.count() as u32) < back {
+        if Instant::now() >= end {
+            let state = format!(
+                "hung: 0 got {} of {rounds} frames, 1 got {} of {back}; 1 has {} bytes queued for 0, its ring in 0 holds {} cells (waiting flag {}), 0 has {} bytes queued for 1",
+                ra.count(),
+                rb.count(),
+                b.backlog(0),
+                cells_in(&a, 1),
+                a.own.ring(1).waiting().load(Ordering::SeqCst),
+                a.backlog(1),
+            );
+            stop_threads(&[&a, &b], &stop, threads);
+            return Err(state);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    stop_threads(&[&a, &b], &stop, threads);
+    for (r, len) in [(&ra, size), (&rb, size / 2)] {
+        for (i, g) in lock(&r.got).iter().enumerate() {
+            assert_eq!(g.header.tag, i as u32);
+            assert!(g.body[..] == body[..len]);
+        }
+    }
+    job.assert_clean();
+    Ok(())
+}
+
+#[test]
+fn progress_threads_move_streams_larger_than_the_ring() {
+    // Polls that time out: a lost wake-up (see the next test) only delays.
+    let size = CELLS * CELL_DATA + CELL_DATA / 3;
+    let poll = Some(Duration::from_millis(2));
+    run_streams_through_progress_threads(poll, 8, size, true, HANG).unwrap();
+    run_streams_through_progress_threads(poll, 8, 3 << 20, false, HANG).unwrap();
+}
+
+#[test]
+fn sleeping_progress_threads_never_deadlock_on_a_full_ring() {
+    for attempt in 0..20 {
+        if let Err(e) =
+            run_streams_through_progress_threads(None, 16, 4 << 20, false, Duration::from_secs(10))
+        {
+            panic!("attempt {attempt}: {e}");
+        }
+    }
+}
+
+#[test]
+fn a_full_layer_above_leaves_the_cells_in_the_ring_until_resumed() {
+    let (job, (a, ra), (b, _rb)) = pair();
+    ra.limit.store(0, Ordering::SeqCst);
+    for i in 0..5u32 {
+        let len = if i == 2 { 100 << 10 } else { 10 };
+        b.istart_contig(
+            0,
+            header(FrameKind::Control, len, i),
+            SendData::Bytes(pattern(i, len)),
+        )
+        .unwrap();
+    }
+    let cells = cells_in(&a, 1);
+    assert!(cells >= 5);
+    for _ in 0..3 {
+        a.poll(PollDir::InFirst, Some(Duration::from_millis(2)))
+            .unwrap();
+        assert!(!a.try_progress());
+    }
+    assert_eq!(ra.count(), 0, "no room: nothing read");
+    assert_eq!(cells_in(&a, 1), cells, "the cells stay in the ring");
+    // Room for two frames (one cell each): the reader stops after them.
+    ra.limit.store(2, Ordering::SeqCst);
+    a.resume_receiving();
+    assert!(a.try_progress());
+    assert_eq!(ra.count(), 2);
+    assert_eq!(cells_in(&a, 1), cells - 2);
+    // Room again: everything.
+    ra.limit.store(usize::MAX, Ordering::SeqCst);
+    a.resume_receiving();
+    a.try_progress();
+    assert_eq!(ra.count(), 5);
+    assert_eq!(cells_in(&a, 1), 0);
+    for (i, g) in lock(&ra.got).iter().enumerate() {
+        assert!(g.body == pattern(i as u32, if i == 2 { 100 << 10 } else { 10 }));
+    }
+    job.assert_clean();
+}
+
+// ---------------------------------------------------------------------------
+// Malformed input
+
+/// Writes one cell into the ring `b` writes in process `peer`'s segment,
+/// by hand: length word `len`, then `bytes`.
+fn write_cell(b: &ShmModule, peer: usize, len: u32, bytes: &[u8]) {
+    let vc = b.vc(peer).unwrap();
+    let _producer = lock(&vc.send);
+    let ring = vc.theirs.ring(b.me);
+    let tail = ring.tail().load(Ordering::SeqCst);
+    assert!(tail - ring.head().load(Ordering::SeqCst) < CELLS as u64);
+    let (len_word, data) = ring.cell(tail);
+    assert!(bytes.len() <= CELL_DATA);
+    // SAFETY: the cell is the producer's (checked above), and `bytes` fits.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len()) };
+    len_word.store(len, Ordering::SeqCst);
+    ring.tail().store(tail + 1, Ordering::SeqCst);
+}
+
+/// Polls `a` until it reports an event; returns the first.
+fn first_event(a: &ShmModule, ra: &Record) -> String {
+    poll_until(&[a], || !ra.events().is_empty());
+    ra.events()[0].clone()
+}
+
+#[test]
+fn a_cell_longer_than_a_cell_is_reported_naming_the_peer() {
+    let (job, (a, ra), (b, _rb)) = pair();
+    write_cell(&b, 0, CELL_DATA as u32 + 1, &[]);
+    assert_eq!(
+        first_event(&a, &ra),
+        format!(
+            "failed 1: malformed data from process 1: a cell of {} bytes (at most {CELL_DATA})",
+            CELL_DATA + 1
+        )
+    );
+    write_cell(&b, 0, u32::MAX, &[]);
+    poll_until(&[&a], || ra.events().len() == 2);
+    assert!(ra.events()[1].starts_with("failed 1: malformed data from process 1: a cell of"));
+    assert_eq!(ra.count(), 0);
+    job.assert_clean();
+}
+
+#[test]
+fn garbage_in_a_cell_is_reported_naming_the_peer() {
+    let (job, (a, ra), (b, _rb)) = pair();
+    let garbage = b"GET / HTTP/1.1\r\n\r\n";
+    write_cell(&b, 0, garbage.len() as u32, garbage);
+    let e = first_event(&a, &ra);
+    assert!(
+        e.starts_with("failed 1: malformed data from process 1: bad frame magic"),
+        "{e}"
+    );
+    assert_eq!(ra.count(), 0);
+    job.assert_clean();
+}
+
+#[test]
+fn a_frame_too_long_for_the_receiver_is_reported() {
+    let (job, (a, ra), (b, _rb)) = pair();
+    let h = header(FrameKind::Control, MAX_PAYLOAD + 1, 0).encode();
+    write_cell(&b, 0, h.len() as u32, &h);
+    let e = first_event(&a, &ra);
+    assert!(
+        e.starts_with("failed 1: malformed data from process 1: frame of"),
+        "{e}"
+    );
+    job.assert_clean();
+}
+
+#[test]
+fn done_with_a_message_never_lent_is_reported() {
+    let (job, (a, ra), (b, _rb)) = pair();
+    b.istart_contig(
+        0,
+        header(FrameKind::LmtDone, 8, 0),
+        SendData::Bytes(999u64.to_le_bytes().to_vec()),
+    )
+    .unwrap();
+    assert_eq!(
+        first_event(&a, &ra),
+        "failed 1: malformed data from process 1: done with large message 999, which was never lent"
+    );
+    job.assert_clean();
+}
+
+#[test]
+fn lmt_packets_of_the_wrong_size_are_reported() {
+    let (job, (a, ra), (b, _rb)) = pair();
+    b.istart_contig(
+        0,
+        header(FrameKind::LmtRts, 8, 0),
+        SendData::Bytes(vec![0; 8]),
+    )
+    .unwrap();
+    assert_eq!(
+        first_event(&a, &ra),
+        "failed 1: malformed data from process 1: a LmtRts packet of 8 bytes"
+    );
+    job.assert_clean();
+}
+
+fn cookie(addr: u64, len: u64, id: u64) -> Vec<u8> {
+    [addr, len, id]
+        .iter()
+        .flat_map(|w| w.to_le_bytes())
+        .collect()
+}
+
+#[test]
+fn a_cookie_pointing_at_unmapped_memory_is_reported() {
+    let (job, (a, ra), (b, _rb)) = pair();
+    // Two pages, the second unmapped: the read gets one page, then fails.
+    // SAFETY: sysconf with an integer argument only.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) } as usize;
+    // SAFETY: a fresh private mapping nothing else refers to.
+    let base = unsafe {
+        rustix::mm::mmap_anonymous(
+            std::ptr::null_mut(),
+            2 * page,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::PRIVATE,
+        )
+    }
+    .unwrap();
+    // SAFETY: the second page of the mapping just made.
+    unsafe { rustix::mm::munmap(base.cast::<u8>().add(page).cast(), page) }.unwrap();
+    for (i, (addr, len)) in [(base as u64, 2 * page), (base as u64 + page as u64, page)]
+        .into_iter()
+        .enumerate()
+    {
+        b.istart_contig(
+            0,
+            header(FrameKind::LmtRts, COOKIE, 0),
+            SendData::Bytes(cookie(addr, len as u64, 5)),
+        )
+        .unwrap();
+        poll_until(&[&a], || ra.events().len() == i + 1);
+        let e = &ra.events()[i];
+        assert!(
+            e.starts_with(&format!(
+                "failed 1: cannot read a large message from process 1 (pid {})",
+                std::process::id()
+            )),
+            "{e}"
+        );
+    }
+    // SAFETY: the first page, mapped above and no longer used.
+    unsafe { rustix::mm::munmap(base, page) }.unwrap();
+    assert_eq!(ra.count(), 0);
+    assert_eq!(cells_in(&b, 0), 0, "no LmtDone for a failed read");
+    // A length beyond the receiver's limit is refused before reading.
+    b.istart_contig(
+        0,
+        header(FrameKind::LmtRts, COOKIE, 0),
+        SendData::Bytes(cookie(8, MAX_PAYLOAD as u64 + 1, 6)),
+    )
+    .unwrap();
+    poll_until(&[&a], || ra.events().len() == 3);
+    assert_eq!(
+        ra.events()[2],
+        format!(
+            "failed 1: malformed data from process 1: a large message of {} bytes",
+            MAX_PAYLOAD + 1
+        )
+    );
+    job.assert_clean();
+}
+
+// ---------------------------------------------------------------------------
+// Start-up
+
+#[test]
+fn bad_cards_are_refused_naming_the_peer() {
+    let job = Job::new(2);
+    let (a, _ra) = job.module(0);
+    let (b, _rb) = job.module(1);
+    let pid = std::process::id();
+    for card in [
+        "tcp:127.0.0.1:5000".to_string(),
+        "shm:/x".into(),
+        format!("shm:{}:{pid}", segment_name(job.token, 0)),
+        format!("shm:{}:{pid}:1:2", segment_name(job.token, 0)),
+        format!("shm:{}:pid:1", segment_name(job.token, 0)),
+        format!("shm:{}:{pid}:-1", segment_name(job.token, 0)),
+    ] {
+        let e = b.vc_init(0, &card).unwrap_err();
+        assert_eq!(e.peer, Some(0));
+        assert_eq!(
+            e.to_string(),
+            format!("process 0: shm: `{card}` is no shm business card")
+        );
+    }
+    // Another job's segment.
+    let other = Job::new(2);
+    let (c, _rc) = other.module(0);
+    let e = b.vc_init(0, &c.business_card()).unwrap_err();
+    assert_eq!(e.peer, Some(0));
+    assert!(
+        e.to_string().starts_with(&format!(
+            "process 0: shm: card names segment {}, expected that of process 0 of this job",
+            segment_name(other.token, 0)
+        )),
+        "{e}"
+    );
+    // Process 1's card given as process 0's.
+    let e = a.vc_init(1, &a.business_card()).unwrap_err();
+    assert_eq!(e.peer, Some(1));
+    assert!(e.to_string().contains("expected that of process 1"), "{e}");
+    c.unlink();
+    other.assert_clean();
+    assert_eq!(a.own.u32_at(OFF_ATTACHED).load(Ordering::SeqCst), 0);
+    a.unlink();
+    b.unlink();
+    job.assert_clean();
+}
+
+#[test]
+fn a_missing_or_foreign_segment_is_refused_naming_the_peer() {
+    let job = Job::new(2);
+    let (b, _rb) = job.module(1);
+    let card = format!(
+        "shm:{}:{}:0",
+        segment_name(job.token, 0),
+        std::process::id()
+    );
+    let e = b.vc_init(0, &card).unwrap_err();
+    assert_eq!(e.peer, Some(0));
+    assert!(
+        e.to_string().starts_with(&format!(
+            "process 0: shm: cannot open {}",
+            segment_name(job.token, 0)
+        )),
+        "{e}"
+    );
+    // A segment of a job of another size.
+    let three = Job {
+        token: job.token,
+        nodes: 3,
+    };
+    let (a3, _ra3) = three.module(0);
+    let e = b.vc_init(0, &a3.business_card()).unwrap_err();
+    assert_eq!(e.peer, Some(0));
+    assert!(e.to_string().contains("bytes, expected"), "{e}");
+    a3.unlink();
+    drop(a3);
+    // The right size and name, but not a segment of this job (its header).
+    let (a, _ra) = job.module(0);
+    // SAFETY: the header's magic, which nobody else reads now.
+    unsafe { *a.own.base = b'X' };
+    let e = b.vc_init(0, &a.business_card()).unwrap_err();
+    assert_eq!(e.peer, Some(0));
+    assert!(
+        e.to_string().ends_with(&format!(
+            "segment {} is not process 0's of this job",
+            segment_name(job.token, 0)
+        )),
+        "{e}"
+    );
+    assert_eq!(a.own.u32_at(OFF_ATTACHED).load(Ordering::SeqCst), 0);
+    a.unlink();
+    b.unlink();
+    job.assert_clean();
+}
+
+#[test]
+fn a_process_beyond_the_job_is_refused_not_a_panic() {
+    let job = Job::new(2);
+    let guard = Job {
+        token: job.token,
+        nodes: 3,
+    };
+    let (b, _rb) = job.module(1);
+    // A process 2 of this job's token and size (a process outside the
+    // initial set, as `connect_to_root` is for).
+    let c = ShmModule::init(2, 2, job.token, MAX_PAYLOAD).unwrap();
+    let card = c.business_card();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.connect_to_root(2, &card)));
+    c.unlink();
+    b.unlink();
+    guard.assert_clean();
+    let e = r.expect("connect_to_root panicked").unwrap_err();
+    assert_eq!(e.peer, Some(2));
+}
+
+#[test]
+fn accept_peers_names_the_missing_and_removes_the_name() {
+    let job = Job::new(3);
+    let (a, _ra) = job.module(0);
+    let (b, _rb) = job.module(1);
+    b.vc_init(0, &a.business_card()).unwrap();
+    assert_eq!(a.leftovers_of(&job), 1);
+    let e = a
+        .accept_peers(Instant::now() + Duration::from_millis(300))
+        .unwrap_err();
+    assert_eq!(e.peer, None);
+    assert!(
+        e.what.contains(
+            "process 0 waited in vain for the other processes to map its segment (1 of 2 did"
+        ),
+        "{e}"
+    );
+    assert!(e.what.contains("has not reached process(es) 1, 2"), "{e}");
+    assert_eq!(a.leftovers_of(&job), 0, "the name is gone after a failure");
+    b.unlink();
+    job.assert_clean();
+}
+
+impl ShmModule {
+    /// How many of `job`'s names in `/dev/shm` are this module's (0 or 1).
+    fn leftovers_of(&self, job: &Job) -> usize {
+        let mine = self.name.trim_start_matches('/');
+        job.leftovers().iter().filter(|n| *n == mine).count()
+    }
+}
+
+#[test]
+fn finalize_removes_the_name() {
+    let job = Job::new(2);
+    let (a, _ra) = job.module(0);
+    assert_eq!(a.leftovers_of(&job), 1);
+    a.finalize();
+    a.finalize();
+    job.assert_clean();
+}
+
+// ---------------------------------------------------------------------------
+// Termination
+
+#[test]
+fn terminate_completes_after_pending_sends_drain() {
+    let (job, (a, ra), (b, rb)) = pair();
+    let big = pattern(1, 3 << 20);
+    let queued = b
+        .istart_contig(
+            0,
+            header(FrameKind::Control, big.len(), 1),
+            SendData::Bytes(big.clone()),
+        )
+        .unwrap()
+        .expect("3 MiB does not fit in the ring");
+    b.vc_terminate(0);
+    assert!(
+        rb.events().is_empty(),
+        "terminate does not block or finish early"
+    );
+    let small = || header(FrameKind::Control, 0, 0);
+    let refused = [
+        b.istart_contig(0, small(), SendData::Bytes(vec![]))
+            .map(|_| ()),
+        b.isend_contig(0, SendRequest::new(), small(), SendData::Bytes(vec![])),
+        b.send_noncontig(0, SendRequest::new(), small(), &[]),
+        b.post_contig(0, small(), SendData::Bytes(vec![])),
+    ];
+    for r in refused {
+        assert_eq!(r.unwrap_err().peer, Some(0), "no sends after terminate");
+    }
+    poll_until(&[&a, &b], || rb.events() == ["terminated 0"]);
+    assert!(queued.is_complete());
+    poll_until(&[&a], || ra.count() == 1);
+    assert!(lock(&ra.got)[0].body == big);
+    // Nothing pending: terminated at once; and only once.
+    a.vc_terminate(1);
+    assert_eq!(ra.events(), ["terminated 1"]);
+    a.vc_terminate(1);
+    b.vc_terminate(0);
+    a.poll(PollDir::InFirst, Some(Duration::from_millis(1)))
+        .unwrap();
+    b.poll(PollDir::InFirst, Some(Duration::from_millis(1)))
+        .unwrap();
+    assert_eq!(ra.events(), ["terminated 1"]);
+    assert_eq!(rb.events(), ["terminated 0"]);
+    job.assert_clean();
+}
+
+// ---------------------------------------------------------------------------
+// Sleeping and waking
+
+#[test]
+fn a_poll_asleep_on_the_futex_returns_when_a_frame_arrives() {
+    let (job, (a, ra), (b, _rb)) = pair();
+    let (tx, rx) = mpsc::channel();
+    let (a2, ra2) = (Arc::clone(&a), Arc::clone(&ra));
+    let t = std::thread::spawn(move || {
+        let mut polls = 0;
+        while ra2.count() == 0 {
+            a2.poll(PollDir::InFirst, None).unwrap();
+            polls += 1;
+        }
+        tx.send(polls).unwrap();
+    });
+    wait_until("the poll to sleep", || {
+        a.own.u32_at(OFF_SLEEPING).load(Ordering::SeqCst) == 1
+    });
+    b.istart_contig(
+        0,
+        header(FrameKind::Control, 5, 1),
+        SendData::Bytes(b"hello".to_vec()),
+    )
+    .unwrap();
+    let woke = rx.recv_timeout(HANG);
+    if woke.is_err() {
+        a.wake();
+    }
+    t.join().unwrap();
+    assert!(woke.is_ok(), "the poll slept through the frame");
+    assert_eq!(lock(&ra.got)[0].body, b"hello");
+    job.assert_clean();
+}
+
+/// Runs `a.poll(None)` on another thread; true if it returned within the
+/// hang guard (else wakes it to end the thread).
+fn poll_returns(a: &Arc<ShmModule>, before: impl FnOnce()) -> bool {
+    let (tx, rx) = mpsc::channel();
+    let a2 = Arc::clone(a);
+    let t = std::thread::spawn(move || {
+        a2.poll(PollDir::InFirst, None).unwrap();
+        tx.send(()).unwrap();
+    });
+    before();
+    let back = rx.recv_timeout(HANG).is_ok();
+    if !back {
+        a.wake();
+    }
+    t.join().unwrap();
+    back
+}
+
+#[test]
+fn a_wake_before_the_poll_is_not_lost() {
+    let (job, (a, _ra), _b) = pair();
+    a.wake();
+    assert!(poll_returns(&a, || {}), "the wake came first, and was lost");
+    // Several wakes before a poll.
+    a.wake();
+    a.wake();
+    assert!(poll_returns(&a, || {}));
+    job.assert_clean();
+}
+
+#[test]
+fn a_wake_from_another_thread_ends_a_blocked_poll() {
+    let (job, (a, _ra), _b) = pair();
+    for _ in 0..3 {
+        // A wake that ended a wait is kept for the next poll too (a spurious
+        // return, harmless): take it, so that the next poll sleeps.
+        a.poll(PollDir::InFirst, Some(Duration::from_millis(1)))
+            .unwrap();
+        let a2 = Arc::clone(&a);
+        assert!(poll_returns(&a, move || {
+            wait_until("the poll to sleep", || {
+                a2.own.u32_at(OFF_SLEEPING).load(Ordering::SeqCst) == 1
+            });
+            let a3 = Arc::clone(&a2);
+            std::thread::spawn(move || a3.wake()).join().unwrap();
+        }));
+    }
+    // resume_receiving wakes too.
+    a.poll(PollDir::InFirst, Some(Duration::from_millis(1)))
+        .unwrap();
+    let a2 = Arc::clone(&a);
+    assert!(poll_returns(&a, move || {
+        wait_until("the poll to sleep", || {
+            a2.own.u32_at(OFF_SLEEPING).load(Ordering::SeqCst) == 1
+        });
+        a2.resume_receiving();
+    }));
+    job.assert_clean();
+}
+
+#[test]
+fn many_sending_threads_keep_each_threads_order() {
+    let (job, (a, ra), (b, rb)) = pair();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = vec![
+        progress_thread(&a, &stop, Some(Duration::from_millis(5))),
+        progress_thread(&b, &stop, Some(Duration::from_millis(5))),
+    ];
+    // An idle PE of process 0 taking frames off the rings as well.
+    {
+        let (a, stop) = (Arc::clone(&a), Arc::clone(&stop));
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                a.try_progress();
+                std::thread::yield_now();
+            }
+        }));
+    }
+    const SENDERS: u32 = 4;
+    const EACH: u32 = 300;
+    let senders: Vec<_> = (0..SENDERS)
+        .map(|t| {
+            let b = Arc::clone(&b);
+            std::thread::spawn(move || {
+                for i in 0..EACH {
+                    let tag = t << 16 | i;
+                    let len = (i as usize * 997) % (3 * CELL_DATA);
+                    let h = header(FrameKind::Control, len, tag);
+                    let body = SendData::Bytes(pattern(tag, len));
+                    match i % 3 {
+                        0 => drop(b.istart_contig(0, h, body).unwrap()),
+                        1 => b.isend_contig(0, SendRequest::new(), h, body).unwrap(),
+                        _ => b.post_contig(0, h, body).unwrap(),
+                    }
+                    if i % 10 == 0 {
+                        b.flush_all();
+                    }
+                }
+                b.flush_all();
+            })
+        })
+        .collect();
+    for s in senders {
+        s.join().unwrap();
+    }
+    let end = Instant::now() + HANG;
+    while ra.count() < (SENDERS * EACH) as usize && Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    stop_threads(&[&a, &b], &stop, threads);
+    let got = lock(&ra.got);
+    assert_eq!(got.len(), (SENDERS * EACH) as usize, "frames lost or hung");
+    let mut next = [0u32; SENDERS as usize];
+    for g in got.iter() {
+        let (t, i) = (g.header.tag >> 16, g.header.tag & 0xffff);
+        assert_eq!(i, next[t as usize], "thread {t}'s frames out of order");
+        next[t as usize] += 1;
+        assert!(g.body == pattern(g.header.tag, g.header.len as usize));
+    }
+    assert!(ra.events().is_empty() && rb.events().is_empty());
+    job.assert_clean();
+}

@@ -33,9 +33,10 @@
 //! # Concurrency protocol
 //!
 //! - `send` lock: the VC's queue, and writing to its socket.
-//! - `recv` lock: the VC's reassembler, and reading from its socket. Only the
-//!   progress thread reads today; the lock keeps a second reader (a PE
-//!   polling while it spins) correct later.
+//! - `recv` lock: the VC's reassembler, and reading from its socket. The
+//!   progress thread reads (blocking on the lock: an edge it was woken for
+//!   must not be lost) and so do idle PEs (`try_progress`, skipping a VC
+//!   being read).
 //! - `poll` lock: the mio `Poll`, held by the one thread that waits on it.
 //! - Upcalls run with the VC's `recv` lock held (frames) or nothing held.
 use std::collections::VecDeque;
@@ -507,7 +508,9 @@ impl TcpModule {
 
     /// Reports `vc_terminated` once both directions are closed.
     fn check_terminated(&self, vc: &Vc) {
-        let closed = lock(&vc.send).write_closed && lock(&vc.recv).eof;
+        // One lock at a time: a receiver holding `recv` may take `send`.
+        let write_closed = lock(&vc.send).write_closed;
+        let closed = write_closed && lock(&vc.recv).eof;
         if closed && !vc.terminated.swap(true, Ordering::AcqRel) {
             let _ = self
                 .registry
