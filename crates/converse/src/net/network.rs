@@ -608,20 +608,17 @@ impl Network {
         for peer in self.peers() {
             self.module.vc_terminate(peer);
         }
-        // Both sides close after their Byes; a peer that is gone already
-        // counts as closed. Bounded: the job's work is done.
-        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        // Both sides close after their Byes. A VC terminates once what was
+        // sent on it has left and every large message lent to the peer has
+        // been read (the peer reads it before it sees our Bye, which comes
+        // after it); a peer that dies instead is reported by the launcher,
+        // which ends this process. So the wait needs no deadline.
         let mut state = lock(&shared.state);
         while !self.peers().all(|p| state.terminated[p]) {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                break;
-            }
             state = shared
                 .changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
         }
         drop(state);
         for peer in self.peers() {
