@@ -710,9 +710,17 @@ impl ShmModule {
 
     fn progress(&self, blocking_locks: bool) -> bool {
         let mut moved = false;
-        let resume = self.resume.swap(false, Ordering::AcqRel);
+        // Plain loads first: an idle PE calls this in its spin loop, and
+        // most calls find nothing.
+        let resume =
+            self.resume.load(Ordering::Relaxed) && self.resume.swap(false, Ordering::AcqRel);
         for vc in self.vcs.iter().filter_map(|v| v.get()) {
-            let guard = if blocking_locks || resume {
+            let ring = self.own.ring(vc.peer);
+            let has_cells =
+                ring.head().load(Ordering::Relaxed) != ring.tail().load(Ordering::Acquire);
+            let guard = if !has_cells {
+                None
+            } else if blocking_locks || resume {
                 Some(lock(&vc.recv))
             } else {
                 vc.recv.try_lock().ok()
