@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::frame::FrameHeader;
+use super::frame::{FRAME_HEADER_SIZE, FrameHeader};
 use crate::msg::message::Message;
 
 /// A fault of a network module, naming the process it concerns.
@@ -98,6 +98,59 @@ impl SendData {
             SendData::Message(m) => m.as_bytes(),
             SendData::Bytes(b) => b,
         }
+    }
+}
+
+/// Bytes on their way out of a module: a frame (header, then data) or the
+/// further data of a request, and how much of it is written. Both modules
+/// keep their per-VC send queues of these.
+pub(crate) struct OutFrame {
+    pub header: Option<[u8; FRAME_HEADER_SIZE]>,
+    pub data: SendData,
+    /// Bytes of header-then-data already written.
+    pub written: usize,
+    pub req: Option<SendRequest>,
+}
+
+impl OutFrame {
+    /// A frame: `header`, then `data`.
+    pub fn frame(header: FrameHeader, data: SendData, req: Option<SendRequest>) -> OutFrame {
+        OutFrame {
+            header: Some(header.encode()),
+            data,
+            written: 0,
+            req,
+        }
+    }
+
+    /// Header plus data, in bytes.
+    pub fn total(&self) -> usize {
+        self.header.map_or(0, |h| h.len()) + self.data.as_slice().len()
+    }
+
+    /// The unwritten part of the header (maybe empty), then of the data.
+    pub fn rest(&self) -> (&[u8], &[u8]) {
+        let hdr: &[u8] = self.header.as_ref().map_or(&[], |h| &h[..]);
+        let data = self.data.as_slice();
+        if self.written < hdr.len() {
+            (&hdr[self.written..], data)
+        } else {
+            (&[], &data[self.written - hdr.len()..])
+        }
+    }
+
+    /// Once all of it is written: completes its request, or returns the
+    /// request's further data, which must follow at once (see
+    /// [`SendRequest::data_sent`]).
+    pub fn complete(self) -> Option<OutFrame> {
+        let req = self.req?;
+        let more = req.data_sent()?;
+        Some(OutFrame {
+            header: None,
+            data: more,
+            written: 0,
+            req: Some(req),
+        })
     }
 }
 

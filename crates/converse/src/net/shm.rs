@@ -72,8 +72,8 @@ use rustix::mm::{MapFlags, ProtFlags};
 use rustix::shm::OFlags;
 use rustix::thread::futex;
 
-use super::frame::{FRAME_HEADER_SIZE, FrameHeader, FrameKind, Reassembler};
-use super::netmod::{NetError, NetModule, PollDir, SendData, SendRequest, Upcalls};
+use super::frame::{FrameHeader, FrameKind, Reassembler};
+use super::netmod::{NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls};
 use crate::msg::message::Message;
 
 const MAGIC: &[u8; 8] = b"CVRSSHM1";
@@ -202,29 +202,7 @@ impl Ring<'_> {
     }
 }
 
-/// Bytes on their way into a ring: a frame header and its data.
-struct Pending {
-    header: Option<[u8; FRAME_HEADER_SIZE]>,
-    data: SendData,
-    written: usize,
-    req: Option<SendRequest>,
-}
-
-impl Pending {
-    fn total(&self) -> usize {
-        self.header.map_or(0, |h| h.len()) + self.data.as_slice().len()
-    }
-
-    /// The next unwritten bytes (of the header, then of the data).
-    fn rest(&self) -> &[u8] {
-        let hdr = self.header.as_ref().map_or(0, |h| h.len());
-        if self.written < hdr {
-            &self.header.as_ref().expect("header")[self.written..]
-        } else {
-            &self.data.as_slice()[self.written - hdr..]
-        }
-    }
-}
+type Pending = OutFrame;
 
 #[derive(Default)]
 struct SendSide {
@@ -481,7 +459,10 @@ impl ShmModule {
                 let Some(front) = side.queue.front_mut() else {
                     break;
                 };
-                let bytes = front.rest();
+                let bytes = match front.rest() {
+                    ([], data) => data,
+                    (hdr, _) => hdr,
+                };
                 let n = bytes.len().min(CELL_DATA - filled);
                 // SAFETY: the cell is ours until `tail` is published (the
                 // consumer is `CELLS` or fewer behind, checked above);
@@ -492,17 +473,9 @@ impl ShmModule {
                 front.written += n;
                 if front.written == front.total() {
                     let done = side.queue.pop_front().expect("front");
-                    if let Some(req) = done.req {
-                        if let Some(more) = req.data_sent() {
-                            let p = Pending {
-                                header: None,
-                                data: more,
-                                written: 0,
-                                req: Some(req),
-                            };
-                            vc.queued.fetch_add(p.total(), Ordering::Relaxed);
-                            side.queue.push_front(p);
-                        }
+                    if let Some(more) = done.complete() {
+                        vc.queued.fetch_add(more.total(), Ordering::Relaxed);
+                        side.queue.push_front(more);
                     }
                 }
             }
@@ -646,12 +619,7 @@ impl ShmModule {
                 };
                 let _ = self.send_pending(
                     vc,
-                    Pending {
-                        header: Some(header.encode()),
-                        data: SendData::Bytes(done),
-                        written: 0,
-                        req: None,
-                    },
+                    Pending::frame(header, SendData::Bytes(done), None),
                     true,
                 );
                 let msg_header = FrameHeader {
@@ -866,12 +834,7 @@ impl NetModule for ShmModule {
         header: FrameHeader,
         data: SendData,
     ) -> Result<(), NetError> {
-        let p = Pending {
-            header: Some(header.encode()),
-            data,
-            written: 0,
-            req: Some(req),
-        };
+        let p = Pending::frame(header, data, Some(req));
         self.send_pending(self.vc(peer)?, p, true).map(|_| ())
     }
 
@@ -882,12 +845,7 @@ impl NetModule for ShmModule {
         data: SendData,
     ) -> Result<Option<SendRequest>, NetError> {
         let req = SendRequest::new();
-        let p = Pending {
-            header: Some(header.encode()),
-            data,
-            written: 0,
-            req: Some(req.clone()),
-        };
+        let p = Pending::frame(header, data, Some(req.clone()));
         let sent = self.send_pending(self.vc(peer)?, p, true)?;
         Ok((!sent).then_some(req))
     }
@@ -937,21 +895,11 @@ impl NetModule for ShmModule {
                     len: COOKIE as u32,
                     ..header
                 };
-                let p = Pending {
-                    header: Some(rts.encode()),
-                    data: SendData::Bytes(cookie),
-                    written: 0,
-                    req: None,
-                };
+                let p = Pending::frame(rts, SendData::Bytes(cookie), None);
                 return self.send_pending(vc, p, true).map(|_| ());
             }
         }
-        let p = Pending {
-            header: Some(header.encode()),
-            data,
-            written: 0,
-            req: None,
-        };
+        let p = Pending::frame(header, data, None);
         self.send_pending(vc, p, false).map(|_| ())
     }
 

@@ -3,6 +3,7 @@
 //! its own (tests run in parallel) and checks that the modules left no
 //! segment behind in `/dev/shm`.
 use super::*;
+use crate::net::frame::FRAME_HEADER_SIZE;
 use crate::net::netmod::DataAvail;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};

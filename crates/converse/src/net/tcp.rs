@@ -50,8 +50,8 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use std::os::fd::AsRawFd;
 
-use super::frame::{FRAME_HEADER_SIZE, FrameHeader, Reassembler};
-use super::netmod::{NetError, NetModule, PollDir, SendData, SendRequest, Upcalls};
+use super::frame::{FrameHeader, Reassembler};
+use super::netmod::{NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls};
 
 /// The first bytes a connecting process writes.
 const HELLO_MAGIC: &[u8; 8] = b"CVRSTCP1";
@@ -68,35 +68,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Bytes on their way out: a frame header and its data, or more data of a
-/// request.
-struct Pending {
-    header: Option<[u8; FRAME_HEADER_SIZE]>,
-    data: SendData,
-    /// Bytes of header-then-data already written.
-    written: usize,
-    req: Option<SendRequest>,
-}
+type Pending = OutFrame;
 
-impl Pending {
-    fn total(&self) -> usize {
-        self.header.map_or(0, |h| h.len()) + self.data.as_slice().len()
-    }
-
+impl OutFrame {
     /// Writes what it can; `Ok(true)` once all is written. Adds the bytes
     /// written to `sent`.
     fn write_to(&mut self, mut stream: &mio::net::TcpStream, sent: &mut usize) -> io::Result<bool> {
         let total = self.total();
         while self.written < total {
-            let hdr: &[u8] = match &self.header {
-                Some(h) => h,
-                None => &[],
-            };
-            let data = self.data.as_slice();
-            let n = if self.written < hdr.len() {
-                stream.write_vectored(&[IoSlice::new(&hdr[self.written..]), IoSlice::new(data)])
-            } else {
-                stream.write(&data[self.written - hdr.len()..])
+            let n = match self.rest() {
+                ([], data) => stream.write(data),
+                (hdr, data) => stream.write_vectored(&[IoSlice::new(hdr), IoSlice::new(data)]),
             };
             match n {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -378,15 +360,8 @@ impl TcpModule {
     /// A fully written pending item: completes its request, queueing the
     /// request's next data first if its continuation has more.
     fn complete(p: Pending, queue: &mut VecDeque<Pending>) {
-        if let Some(req) = p.req {
-            if let Some(more) = req.data_sent() {
-                queue.push_front(Pending {
-                    header: None,
-                    data: more,
-                    written: 0,
-                    req: Some(req),
-                });
-            }
+        if let Some(more) = p.complete() {
+            queue.push_front(more);
         }
     }
 
@@ -667,12 +642,7 @@ impl NetModule for TcpModule {
         header: FrameHeader,
         data: SendData,
     ) -> Result<(), NetError> {
-        let p = Pending {
-            header: Some(header.encode()),
-            data,
-            written: 0,
-            req: Some(req),
-        };
+        let p = Pending::frame(header, data, Some(req));
         self.send_pending(self.vc(peer)?, p).map(|_| ())
     }
 
@@ -683,12 +653,7 @@ impl NetModule for TcpModule {
         data: SendData,
     ) -> Result<Option<SendRequest>, NetError> {
         let req = SendRequest::new();
-        let p = Pending {
-            header: Some(header.encode()),
-            data,
-            written: 0,
-            req: Some(req.clone()),
-        };
+        let p = Pending::frame(header, data, Some(req.clone()));
         let sent = self.send_pending(self.vc(peer)?, p)?;
         Ok((!sent).then_some(req))
     }
@@ -763,12 +728,7 @@ impl NetModule for TcpModule {
         header: FrameHeader,
         data: SendData,
     ) -> Result<(), NetError> {
-        let p = Pending {
-            header: Some(header.encode()),
-            data,
-            written: 0,
-            req: None,
-        };
+        let p = Pending::frame(header, data, None);
         self.send_pending_when(self.vc(peer)?, p, false).map(|_| ())
     }
 
