@@ -111,7 +111,7 @@ impl Converse {
 
     /// Parses the runtime flags and builds the job's shared state.
     fn job(&self) -> Result<Arc<Job>, ArgError> {
-        keep_large_buffers_mapped();
+        keep_large_buffers_in_heap();
         let (flags, program_args) = args::parse(&self.args)?;
         let placement = super::launch::placement().map_err(ArgError::Launch)?;
         let pes = flags.pes.unwrap_or(self.default_pes);
@@ -324,7 +324,7 @@ fn end_network(job: &Job) {
 /// of virtual machine). Raising the threshold to 64 MiB keeps them in the
 /// heap, where freed blocks are reused. Process-wide and harmless to other
 /// code; skipped where the allocator is not glibc's.
-fn keep_large_buffers_mapped() {
+fn keep_large_buffers_in_heap() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
         static ONCE: std::sync::Once = std::sync::Once::new();
