@@ -92,7 +92,12 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
 fn flood_case() {
     for netmod in NETMODS {
         for (pes, ppn) in [(4, 2), (2, 1)] {
-            let f = common::job(netmod, pes, ppn, "flood", &[]);
+            // About a minute per job in a debug build (12 M messages):
+            // a longer hang guard than other jobs get.
+            let (p, n) = (pes.to_string(), ppn.to_string());
+            let me = common::me();
+            let args = ["+p", &p, "++ppn", &n, "++netmod", netmod, &me, "flood"];
+            let f = common::convrun(&args, std::time::Duration::from_secs(300));
             f.expect_code(0);
             let peaks: Vec<u64> = f
                 .stdout
