@@ -350,7 +350,22 @@ pub trait NetModule: Send + Sync {
         req: SendRequest,
         header: FrameHeader,
         iov: &[&[u8]],
-    ) -> Result<(), NetError>;
+    ) -> Result<(), NetError> {
+        // Packed once: the module then sends one contiguous body. A module
+        // that can gather (writev into a socket) may do better.
+        let total: usize = iov.iter().map(|p| p.len()).sum();
+        if total != header.len as usize {
+            return Err(NetError::peer(
+                peer,
+                format!(
+                    "{}: frame header says {} bytes but the iovecs hold {total}",
+                    self.name(),
+                    header.len
+                ),
+            ));
+        }
+        self.isend_contig(peer, req, header, SendData::Bytes(iov.concat()))
+    }
 
     /// Makes progress on sends and receives (`net_module_poll`), waiting up
     /// to `timeout` for something to happen (`None`: wait until something

@@ -850,26 +850,6 @@ impl NetModule for ShmModule {
         Ok((!sent).then_some(req))
     }
 
-    fn send_noncontig(
-        &self,
-        peer: usize,
-        req: SendRequest,
-        header: FrameHeader,
-        iov: &[&[u8]],
-    ) -> Result<(), NetError> {
-        let total: usize = iov.iter().map(|p| p.len()).sum();
-        if total != header.len as usize {
-            return Err(NetError::peer(
-                peer,
-                format!(
-                    "shm: frame header says {} bytes but the iovecs hold {total}",
-                    header.len
-                ),
-            ));
-        }
-        self.isend_contig(peer, req, header, SendData::Bytes(iov.concat()))
-    }
-
     fn post_contig(
         &self,
         peer: usize,

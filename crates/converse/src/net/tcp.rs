@@ -658,31 +658,6 @@ impl NetModule for TcpModule {
         Ok((!sent).then_some(req))
     }
 
-    fn send_noncontig(
-        &self,
-        peer: usize,
-        req: SendRequest,
-        header: FrameHeader,
-        iov: &[&[u8]],
-    ) -> Result<(), NetError> {
-        let total: usize = iov.iter().map(|p| p.len()).sum();
-        if total != header.len as usize {
-            return Err(NetError::peer(
-                peer,
-                format!(
-                    "tcp: frame header says {} bytes but the iovecs hold {total}",
-                    header.len
-                ),
-            ));
-        }
-        // Packed once; the socket then sees one contiguous write.
-        let mut bytes = Vec::with_capacity(total);
-        for p in iov {
-            bytes.extend_from_slice(p);
-        }
-        self.isend_contig(peer, req, header, SendData::Bytes(bytes))
-    }
-
     fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
         let mut poll = lock(&self.poll);
         let mut events = Events::with_capacity(64);
