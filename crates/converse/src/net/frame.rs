@@ -27,7 +27,10 @@
 //! - A header fragment is kept in `pending` (`pending_pkt`) until the rest of
 //!   the header arrives; while `pending_len > 0` no frame body is active.
 //! - Once a header is complete, its body is received into `active`
-//!   (`recv_active`), a buffer of exactly `len` bytes. A module that can
+//!   (`recv_active`), a buffer of exactly `len` bytes: for a `Message`
+//!   frame, the buffer of the [`Message`] it becomes (so a message is
+//!   copied once, from the wire into its own buffer, and allocated once);
+//!   for any other kind, a `Vec<u8>`. A module that can
 //!   receive straight into it (the recv-active fast path: `read` into
 //!   [`Reassembler::body_space`], then [`Reassembler::body_filled`]) skips the
 //!   copy; one that cannot passes its buffer to `handle`.
@@ -36,6 +39,8 @@
 //! - At the end of the stream, [`Reassembler::finish`] reports a frame cut
 //!   short (a truncated packet) instead of dropping it silently.
 use std::fmt;
+
+use crate::msg::message::{MSG_HEADER_SIZE, Message};
 
 /// Size of a frame header, in bytes.
 pub const FRAME_HEADER_SIZE: usize = 16;
@@ -170,6 +175,11 @@ pub enum FrameFault {
         /// The receiver's limit.
         max: usize,
     },
+    /// A `Message` frame too short to hold a message header.
+    ShortMessage {
+        /// Announced length.
+        len: usize,
+    },
     /// The stream ended inside a frame.
     Truncated {
         /// Bytes of the frame received (header included).
@@ -191,6 +201,10 @@ impl fmt::Display for FrameFault {
             FrameFault::TooLong { len, max } => {
                 write!(f, "frame of {len} bytes is longer than the limit of {max}")
             }
+            FrameFault::ShortMessage { len } => write!(
+                f,
+                "a message frame of {len} bytes is shorter than a message header ({MSG_HEADER_SIZE} bytes)"
+            ),
             FrameFault::Truncated { got, needed } => match needed {
                 Some(n) => write!(f, "stream ended inside a frame: {got} of {n} bytes"),
                 None => write!(
@@ -223,12 +237,69 @@ impl fmt::Display for FrameError {
 
 impl std::error::Error for FrameError {}
 
+/// The payload of a whole frame, as [`Reassembler`] delivers it.
+pub enum FrameBody {
+    /// The payload of a [`FrameKind::Message`] frame, received straight
+    /// into the buffer of the message it is (its header's size field is
+    /// as the peer wrote it: the layer above checks it).
+    Message(Message),
+    /// The payload of any other kind of frame.
+    Bytes(Vec<u8>),
+}
+
+impl FrameBody {
+    /// An empty body of `len` bytes, to be received into, for a frame of
+    /// `kind` (a `Message` frame's `len` is at least a message header:
+    /// checked by the caller).
+    fn for_frame(kind: FrameKind, len: usize) -> FrameBody {
+        match kind {
+            FrameKind::Message => FrameBody::Message(Message::alloc(len)),
+            _ => FrameBody::Bytes(vec![0; len]),
+        }
+    }
+
+    /// The payload's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            FrameBody::Message(m) => m.as_bytes(),
+            FrameBody::Bytes(b) => b,
+        }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        match self {
+            FrameBody::Message(m) => m.as_bytes_mut(),
+            FrameBody::Bytes(b) => b,
+        }
+    }
+
+    /// The payload's bytes as a vector.
+    #[cfg(test)]
+    pub fn into_vec(self) -> Vec<u8> {
+        match self {
+            FrameBody::Message(m) => m.as_bytes().to_vec(),
+            FrameBody::Bytes(b) => b,
+        }
+    }
+}
+
 /// The frame whose body is being received (`recv_active`).
 struct Active {
     header: FrameHeader,
-    body: Vec<u8>,
-    /// Bytes of `body` received so far.
+    body: FrameBody,
+    /// Bytes of the body (`header.len` in all) received so far.
     filled: usize,
+}
+
+impl Active {
+    fn rest(&mut self) -> &mut [u8] {
+        let filled = self.filled;
+        &mut self.body.as_mut_slice()[filled..]
+    }
+
+    fn is_complete(&self) -> bool {
+        self.filled == self.header.len as usize
+    }
 }
 
 /// Reassembles the frames of one connection from received bytes in any
@@ -272,15 +343,16 @@ impl Reassembler {
     pub fn handle(
         &mut self,
         mut bytes: &[u8],
-        mut deliver: impl FnMut(FrameHeader, Vec<u8>),
+        mut deliver: impl FnMut(FrameHeader, FrameBody),
     ) -> Result<(), FrameError> {
         if let Some(fault) = self.failed.clone() {
             return Err(self.error(fault));
         }
         while !bytes.is_empty() {
             if let Some(active) = &mut self.active {
-                let n = (active.body.len() - active.filled).min(bytes.len());
-                active.body[active.filled..active.filled + n].copy_from_slice(&bytes[..n]);
+                let rest = active.rest();
+                let n = rest.len().min(bytes.len());
+                rest[..n].copy_from_slice(&bytes[..n]);
                 active.filled += n;
                 bytes = &bytes[n..];
                 self.deliver_if_complete(&mut deliver);
@@ -308,9 +380,13 @@ impl Reassembler {
                 Ok(h) => h,
                 Err(fault) => return Err(self.error(fault)),
             };
+            let len = header.len as usize;
+            if header.kind == FrameKind::Message && len < MSG_HEADER_SIZE {
+                return Err(self.error(FrameFault::ShortMessage { len }));
+            }
             self.active = Some(Active {
                 header,
-                body: vec![0; header.len as usize],
+                body: FrameBody::for_frame(header.kind, len),
                 filled: 0,
             });
             self.deliver_if_complete(&mut deliver);
@@ -318,12 +394,8 @@ impl Reassembler {
         Ok(())
     }
 
-    fn deliver_if_complete(&mut self, deliver: &mut impl FnMut(FrameHeader, Vec<u8>)) {
-        if self
-            .active
-            .as_ref()
-            .is_some_and(|a| a.filled == a.body.len())
-        {
+    fn deliver_if_complete(&mut self, deliver: &mut impl FnMut(FrameHeader, FrameBody)) {
+        if self.active.as_ref().is_some_and(Active::is_complete) {
             let done = self.active.take().expect("checked");
             deliver(done.header, done.body);
         }
@@ -334,8 +406,7 @@ impl Reassembler {
     /// body is being received (the next bytes are a header: use
     /// [`handle`](Reassembler::handle)).
     pub fn body_space(&mut self) -> Option<&mut [u8]> {
-        let active = self.active.as_mut()?;
-        Some(&mut active.body[active.filled..])
+        Some(self.active.as_mut()?.rest())
     }
 
     /// Records that `n` bytes were received into
@@ -344,13 +415,13 @@ impl Reassembler {
     ///
     /// # Panics
     /// If `n` is more than the space there was.
-    pub fn body_filled(&mut self, n: usize, mut deliver: impl FnMut(FrameHeader, Vec<u8>)) {
+    pub fn body_filled(&mut self, n: usize, mut deliver: impl FnMut(FrameHeader, FrameBody)) {
         let active = self
             .active
             .as_mut()
             .expect("body_filled without an active frame");
         assert!(
-            n <= active.body.len() - active.filled,
+            n <= active.header.len as usize - active.filled,
             "body_filled past the frame's end"
         );
         active.filled += n;
@@ -375,7 +446,7 @@ impl Reassembler {
         if let Some(a) = &self.active {
             let fault = FrameFault::Truncated {
                 got: FRAME_HEADER_SIZE + a.filled,
-                needed: Some(FRAME_HEADER_SIZE + a.body.len()),
+                needed: Some(FRAME_HEADER_SIZE + a.header.len as usize),
             };
             return Err(self.error(fault));
         }
@@ -393,7 +464,9 @@ mod tests {
     fn collect(r: &mut Reassembler, chunks: &[&[u8]]) -> Result<Vec<Frame>, FrameError> {
         let mut out = Vec::new();
         for c in chunks {
-            r.handle(c, |h, p| out.push((h.kind, h.flags, h.src, h.tag, p)))?;
+            r.handle(c, |h, p| {
+                out.push((h.kind, h.flags, h.src, h.tag, p.into_vec()))
+            })?;
         }
         Ok(out)
     }
@@ -417,7 +490,14 @@ mod tests {
                 any::<u32>(),
                 any::<u32>(),
                 prop::collection::vec(any::<u8>(), 0..600),
-            ),
+            )
+                .prop_map(|(kind, flags, src, tag, mut payload)| {
+                    // A message frame holds at least a message header.
+                    if kind == FrameKind::Message && payload.len() < MSG_HEADER_SIZE {
+                        payload.resize(MSG_HEADER_SIZE, 0);
+                    }
+                    (kind, flags, src, tag, payload)
+                }),
             0..20,
         )
     }
@@ -476,7 +556,7 @@ mod tests {
             while at < bytes.len() {
                 let size = sizes[turn % sizes.len()];
                 turn += 1;
-                let mut push = |h: FrameHeader, p: Vec<u8>| got.push((h.kind, h.flags, h.src, h.tag, p));
+                let mut push = |h: FrameHeader, p: FrameBody| got.push((h.kind, h.flags, h.src, h.tag, p.into_vec()));
                 if let Some(space) = r.body_space() {
                     let n = size.min(space.len()).min(bytes.len() - at);
                     space[..n].copy_from_slice(&bytes[at..at + n]);
@@ -511,7 +591,7 @@ mod tests {
     fn empty_payloads_are_delivered() {
         let bytes = stream(&[
             (FrameKind::Control, 0, 1, 2, vec![]),
-            (FrameKind::Message, 0, 3, 4, vec![9]),
+            (FrameKind::LmtDone, 0, 3, 4, vec![9]),
         ]);
         let mut r = Reassembler::new(0, 16);
         let got = collect(&mut r, &[&bytes]).unwrap();
@@ -569,7 +649,7 @@ mod tests {
 
     #[test]
     fn truncated_streams_are_reported_at_the_end() {
-        let bytes = encode_frame(FrameKind::Message, 0, 0, 0, &[1; 10]);
+        let bytes = encode_frame(FrameKind::Control, 0, 0, 0, &[1; 10]);
         let mut r = Reassembler::new(4, 1024);
         collect(&mut r, &[&bytes[..5]]).unwrap();
         assert_eq!(
@@ -590,5 +670,31 @@ mod tests {
             }
         );
         assert!(err.to_string().contains("20 of 26 bytes"), "{err}");
+    }
+
+    #[test]
+    fn message_frames_become_messages_and_short_ones_are_refused() {
+        let mut msg = Message::new(5, 3);
+        msg.payload_mut().copy_from_slice(b"abc");
+        let bytes = encode_frame(FrameKind::Message, 0, 1, 2, msg.as_bytes());
+        let mut r = Reassembler::new(0, 1024);
+        let mut got = Vec::new();
+        r.handle(&bytes, |_, body| got.push(body)).unwrap();
+        match got.pop() {
+            Some(FrameBody::Message(m)) => {
+                assert_eq!(m.as_bytes(), msg.as_bytes());
+                assert_eq!(m.payload(), b"abc");
+            }
+            _ => panic!("a message frame arrives as a message"),
+        }
+        let short = encode_frame(FrameKind::Message, 0, 1, 2, &[0; MSG_HEADER_SIZE - 1]);
+        let err = collect(&mut Reassembler::new(6, 1024), &[&short]).unwrap_err();
+        assert_eq!(
+            err.fault,
+            FrameFault::ShortMessage {
+                len: MSG_HEADER_SIZE - 1
+            }
+        );
+        assert!(err.to_string().contains("process 6"), "{err}");
     }
 }

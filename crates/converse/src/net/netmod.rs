@@ -41,7 +41,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::frame::{FRAME_HEADER_SIZE, FrameHeader};
+use super::frame::{FRAME_HEADER_SIZE, FrameBody, FrameHeader};
 use crate::msg::message::Message;
 
 /// A fault of a network module, naming the process it concerns.
@@ -277,9 +277,18 @@ pub trait Upcalls: Send + Sync {
     /// that are not a frame stream.
     fn vc_failed(&self, peer: usize, why: String);
     /// A `Message` frame whose body the module received straight into a
-    /// message buffer (a large-message transfer): no copy to make.
+    /// message buffer (every module does, through the reassembler or a
+    /// large-message transfer): no copy to make.
     fn message(&self, peer: usize, header: FrameHeader, msg: Message) {
         self.frame(peer, header, msg.as_bytes().to_vec());
+    }
+    /// A whole frame from the reassembler: [`Upcalls::message`] for a
+    /// message, [`Upcalls::frame`] for anything else.
+    fn arrived(&self, peer: usize, header: FrameHeader, body: FrameBody) {
+        match body {
+            FrameBody::Message(msg) => self.message(peer, header, msg),
+            FrameBody::Bytes(bytes) => self.frame(peer, header, bytes),
+        }
     }
     /// Whether the layer above takes more frames now (flow control). While
     /// it says no, the module leaves received bytes in the network; it

@@ -25,14 +25,26 @@
 //! | 128 | `wake` (u32 futex word, bumped by every waker), `sleeping` (u32) |
 //! | 4096 + r * RING | the ring written by process `r` |
 //!
-//! A ring: `head` (consumer, own cache line), `tail` (producer), `waiting`
-//! (the producer waits for room), then [`CELLS`] cells of [`CELL_BYTES`]:
-//! a length (u32) and up to [`CELL_DATA`] bytes of the sender's frame
-//! stream. A cell carries any part of the stream: several small frames, or
-//! a piece of a large one (the cooperative copy: the sender fills cells as
-//! the receiver empties them). The receiver feeds each cell's bytes to the
-//! VC's `Reassembler` (the one reassembly path; a cell's length and every
-//! frame are checked, since another process wrote them).
+//! A ring: `head` (the consumer's index, own cache line), `waiting` (the
+//! producer waits for room, own line), then [`CELLS`] cells of
+//! [`CELL_BYTES`], 64-byte aligned: a sequence word (u32), a length (u32),
+//! and up to [`CELL_DATA`] bytes of the sender's frame stream. A cell
+//! carries any part of the stream: several small frames, or a piece of a
+//! large one (the cooperative copy: the sender fills cells as the receiver
+//! empties them). The receiver feeds each cell's bytes to the VC's
+//! `Reassembler` (the one reassembly path; a cell's length and every frame
+//! are checked, since another process wrote them).
+//!
+//! Cell number `i` (counting from 0 since the job began; it lives in slot
+//! `i % CELLS`) is published by writing its sequence word `i + 1` (mod
+//! 2^32) last. So the receiver learns that a cell is ready, and reads a
+//! small message, from the cache lines the message itself is in: a frame
+//! of up to 56 bytes (an 8-byte payload) shares one line with the sequence
+//! word. No producer index is published: the producer keeps its own
+//! (`Vc::tail`) and a cached copy of `head`, which it reloads only when the
+//! copy says the ring is full (as in FastForward and Nemesis's fastbox,
+//! a message costs the two cache-line transfers of its own lines, not two
+//! more for indices).
 //!
 //! # Single-copy large messages (the spec's Get mode)
 //!
@@ -48,18 +60,20 @@
 //!
 //! - A ring has one producer process; inside it, the VC's `send` lock makes
 //!   one thread the producer at a time. One consumer: the owner's thread
-//!   holding the VC's `recv` lock. `tail` is stored (Release) after the
-//!   cell is written; `head` after it is read; each side loads the other's
-//!   index with Acquire.
+//!   holding the VC's `recv` lock. A cell's sequence word is stored
+//!   (Release) after its length and bytes, and loaded by the consumer
+//!   with Acquire; `head` is stored (Release) once the cell's bytes are
+//!   copied out, and loaded by the producer with Acquire.
 //! - Sleeping: the owner's progress thread sets `sleeping`, fences, looks
 //!   at its rings once more, then waits on the futex word `wake` if it has
 //!   not changed. A producer, after publishing a cell, fences and, if
 //!   `sleeping` is set, bumps `wake` and wakes it. The fences order
 //!   "publish, then look at `sleeping`" against "set `sleeping`, then look
 //!   for data" (as in `csd::idle`), so no wake-up is lost.
-//! - A producer that finds the ring full sets the ring's `waiting` and
-//!   looks again; a consumer that frees a cell and sees `waiting` clears it
-//!   and wakes the producer's process the same way.
+//! - A producer that finds the ring full sets the ring's `waiting`, fences
+//!   and looks at `head` again; a consumer that freed cells fences (once
+//!   per batch) and, if it sees `waiting`, clears it and wakes the
+//!   producer's process the same way.
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::os::fd::OwnedFd;
@@ -78,12 +92,15 @@ use crate::msg::message::Message;
 
 const MAGIC: &[u8; 8] = b"CVRSSHM1";
 const HEADER: usize = 4096;
-/// Bytes of one cell, and of its data.
+/// Bytes of one cell, and of its data (after the sequence and length
+/// words).
 pub(crate) const CELL_BYTES: usize = 16 << 10;
-pub(crate) const CELL_DATA: usize = CELL_BYTES - 16;
+const CELL_HEADER: usize = 8;
+pub(crate) const CELL_DATA: usize = CELL_BYTES - CELL_HEADER;
 /// Cells per ring (a power of two).
 pub(crate) const CELLS: usize = 64;
-const RING_META: usize = 192;
+/// `head` and `waiting`, a cache line each.
+const RING_META: usize = 128;
 const RING: usize = RING_META + CELLS * CELL_BYTES;
 /// Messages from this size on go by single copy (when the system allows).
 pub(crate) const LMT_MIN: usize = 256 << 10;
@@ -188,24 +205,44 @@ impl Ring<'_> {
     fn head(&self) -> &AtomicU64 {
         self.map.u64_at(self.at)
     }
-    fn tail(&self) -> &AtomicU64 {
-        self.map.u64_at(self.at + 64)
-    }
     fn waiting(&self) -> &AtomicU32 {
-        self.map.u32_at(self.at + 128)
+        self.map.u32_at(self.at + 64)
     }
-    /// The cell for index `i`: its length word and data.
-    fn cell(&self, i: u64) -> (&AtomicU32, *mut u8) {
+    /// The cell for index `i`: its sequence word, length word and data.
+    fn cell(&self, i: u64) -> Cell<'_> {
         let off = self.at + RING_META + (i as usize % CELLS) * CELL_BYTES;
-        // SAFETY: `off + CELL_BYTES` is inside the ring (layout).
-        (self.map.u32_at(off), unsafe { self.map.base.add(off + 16) })
+        Cell {
+            seq: self.map.u32_at(off),
+            len: self.map.u32_at(off + 4),
+            // SAFETY: `off + CELL_BYTES` is inside the ring (layout).
+            data: unsafe { self.map.base.add(off + CELL_HEADER) },
+        }
     }
+
+    /// True if cell `i` is published (its sequence word says so).
+    fn is_ready(&self, i: u64) -> bool {
+        self.cell(i).seq.load(Ordering::Acquire) == seq_of(i)
+    }
+}
+
+/// The sequence word that publishes cell number `i`.
+fn seq_of(i: u64) -> u32 {
+    (i as u32).wrapping_add(1)
+}
+
+/// One cell of a ring (see the layout).
+struct Cell<'a> {
+    seq: &'a AtomicU32,
+    len: &'a AtomicU32,
+    data: *mut u8,
 }
 
 type Pending = OutFrame;
 
 #[derive(Default)]
 struct SendSide {
+    /// The consumer's `head` as last loaded (never ahead of the real one).
+    head_seen: u64,
     queue: VecDeque<Pending>,
     terminate: bool,
     closed: bool,
@@ -225,6 +262,10 @@ struct Vc {
     /// in the backlog; the VC terminates only once they are back).
     lent_bytes: AtomicUsize,
     queued: AtomicUsize,
+    /// The number of the next cell this process publishes in the peer's
+    /// ring (written under `send`; read without it to see whether the
+    /// ring has room).
+    tail: AtomicU64,
     /// Large messages may be read from this peer in one copy.
     single_copy: bool,
     terminated: AtomicBool,
@@ -244,6 +285,9 @@ pub(crate) struct ShmModule {
     /// Large messages lent to a peer until its `LmtDone`, by id.
     lent: Mutex<HashMap<u64, Message>>,
     next_lmt: AtomicU64,
+    /// Large messages read from a peer in one copy (a statistic: tests
+    /// check which path a message took).
+    lmt_reads: AtomicU64,
     resume: AtomicBool,
     /// `wake` was called and no wait has seen it yet.
     woken: AtomicBool,
@@ -318,6 +362,7 @@ impl ShmModule {
             max_payload,
             lent: Mutex::new(HashMap::new()),
             next_lmt: AtomicU64::new(1),
+            lmt_reads: AtomicU64::new(0),
             resume: AtomicBool::new(false),
             woken: AtomicBool::new(false),
             poll: Mutex::new(()),
@@ -411,9 +456,11 @@ impl ShmModule {
         Ok(())
     }
 
-    /// Queues `p` on `vc` and writes what the ring takes (unless `now` is
-    /// false and the queue is small: the caller flushes soon). Returns true
-    /// if the queue is empty after.
+    /// Queues `p` on `vc` and writes what the ring takes. A frame posted
+    /// (`now` false) onto an empty queue is written at once too: the peer
+    /// may be waiting for it, and a burst still packs cells once the ring
+    /// is full or the queue has grown. Returns true if the queue is empty
+    /// after.
     fn send_pending(&self, vc: &Vc, p: Pending, now: bool) -> Result<bool, NetError> {
         let mut side = lock(&vc.send);
         if side.failed || side.closed || side.terminate {
@@ -421,11 +468,44 @@ impl ShmModule {
         }
         let queued = vc.queued.fetch_add(p.total(), Ordering::Relaxed) + p.total();
         side.queue.push_back(p);
-        if !now && queued < CELL_DATA && side.queue.len() < 64 {
+        if !now && side.queue.len() > 1 && queued < CELL_DATA && side.queue.len() < 64 {
             return Ok(false);
         }
         self.drain(vc, &mut side);
         Ok(side.queue.is_empty())
+    }
+
+    /// Whether the peer's ring has a free cell for cell number `tail`,
+    /// reloading the consumer's `head` only when the cached one says full.
+    /// `None`: the peer broke the protocol (its `head` is past `tail`).
+    fn has_room(ring: &Ring<'_>, side: &mut SendSide, tail: u64) -> Option<bool> {
+        if tail.wrapping_sub(side.head_seen) < CELLS as u64 {
+            return Some(true);
+        }
+        // `head` is the peer's to write: never trusted to be sane.
+        let used = |head: u64| tail.wrapping_sub(head);
+        let head = ring.head().load(Ordering::Acquire);
+        if used(head) > CELLS as u64 {
+            return None;
+        }
+        side.head_seen = head;
+        if used(head) < CELLS as u64 {
+            return Some(true);
+        }
+        // Full: ask to be woken when a cell frees, then look again (the
+        // consumer may have freed one before seeing the flag).
+        ring.waiting().store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        let head = ring.head().load(Ordering::Acquire);
+        if used(head) > CELLS as u64 {
+            return None;
+        }
+        side.head_seen = head;
+        if used(head) == CELLS as u64 {
+            return Some(false);
+        }
+        ring.waiting().store(0, Ordering::Relaxed);
+        Some(true)
     }
 
     /// Fills free cells of the peer's ring from the queue, packing small
@@ -433,26 +513,17 @@ impl ShmModule {
     fn drain(&self, vc: &Vc, side: &mut SendSide) -> bool {
         let ring = vc.theirs.ring(self.me);
         let mut moved = false;
+        let mut tail = vc.tail.load(Ordering::Relaxed);
         while !side.queue.is_empty() {
-            let tail = ring.tail().load(Ordering::Relaxed);
-            // `head` is the peer's to write: never trusted to be sane.
-            let used = |head: u64| tail.wrapping_sub(head);
-            let in_use = used(ring.head().load(Ordering::Acquire));
-            if in_use > CELLS as u64 {
-                side.failed = true;
-                break;
-            }
-            if in_use == CELLS as u64 {
-                // Full: ask to be woken when a cell frees, then look again
-                // (the consumer may have freed one before seeing the flag).
-                ring.waiting().store(1, Ordering::SeqCst);
-                fence(Ordering::SeqCst);
-                if used(ring.head().load(Ordering::Acquire)) >= CELLS as u64 {
+            match Self::has_room(&ring, side, tail) {
+                Some(true) => {}
+                Some(false) => break,
+                None => {
+                    side.failed = true;
                     break;
                 }
-                ring.waiting().store(0, Ordering::Relaxed);
             }
-            let (len_word, data) = ring.cell(tail);
+            let cell = ring.cell(tail);
             let mut filled = 0;
             let mut sent = 0;
             while filled < CELL_DATA {
@@ -464,10 +535,10 @@ impl ShmModule {
                     (hdr, _) => hdr,
                 };
                 let n = bytes.len().min(CELL_DATA - filled);
-                // SAFETY: the cell is ours until `tail` is published (the
-                // consumer is `CELLS` or fewer behind, checked above);
-                // `filled + n <= CELL_DATA`.
-                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), data.add(filled), n) };
+                // SAFETY: the cell is ours until its sequence word is
+                // published (the consumer is `CELLS` or fewer behind,
+                // checked above); `filled + n <= CELL_DATA`.
+                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), cell.data.add(filled), n) };
                 filled += n;
                 sent += n;
                 front.written += n;
@@ -479,8 +550,10 @@ impl ShmModule {
                     }
                 }
             }
-            len_word.store(filled as u32, Ordering::Relaxed);
-            ring.tail().store(tail + 1, Ordering::Release);
+            cell.len.store(filled as u32, Ordering::Relaxed);
+            cell.seq.store(seq_of(tail), Ordering::Release);
+            tail += 1;
+            vc.tail.store(tail, Ordering::Relaxed);
             vc.queued.fetch_sub(sent, Ordering::Relaxed);
             moved = true;
         }
@@ -521,61 +594,73 @@ impl ShmModule {
     fn receive(&self, vc: &Vc, mut reasm: MutexGuard<'_, (Reassembler, Vec<u8>)>) -> bool {
         let ring = self.own.ring(vc.peer);
         let mut moved = false;
+        let mut failed = None;
         loop {
             if !self.upcalls().room() {
-                return moved;
+                break;
             }
             let head = ring.head().load(Ordering::Relaxed);
-            if head == ring.tail().load(Ordering::Acquire) {
-                return moved;
+            if !ring.is_ready(head) {
+                break;
             }
-            let (len_word, data) = ring.cell(head);
-            let len = len_word.load(Ordering::Relaxed) as usize;
+            let cell = ring.cell(head);
+            let len = cell.len.load(Ordering::Relaxed) as usize;
             if len > CELL_DATA {
                 ring.head().store(head + 1, Ordering::Release);
-                drop(reasm);
-                self.upcalls().vc_failed(
-                    vc.peer,
-                    format!("malformed data from process {}: a cell of {len} bytes (at most {CELL_DATA})", vc.peer),
-                );
-                return true;
+                failed = Some(format!(
+                    "malformed data from process {}: a cell of {len} bytes (at most {CELL_DATA})",
+                    vc.peer
+                ));
+                moved = true;
+                break;
             }
-            // SAFETY: the cell is ours until `head` moves past it (`tail`
-            // published it with Release, we loaded it with Acquire, and the
-            // producer writes a cell only once `head` has passed it); `len`
-            // is within the cell (checked). The reassembler reads each byte
-            // once (copying it out), so a peer that broke the protocol could
-            // garble its own frames, which are checked, but nothing else.
+            // Copied out first: the bytes are the peer's, and a peer that
+            // broke the protocol must not change them while they are parsed.
             let mut bytes = std::mem::take(&mut reasm.1);
             bytes.clear();
             bytes.reserve(len);
-            // Copied out first: the bytes are the peer's, and a peer that
-            // broke the protocol must not change them while they are parsed.
-            // SAFETY: as above for the cell; `bytes` has room for `len`
-            // (reserved) and they are initialized by the copy.
+            // SAFETY: the cell is ours until `head` moves past it (its
+            // sequence word was published with Release after its bytes and
+            // loaded here with Acquire, and the producer writes a cell only
+            // once `head` has passed it); `len` is within the cell
+            // (checked); `bytes` has room for `len` (reserved) and they are
+            // initialized by the copy.
             unsafe {
-                std::ptr::copy_nonoverlapping(data as *const u8, bytes.as_mut_ptr(), len);
+                std::ptr::copy_nonoverlapping(cell.data as *const u8, bytes.as_mut_ptr(), len);
                 bytes.set_len(len);
             }
+            // The bytes are ours now: the producer may reuse the cell.
+            ring.head().store(head + 1, Ordering::Release);
+            moved = true;
             // Frames in stream order, the large-message packets included
             // (they stand for messages and keep their place).
-            let result = reasm.0.handle(&bytes, |h, body| match h.kind {
-                FrameKind::LmtRts | FrameKind::LmtDone => self.on_lmt(vc, h, &body),
-                _ => self.upcalls().frame(vc.peer, h, body),
+            let result = reasm.0.handle(&bytes, |h, body| match (h.kind, body) {
+                (FrameKind::LmtRts | FrameKind::LmtDone, body) => {
+                    self.on_lmt(vc, h, body.as_slice())
+                }
+                (_, body) => self.upcalls().arrived(vc.peer, h, body),
             });
             reasm.1 = bytes;
-            ring.head().store(head + 1, Ordering::Release);
-            fence(Ordering::SeqCst);
-            if ring.waiting().swap(0, Ordering::SeqCst) != 0 {
-                vc.theirs.wake_owner();
-            }
-            moved = true;
             if let Err(e) = result {
-                drop(reasm);
-                self.upcalls().vc_failed(vc.peer, e.to_string());
-                return true;
+                failed = Some(e.to_string());
+                break;
             }
         }
+        drop(reasm);
+        if moved {
+            // Pairs with the producer's fence in `has_room`: either it sees
+            // the new `head` or this sees its `waiting`.
+            fence(Ordering::SeqCst);
+            if ring.waiting().load(Ordering::Relaxed) != 0
+                && ring.waiting().swap(0, Ordering::SeqCst) != 0
+            {
+                vc.theirs.wake_owner();
+            }
+        }
+        if let Some(why) = failed {
+            self.upcalls().vc_failed(vc.peer, why);
+        }
+        moved
     }
 
     /// The single-copy transfer's packets (see the module comment).
@@ -608,6 +693,7 @@ impl ShmModule {
                         );
                     }
                 };
+                self.lmt_reads.fetch_add(1, Ordering::Relaxed);
                 let mut done = vec![0u8; 8];
                 done.copy_from_slice(&id.to_le_bytes());
                 let header = FrameHeader {
@@ -660,7 +746,7 @@ impl ShmModule {
         self.vcs.iter().filter_map(|v| v.get()).any(|vc| {
             vc.queued.load(Ordering::Relaxed) > 0 && {
                 let ring = vc.theirs.ring(self.me);
-                ring.tail()
+                vc.tail
                     .load(Ordering::Relaxed)
                     .wrapping_sub(ring.head().load(Ordering::Acquire))
                     < CELLS as u64
@@ -672,7 +758,7 @@ impl ShmModule {
     fn has_incoming(&self) -> bool {
         (0..self.nodes).filter(|&p| p != self.me).any(|p| {
             let ring = self.own.ring(p);
-            ring.head().load(Ordering::Relaxed) != ring.tail().load(Ordering::Acquire)
+            ring.is_ready(ring.head().load(Ordering::Relaxed))
         })
     }
 
@@ -684,8 +770,7 @@ impl ShmModule {
             self.resume.load(Ordering::Relaxed) && self.resume.swap(false, Ordering::AcqRel);
         for vc in self.vcs.iter().filter_map(|v| v.get()) {
             let ring = self.own.ring(vc.peer);
-            let has_cells =
-                ring.head().load(Ordering::Relaxed) != ring.tail().load(Ordering::Acquire);
+            let has_cells = ring.is_ready(ring.head().load(Ordering::Relaxed));
             let guard = if !has_cells {
                 None
             } else if blocking_locks || resume {
@@ -794,6 +879,7 @@ impl NetModule for ShmModule {
             )),
             lent_bytes: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
+            tail: AtomicU64::new(0),
             single_copy,
             terminated: AtomicBool::new(false),
         };

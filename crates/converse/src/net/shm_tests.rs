@@ -21,8 +21,8 @@ struct Got {
     peer: usize,
     header: FrameHeader,
     body: Vec<u8>,
-    /// It came through `Upcalls::message` (a single-copy transfer).
-    single_copy: bool,
+    /// It came through `Upcalls::message` (received into a message buffer).
+    as_message: bool,
 }
 
 /// What a module reported, in order.
@@ -57,7 +57,7 @@ impl Upcalls for Record {
             peer,
             header,
             body,
-            single_copy: false,
+            as_message: false,
         });
     }
     fn vc_terminated(&self, peer: usize) {
@@ -71,7 +71,7 @@ impl Upcalls for Record {
             peer,
             header,
             body: msg.as_bytes().to_vec(),
-            single_copy: true,
+            as_message: true,
         });
     }
     fn room(&self) -> bool {
@@ -216,10 +216,14 @@ fn wait_until(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-/// Cells of the ring `writer` writes into `m`'s segment, not read yet.
+/// Cells of the ring `writer` writes into `m`'s segment, published and not
+/// read yet.
 fn cells_in(m: &ShmModule, writer: usize) -> u64 {
     let ring = m.own.ring(writer);
-    ring.tail().load(Ordering::SeqCst) - ring.head().load(Ordering::SeqCst)
+    let head = ring.head().load(Ordering::SeqCst);
+    (head..head + CELLS as u64)
+        .take_while(|&i| ring.is_ready(i))
+        .count() as u64
 }
 
 /// A progress thread: polls `m` (each poll waiting up to `timeout`, `None`:
@@ -319,7 +323,7 @@ fn frames_arrive_whole_and_in_order_through_every_send_call() {
         assert_eq!(g.header.kind, FrameKind::Control);
         assert_eq!(g.header.len as usize, body.len());
         assert!(g.body == *body, "frame {i} ({} bytes) garbled", body.len());
-        assert!(!g.single_copy);
+        assert!(!g.as_message);
     }
     assert!(reqs.iter().all(|r| r.is_complete()));
     assert_eq!(b.backlog(0), 0);
@@ -346,40 +350,56 @@ fn frames_arrive_whole_and_in_order_through_every_send_call() {
 }
 
 #[test]
-fn small_frames_are_packed_into_one_cell() {
+fn a_frame_onto_an_empty_queue_goes_at_once_and_a_backlog_is_packed() {
     let (job, (a, ra), (b, _rb)) = pair();
-    let ring = a.own.ring(1);
-    let before = ring.tail().load(Ordering::SeqCst);
-    for i in 0..50u32 {
+    let post = |tag: u32| {
         b.post_contig(
             0,
-            header(FrameKind::Control, 10, i),
-            SendData::Bytes(pattern(i, 10)),
+            header(FrameKind::Control, 10, tag),
+            SendData::Bytes(pattern(tag, 10)),
         )
-        .unwrap();
+        .unwrap()
+    };
+    // While the receiver keeps up, each frame goes at once, in a cell of
+    // its own (the peer may be waiting for it).
+    for tag in 0..CELLS as u32 {
+        post(tag);
+        assert_eq!(
+            cells_in(&a, 1),
+            tag as u64 + 1,
+            "frame {tag} is written at once"
+        );
     }
-    assert_eq!(cells_in(&a, 1), 0, "posted frames wait for the flush");
+    assert!(!b.has_queued());
+    // The ring is full: posted frames wait, and the next flush packs them.
+    let n = CELLS as u32;
+    for tag in n..n + 50 {
+        post(tag);
+    }
     assert!(b.has_queued());
     assert_eq!(b.backlog(0), 50 * (FRAME_HEADER_SIZE + 10));
+    assert!(!b.flush_all(), "no room yet");
+    poll_until(&[&a], || ra.count() == CELLS);
+    let tail = b.vc(0).unwrap().tail.load(Ordering::SeqCst);
     assert!(b.flush_all());
     assert!(!b.has_queued());
     assert_eq!(cells_in(&a, 1), 1, "fifty small frames fill one cell");
     assert_eq!(
-        ring.cell(before).0.load(Ordering::SeqCst) as usize,
+        a.own.ring(1).cell(tail).len.load(Ordering::SeqCst) as usize,
         50 * (FRAME_HEADER_SIZE + 10)
     );
-    // A batch of 64 posted frames goes without a flush.
-    for i in 50..114u32 {
-        b.post_contig(
-            0,
-            header(FrameKind::Control, 10, i),
-            SendData::Bytes(pattern(i, 10)),
-        )
-        .unwrap();
+    // Once the ring is full again, a whole batch waits for room, and
+    // arrives in order once the receiver reads.
+    for tag in n + 50..2 * n + 49 {
+        post(tag);
     }
-    assert_eq!(cells_in(&a, 1), 2, "a full batch is written at once");
-    assert!(!b.has_queued());
-    poll_until(&[&a], || ra.count() == 114);
+    assert_eq!(cells_in(&a, 1), CELLS as u64, "the ring is full again");
+    for tag in 2 * n + 49..2 * n + 49 + 64 {
+        post(tag);
+    }
+    assert!(b.has_queued(), "no room: the batch waits");
+    let total = 2 * CELLS + 49 + 64;
+    poll_until(&[&a, &b], || ra.count() == total);
     for (i, g) in lock(&ra.got).iter().enumerate() {
         assert_eq!(g.header.tag, i as u32);
         assert_eq!(g.body, pattern(i as u32, 10));
@@ -527,7 +547,8 @@ fn a_large_message_is_read_in_one_copy_and_its_buffer_given_back() {
     poll_until(&[&a], || ra.count() == 1);
     {
         let got = lock(&ra.got);
-        assert!(got[0].single_copy, "handed up as a message");
+        assert!(got[0].as_message, "handed up as a message");
+        assert_eq!(a.lmt_reads.load(Ordering::SeqCst), 1, "read in one copy");
         assert_eq!(
             got[0].header,
             FrameHeader {
@@ -555,7 +576,9 @@ fn a_large_message_is_read_in_one_copy_and_its_buffer_given_back() {
         b.flush_all();
         poll_until(&[&a, &b], || ra.count() == i + 2);
         let got = lock(&ra.got);
-        assert_eq!(got[i + 1].single_copy, len >= LMT_MIN, "{len} bytes");
+        assert!(got[i + 1].as_message);
+        // Only the first (exactly LMT_MIN bytes) goes by single copy.
+        assert_eq!(a.lmt_reads.load(Ordering::SeqCst), 2, "{len} bytes");
         assert!(got[i + 1].body == bytes);
     }
     poll_until(&[&a, &b], || lock(&b.lent).is_empty());
@@ -569,7 +592,8 @@ fn a_large_message_is_read_in_one_copy_and_its_buffer_given_back() {
     .unwrap();
     b.flush_all();
     poll_until(&[&a, &b], || ra.count() == 5);
-    assert!(!lock(&ra.got)[4].single_copy && lock(&ra.got)[4].body == body);
+    assert!(!lock(&ra.got)[4].as_message && lock(&ra.got)[4].body == body);
+    assert_eq!(a.lmt_reads.load(Ordering::SeqCst), 2);
     assert!(lock(&b.lent).is_empty());
     assert!(ra.events().is_empty() && rb.events().is_empty());
     job.assert_clean();
@@ -593,7 +617,12 @@ fn without_single_copy_a_large_message_goes_through_the_cells() {
     assert!(lock(&b.lent).is_empty());
     poll_until(&[&a, &b], || ra.count() == 1);
     let got = lock(&ra.got);
-    assert!(!got[0].single_copy);
+    assert!(got[0].as_message, "reassembled into a message buffer");
+    assert_eq!(
+        a.lmt_reads.load(Ordering::SeqCst),
+        0,
+        "not read in one copy"
+    );
     assert_eq!(got[0].header.kind, FrameKind::Message);
     assert!(got[0].body == bytes);
     job.assert_clean();
@@ -828,14 +857,15 @@ fn write_cell(b: &ShmModule, peer: usize, len: u32, bytes: &[u8]) {
     let vc = b.vc(peer).unwrap();
     let _producer = lock(&vc.send);
     let ring = vc.theirs.ring(b.me);
-    let tail = ring.tail().load(Ordering::SeqCst);
+    let tail = vc.tail.load(Ordering::SeqCst);
     assert!(tail - ring.head().load(Ordering::SeqCst) < CELLS as u64);
-    let (len_word, data) = ring.cell(tail);
+    let cell = ring.cell(tail);
     assert!(bytes.len() <= CELL_DATA);
     // SAFETY: the cell is the producer's (checked above), and `bytes` fits.
-    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), data, bytes.len()) };
-    len_word.store(len, Ordering::SeqCst);
-    ring.tail().store(tail + 1, Ordering::SeqCst);
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), cell.data, bytes.len()) };
+    cell.len.store(len, Ordering::SeqCst);
+    cell.seq.store(seq_of(tail), Ordering::SeqCst);
+    vc.tail.store(tail + 1, Ordering::SeqCst);
 }
 
 /// Polls `a` until it reports an event; returns the first.

@@ -540,12 +540,13 @@ impl TcpModule {
                 Ok((n, true)) => {
                     moved = true;
                     side.reasm
-                        .body_filled(n, |h, body| upcalls.frame(peer, h, body));
+                        .body_filled(n, |h, body| upcalls.arrived(peer, h, body));
                 }
                 Ok((n, false)) => {
                     moved = true;
                     let RecvSide { reasm, buf, .. } = side;
-                    if let Err(e) = reasm.handle(&buf[..n], |h, body| upcalls.frame(peer, h, body))
+                    if let Err(e) =
+                        reasm.handle(&buf[..n], |h, body| upcalls.arrived(peer, h, body))
                     {
                         side.eof = true;
                         drop(guard);
