@@ -24,6 +24,9 @@
 //!   Baseline `spawn_4`: starting the same binary as 4 plain processes
 //!   (without the runtime) and waiting for them.
 //!
+//! `cargo bench -p converse --bench netmod -- shm` (or `tcp`, `startup`)
+//! prints only those figures.
+//!
 //! This one binary is also the program of the jobs and the raw peer it
 //! starts (by its first argument).
 mod common;
@@ -75,11 +78,24 @@ fn me() -> String {
 }
 
 fn driver() {
-    let raw = raw_tcp_figures();
-    job_figures("tcp", &raw);
-    let raw = raw_shm_figures();
-    job_figures("shm", &raw);
-    startup_figure();
+    // Words after the options choose which figures (`cargo bench` passes
+    // `--bench`).
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |what: &str| only.is_empty() || only.iter().any(|o| o == what);
+    if wanted("tcp") {
+        let raw = raw_tcp_figures();
+        job_figures("tcp", &raw);
+    }
+    if wanted("shm") {
+        let raw = raw_shm_figures();
+        job_figures("shm", &raw);
+    }
+    if wanted("startup") {
+        startup_figure();
+    }
 }
 
 /// Runs the ping-pong job over `netmod` and prints its figures beside

@@ -281,6 +281,7 @@ impl Job {
     /// there), so each check costs O(handlers), not O(PEs x handlers).
     pub fn check_handlers(&self, pe: usize, idents: &[HandlerIdent]) -> Result<(), String> {
         let mut canon = lock(&self.handler_canon);
+        let before = canon.len();
         for (k, ident) in idents.iter().enumerate() {
             match canon.get(k) {
                 Some((c, other)) if c.type_id != ident.type_id => {
@@ -296,6 +297,14 @@ impl Job {
                 }
                 Some(_) => {}
                 None => canon.push((*ident, pe)),
+            }
+        }
+        // The other processes compare their tables with this one's.
+        if canon.len() > before {
+            if let Some(net) = &self.net {
+                let table: Vec<HandlerIdent> = canon.iter().map(|(ident, _)| *ident).collect();
+                drop(canon);
+                net.handlers_registered(&table);
             }
         }
         Ok(())

@@ -12,6 +12,17 @@
 //! - `Control` frames carry the protocol below; the body's first byte says
 //!   which ([`Control`]).
 //!
+//! # Handler tables
+//!
+//! Each process checks its PEs' handler tables against each other
+//! (`Job::check_handlers`); whenever its table grows it sends it to the
+//! other processes (`Handlers`: per registered index, a hash of the
+//! handler's type and its name). A process compares every table it holds,
+//! its own and the last one of each peer, on their common indices; the
+//! first difference ends the job naming the index, both processes and
+//! both handlers. Handlers are identified by type, and every process runs
+//! the same binary, so equal tables hash equal.
+//!
 //! # Exit protocol
 //!
 //! - `exit(code)` on any PE: its process sends `Exit(code)` to every other
@@ -42,6 +53,7 @@ use super::frame::{FrameHeader, FrameKind};
 use super::netmod::{NetModule, PollDir, SendData, Upcalls};
 use crate::machine::job::Job;
 use crate::machine::topology::Topology;
+use crate::msg::handler::HandlerIdent;
 use crate::msg::message::Message;
 
 /// Frame flag of a `Message` frame: `tag` is a node, not a PE.
@@ -57,6 +69,21 @@ enum Control {
     Bye = 2,
     /// The sender is ending the job abnormally; UTF-8 text follows.
     Abort = 3,
+    /// The sender's handler table: a u32 count, then per index a u64 hash
+    /// of the handler's type, a u32 name length and the name (UTF-8).
+    Handlers = 4,
+}
+
+/// One registered handler as the processes compare them: a hash of its
+/// type, and its name for the error message.
+type HandlerEntry = (u64, String);
+
+/// The handler tables a process compares (see "Handler tables").
+#[derive(Default)]
+struct HandlerTables {
+    own: Vec<HandlerEntry>,
+    /// The last table each peer sent (empty until it sends one).
+    peers: Vec<Vec<HandlerEntry>>,
 }
 
 /// What the module's upcalls touch (kept apart from [`Network`] so that the
@@ -79,6 +106,7 @@ struct Shared {
     in_flight: AtomicUsize,
     /// The module, to tell the others about an abort.
     module: OnceLock<Weak<dyn NetModule>>,
+    handlers: Mutex<HandlerTables>,
 }
 
 #[derive(Default)]
@@ -278,6 +306,24 @@ impl Shared {
                 lock(&self.state).bye[peer] = true;
                 self.changed.notify_all();
             }
+            Some(op) if op == Control::Handlers as u8 => match decode_handlers(&body[1..]) {
+                Some(table) => {
+                    let mut tables = lock(&self.handlers);
+                    let mismatch = compare_handlers(&tables.own, &table);
+                    // A table only grows (at its end): the longer is newer.
+                    if table.len() >= tables.peers[peer].len() {
+                        tables.peers[peer] = table;
+                    }
+                    drop(tables);
+                    if let Some((k, mine, theirs)) = mismatch {
+                        self.handler_mismatch(k, (self.me, &mine), (peer, &theirs), Some(peer));
+                    }
+                }
+                None => self.fault(
+                    peer,
+                    &format!("malformed handler table of {} bytes", body.len()),
+                ),
+            },
             Some(op) if op == Control::Abort as u8 => {
                 self.claim_ending();
                 crate::machine::launch::tell_lost();
@@ -296,6 +342,83 @@ impl Shared {
             ),
         }
     }
+}
+
+impl Shared {
+    /// Ends the job: processes `a` and `b` registered different handlers
+    /// at registered position `k`. `skip`: a process not to tell (the one
+    /// whose frame is being received: its VC's receive side is locked, and
+    /// it finds the difference itself, holding both tables).
+    fn handler_mismatch(
+        &self,
+        k: usize,
+        (a, name_a): (usize, &str),
+        (b, name_b): (usize, &str),
+        skip: Option<usize>,
+    ) -> ! {
+        self.die(
+            &format!(
+                "handler tables differ between processes at index {}: process {a} ({}) registered `{name_a}` there \
+                 but process {b} ({}) registered `{name_b}` (every PE must register the same handlers in the same order)",
+                crate::msg::handler::registered_index(k),
+                self.pes_of(a),
+                self.pes_of(b)
+            ),
+            skip,
+        )
+    }
+}
+
+/// The first registered position where two tables differ, on the positions
+/// both have: the position and the two handlers' names.
+fn compare_handlers(a: &[HandlerEntry], b: &[HandlerEntry]) -> Option<(usize, String, String)> {
+    a.iter()
+        .zip(b)
+        .position(|(x, y)| x.0 != y.0)
+        .map(|k| (k, a[k].1.clone(), b[k].1.clone()))
+}
+
+/// A handler type's hash: the same in every process of the job (one
+/// binary), whatever the process.
+fn handler_hash(ident: &HandlerIdent) -> u64 {
+    use std::hash::{Hash, Hasher};
+    // `DefaultHasher::new` has fixed keys: deterministic across processes.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    ident.type_id.hash(&mut h);
+    h.finish()
+}
+
+fn encode_handlers(table: &[HandlerEntry]) -> Vec<u8> {
+    let mut body = vec![Control::Handlers as u8];
+    body.extend_from_slice(&(table.len() as u32).to_le_bytes());
+    for (hash, name) in table {
+        body.extend_from_slice(&hash.to_le_bytes());
+        body.extend_from_slice(&(name.len() as u32).to_le_bytes());
+        body.extend_from_slice(name.as_bytes());
+    }
+    body
+}
+
+/// Decodes a `Handlers` body (after its first byte); `None` if malformed.
+fn decode_handlers(mut b: &[u8]) -> Option<Vec<HandlerEntry>> {
+    fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
+        let (head, rest) = (b.len() >= n).then(|| b.split_at(n))?;
+        *b = rest;
+        Some(head)
+    }
+    let count = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
+    // Each entry takes at least 12 bytes: no allocation beyond the body.
+    if count > b.len() / 12 {
+        return None;
+    }
+    let mut table = Vec::with_capacity(count);
+    for _ in 0..count {
+        let hash = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
+        let len = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
+        let name = String::from_utf8_lossy(take(&mut b, len)?).into_owned();
+        table.push((hash, name));
+    }
+    b.is_empty().then_some(table)
 }
 
 /// The frame header of a message from PE `src` to `tag` (a PE, or a node
@@ -401,6 +524,10 @@ impl Network {
             draining: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             module: OnceLock::new(),
+            handlers: Mutex::new(HandlerTables {
+                own: Vec::new(),
+                peers: vec![Vec::new(); nodes],
+            }),
         });
         let _ = shared.module.set(Arc::downgrade(&module));
         set_upcalls(shared.clone());
@@ -577,6 +704,33 @@ impl Network {
         (0..self.shared.topo.num_nodes()).filter(move |&p| p != me)
     }
 
+    /// This process's handler table grew to `table` (registered
+    /// positions): compares it with the peers' and sends it to them.
+    pub fn handlers_registered(&self, table: &[HandlerIdent]) {
+        let own: Vec<HandlerEntry> = table
+            .iter()
+            .map(|ident| (handler_hash(ident), ident.name.to_string()))
+            .collect();
+        let body = encode_handlers(&own);
+        let mut tables = lock(&self.shared.handlers);
+        let mismatch = tables.peers.iter().enumerate().find_map(|(peer, theirs)| {
+            compare_handlers(&own, theirs).map(|(k, mine, other)| (k, mine, peer, other))
+        });
+        // Two PEs may publish at once; a table only grows, so the longer is
+        // the newer.
+        if own.len() >= tables.own.len() {
+            tables.own = own;
+        }
+        drop(tables);
+        if let Some((k, mine, peer, theirs)) = mismatch {
+            self.shared
+                .handler_mismatch(k, (self.shared.me, &mine), (peer, &theirs), None);
+        }
+        for peer in self.peers() {
+            self.send_control(peer, body.clone());
+        }
+    }
+
     /// `exit(code)` was called here: every other process ends its PEs too.
     pub fn broadcast_exit(&self, code: i32) {
         let mut body = vec![Control::Exit as u8];
@@ -639,5 +793,43 @@ impl Network {
         self.shared.claim_ending();
         self.shared.closing.store(true, Ordering::Release);
         self.shared.tell_abort(text, None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handler_tables_round_trip_and_malformed_ones_are_refused() {
+        let table: Vec<HandlerEntry> = vec![
+            (1, "a".into()),
+            (u64::MAX, "b::c".into()),
+            (7, String::new()),
+        ];
+        let body = encode_handlers(&table);
+        assert_eq!(body[0], Control::Handlers as u8);
+        assert_eq!(decode_handlers(&body[1..]), Some(table.clone()));
+        for cut in 0..body.len() - 1 {
+            assert_eq!(decode_handlers(&body[1..=cut]), None, "cut at {cut}");
+        }
+        let mut long = body.clone();
+        long.push(0);
+        assert_eq!(decode_handlers(&long[1..]), None, "trailing bytes");
+        // A huge count is refused before anything is allocated.
+        assert_eq!(decode_handlers(&u32::MAX.to_le_bytes()), None);
+    }
+
+    #[test]
+    fn tables_are_compared_on_their_common_positions() {
+        let a: Vec<HandlerEntry> = vec![(1, "one".into()), (2, "two".into())];
+        let b: Vec<HandlerEntry> = vec![(1, "one".into())];
+        assert_eq!(compare_handlers(&a, &b), None);
+        assert_eq!(compare_handlers(&b, &a), None);
+        let c: Vec<HandlerEntry> = vec![(1, "one".into()), (3, "three".into()), (4, "x".into())];
+        assert_eq!(
+            compare_handlers(&a, &c),
+            Some((1, "two".to_string(), "three".to_string()))
+        );
     }
 }

@@ -1609,6 +1609,23 @@ fn exit_seven() {
     converse::exit(7)
 }
 
+/// Process 0 registers two handlers in one order, every other process in
+/// the other: each process's PEs agree among themselves, so only the check
+/// across processes can see it.
+fn handler_mismatch() -> i32 {
+    run_normal(|_args| {
+        fn first(_m: Message) {}
+        fn second(_m: Message) {}
+        if my_node() == 0 {
+            converse::register_handler(first);
+            converse::register_handler(second);
+        } else {
+            converse::register_handler(second);
+            converse::register_handler(first);
+        }
+    })
+}
+
 fn deliberate_panic() {
     panic!("deliberate panic on PE {}", my_pe())
 }
@@ -1634,6 +1651,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "core_init_returns" => init_returns(),
         "core_exit" => ending_job(exit_seven, in_thread),
         "core_panic" => ending_job(deliberate_panic, in_thread),
+        "core_handler_mismatch" => handler_mismatch(),
         _ => return None,
     })
 }
@@ -1817,6 +1835,22 @@ fn core_panic() {
     jobs.check();
 }
 
+fn core_handler_mismatch() {
+    let mut jobs = Jobs::default();
+    jobs.run("core_handler_mismatch", &[], |f, _| {
+        let ended = matches!(f.code, Some(c) if c != 0);
+        let named = f
+            .stderr
+            .contains("handler tables differ between processes at index")
+            && f.stderr.contains("::first`")
+            && f.stderr.contains("::second`");
+        (!ended || !named || f.elapsed >= ENDING_LIMIT).then(|| {
+            format!("expected a non-zero exit code within {ENDING_LIMIT:?} naming both handlers")
+        })
+    });
+    jobs.check();
+}
+
 /// The driver cases.
 pub fn cases() -> Vec<Case> {
     vec![
@@ -1833,5 +1867,6 @@ pub fn cases() -> Vec<Case> {
         ("core_src_pe", core_src_pe),
         ("core_exit", core_exit),
         ("core_panic", core_panic),
+        ("core_handler_mismatch", core_handler_mismatch),
     ]
 }
