@@ -282,8 +282,9 @@ impl Pe {
                     target.idle.wake();
                 }
                 None => {
-                    self.job.remote().send_to_pe(dest, msg);
-                    self.net_posted.set(true);
+                    if self.job.remote().send_to_pe(dest, msg) {
+                        self.net_posted.set(true);
+                    }
                 }
             }
         }
@@ -307,8 +308,9 @@ impl Pe {
                 self.job.wake_node(node);
             }
             None => {
-                self.job.remote().send_to_node(node, msg);
-                self.net_posted.set(true);
+                if self.job.remote().send_to_node(node, msg) {
+                    self.net_posted.set(true);
+                }
             }
         }
     }

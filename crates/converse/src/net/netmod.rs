@@ -392,9 +392,15 @@ pub trait NetModule: Send + Sync {
     /// [`NetModule::flush_all`] (or at once if the queue already holds a
     /// batch), so that a burst of small messages costs a few system calls,
     /// not one each. Beyond the spec, which writes at once: the layer above
-    /// flushes whenever its PE next looks for work.
-    fn post_contig(&self, peer: usize, header: FrameHeader, data: SendData)
-    -> Result<(), NetError>;
+    /// flushes whenever its PE next looks for work. A module whose writes
+    /// cost no system call (shm) may write at once. Returns true if bytes
+    /// wait for a flush.
+    fn post_contig(
+        &self,
+        peer: usize,
+        header: FrameHeader,
+        data: SendData,
+    ) -> Result<bool, NetError>;
 
     /// Writes what is queued on every VC, as far as the network takes it.
     /// Returns true if anything was written.

@@ -149,9 +149,12 @@ const RECV_BUDGET: usize = 8 << 20;
 const MSG_OVERHEAD: usize = 64;
 
 /// Bytes queued for one peer process above which a sending PE waits
-/// ([`Network::over_high_water`]), and below which it goes on.
+/// ([`Network::over_high_water`]), and below which it goes on. Half the
+/// high water, not less: a stream of large messages (4 MiB each, lent to
+/// the peer until it has read them) then resumes while the peer still has
+/// one to read, so the peer never waits for the sender's next copy.
 const SEND_HIGH_WATER: usize = 8 << 20;
-const SEND_LOW_WATER: usize = 2 << 20;
+const SEND_LOW_WATER: usize = SEND_HIGH_WATER / 2;
 
 /// How long the progress thread waits between looks at whether PEs still
 /// poll: the longest an arrival waits when every PE is busy in handlers.
@@ -543,7 +546,13 @@ impl Network {
     /// Receives what has arrived, on the calling thread (an idle PE).
     #[inline]
     pub fn try_progress(&self) -> bool {
-        self.watch.polls.fetch_add(1, Ordering::Relaxed);
+        // Any change tells the progress thread that PEs poll: a plain
+        // load and store, not a read-modify-write, on this hot path (a
+        // count lost to a race between two PEs still changes the value).
+        let polls = self.watch.polls.load(Ordering::Relaxed);
+        self.watch
+            .polls
+            .store(polls.wrapping_add(1), Ordering::Relaxed);
         self.module.try_progress()
     }
 
@@ -649,20 +658,22 @@ impl Network {
 
     /// Sends `msg` to PE `dest` of another process. Its sender, as
     /// `src_pe` will say on arrival, is the one recorded in `msg` (the PE
-    /// that sent it first, for a copy forwarded along a tree).
-    pub fn send_to_pe(&self, dest: usize, msg: Message) {
+    /// that sent it first, for a copy forwarded along a tree). Returns true
+    /// if bytes wait for [`Network::flush`].
+    pub fn send_to_pe(&self, dest: usize, msg: Message) -> bool {
         self.send_message(dest, 0, self.shared.topo.node_of(dest), msg)
     }
 
-    /// Sends `msg` to node `node` (another process).
-    pub fn send_to_node(&self, node: usize, msg: Message) {
+    /// Sends `msg` to node `node` (another process); as
+    /// [`Network::send_to_pe`].
+    pub fn send_to_node(&self, node: usize, msg: Message) -> bool {
         self.send_message(node, FLAG_NODE, node, msg)
     }
 
     /// Messages are posted, not written at once: the sending PE flushes
     /// them ([`Network::flush`]) when it next looks for work, so a handler
     /// that sends many costs one system call per batch.
-    fn send_message(&self, tag: usize, flags: u8, peer: usize, msg: Message) {
+    fn send_message(&self, tag: usize, flags: u8, peer: usize, msg: Message) -> bool {
         if msg.len() > super::frame::DEFAULT_MAX_PAYLOAD {
             crate::machine::exit::abort(&format!(
                 "a message of {} bytes to another process: the largest that crosses processes is {} bytes",
@@ -671,11 +682,17 @@ impl Network {
             ));
         }
         let header = message_header(msg.src_pe(), tag, flags, &msg);
-        if let Err(e) = self
+        match self
             .module
             .post_contig(peer, header, SendData::Message(msg))
         {
-            self.send_failed(peer, &e.what);
+            Ok(true) => {}
+            // Written already (or never to be): nothing for anyone to flush.
+            Ok(false) => return false,
+            Err(e) => {
+                self.send_failed(peer, &e.what);
+                return false;
+            }
         }
         // A progress thread waiting without a deadline would not see the
         // posted bytes if their PE went on computing: have it look.
@@ -686,6 +703,7 @@ impl Network {
         if self.watch.blocked.load(Ordering::SeqCst) {
             self.module.wake();
         }
+        true
     }
 
     /// Writes the messages posted by this process's sends.

@@ -941,7 +941,7 @@ impl NetModule for ShmModule {
         peer: usize,
         header: FrameHeader,
         data: SendData,
-    ) -> Result<(), NetError> {
+    ) -> Result<bool, NetError> {
         let vc = self.vc(peer)?;
         if let (FrameKind::Message, SendData::Message(msg)) = (header.kind, &data) {
             if vc.single_copy && msg.len() >= LMT_MIN {
@@ -962,11 +962,11 @@ impl NetModule for ShmModule {
                     ..header
                 };
                 let p = Pending::frame(rts, SendData::Bytes(cookie), None);
-                return self.send_pending(vc, p, true).map(|_| ());
+                return self.send_pending(vc, p, true).map(|empty| !empty);
             }
         }
         let p = Pending::frame(header, data, None);
-        self.send_pending(vc, p, false).map(|_| ())
+        self.send_pending(vc, p, false).map(|empty| !empty)
     }
 
     fn flush_all(&self) -> bool {

@@ -703,9 +703,10 @@ impl NetModule for TcpModule {
         peer: usize,
         header: FrameHeader,
         data: SendData,
-    ) -> Result<(), NetError> {
+    ) -> Result<bool, NetError> {
         let p = Pending::frame(header, data, None);
-        self.send_pending_when(self.vc(peer)?, p, false).map(|_| ())
+        self.send_pending_when(self.vc(peer)?, p, false)
+            .map(|empty| !empty)
     }
 
     fn flush_all(&self) -> bool {
