@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod tcp]
-//!         [++timeout S] [++verbose] program [args...]
+//!         [++remote-shell CMD] [++timeout S] [++verbose] program [args...]
 //! ```
 //!
 //! Starts `N / M` processes of `M` PEs each (locally, or on the hosts of a
@@ -21,16 +21,55 @@
 //!
 //! Runtime flags (`+p`, `++ppn`, and the program's other `+` flags) are
 //! passed on to the program; `convrun`'s own (`++local`, `++nodelist`,
-//! `++netmod`, `++timeout`, `++verbose`) are not.
+//! `++netmod`, `++remote-shell`, `++timeout`, `++verbose`) are not.
+//!
+//! # Remote hosts
+//!
+//! The nodelist is charmrun's: `host NAME` lines (processes go to the hosts
+//! in turn), `group NAME` lines, and `++shell CMD` options on a `host` line
+//! (that host), a `group` line (its hosts) or a line of its own (every host
+//! after it); other options are accepted and ignored. `localhost`,
+//! `127.0.0.1` and `::1` are this host: their processes are started
+//! directly. Every other host's process is started with the remote shell:
+//! the host's `++shell` if the nodelist gives one (one word: a program, or
+//! a script that calls ssh with options), else `++remote-shell CMD` (split
+//! on whitespace, no quoting: `++remote-shell "ssh -F my_config"`), else
+//! `ssh -o BatchMode=yes` (never a password prompt). It is run as
+//! `CMD... HOST COMMAND`, COMMAND being one argument: a POSIX `sh` command
+//! line, which ssh hands to the login shell there. COMMAND changes to
+//! `convrun`'s working directory, sets the protocol's variables and those of
+//! `convrun`'s environment named `CONVERSE_*` or `RUST_BACKTRACE` (a local
+//! process inherits the whole environment), runs the program with its
+//! arguments quoted for the shell, and kills the program if the remote
+//! shell's connection is gone (the remote shell was killed, or `convrun`
+//! died), so a process that never joined the job is not left behind.
+//! Standard input of every process is empty.
+//!
+//! A remote process reaches the launcher at the address this host uses
+//! towards its host (asked of the routing table; no packet is sent), or at
+//! this host's name if that fails. A remote shell's own failures are
+//! reported with the host's name (ssh exits with 255 when it cannot connect
+//! or log in; 127 means the program was not found there, and 128 + N is how
+//! the remote shell reports a process killed by signal N).
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::net::{
+    IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs, UdpSocket,
+};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod tcp] [++timeout S] [++verbose] program [args...]";
+const USAGE: &str = "usage: convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod tcp] [++remote-shell CMD] [++timeout S] [++verbose] program [args...]";
+
+/// The remote shell when neither `++remote-shell` nor the nodelist names one.
+const DEFAULT_REMOTE_SHELL: &[&str] = &["ssh", "-o", "BatchMode=yes"];
+
+/// Variables of `convrun`'s environment that a remote process gets too
+/// (besides the protocol's), by name prefix or whole name.
+const FORWARDED_PREFIX: &str = "CONVERSE_";
+const FORWARDED_VARS: &[&str] = &["RUST_BACKTRACE"];
 
 /// Runtime flags of the program that take a separate value, so that the
 /// value is not taken for the program's name.
@@ -53,6 +92,8 @@ struct Options {
     /// `++netmod`; by default shm when every process is on this host, tcp
     /// otherwise.
     netmod: Option<String>,
+    /// `++remote-shell`, split on whitespace.
+    remote_shell: Option<Vec<String>>,
     timeout: u64,
     verbose: bool,
     /// Program and its arguments (runtime flags included).
@@ -81,6 +122,7 @@ fn parse_args(args: Vec<String>) -> Options {
         local: false,
         nodelist: None,
         netmod: None,
+        remote_shell: None,
         timeout: 60,
         verbose: false,
         command: Vec::new(),
@@ -120,6 +162,16 @@ fn parse_args(args: Vec<String>) -> Options {
                     ));
                 }
                 o.netmod = Some(m);
+            }
+            "++remote-shell" => {
+                let cmd = words
+                    .next()
+                    .unwrap_or_else(|| fail("++remote-shell needs a command"));
+                let cmd: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+                if cmd.is_empty() {
+                    fail("++remote-shell needs a command, got an empty one");
+                }
+                o.remote_shell = Some(cmd);
             }
             "++timeout" => o.timeout = parse_count("++timeout", words.next()) as u64,
             "+p" => {
@@ -172,21 +224,66 @@ fn parse_args(args: Vec<String>) -> Options {
     o
 }
 
-/// The hosts of a charmrun-style nodelist (`host NAME` lines; `group`
-/// lines and options after the name are accepted and ignored).
-fn read_nodelist(path: &str) -> Vec<String> {
+/// A host of the nodelist.
+#[derive(Clone, Debug)]
+struct Host {
+    name: String,
+    /// Its `++shell` (on its line, its group's, or a line of its own before).
+    shell: Option<String>,
+}
+
+/// The value of option `++shell` among `words`, if given.
+fn shell_option<'a>(path: &str, words: impl Iterator<Item = &'a str>) -> Option<String> {
+    let mut words = words;
+    while let Some(w) = words.next() {
+        if w == "++shell" {
+            let v = words
+                .next()
+                .unwrap_or_else(|| fail(&format!("nodelist {path}: ++shell needs a command")));
+            return Some(v.to_string());
+        }
+    }
+    None
+}
+
+/// The hosts of a charmrun-style nodelist: `host NAME` lines, with the
+/// `++shell` option of the host line, else of its group line, else of a
+/// `++shell` line of its own before them (other options are accepted and
+/// ignored).
+fn read_nodelist(path: &str) -> Vec<Host> {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| fail(&format!("cannot read nodelist {path}: {e}")));
-    let hosts: Vec<String> = text
-        .lines()
-        .filter_map(|l| {
-            let mut w = l.split_whitespace();
-            match w.next() {
-                Some("host") => w.next().map(String::from),
-                _ => None,
+    let mut hosts = Vec::new();
+    let mut global_shell: Option<String> = None;
+    let mut group_shell: Option<String> = None;
+    for line in text.lines() {
+        let mut w = line.split_whitespace();
+        match w.next() {
+            Some("host") => {
+                let Some(name) = w.next() else { continue };
+                if name.starts_with('-') {
+                    fail(&format!(
+                        "nodelist {path}: host name `{name}` starts with `-`"
+                    ));
+                }
+                let shell = shell_option(path, w)
+                    .or_else(|| group_shell.clone())
+                    .or_else(|| global_shell.clone());
+                hosts.push(Host {
+                    name: name.to_string(),
+                    shell,
+                });
             }
-        })
-        .collect();
+            Some("group") => {
+                let _name = w.next();
+                group_shell = shell_option(path, w);
+            }
+            Some("++shell") => {
+                global_shell = shell_option(path, line.split_whitespace());
+            }
+            _ => {}
+        }
+    }
     if hosts.is_empty() {
         fail(&format!(
             "nodelist {path} names no host (`host NAME` lines)"
@@ -229,6 +326,10 @@ struct Proc {
     card: Option<String>,
     /// What the process said on its control connection since the cards.
     said: String,
+    /// The host, for a process started through the remote shell.
+    remote: Option<String>,
+    /// The remote shell's standard input, held open while the job runs.
+    _stdin: Option<ChildStdin>,
 }
 
 /// How a process ended, from what it said before it exited.
@@ -258,6 +359,23 @@ fn describe(status: ExitStatus) -> String {
         (Some(c), _) => format!("exited with code {c}"),
         (None, Some(sig)) => format!("was killed by signal {sig} ({})", signal_name(sig)),
         _ => "ended".into(),
+    }
+}
+
+/// What an exit code of the remote shell means when it is not the
+/// program's own choice (see the module comment), in parentheses.
+fn remote_hint(status: ExitStatus) -> String {
+    match status.code() {
+        Some(255) => " (255: ssh could not connect or log in)".into(),
+        Some(127) => " (127: the program was not found there)".into(),
+        Some(126) => " (126: the program could not be run there)".into(),
+        Some(c @ 129..=192) => format!(
+            " ({c} = 128 + {}: killed by signal {} ({}) there)",
+            c - 128,
+            c - 128,
+            signal_name(c - 128)
+        ),
+        _ => String::new(),
     }
 }
 
@@ -333,6 +451,24 @@ struct Job {
 }
 
 impl Job {
+    /// `process N (PEs ...)`, and `on HOST` for a remote one.
+    fn who(&self, node: usize) -> String {
+        let p = &self.procs[node];
+        match &p.remote {
+            Some(host) => format!("process {node} ({}) on {host}", pes_of(node, self.opts.ppn)),
+            None => format!("process {node} ({})", pes_of(node, self.opts.ppn)),
+        }
+    }
+
+    /// What process `node`'s exit code means, for a remote one.
+    fn hint(&self, node: usize) -> String {
+        let p = &self.procs[node];
+        match &p.remote {
+            Some(_) => remote_hint(p.status.expect("reaped")),
+            None => String::new(),
+        }
+    }
+
     fn running(&self) -> usize {
         self.procs.iter().filter(|p| p.status.is_none()).count()
     }
@@ -438,25 +574,17 @@ impl Job {
                     // even if it exited with 0 (before its part was done).
                     self.failure = Some(if code == 0 { 1 } else { code });
                 }
-                let what = format!(
-                    "process {node} ({}) {}",
-                    pes_of(node, self.opts.ppn),
-                    describe(status)
-                );
+                let (who, how, hint) = (self.who(node), describe(status), self.hint(node));
                 if self.running() > 0 {
                     if first {
                         eprintln!(
-                            "convrun: {what} before its part of the job ended; ending the job"
+                            "convrun: {who} {how} before its part of the job ended; ending the job{hint}"
                         );
                     }
-                    self.tell_all(&format!(
-                        "abort lost process {node} ({}): it {}\n",
-                        pes_of(node, self.opts.ppn),
-                        describe(status)
-                    ));
+                    self.tell_all(&format!("abort lost {who}: it {how}{hint}\n"));
                     self.end_all(GRACE);
                 } else if first {
-                    eprintln!("convrun: {what} before its part of the job ended");
+                    eprintln!("convrun: {who} {how} before its part of the job ended{hint}");
                 }
             }
         }
@@ -482,76 +610,174 @@ impl Job {
     }
 }
 
-#[allow(clippy::too_many_arguments)] // one call site; each is one variable of the protocol
-fn spawn(
-    opts: &Options,
-    netmod: &str,
+/// Where and how one process of the job is started.
+struct Launch<'a> {
     node: usize,
     nodes: usize,
-    host: &str,
+    /// The host as the nodelist names it.
+    host: &'a Host,
+    /// The name the other processes reach this one by (`CONVERSE_HOST`).
+    advertised: &'a str,
+    /// PEs of the job on this host.
     host_pes: usize,
-    addr: &str,
+    /// The launcher's control address as this process reaches it.
+    launcher: &'a str,
+    netmod: &'a str,
     token: u64,
-) -> Child {
+}
+
+/// The remote shell command that reaches `host` (see the module comment).
+fn remote_shell(opts: &Options, host: &Host) -> Vec<String> {
+    match (&host.shell, &opts.remote_shell) {
+        (Some(shell), _) => vec![shell.clone()],
+        (None, Some(cmd)) => cmd.clone(),
+        (None, None) => DEFAULT_REMOTE_SHELL.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// True for a name the shell takes as a variable assignment's.
+fn is_shell_name(name: &str) -> bool {
+    let mut b = name.bytes();
+    matches!(b.next(), Some(c) if c == b'_' || c.is_ascii_alphabetic())
+        && b.all(|c| c == b'_' || c.is_ascii_alphanumeric())
+}
+
+/// The variables of our environment a remote process gets too: `CONVERSE_*`
+/// and `FORWARDED_VARS`, except the protocol's own (set by `spawn`).
+fn forwarded_env(protocol: &[(&str, String)]) -> Vec<(String, String)> {
+    let mut vars: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| k.starts_with(FORWARDED_PREFIX) || FORWARDED_VARS.contains(&k.as_str()))
+        .filter(|(k, _)| is_shell_name(k) && !protocol.iter().any(|(p, _)| p == k))
+        .collect();
+    vars.sort();
+    vars
+}
+
+/// The command line the remote shell runs on the host: a POSIX `sh`
+/// script, itself quoted, so that the login shell there (whichever it is)
+/// only has to run `exec /bin/sh -c '...'`.
+///
+/// The script changes to `dir`, starts the program in the background with
+/// `env` set and its standard input empty, and waits for it; its exit code
+/// (128 + N for a program killed by signal N) is the script's, which ssh
+/// returns as its own. Meanwhile a watcher reads the script's standard
+/// input, which is the remote shell's connection: `convrun` never writes
+/// to it, so the read returns only when the connection is gone (`convrun`
+/// killed the remote shell, or died), and the watcher then kills the
+/// program. Without it a remote process that never joined the job would
+/// outlive the job (sshd does not signal a command without a terminal).
+fn remote_command(dir: &str, env: &[(String, String)], command: &[String]) -> String {
+    let mut run = String::new();
+    for (k, v) in env {
+        run.push_str(&format!("{k}={} ", shell_quote(v)));
+    }
+    let words: Vec<String> = command.iter().map(|w| shell_quote(w)).collect();
+    run.push_str(&words.join(" "));
+    let script = format!(
+        "cd {} || exit; exec 3<&0 </dev/null; \
+         {run} 3<&- & p=$!; \
+         (read -r line <&3; kill -9 $p) >/dev/null 2>&1 & w=$!; exec 3<&-; \
+         wait $p; c=$?; kill $w 2>/dev/null; exit $c",
+        shell_quote(dir)
+    );
+    format!("exec /bin/sh -c {}", shell_quote(&script))
+}
+
+/// Starts one process: directly on this host, else through the remote
+/// shell. Also returns the remote shell's standard input, which must stay
+/// open while the process runs (its end kills the remote process).
+fn spawn(opts: &Options, l: &Launch) -> Result<(Child, Option<ChildStdin>), String> {
     let envs = [
-        ("CONVERSE_HOST_PES", host_pes.to_string()),
-        ("CONVERSE_LAUNCHER", addr.to_string()),
-        ("CONVERSE_NODE", node.to_string()),
-        ("CONVERSE_NODES", nodes.to_string()),
-        ("CONVERSE_TOKEN", format!("{token:016x}")),
-        ("CONVERSE_NETMOD", netmod.to_string()),
-        ("CONVERSE_HOST", host.to_string()),
+        ("CONVERSE_HOST_PES", l.host_pes.to_string()),
+        ("CONVERSE_LAUNCHER", l.launcher.to_string()),
+        ("CONVERSE_NODE", l.node.to_string()),
+        ("CONVERSE_NODES", l.nodes.to_string()),
+        ("CONVERSE_TOKEN", format!("{:016x}", l.token)),
+        ("CONVERSE_NETMOD", l.netmod.to_string()),
+        ("CONVERSE_HOST", l.advertised.to_string()),
         ("CONVERSE_TIMEOUT", opts.timeout.to_string()),
     ];
-    let mut cmd = if is_local_host(host) {
+    let local = is_local_host(&l.host.name);
+    let shell = remote_shell(opts, l.host);
+    let mut cmd = if local {
         let mut c = Command::new(&opts.command[0]);
         c.args(&opts.command[1..]);
         c.envs(envs.iter().map(|(k, v)| (k, v)));
+        c.stdin(Stdio::null());
         c
     } else {
-        // ssh HOST cd DIR && env K=V ... program args
         let dir = std::env::current_dir().map_or_else(|_| ".".into(), |d| d.display().to_string());
-        let mut remote = format!("cd {} && env", shell_quote(&dir));
-        for (k, v) in &envs {
-            remote.push_str(&format!(" {k}={}", shell_quote(v)));
+        let mut env = forwarded_env(&envs);
+        env.extend(envs.iter().map(|(k, v)| (k.to_string(), v.clone())));
+        let remote = remote_command(&dir, &env, &opts.command);
+        if opts.verbose {
+            eprintln!(
+                "convrun: process {} on {}: {} {} <command>",
+                l.node,
+                l.host.name,
+                shell.join(" "),
+                l.host.name
+            );
         }
-        for w in &opts.command {
-            remote.push(' ');
-            remote.push_str(&shell_quote(w));
-        }
-        let mut c = Command::new("ssh");
-        c.arg("-o").arg("BatchMode=yes").arg(host).arg(remote);
+        let mut c = Command::new(&shell[0]);
+        c.args(&shell[1..]).arg(&l.host.name).arg(remote);
+        // Never written to: the remote side watches it for its end.
+        c.stdin(Stdio::piped());
         c
     };
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    cmd.spawn().unwrap_or_else(|e| {
-        fail(&format!(
-            "cannot start process {node} (`{}`{}): {e}",
-            opts.command[0],
-            if is_local_host(host) {
-                String::new()
-            } else {
-                format!(" on {host}")
-            }
-        ))
-    })
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| {
+        if local {
+            format!(
+                "cannot start process {} (`{}`): {e}",
+                l.node, opts.command[0]
+            )
+        } else {
+            format!(
+                "cannot start process {} on {}: remote shell `{}`: {e}",
+                l.node, l.host.name, shell[0]
+            )
+        }
+    })?;
+    let stdin = child.stdin.take();
+    Ok((child, stdin))
 }
 
 fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// The address this host uses towards `host`, asked of the routing table
+/// (connecting a UDP socket sends nothing). `None` if the name does not
+/// resolve here.
+fn route_to(host: &str) -> Option<IpAddr> {
+    let target = (host, 9).to_socket_addrs().ok()?.next()?;
+    let any: SocketAddr = if target.is_ipv4() {
+        (Ipv4Addr::UNSPECIFIED, 0).into()
+    } else {
+        (Ipv6Addr::UNSPECIFIED, 0).into()
+    };
+    let sock = UdpSocket::bind(any).ok()?;
+    sock.connect(target).ok()?;
+    let ip = sock.local_addr().ok()?.ip();
+    (!ip.is_unspecified()).then_some(ip)
+}
+
 fn main() {
     let opts = parse_args(std::env::args().skip(1).collect());
     install_signal_handlers();
     let nodes = opts.pes / opts.ppn;
-    let hosts: Vec<String> = match (&opts.nodelist, opts.local) {
+    let hosts: Vec<Host> = match (&opts.nodelist, opts.local) {
         (Some(path), false) => read_nodelist(path),
-        _ => vec!["127.0.0.1".into()],
+        _ => vec![Host {
+            name: "127.0.0.1".into(),
+            shell: None,
+        }],
     };
-    let all_local = hosts.iter().all(|h| is_local_host(h));
+    // The host of each process.
+    let placed: Vec<&Host> = (0..nodes).map(|n| &hosts[n % hosts.len()]).collect();
+    let all_local = placed.iter().all(|h| is_local_host(&h.name));
     let netmod = opts
         .netmod
         .clone()
@@ -559,27 +785,63 @@ fn main() {
     if netmod == "shm" && !all_local {
         fail("++netmod shm needs every process on this host (use ++netmod tcp, or ++local)");
     }
-    let listener = TcpListener::bind(if all_local {
-        "127.0.0.1:0"
-    } else {
-        "0.0.0.0:0"
-    })
-    .unwrap_or_else(|e| fail(&format!("cannot open the control socket: {e}")));
-    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
-    let my_host = if all_local {
-        "127.0.0.1".to_string()
-    } else {
-        hostname()
+    // The address each process reaches the launcher at: loopback on this
+    // host, else the one this host uses towards the process's host (not
+    // this host's name: that may stand for a loopback address here, as
+    // Debian's 127.0.1.1 does).
+    let control_ip: Vec<Option<IpAddr>> = placed
+        .iter()
+        .map(|h| {
+            if is_local_host(&h.name) {
+                Some(Ipv4Addr::LOCALHOST.into())
+            } else {
+                route_to(&h.name)
+            }
+        })
+        .collect();
+    // Listen on that address if it is the same for all, else on all.
+    let bind: SocketAddr = match control_ip.first() {
+        Some(&Some(ip)) if control_ip.iter().all(|c| *c == Some(ip)) => (ip, 0).into(),
+        _ if control_ip.iter().flatten().any(|ip| ip.is_ipv6()) => {
+            (Ipv6Addr::UNSPECIFIED, 0).into()
+        }
+        _ => (Ipv4Addr::UNSPECIFIED, 0).into(),
     };
-    let addr = format!("{my_host}:{port}");
+    let listener = TcpListener::bind(bind)
+        .unwrap_or_else(|e| fail(&format!("cannot open the control socket: {e}")));
+    let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+    let my_name = hostname();
+    let launcher_addr: Vec<String> = control_ip
+        .iter()
+        .map(|ip| match ip {
+            Some(ip) => SocketAddr::from((*ip, port)).to_string(),
+            None => format!("{my_name}:{port}"),
+        })
+        .collect();
+    // The name a process on this host goes by: its nodelist name when the
+    // whole job is here; in a job with remote hosts, the address those
+    // reach this host at (a loopback name would send them to themselves).
+    let remote_ips: Vec<Option<IpAddr>> = placed
+        .iter()
+        .zip(&control_ip)
+        .filter(|(h, _)| !is_local_host(&h.name))
+        .map(|(_, ip)| *ip)
+        .collect();
+    let this_host = match remote_ips.first() {
+        Some(&Some(ip)) if remote_ips.iter().all(|c| *c == Some(ip)) => ip.to_string(),
+        _ => my_name.clone(),
+    };
     let token = RandomState::new().build_hasher().finish() ^ std::process::id() as u64;
     if opts.verbose {
         eprintln!(
-            "convrun: {} PEs in {nodes} processes of {} on {} host(s), netmod {}, control {addr}",
+            "convrun: {} PEs in {nodes} processes of {} on {} host(s), netmod {}, control {}",
             opts.pes,
             opts.ppn,
             hosts.len(),
-            netmod
+            netmod,
+            listener
+                .local_addr()
+                .map_or_else(|_| "?".into(), |a| a.to_string())
         );
     }
     let mut job = Job {
@@ -592,17 +854,37 @@ fn main() {
         token,
         opts,
     };
-    for node in 0..nodes {
-        let host = &hosts[node % hosts.len()];
+    for (node, host) in placed.iter().enumerate() {
         // PEs of this job on the same host: more than its cores and idle
         // PEs must not spin.
-        let host_pes = (0..nodes)
-            .filter(|n| hosts[n % hosts.len()] == *host)
-            .count()
-            * job.opts.ppn;
-        let mut child = spawn(
-            &job.opts, &netmod, node, nodes, host, host_pes, &addr, token,
-        );
+        let host_pes = placed.iter().filter(|h| h.name == host.name).count() * job.opts.ppn;
+        let local = is_local_host(&host.name);
+        let advertised = if local && !all_local {
+            this_host.as_str()
+        } else {
+            host.name.as_str()
+        };
+        let launch = Launch {
+            node,
+            nodes,
+            host,
+            advertised,
+            host_pes,
+            launcher: &launcher_addr[node],
+            netmod: &netmod,
+            token,
+        };
+        let (mut child, stdin) = match spawn(&job.opts, &launch) {
+            Ok(started) => started,
+            Err(why) => {
+                // The processes started so far must not wait for this one.
+                eprintln!("convrun: {why}");
+                job.signal_all(libc::SIGKILL);
+                job.end_all(Duration::ZERO);
+                job.code = Some(1);
+                job.finish();
+            }
+        };
         if let Some(out) = child.stdout.take() {
             job.forwarders.push(forward(out, false));
         }
@@ -616,6 +898,8 @@ fn main() {
             link: None,
             card: None,
             said: String::new(),
+            remote: (!local).then(|| host.name.clone()),
+            _stdin: stdin,
         });
     }
 
@@ -636,9 +920,10 @@ fn main() {
         if let Some(&node) = job.reap().first() {
             let status = job.procs[node].status.expect("reaped");
             eprintln!(
-                "convrun: process {node} ({}) {} before the job started",
-                pes_of(node, job.opts.ppn),
-                describe(status)
+                "convrun: {} {} before the job started{}",
+                job.who(node),
+                describe(status),
+                job.hint(node)
             );
             job.code = Some(match code_of(status) {
                 0 => 1,
@@ -664,7 +949,12 @@ fn main() {
                         .procs
                         .iter()
                         .filter(|p| p.link.is_none())
-                        .map(|p| format!("{} (pid {})", p.node, p.child.id()))
+                        .map(|p| match &p.remote {
+                            Some(host) => {
+                                format!("{} (on {host}, remote shell pid {})", p.node, p.child.id())
+                            }
+                            None => format!("{} (pid {})", p.node, p.child.id()),
+                        })
                         .collect();
                     eprintln!(
                         "convrun: start-up timed out after {} s (++timeout): process(es) {} never joined the job",

@@ -148,10 +148,13 @@ pub(crate) fn join(place: &Placement, topo: Topology) -> Result<Network, String>
     let max = crate::net::frame::DEFAULT_MAX_PAYLOAD;
     let (module, kind) = match place.netmod.as_str() {
         "tcp" => {
-            let bind: SocketAddr = if place.host == "127.0.0.1" || place.host == "localhost" {
-                "127.0.0.1:0".parse().expect("literal address")
-            } else {
-                "0.0.0.0:0".parse().expect("literal address")
+            // A loopback address is listened on as itself (so a process
+            // given 127.0.0.2 is reached there and nowhere else); any other
+            // name may stand for several interfaces, so all are.
+            let bind: SocketAddr = match place.host.parse::<std::net::IpAddr>() {
+                Ok(ip) if ip.is_loopback() => (ip, 0).into(),
+                _ if place.host == "localhost" => "127.0.0.1:0".parse().expect("literal address"),
+                _ => "0.0.0.0:0".parse().expect("literal address"),
             };
             let tcp = Arc::new(
                 TcpModule::init(me, place.nodes, place.token, bind, &place.host, max)

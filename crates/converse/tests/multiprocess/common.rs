@@ -60,8 +60,16 @@ impl Finished {
 /// Runs `convrun ARGS` with a hang guard of `limit`: past it the launcher is
 /// killed and the case fails.
 pub fn convrun(args: &[&str], limit: Duration) -> Finished {
+    convrun_with(args, limit, |_| {})
+}
+
+/// `convrun` as in [`convrun`], with its command changed by `setup` first
+/// (working directory, environment).
+pub fn convrun_with(args: &[&str], limit: Duration, setup: impl FnOnce(&mut Command)) -> Finished {
     let start = Instant::now();
-    let mut child = Command::new(CONVRUN)
+    let mut cmd = Command::new(CONVRUN);
+    setup(&mut cmd);
+    let mut child = cmd
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

@@ -26,7 +26,7 @@ const FLAGS_WITH_VALUE: &[&str] = &["+p", "++ppn", "+stacksize", "++spantree-bra
 /// process's command line. `convrun` puts the runtime flags given before the
 /// program right after the program's path, so the first argument is not
 /// always the child program's name.
-fn own_args() -> Vec<String> {
+pub(crate) fn own_args() -> Vec<String> {
     let mut out = Vec::new();
     let mut words = std::env::args().skip(1);
     while let Some(w) = words.next() {
@@ -42,21 +42,21 @@ fn own_args() -> Vec<String> {
 }
 
 /// This process's number in the job (0 when not started by a launcher).
-fn node_env() -> usize {
+pub(crate) fn node_env() -> usize {
     std::env::var("CONVERSE_NODE")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
 }
 
-fn say_pid() {
+pub(crate) fn say_pid() {
     println!("pid {} {}", node_env(), std::process::id());
     let _ = std::io::stdout().flush();
 }
 
 /// Runs a normal-mode job; a bad command line or a failed join is reported
 /// as `converse_init` does and gives 1.
-fn run(start: impl Fn(&[String]) + Send + Sync + 'static) -> i32 {
+pub(crate) fn run(start: impl Fn(&[String]) + Send + Sync + 'static) -> i32 {
     match converse::Converse::new().run(start) {
         Ok(code) => code,
         Err(e) => {
@@ -306,7 +306,7 @@ fn emit_line(stderr: bool, pe: usize, seq: usize) {
 /// Checks that `text` holds every line of `prefix` (`out`/`err`) for PEs
 /// `0..pes` × `0..n` exactly once and intact; other lines must start with
 /// one of `allowed`.
-fn check_lines(text: &str, prefix: &str, pes: usize, n: usize, allowed: &[&str]) {
+pub(crate) fn check_lines(text: &str, prefix: &str, pes: usize, n: usize, allowed: &[&str]) {
     let mut seen = vec![0u32; pes * n];
     let mut bad = Vec::new();
     for line in text.split('\n') {
@@ -384,7 +384,7 @@ fn collect(
 
 /// A job started by `convrun` that the driver watches and acts on while it
 /// runs. Dropping it kills what is left (so a failed case leaves nothing).
-struct Running {
+pub(crate) struct Running {
     child: Option<Child>,
     args: Vec<String>,
     out: Arc<Collected>,
@@ -392,11 +392,11 @@ struct Running {
     readers: Vec<std::thread::JoinHandle<()>>,
     start: Instant,
     /// `(node, pid)` the processes printed.
-    pids: Vec<(usize, i32)>,
+    pub(crate) pids: Vec<(usize, i32)>,
 }
 
 impl Running {
-    fn start(args: &[&str], own_group: bool) -> Running {
+    pub(crate) fn start(args: &[&str], own_group: bool) -> Running {
         let mut cmd = Command::new(CONVRUN);
         cmd.args(args)
             .stdin(Stdio::null())
@@ -426,11 +426,11 @@ impl Running {
         }
     }
 
-    fn pid(&self) -> i32 {
+    pub(crate) fn pid(&self) -> i32 {
         self.child.as_ref().unwrap().id() as i32
     }
 
-    fn texts(&self) -> (String, String) {
+    pub(crate) fn texts(&self) -> (String, String) {
         (
             self.out.text.lock().unwrap().clone(),
             self.err.text.lock().unwrap().clone(),
@@ -439,7 +439,7 @@ impl Running {
 
     /// Waits until stdout has a `pid NODE PID` line from each of `nodes`
     /// processes (and stderr has `also` if given).
-    fn wait_pids(&mut self, nodes: usize, also: Option<&str>, limit: Duration) {
+    pub(crate) fn wait_pids(&mut self, nodes: usize, also: Option<&str>, limit: Duration) {
         let deadline = Instant::now() + limit;
         loop {
             let text = self.out.text.lock().unwrap().clone();
@@ -462,7 +462,7 @@ impl Running {
         }
     }
 
-    fn pid_of(&self, node: usize) -> i32 {
+    pub(crate) fn pid_of(&self, node: usize) -> i32 {
         self.pids
             .iter()
             .find(|p| p.0 == node)
@@ -471,7 +471,7 @@ impl Running {
     }
 
     /// Waits for `convrun` to end (killing it and failing past `limit`).
-    fn finish(mut self, limit: Duration) -> Finished {
+    pub(crate) fn finish(mut self, limit: Duration) -> Finished {
         let deadline = Instant::now() + limit;
         let mut child = self.child.take().unwrap();
         let status = loop {
@@ -528,7 +528,7 @@ impl Drop for Running {
     }
 }
 
-fn parse_pids(text: &str) -> Vec<(usize, i32)> {
+pub(crate) fn parse_pids(text: &str) -> Vec<(usize, i32)> {
     text.lines()
         .filter_map(|l| {
             let mut w = l.split(' ');
@@ -541,7 +541,7 @@ fn parse_pids(text: &str) -> Vec<(usize, i32)> {
 }
 
 /// True while `pid` is a live (not zombie) process.
-fn alive(pid: i32) -> bool {
+pub(crate) fn alive(pid: i32) -> bool {
     let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
         return false;
     };
@@ -552,7 +552,7 @@ fn alive(pid: i32) -> bool {
 }
 
 /// Fails unless every pid of `pids` is gone within `grace`.
-fn expect_gone(pids: &[(usize, i32)], grace: Duration, what: &Finished) {
+pub(crate) fn expect_gone(pids: &[(usize, i32)], grace: Duration, what: &Finished) {
     let deadline = Instant::now() + grace;
     loop {
         let left: Vec<_> = pids.iter().filter(|p| alive(p.1)).collect();
@@ -579,7 +579,7 @@ fn expect_gone(pids: &[(usize, i32)], grace: Duration, what: &Finished) {
 /// (`converse: process NODE ... ending the job: ...`, from the network layer
 /// or from the launcher's abort) and that line contains every one of
 /// `needles`.
-fn expect_ended_saying(f: &Finished, node: usize, needles: &[&str]) {
+pub(crate) fn expect_ended_saying(f: &Finished, node: usize, needles: &[&str]) {
     let head = format!("converse: process {node} ");
     let lines: Vec<&str> = f
         .stderr
@@ -594,7 +594,7 @@ fn expect_ended_saying(f: &Finished, node: usize, needles: &[&str]) {
     );
 }
 
-fn expect_stderr(f: &Finished, needle: &str) {
+pub(crate) fn expect_stderr(f: &Finished, needle: &str) {
     assert!(
         f.stderr.contains(needle),
         "stderr has no `{needle}`\n--- stdout\n{}\n--- stderr\n{}",
@@ -603,7 +603,7 @@ fn expect_stderr(f: &Finished, needle: &str) {
     );
 }
 
-fn expect_no_stderr(f: &Finished, needle: &str) {
+pub(crate) fn expect_no_stderr(f: &Finished, needle: &str) {
     assert!(
         !f.stderr.contains(needle),
         "stderr has `{needle}`, which it should not\n--- stdout\n{}\n--- stderr\n{}",
@@ -612,7 +612,7 @@ fn expect_no_stderr(f: &Finished, needle: &str) {
     );
 }
 
-fn expect_nonzero(f: &Finished) {
+pub(crate) fn expect_nonzero(f: &Finished) {
     assert!(
         matches!(f.code, Some(c) if c != 0),
         "expected a non-zero exit code, got {:?}\n--- stdout\n{}\n--- stderr\n{}",
@@ -708,7 +708,7 @@ fn launcher_exit_outside_runtime() {
 
 /// Checks every one of `nodes` processes printed `args` (program arguments
 /// after its name), and the job had `pes` PEs.
-fn expect_args(f: &Finished, pes: usize, nodes: usize, args: &[&str]) {
+pub(crate) fn expect_args(f: &Finished, pes: usize, nodes: usize, args: &[&str]) {
     f.expect_code(0);
     for node in 0..nodes {
         f.expect_line(&format!(

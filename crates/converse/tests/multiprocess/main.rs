@@ -16,6 +16,7 @@ mod common;
 mod flood;
 mod launcher;
 mod scenarios;
+mod ssh;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
@@ -31,6 +32,7 @@ fn child_main() -> ! {
     let code = match scenarios::child(&name, &rest)
         .or_else(|| launcher::child(&name, &rest))
         .or_else(|| flood::child(&name, &rest))
+        .or_else(|| ssh::child(&name, &rest))
     {
         Some(code) => code,
         None => {
@@ -52,6 +54,7 @@ fn main() {
     let mut cases: Vec<Case> = Vec::new();
     cases.extend(scenarios::cases());
     cases.extend(launcher::cases());
+    cases.extend(ssh::cases());
     cases.extend(flood::cases());
     let selected: Vec<&Case> = cases
         .iter()
