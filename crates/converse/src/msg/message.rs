@@ -231,6 +231,111 @@ fn zeroed_buffer(chunks: usize) -> Box<[Chunk]> {
     bytemuck::zeroed_slice_box(chunks)
 }
 
+/// A message being received from outside, written front to back (by the
+/// network's reassembly) without zeroing its buffer first. Bytes `0..init`
+/// are initialized; it becomes a [`Message`] once all are.
+pub(crate) struct MessageBuf {
+    chunks: Box<[std::mem::MaybeUninit<Chunk>]>,
+    len: usize,
+    /// Bytes from the start known to be initialized.
+    init: usize,
+}
+
+impl MessageBuf {
+    /// A buffer for a message of `len` bytes.
+    ///
+    /// # Panics
+    /// If `len` is shorter than a header or longer than the largest message.
+    pub fn new(len: usize) -> MessageBuf {
+        assert!(
+            (MSG_HEADER_SIZE..=MAX_MESSAGE_SIZE).contains(&len),
+            "MessageBuf::new({len})"
+        );
+        let n = chunks_for(len);
+        let mut chunks: Box<[std::mem::MaybeUninit<Chunk>]> = Box::new_uninit_slice(n);
+        // The last chunk's bytes past `len` are never written.
+        chunks[n - 1].write(Chunk([0; CHUNK]));
+        MessageBuf {
+            chunks,
+            len,
+            init: 0,
+        }
+    }
+
+    /// Writes `bytes` at `at`, which must be at most the initialized
+    /// length (the buffer is written front to back).
+    ///
+    /// # Panics
+    /// If `at` is past the initialized bytes or the bytes do not fit.
+    pub fn write_at(&mut self, at: usize, bytes: &[u8]) {
+        // SAFETY: a slice is valid for reads of its length.
+        unsafe { self.write_raw_at(at, bytes.as_ptr(), bytes.len()) }
+    }
+
+    /// [`MessageBuf::write_at`] from a pointer: `n` bytes at `src`.
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `n` bytes (it may be memory that
+    /// another process writes: each byte is read once, by this copy).
+    ///
+    /// # Panics
+    /// As `write_at`.
+    pub unsafe fn write_raw_at(&mut self, at: usize, src: *const u8, n: usize) {
+        assert!(
+            at <= self.init && n <= self.len - at,
+            "MessageBuf::write_at"
+        );
+        // SAFETY: `at + n <= len <= chunks * CHUNK` bytes of the buffer
+        // (checked); `MaybeUninit` memory may be written freely; `src` is
+        // readable for `n` bytes (the caller's promise) and cannot overlap
+        // a buffer we own uniquely.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, self.chunks.as_mut_ptr().cast::<u8>().add(at), n);
+        }
+        self.init = self.init.max(at + n);
+    }
+
+    /// Bytes `at..len` as a slice to receive into (a `read` straight into
+    /// the message); whatever was not initialized is zeroed first, once.
+    ///
+    /// # Panics
+    /// If `at` is past the initialized bytes.
+    pub fn space_from(&mut self, at: usize) -> &mut [u8] {
+        assert!(at <= self.init, "MessageBuf::space_from");
+        let base = self.chunks.as_mut_ptr().cast::<u8>();
+        if self.init < self.len {
+            // SAFETY: bytes `init..len` lie in the buffer.
+            unsafe { std::ptr::write_bytes(base.add(self.init), 0, self.len - self.init) };
+            self.init = self.len;
+        }
+        // SAFETY: bytes `0..len` are initialized now, the buffer is ours
+        // alone (borrowed mutably), and `at <= len`.
+        unsafe { std::slice::from_raw_parts_mut(base.add(at), self.len - at) }
+    }
+
+    /// The whole message.
+    ///
+    /// # Panics
+    /// If some of its bytes were never written.
+    pub fn finish(self) -> Message {
+        assert_eq!(
+            self.init, self.len,
+            "MessageBuf::finish before the last byte"
+        );
+        // SAFETY: bytes `0..len` are initialized (checked) and the last
+        // chunk's tail was zeroed in `new`; `Chunk` is plain bytes, so
+        // every chunk is a valid value.
+        let chunks = unsafe { self.chunks.assume_init() };
+        Message {
+            buf: Buf::Owned(chunks),
+            first: 0,
+            len: self.len as u32,
+            src: 0,
+            from_net: false,
+        }
+    }
+}
+
 impl Message {
     /// Allocates a zeroed message with room for `payload_len` payload bytes,
     /// its header's size field set and its handler set to `handler`.
@@ -744,5 +849,37 @@ mod tests {
         let mut short = Message::bundle(2, &[Message::new(3, 0).as_bytes()]);
         short.payload_mut()[8] = 4; // size smaller than a header
         assert_eq!(short.unbundle().unwrap_err(), MsgError::TooShort { len: 4 });
+    }
+
+    #[test]
+    fn a_message_buffer_written_front_to_back_becomes_the_message() {
+        let mut want = Message::new(4, 40);
+        want.payload_mut()[..5].copy_from_slice(b"hello");
+        let bytes = want.as_bytes().to_vec();
+        let mut buf = MessageBuf::new(bytes.len());
+        buf.write_at(0, &bytes[..10]);
+        buf.write_at(10, &bytes[10..30]);
+        // The rest received by a `read` into the space, zeroed first.
+        let space = buf.space_from(30);
+        assert!(space.iter().all(|&b| b == 0));
+        space.copy_from_slice(&bytes[30..]);
+        let got = buf.finish();
+        assert_eq!(got.as_bytes(), &bytes[..]);
+        assert_eq!(got.payload(), want.payload());
+    }
+
+    #[test]
+    #[should_panic(expected = "MessageBuf::finish before the last byte")]
+    fn an_unfinished_message_buffer_is_refused() {
+        let mut buf = MessageBuf::new(MSG_HEADER_SIZE + 8);
+        buf.write_at(0, &[1; MSG_HEADER_SIZE]);
+        let _ = buf.finish();
+    }
+
+    #[test]
+    #[should_panic(expected = "MessageBuf::write_at")]
+    fn a_message_buffer_is_written_without_gaps() {
+        let mut buf = MessageBuf::new(MSG_HEADER_SIZE + 8);
+        buf.write_at(4, &[1; 4]);
     }
 }

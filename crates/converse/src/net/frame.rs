@@ -40,7 +40,7 @@
 //!   short (a truncated packet) instead of dropping it silently.
 use std::fmt;
 
-use crate::msg::message::{MSG_HEADER_SIZE, Message};
+use crate::msg::message::{MSG_HEADER_SIZE, Message, MessageBuf};
 
 /// Size of a frame header, in bytes.
 pub const FRAME_HEADER_SIZE: usize = 16;
@@ -248,27 +248,10 @@ pub enum FrameBody {
 }
 
 impl FrameBody {
-    /// An empty body of `len` bytes, to be received into, for a frame of
-    /// `kind` (a `Message` frame's `len` is at least a message header:
-    /// checked by the caller).
-    fn for_frame(kind: FrameKind, len: usize) -> FrameBody {
-        match kind {
-            FrameKind::Message => FrameBody::Message(Message::alloc(len)),
-            _ => FrameBody::Bytes(vec![0; len]),
-        }
-    }
-
     /// The payload's bytes.
     pub fn as_slice(&self) -> &[u8] {
         match self {
             FrameBody::Message(m) => m.as_bytes(),
-            FrameBody::Bytes(b) => b,
-        }
-    }
-
-    fn as_mut_slice(&mut self) -> &mut [u8] {
-        match self {
-            FrameBody::Message(m) => m.as_bytes_mut(),
             FrameBody::Bytes(b) => b,
         }
     }
@@ -283,18 +266,81 @@ impl FrameBody {
     }
 }
 
+/// A body being received: a message's buffer (not zeroed first), or
+/// bytes.
+enum ActiveBody {
+    Message(MessageBuf),
+    Bytes(Vec<u8>),
+}
+
 /// The frame whose body is being received (`recv_active`).
 struct Active {
     header: FrameHeader,
-    body: FrameBody,
+    body: ActiveBody,
     /// Bytes of the body (`header.len` in all) received so far.
     filled: usize,
 }
 
 impl Active {
+    /// An empty body of `len` bytes for a frame of `kind` (a `Message`
+    /// frame's `len` is at least a message header: checked by the caller).
+    fn new(header: FrameHeader) -> Active {
+        let len = header.len as usize;
+        let body = match header.kind {
+            FrameKind::Message => ActiveBody::Message(MessageBuf::new(len)),
+            _ => ActiveBody::Bytes(vec![0; len]),
+        };
+        Active {
+            header,
+            body,
+            filled: 0,
+        }
+    }
+
+    /// The rest of the body, to receive into.
     fn rest(&mut self) -> &mut [u8] {
-        let filled = self.filled;
-        &mut self.body.as_mut_slice()[filled..]
+        match &mut self.body {
+            ActiveBody::Message(m) => m.space_from(self.filled),
+            ActiveBody::Bytes(b) => &mut b[self.filled..],
+        }
+    }
+
+    /// Copies as much of `bytes` as the body still takes; returns how many.
+    fn take(&mut self, bytes: &[u8]) -> usize {
+        let n = (self.header.len as usize - self.filled).min(bytes.len());
+        match &mut self.body {
+            ActiveBody::Message(m) => m.write_at(self.filled, &bytes[..n]),
+            ActiveBody::Bytes(b) => b[self.filled..self.filled + n].copy_from_slice(&bytes[..n]),
+        }
+        self.filled += n;
+        n
+    }
+
+    /// [`Active::take`] from `len` bytes at `src`.
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `len` bytes.
+    unsafe fn take_raw(&mut self, src: *const u8, len: usize) -> usize {
+        let n = (self.header.len as usize - self.filled).min(len);
+        match &mut self.body {
+            // SAFETY: `src` is readable for `n <= len` bytes (the caller's
+            // promise).
+            ActiveBody::Message(m) => unsafe { m.write_raw_at(self.filled, src, n) },
+            // SAFETY: as above; `filled + n <= b.len()` (`n` is at most
+            // what the body still takes).
+            ActiveBody::Bytes(b) => unsafe {
+                std::ptr::copy_nonoverlapping(src, b.as_mut_ptr().add(self.filled), n)
+            },
+        }
+        self.filled += n;
+        n
+    }
+
+    fn into_body(self) -> FrameBody {
+        match self.body {
+            ActiveBody::Message(m) => FrameBody::Message(m.finish()),
+            ActiveBody::Bytes(b) => FrameBody::Bytes(b),
+        }
     }
 
     fn is_complete(&self) -> bool {
@@ -350,10 +396,7 @@ impl Reassembler {
         }
         while !bytes.is_empty() {
             if let Some(active) = &mut self.active {
-                let rest = active.rest();
-                let n = rest.len().min(bytes.len());
-                rest[..n].copy_from_slice(&bytes[..n]);
-                active.filled += n;
+                let n = active.take(bytes);
                 bytes = &bytes[n..];
                 self.deliver_if_complete(&mut deliver);
                 continue;
@@ -384,11 +427,7 @@ impl Reassembler {
             if header.kind == FrameKind::Message && len < MSG_HEADER_SIZE {
                 return Err(self.error(FrameFault::ShortMessage { len }));
             }
-            self.active = Some(Active {
-                header,
-                body: FrameBody::for_frame(header.kind, len),
-                filled: 0,
-            });
+            self.active = Some(Active::new(header));
             self.deliver_if_complete(&mut deliver);
         }
         Ok(())
@@ -397,7 +436,7 @@ impl Reassembler {
     fn deliver_if_complete(&mut self, deliver: &mut impl FnMut(FrameHeader, FrameBody)) {
         if self.active.as_ref().is_some_and(Active::is_complete) {
             let done = self.active.take().expect("checked");
-            deliver(done.header, done.body);
+            deliver(done.header, done.into_body());
         }
     }
 
@@ -407,6 +446,33 @@ impl Reassembler {
     /// [`handle`](Reassembler::handle)).
     pub fn body_space(&mut self) -> Option<&mut [u8]> {
         Some(self.active.as_mut()?.rest())
+    }
+
+    /// The recv-active fast path for a module that receives from memory
+    /// another process writes (shm), where a `&[u8]` of the bytes cannot
+    /// be formed: copies up to `len` bytes at `src` straight into the
+    /// active frame's body, delivering the frame if that completes it.
+    /// Returns how many bytes it took: 0 when no body is being received
+    /// (the next bytes are a header: use [`handle`](Reassembler::handle)).
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `len` bytes.
+    pub unsafe fn body_copy_from(
+        &mut self,
+        src: *const u8,
+        len: usize,
+        mut deliver: impl FnMut(FrameHeader, FrameBody),
+    ) -> usize {
+        if self.failed.is_some() {
+            return 0;
+        }
+        let Some(active) = self.active.as_mut() else {
+            return 0;
+        };
+        // SAFETY: the caller's promise.
+        let n = unsafe { active.take_raw(src, len) };
+        self.deliver_if_complete(&mut deliver);
+        n
     }
 
     /// Records that `n` bytes were received into
@@ -567,6 +633,32 @@ mod tests {
                     r.handle(&bytes[at..at + n], &mut push).unwrap();
                     at += n;
                 }
+            }
+            prop_assert_eq!(got, frames);
+            prop_assert!(r.is_idle());
+        }
+
+        #[test]
+        fn copying_into_the_body_from_raw_bytes_gives_the_same_frames(
+            frames in frames_strategy(),
+            sizes in prop::collection::vec(1usize..97, 1..40),
+        ) {
+            // As shm does: each chunk goes first into the active body, if
+            // any, and the rest through `handle`.
+            let bytes = stream(&frames);
+            let mut r = Reassembler::new(1, DEFAULT_MAX_PAYLOAD);
+            let mut got = Vec::new();
+            let mut at = 0;
+            let mut turn = 0;
+            while at < bytes.len() {
+                let n = sizes[turn % sizes.len()].min(bytes.len() - at);
+                turn += 1;
+                let chunk = &bytes[at..at + n];
+                let mut push = |h: FrameHeader, p: FrameBody| got.push((h.kind, h.flags, h.src, h.tag, p.into_vec()));
+                // SAFETY: `chunk` is readable for its length.
+                let direct = unsafe { r.body_copy_from(chunk.as_ptr(), chunk.len(), &mut push) };
+                r.handle(&chunk[direct..], &mut push).unwrap();
+                at += n;
             }
             prop_assert_eq!(got, frames);
             prop_assert!(r.is_idle());

@@ -86,7 +86,7 @@ use rustix::mm::{MapFlags, ProtFlags};
 use rustix::shm::OFlags;
 use rustix::thread::futex;
 
-use super::frame::{FrameHeader, FrameKind, Reassembler};
+use super::frame::{FrameBody, FrameHeader, FrameKind, Reassembler};
 use super::netmod::{NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls};
 use crate::msg::message::Message;
 
@@ -595,6 +595,12 @@ impl ShmModule {
         let ring = self.own.ring(vc.peer);
         let mut moved = false;
         let mut failed = None;
+        // Frames in stream order, the large-message packets included (they
+        // stand for messages and keep their place).
+        let mut dispatch = |h: FrameHeader, body: FrameBody| match h.kind {
+            FrameKind::LmtRts | FrameKind::LmtDone => self.on_lmt(vc, h, body.as_slice()),
+            _ => self.upcalls().arrived(vc.peer, h, body),
+        };
         loop {
             if !self.upcalls().room() {
                 break;
@@ -614,32 +620,41 @@ impl ShmModule {
                 moved = true;
                 break;
             }
-            // Copied out first: the bytes are the peer's, and a peer that
+            // The part of a large frame's body in this cell goes straight
+            // into the frame's buffer (the recv-active fast path). The rest
+            // is copied out first: the bytes are the peer's, and a peer that
             // broke the protocol must not change them while they are parsed.
+            //
+            // SAFETY (both copies): the cell is ours until `head` moves past
+            // it (its sequence word was published with Release after its
+            // bytes and loaded here with Acquire, and the producer writes a
+            // cell only once `head` has passed it); `len` is within the cell
+            // (checked), so `data` is readable for `len` bytes. A body's
+            // bytes are read once each and never parsed here.
+            let direct = unsafe {
+                reasm
+                    .0
+                    .body_copy_from(cell.data as *const u8, len, &mut dispatch)
+            };
+            let rest = len - direct;
             let mut bytes = std::mem::take(&mut reasm.1);
             bytes.clear();
-            bytes.reserve(len);
-            // SAFETY: the cell is ours until `head` moves past it (its
-            // sequence word was published with Release after its bytes and
-            // loaded here with Acquire, and the producer writes a cell only
-            // once `head` has passed it); `len` is within the cell
-            // (checked); `bytes` has room for `len` (reserved) and they are
+            bytes.reserve(rest);
+            // SAFETY: as above for the cell (`direct + rest == len`);
+            // `bytes` has room for `rest` (reserved) and they are
             // initialized by the copy.
             unsafe {
-                std::ptr::copy_nonoverlapping(cell.data as *const u8, bytes.as_mut_ptr(), len);
-                bytes.set_len(len);
+                std::ptr::copy_nonoverlapping(
+                    cell.data.add(direct) as *const u8,
+                    bytes.as_mut_ptr(),
+                    rest,
+                );
+                bytes.set_len(rest);
             }
             // The bytes are ours now: the producer may reuse the cell.
             ring.head().store(head + 1, Ordering::Release);
             moved = true;
-            // Frames in stream order, the large-message packets included
-            // (they stand for messages and keep their place).
-            let result = reasm.0.handle(&bytes, |h, body| match (h.kind, body) {
-                (FrameKind::LmtRts | FrameKind::LmtDone, body) => {
-                    self.on_lmt(vc, h, body.as_slice())
-                }
-                (_, body) => self.upcalls().arrived(vc.peer, h, body),
-            });
+            let result = reasm.0.handle(&bytes, &mut dispatch);
             reasm.1 = bytes;
             if let Err(e) = result {
                 failed = Some(e.to_string());
