@@ -267,6 +267,7 @@ impl MessageBuf {
     ///
     /// # Panics
     /// If `at` is past the initialized bytes or the bytes do not fit.
+    #[cfg(test)]
     pub fn write_at(&mut self, at: usize, bytes: &[u8]) {
         // SAFETY: a slice is valid for reads of its length.
         unsafe { self.write_raw_at(at, bytes.as_ptr(), bytes.len()) }
@@ -548,26 +549,12 @@ impl Message {
         len: usize,
         fill: impl FnOnce(*mut u8, usize) -> Result<(), E>,
     ) -> Result<Message, E> {
-        assert!(
-            (MSG_HEADER_SIZE..=MAX_MESSAGE_SIZE).contains(&len),
-            "Message::filled_by({len})"
-        );
-        let n = chunks_for(len);
-        let mut chunks: Box<[std::mem::MaybeUninit<Chunk>]> = Box::new_uninit_slice(n);
-        // The last chunk's bytes past `len` are never written by `fill`.
-        chunks[n - 1].write(Chunk([0; CHUNK]));
-        fill(chunks.as_mut_ptr().cast::<u8>(), len)?;
-        // SAFETY: `fill` wrote bytes `0..len` (its contract) and the bytes
-        // after `len` are the zeroed tail of the last chunk; `Chunk` is
-        // plain bytes, so every chunk is now a valid value.
-        let chunks = unsafe { chunks.assume_init() };
-        Ok(Message {
-            buf: Buf::Owned(chunks),
-            first: 0,
-            len: len as u32,
-            src: 0,
-            from_net: false,
-        })
+        let mut buf = MessageBuf::new(len);
+        fill(buf.chunks.as_mut_ptr().cast::<u8>(), len)?;
+        // `fill` wrote bytes `0..len` (its contract): what `finish` relies
+        // on to take the buffer as initialized.
+        buf.init = len;
+        Ok(buf.finish())
     }
 
     /// A copy of this message in a new shared buffer, with `header` in place

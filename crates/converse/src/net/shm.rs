@@ -105,7 +105,7 @@ const RING: usize = RING_META + CELLS * CELL_BYTES;
 /// Messages from this size on go by single copy (when the system allows).
 /// Smaller ones stream through the cells: up to about a ring's worth (1
 /// MiB), the two pipelined copies of the cooperative path measured
-/// 7-15× faster one way and 2-3× in a stream than `process_vm_readv`
+/// 10-17× faster one way and 2-3× in a stream than `process_vm_readv`
 /// (2026-11-23, 2-core EPYC host; at 4 MiB the single copy was faster).
 pub(crate) const LMT_MIN: usize = (1 << 20) + (64 << 10);
 /// Size of an `LmtRts` cookie: address, length, id.

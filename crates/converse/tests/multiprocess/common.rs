@@ -55,6 +55,17 @@ impl Finished {
         );
         self
     }
+
+    /// Asserts that standard error has the whole line `line` (a last line
+    /// without a newline counts).
+    pub fn expect_err_line(&self, line: &str) -> &Self {
+        assert!(
+            self.stderr.split('\n').any(|l| l == line),
+            "stderr has no line `{line}`:\n{:?}",
+            self.stderr
+        );
+        self
+    }
 }
 
 /// Runs `convrun ARGS` with a hang guard of `limit`: past it the launcher is

@@ -798,13 +798,7 @@ fn launcher_output_tail() {
     f.expect_code(0);
     // Both last lines arrive, neither glued to the other process's output.
     f.expect_line("tail-0").expect_line("tail-1");
-    for t in ["errtail-0", "errtail-1"] {
-        assert!(
-            f.stderr.split('\n').any(|l| l == t),
-            "stderr has no line `{t}`:\n{:?}",
-            f.stderr
-        );
-    }
+    f.expect_err_line("errtail-0").expect_err_line("errtail-1");
 }
 
 // ---------------------------------------------------------------------------
