@@ -1,8 +1,9 @@
 //! `convrun`, the launcher of multi-process Converse jobs.
 //!
 //! ```text
-//! convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod tcp]
-//!         [++remote-shell CMD] [++timeout S] [++verbose] program [args...]
+//! convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod shm|tcp|auto]
+//!         [++remote-shell CMD] [++timeout S] [++virtual-hosts N] [++verbose]
+//!         program [args...]
 //! ```
 //!
 //! Starts `N / M` processes of `M` PEs each (locally, or on the hosts of a
@@ -19,9 +20,20 @@
 //! seconds (default 60) fails the start-up, naming it. Ctrl-C, SIGTERM or
 //! SIGHUP to `convrun` end the whole job.
 //!
+//! Network modules: `++netmod shm` (every process on one host), `tcp`
+//! (anywhere), or `auto` (shm between the processes of one host, tcp
+//! between hosts). The default is shm when the whole job is on one host,
+//! else auto. Hosts are told apart by their nodelist names (`localhost`,
+//! `127.0.0.1` and `::1` are one, this host); each process learns the host
+//! of every other (`CONVERSE_HOSTS`). `++virtual-hosts N` splits each host
+//! into N pretend ones (process `n` on the `n % N`-th), so that one machine
+//! runs a job laid out as on a cluster: shm within a pretend host, tcp
+//! between them.
+//!
 //! Runtime flags (`+p`, `++ppn`, and the program's other `+` flags) are
 //! passed on to the program; `convrun`'s own (`++local`, `++nodelist`,
-//! `++netmod`, `++remote-shell`, `++timeout`, `++verbose`) are not.
+//! `++netmod`, `++remote-shell`, `++timeout`, `++virtual-hosts`,
+//! `++verbose`) are not.
 //!
 //! # Remote hosts
 //!
@@ -61,7 +73,7 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-const USAGE: &str = "usage: convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod tcp] [++remote-shell CMD] [++timeout S] [++verbose] program [args...]";
+const USAGE: &str = "usage: convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod shm|tcp|auto] [++remote-shell CMD] [++timeout S] [++virtual-hosts N] [++verbose] program [args...]";
 
 /// The remote shell when neither `++remote-shell` nor the nodelist names one.
 const DEFAULT_REMOTE_SHELL: &[&str] = &["ssh", "-o", "BatchMode=yes"];
@@ -89,13 +101,16 @@ struct Options {
     ppn: usize,
     local: bool,
     nodelist: Option<String>,
-    /// `++netmod`; by default shm when every process is on this host, tcp
-    /// otherwise.
+    /// `++netmod`; by default shm when every process is on one host, else
+    /// auto (shm between the processes of a host, tcp between hosts).
     netmod: Option<String>,
     /// `++remote-shell`, split on whitespace.
     remote_shell: Option<Vec<String>>,
     timeout: u64,
     verbose: bool,
+    /// `++virtual-hosts N`: process `n` counts as being on host `n % N` of
+    /// its real one (tries the shm+tcp layout of a cluster on one machine).
+    virtual_hosts: Option<usize>,
     /// Program and its arguments (runtime flags included).
     command: Vec<String>,
 }
@@ -125,6 +140,7 @@ fn parse_args(args: Vec<String>) -> Options {
         remote_shell: None,
         timeout: 60,
         verbose: false,
+        virtual_hosts: None,
         command: Vec::new(),
     };
     let mut words = args.into_iter();
@@ -141,6 +157,7 @@ fn parse_args(args: Vec<String>) -> Options {
         match w.as_str() {
             "++local" => o.local = true,
             "++verbose" => o.verbose = true,
+            "++virtual-hosts" => o.virtual_hosts = Some(parse_count(w.as_str(), words.next())),
             "++help" | "--help" | "-h" if o.command.is_empty() => {
                 println!("{USAGE}");
                 std::process::exit(0)
@@ -156,9 +173,9 @@ fn parse_args(args: Vec<String>) -> Options {
                 let m = words
                     .next()
                     .unwrap_or_else(|| fail("++netmod needs a module name"));
-                if m != "tcp" && m != "shm" {
+                if !["shm", "tcp", "auto"].contains(&m.as_str()) {
                     fail(&format!(
-                        "unknown ++netmod `{m}` (this build has: shm, tcp)"
+                        "unknown ++netmod `{m}` (this build has: shm, tcp, auto)"
                     ));
                 }
                 o.netmod = Some(m);
@@ -294,6 +311,11 @@ fn read_nodelist(path: &str) -> Vec<Host> {
 
 fn is_local_host(h: &str) -> bool {
     matches!(h, "localhost" | "127.0.0.1" | "::1")
+}
+
+/// What tells hosts apart: the nodelist name, this host's names being one.
+fn host_key(h: &str) -> &str {
+    if is_local_host(h) { "" } else { h }
 }
 
 /// Signal number that asked `convrun` to end the job (0: none yet).
@@ -620,6 +642,8 @@ struct Launch<'a> {
     advertised: &'a str,
     /// PEs of the job on this host.
     host_pes: usize,
+    /// The host of every process, by number (`CONVERSE_HOSTS`).
+    hosts: &'a str,
     /// The launcher's control address as this process reaches it.
     launcher: &'a str,
     netmod: &'a str,
@@ -690,6 +714,7 @@ fn remote_command(dir: &str, env: &[(String, String)], command: &[String]) -> St
 fn spawn(opts: &Options, l: &Launch) -> Result<(Child, Option<ChildStdin>), String> {
     let envs = [
         ("CONVERSE_HOST_PES", l.host_pes.to_string()),
+        ("CONVERSE_HOSTS", l.hosts.to_string()),
         ("CONVERSE_LAUNCHER", l.launcher.to_string()),
         ("CONVERSE_NODE", l.node.to_string()),
         ("CONVERSE_NODES", l.nodes.to_string()),
@@ -778,12 +803,37 @@ fn main() {
     // The host of each process.
     let placed: Vec<&Host> = (0..nodes).map(|n| &hosts[n % hosts.len()]).collect();
     let all_local = placed.iter().all(|h| is_local_host(&h.name));
+    // The host of each process as a number: one per distinct nodelist name,
+    // this host's names counting as one.
+    let mut host_keys: Vec<(&str, usize)> = Vec::new();
+    let host_of: Vec<usize> = placed
+        .iter()
+        .enumerate()
+        .map(|(node, h)| {
+            let key = (
+                host_key(&h.name),
+                opts.virtual_hosts.map_or(0, |v| node % v),
+            );
+            host_keys.iter().position(|&k| k == key).unwrap_or_else(|| {
+                host_keys.push(key);
+                host_keys.len() - 1
+            })
+        })
+        .collect();
+    let hosts_var = host_of
+        .iter()
+        .map(|h| h.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let one_host = host_keys.len() <= 1;
     let netmod = opts
         .netmod
         .clone()
-        .unwrap_or_else(|| if all_local { "shm" } else { "tcp" }.to_string());
-    if netmod == "shm" && !all_local {
-        fail("++netmod shm needs every process on this host (use ++netmod tcp, or ++local)");
+        .unwrap_or_else(|| if one_host { "shm" } else { "auto" }.to_string());
+    if netmod == "shm" && !one_host {
+        fail(
+            "++netmod shm needs every process on one host (use ++netmod auto for shm within each host and tcp between them, ++netmod tcp, or ++local)",
+        );
     }
     // The address each process reaches the launcher at: loopback on this
     // host, else the one this host uses towards the process's host (not
@@ -857,7 +907,7 @@ fn main() {
     for (node, host) in placed.iter().enumerate() {
         // PEs of this job on the same host: more than its cores and idle
         // PEs must not spin.
-        let host_pes = placed.iter().filter(|h| h.name == host.name).count() * job.opts.ppn;
+        let host_pes = host_of.iter().filter(|&&h| h == host_of[node]).count() * job.opts.ppn;
         let local = is_local_host(&host.name);
         let advertised = if local && !all_local {
             this_host.as_str()
@@ -870,6 +920,7 @@ fn main() {
             host,
             advertised,
             host_pes,
+            hosts: &hosts_var,
             launcher: &launcher_addr[node],
             netmod: &netmod,
             token,

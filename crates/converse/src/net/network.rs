@@ -1,6 +1,13 @@
 //! The process layer of a multi-process job (Nemesis's CH3): what frames
-//! mean, the job-wide exit protocol and fault handling, over one network
-//! module (`net::netmod`).
+//! mean, the job-wide exit protocol and fault handling, over the network
+//! modules (`net::netmod`) of the process.
+//!
+//! # Modules and routes
+//!
+//! A process runs one module, or two in a job that spans hosts (`++netmod
+//! auto`): shm for the processes on its own host, tcp for the others. Each
+//! peer's VC lives in exactly one module ([`Links`]' route), so the frames
+//! between two processes all travel one way and keep their order.
 //!
 //! # What travels
 //!
@@ -39,10 +46,19 @@
 //!
 //! # Concurrency protocol
 //!
-//! PEs send from their own threads straight into the module. One progress
-//! thread (`net`) polls the module; upcalls run there and only push to
-//! inboxes (lock-free) and update `state` (a mutex, with a condvar the
-//! shutdown waits on).
+//! PEs send from their own threads straight into the module of the
+//! destination's VC. One progress thread per module (`net-shm`, `net-tcp`)
+//! polls it, each blocking in its own module's wait (a futex, epoll), with
+//! its own [`Watch`]; upcalls run there (or on an idle PE that polls) and
+//! only push to inboxes (lock-free) and update `state` (a mutex, with a
+//! condvar the shutdown waits on).
+//!
+//! # Progress
+//!
+//! While idle PEs spin they poll every module themselves
+//! ([`Network::try_progress`]) and the progress threads stay out of their
+//! way; a progress thread watches its module once no PE has polled for
+//! [`WATCH_CHECK`], or at once when a PE parks ([`Network::pe_parking`]).
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
@@ -104,8 +120,8 @@ struct Shared {
     /// Bytes of messages delivered to this process's inboxes and not yet
     /// taken by their PE (flow control: see "Flow control").
     in_flight: AtomicUsize,
-    /// The module, to tell the others about an abort.
-    module: OnceLock<Weak<dyn NetModule>>,
+    /// The modules and routes, to tell the others about an abort.
+    links: OnceLock<Links<Weak<dyn NetModule>>>,
     handlers: Mutex<HandlerTables>,
 }
 
@@ -117,16 +133,50 @@ struct State {
     terminated: Vec<bool>,
 }
 
+/// The modules of a process, and which one carries the VC to each peer.
+pub(crate) struct Links<M> {
+    /// One or two modules.
+    parts: Vec<M>,
+    /// Per peer process, the index in `parts` of its VC's module (this
+    /// process's own entry is unused).
+    route: Box<[u8]>,
+}
+
+impl<M> Links<M> {
+    /// `parts`, with the VC to peer `p` in `parts[route[p]]`.
+    pub fn new(parts: Vec<M>, route: Vec<usize>) -> Links<M> {
+        assert!(!parts.is_empty() && parts.len() <= u8::MAX as usize);
+        assert!(route.iter().all(|&r| r < parts.len()));
+        Links {
+            parts,
+            route: route.into_iter().map(|r| r as u8).collect(),
+        }
+    }
+
+    /// The module of the VC to `peer`.
+    #[inline]
+    fn to(&self, peer: usize) -> &M {
+        &self.parts[self.route[peer] as usize]
+    }
+}
+
+/// One module of a process, and who watches it.
+struct Part {
+    module: Arc<dyn NetModule>,
+    watch: Watch,
+}
+
 /// The network of one process of a multi-process job.
 pub(crate) struct Network {
     shared: Arc<Shared>,
-    watch: Arc<Watch>,
-    module: Arc<dyn NetModule>,
-    progress: Mutex<Option<JoinHandle<()>>>,
+    links: Arc<Links<Part>>,
+    /// What the startup line says about the job's modules.
+    label: String,
+    progress: Mutex<Vec<JoinHandle<()>>>,
     stop: Arc<AtomicBool>,
 }
 
-/// Who watches the network for arrivals (see "Progress" in the module
+/// Who watches one module for arrivals (see "Progress" in the module
 /// comment).
 #[derive(Default)]
 struct Watch {
@@ -219,12 +269,15 @@ impl Shared {
 
     /// Sends `Abort(text)` to every peer but `skip`, best effort.
     fn tell_abort(&self, text: &str, skip: Option<usize>) {
-        let Some(module) = self.module.get().and_then(Weak::upgrade) else {
+        let Some(links) = self.links.get() else {
             return;
         };
         let mut body = vec![Control::Abort as u8];
         body.extend_from_slice(text.as_bytes());
         for peer in (0..self.topo.num_nodes()).filter(|&p| p != self.me && Some(p) != skip) {
+            let Some(module) = links.to(peer).upgrade() else {
+                continue;
+            };
             let _ = module.istart_contig(
                 peer,
                 control_header(self.me, &body),
@@ -497,21 +550,26 @@ impl Upcalls for Shared {
 
 impl Network {
     /// The network of process `me` of a job laid out as `topo` (one node per
-    /// process), over `module`, whose VCs get connected by `connect` once the
-    /// upcalls are in place.
+    /// process), over `links`; `set_upcalls` gets the upcalls to give every
+    /// module before its VCs are connected. `label` names the job's modules
+    /// for the startup line.
     pub fn new(
         me: usize,
         topo: Topology,
-        module: Arc<dyn NetModule>,
+        links: Links<Arc<dyn NetModule>>,
+        label: String,
         set_upcalls: impl FnOnce(Arc<dyn Upcalls>),
     ) -> Network {
         // Messages between two PEs must arrive in the order sent; this layer
-        // adds no sequence numbers, so the module must keep VC order.
-        assert!(
-            module.ordering(),
-            "network module {} does not keep order on a VC",
-            module.name()
-        );
+        // adds no sequence numbers, so the modules must keep VC order.
+        for module in &links.parts {
+            assert!(
+                module.ordering(),
+                "network module {} does not keep order on a VC",
+                module.name()
+            );
+        }
+        assert_eq!(links.route.len(), topo.num_nodes(), "a route per process");
         let nodes = topo.num_nodes();
         let shared = Arc::new(Shared {
             me,
@@ -526,34 +584,63 @@ impl Network {
             dying: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
-            module: OnceLock::new(),
+            links: OnceLock::new(),
             handlers: Mutex::new(HandlerTables {
                 own: Vec::new(),
                 peers: vec![Vec::new(); nodes],
             }),
         });
-        let _ = shared.module.set(Arc::downgrade(&module));
+        let _ = shared.links.set(Links {
+            parts: links.parts.iter().map(Arc::downgrade).collect(),
+            route: links.route.clone(),
+        });
         set_upcalls(shared.clone());
+        let parts = links
+            .parts
+            .into_iter()
+            .map(|module| Part {
+                module,
+                watch: Watch::default(),
+            })
+            .collect();
         Network {
             shared,
-            watch: Arc::new(Watch::default()),
-            module,
-            progress: Mutex::new(None),
+            links: Arc::new(Links {
+                parts,
+                route: links.route,
+            }),
+            label,
+            progress: Mutex::new(Vec::new()),
             stop: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// The module of the VC to `peer`.
+    #[inline]
+    fn module(&self, peer: usize) -> &dyn NetModule {
+        &*self.links.to(peer).module
     }
 
     /// Receives what has arrived, on the calling thread (an idle PE).
     #[inline]
     pub fn try_progress(&self) -> bool {
-        // Any change tells the progress thread that PEs poll: a plain
-        // load and store, not a read-modify-write, on this hot path (a
-        // count lost to a race between two PEs still changes the value).
-        let polls = self.watch.polls.load(Ordering::Relaxed);
-        self.watch
-            .polls
-            .store(polls.wrapping_add(1), Ordering::Relaxed);
-        self.module.try_progress()
+        let mut moved = false;
+        for part in &self.links.parts {
+            // Any change tells the progress thread that PEs poll: a plain
+            // load and store, not a read-modify-write, on this hot path (a
+            // count lost to a race between two PEs still changes the value).
+            let polls = part.watch.polls.load(Ordering::Relaxed);
+            part.watch
+                .polls
+                .store(polls.wrapping_add(1), Ordering::Relaxed);
+            moved |= part.module.try_progress();
+        }
+        moved
+    }
+
+    /// Every module of this process.
+    fn modules(&self) -> impl Iterator<Item = &dyn NetModule> {
+        self.links.parts.iter().map(|p| &*p.module)
     }
 
     /// A PE took a message this layer delivered (one marked
@@ -562,7 +649,7 @@ impl Network {
         let bytes = len + MSG_OVERHEAD;
         let before = self.shared.in_flight.fetch_sub(bytes, Ordering::AcqRel);
         if before > RECV_BUDGET && before - bytes <= RECV_BUDGET {
-            self.module.resume_receiving();
+            self.modules().for_each(|m| m.resume_receiving());
         }
     }
 
@@ -570,75 +657,51 @@ impl Network {
     /// wait (and meanwhile take its own messages) before sending more.
     #[inline]
     pub fn over_high_water(&self, node: usize) -> bool {
-        self.module.backlog(node) > SEND_HIGH_WATER
+        self.module(node).backlog(node) > SEND_HIGH_WATER
     }
 
     /// True once the queue for node `node` is low enough to send again.
     pub fn below_low_water(&self, node: usize) -> bool {
-        self.module.backlog(node) <= SEND_LOW_WATER
+        self.module(node).backlog(node) <= SEND_LOW_WATER
     }
 
     /// A PE that was polling parks: the progress thread watches the network
     /// now, at once.
     pub fn pe_parking(&self) {
-        *lock(&self.watch.handover) = true;
-        self.watch.wake.notify_one();
+        for part in &self.links.parts {
+            *lock(&part.watch.handover) = true;
+            part.watch.wake.notify_one();
+        }
     }
 
-    /// The module's name (`++netmod`).
-    pub fn module_name(&self) -> &'static str {
-        self.module.name()
+    /// The job's modules as the startup line names them (`++netmod`).
+    pub fn module_name(&self) -> &str {
+        &self.label
     }
 
-    /// Starts delivering into `job` and the progress thread.
+    /// Starts delivering into `job`, and a progress thread per module.
     pub fn start(&self, job: &Arc<Job>) {
         let _ = self.shared.job.set(Arc::downgrade(job));
-        let (module, stop, shared) = (self.module.clone(), self.stop.clone(), self.shared.clone());
-        let watch = self.watch.clone();
-        let handle = std::thread::Builder::new()
-            .name("net".into())
-            .spawn(move || {
-                while !stop.load(Ordering::Acquire) {
-                    // While idle PEs poll, stay out of their way; watch once
-                    // none has polled for a while, or one parks.
-                    let seen = watch.polls.load(Ordering::Relaxed);
-                    let handed = {
-                        let flag = lock(&watch.handover);
-                        let mut flag = if *flag {
-                            flag
-                        } else {
-                            watch
-                                .wake
-                                .wait_timeout(flag, WATCH_CHECK)
-                                .unwrap_or_else(|e| e.into_inner())
-                                .0
-                        };
-                        std::mem::take(&mut *flag)
-                    };
-                    if !handed && watch.polls.load(Ordering::Relaxed) != seen {
-                        continue;
-                    }
-                    // Posted bytes that no PE flushed (it went on computing)
-                    // leave within a check period.
-                    module.flush_all();
-                    watch.blocked.store(true, Ordering::SeqCst);
-                    std::sync::atomic::fence(Ordering::SeqCst);
-                    let timeout = module.has_queued().then_some(WATCH_CHECK);
-                    let polled = module.poll(PollDir::InFirst, timeout);
-                    watch.blocked.store(false, Ordering::SeqCst);
-                    if let Err(e) = polled {
-                        shared.die(&format!("network failure: {e}"), None);
-                    }
-                }
-            })
-            .unwrap_or_else(|e| {
-                crate::machine::exit::abort(&format!("cannot start the network thread: {e}"))
-            });
-        *lock(&self.progress) = Some(handle);
+        let mut threads = lock(&self.progress);
+        for index in 0..self.links.parts.len() {
+            let (links, stop, shared) =
+                (self.links.clone(), self.stop.clone(), self.shared.clone());
+            let name = format!("net-{}", links.parts[index].module.name());
+            let handle = std::thread::Builder::new()
+                .name(name)
+                .spawn(move || {
+                    let part = &links.parts[index];
+                    watch_module(&*part.module, &part.watch, &stop, &shared)
+                })
+                .unwrap_or_else(|e| {
+                    crate::machine::exit::abort(&format!("cannot start the network thread: {e}"))
+                });
+            threads.push(handle);
+        }
     }
 
     fn send_frame(&self, peer: usize, header: FrameHeader, data: SendData) {
-        if let Err(e) = self.module.istart_contig(peer, header, data) {
+        if let Err(e) = self.module(peer).istart_contig(peer, header, data) {
             self.send_failed(peer, &e.what);
         }
     }
@@ -682,7 +745,8 @@ impl Network {
             ));
         }
         let header = message_header(msg.src_pe(), tag, flags, &msg);
-        match self
+        let part = self.links.to(peer);
+        match part
             .module
             .post_contig(peer, header, SendData::Message(msg))
         {
@@ -700,8 +764,8 @@ impl Network {
         // `blocked` then looks for queued bytes; this publishes bytes then
         // looks at `blocked`. One of the two sees the other.)
         std::sync::atomic::fence(Ordering::SeqCst);
-        if self.watch.blocked.load(Ordering::SeqCst) {
-            self.module.wake();
+        if part.watch.blocked.load(Ordering::SeqCst) {
+            part.module.wake();
         }
         true
     }
@@ -709,7 +773,9 @@ impl Network {
     /// Writes the messages posted by this process's sends.
     #[inline]
     pub fn flush(&self) {
-        self.module.flush_all();
+        for part in &self.links.parts {
+            part.module.flush_all();
+        }
     }
 
     fn send_control(&self, peer: usize, body: Vec<u8>) {
@@ -763,7 +829,7 @@ impl Network {
     /// terminated and the progress thread stopped.
     pub fn shutdown(&self) {
         self.shared.draining.store(true, Ordering::Release);
-        self.module.resume_receiving();
+        self.modules().for_each(|m| m.resume_receiving());
         for peer in self.peers() {
             self.send_control(peer, vec![Control::Bye as u8]);
         }
@@ -778,7 +844,7 @@ impl Network {
         drop(state);
         shared.closing.store(true, Ordering::Release);
         for peer in self.peers() {
-            self.module.vc_terminate(peer);
+            self.module(peer).vc_terminate(peer);
         }
         // Both sides close after their Byes. A VC terminates once what was
         // sent on it has left and every large message lent to the peer has
@@ -794,15 +860,17 @@ impl Network {
         }
         drop(state);
         for peer in self.peers() {
-            self.module.vc_destroy(peer);
+            self.module(peer).vc_destroy(peer);
         }
         self.stop.store(true, Ordering::Release);
-        self.module.wake();
-        self.watch.wake.notify_one();
-        if let Some(handle) = lock(&self.progress).take() {
+        for part in &self.links.parts {
+            part.module.wake();
+            part.watch.wake.notify_one();
+        }
+        for handle in lock(&self.progress).drain(..) {
             let _ = handle.join();
         }
-        self.module.finalize();
+        self.modules().for_each(|m| m.finalize());
     }
 
     /// Tells the other processes this one is aborting with `text` (best
@@ -811,6 +879,43 @@ impl Network {
         self.shared.claim_ending();
         self.shared.closing.store(true, Ordering::Release);
         self.shared.tell_abort(text, None);
+    }
+}
+
+/// A module's progress thread: until `stop`, watches `module` whenever no
+/// idle PE polls it (see "Progress" in the module comment).
+fn watch_module(module: &dyn NetModule, watch: &Watch, stop: &AtomicBool, shared: &Shared) {
+    while !stop.load(Ordering::Acquire) {
+        // While idle PEs poll, stay out of their way; watch once none has
+        // polled for a while, or one parks.
+        let seen = watch.polls.load(Ordering::Relaxed);
+        let handed = {
+            let flag = lock(&watch.handover);
+            let mut flag = if *flag {
+                flag
+            } else {
+                watch
+                    .wake
+                    .wait_timeout(flag, WATCH_CHECK)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0
+            };
+            std::mem::take(&mut *flag)
+        };
+        if !handed && watch.polls.load(Ordering::Relaxed) != seen {
+            continue;
+        }
+        // Posted bytes that no PE flushed (it went on computing) leave
+        // within a check period.
+        module.flush_all();
+        watch.blocked.store(true, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
+        let timeout = module.has_queued().then_some(WATCH_CHECK);
+        let polled = module.poll(PollDir::InFirst, timeout);
+        watch.blocked.store(false, Ordering::SeqCst);
+        if let Err(e) = polled {
+            shared.die(&format!("network failure: {e}"), None);
+        }
     }
 }
 

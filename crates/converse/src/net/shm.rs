@@ -382,14 +382,16 @@ impl ShmModule {
         &**self.upcalls.get().expect("shm: upcalls set before use")
     }
 
-    /// Waits until every other process has mapped this one's segment, then
-    /// removes its name. Fails naming the count missing after `deadline`.
-    pub fn accept_peers(&self, deadline: Instant) -> Result<(), NetError> {
+    /// Waits until every process of `peers` (those whose VC this module
+    /// carries) has mapped this one's segment, then removes its name. Fails
+    /// naming the count missing after `deadline`.
+    pub fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
         let attached = self.own.u32_at(OFF_ATTACHED);
-        while attached.load(Ordering::Acquire) as usize + 1 < self.nodes {
+        while (attached.load(Ordering::Acquire) as usize) < peers.len() {
             if Instant::now() >= deadline {
-                let absent: Vec<String> = (0..self.nodes)
-                    .filter(|&p| p != self.me && self.vcs[p].get().is_none())
+                let absent: Vec<String> = peers
+                    .iter()
+                    .filter(|&&p| self.vcs[p].get().is_none())
                     .map(|p| p.to_string())
                     .collect();
                 self.unlink();
@@ -397,7 +399,7 @@ impl ShmModule {
                     "process {} waited in vain for the other processes to map its segment ({} of {} did; this one has not reached process(es) {})",
                     self.me,
                     attached.load(Ordering::Acquire),
-                    self.nodes - 1,
+                    peers.len(),
                     if absent.is_empty() {
                         "none".into()
                     } else {
@@ -775,8 +777,8 @@ impl ShmModule {
 
     /// True if some ring of this process's segment has cells to read.
     fn has_incoming(&self) -> bool {
-        (0..self.nodes).filter(|&p| p != self.me).any(|p| {
-            let ring = self.own.ring(p);
+        self.vcs.iter().filter_map(|v| v.get()).any(|vc| {
+            let ring = self.own.ring(vc.peer);
             ring.is_ready(ring.head().load(Ordering::Relaxed))
         })
     }

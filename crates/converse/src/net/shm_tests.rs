@@ -151,7 +151,8 @@ fn connect(mods: &[&ShmModule]) {
         }
     }
     for m in mods {
-        m.accept_peers(Instant::now() + Duration::from_secs(10))
+        let peers: Vec<usize> = mods.iter().map(|o| o.me).filter(|&p| p != m.me).collect();
+        m.accept_peers(&peers, Instant::now() + Duration::from_secs(10))
             .unwrap();
     }
 }
@@ -1142,7 +1143,7 @@ fn accept_peers_names_the_missing_and_removes_the_name() {
     b.vc_init(0, &a.business_card()).unwrap();
     assert_eq!(a.leftovers_of(&job), 1);
     let e = a
-        .accept_peers(Instant::now() + Duration::from_millis(300))
+        .accept_peers(&[1, 2], Instant::now() + Duration::from_millis(300))
         .unwrap_err();
     assert_eq!(e.peer, None);
     assert!(

@@ -204,11 +204,11 @@ impl TcpModule {
         h
     }
 
-    /// Accepts the connections of every process numbered above this one,
-    /// refusing strays, until `deadline`. Fails naming the processes that
-    /// never connected.
-    pub fn accept_peers(&self, deadline: Instant) -> Result<(), NetError> {
-        let expected: Vec<usize> = (self.me + 1..self.nodes).collect();
+    /// Accepts the connections of the processes of `peers` (those whose VC
+    /// this module carries) numbered above this one, refusing strays, until
+    /// `deadline`. Fails naming the processes that never connected.
+    pub fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
+        let expected: Vec<usize> = peers.iter().copied().filter(|&p| p > self.me).collect();
         if expected.is_empty() {
             return Ok(());
         }
@@ -219,14 +219,19 @@ impl TcpModule {
         while missing > 0 {
             match self.listener.accept() {
                 Ok((stream, from)) => match self.read_hello(&stream, deadline) {
-                    Ok(peer) if peer > self.me && self.vcs[peer].get().is_none() => {
+                    Ok(peer) if expected.contains(&peer) && self.vcs[peer].get().is_none() => {
                         self.install_vc(peer, stream)?;
                         missing -= 1;
                     }
                     Ok(peer) => {
                         eprintln!(
-                            "converse: process {}: refused a second connection claiming to be process {peer} (from {from})",
-                            self.me
+                            "converse: process {}: refused a connection claiming to be process {peer} (from {from}): {}",
+                            self.me,
+                            if expected.contains(&peer) {
+                                "it is connected already"
+                            } else {
+                                "that process connects otherwise"
+                            }
                         );
                     }
                     Err(why) => eprintln!(
@@ -820,7 +825,7 @@ mod tests {
         let b = module(1, 2);
         b.0.vc_init(0, &a.0.business_card()).unwrap();
         b.0.vc_init(1, "unused").unwrap();
-        a.0.accept_peers(Instant::now() + Duration::from_secs(5))
+        a.0.accept_peers(&[1], Instant::now() + Duration::from_secs(5))
             .unwrap();
         (a, b)
     }
@@ -985,7 +990,7 @@ mod tests {
         hello[16..20].copy_from_slice(&1u32.to_le_bytes());
         hello[20..24].copy_from_slice(&2u32.to_le_bytes());
         s.write_all(&hello).unwrap();
-        a.accept_peers(Instant::now() + Duration::from_secs(5))
+        a.accept_peers(&[1], Instant::now() + Duration::from_secs(5))
             .unwrap();
         s.write_all(bytes).unwrap();
         drop(s);
@@ -1039,7 +1044,7 @@ mod tests {
         let mut s2 = TcpStream::connect(&addr).unwrap();
         s2.write_all(&[0xff; HELLO_SIZE]).unwrap();
         let err = a
-            .accept_peers(Instant::now() + Duration::from_millis(300))
+            .accept_peers(&[1, 2], Instant::now() + Duration::from_millis(300))
             .unwrap_err();
         assert!(
             err.what

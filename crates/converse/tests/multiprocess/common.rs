@@ -16,11 +16,30 @@ pub fn me() -> String {
         .to_string()
 }
 
-/// The network modules every core-runtime program runs over.
-pub const NETMODS: &[&str] = &["shm", "tcp"];
+/// The network modules every core-runtime program runs over. `auto` runs
+/// on two pretend hosts (`++virtual-hosts 2`: process `n` on host `n % 2`),
+/// so that some pairs of processes talk over shm and others over tcp.
+pub const NETMODS: &[&str] = &["shm", "tcp", "auto"];
 
-/// The layouts every core-runtime program runs on: (PEs, PEs per process).
-pub const LAYOUTS: &[(usize, usize)] = &[(4, 2), (3, 1)];
+/// The layouts every core-runtime program runs on over `netmod`: (PEs, PEs
+/// per process). Over `auto`, layouts that mix both modules: 4 processes
+/// (two shm pairs, tcp between them) and 3 (one shm pair).
+pub fn layouts(netmod: &str) -> &'static [(usize, usize)] {
+    if netmod == "auto" {
+        &[(4, 1), (6, 2)]
+    } else {
+        &[(4, 2), (3, 1)]
+    }
+}
+
+/// The launcher's arguments that choose `netmod` (see [`NETMODS`]).
+pub fn netmod_args(netmod: &str) -> Vec<&str> {
+    let mut args = vec!["++netmod", netmod];
+    if netmod == "auto" {
+        args.extend_from_slice(&["++virtual-hosts", "2"]);
+    }
+    args
+}
 
 /// What a finished job left.
 #[derive(Debug)]
@@ -131,7 +150,9 @@ pub fn convrun_with(args: &[&str], limit: Duration, setup: impl FnOnce(&mut Comm
 pub fn job(netmod: &str, pes: usize, ppn: usize, name: &str, extra: &[&str]) -> Finished {
     let (p, n) = (pes.to_string(), ppn.to_string());
     let me = me();
-    let mut args = vec!["+p", &p, "++ppn", &n, "++netmod", netmod, &me, name];
+    let mut args = vec!["+p", &p, "++ppn", &n];
+    args.extend(netmod_args(netmod));
+    args.extend_from_slice(&[&me, name]);
     args.extend_from_slice(extra);
     convrun(&args, Duration::from_secs(60))
 }

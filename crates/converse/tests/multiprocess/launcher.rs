@@ -921,9 +921,12 @@ fn launcher_exit_before_join() {
 // Faults
 // ---------------------------------------------------------------------------
 
-fn sigkill_case(p: &str, ppn: &str, nodes: usize, victim: usize, victim_pes: &str) {
+fn sigkill_case(p: &str, ppn: &str, flags: &[&str], nodes: usize, victim: usize, victim_pes: &str) {
     let me = me();
-    let mut job = Running::start(&["+p", p, "++ppn", ppn, &me, "lx_idle"], false);
+    let mut args = vec!["+p", p, "++ppn", ppn];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&[&me, "lx_idle"]);
+    let mut job = Running::start(&args, false);
     job.wait_pids(nodes, Some("converse: "), LIMIT);
     std::thread::sleep(Duration::from_millis(200));
     let pid = job.pid_of(victim);
@@ -956,11 +959,18 @@ fn sigkill_case(p: &str, ppn: &str, nodes: usize, victim: usize, victim_pes: &st
 }
 
 fn fault_sigkill_3x1() {
-    sigkill_case("3", "1", 3, 1, "PE 1");
+    sigkill_case("3", "1", &[], 3, 1, "PE 1");
+}
+
+/// A job over shm and tcp (two pretend hosts: processes 0 and 2 on one, 1
+/// and 3 on the other): the killed process's shm peer and its tcp peers
+/// all end naming it.
+fn fault_sigkill_mixed() {
+    sigkill_case("4", "1", &["++virtual-hosts", "2"], 4, 1, "PE 1");
 }
 
 fn fault_sigkill_2x2() {
-    sigkill_case("4", "2", 2, 1, "PEs 2..3");
+    sigkill_case("4", "2", &[], 2, 1, "PEs 2..3");
 }
 
 fn fault_abort() {
@@ -1148,6 +1158,7 @@ pub fn cases() -> Vec<Case> {
         ("launcher_exit_before_join", launcher_exit_before_join),
         ("fault_sigkill_3x1", fault_sigkill_3x1),
         ("fault_sigkill_2x2", fault_sigkill_2x2),
+        ("fault_sigkill_mixed", fault_sigkill_mixed),
         ("fault_abort", fault_abort),
         ("fault_exit_race", fault_exit_race),
         ("fault_refuse_connection", fault_refuse_connection),

@@ -1661,7 +1661,9 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
 fn start_job(netmod: &str, pes: usize, ppn: usize, name: &str, extra: &[&str]) -> Finished {
     let me = common::me();
     let (p, n) = (pes.to_string(), ppn.to_string());
-    let mut args = vec!["+p", &p, "++ppn", &n, "++netmod", netmod, &me, name];
+    let mut args = vec!["+p", &p, "++ppn", &n];
+    args.extend(common::netmod_args(netmod));
+    args.extend_from_slice(&[&me, name]);
     args.extend_from_slice(extra);
     common::convrun(&args, JOB_LIMIT)
 }
@@ -1696,7 +1698,7 @@ impl Jobs {
         judge: impl Fn(&Finished, usize) -> Option<String>,
     ) {
         for netmod in common::NETMODS {
-            for &(pes, ppn) in common::LAYOUTS {
+            for &(pes, ppn) in common::layouts(netmod) {
                 let extra: Vec<String> = extra
                     .iter()
                     .map(|e| {

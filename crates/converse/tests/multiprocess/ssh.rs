@@ -120,6 +120,11 @@ pub fn child(name: &str, _args: &[String]) -> Option<i32> {
                 "launcher node={node} ip={launcher_ip} netmod={}",
                 var("CONVERSE_NETMOD")
             );
+            println!(
+                "hosts node={node} netmod={} hosts={}",
+                var("CONVERSE_NETMOD"),
+                var("CONVERSE_HOSTS")
+            );
             let _ = std::io::stdout().flush();
             Some(run(|_| converse::exit_scheduler()))
         }
@@ -401,7 +406,14 @@ fn launcher_ssh_jobs() {
     with_sshd(|s| {
         let me = me();
         let nl = s.nodelist("nodes", &format!("group main\nhost {SSH_HOST}\n"));
-        let base = ["++nodelist", &nl, "++remote-shell", &s.remote_shell];
+        let base = [
+            "++nodelist",
+            &nl,
+            "++remote-shell",
+            &s.remote_shell,
+            "++netmod",
+            "tcp",
+        ];
         let with = |rest: &[&str]| -> Finished {
             let mut a: Vec<&str> = base.to_vec();
             a.extend_from_slice(rest);
@@ -436,6 +448,41 @@ fn launcher_ssh_jobs() {
         f.expect_code(0);
         f.expect_line("tail-0").expect_line("tail-1");
         f.expect_err_line("errtail-0").expect_err_line("errtail-1");
+    });
+}
+
+/// A job on this host and on the ssh host, by default (`auto`): shm between
+/// the processes of a host, tcp between the hosts. The core runtime's
+/// programs pass on it.
+fn launcher_ssh_mixed_hosts() {
+    with_sshd(|s| {
+        let me = me();
+        let nl = s.nodelist(
+            "mixed",
+            &format!(
+                "group main ++shell {}\nhost localhost\nhost {SSH_HOST}\n",
+                s.wrapper
+            ),
+        );
+        // Processes 0 and 2 here, 1 and 3 there.
+        for (pes, ppn) in [("4", "1"), ("8", "2")] {
+            for program in ["core_sends", "core_bcast", "core_reduce", "core_node_sends"] {
+                let f = job(&["++nodelist", &nl, "+p", pes, "++ppn", ppn, &me, program]);
+                f.expect_code(0);
+                f.expect_line(&format!("ok {program}"));
+                assert!(
+                    f.stdout.contains(", netmod shm+tcp"),
+                    "no banner of a job over shm and tcp:\n{}",
+                    f.stdout
+                );
+            }
+        }
+        // Each process got the same map of hosts.
+        let f = job(&["++nodelist", &nl, "+p", "4", &me, "ssh_probe"]);
+        f.expect_code(0);
+        for node in 0..4 {
+            f.expect_line(&format!("hosts node={node} netmod=auto hosts=0,1,0,1"));
+        }
     });
 }
 
@@ -478,7 +525,8 @@ fn launcher_ssh_env_args_cwd() {
             f.expect_line(&probe_line(
                 node, SSH_HOST, &ssh_at, &cwd, VALUE, "1", &args,
             ));
-            expect_loopback_launcher(&f, node);
+            // Both on one host: shm by default.
+            expect_loopback_launcher(&f, node, "shm");
         }
 
         // Process 0 here, process 1 through the group's `++shell` (a
@@ -496,7 +544,7 @@ fn launcher_ssh_env_args_cwd() {
         let f = run_in(&a);
         f.expect_code(0);
         f.expect_line(&probe_line(1, SSH_HOST, &ssh_at, &cwd, VALUE, "1", &args));
-        expect_loopback_launcher(&f, 1);
+        expect_loopback_launcher(&f, 1, "auto");
         // The local process was started directly, and goes by an address
         // the remote one can reach (here, a loopback one).
         let local = f
@@ -512,14 +560,15 @@ fn launcher_ssh_env_args_cwd() {
 }
 
 /// Fails unless process `node` was given a loopback launcher address and
-/// the tcp module.
-fn expect_loopback_launcher(f: &Finished, node: usize) {
+/// the module `netmod`.
+fn expect_loopback_launcher(f: &Finished, node: usize, netmod: &str) {
     let head = format!("launcher node={node} ip=127.");
+    let tail = format!(" netmod={netmod}");
     assert!(
         f.stdout
             .lines()
-            .any(|l| l.starts_with(&head) && l.ends_with(" netmod=tcp")),
-        "process {node} has no loopback launcher address over tcp:\n{}",
+            .any(|l| l.starts_with(&head) && l.ends_with(&tail)),
+        "process {node} has no loopback launcher address over {netmod}:\n{}",
         f.stdout
     );
 }
@@ -676,6 +725,7 @@ pub fn cases() -> Vec<Case> {
     vec![
         ("launcher_ssh_jobs", launcher_ssh_jobs),
         ("launcher_ssh_env_args_cwd", launcher_ssh_env_args_cwd),
+        ("launcher_ssh_mixed_hosts", launcher_ssh_mixed_hosts),
         ("launcher_ssh_failures", launcher_ssh_failures),
         ("launcher_ssh_cleanup", launcher_ssh_cleanup),
     ]
