@@ -40,6 +40,7 @@
 //!
 //! [`multiple_send`]: crate::cmi::multiple_send
 use std::fmt;
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
@@ -231,6 +232,12 @@ fn zeroed_buffer(chunks: usize) -> Box<[Chunk]> {
     bytemuck::zeroed_slice_box(chunks)
 }
 
+/// What receives straight into a buffer (a `read`): it gets the space as
+/// uninitialized memory and returns the part of it that it filled, from its
+/// start (`rustix::io::read`'s first result), or an error.
+pub(crate) type ReadInto<'r, E> =
+    &'r mut dyn for<'a> FnMut(&'a mut [MaybeUninit<u8>]) -> Result<&'a mut [u8], E>;
+
 /// A message being received from outside, written front to back (by the
 /// network's reassembly) without zeroing its buffer first. Bytes `0..init`
 /// are initialized; it becomes a [`Message`] once all are.
@@ -296,22 +303,35 @@ impl MessageBuf {
         self.init = self.init.max(at + n);
     }
 
-    /// Bytes `at..len` as a slice to receive into (a `read` straight into
-    /// the message); whatever was not initialized is zeroed first, once.
+    /// Receives bytes `at..` straight into the message (a `read` into it),
+    /// without zeroing them first: `read` gets bytes `at..len` as
+    /// uninitialized memory and returns the part it filled, which must
+    /// start where the space it got starts (as `rustix::io::read`'s first
+    /// result does). Returns how many bytes it filled. Bytes after those
+    /// count as unwritten again, whatever `read` did to them.
     ///
     /// # Panics
-    /// If `at` is past the initialized bytes.
-    pub fn space_from(&mut self, at: usize) -> &mut [u8] {
-        assert!(at <= self.init, "MessageBuf::space_from");
-        let base = self.chunks.as_mut_ptr().cast::<u8>();
-        if self.init < self.len {
-            // SAFETY: bytes `init..len` lie in the buffer.
-            unsafe { std::ptr::write_bytes(base.add(self.init), 0, self.len - self.init) };
-            self.init = self.len;
-        }
-        // SAFETY: bytes `0..len` are initialized now, the buffer is ours
-        // alone (borrowed mutably), and `at <= len`.
-        unsafe { std::slice::from_raw_parts_mut(base.add(at), self.len - at) }
+    /// If `at` is past the initialized bytes, or `read` returns a slice
+    /// that is not the start of its space.
+    pub fn receive_at<E>(&mut self, at: usize, read: ReadInto<'_, E>) -> Result<usize, E> {
+        assert!(at <= self.init, "MessageBuf::receive_at");
+        let start = self.chunks.as_mut_ptr().cast::<MaybeUninit<u8>>();
+        // SAFETY: bytes `at..len` lie in the buffer (`at <= init <= len`),
+        // which is ours alone (borrowed mutably); any byte is a valid
+        // `MaybeUninit<u8>`.
+        let space = unsafe { std::slice::from_raw_parts_mut(start.add(at), self.len - at) };
+        let (space_at, space_len) = (space.as_ptr().cast::<u8>(), space.len());
+        let filled = read(space)?;
+        assert!(
+            std::ptr::eq(filled.as_ptr(), space_at) && filled.len() <= space_len,
+            "MessageBuf::receive_at: the filled part is not the start of the space"
+        );
+        // A `&mut [u8]` over bytes `at..at + n` of our buffer: they are
+        // initialized. Later ones may not be (`read` had them as
+        // `MaybeUninit`), so `init` ends here.
+        let n = filled.len();
+        self.init = at + n;
+        Ok(n)
     }
 
     /// The whole message.
@@ -846,10 +866,21 @@ mod tests {
         let mut buf = MessageBuf::new(bytes.len());
         buf.write_at(0, &bytes[..10]);
         buf.write_at(10, &bytes[10..30]);
-        // The rest received by a `read` into the space, zeroed first.
-        let space = buf.space_from(30);
-        assert!(space.iter().all(|&b| b == 0));
-        space.copy_from_slice(&bytes[30..]);
+        // Then a `read` straight into the buffer, in two parts.
+        let n = buf
+            .receive_at(30, &mut |space| {
+                assert_eq!(space.len(), bytes.len() - 30);
+                let (done, _) = space.split_at_mut(10);
+                Ok::<_, ()>(&mut *done.write_copy_of_slice(&bytes[30..40]))
+            })
+            .unwrap();
+        assert_eq!(n, 10);
+        let n = buf
+            .receive_at(40, &mut |space| {
+                Ok::<_, ()>(&mut *space.write_copy_of_slice(&bytes[40..]))
+            })
+            .unwrap();
+        assert_eq!(n, bytes.len() - 40);
         let got = buf.finish();
         assert_eq!(got.as_bytes(), &bytes[..]);
         assert_eq!(got.payload(), want.payload());
@@ -860,6 +891,29 @@ mod tests {
     fn an_unfinished_message_buffer_is_refused() {
         let mut buf = MessageBuf::new(MSG_HEADER_SIZE + 8);
         buf.write_at(0, &[1; MSG_HEADER_SIZE]);
+        let _ = buf.finish();
+    }
+
+    #[test]
+    #[should_panic(expected = "the filled part is not the start of the space")]
+    fn a_receive_must_fill_the_start_of_its_space() {
+        let mut buf = MessageBuf::new(MSG_HEADER_SIZE + 8);
+        let _ = buf.receive_at(0, &mut |space| {
+            let (_, rest) = space.split_at_mut(4);
+            Ok::<_, ()>(&mut *rest[..4].write_copy_of_slice(&[1; 4]))
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "MessageBuf::finish before the last byte")]
+    fn bytes_after_a_receive_count_as_unwritten() {
+        let len = MSG_HEADER_SIZE + 8;
+        let mut buf = MessageBuf::new(len);
+        buf.write_at(0, &vec![1; len]);
+        // A receive of 4 bytes at 0: bytes 4.. are unwritten again.
+        let _ = buf.receive_at(0, &mut |space| {
+            Ok::<_, ()>(&mut *space[..4].write_copy_of_slice(&[2; 4]))
+        });
         let _ = buf.finish();
     }
 

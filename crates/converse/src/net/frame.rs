@@ -30,17 +30,17 @@
 //!   (`recv_active`), a buffer of exactly `len` bytes: for a `Message`
 //!   frame, the buffer of the [`Message`] it becomes (so a message is
 //!   copied once, from the wire into its own buffer, and allocated once);
-//!   for any other kind, a `Vec<u8>`. A module that can
-//!   receive straight into it (the recv-active fast path: `read` into
-//!   [`Reassembler::body_space`], then [`Reassembler::body_filled`]) skips the
-//!   copy; one that cannot passes its buffer to `handle`.
+//!   for any other kind, a `Vec<u8>`. Neither is zeroed first. A module
+//!   that can receive straight into it (the recv-active fast path: a `read`
+//!   into the uninitialized rest of the body, [`Reassembler::receive_body`])
+//!   skips the copy; one that cannot passes its buffer to `handle`.
 //! - Frames are delivered in stream order, each exactly once, with its whole
 //!   payload.
 //! - At the end of the stream, [`Reassembler::finish`] reports a frame cut
 //!   short (a truncated packet) instead of dropping it silently.
 use std::fmt;
 
-use crate::msg::message::{MSG_HEADER_SIZE, Message, MessageBuf};
+use crate::msg::message::{MSG_HEADER_SIZE, Message, MessageBuf, ReadInto};
 
 /// Size of a frame header, in bytes.
 pub const FRAME_HEADER_SIZE: usize = 16;
@@ -266,8 +266,9 @@ impl FrameBody {
     }
 }
 
-/// A body being received: a message's buffer (not zeroed first), or
-/// bytes.
+/// A body being received: a message's buffer, or bytes (a `Vec` whose
+/// length is what was received, in a capacity of the whole body). Neither
+/// is zeroed first.
 enum ActiveBody {
     Message(MessageBuf),
     Bytes(Vec<u8>),
@@ -288,7 +289,7 @@ impl Active {
         let len = header.len as usize;
         let body = match header.kind {
             FrameKind::Message => ActiveBody::Message(MessageBuf::new(len)),
-            _ => ActiveBody::Bytes(vec![0; len]),
+            _ => ActiveBody::Bytes(Vec::with_capacity(len)),
         };
         Active {
             header,
@@ -297,12 +298,31 @@ impl Active {
         }
     }
 
-    /// The rest of the body, to receive into.
-    fn rest(&mut self) -> &mut [u8] {
-        match &mut self.body {
-            ActiveBody::Message(m) => m.space_from(self.filled),
-            ActiveBody::Bytes(b) => &mut b[self.filled..],
-        }
+    /// Receives the next bytes of the body with `read` (see [`ReadInto`]).
+    ///
+    /// # Panics
+    /// If `read` returns a slice that is not the start of its space.
+    fn receive<E>(&mut self, read: ReadInto<'_, E>) -> Result<usize, E> {
+        let n = match &mut self.body {
+            ActiveBody::Message(m) => m.receive_at(self.filled, read)?,
+            ActiveBody::Bytes(b) => {
+                let space = &mut b.spare_capacity_mut()[..self.header.len as usize - self.filled];
+                let (space_at, space_len) = (space.as_ptr().cast::<u8>(), space.len());
+                let filled = read(space)?;
+                assert!(
+                    std::ptr::eq(filled.as_ptr(), space_at) && filled.len() <= space_len,
+                    "Reassembler::receive_body: the filled part is not the start of the space"
+                );
+                let n = filled.len();
+                // SAFETY: a `&mut [u8]` over the first `n` bytes of the
+                // spare capacity (checked above): they are initialized,
+                // and `len + n` is within the capacity.
+                unsafe { b.set_len(b.len() + n) };
+                n
+            }
+        };
+        self.filled += n;
+        Ok(n)
     }
 
     /// Copies as much of `bytes` as the body still takes; returns how many.
@@ -321,10 +341,13 @@ impl Active {
             // SAFETY: `src` is readable for `n <= len` bytes (the caller's
             // promise).
             ActiveBody::Message(m) => unsafe { m.write_raw_at(self.filled, src, n) },
-            // SAFETY: as above; `filled + n <= b.len()` (`n` is at most
-            // what the body still takes).
+            // SAFETY: as above; `filled + n` is at most the body's length,
+            // the vector's capacity (`n` is at most what the body still
+            // takes), and its first `filled` bytes are the ones received;
+            // the `n` copied then are initialized.
             ActiveBody::Bytes(b) => unsafe {
-                std::ptr::copy_nonoverlapping(src, b.as_mut_ptr().add(self.filled), n)
+                std::ptr::copy_nonoverlapping(src, b.as_mut_ptr().add(self.filled), n);
+                b.set_len(self.filled + n);
             },
         }
         self.filled += n;
@@ -435,12 +458,30 @@ impl Reassembler {
         }
     }
 
-    /// The recv-active fast path: where the rest of the active frame's body
-    /// goes, for a module that can receive straight into it. `None` when no
-    /// body is being received (the next bytes are a header: use
+    /// True while a frame's body is being received: the next bytes may go
+    /// straight into it ([`receive_body`](Reassembler::receive_body)).
+    pub fn in_body(&self) -> bool {
+        self.active.is_some()
+    }
+
+    /// The recv-active fast path, for a module that can receive straight
+    /// into the active frame's body: `read` gets the rest of the body
+    /// (uninitialized memory, nothing zeroed) and returns the part it
+    /// filled (see [`ReadInto`]); delivers the frame if that completes it.
+    /// Returns how many bytes were received, `None` when no body is being
+    /// received (the next bytes are a header: use
     /// [`handle`](Reassembler::handle)).
-    pub fn body_space(&mut self) -> Option<&mut [u8]> {
-        Some(self.active.as_mut()?.rest())
+    ///
+    /// # Panics
+    /// If `read` returns a slice that is not the start of its space.
+    pub fn receive_body<E>(
+        &mut self,
+        read: ReadInto<'_, E>,
+        mut deliver: impl FnMut(FrameHeader, FrameBody),
+    ) -> Option<Result<usize, E>> {
+        let result = self.active.as_mut()?.receive(read);
+        self.deliver_if_complete(&mut deliver);
+        Some(result)
     }
 
     /// The recv-active fast path for a module that receives from memory
@@ -468,25 +509,6 @@ impl Reassembler {
         let n = unsafe { active.take_raw(src, len) };
         self.deliver_if_complete(&mut deliver);
         n
-    }
-
-    /// Records that `n` bytes were received into
-    /// [`body_space`](Reassembler::body_space); delivers the frame if that
-    /// completed it.
-    ///
-    /// # Panics
-    /// If `n` is more than the space there was.
-    pub fn body_filled(&mut self, n: usize, mut deliver: impl FnMut(FrameHeader, FrameBody)) {
-        let active = self
-            .active
-            .as_mut()
-            .expect("body_filled without an active frame");
-        assert!(
-            n <= active.header.len as usize - active.filled,
-            "body_filled past the frame's end"
-        );
-        active.filled += n;
-        self.deliver_if_complete(&mut deliver);
     }
 
     /// True between frames: no header fragment kept, no body in progress.
@@ -635,17 +657,18 @@ mod tests {
             // A module that reads at most `size` bytes at a time, straight
             // into the active body when there is one (tcp).
             let (got, idle) = feed_in_turns(&stream(&frames), &sizes, |r, chunk, push| {
-                match r.body_space() {
-                    Some(space) => {
-                        let n = space.len().min(chunk.len());
-                        space[..n].copy_from_slice(&chunk[..n]);
-                        r.body_filled(n, push);
-                        n
-                    }
-                    None => {
-                        r.handle(chunk, push).unwrap();
-                        chunk.len()
-                    }
+                if r.in_body() {
+                    let read = r.receive_body(
+                        &mut |space| {
+                            let n = space.len().min(chunk.len());
+                            Ok::<_, ()>(&mut *space[..n].write_copy_of_slice(&chunk[..n]))
+                        },
+                        push,
+                    );
+                    read.unwrap().unwrap()
+                } else {
+                    r.handle(chunk, push).unwrap();
+                    chunk.len()
                 }
             });
             prop_assert_eq!(got, frames);

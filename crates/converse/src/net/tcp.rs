@@ -519,10 +519,21 @@ impl TcpModule {
             if !upcalls.room() {
                 return moved;
             }
-            // The recv-active fast path: straight into the frame's body.
-            let result = match side.reasm.body_space() {
-                Some(space) => (&vc.stream).read(space).map(|n| (n, true)),
-                None => (&vc.stream).read(&mut side.buf).map(|n| (n, false)),
+            // The recv-active fast path: straight into the frame's body,
+            // which is not zeroed first.
+            let result = if side.reasm.in_body() {
+                let delivered = |h, body| upcalls.arrived(peer, h, body);
+                let read = side.reasm.receive_body(
+                    &mut |space| rustix::io::read(&vc.stream, space).map(|(filled, _)| filled),
+                    delivered,
+                );
+                match read {
+                    Some(Ok(n)) => Ok((n, true)),
+                    Some(Err(e)) => Err(io::Error::from(e)),
+                    None => unreachable!("in a body"),
+                }
+            } else {
+                (&vc.stream).read(&mut side.buf).map(|n| (n, false))
             };
             match result {
                 Ok((0, _)) => {
@@ -542,11 +553,7 @@ impl TcpModule {
                     }
                     return true;
                 }
-                Ok((n, true)) => {
-                    moved = true;
-                    side.reasm
-                        .body_filled(n, |h, body| upcalls.arrived(peer, h, body));
-                }
+                Ok((_, true)) => moved = true,
                 Ok((n, false)) => {
                     moved = true;
                     let RecvSide { reasm, buf, .. } = side;
