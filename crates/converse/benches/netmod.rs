@@ -200,11 +200,15 @@ fn job_pingpong() {
                 TAKEN.with(|t| *t.borrow_mut() = Some(m));
             });
             let peer = 1 - me;
-            let take = || {
+            // The ball may have been delivered already: a stream's sends
+            // wait while too much is lent to the peer, and meanwhile run
+            // this PE's arrived messages (`sync_send`'s flow control), the
+            // peer's final answer among them.
+            let take = || loop {
+                if let Some(m) = TAKEN.with(|t| t.borrow_mut().take()) {
+                    return m;
+                }
                 converse::deliver_specific_msg(ball);
-                TAKEN
-                    .with(|t| t.borrow_mut().take())
-                    .expect("the ball was delivered")
             };
             for size in RTT_SIZES {
                 let rounds = rounds_for(size);
