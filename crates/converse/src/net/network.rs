@@ -200,11 +200,15 @@ const MSG_OVERHEAD: usize = 64;
 
 /// Bytes queued for one peer process above which a sending PE waits
 /// ([`Network::over_high_water`]), and below which it goes on. Half the
-/// high water, not less: a stream of large messages (4 MiB each, lent to
-/// the peer until it has read them) then resumes while the peer still has
-/// one to read, so the peer never waits for the sender's next copy.
+/// high water and a little more, not less: a stream of large messages (4
+/// MiB of payload each, lent to the peer until it has read them) then
+/// resumes while the peer still has one to read, so the peer never waits
+/// for the sender's next copy. The margin covers a message's header: with
+/// exactly half, one 4 MiB message left (4 MiB + its header) was over the
+/// mark, and the sender waited until the peer had read both (measured: its
+/// copies and the peer's reads then took turns, 3-4 GB/s).
 const SEND_HIGH_WATER: usize = 8 << 20;
-const SEND_LOW_WATER: usize = SEND_HIGH_WATER / 2;
+const SEND_LOW_WATER: usize = SEND_HIGH_WATER / 2 + (64 << 10);
 
 /// How long the progress thread waits between looks at whether PEs still
 /// poll: the longest an arrival waits when every PE is busy in handlers.
