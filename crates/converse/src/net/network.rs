@@ -889,13 +889,19 @@ impl Network {
 /// A module's progress thread: until `stop`, watches `module` whenever no
 /// idle PE polls it (see "Progress" in the module comment).
 fn watch_module(module: &dyn NetModule, watch: &Watch, stop: &AtomicBool, shared: &Shared) {
+    // Watching: no PE polled during the last wait in the module (they are
+    // parked, or busy in handlers), so this thread goes on watching at
+    // once. Without it, the first arrival after the one that ended the
+    // wait waited up to a check period (1 ms; measured 0.45-1.07 ms of a
+    // 2 ms one-way of 4 MiB over shm, the receiving PE parked).
+    let mut watching = false;
     while !stop.load(Ordering::Acquire) {
         // While idle PEs poll, stay out of their way; watch once none has
         // polled for a while, or one parks.
         let seen = watch.polls.load(Ordering::Relaxed);
         let handed = {
             let flag = lock(&watch.handover);
-            let mut flag = if *flag {
+            let mut flag = if *flag || watching {
                 flag
             } else {
                 watch
@@ -904,7 +910,7 @@ fn watch_module(module: &dyn NetModule, watch: &Watch, stop: &AtomicBool, shared
                     .unwrap_or_else(|e| e.into_inner())
                     .0
             };
-            std::mem::take(&mut *flag)
+            std::mem::take(&mut *flag) || watching
         };
         if !handed && watch.polls.load(Ordering::Relaxed) != seen {
             continue;
@@ -917,6 +923,7 @@ fn watch_module(module: &dyn NetModule, watch: &Watch, stop: &AtomicBool, shared
         let timeout = module.has_queued().then_some(WATCH_CHECK);
         let polled = module.poll(PollDir::InFirst, timeout);
         watch.blocked.store(false, Ordering::SeqCst);
+        watching = watch.polls.load(Ordering::Relaxed) == seen;
         if let Err(e) = polled {
             shared.die(&format!("network failure: {e}"), None);
         }
