@@ -238,6 +238,24 @@ fn zeroed_buffer(chunks: usize) -> Box<[Chunk]> {
 pub(crate) type ReadInto<'r, E> =
     &'r mut dyn for<'a> FnMut(&'a mut [MaybeUninit<u8>]) -> Result<&'a mut [u8], E>;
 
+/// Runs `read` on `space`; returns how many bytes it filled, which are then
+/// initialized (it returned them as a `&mut [u8]`).
+///
+/// # Panics
+/// If `read` returns a slice that is not the start of `space`.
+pub(crate) fn receive_into<E>(
+    space: &mut [MaybeUninit<u8>],
+    read: ReadInto<'_, E>,
+) -> Result<usize, E> {
+    let (start, len) = (space.as_ptr().cast::<u8>(), space.len());
+    let filled = read(space)?;
+    assert!(
+        std::ptr::eq(filled.as_ptr(), start) && filled.len() <= len,
+        "receive: the filled part is not the start of the space"
+    );
+    Ok(filled.len())
+}
+
 /// A message being received from outside, written front to back (by the
 /// network's reassembly) without zeroing its buffer first. Bytes `0..init`
 /// are initialized; it becomes a [`Message`] once all are.
@@ -320,16 +338,10 @@ impl MessageBuf {
         // which is ours alone (borrowed mutably); any byte is a valid
         // `MaybeUninit<u8>`.
         let space = unsafe { std::slice::from_raw_parts_mut(start.add(at), self.len - at) };
-        let (space_at, space_len) = (space.as_ptr().cast::<u8>(), space.len());
-        let filled = read(space)?;
-        assert!(
-            std::ptr::eq(filled.as_ptr(), space_at) && filled.len() <= space_len,
-            "MessageBuf::receive_at: the filled part is not the start of the space"
-        );
-        // A `&mut [u8]` over bytes `at..at + n` of our buffer: they are
-        // initialized. Later ones may not be (`read` had them as
-        // `MaybeUninit`), so `init` ends here.
-        let n = filled.len();
+        // `read` returned a `&mut [u8]` over bytes `at..at + n` of our
+        // buffer: they are initialized. Later ones may not be (`read` had
+        // them as `MaybeUninit`), so `init` ends here.
+        let n = receive_into(space, read)?;
         self.init = at + n;
         Ok(n)
     }
@@ -895,7 +907,7 @@ mod tests {
     }
 
     #[test]
-    #[should_panic(expected = "the filled part is not the start of the space")]
+    #[should_panic(expected = "receive: the filled part is not the start of the space")]
     fn a_receive_must_fill_the_start_of_its_space() {
         let mut buf = MessageBuf::new(MSG_HEADER_SIZE + 8);
         let _ = buf.receive_at(0, &mut |space| {

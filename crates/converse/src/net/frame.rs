@@ -40,7 +40,7 @@
 //!   short (a truncated packet) instead of dropping it silently.
 use std::fmt;
 
-use crate::msg::message::{MSG_HEADER_SIZE, Message, MessageBuf, ReadInto};
+use crate::msg::message::{MSG_HEADER_SIZE, Message, MessageBuf, ReadInto, receive_into};
 
 /// Size of a frame header, in bytes.
 pub const FRAME_HEADER_SIZE: usize = 16;
@@ -306,17 +306,11 @@ impl Active {
         let n = match &mut self.body {
             ActiveBody::Message(m) => m.receive_at(self.filled, read)?,
             ActiveBody::Bytes(b) => {
-                let space = &mut b.spare_capacity_mut()[..self.header.len as usize - self.filled];
-                let (space_at, space_len) = (space.as_ptr().cast::<u8>(), space.len());
-                let filled = read(space)?;
-                assert!(
-                    std::ptr::eq(filled.as_ptr(), space_at) && filled.len() <= space_len,
-                    "Reassembler::receive_body: the filled part is not the start of the space"
-                );
-                let n = filled.len();
-                // SAFETY: a `&mut [u8]` over the first `n` bytes of the
-                // spare capacity (checked above): they are initialized,
-                // and `len + n` is within the capacity.
+                let rest = self.header.len as usize - self.filled;
+                let n = receive_into(&mut b.spare_capacity_mut()[..rest], read)?;
+                // SAFETY: `read` filled the first `n` bytes of the spare
+                // capacity (`receive_into` checked it returned them as
+                // `&mut [u8]`), and `len + n` is within the capacity.
                 unsafe { b.set_len(b.len() + n) };
                 n
             }
