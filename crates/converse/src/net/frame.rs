@@ -452,12 +452,6 @@ impl Reassembler {
         }
     }
 
-    /// True while a frame's body is being received: the next bytes may go
-    /// straight into it ([`receive_body`](Reassembler::receive_body)).
-    pub fn in_body(&self) -> bool {
-        self.active.is_some()
-    }
-
     /// The recv-active fast path, for a module that can receive straight
     /// into the active frame's body: `read` gets the rest of the body
     /// (uninitialized memory, nothing zeroed) and returns the part it
@@ -651,18 +645,19 @@ mod tests {
             // A module that reads at most `size` bytes at a time, straight
             // into the active body when there is one (tcp).
             let (got, idle) = feed_in_turns(&stream(&frames), &sizes, |r, chunk, push| {
-                if r.in_body() {
-                    let read = r.receive_body(
-                        &mut |space| {
-                            let n = space.len().min(chunk.len());
-                            Ok::<_, ()>(&mut *space[..n].write_copy_of_slice(&chunk[..n]))
-                        },
-                        push,
-                    );
-                    read.unwrap().unwrap()
-                } else {
-                    r.handle(chunk, push).unwrap();
-                    chunk.len()
+                let direct = r.receive_body(
+                    &mut |space| {
+                        let n = space.len().min(chunk.len());
+                        Ok::<_, ()>(&mut *space[..n].write_copy_of_slice(&chunk[..n]))
+                    },
+                    &mut *push,
+                );
+                match direct {
+                    Some(read) => read.unwrap(),
+                    None => {
+                        r.handle(chunk, push).unwrap();
+                        chunk.len()
+                    }
                 }
             });
             prop_assert_eq!(got, frames);

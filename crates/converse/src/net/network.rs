@@ -777,9 +777,9 @@ impl Network {
     /// Writes the messages posted by this process's sends.
     #[inline]
     pub fn flush(&self) {
-        for part in &self.links.parts {
-            part.module.flush_all();
-        }
+        self.modules().for_each(|m| {
+            m.flush_all();
+        });
     }
 
     fn send_control(&self, peer: usize, body: Vec<u8>) {

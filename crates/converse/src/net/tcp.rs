@@ -521,19 +521,13 @@ impl TcpModule {
             }
             // The recv-active fast path: straight into the frame's body,
             // which is not zeroed first.
-            let result = if side.reasm.in_body() {
-                let delivered = |h, body| upcalls.arrived(peer, h, body);
-                let read = side.reasm.receive_body(
-                    &mut |space| rustix::io::read(&vc.stream, space).map(|(filled, _)| filled),
-                    delivered,
-                );
-                match read {
-                    Some(Ok(n)) => Ok((n, true)),
-                    Some(Err(e)) => Err(io::Error::from(e)),
-                    None => unreachable!("in a body"),
-                }
-            } else {
-                (&vc.stream).read(&mut side.buf).map(|n| (n, false))
+            let direct = side.reasm.receive_body(
+                &mut |space| rustix::io::read(&vc.stream, space).map(|(filled, _)| filled),
+                |h, body| upcalls.arrived(peer, h, body),
+            );
+            let result = match direct {
+                Some(read) => read.map(|n| (n, true)).map_err(io::Error::from),
+                None => (&vc.stream).read(&mut side.buf).map(|n| (n, false)),
             };
             match result {
                 Ok((0, _)) => {

@@ -70,14 +70,20 @@ fn arg<T: std::str::FromStr>(args: &[String], i: usize, default: T) -> T {
     args.get(i).and_then(|a| a.parse().ok()).unwrap_or(default)
 }
 
-/// Runs child program `name` if it is one of these; returns its exit code.
-pub fn child(name: &str, _args: &[String]) -> Option<i32> {
-    let own = own_args();
-    let name = if name.starts_with('+') {
+/// The child program's name: `name`, or, when `convrun` put runtime flags
+/// before it, the first of the program's own arguments.
+pub fn program_name<'a>(name: &'a str, own: &'a [String]) -> &'a str {
+    if name.starts_with('+') {
         own.first().map(String::as_str).unwrap_or(name)
     } else {
         name
-    };
+    }
+}
+
+/// Runs child program `name` if it is one of these; returns its exit code.
+pub fn child(name: &str, _args: &[String]) -> Option<i32> {
+    let own = own_args();
+    let name = program_name(name, &own);
     // The program's arguments after its name.
     let a: Vec<String> = own.iter().skip(1).cloned().collect();
     let code = match name {

@@ -25,7 +25,7 @@ use crate::Case;
 use crate::common::{Finished, convrun_with, me};
 use crate::launcher::{
     Running, check_lines, expect_ended_saying, expect_gone, expect_no_stderr, expect_nonzero,
-    expect_stderr, own_args, parse_pids, run,
+    expect_stderr, own_args, parse_pids, program_name, run,
 };
 
 /// The host the processes are started on through ssh.
@@ -85,11 +85,7 @@ fn probe_line(
 /// Runs child program `name` if it is one of these; returns its exit code.
 pub fn child(name: &str, _args: &[String]) -> Option<i32> {
     let own = own_args();
-    let name = if name.starts_with('+') {
-        own.first().map(String::as_str).unwrap_or(name)
-    } else {
-        name
-    };
+    let name = program_name(name, &own);
     match name {
         // Prints its `probe` line, then joins the job and leaves.
         "ssh_probe" => {
