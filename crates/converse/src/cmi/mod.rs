@@ -85,7 +85,7 @@ impl CommHandle {
 /// (`CmiSyncSend`).
 #[doc(alias = "CmiSyncSend")]
 pub fn sync_send(dest_pe: usize, msg: &Message) {
-    sync_send_and_free(dest_pe, msg.to_owned_copy())
+    pe::with(|pe| pe.send_copy_to_pe(dest_pe, msg))
 }
 
 /// Sends `msg` to PE `dest_pe`, giving it up (`CmiSyncSendAndFree`).
@@ -110,7 +110,7 @@ pub fn async_send(dest_pe: usize, msg: &Message) -> CommHandle {
 /// handle it (`CmiSyncNodeSend`).
 #[doc(alias = "CmiSyncNodeSend")]
 pub fn sync_node_send(dest_node: usize, msg: &Message) {
-    sync_node_send_and_free(dest_node, msg.to_owned_copy())
+    pe::with(|pe| pe.send_copy_to_node(dest_node, msg))
 }
 
 /// Sends `msg` to node `dest_node`, giving it up (`CmiSyncNodeSendAndFree`).

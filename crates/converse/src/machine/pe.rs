@@ -179,6 +179,44 @@ impl Pe {
         self.throttle(Congested::Pe(dest));
     }
 
+    /// Sends a copy of `msg` (a user message) to PE `dest`, as
+    /// `send_to_pe(dest, msg.to_owned_copy())` would, but a large one to
+    /// another process goes from `msg`'s own bytes when the network can
+    /// (`Network::send_borrowed`): no copy of its own.
+    pub fn send_copy_to_pe(&self, dest: usize, msg: &Message) {
+        self.check_pe(dest, "send to");
+        if self.job.local_pe(dest).is_none() {
+            let node = self.job.topo.node_of(dest);
+            let net = self.job.remote();
+            if net.sends_borrowed(node, msg) {
+                self.count_created(1);
+                if net.send_borrowed(dest, 0, node, self.pe, msg) {
+                    self.net_posted.set(true);
+                }
+                self.throttle(Congested::Pe(dest));
+                return;
+            }
+        }
+        self.send_to_pe(dest, msg.to_owned_copy());
+    }
+
+    /// [`Pe::send_copy_to_pe`] for a node send.
+    pub fn send_copy_to_node(&self, node: usize, msg: &Message) {
+        self.check_node(node, "node send to");
+        if self.job.local_node(node).is_none() {
+            let net = self.job.remote();
+            if net.sends_borrowed(node, msg) {
+                self.count_created(1);
+                if net.send_borrowed(node, crate::net::network::FLAG_NODE, node, self.pe, msg) {
+                    self.net_posted.set(true);
+                }
+                self.throttle(Congested::Node(node));
+                return;
+            }
+        }
+        self.send_to_node(node, msg.to_owned_copy());
+    }
+
     /// Flow control of a user's send to another process, when too much is
     /// queued for `node`:
     /// - on a user-level thread, the thread yields until the queue has

@@ -154,6 +154,28 @@ impl OutFrame {
     }
 }
 
+/// Checks that `iov` holds the `header.len` bytes a non-contiguous send
+/// says it does.
+pub(crate) fn check_iov_len(
+    module: &str,
+    peer: usize,
+    header: &FrameHeader,
+    iov: &[&[u8]],
+) -> Result<(), NetError> {
+    let total: usize = iov.iter().map(|p| p.len()).sum();
+    if total == header.len as usize {
+        Ok(())
+    } else {
+        Err(NetError::peer(
+            peer,
+            format!(
+                "{module}: frame header says {} bytes but the iovecs hold {total}",
+                header.len
+            ),
+        ))
+    }
+}
+
 /// What a request's [`OnDataAvail`] continuation says once the data handed
 /// to the module so far is sent.
 pub enum DataAvail {
@@ -349,10 +371,9 @@ pub trait NetModule: Send + Sync {
     ) -> Result<Option<SendRequest>, NetError>;
 
     /// Sends a frame whose body is the concatenation of `iov`
-    /// (`SendNoncontig`); `header.len` must be their total length.
-    // Exercised by the module tests; vector sends to other processes use it
-    // once they stop concatenating first.
-    #[cfg_attr(not(test), allow(dead_code))]
+    /// (`SendNoncontig`); `header.len` must be their total length. The
+    /// caller's memory is free again when this returns: a module keeps a
+    /// copy of whatever it has not sent.
     fn send_noncontig(
         &self,
         peer: usize,
@@ -360,20 +381,18 @@ pub trait NetModule: Send + Sync {
         header: FrameHeader,
         iov: &[&[u8]],
     ) -> Result<(), NetError> {
+        check_iov_len(self.name(), peer, &header, iov)?;
         // Packed once: the module then sends one contiguous body. A module
-        // that can gather (writev into a socket) may do better.
-        let total: usize = iov.iter().map(|p| p.len()).sum();
-        if total != header.len as usize {
-            return Err(NetError::peer(
-                peer,
-                format!(
-                    "{}: frame header says {} bytes but the iovecs hold {total}",
-                    self.name(),
-                    header.len
-                ),
-            ));
-        }
+        // that can gather does better ([`NetModule::gathers`]).
         self.isend_contig(peer, req, header, SendData::Bytes(iov.concat()))
+    }
+
+    /// True if [`NetModule::send_noncontig`] writes straight from the
+    /// caller's memory and copies only what the network does not take at
+    /// once (tcp's `writev`): a copying send (`sync_send`) of a large
+    /// message then costs no copy of its own.
+    fn gathers(&self) -> bool {
+        false
     }
 
     /// Makes progress on sends and receives (`net_module_poll`), waiting up

@@ -66,11 +66,11 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::frame::{FrameHeader, FrameKind};
-use super::netmod::{NetModule, PollDir, SendData, Upcalls};
+use super::netmod::{NetModule, PollDir, SendData, SendRequest, Upcalls};
 use crate::machine::job::Job;
 use crate::machine::topology::Topology;
 use crate::msg::handler::HandlerIdent;
-use crate::msg::message::Message;
+use crate::msg::message::{MSG_HEADER_SIZE, Message};
 
 /// Frame flag of a `Message` frame: `tag` is a node, not a PE.
 pub(crate) const FLAG_NODE: u8 = 1;
@@ -209,6 +209,13 @@ const MSG_OVERHEAD: usize = 64;
 /// copies and the peer's reads then took turns, 3-4 GB/s).
 const SEND_HIGH_WATER: usize = 8 << 20;
 const SEND_LOW_WATER: usize = SEND_HIGH_WATER / 2 + (64 << 10);
+
+/// Messages at least this long that a PE sends by copy (`sync_send`) to a
+/// module that gathers are written from the sender's buffer
+/// ([`Network::send_borrowed`]), which saves the copy `sync_send` makes
+/// (and the memory it holds while queued); smaller ones are copied and
+/// posted, so that a burst of them costs one system call, not one each.
+const BORROWED_SEND_MIN: usize = 64 << 10;
 
 /// How long the progress thread waits between looks at whether PEs still
 /// poll: the longest an arrival waits when every PE is busy in handlers.
@@ -489,12 +496,28 @@ fn message_header(src: usize, tag: usize, flags: u8, msg: &Message) -> FrameHead
         msg.len(),
         "stamped before sending"
     );
+    message_header_for(src, tag, flags, msg.len())
+}
+
+/// The frame header of a message of `len` bytes.
+fn message_header_for(src: usize, tag: usize, flags: u8, len: usize) -> FrameHeader {
     FrameHeader {
         kind: FrameKind::Message,
         flags,
-        len: msg.len() as u32,
+        len: len as u32,
         src: src as u32,
         tag: tag as u32,
+    }
+}
+
+/// Aborts the job if `msg` is too large to cross processes.
+fn check_crosses(msg: &Message) {
+    if msg.len() > super::frame::DEFAULT_MAX_PAYLOAD {
+        crate::machine::exit::abort(&format!(
+            "a message of {} bytes to another process: the largest that crosses processes is {} bytes",
+            msg.len(),
+            super::frame::DEFAULT_MAX_PAYLOAD
+        ));
     }
 }
 
@@ -737,17 +760,55 @@ impl Network {
         self.send_message(node, FLAG_NODE, node, msg)
     }
 
+    /// True if a copying send of `msg` to node `node` goes straight from
+    /// the caller's buffer ([`Network::send_borrowed`]): a large message
+    /// whose VC's module gathers.
+    #[inline]
+    pub fn sends_borrowed(&self, node: usize, msg: &Message) -> bool {
+        msg.len() >= BORROWED_SEND_MIN && self.module(node).gathers()
+    }
+
+    /// Sends a copy of `msg`, stamped as a user message from PE `src`, to
+    /// `tag` (a PE, or a node with [`FLAG_NODE`]) on process `peer`: written
+    /// from `msg`'s own bytes as far as the network takes them at once, the
+    /// rest copied (`sync_send` without a copy of its own). Returns true if
+    /// bytes wait for [`Network::flush`].
+    pub fn send_borrowed(
+        &self,
+        tag: usize,
+        flags: u8,
+        peer: usize,
+        src: usize,
+        msg: &Message,
+    ) -> bool {
+        check_crosses(msg);
+        // The stamp a sent copy would get (`Pe::stamp_user_message`): the
+        // true size, no runtime flags. The sender travels in the frame.
+        let mut head = *msg.header();
+        head.total_size = msg.len() as u32;
+        head.flags = 0;
+        let header = message_header_for(src, tag, flags, msg.len());
+        let part = self.links.to(peer);
+        let iov: [&[u8]; 2] = [
+            bytemuck::bytes_of(&head),
+            &msg.as_bytes()[MSG_HEADER_SIZE..],
+        ];
+        if let Err(e) = part
+            .module
+            .send_noncontig(peer, SendRequest::new(), header, &iov)
+        {
+            self.send_failed(peer, &e.what);
+            return false;
+        }
+        self.wake_watcher(part);
+        part.module.backlog(peer) > 0
+    }
+
     /// Messages are posted, not written at once: the sending PE flushes
     /// them ([`Network::flush`]) when it next looks for work, so a handler
     /// that sends many costs one system call per batch.
     fn send_message(&self, tag: usize, flags: u8, peer: usize, msg: Message) -> bool {
-        if msg.len() > super::frame::DEFAULT_MAX_PAYLOAD {
-            crate::machine::exit::abort(&format!(
-                "a message of {} bytes to another process: the largest that crosses processes is {} bytes",
-                msg.len(),
-                super::frame::DEFAULT_MAX_PAYLOAD
-            ));
-        }
+        check_crosses(&msg);
         let header = message_header(msg.src_pe(), tag, flags, &msg);
         let part = self.links.to(peer);
         match part
@@ -762,16 +823,21 @@ impl Network {
                 return false;
             }
         }
-        // A progress thread waiting without a deadline would not see the
-        // posted bytes if their PE went on computing: have it look.
-        // (The fences pair with the progress thread's: it publishes
-        // `blocked` then looks for queued bytes; this publishes bytes then
-        // looks at `blocked`. One of the two sees the other.)
+        self.wake_watcher(part);
+        true
+    }
+
+    /// A progress thread waiting without a deadline would not see bytes
+    /// just queued if their PE went on computing: have it look. (The fences
+    /// pair with the progress thread's: it publishes `blocked` then looks
+    /// for queued bytes; this publishes bytes then looks at `blocked`. One
+    /// of the two sees the other.)
+    #[inline]
+    fn wake_watcher(&self, part: &Part) {
         std::sync::atomic::fence(Ordering::SeqCst);
         if part.watch.blocked.load(Ordering::SeqCst) {
             part.module.wake();
         }
-        true
     }
 
     /// Writes the messages posted by this process's sends.

@@ -16,7 +16,11 @@
 //! A send tries to write at once from the sender's thread (`writev` of the
 //! frame header and the data, no copy). What does not fit in the socket
 //! buffer is queued on the VC with the owned data; the progress thread writes
-//! it when the socket becomes writable. A write that failed with
+//! it when the socket becomes writable. A non-contiguous send (the layer
+//! above's copying sends of large messages) gathers straight from the
+//! caller's memory when nothing is queued before it, writing on for a
+//! moment ([`GATHER_STALL`]) into a socket the peer is emptying, and copies
+//! only what is left. A write that failed with
 //! `WouldBlock` guarantees such an event (sockets are registered
 //! edge-triggered for both directions once, at start-up). Frames of one VC
 //! never interleave: the queue is behind the VC's send lock and a send goes
@@ -51,7 +55,9 @@ use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use std::os::fd::AsRawFd;
 
 use super::frame::{FrameHeader, Reassembler};
-use super::netmod::{NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls};
+use super::netmod::{
+    NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls, check_iov_len,
+};
 
 /// The first bytes a connecting process writes.
 const HELLO_MAGIC: &[u8; 8] = b"CVRSTCP1";
@@ -60,6 +66,9 @@ const HELLO_SIZE: usize = 24;
 const WAKER: Token = Token(usize::MAX);
 /// Receive buffer of a VC (between frame bodies).
 const RECV_BUF: usize = 64 << 10;
+/// How long a gathering send keeps writing into a full socket, from the
+/// caller's memory, before it copies the rest to send later.
+const GATHER_STALL: Duration = Duration::from_micros(50);
 /// Most queued items, and bytes, one `writev` takes.
 const BATCH_ITEMS: usize = 64;
 const BATCH_BYTES: usize = 256 << 10;
@@ -93,6 +102,20 @@ impl OutFrame {
         }
         Ok(true)
     }
+}
+
+/// The bytes of `parts` after the first `skip`, as slices.
+fn tail<'a>(parts: &[&'a [u8]], mut skip: usize) -> Vec<&'a [u8]> {
+    let mut out = Vec::with_capacity(parts.len());
+    for &p in parts {
+        if skip >= p.len() {
+            skip -= p.len();
+        } else {
+            out.push(&p[skip..]);
+            skip = 0;
+        }
+    }
+    out
 }
 
 #[derive(Default)]
@@ -349,17 +372,116 @@ impl TcpModule {
         if !now && queued < BATCH_BYTES && side.queue.len() < BATCH_ITEMS {
             return Ok(false);
         }
+        self.drain_or_fail(vc, side)
+    }
+
+    /// Sends `header` then the concatenation of `iov`: written straight
+    /// from the caller's memory when nothing is queued before it; what the
+    /// socket does not take (all of it, behind a queue) is copied and
+    /// queued. Returns true if nothing is left queued.
+    fn gather(
+        &self,
+        vc: &Vc,
+        req: SendRequest,
+        header: FrameHeader,
+        iov: &[&[u8]],
+    ) -> Result<bool, NetError> {
+        let mut side = lock(&vc.send);
+        if side.failed || side.write_closed || side.terminate {
+            return Err(NetError::peer(vc.peer, "tcp: send on a closed connection"));
+        }
+        let head = header.encode();
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(iov.len() + 1);
+        parts.push(&head);
+        parts.extend(iov.iter().copied().filter(|p| !p.is_empty()));
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let mut written = 0;
+        // Set at the first full socket: how long to keep trying.
+        let mut stalled_since: Option<Instant> = None;
+        let failed = if side.queue.is_empty() {
+            loop {
+                let slices: Vec<IoSlice<'_>> = tail(&parts, written)
+                    .into_iter()
+                    .map(IoSlice::new)
+                    .collect();
+                match (&vc.stream).write_vectored(&slices) {
+                    Ok(0) => break Some(io::Error::from(io::ErrorKind::WriteZero)),
+                    Ok(n) => {
+                        written += n;
+                        stalled_since = None;
+                        if written == total {
+                            break None;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // A socket the peer is emptying takes more within
+                    // microseconds: keep writing from the caller's memory
+                    // rather than copy the rest (a stream then runs at the
+                    // socket's rate); a peer that stopped reading gets the
+                    // rest as a copy, after a short wait.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        let since = *stalled_since.get_or_insert_with(Instant::now);
+                        if since.elapsed() >= GATHER_STALL {
+                            break None;
+                        }
+                        std::hint::spin_loop();
+                    }
+                    Err(e) => break Some(e),
+                }
+            }
+        } else {
+            None
+        };
+        if let Some(e) = failed {
+            return Err(self.fail_send(vc, side, e));
+        }
+        let p = if written == total {
+            // All sent: the request completes (or its continuation's data
+            // goes next).
+            match req.data_sent() {
+                None => return Ok(side.queue.is_empty()),
+                Some(more) => Pending {
+                    header: None,
+                    data: more,
+                    written: 0,
+                    req: Some(req),
+                },
+            }
+        } else {
+            // The rest, header bytes included if the socket took fewer than
+            // a header's, as one owned body.
+            Pending {
+                header: None,
+                data: SendData::Bytes(tail(&parts, written).concat()),
+                written: 0,
+                req: Some(req),
+            }
+        };
+        // Behind a queue or a continuation, `p` may go at once.
+        vc.queued.fetch_add(p.total(), Ordering::Relaxed);
+        side.queue.push_back(p);
+        self.drain_or_fail(vc, side)
+    }
+
+    /// Writes what is queued on `vc` (its send side locked) as far as the
+    /// socket takes it. Returns true if the queue is then empty; a failed
+    /// write fails the VC.
+    fn drain_or_fail(&self, vc: &Vc, mut side: MutexGuard<'_, SendSide>) -> Result<bool, NetError> {
         match Self::drain(vc, &mut side) {
             Ok(_) => Ok(side.queue.is_empty()),
-            Err(e) => {
-                side.failed = true;
-                side.queue.clear();
-                drop(side);
-                let why = format!("send failed: {e}");
-                self.upcalls().vc_failed(vc.peer, why.clone());
-                Err(NetError::peer(vc.peer, why))
-            }
+            Err(e) => Err(self.fail_send(vc, side, e)),
         }
+    }
+
+    /// A write to `vc` failed: the VC fails (its queue is dropped) and the
+    /// layer above hears why.
+    fn fail_send(&self, vc: &Vc, mut side: MutexGuard<'_, SendSide>, e: io::Error) -> NetError {
+        side.failed = true;
+        side.queue.clear();
+        drop(side);
+        let why = format!("send failed: {e}");
+        self.upcalls().vc_failed(vc.peer, why.clone());
+        NetError::peer(vc.peer, why)
     }
 
     /// A fully written pending item: completes its request, queueing the
@@ -469,11 +591,7 @@ impl TcpModule {
         let moved = match Self::drain(vc, &mut side) {
             Ok(moved) => moved,
             Err(e) => {
-                side.failed = true;
-                side.queue.clear();
-                drop(side);
-                self.upcalls()
-                    .vc_failed(vc.peer, format!("send failed: {e}"));
+                self.fail_send(vc, side, e);
                 return true;
             }
         };
@@ -663,6 +781,21 @@ impl NetModule for TcpModule {
         let p = Pending::frame(header, data, Some(req.clone()));
         let sent = self.send_pending(self.vc(peer)?, p)?;
         Ok((!sent).then_some(req))
+    }
+
+    fn send_noncontig(
+        &self,
+        peer: usize,
+        req: SendRequest,
+        header: FrameHeader,
+        iov: &[&[u8]],
+    ) -> Result<(), NetError> {
+        check_iov_len(self.name(), peer, &header, iov)?;
+        self.gather(self.vc(peer)?, req, header, iov).map(|_| ())
+    }
+
+    fn gathers(&self) -> bool {
+        true
     }
 
     fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
@@ -909,6 +1042,59 @@ mod tests {
             .is_err(),
             "a length that disagrees with the iovecs is refused"
         );
+    }
+
+    #[test]
+    fn a_gathered_send_frees_the_callers_memory_and_keeps_its_place() {
+        let ((a, ra), (b, _rb)) = pair();
+        assert!(b.gathers());
+        // Larger than the sockets' buffers: written from the caller's
+        // memory until the socket is full (nobody reads yet), the rest
+        // copied.
+        let mut big: Vec<u8> = (0..12_000_000u32).map(|i| (i % 253) as u8).collect();
+        let expected = big.clone();
+        let head = [9u8; 5];
+        let req = SendRequest::new();
+        b.send_noncontig(
+            0,
+            req.clone(),
+            header(FrameKind::Control, head.len() + big.len(), 1),
+            &[&head, &big],
+        )
+        .unwrap();
+        assert!(b.backlog(0) > 0, "the socket could not take it all");
+        // The caller's memory is free again.
+        big.iter_mut().for_each(|x| *x = 0);
+        // Frames sent after it, gathered or not, come after it.
+        b.istart_contig(
+            0,
+            header(FrameKind::Control, 3, 2),
+            SendData::Bytes(vec![1, 2, 3]),
+        )
+        .unwrap();
+        b.send_noncontig(
+            0,
+            SendRequest::new(),
+            header(FrameKind::Control, 4, 3),
+            &[b"ab", b"", b"cd"],
+        )
+        .unwrap();
+        poll_until(&[&a, &b], || {
+            lock(&ra.frames).len() == 3 && req.is_complete()
+        });
+        let frames = lock(&ra.frames);
+        assert_eq!(
+            frames.iter().map(|f| f.1.tag).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        assert_eq!(&frames[0].2[..5], &head);
+        assert!(
+            frames[0].2[5..] == expected[..],
+            "the gathered body arrived intact"
+        );
+        assert_eq!(frames[1].2, [1, 2, 3]);
+        assert_eq!(frames[2].2, b"abcd");
+        assert_eq!(b.backlog(0), 0);
     }
 
     #[test]

@@ -642,7 +642,15 @@ fn node_sends() -> i32 {
             }
             v
         });
-        let fill = |seq: u64| (seq as usize * 13) % 200;
+        // Every ninth a large one, sent by `sync_node_send` (seq % 3 == 0):
+        // over tcp it goes from the sender's own buffer.
+        let fill = |seq: u64| {
+            if seq % 9 == 3 {
+                70_000 + seq as usize
+            } else {
+                (seq as usize * 13) % 200
+            }
+        };
         let h = {
             let tally = tally.clone();
             converse::register_handler(move |msg: Message| {
