@@ -1,0 +1,350 @@
+//! The bytes of the Converse Client-Server protocol (CCS), as Charm++'s
+//! clients and servers exchange them (`ccs-protocol.md`): request headers,
+//! replies, the authentication hashes and handshake, and the auth file.
+//!
+//! Both ends use this crate: the server inside a Converse job
+//! (`converse::ccs`) and the clients (`converse-ccs`, the `ccs` tool), so
+//! the two cannot drift apart. Nothing here does I/O.
+//!
+//! # Invariants
+//!
+//! - Every integer on the wire is 4 bytes, big-endian.
+//! - [`parse_incoming`] never trusts a length: it refuses sizes above the
+//!   limits it is given before anything is allocated, and a name without
+//!   its terminating NUL.
+//! - [`hash`] is SHA-1 over exactly 52 bytes, as Charm++ computes it.
+mod auth;
+mod parse;
+
+pub use auth::{
+    AuthKeys, Key, KeyError, OTP_LINE_PREFIX, hash, identity_reply, parse_auth_file, parse_key,
+};
+pub use parse::{AuthPart, Incoming, Limits, Parsed, Request, parse_incoming};
+
+/// Bytes of a request header: data length, destination, handler name.
+pub const HEADER_LEN: usize = 40;
+/// Bytes of the NUL-padded handler name; names are shorter.
+pub const NAME_LEN: usize = 32;
+/// First byte of every authenticated connection.
+pub const AUTH_MARK: u8 = 0x80;
+/// Bytes of a hash ([`hash`]).
+pub const HASH_LEN: usize = 20;
+/// Destination of a broadcast request.
+pub const BROADCAST: i32 = -1;
+
+/// What goes wrong with bytes that claim to be CCS.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WireError {
+    /// The first byte is neither a plain header's (below 0x20) nor
+    /// [`AUTH_MARK`].
+    BadFirstByte(u8),
+    /// An authenticated connection's second and third bytes name no
+    /// known operation.
+    BadAuthOp([u8; 2]),
+    /// The handler name fills all 32 bytes: no terminating NUL.
+    UnterminatedName,
+    /// The handler name is not UTF-8.
+    NameNotUtf8,
+    /// A handler name of 32 bytes or more (when encoding).
+    NameTooLong(usize),
+    /// A data length above the limit.
+    TooLong { len: u64, max: usize },
+    /// A multicast to more PEs than the limit.
+    TooManyPes { count: u64, max: usize },
+    /// A multicast PE list entry that is negative.
+    NegativePe(i32),
+}
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::BadFirstByte(b) => write!(
+                f,
+                "first byte {b:#04x} starts neither a request header (below 0x20) nor an authenticated connection (0x80)"
+            ),
+            WireError::BadAuthOp([a, b]) => {
+                write!(f, "unknown authenticated operation {a:#04x} {b:#04x}")
+            }
+            WireError::UnterminatedName => {
+                write!(f, "the handler name has no terminating NUL in its 32 bytes")
+            }
+            WireError::NameNotUtf8 => write!(f, "the handler name is not UTF-8"),
+            WireError::NameTooLong(n) => write!(
+                f,
+                "a handler name of {n} bytes: names are shorter than {NAME_LEN} bytes"
+            ),
+            WireError::TooLong { len, max } => {
+                write!(
+                    f,
+                    "a request of {len} bytes: the most this server takes is {max}"
+                )
+            }
+            WireError::TooManyPes { count, max } => {
+                write!(f, "a multicast to {count} PEs: the job has {max}")
+            }
+            WireError::NegativePe(pe) => write!(f, "PE {pe} in a multicast list"),
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
+
+/// Where a request goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Dest {
+    /// One PE.
+    Pe(u32),
+    /// Every PE; the replies are merged.
+    Broadcast,
+    /// The listed PEs; the replies are merged.
+    Multicast(Vec<u32>),
+}
+
+impl Dest {
+    /// The header's destination field.
+    pub fn field(&self) -> i32 {
+        match self {
+            Dest::Pe(pe) => *pe as i32,
+            Dest::Broadcast => BROADCAST,
+            Dest::Multicast(pes) => -(pes.len() as i32),
+        }
+    }
+}
+
+/// A request header: `[data length][destination][name, NUL-padded]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestHeader {
+    /// Bytes of request data (not counting a multicast PE list).
+    pub len: u32,
+    /// ≥ 0: one PE; −1: broadcast; ≤ −2: multicast to −`dest` PEs.
+    pub dest: i32,
+    /// The name field as sent.
+    pub name: [u8; NAME_LEN],
+}
+
+impl RequestHeader {
+    /// A header for `handler` (shorter than 32 bytes) to `dest` with `len`
+    /// bytes of data.
+    pub fn new(handler: &str, dest: i32, len: u32) -> Result<RequestHeader, WireError> {
+        if handler.len() >= NAME_LEN {
+            return Err(WireError::NameTooLong(handler.len()));
+        }
+        let mut name = [0u8; NAME_LEN];
+        name[..handler.len()].copy_from_slice(handler.as_bytes());
+        Ok(RequestHeader { len, dest, name })
+    }
+
+    /// The 40 bytes on the wire.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        b[0..4].copy_from_slice(&self.len.to_be_bytes());
+        b[4..8].copy_from_slice(&self.dest.to_be_bytes());
+        b[8..].copy_from_slice(&self.name);
+        b
+    }
+
+    /// The header in `b`, as sent (names are checked by
+    /// [`RequestHeader::handler`]).
+    pub fn decode(b: &[u8; HEADER_LEN]) -> RequestHeader {
+        RequestHeader {
+            len: be_u32(&b[0..4]),
+            dest: be_u32(&b[4..8]) as i32,
+            name: b[8..].try_into().expect("32 bytes"),
+        }
+    }
+
+    /// The handler name: the bytes before the first NUL.
+    pub fn handler(&self) -> Result<&str, WireError> {
+        let end = self
+            .name
+            .iter()
+            .position(|&c| c == 0)
+            .ok_or(WireError::UnterminatedName)?;
+        std::str::from_utf8(&self.name[..end]).map_err(|_| WireError::NameNotUtf8)
+    }
+
+    /// PEs listed after the header: −`dest` for a multicast, else 0.
+    pub fn list_len(&self) -> u64 {
+        if self.dest <= -2 {
+            -(self.dest as i64) as u64
+        } else {
+            0
+        }
+    }
+}
+
+/// A whole unauthenticated request: header, PE list, data.
+pub fn encode_request(handler: &str, dest: &Dest, data: &[u8]) -> Result<Vec<u8>, WireError> {
+    let mut out = Vec::with_capacity(HEADER_LEN + data.len());
+    append_request(&mut out, handler, dest, data)?;
+    Ok(out)
+}
+
+/// Appends header, PE list and data to `out`; the header's 40 bytes start
+/// where `out` ended.
+fn append_request(
+    out: &mut Vec<u8>,
+    handler: &str,
+    dest: &Dest,
+    data: &[u8],
+) -> Result<(), WireError> {
+    let len = u32::try_from(data.len())
+        .ok()
+        .filter(|&l| l < 1 << 29)
+        .ok_or(WireError::TooLong {
+            len: data.len() as u64,
+            max: (1 << 29) - 1,
+        })?;
+    if let Dest::Multicast(pes) = dest {
+        if pes.len() < 2 {
+            // −1 means broadcast and 0 means PE 0: a list needs two PEs.
+            return Err(WireError::TooManyPes {
+                count: pes.len() as u64,
+                max: 0,
+            });
+        }
+    }
+    out.extend_from_slice(&RequestHeader::new(handler, dest.field(), len)?.encode());
+    if let Dest::Multicast(pes) = dest {
+        for pe in pes {
+            out.extend_from_slice(&(*pe as i32).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(data);
+    Ok(())
+}
+
+/// What a client holds after the identity handshake.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClientIdentity {
+    /// The key of its security level.
+    pub key: Key,
+    /// Its security level.
+    pub level: u8,
+    /// The id the server gave it.
+    pub client_id: u32,
+    /// Its salt: incremented after every request, by both sides.
+    pub salt: u32,
+}
+
+/// A whole authenticated request (`80 00 00 LL` …) from `who` (whose salt
+/// the caller increments afterwards); the reply will be prefixed with
+/// `hash(key, reply_salt)`.
+pub fn encode_auth_request(
+    who: &ClientIdentity,
+    reply_salt: u32,
+    handler: &str,
+    dest: &Dest,
+    data: &[u8],
+) -> Result<Vec<u8>, WireError> {
+    let mut out = vec![AUTH_MARK, 0, 0, who.level];
+    out.extend_from_slice(&who.client_id.to_be_bytes());
+    out.extend_from_slice(&reply_salt.to_be_bytes());
+    let hash_at = out.len();
+    out.extend_from_slice(&[0; HASH_LEN]);
+    let header_at = out.len();
+    append_request(&mut out, handler, dest, data)?;
+    let head16: [u8; 16] = out[header_at..header_at + 16].try_into().expect("16 bytes");
+    let h = hash(&who.key, who.salt, Some(&head16));
+    out[hash_at..hash_at + HASH_LEN].copy_from_slice(&h);
+    Ok(out)
+}
+
+/// The first message of an identity handshake: `80 00 01 LL` then the
+/// client's salt.
+pub fn encode_identity_request(level: u8, client_salt: u32) -> [u8; 8] {
+    let mut b = [AUTH_MARK, 0, 1, level, 0, 0, 0, 0];
+    b[4..].copy_from_slice(&client_salt.to_be_bytes());
+    b
+}
+
+/// The 4-byte length that starts a reply (after the hash of an
+/// authenticated one).
+pub fn reply_header(len: usize) -> [u8; 4] {
+    (len as u32).to_be_bytes()
+}
+
+/// The reply to `ccs_getinfo`: the number of nodes, then each node's PE
+/// count.
+pub fn encode_getinfo(node_sizes: &[u32]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(4 * (node_sizes.len() + 1));
+    out.extend_from_slice(&(node_sizes.len() as u32).to_be_bytes());
+    for n in node_sizes {
+        out.extend_from_slice(&n.to_be_bytes());
+    }
+    out
+}
+
+/// The node sizes in a `ccs_getinfo` reply, if it is one.
+pub fn decode_getinfo(reply: &[u8]) -> Option<Vec<u32>> {
+    let (count, rest) = (reply.len() >= 4).then(|| reply.split_at(4))?;
+    let count = be_u32(count) as usize;
+    (rest.len() == count.checked_mul(4)?).then(|| rest.chunks(4).map(be_u32).collect())
+}
+
+/// A big-endian u32 from the first 4 bytes of `b`.
+pub fn be_u32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_header_is_length_destination_and_padded_name_big_endian() {
+        let b = RequestHeader::new("ccs_getinfo", -3, 0x0102_0304)
+            .unwrap()
+            .encode();
+        assert_eq!(&b[0..4], &[1, 2, 3, 4]);
+        assert_eq!(&b[4..8], &[0xff, 0xff, 0xff, 0xfd]);
+        assert_eq!(&b[8..19], b"ccs_getinfo");
+        assert!(b[19..].iter().all(|&c| c == 0));
+        let h = RequestHeader::decode(&b);
+        assert_eq!(
+            (h.len, h.dest, h.handler()),
+            (0x0102_0304, -3, Ok("ccs_getinfo"))
+        );
+        assert_eq!(h.list_len(), 3);
+        assert_eq!(
+            RequestHeader::new(&"x".repeat(32), 0, 0),
+            Err(WireError::NameTooLong(32))
+        );
+        assert!(RequestHeader::new(&"x".repeat(31), 0, 0).is_ok());
+    }
+
+    #[test]
+    fn a_name_filling_its_field_is_unterminated() {
+        let mut b = RequestHeader::new("a", 0, 0).unwrap().encode();
+        b[8..].fill(b'a');
+        assert_eq!(
+            RequestHeader::decode(&b).handler(),
+            Err(WireError::UnterminatedName)
+        );
+    }
+
+    #[test]
+    fn requests_carry_their_pe_list_between_header_and_data() {
+        let r = encode_request("h", &Dest::Multicast(vec![3, 1]), b"xyz").unwrap();
+        assert_eq!(r.len(), 40 + 8 + 3);
+        assert_eq!(&r[4..8], &(-2i32).to_be_bytes());
+        assert_eq!(&r[40..48], &[0, 0, 0, 3, 0, 0, 0, 1]);
+        assert_eq!(&r[48..], b"xyz");
+        assert_eq!(
+            encode_request("h", &Dest::Broadcast, b"")
+                .unwrap()
+                .get(4..8),
+            Some(&[0xff; 4][..])
+        );
+        assert!(encode_request("h", &Dest::Multicast(vec![1]), b"").is_err());
+    }
+
+    #[test]
+    fn getinfo_round_trips_and_refuses_short_replies() {
+        let r = encode_getinfo(&[2, 3]);
+        assert_eq!(r, [0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 3]);
+        assert_eq!(decode_getinfo(&r), Some(vec![2, 3]));
+        assert_eq!(decode_getinfo(&r[..11]), None);
+        assert_eq!(decode_getinfo(&[0xff; 4]), None);
+    }
+}
