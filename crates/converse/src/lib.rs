@@ -46,6 +46,7 @@
 pub struct ReadmeDoctests;
 
 pub mod ccd;
+pub mod ccs;
 pub mod cmi;
 pub mod csd;
 pub mod cth;

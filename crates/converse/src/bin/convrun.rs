@@ -91,6 +91,8 @@ const RUNTIME_FLAGS_WITH_VALUE: &[&str] = &[
     "++server-port",
     "++server-auth",
     "++server-bind",
+    "++server-max-request",
+    "++server-reply-timeout",
 ];
 
 /// How long the other processes get to end by themselves after one died.

@@ -52,6 +52,9 @@ pub(crate) fn on_delivery(pe: &Pe, msg: Message) {
         Some(kind @ (Kind::QdStart | Kind::QdRequest | Kind::QdReply | Kind::QdDone)) => {
             crate::ccd::quiescence::on_message(pe, kind, msg)
         }
+        Some(kind @ (Kind::CcsDispatch | Kind::CcsRequest | Kind::CcsReply)) => {
+            crate::ccs::on_message(pe, kind, msg)
+        }
         None => Reader::new(&msg, "runtime message").malformed(&format!(
             "unknown runtime message kind {}",
             msg.header().handler

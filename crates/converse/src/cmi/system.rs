@@ -28,6 +28,12 @@ pub(crate) enum Kind {
     QdDone = 6,
     /// "Does this group exist?", to the group's creator (`cmi::group`).
     GroupQuery = 7,
+    /// A CCS request for PE 0 to send on to its PEs (`ccs`).
+    CcsDispatch = 8,
+    /// A CCS request for the receiving PE's handler.
+    CcsRequest = 9,
+    /// A CCS reply, for the process of the CCS server.
+    CcsReply = 10,
 }
 
 impl Kind {
@@ -40,15 +46,25 @@ impl Kind {
             5 => Kind::QdReply,
             6 => Kind::QdDone,
             7 => Kind::GroupQuery,
+            8 => Kind::CcsDispatch,
+            9 => Kind::CcsRequest,
+            10 => Kind::CcsReply,
             _ => return None,
         })
     }
 
     /// Quiescence detection's own messages are not counted by it.
     fn counted(self) -> bool {
+        // CCS traffic comes from outside the job: it never keeps it busy.
         !matches!(
             self,
-            Kind::QdStart | Kind::QdRequest | Kind::QdReply | Kind::QdDone
+            Kind::QdStart
+                | Kind::QdRequest
+                | Kind::QdReply
+                | Kind::QdDone
+                | Kind::CcsDispatch
+                | Kind::CcsRequest
+                | Kind::CcsReply
         )
     }
 }
@@ -126,8 +142,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kinds_round_trip_and_qd_is_not_counted() {
-        for raw in 1..=7 {
+    fn kinds_round_trip_and_qd_and_ccs_are_not_counted() {
+        for raw in 1..=10 {
             let kind = Kind::from_raw(raw).unwrap();
             assert_eq!(kind as u32, raw);
             let msg = message(kind, &[raw as u64], b"x");
@@ -135,7 +151,11 @@ mod tests {
             assert_ne!(msg.header().flags & FLAG_SYSTEM, 0);
             assert_eq!(msg.header().flags & FLAG_NO_QD == 0, kind.counted());
         }
-        assert!(Kind::from_raw(0).is_none() && Kind::from_raw(8).is_none());
+        assert!(Kind::from_raw(0).is_none() && Kind::from_raw(11).is_none());
+        assert!(
+            !Kind::CcsRequest.counted(),
+            "CCS traffic comes from outside the job"
+        );
     }
 
     #[test]

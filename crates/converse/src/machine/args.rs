@@ -21,6 +21,25 @@ pub struct Flags {
     /// `+stacksize S`: default stack size of user-level threads, in bytes
     /// (a `K` or `M` suffix multiplies by 1024 or 1024²).
     pub stack_size: Option<usize>,
+    /// `++server` and its options: the job runs a CCS server.
+    pub server: Option<ServerFlags>,
+}
+
+/// The CCS server's flags. Any of them asks for a server.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ServerFlags {
+    /// `++server-port N`: the port to listen on (0: any free one).
+    pub port: u16,
+    /// `++server-auth FILE`: the auth file (authenticated requests).
+    pub auth: Option<String>,
+    /// `++server-bind ADDR`: the address to listen on (default: loopback
+    /// only without an auth file, every address with one).
+    pub bind: Option<String>,
+    /// `++server-max-request BYTES`: the largest request data accepted.
+    pub max_request: Option<usize>,
+    /// `++server-reply-timeout S`: how long a request may wait for its
+    /// reply before its connection is closed.
+    pub reply_timeout: Option<u64>,
 }
 
 /// A command line the runtime cannot accept.
@@ -56,7 +75,8 @@ impl fmt::Display for ArgError {
         match self {
             ArgError::UnknownFlag(flag) => write!(
                 f,
-                "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M, ++spantree-branch K and +stacksize S)"
+                "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M, ++spantree-branch K, +stacksize S, \
+                 ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES and ++server-reply-timeout S)"
             ),
             ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
             ArgError::BadValue {
@@ -100,6 +120,7 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
         ppn: None,
         branch: None,
         stack_size: None,
+        server: None,
     };
     let mut rest = Vec::with_capacity(args.len());
     let mut words = args.iter();
@@ -112,6 +133,54 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
             continue;
         }
         let (name, glued) = split_flag(word);
+        if name == "++server" {
+            flags.server.get_or_insert_with(ServerFlags::default);
+            continue;
+        }
+        if let Some(option) = name.strip_prefix("++server-") {
+            let value = match glued {
+                Some(v) => v.to_string(),
+                None => words
+                    .next()
+                    .ok_or_else(|| ArgError::MissingValue(name.to_string()))?
+                    .clone(),
+            };
+            let server = flags.server.get_or_insert_with(ServerFlags::default);
+            let bad = |expected| ArgError::BadValue {
+                flag: name.to_string(),
+                value: value.clone(),
+                expected,
+            };
+            match option {
+                "port" => {
+                    server.port = value
+                        .parse()
+                        .map_err(|_| bad("a port number from 0 to 65535"))?
+                }
+                "auth" => server.auth = Some(value.clone()),
+                "bind" => server.bind = Some(value.clone()),
+                "max-request" => {
+                    server.max_request = Some(
+                        value
+                            .parse()
+                            .ok()
+                            .filter(|&n: &usize| n < 1 << 29)
+                            .ok_or_else(|| bad("a byte count below 2^29"))?,
+                    )
+                }
+                "reply-timeout" => {
+                    server.reply_timeout = Some(
+                        value
+                            .parse()
+                            .ok()
+                            .filter(|&s: &u64| s > 0)
+                            .ok_or_else(|| bad("a whole number of seconds, at least 1"))?,
+                    )
+                }
+                _ => return Err(ArgError::UnknownFlag(word.clone())),
+            }
+            continue;
+        }
         if name == "+stacksize" {
             let value = match glued {
                 Some(v) => v.to_string(),
@@ -174,6 +243,22 @@ fn stack_bytes(value: &str) -> Result<usize, ArgError> {
 
 /// `+p4` -> ("+p", Some("4")); `++ppn` -> ("++ppn", None); `+foo` -> ("+foo", None).
 fn split_flag(word: &str) -> (&str, Option<&str>) {
+    const SERVER: [&str; 5] = [
+        "++server-port",
+        "++server-auth",
+        "++server-bind",
+        "++server-max-request",
+        "++server-reply-timeout",
+    ];
+    for name in SERVER {
+        if let Some(value) = word.strip_prefix(name) {
+            return match value.strip_prefix('=') {
+                Some(v) => (name, Some(v)),
+                None if value.is_empty() => (name, None),
+                None => (word, None),
+            };
+        }
+    }
     for name in ["++spantree-branch", "++ppn", "+stacksize", "+p"] {
         if let Some(value) = word.strip_prefix(name) {
             if value.is_empty() {
@@ -205,6 +290,7 @@ mod tests {
                 ppn: Some(2),
                 branch: None,
                 stack_size: None,
+                server: None,
             }
         );
         assert_eq!(rest, words("prog a b"));
@@ -216,6 +302,7 @@ mod tests {
                 ppn: Some(4),
                 branch: None,
                 stack_size: None,
+                server: None,
             }
         );
         assert_eq!(rest, words("prog x"));
@@ -224,6 +311,44 @@ mod tests {
         let (f, rest) = parse(&words("prog ++spantree-branch 2 y +p2")).unwrap();
         assert_eq!((f.branch, f.pes), (Some(2), Some(2)));
         assert_eq!(rest, words("prog y"));
+    }
+
+    #[test]
+    fn server_flags_ask_for_a_server() {
+        let (f, rest) = parse(&words("prog ++server a")).unwrap();
+        assert_eq!(f.server, Some(ServerFlags::default()));
+        assert_eq!(rest, words("prog a"));
+        let (f, rest) = parse(&words(
+            "prog ++server-port 1234 ++server-auth=keys b ++server-bind 0.0.0.0 ++server-max-request 100 ++server-reply-timeout 5",
+        ))
+        .unwrap();
+        assert_eq!(
+            f.server,
+            Some(ServerFlags {
+                port: 1234,
+                auth: Some("keys".into()),
+                bind: Some("0.0.0.0".into()),
+                max_request: Some(100),
+                reply_timeout: Some(5),
+            })
+        );
+        assert_eq!(rest, words("prog b"));
+        for bad in [
+            "++server-port 70000",
+            "++server-max-request x",
+            "++server-reply-timeout 0",
+        ] {
+            let err = parse(&words(&format!("prog {bad}"))).unwrap_err();
+            assert!(matches!(err, ArgError::BadValue { .. }), "{bad}: {err}");
+        }
+        assert!(matches!(
+            parse(&words("prog ++server-colour red")),
+            Err(ArgError::UnknownFlag(_))
+        ));
+        assert_eq!(
+            parse(&words("prog ++server-port")).unwrap_err(),
+            ArgError::MissingValue("++server-port".into())
+        );
     }
 
     #[test]
@@ -255,6 +380,7 @@ mod tests {
                 ppn: None,
                 branch: None,
                 stack_size: None,
+                server: None,
             }
         );
         assert_eq!(rest, words("prog 12 -v"));

@@ -87,6 +87,8 @@ pub(crate) struct Job {
     pub net: Option<Arc<crate::net::network::Network>>,
     /// The program's arguments, runtime flags removed, program name first.
     pub args: Vec<String>,
+    /// CCS handler names, and the server if this process runs it.
+    pub ccs: crate::ccs::CcsState,
     /// When the job started; `timer()` counts from here.
     pub start: Instant,
     /// More PEs than cores: idle PEs should not spin.
@@ -145,6 +147,7 @@ impl Job {
                 })
                 .collect(),
             args,
+            ccs: Default::default(),
             start: Instant::now(),
             oversubscribed: local_pes > cores,
             branch: crate::cmi::spantree::DEFAULT_BRANCH,

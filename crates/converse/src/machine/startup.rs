@@ -156,6 +156,12 @@ impl Converse {
             job.stack_size = size;
         }
         let job = Arc::new(job);
+        if let Some(server) = &flags.server {
+            if job.first_node == 0 {
+                let handle = crate::ccs::server::start(&job, server).map_err(ArgError::Launch)?;
+                let _ = job.ccs.server.set(handle);
+            }
+        }
         if let Some(net) = &job.net {
             net.start(&job);
             if job.first_node == 0 {
@@ -203,6 +209,7 @@ impl Converse {
         let others = spawn_pes(&job, &start, mode);
         pe_body(&job, job.first_pe, Role::Worker, &start, mode);
         join_all(&job, others);
+        stop_ccs(&job);
         end_network(&job);
         if let Some(payload) = job.take_panic() {
             std::panic::resume_unwind(payload);
@@ -305,6 +312,13 @@ fn teardown(job: &Job) {
     record_unwind(job, result);
 }
 
+/// Stops the job's CCS server, if this process runs it.
+fn stop_ccs(job: &Job) {
+    if let Some(server) = job.ccs.server.get() {
+        crate::ccs::server::stop(server);
+    }
+}
+
 /// In a multi-process job, once this process's PEs have all finished: the
 /// exit protocol with the other processes (see `net::network`).
 fn end_network(job: &Job) {
@@ -397,6 +411,7 @@ pub(crate) fn finish_returned_main(code: i32) -> i32 {
     job.request_exit(code);
     join_all(&job, others);
     teardown(&job);
+    stop_ccs(&job);
     end_network(&job);
     if let Some(payload) = job.take_panic() {
         std::panic::resume_unwind(payload);

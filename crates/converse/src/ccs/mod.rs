@@ -1,0 +1,367 @@
+//! The Converse Client-Server interface (CCS), server side: programs
+//! register handlers by name; clients outside the job call them over TCP
+//! (`ccs-protocol.md`) and get their replies.
+//!
+//! # How a request travels
+//!
+//! 1. The server thread (`server`, in the process of PE 0) reads a request
+//!    and checks it: the handler name is known, the destination PEs exist,
+//!    a broadcast or multicast has a merge function. A request that fails
+//!    is answered at once with an empty reply and a diagnostic on stderr.
+//! 2. It gives PE 0 a `CcsDispatch` system message (its inbox takes
+//!    messages from any thread), which sends a `CcsRequest` to each
+//!    destination PE.
+//! 3. On the destination PE the request becomes an ordinary message of the
+//!    registered handler, with the request data as payload, run at once
+//!    with this PE's request context set ([`is_remote_request`],
+//!    [`caller_id`], [`send_reply`], [`delay_reply`], [`no_reply`]).
+//! 4. The reply goes back as a `CcsReply` to PE 0's process (directly to
+//!    the server when the PE lives there), which writes it to the client:
+//!    at once for one PE, merged once every PE answered for broadcast and
+//!    multicast. A handler that returns without replying (or delaying)
+//!    yields an empty reply.
+//!
+//! # Concurrency protocol
+//!
+//! The handler-name table (`CcsState`) is per job, shared by the
+//! process's PEs and the server thread behind a mutex. A request context
+//! lives on its PE's thread only (a thread-local set for the duration of
+//! the handler). Replies reach the server through its queue and waker
+//! (`server::ServerHandle`), from any thread.
+pub mod merge;
+pub(crate) mod server;
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::cmi::system::{self, Kind, Reader};
+use crate::machine::pe::{self, Pe};
+use crate::msg::message::{FLAG_NO_QD, Message};
+
+pub use merge::MergeFn;
+
+/// What a handler answers to a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Reply {
+    /// These bytes (maybe none).
+    Data(Vec<u8>),
+    /// Close the connection without a reply (`CcsNoReply`).
+    Nothing,
+}
+
+/// A registered CCS handler.
+#[derive(Clone)]
+pub(crate) struct Entry {
+    /// Its Converse handler index.
+    pub index: usize,
+    /// How broadcast and multicast replies are combined.
+    pub merge: Option<MergeFn>,
+}
+
+/// The CCS state of one job (in each process).
+#[derive(Default)]
+pub(crate) struct CcsState {
+    /// Handler names, as registered by this process's PEs.
+    pub names: Mutex<HashMap<String, Entry>>,
+    /// The server, in the process of PE 0 when the job runs one.
+    pub server: OnceLock<Arc<server::ServerHandle>>,
+}
+
+impl CcsState {
+    /// The handler registered as `name`.
+    pub fn entry(&self, name: &str) -> Option<Entry> {
+        lock(&self.names).get(name).cloned()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The request a PE's running handler was called for.
+#[derive(Clone, Copy)]
+struct Context {
+    token: u64,
+    caller: ([u8; 4], u16),
+    /// A reply was sent, delayed or refused: nothing more is owed.
+    answered: bool,
+}
+
+thread_local! {
+    static CONTEXT: RefCell<Option<Context>> = const { RefCell::new(None) };
+}
+
+/// Names are shorter than 32 bytes (they travel in a 32-byte field with
+/// their terminating NUL).
+fn check_name(name: &str) {
+    if name.len() >= ccs_wire::NAME_LEN || name.contains('\0') {
+        crate::machine::exit::abort(&format!(
+            "CCS handler name {name:?} is too long or holds a NUL: names are shorter than {} bytes",
+            ccs_wire::NAME_LEN
+        ));
+    }
+}
+
+/// Registers `f` as a Converse handler (as [`register_handler`] does) and
+/// under `name` for CCS clients (`CcsRegisterHandler`). Call it on every
+/// PE, like any handler registration. Returns the handler index.
+///
+/// [`register_handler`]: crate::register_handler
+#[doc(alias = "CcsRegisterHandler")]
+pub fn register_handler<F: Fn(Message) + 'static>(name: &str, f: F) -> usize {
+    check_name(name);
+    let index = crate::msg::register_handler(f);
+    use_handler(name, index);
+    index
+}
+
+/// Makes the existing Converse handler `index` callable by CCS clients as
+/// `name` (`CcsUseHandler`).
+#[doc(alias = "CcsUseHandler")]
+pub fn use_handler(name: &str, index: usize) {
+    check_name(name);
+    pe::with(|pe| {
+        let mut names = lock(&pe.job.ccs.names);
+        let merge = names.get(name).and_then(|e| e.merge.clone());
+        names.insert(name.to_string(), Entry { index, merge });
+    });
+}
+
+/// Sets how the replies of a broadcast or multicast request to `name` are
+/// combined into the one the client gets (`CcsSetMergeFn`); see
+/// [`merge`](mod@merge) for the provided ones. The handler must be
+/// registered first.
+#[doc(alias = "CcsSetMergeFn")]
+pub fn set_merge_fn(name: &str, merge: MergeFn) {
+    pe::with(|pe| match lock(&pe.job.ccs.names).get_mut(name) {
+        Some(entry) => entry.merge = Some(merge),
+        None => crate::machine::exit::abort(&format!(
+            "set_merge_fn for CCS handler {name:?}, which is not registered"
+        )),
+    });
+}
+
+/// The address the job's CCS server listens on (`++server`), on PEs of
+/// the process that runs it; `None` elsewhere or without a server.
+pub fn server_address() -> Option<std::net::SocketAddr> {
+    pe::with(|pe| pe.job.ccs.server.get().map(|s| s.addr))
+}
+
+/// True: this build has CCS (`CcsEnabled`). It does not say whether the
+/// job runs a server (`++server`).
+#[doc(alias = "CcsEnabled")]
+pub fn enabled() -> bool {
+    true
+}
+
+/// True while a handler runs for a CCS request (`CcsIsRemoteRequest`),
+/// false for an ordinary message.
+#[doc(alias = "CcsIsRemoteRequest")]
+pub fn is_remote_request() -> bool {
+    CONTEXT.with(|c| c.borrow().is_some())
+}
+
+/// The IPv4 address and TCP port of the client whose request is being
+/// handled (`CcsCallerId`); `None` outside a CCS handler.
+#[doc(alias = "CcsCallerId")]
+pub fn caller_id() -> Option<([u8; 4], u16)> {
+    CONTEXT.with(|c| c.borrow().map(|ctx| ctx.caller))
+}
+
+/// Sends `reply` to the client of the request being handled
+/// (`CcsSendReply`). For a broadcast or multicast request every PE's
+/// handler replies and the replies are merged.
+///
+/// # Panics
+/// Outside a CCS handler, or if this request was already answered.
+#[doc(alias = "CcsSendReply")]
+pub fn send_reply(reply: &[u8]) {
+    let token = take_context("send_reply");
+    answer(token, Reply::Data(reply.to_vec()));
+}
+
+/// Answers the request being handled with no reply at all: the client's
+/// connection is closed (`CcsNoReply`).
+#[doc(alias = "CcsNoReply")]
+pub fn no_reply() {
+    let token = take_context("no_reply");
+    answer(token, Reply::Nothing);
+}
+
+/// A reply owed to a client, to be sent later from any PE
+/// ([`delay_reply`]).
+#[derive(Debug)]
+#[must_use = "a delayed reply that is never sent leaves its client waiting until the server's reply timeout"]
+pub struct DelayedReply {
+    token: u64,
+}
+
+impl DelayedReply {
+    /// Sends the reply (`CcsSendDelayedReply`); from any PE, any time.
+    #[doc(alias = "CcsSendDelayedReply")]
+    pub fn send(self, reply: &[u8]) {
+        answer(self.token, Reply::Data(reply.to_vec()));
+    }
+
+    /// Closes the client's connection without a reply.
+    pub fn no_reply(self) {
+        answer(self.token, Reply::Nothing);
+    }
+}
+
+/// Keeps the request being handled open after its handler returns
+/// (`CcsDelayReply`): the reply is sent later with [`DelayedReply::send`].
+///
+/// # Panics
+/// Outside a CCS handler, or if this request was already answered.
+#[doc(alias = "CcsDelayReply")]
+pub fn delay_reply() -> DelayedReply {
+    DelayedReply {
+        token: take_context("delay_reply"),
+    }
+}
+
+/// Marks the running request answered and returns its token.
+fn take_context(what: &str) -> u64 {
+    CONTEXT.with(|c| match c.borrow_mut().as_mut() {
+        Some(ctx) if !ctx.answered => {
+            ctx.answered = true;
+            ctx.token
+        }
+        Some(_) => panic!("{what}: this CCS request was already answered"),
+        None => panic!("{what} called outside a CCS handler"),
+    })
+}
+
+/// Gets `reply` to the server, from the calling PE.
+fn answer(token: u64, reply: Reply) {
+    pe::with(|pe| answer_from(pe, token, reply))
+}
+
+fn answer_from(pe: &Pe, token: u64, reply: Reply) {
+    if let Some(server) = pe.job.ccs.server.get() {
+        server.push_reply(token, reply);
+        return;
+    }
+    let (kind, bytes) = match reply {
+        Reply::Data(d) => (0, d),
+        Reply::Nothing => (1, Vec::new()),
+    };
+    pe.push_to_pe(0, system::message(Kind::CcsReply, &[token, kind], &bytes));
+}
+
+/// A runtime message of CCS reached the front of `pe`'s scheduler.
+pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
+    match kind {
+        Kind::CcsDispatch => on_dispatch(pe, &msg),
+        Kind::CcsRequest => on_request(pe, &msg),
+        Kind::CcsReply => {
+            let mut r = Reader::new(&msg, "CCS reply");
+            let token = r.word();
+            let reply = match r.word() {
+                0 => Reply::Data(r.rest().to_vec()),
+                1 => Reply::Nothing,
+                k => r.malformed(&format!("reply kind {k}")),
+            };
+            match pe.job.ccs.server.get() {
+                Some(server) => server.push_reply(token, reply),
+                None => r.malformed("a reply reached a process without the CCS server"),
+            }
+        }
+        _ => unreachable!("not a CCS kind: {kind:?}"),
+    }
+}
+
+/// The words of a request: token, caller address, caller port, name
+/// length; then the name and the data.
+fn request_words(token: u64, caller: ([u8; 4], u16), name: &str) -> [u64; 4] {
+    [
+        token,
+        u32::from_be_bytes(caller.0) as u64,
+        caller.1 as u64,
+        name.len() as u64,
+    ]
+}
+
+/// The message the server gives PE 0: a request for `targets`.
+pub(crate) fn dispatch_message(
+    token: u64,
+    caller: ([u8; 4], u16),
+    targets: &[u32],
+    name: &str,
+    data: &[u8],
+) -> Message {
+    let mut words = request_words(token, caller, name).to_vec();
+    words.push(targets.len() as u64);
+    words.extend(targets.iter().map(|&t| t as u64));
+    let mut bytes = Vec::with_capacity(name.len() + data.len());
+    bytes.extend_from_slice(name.as_bytes());
+    bytes.extend_from_slice(data);
+    system::message(Kind::CcsDispatch, &words, &bytes)
+}
+
+/// On PE 0: sends the request to each of its PEs.
+fn on_dispatch(pe: &Pe, msg: &Message) {
+    let mut r = Reader::new(msg, "CCS dispatch");
+    let words: Vec<u64> = (0..4).map(|_| r.word()).collect();
+    let count = r.index(pe.job.topo.num_pes() + 1);
+    let targets: Vec<usize> = (0..count).map(|_| r.index(pe.job.topo.num_pes())).collect();
+    let rest = r.rest();
+    for target in targets {
+        let request = system::message(Kind::CcsRequest, &words, rest);
+        if target == pe.pe {
+            on_request(pe, &request);
+        } else {
+            pe.push_to_pe(target, request);
+        }
+    }
+}
+
+/// On a destination PE: runs the handler for the request.
+fn on_request(pe: &Pe, msg: &Message) {
+    let mut r = Reader::new(msg, "CCS request");
+    let token = r.word();
+    let ip = (r.word() as u32).to_be_bytes();
+    let port = r.word() as u16;
+    let name_len = r.index(ccs_wire::NAME_LEN);
+    let rest = r.rest();
+    if rest.len() < name_len {
+        r.malformed("it ends inside the handler name");
+    }
+    let (name, data) = rest.split_at(name_len);
+    let name = String::from_utf8_lossy(name);
+    let Some(entry) = pe.job.ccs.entry(&name) else {
+        crate::machine::io::error(format_args!(
+            "converse: ccs: PE {}: no handler {name:?} here (register it on every PE); answered empty\n",
+            pe.pe
+        ));
+        answer_from(pe, token, Reply::Data(Vec::new()));
+        return;
+    };
+    let mut user = Message::from_payload(entry.index, data);
+    // From outside the job: quiescence detection never counted it created.
+    user.header_mut().flags = FLAG_NO_QD;
+    let outer = CONTEXT.with(|c| {
+        c.borrow_mut().replace(Context {
+            token,
+            caller: (ip, port),
+            answered: false,
+        })
+    });
+    // The context is restored even if the handler unwinds (an exit).
+    struct Restore(Option<Context>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let ctx = CONTEXT.with(|c| std::mem::replace(&mut *c.borrow_mut(), self.0.take()));
+            if let Some(ctx) = ctx {
+                if !ctx.answered && !std::thread::panicking() {
+                    // Returned without replying: an empty reply.
+                    answer(ctx.token, Reply::Data(Vec::new()));
+                }
+            }
+        }
+    }
+    let _restore = Restore(outer);
+    pe.deliver(user);
+}
