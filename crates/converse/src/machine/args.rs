@@ -138,13 +138,7 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
             continue;
         }
         if let Some(option) = name.strip_prefix("++server-") {
-            let value = match glued {
-                Some(v) => v.to_string(),
-                None => words
-                    .next()
-                    .ok_or_else(|| ArgError::MissingValue(name.to_string()))?
-                    .clone(),
-            };
+            let value = value_of(name, glued, &mut words)?;
             let server = flags.server.get_or_insert_with(ServerFlags::default);
             let bad = |expected| ArgError::BadValue {
                 flag: name.to_string(),
@@ -182,13 +176,7 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
             continue;
         }
         if name == "+stacksize" {
-            let value = match glued {
-                Some(v) => v.to_string(),
-                None => words
-                    .next()
-                    .ok_or_else(|| ArgError::MissingValue(name.to_string()))?
-                    .clone(),
-            };
+            let value = value_of(name, glued, &mut words)?;
             flags.stack_size = Some(stack_bytes(&value)?);
             continue;
         }
@@ -198,13 +186,7 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
             "++spantree-branch" => &mut flags.branch,
             _ => return Err(ArgError::UnknownFlag(word.clone())),
         };
-        let value = match glued {
-            Some(v) => v.to_string(),
-            None => words
-                .next()
-                .ok_or_else(|| ArgError::MissingValue(name.to_string()))?
-                .clone(),
-        };
+        let value = value_of(name, glued, &mut words)?;
         *target = Some(positive(name, &value)?);
     }
     if let (Some(pes), Some(ppn)) = (flags.pes, flags.ppn) {
@@ -213,6 +195,22 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
         }
     }
     Ok((flags, rest))
+}
+
+/// A flag's value: glued to it (`+p4`, `++server-port=80`), or the next
+/// word.
+fn value_of<'a>(
+    name: &str,
+    glued: Option<&str>,
+    words: &mut impl Iterator<Item = &'a String>,
+) -> Result<String, ArgError> {
+    match glued {
+        Some(v) => Ok(v.to_string()),
+        None => words
+            .next()
+            .cloned()
+            .ok_or_else(|| ArgError::MissingValue(name.to_string())),
+    }
 }
 
 /// Smallest and largest `+stacksize`: 16 KiB (a few frames) to 1 GiB.

@@ -22,6 +22,7 @@ use crate::msg::handler::HandlerTable;
 use crate::msg::message::{
     ARRIVAL_FLAGS, FLAG_BUNDLE, FLAG_NO_QD, Message, SPECIAL_DELIVERY_FLAGS,
 };
+use crate::net::network::BORROWED_SEND_MIN;
 
 /// How the thread came to be a PE; decides what "leave now" means.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -184,15 +185,12 @@ impl Pe {
     /// another process goes from `msg`'s own bytes when the network can
     /// (`Network::send_borrowed`): no copy of its own.
     pub fn send_copy_to_pe(&self, dest: usize, msg: &Message) {
-        self.check_pe(dest, "send to");
-        if self.job.local_pe(dest).is_none() {
-            let node = self.job.topo.node_of(dest);
-            let net = self.job.remote();
-            if net.sends_borrowed(node, msg) {
-                self.count_created(1);
-                if net.send_borrowed(dest, 0, node, self.pe, msg) {
-                    self.net_posted.set(true);
-                }
+        // One length compare on the common path (small, or in-process).
+        if msg.len() >= BORROWED_SEND_MIN && self.job.net.is_some() {
+            self.check_pe(dest, "send to");
+            if self.job.local_pe(dest).is_none()
+                && self.send_borrowed(0, self.job.topo.node_of(dest), dest, msg)
+            {
                 self.throttle(Congested::Pe(dest));
                 return;
             }
@@ -202,19 +200,31 @@ impl Pe {
 
     /// [`Pe::send_copy_to_pe`] for a node send.
     pub fn send_copy_to_node(&self, node: usize, msg: &Message) {
-        self.check_node(node, "node send to");
-        if self.job.local_node(node).is_none() {
-            let net = self.job.remote();
-            if net.sends_borrowed(node, msg) {
-                self.count_created(1);
-                if net.send_borrowed(node, crate::net::network::FLAG_NODE, node, self.pe, msg) {
-                    self.net_posted.set(true);
-                }
+        if msg.len() >= BORROWED_SEND_MIN && self.job.net.is_some() {
+            self.check_node(node, "node send to");
+            if self.job.local_node(node).is_none()
+                && self.send_borrowed(crate::net::network::FLAG_NODE, node, node, msg)
+            {
                 self.throttle(Congested::Node(node));
                 return;
             }
         }
         self.send_to_node(node, msg.to_owned_copy());
+    }
+
+    /// Sends a copy of `msg` to `tag` on another process's node `node`
+    /// from `msg`'s own bytes, if that node's module gathers; false (nothing
+    /// sent) if not.
+    fn send_borrowed(&self, flags: u8, node: usize, tag: usize, msg: &Message) -> bool {
+        let net = self.job.remote();
+        if !net.gathers_to(node) {
+            return false;
+        }
+        self.count_created(1);
+        if net.send_borrowed(tag, flags, node, self.pe, msg) {
+            self.net_posted.set(true);
+        }
+        true
     }
 
     /// Flow control of a user's send to another process, when too much is

@@ -215,7 +215,7 @@ const SEND_LOW_WATER: usize = SEND_HIGH_WATER / 2 + (64 << 10);
 /// ([`Network::send_borrowed`]), which saves the copy `sync_send` makes
 /// (and the memory it holds while queued); smaller ones are copied and
 /// posted, so that a burst of them costs one system call, not one each.
-const BORROWED_SEND_MIN: usize = 64 << 10;
+pub(crate) const BORROWED_SEND_MIN: usize = 64 << 10;
 
 /// How long the progress thread waits between looks at whether PEs still
 /// poll: the longest an arrival waits when every PE is busy in handlers.
@@ -760,12 +760,12 @@ impl Network {
         self.send_message(node, FLAG_NODE, node, msg)
     }
 
-    /// True if a copying send of `msg` to node `node` goes straight from
-    /// the caller's buffer ([`Network::send_borrowed`]): a large message
-    /// whose VC's module gathers.
+    /// True if a copying send of a large message to node `node` goes
+    /// straight from the caller's buffer ([`Network::send_borrowed`]): the
+    /// node's VC's module gathers.
     #[inline]
-    pub fn sends_borrowed(&self, node: usize, msg: &Message) -> bool {
-        msg.len() >= BORROWED_SEND_MIN && self.module(node).gathers()
+    pub fn gathers_to(&self, node: usize) -> bool {
+        self.module(node).gathers()
     }
 
     /// Sends a copy of `msg`, stamped as a user message from PE `src`, to
