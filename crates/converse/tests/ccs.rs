@@ -1,11 +1,15 @@
 //! The CCS server of an in-process job, spoken to in raw bytes by a client
-//! thread: built-in `ccs_getinfo`, requests to one PE, broadcast and
-//! multicast replies merged, delayed replies sent from another PE, empty
-//! and absent replies, the request context, and every malformed request
-//! answered or closed without stopping the server.
+//! thread: built-ins `ccs_getinfo`, `perf_monitor` and `ccs_killport`,
+//! requests to one PE, broadcast and multicast replies merged (down the
+//! 4-ary tree), delayed replies sent from another PE, empty and absent
+//! replies, the request context, every malformed request answered or
+//! closed without stopping the server, a stalled client, the bound on
+//! buffered requests; and authentication (handshake, authenticated
+//! requests, wrong key, replayed salt, wrong level, the acceptance policy).
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
 
 use ccs_wire::{Dest, encode_request};
 use converse::{Converse, Message, ccs, my_pe};
@@ -49,7 +53,53 @@ fn int(v: i32) -> Vec<u8> {
 /// Results the client thread found, checked after the job ended.
 type Checks = Arc<Mutex<Vec<(String, bool)>>>;
 
-fn client(addr: SocketAddr, checks: Checks) {
+/// A `perf_monitor` reply for `pes` PEs: `perf`, then busy percentage and
+/// queue length per PE, then a NUL.
+fn perf_reply_ok(reply: &[u8], pes: usize) -> bool {
+    let Some(text) = reply
+        .strip_suffix(&[0])
+        .and_then(|t| t.strip_prefix(b"perf"))
+    else {
+        return false;
+    };
+    let Ok(text) = std::str::from_utf8(text) else {
+        return false;
+    };
+    let numbers: Vec<u64> = text
+        .split(' ')
+        .skip(1)
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    text.starts_with(' ')
+        && numbers.len() == 2 * pes
+        && text.split(' ').count() == 2 * pes + 1
+        && numbers.chunks(2).all(|c| c[0] <= 100)
+}
+
+/// Opens a connection that sends `bytes` and then holds, saying nothing.
+fn hold(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(bytes).expect("send");
+    s
+}
+
+/// True if the server closes `s` (within 20 s) without writing a byte.
+fn closed_silently(s: TcpStream) -> bool {
+    closed_within(s, Duration::from_secs(20))
+}
+
+/// True if the server closes `s` within `limit` without writing a byte.
+fn closed_within(mut s: TcpStream, limit: Duration) -> bool {
+    s.set_read_timeout(Some(limit)).unwrap();
+    let mut b = [0u8; 1];
+    match s.read(&mut b) {
+        Ok(0) => true,
+        Err(e) => e.kind() == std::io::ErrorKind::ConnectionReset,
+        Ok(_) => false,
+    }
+}
+
+fn client(addr: SocketAddr, checks: Checks, kill_port: u16) {
     let check = |what: &str, ok: bool| checks.lock().unwrap().push((what.to_string(), ok));
 
     // The layout, in the exact bytes: 2 nodes of 2 PEs. The request is
@@ -61,7 +111,7 @@ fn client(addr: SocketAddr, checks: Checks) {
     let raw = exchange(addr, &getinfo);
     check(
         "getinfo bytes",
-        raw == [0, 0, 0, 12, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2],
+        raw == [0, 0, 0, 16, 0, 0, 0, 3, 0, 0, 0, 2, 0, 0, 0, 2, 0, 0, 0, 2],
     );
 
     check(
@@ -69,12 +119,73 @@ fn client(addr: SocketAddr, checks: Checks) {
         call(addr, "echo", Dest::Pe(3), b"hello") == b"pe3:hello",
     );
     check(
-        "broadcast sum of PE numbers",
-        call(addr, "sum", Dest::Broadcast, b"") == int(6),
+        "broadcast sum of PE numbers (the tree is two levels deep)",
+        call(addr, "sum", Dest::Broadcast, b"") == int(15),
     );
     check(
         "multicast sum over PEs 1 and 3",
         call(addr, "sum", Dest::Multicast(vec![1, 3]), b"") == int(4),
+    );
+    check(
+        "multicast to all six in another order",
+        call(addr, "sum", Dest::Multicast(vec![5, 3, 1, 0, 2, 4]), b"") == int(15),
+    );
+    // Concatenated in the order the replies came: compared as a set.
+    let reply = String::from_utf8(call(
+        addr,
+        "count",
+        Dest::Multicast(vec![4, 0, 5, 2, 1]),
+        b"",
+    ))
+    .unwrap_or_default();
+    let mut pes: Vec<&str> = reply.split_inclusive('>').collect();
+    pes.sort();
+    check(
+        "each PE of a multicast runs the handler once",
+        pes == ["<0>", "<1>", "<2>", "<4>", "<5>"],
+    );
+    // The first perf_monitor starts the samplers; each reply follows a
+    // full sample.
+    for round in 0..2 {
+        let perf = call(addr, "perf_monitor", Dest::Pe(0), b"");
+        check(
+            &format!(
+                "perf_monitor reply {round}: {:?}",
+                String::from_utf8_lossy(&perf)
+            ),
+            perf_reply_ok(&perf, 6),
+        );
+    }
+    // PE 5 is busy in a handler for 2.5 s: the sample that ends that time
+    // (the next full one) shows it mostly busy.
+    let spinner = std::thread::spawn(move || call(addr, "spin", Dest::Pe(5), b""));
+    std::thread::sleep(Duration::from_millis(300));
+    let perf = call(addr, "perf_monitor", Dest::Pe(0), b"");
+    let busy5 = String::from_utf8_lossy(&perf)
+        .trim_end_matches('\0')
+        .split(' ')
+        .nth(11)
+        .and_then(|w| w.parse::<u64>().ok());
+    check(
+        &format!(
+            "perf_monitor shows PE 5 busy: {:?}",
+            String::from_utf8_lossy(&perf)
+        ),
+        perf_reply_ok(&perf, 6) && busy5.is_some_and(|b| b >= 50),
+    );
+    check(
+        "the busy handler replied",
+        spinner.join().unwrap() == b"done",
+    );
+    check(
+        "ccs_killport answered empty",
+        call(
+            addr,
+            "ccs_killport",
+            Dest::Pe(0),
+            &u32::from(kill_port).to_be_bytes(),
+        )
+        .is_empty(),
     );
     check(
         "delayed reply sent by PE 2",
@@ -105,7 +216,7 @@ fn client(addr: SocketAddr, checks: Checks) {
     );
     check(
         "a multicast naming a PE that does not exist answered empty",
-        call(addr, "sum", Dest::Multicast(vec![0, 4]), b"").is_empty(),
+        call(addr, "sum", Dest::Multicast(vec![0, 6]), b"").is_empty(),
     );
     check(
         "a broadcast without a merge function answered empty",
@@ -122,7 +233,7 @@ fn client(addr: SocketAddr, checks: Checks) {
         exchange(addr, &unterminated).is_empty(),
     );
     let mut oversized = encode_request("echo", &Dest::Pe(0), b"").unwrap();
-    oversized[0..4].copy_from_slice(&100_000u32.to_be_bytes());
+    oversized[0..4].copy_from_slice(&400_000u32.to_be_bytes());
     check(
         "a length above ++server-max-request closes",
         exchange(addr, &oversized).is_empty(),
@@ -139,6 +250,13 @@ fn client(addr: SocketAddr, checks: Checks) {
         exchange(addr, &request[..request.len() - 1]).is_empty(),
     );
 
+    // A client that stops in the middle of a header is closed after the
+    // stall timeout (0.3 s here).
+    let half = encode_request("echo", &Dest::Pe(0), b"").unwrap();
+    check(
+        "a stalled client is closed",
+        closed_silently(hold(addr, &half[..20])),
+    );
     // The server took all that and still serves.
     check(
         "still serving",
@@ -155,6 +273,9 @@ fn a_job_serves_ccs_requests_and_survives_bad_ones() {
     let pending_delayed: Arc<Mutex<Option<ccs::DelayedReply>>> = Arc::default();
     let client_thread: Arc<OnceLock<std::thread::JoinHandle<()>>> = Arc::default();
     let outside_handler = Arc::new(Mutex::new(None));
+    // Where ccs_killport asks for the job's end to be told.
+    let kill_listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let kill_port = kill_listener.local_addr().unwrap().port();
     let code = {
         let (checks, pending_delayed, client_thread, outside_handler) = (
             checks.clone(),
@@ -166,12 +287,14 @@ fn a_job_serves_ccs_requests_and_survives_bad_ones() {
             .args([
                 "prog",
                 "+p",
-                "4",
+                "6",
                 "++ppn",
                 "2",
                 "++server",
                 "++server-max-request",
-                "1000",
+                "300000",
+                "++server-stall-timeout",
+                "0.3",
             ])
             .run(move |_| {
                 ccs::register_handler("echo", |m: Message| {
@@ -183,6 +306,17 @@ fn a_job_serves_ccs_requests_and_survives_bad_ones() {
                     ccs::send_reply(&(my_pe() as i32).to_be_bytes())
                 });
                 ccs::set_merge_fn("sum", ccs::merge::sum_int());
+                ccs::register_handler("spin", |_m: Message| {
+                    let start = std::time::Instant::now();
+                    while start.elapsed() < Duration::from_millis(2500) {
+                        std::hint::spin_loop();
+                    }
+                    ccs::send_reply(b"done");
+                });
+                ccs::register_handler("count", |_m: Message| {
+                    ccs::send_reply(format!("<{}>", my_pe()).as_bytes())
+                });
+                ccs::set_merge_fn("count", ccs::merge::concat());
                 ccs::register_handler("quiet", |_m: Message| {});
                 ccs::register_handler("silent", |_m: Message| ccs::no_reply());
                 ccs::register_handler("who", |_m: Message| {
@@ -217,7 +351,8 @@ fn a_job_serves_ccs_requests_and_survives_bad_ones() {
                         Some((ccs::is_remote_request(), ccs::caller_id()));
                     let addr = ccs::server_address().expect("the server runs in this process");
                     let checks = checks.clone();
-                    let _ = client_thread.set(std::thread::spawn(move || client(addr, checks)));
+                    let _ = client_thread
+                        .set(std::thread::spawn(move || client(addr, checks, kill_port)));
                 }
             })
             .unwrap()
@@ -232,6 +367,283 @@ fn a_job_serves_ccs_requests_and_survives_bad_ones() {
     let checks = checks.lock().unwrap();
     let failed: Vec<&String> = checks.iter().filter(|c| !c.1).map(|c| &c.0).collect();
     assert!(failed.is_empty(), "failed: {failed:?}");
-    assert_eq!(checks.len(), 18, "every check ran: {checks:?}");
+    assert_eq!(checks.len(), 26, "every check ran: {checks:?}");
     assert_eq!(*outside_handler.lock().unwrap(), Some((false, None)));
+    // The job told the ccs_killport caller that it ended, before it
+    // returned.
+    kill_listener.set_nonblocking(true).unwrap();
+    let (mut notice, _) = kill_listener.accept().expect("the kill notice connected");
+    notice.set_nonblocking(false).unwrap();
+    notice
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut bytes = Vec::new();
+    notice.read_to_end(&mut bytes).unwrap();
+    assert_eq!(bytes, b"die\n\0");
+}
+
+/// Key of level 1 in the auth job's file.
+const KEY1: [u8; 16] = *b"0123456789abcdef";
+
+/// The identity handshake in raw bytes: the client id and salt, or how
+/// many bytes the server wrote before it closed.
+fn handshake(addr: SocketAddr, level: u8, key: &[u8; 16]) -> Result<(u32, u32), usize> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let s1: u32 = 0x5eed_0001;
+    let mut first = vec![0x80, 0x00, 0x01, level];
+    first.extend_from_slice(&s1.to_be_bytes());
+    s.write_all(&first).unwrap();
+    let mut s2 = [0u8; 4];
+    if s.read_exact(&mut s2).is_err() {
+        return Err(0);
+    }
+    // A refused client may find the connection reset as it writes.
+    let _ = s.write_all(&ccs_wire::hash(key, u32::from_be_bytes(s2), None));
+    let mut rest = Vec::new();
+    let _ = s.read_to_end(&mut rest);
+    if rest.len() != 28 {
+        return Err(4 + rest.len());
+    }
+    assert_eq!(
+        rest[..20],
+        ccs_wire::hash(key, s1, None),
+        "the server proved the key"
+    );
+    let word = |b: &[u8]| u32::from_be_bytes(b.try_into().unwrap());
+    Ok((word(&rest[20..24]), word(&rest[24..28])))
+}
+
+/// An authenticated request in raw bytes.
+fn auth_request(
+    level: u8,
+    id: u32,
+    salt: u32,
+    key: &[u8; 16],
+    handler: &str,
+    data: &[u8],
+) -> Vec<u8> {
+    let mut header = (data.len() as u32).to_be_bytes().to_vec();
+    header.extend_from_slice(&1i32.to_be_bytes()); // PE 1
+    let mut name = [0u8; 32];
+    name[..handler.len()].copy_from_slice(handler.as_bytes());
+    header.extend_from_slice(&name);
+    let mut out = vec![0x80, 0x00, 0x00, level];
+    out.extend_from_slice(&id.to_be_bytes());
+    out.extend_from_slice(&REPLY_SALT.to_be_bytes());
+    out.extend_from_slice(&ccs_wire::hash(
+        key,
+        salt,
+        Some(header[..16].try_into().unwrap()),
+    ));
+    out.extend_from_slice(&header);
+    out.extend_from_slice(data);
+    out
+}
+
+const REPLY_SALT: u32 = 0x0bad_cafe;
+
+/// The data of an authenticated reply, if it starts with the right hash.
+fn auth_reply(raw: &[u8], key: &[u8; 16]) -> Option<Vec<u8>> {
+    if raw.len() < 20 || raw[..20] != ccs_wire::hash(key, REPLY_SALT, None) {
+        return None;
+    }
+    Some(reply_data(&raw[20..]))
+}
+
+fn auth_client(addr: SocketAddr, checks: Checks) {
+    let check = |what: &str, ok: bool| checks.lock().unwrap().push((what.to_string(), ok));
+
+    check(
+        "plain requests pass while level 0 has no key",
+        call(addr, "echo", Dest::Pe(0), b"p") == b"pe0:p",
+    );
+    let Ok((id, salt)) = handshake(addr, 1, &KEY1) else {
+        check("handshake at level 1", false);
+        return;
+    };
+    let first = auth_request(1, id, salt, &KEY1, "echo", b"a1");
+    check(
+        "an authenticated request is answered after the reply hash",
+        auth_reply(&exchange(addr, &first), &KEY1) == Some(b"pe1:a1".to_vec()),
+    );
+    let second = auth_request(1, id, salt.wrapping_add(1), &KEY1, "echo", b"a2");
+    check(
+        "the next request uses the next salt",
+        auth_reply(&exchange(addr, &second), &KEY1) == Some(b"pe1:a2".to_vec()),
+    );
+    check(
+        "a replayed request is refused without a byte",
+        exchange(addr, &first).is_empty(),
+    );
+    check(
+        "a request with a salt from the future is refused",
+        exchange(
+            addr,
+            &auth_request(1, id, salt.wrapping_add(5), &KEY1, "echo", b""),
+        )
+        .is_empty(),
+    );
+    check(
+        "the replays did not move the salt",
+        auth_reply(
+            &exchange(
+                addr,
+                &auth_request(1, id, salt.wrapping_add(2), &KEY1, "nosuch", b""),
+            ),
+            &KEY1,
+        ) == Some(Vec::new()),
+    );
+    check(
+        "a wrong key gets the server's salt and no identity",
+        handshake(addr, 1, b"not the real key") == Err(4),
+    );
+    check(
+        "a handshake at a level without a key is refused at once",
+        handshake(addr, 3, &KEY1) == Err(0),
+    );
+    check(
+        "a request claiming another level is refused",
+        exchange(
+            addr,
+            &auth_request(2, id, salt.wrapping_add(3), &KEY1, "echo", b""),
+        )
+        .is_empty(),
+    );
+    check(
+        "a client id never handed out is refused",
+        exchange(addr, &auth_request(1, id + 100, salt, &KEY1, "echo", b"")).is_empty(),
+    );
+
+    // Four requests of the largest size may be read at once; a fifth is
+    // refused at once (the stall timeout, 10 s, would take longer) until
+    // they are gone.
+    let mut big = encode_request("echo", &Dest::Pe(0), b"").unwrap();
+    big[0..4].copy_from_slice(&300_000u32.to_be_bytes());
+    let holders: Vec<TcpStream> = (0..4).map(|_| hold(addr, &big)).collect();
+    // Let the server read the four headers before the fifth arrives.
+    std::thread::sleep(Duration::from_millis(300));
+    check(
+        "a fifth large request is refused while four are read",
+        closed_within(hold(addr, &big), Duration::from_secs(5)),
+    );
+    drop(holders);
+    std::thread::sleep(Duration::from_millis(300));
+    let mut full = big.clone();
+    full.resize(40 + 300_000, b'z');
+    let reply = reply_data(&exchange(addr, &full));
+    check(
+        "a large request fits once the others are gone",
+        reply.len() == 4 + 300_000 && reply.starts_with(b"pe0:zz"),
+    );
+
+    let _ = exchange(addr, &encode_request("stop", &Dest::Pe(0), b"").unwrap());
+}
+
+/// Level 0 with a key: every request must be authenticated.
+fn strict_client(addr: SocketAddr, checks: Checks) {
+    let check = |what: &str, ok: bool| checks.lock().unwrap().push((what.to_string(), ok));
+    check(
+        "a plain request is refused when level 0 has a key",
+        exchange(addr, &encode_request("echo", &Dest::Pe(0), b"x").unwrap()).is_empty(),
+    );
+    let key0 = [0x42; 16];
+    match handshake(addr, 0, &key0) {
+        Ok((id, salt)) => {
+            check(
+                "an authenticated request at level 0 passes",
+                auth_reply(
+                    &exchange(addr, &auth_request(0, id, salt, &key0, "echo", b"s")),
+                    &key0,
+                ) == Some(b"pe1:s".to_vec()),
+            );
+            let _ = exchange(
+                addr,
+                &auth_request(0, id, salt.wrapping_add(1), &key0, "stop", b""),
+            );
+        }
+        Err(n) => check(&format!("handshake at level 0 (got {n} bytes)"), false),
+    }
+}
+
+/// Runs a 2-PE job with the auth file `keys` whose PE 0 starts `client`;
+/// returns the checks.
+fn auth_job(keys: &str, extra: &[&str], client: fn(SocketAddr, Checks)) -> Vec<(String, bool)> {
+    let dir = std::env::temp_dir().join(format!(
+        "converse-ccs-auth-{}-{}",
+        std::process::id(),
+        keys.len()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("keys");
+    std::fs::write(&file, keys).unwrap();
+    let checks: Checks = Arc::default();
+    let client_thread: Arc<OnceLock<std::thread::JoinHandle<()>>> = Arc::default();
+    let mut args = vec![
+        "prog".to_string(),
+        "+p".into(),
+        "2".into(),
+        "++server-auth".into(),
+        file.display().to_string(),
+        // Loopback, even where level 0 has a key (which would listen on
+        // every address).
+        "++server-bind".into(),
+        "127.0.0.1".into(),
+    ];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let code = {
+        let (checks, client_thread) = (checks.clone(), client_thread.clone());
+        Converse::new()
+            .args(args)
+            .run(move |_| {
+                ccs::register_handler("echo", |m: Message| {
+                    let mut r = format!("pe{}:", my_pe()).into_bytes();
+                    r.extend_from_slice(m.payload());
+                    ccs::send_reply(&r);
+                });
+                ccs::register_handler("stop", |_m: Message| {
+                    ccs::send_reply(b"bye");
+                    converse::exit(0);
+                });
+                if my_pe() == 0 {
+                    let addr = ccs::server_address().expect("the server runs in this process");
+                    let checks = checks.clone();
+                    let _ = client_thread.set(std::thread::spawn(move || client(addr, checks)));
+                }
+            })
+            .unwrap()
+    };
+    assert_eq!(code, 0);
+    if let Some(t) = Arc::try_unwrap(client_thread)
+        .ok()
+        .and_then(OnceLock::into_inner)
+    {
+        t.join().unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Arc::try_unwrap(checks).unwrap().into_inner().unwrap()
+}
+
+fn assert_all(checks: &[(String, bool)], count: usize) {
+    let failed: Vec<&String> = checks.iter().filter(|c| !c.1).map(|c| &c.0).collect();
+    assert!(failed.is_empty(), "failed: {failed:?}");
+    assert_eq!(checks.len(), count, "every check ran: {checks:?}");
+}
+
+#[test]
+fn authentication_admits_the_right_key_only_once_per_salt() {
+    let hex: String = KEY1.iter().map(|b| format!("{b:02x}")).collect();
+    // Level 2's key is drawn at start-up (OTP) and never told to the client.
+    let checks = auth_job(
+        &format!("# levels\n1 {hex}\n2 OTP\n"),
+        &["++server-max-request", "300000"],
+        auth_client,
+    );
+    assert_all(&checks, 12);
+}
+
+#[test]
+fn a_key_for_level_0_refuses_plain_requests() {
+    let checks = auth_job(&format!("0 {}\n", "42".repeat(16)), &[], strict_client);
+    assert_all(&checks, 2);
 }

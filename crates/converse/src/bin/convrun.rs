@@ -93,6 +93,7 @@ const RUNTIME_FLAGS_WITH_VALUE: &[&str] = &[
     "++server-bind",
     "++server-max-request",
     "++server-reply-timeout",
+    "++server-stall-timeout",
 ];
 
 /// How long the other processes get to end by themselves after one died.

@@ -9,9 +9,13 @@
 //!    a broadcast or multicast has a merge function. A request that fails
 //!    is answered at once with an empty reply and a diagnostic on stderr.
 //! 2. It gives PE 0 a `CcsDispatch` system message (its inbox takes
-//!    messages from any thread), which sends a `CcsRequest` to each
-//!    destination PE.
-//! 3. On the destination PE the request becomes an ordinary message of the
+//!    messages from any thread), which sends a `CcsRequest` carrying the
+//!    destination list to its first PE.
+//! 3. A PE that gets a `CcsRequest` for a list passes the rest of the list
+//!    on down a 4-ary tree over list positions (the rest split in up to
+//!    four contiguous parts, each sent to its first PE with the part), so
+//!    no PE sends more than four copies and each copy carries only its
+//!    subtree's PEs. Then the request becomes an ordinary message of the
 //!    registered handler, with the request data as payload, run at once
 //!    with this PE's request context set ([`is_remote_request`],
 //!    [`caller_id`], [`send_reply`], [`delay_reply`], [`no_reply`]).
@@ -28,7 +32,9 @@
 //! lives on its PE's thread only (a thread-local set for the duration of
 //! the handler). Replies reach the server through its queue and waker
 //! (`server::ServerHandle`), from any thread.
+mod auth;
 pub mod merge;
+pub(crate) mod perf;
 pub(crate) mod server;
 
 use std::cell::RefCell;
@@ -256,6 +262,7 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
     match kind {
         Kind::CcsDispatch => on_dispatch(pe, &msg),
         Kind::CcsRequest => on_request(pe, &msg),
+        Kind::CcsPerf => perf::on_message(pe, &msg),
         Kind::CcsReply => {
             let mut r = Reader::new(&msg, "CCS reply");
             let token = r.word();
@@ -274,7 +281,7 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
 }
 
 /// The words of a request: token, caller address, caller port, name
-/// length; then the name and the data.
+/// length; then the destination count and PEs; then the name and the data.
 fn request_words(token: u64, caller: ([u8; 4], u16), name: &str) -> [u64; 4] {
     [
         token,
@@ -282,6 +289,14 @@ fn request_words(token: u64, caller: ([u8; 4], u16), name: &str) -> [u64; 4] {
         caller.1 as u64,
         name.len() as u64,
     ]
+}
+
+/// A request (`kind`: dispatch or request) for `targets`.
+fn request_message(kind: Kind, words: &[u64], targets: &[usize], rest: &[u8]) -> Message {
+    let mut all = words.to_vec();
+    all.push(targets.len() as u64);
+    all.extend(targets.iter().map(|&t| t as u64));
+    system::message(kind, &all, rest)
 }
 
 /// The message the server gives PE 0: a request for `targets`.
@@ -292,43 +307,82 @@ pub(crate) fn dispatch_message(
     name: &str,
     data: &[u8],
 ) -> Message {
-    let mut words = request_words(token, caller, name).to_vec();
-    words.push(targets.len() as u64);
-    words.extend(targets.iter().map(|&t| t as u64));
+    let targets: Vec<usize> = targets.iter().map(|&t| t as usize).collect();
     let mut bytes = Vec::with_capacity(name.len() + data.len());
     bytes.extend_from_slice(name.as_bytes());
     bytes.extend_from_slice(data);
-    system::message(Kind::CcsDispatch, &words, &bytes)
+    request_message(
+        Kind::CcsDispatch,
+        &request_words(token, caller, name),
+        &targets,
+        &bytes,
+    )
 }
 
-/// On PE 0: sends the request to each of its PEs.
+/// A request's fields as a message carries them.
+struct Carried<'a> {
+    words: [u64; 4],
+    targets: Vec<usize>,
+    /// Name, then data.
+    rest: &'a [u8],
+}
+
+fn read_request<'a>(pe: &Pe, msg: &'a Message, what: &'static str) -> (Carried<'a>, Reader<'a>) {
+    let mut r = Reader::new(msg, what);
+    let words = [r.word(), r.word(), r.word(), r.word()];
+    let pes = pe.job.topo.num_pes();
+    let count = r.index(pes + 1);
+    let targets: Vec<usize> = (0..count).map(|_| r.index(pes)).collect();
+    if targets.is_empty() {
+        r.malformed("it names no destination PE");
+    }
+    let rest = r.rest();
+    (
+        Carried {
+            words,
+            targets,
+            rest,
+        },
+        r,
+    )
+}
+
+/// On PE 0: sends the request to the first of its PEs, which passes it on.
 fn on_dispatch(pe: &Pe, msg: &Message) {
-    let mut r = Reader::new(msg, "CCS dispatch");
-    let words: Vec<u64> = (0..4).map(|_| r.word()).collect();
-    let count = r.index(pe.job.topo.num_pes() + 1);
-    let targets: Vec<usize> = (0..count).map(|_| r.index(pe.job.topo.num_pes())).collect();
-    let rest = r.rest();
-    for target in targets {
-        let request = system::message(Kind::CcsRequest, &words, rest);
-        if target == pe.pe {
-            on_request(pe, &request);
-        } else {
-            pe.push_to_pe(target, request);
-        }
+    let (c, _) = read_request(pe, msg, "CCS dispatch");
+    let request = request_message(Kind::CcsRequest, &c.words, &c.targets, c.rest);
+    if c.targets[0] == pe.pe {
+        on_request(pe, &request);
+    } else {
+        pe.push_to_pe(c.targets[0], request);
     }
 }
 
-/// On a destination PE: runs the handler for the request.
+/// Children of the tree over a destination list whose first PE is the
+/// receiver: the rest split in up to four contiguous parts.
+fn subtrees(targets: &[usize]) -> impl Iterator<Item = &[usize]> {
+    let rest = &targets[1..];
+    rest.chunks(rest.len().div_ceil(4).max(1))
+}
+
+/// On a destination PE: passes the request down its subtree, then runs the
+/// handler.
 fn on_request(pe: &Pe, msg: &Message) {
-    let mut r = Reader::new(msg, "CCS request");
-    let token = r.word();
-    let ip = (r.word() as u32).to_be_bytes();
-    let port = r.word() as u16;
-    let name_len = r.index(ccs_wire::NAME_LEN);
-    let rest = r.rest();
-    if rest.len() < name_len {
-        r.malformed("it ends inside the handler name");
+    let (c, r) = read_request(pe, msg, "CCS request");
+    for part in subtrees(&c.targets) {
+        pe.push_to_pe(
+            part[0],
+            request_message(Kind::CcsRequest, &c.words, part, c.rest),
+        );
     }
+    let [token, ip, port, name_len] = c.words;
+    let ip = (ip as u32).to_be_bytes();
+    let port = port as u16;
+    if name_len >= ccs_wire::NAME_LEN as u64 || c.rest.len() < name_len as usize {
+        r.malformed("its handler name is too long or cut short");
+    }
+    let rest = c.rest;
+    let name_len = name_len as usize;
     let (name, data) = rest.split_at(name_len);
     let name = String::from_utf8_lossy(name);
     let Some(entry) = pe.job.ccs.entry(&name) else {
@@ -364,4 +418,39 @@ fn on_request(pe: &Pe, msg: &Message) {
     }
     let _restore = Restore(outer);
     pe.deliver(user);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subtrees;
+
+    /// Walks the tree from the list's first PE; returns (PE, depth) in
+    /// visiting order.
+    fn walk(list: &[usize], depth: usize, out: &mut Vec<(usize, usize)>) {
+        out.push((list[0], depth));
+        let parts: Vec<&[usize]> = subtrees(list).collect();
+        assert!(parts.len() <= 4, "at most four children");
+        for part in parts {
+            walk(part, depth + 1, out);
+        }
+    }
+
+    #[test]
+    fn the_tree_reaches_every_listed_pe_once_in_log4_depth() {
+        for n in 1..200 {
+            let list: Vec<usize> = (0..n).rev().collect();
+            let mut seen = Vec::new();
+            walk(&list, 0, &mut seen);
+            let mut pes: Vec<usize> = seen.iter().map(|s| s.0).collect();
+            pes.sort();
+            assert_eq!(pes, (0..n).collect::<Vec<_>>(), "n = {n}");
+            let depth = seen.iter().map(|s| s.1).max().unwrap();
+            // Each level divides the rest by four: ceil(log4(n)) + 1 at most.
+            let mut bound = 0;
+            while 4usize.pow(bound) < n {
+                bound += 1;
+            }
+            assert!(depth <= bound as usize + 1, "n = {n}: depth {depth}");
+        }
+    }
 }

@@ -6,18 +6,35 @@
 //! One request per connection. A connection is *reading* (bytes kept until
 //! `ccs_wire::parse_incoming` has a whole request), then *waiting* for its
 //! reply (or replies, for a broadcast or multicast), then *writing* it;
-//! then it is closed. Nothing a client sends can stop the server: a request
-//! that does not parse is logged and its connection closed; one whose
-//! handler or destination is wrong is answered empty, as the protocol says;
-//! a client that stalls mid-request is closed after [`READ_STALL`]; a
-//! request whose reply does not come within the reply timeout is closed.
-//! At most [`MAX_CONNECTIONS`] are open at once; more are closed as they
-//! come (logged once per burst).
+//! then it is closed. An identity handshake (`ccs-protocol.md`,
+//! "Authentication") instead writes the server's salt, reads the client's
+//! hash of it (*reading the hash*), and writes the client's new identity.
+//!
+//! Nothing a client sends can stop the server: a request that does not
+//! parse, or fails authentication, is logged and its connection closed; one
+//! whose handler or destination is wrong is answered empty, as the protocol
+//! says; a client that stalls mid-request is closed after the stall
+//! timeout (`++server-stall-timeout`); a request whose reply does not come
+//! within the reply timeout is closed. At most [`MAX_CONNECTIONS`] are open
+//! at once; more are closed as they come (logged once per burst). The
+//! bytes that requests being read may claim are bounded in sum
+//! ([`buffer_budget`]): a request that would pass the bound is refused, so
+//! many large requests at once cannot exhaust memory.
+//!
+//! # Built-in handlers
+//!
+//! `ccs_getinfo` is answered here. `ccs_killport` keeps the caller's
+//! address and port; when the server stops (the job ends) or the process
+//! aborts, each is sent `die\n\0` ([`ServerHandle::notify_killers`]).
+//! `perf_monitor` waits for the next full sample of every PE (see
+//! `ccs::perf`).
 //!
 //! # Concurrency protocol
 //!
 //! The thread owns every connection. Other threads (PEs) only push replies
-//! into [`ServerHandle`]'s queue and wake the thread through its mio waker.
+//! and samples into [`ServerHandle`]'s event queue and wake the thread
+//! through its mio waker; the kill list is behind its own mutex, read at
+//! exit by whichever thread ends the process.
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -26,10 +43,12 @@ use std::sync::{Arc, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ccs_wire::{Incoming, Limits, Parsed, Request};
+use ccs_wire::{HASH_LEN, Incoming, Limits, Parsed, Request};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use super::auth::{self, Guard};
+use super::perf::{Collector, Sample};
 use super::{Reply, lock};
 use crate::machine::args::ServerFlags;
 use crate::machine::job::Job;
@@ -40,22 +59,45 @@ pub(crate) const DEFAULT_MAX_REQUEST: usize = 64 << 20;
 /// (`++server-reply-timeout`).
 pub(crate) const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(600);
 /// A client that sends nothing for this long in the middle of a request is
-/// closed.
-const READ_STALL: Duration = Duration::from_secs(10);
+/// closed, by default (`++server-stall-timeout`).
+pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// Open connections at most.
 const MAX_CONNECTIONS: usize = 4096;
 /// How often the thread looks at deadlines when nothing happens.
-const TICK: Duration = Duration::from_millis(200);
+const TICK: Duration = Duration::from_millis(100);
+/// How long the kill notice may take per client at exit.
+const KILL_NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The most request bytes the connections being read may claim together:
+/// four requests of the largest size (with their header and a PE list of
+/// up to 64 KiB), and at least 1 MiB (so small limits still allow a
+/// thousand clients at once). 256 MiB by default.
+pub(crate) fn buffer_budget(max_request: usize) -> usize {
+    max_request
+        .saturating_add(64 << 10)
+        .saturating_mul(4)
+        .max(1 << 20)
+}
 
 const LISTENER: Token = Token(0);
 const WAKER: Token = Token(1);
 /// Connection tokens start here.
 const FIRST_CONN: usize = 2;
 
+/// What PEs tell the server thread.
+enum Event {
+    /// The reply of request `token` (one PE's, for a merged request).
+    Reply(u64, Reply),
+    /// A `perf_monitor` sample.
+    Sample(Sample),
+}
+
 /// What other threads hold of the server.
 pub(crate) struct ServerHandle {
-    replies: Mutex<Vec<(u64, Reply)>>,
+    events: Mutex<Vec<Event>>,
     waker: Waker,
+    /// Where `ccs_killport` callers want their notice of the job's end.
+    kill_list: Mutex<Vec<SocketAddr>>,
     stop: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Where it listens.
@@ -65,8 +107,37 @@ pub(crate) struct ServerHandle {
 impl ServerHandle {
     /// Queues the reply of request `token` (from any thread).
     pub fn push_reply(&self, token: u64, reply: Reply) {
-        lock(&self.replies).push((token, reply));
+        self.push(Event::Reply(token, reply));
+    }
+
+    /// Queues a `perf_monitor` sample (from any thread).
+    pub(crate) fn push_sample(&self, sample: Sample) {
+        self.push(Event::Sample(sample));
+    }
+
+    fn push(&self, event: Event) {
+        lock(&self.events).push(event);
         let _ = self.waker.wake();
+    }
+
+    /// Writes `die\n\0` to every `ccs_killport` caller, once (later calls
+    /// find the list empty). Each gets at most a second to connect and
+    /// take the bytes; one that cannot is reported.
+    pub fn notify_killers(&self) {
+        let list = std::mem::take(&mut *lock(&self.kill_list));
+        for addr in list {
+            let sent = std::net::TcpStream::connect_timeout(&addr, KILL_NOTICE_TIMEOUT).and_then(
+                |mut s| {
+                    s.set_write_timeout(Some(KILL_NOTICE_TIMEOUT))?;
+                    s.write_all(b"die\n\0")
+                },
+            );
+            if let Err(e) = sent {
+                log(&format!(
+                    "cannot tell {addr} (ccs_killport) that the job ends: {e}"
+                ));
+            }
+        }
     }
 }
 
@@ -78,15 +149,23 @@ fn log(text: &str) {
 /// Starts the server of `job` as `flags` ask, prints the announcement and
 /// returns the handle (kept in the job's CCS state).
 pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHandle>, String> {
-    if flags.auth.is_some() {
-        return Err(
-            "++server-auth: authenticated CCS is not available yet in this build".to_string(),
-        );
-    }
+    let (keys, otp_lines) = match &flags.auth {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("++server-auth {path}: cannot read the auth file: {e}"))?;
+            ccs_wire::parse_auth_file(&text, auth::random_key)
+                .map_err(|e| format!("++server-auth {path}: {e}"))?
+        }
+        None => Default::default(),
+    };
+    let guard = Guard::new(keys);
+    // Loopback only, unless asked otherwise or every request must be
+    // authenticated (an auth file with a key for level 0).
     let ip: IpAddr = match &flags.bind {
         Some(addr) => addr
             .parse()
             .map_err(|_| format!("++server-bind {addr}: not an IP address"))?,
+        None if !guard.accepts_plain() => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         None => IpAddr::V4(Ipv4Addr::LOCALHOST),
     };
     let listener = TcpListener::bind(SocketAddr::new(ip, flags.port))
@@ -94,9 +173,9 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
     let addr = listener
         .local_addr()
         .map_err(|e| format!("CCS server: {e}"))?;
-    if !ip.is_loopback() {
+    if !ip.is_loopback() && guard.accepts_plain() {
         log(&format!(
-            "WARNING: the server listens on {ip} without authentication: anyone who can reach port {} can run this job's CCS handlers",
+            "WARNING: the server listens on {ip} without authentication (no auth file, or no key for level 0): anyone who can reach port {} can run this job's CCS handlers",
             addr.port()
         ));
     }
@@ -104,8 +183,9 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
     let waker =
         Waker::new(poll.registry(), WAKER).map_err(|e| format!("CCS server: waker: {e}"))?;
     let handle = Arc::new(ServerHandle {
-        replies: Mutex::new(Vec::new()),
+        events: Mutex::new(Vec::new()),
         waker,
+        kill_list: Mutex::new(Vec::new()),
         stop: AtomicBool::new(false),
         thread: Mutex::new(None),
         addr,
@@ -126,7 +206,12 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
         reply_timeout: flags
             .reply_timeout
             .map_or(DEFAULT_REPLY_TIMEOUT, Duration::from_secs),
+        stall_timeout: flags.stall_timeout.unwrap_or(DEFAULT_STALL_TIMEOUT),
+        budget: buffer_budget(flags.max_request.unwrap_or(DEFAULT_MAX_REQUEST)),
+        buffered: 0,
         refused_burst: false,
+        guard,
+        perf: Collector::new(job.topo.num_pes()),
     };
     server
         .poll
@@ -137,9 +222,13 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
         IpAddr::V4(v4) if !v4.is_unspecified() => v4,
         _ => Ipv4Addr::LOCALHOST,
     };
-    // The announcement clients and tools look for (`ccs-protocol.md`).
+    // The announcement clients and tools look for (`ccs-protocol.md`),
+    // after the keys drawn for `OTP` lines (as Charm++ prints them).
     {
         let mut out = std::io::stdout().lock();
+        for line in &otp_lines {
+            let _ = writeln!(out, "{line}");
+        }
         let _ = writeln!(out, "ccs: 2");
         let _ = writeln!(
             out,
@@ -156,19 +245,41 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
     Ok(handle)
 }
 
-/// Stops the server of `handle` and waits for its thread.
+/// Stops the server of `handle`, waits for its thread, and sends the
+/// `ccs_killport` notices.
 pub(crate) fn stop(handle: &ServerHandle) {
     handle.stop.store(true, Ordering::Release);
     let _ = handle.waker.wake();
     if let Some(t) = lock(&handle.thread).take() {
         let _ = t.join();
     }
+    handle.notify_killers();
 }
 
 enum State {
-    Reading { buf: Vec<u8>, need: usize },
-    Waiting { deadline: Instant },
-    Writing { out: Vec<u8>, at: usize },
+    /// A request, or a handshake's first message; `need` is what the
+    /// parser asked for.
+    Reading {
+        buf: Vec<u8>,
+        need: usize,
+    },
+    /// Handshake step 3: the client's hash of `server_salt`.
+    ReadingHash {
+        level: u8,
+        client_salt: u32,
+        server_salt: u32,
+        buf: Vec<u8>,
+    },
+    Waiting {
+        deadline: Instant,
+    },
+    /// Writing `out`; then reading the hash when `then` says so, else
+    /// closing.
+    Writing {
+        out: Vec<u8>,
+        at: usize,
+        then: Option<Box<State>>,
+    },
 }
 
 struct Conn {
@@ -177,6 +288,10 @@ struct Conn {
     state: State,
     /// The last time bytes arrived (read stall).
     last_read: Instant,
+    /// Request bytes this connection counts against the server's budget.
+    reserved: usize,
+    /// An authenticated request's reply starts with this hash.
+    reply_hash: Option<[u8; HASH_LEN]>,
 }
 
 /// A request whose replies are still coming.
@@ -200,8 +315,15 @@ struct Server {
     next_token: u64,
     limits: Limits,
     reply_timeout: Duration,
+    stall_timeout: Duration,
+    /// Most request bytes reserved at once ([`buffer_budget`]).
+    budget: usize,
+    /// Request bytes reserved by connections being read.
+    buffered: usize,
     /// Connections were refused since the last one accepted (logged once).
     refused_burst: bool,
+    guard: Guard,
+    perf: Collector<Token>,
 }
 
 impl Server {
@@ -227,10 +349,17 @@ impl Server {
                     token => self.on_event(token),
                 }
             }
-            let replies = std::mem::take(&mut *lock(&handle.replies));
+            let events = std::mem::take(&mut *lock(&handle.events));
             drop(handle);
-            for (token, reply) in replies {
-                self.on_reply(token, reply);
+            for event in events {
+                match event {
+                    Event::Reply(token, reply) => self.on_reply(token, reply),
+                    Event::Sample(sample) => {
+                        for (token, text) in self.perf.add(sample) {
+                            self.reply_now(token, text);
+                        }
+                    }
+                }
             }
             self.check_deadlines();
         }
@@ -270,6 +399,8 @@ impl Server {
                                 need: 1,
                             },
                             last_read: Instant::now(),
+                            reserved: 0,
+                            reply_hash: None,
                         },
                     );
                 }
@@ -290,6 +421,7 @@ impl Server {
         };
         match &mut conn.state {
             State::Reading { .. } => self.read(token),
+            State::ReadingHash { .. } => self.read_hash(token),
             State::Writing { .. } => self.write(token),
             // A client that closes while waiting is noticed when the reply
             // is written.
@@ -300,75 +432,156 @@ impl Server {
     /// Reads what the client sent; acts once a request is whole.
     fn read(&mut self, token: Token) {
         let limits = self.limits;
-        let conn = self.conns.get_mut(&token).expect("caller checked");
-        let State::Reading { buf, need } = &mut conn.state else {
-            return;
-        };
         loop {
-            let start = buf.len();
-            // Never more than the parser asked for: what it asks for is
-            // bounded by the limits, so is the buffer.
-            let want = (*need).max(start + 1) - start;
-            buf.resize(start + want.min(64 << 10), 0);
-            match conn.stream.read(&mut buf[start..]) {
-                Ok(0) => {
-                    buf.truncate(start);
+            let conn = self.conns.get_mut(&token).expect("caller checked");
+            let peer = conn.peer;
+            let State::Reading { buf, need } = &mut conn.state else {
+                return;
+            };
+            match fill(&mut conn.stream, buf, *need) {
+                Fill::Later => return,
+                Fill::Closed => {
                     if !buf.is_empty() {
                         log(&format!(
-                            "{} closed its connection after {} bytes of an incomplete request",
-                            conn.peer,
+                            "{peer} closed its connection after {} bytes of an incomplete request",
                             buf.len()
                         ));
                     }
-                    self.close(token);
-                    return;
+                    return self.close(token);
                 }
-                Ok(n) => {
-                    buf.truncate(start + n);
-                    conn.last_read = Instant::now();
-                    if buf.len() < *need {
-                        continue;
+                Fill::Failed(e) => {
+                    log(&format!("reading from {peer} failed: {e}"));
+                    return self.close(token);
+                }
+                Fill::Have => {}
+            }
+            conn.last_read = Instant::now();
+            match ccs_wire::parse_incoming(buf, &limits) {
+                Ok(Parsed::Need(n)) => {
+                    *need = n;
+                    // Never more than the parser asked for, and what it
+                    // asks for is bounded by the limits; the sum over
+                    // connections is bounded by the budget.
+                    let more = n.saturating_sub(conn.reserved);
+                    if self.buffered + more > self.budget {
+                        log(&format!(
+                            "a request of {n} bytes from {peer} refused: requests being read hold {} bytes, the most is {} (four requests of ++server-max-request); connection closed",
+                            self.buffered, self.budget
+                        ));
+                        return self.close(token);
                     }
-                    match ccs_wire::parse_incoming(buf, &limits) {
-                        Ok(Parsed::Need(n)) => *need = n,
-                        Ok(Parsed::Done(incoming, _)) => {
-                            let peer = conn.peer;
-                            self.on_incoming(token, peer, incoming);
-                            return;
-                        }
-                        Err(e) => {
-                            log(&format!(
-                                "bad request from {}: {e}; connection closed",
-                                conn.peer
-                            ));
-                            self.close(token);
-                            return;
-                        }
-                    }
+                    conn.reserved += more;
+                    self.buffered += more;
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    buf.truncate(start);
-                    return;
+                Ok(Parsed::Done(incoming, _)) => {
+                    self.release(token);
+                    return self.on_incoming(token, peer, incoming);
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => buf.truncate(start),
                 Err(e) => {
-                    log(&format!("reading from {} failed: {e}", conn.peer));
-                    self.close(token);
-                    return;
+                    log(&format!("bad request from {peer}: {e}; connection closed"));
+                    return self.close(token);
                 }
+            }
+        }
+    }
+
+    /// Gives back the request bytes `token` reserved.
+    fn release(&mut self, token: Token) {
+        if let Some(conn) = self.conns.get_mut(&token) {
+            self.buffered -= std::mem::take(&mut conn.reserved);
+        }
+    }
+
+    /// Handshake step 3: reads the client's hash; if it proves the key,
+    /// writes the client its identity (step 4).
+    fn read_hash(&mut self, token: Token) {
+        let conn = self.conns.get_mut(&token).expect("caller checked");
+        let peer = conn.peer;
+        let State::ReadingHash {
+            level,
+            client_salt,
+            server_salt,
+            buf,
+        } = &mut conn.state
+        else {
+            return;
+        };
+        match fill(&mut conn.stream, buf, HASH_LEN) {
+            Fill::Later => return,
+            Fill::Closed => {
+                log(&format!(
+                    "{peer} closed its connection in the middle of an identity handshake"
+                ));
+                return self.close(token);
+            }
+            Fill::Failed(e) => {
+                log(&format!("reading from {peer} failed: {e}"));
+                return self.close(token);
+            }
+            Fill::Have => {}
+        }
+        let got: [u8; HASH_LEN] = buf[..].try_into().expect("filled to the hash's size");
+        let (level, client_salt, server_salt) = (*level, *client_salt, *server_salt);
+        match self.guard.admit(level, server_salt, client_salt, &got) {
+            Ok(identity) => self.write_then(token, identity.to_vec(), None),
+            Err(why) => {
+                log(&format!(
+                    "identity handshake from {peer} at level {level} refused: {why}; connection closed"
+                ));
+                self.close(token);
             }
         }
     }
 
     fn on_incoming(&mut self, token: Token, peer: SocketAddr, incoming: Incoming) {
         match incoming {
-            Incoming::Request(req) if req.auth.is_none() => self.on_request(token, peer, req),
-            _ => {
-                log(&format!(
-                    "authenticated request from {peer} refused: this server has no keys (++server-auth)"
-                ));
-                self.close(token);
-            }
+            Incoming::Identity { level, client_salt } => match self.guard.key(level) {
+                Ok(_) => {
+                    // Step 2: our salt; then the client's hash of it.
+                    let server_salt = auth::random_u32();
+                    let next = State::ReadingHash {
+                        level,
+                        client_salt,
+                        server_salt,
+                        buf: Vec::with_capacity(HASH_LEN),
+                    };
+                    self.write_then(
+                        token,
+                        server_salt.to_be_bytes().to_vec(),
+                        Some(Box::new(next)),
+                    );
+                }
+                Err(why) => {
+                    log(&format!(
+                        "identity handshake from {peer} refused: {why}; connection closed"
+                    ));
+                    self.close(token);
+                }
+            },
+            Incoming::Request(req) => match &req.auth {
+                None if !self.guard.accepts_plain() => {
+                    log(&format!(
+                        "unauthenticated request from {peer} refused: level 0 has a key (++server-auth), every request must be authenticated; connection closed"
+                    ));
+                    self.close(token);
+                }
+                None => self.on_request(token, peer, req),
+                Some(a) => match self.guard.check(a, &req.header) {
+                    Ok(reply_hash) => {
+                        if let Some(conn) = self.conns.get_mut(&token) {
+                            conn.reply_hash = Some(reply_hash);
+                        }
+                        self.on_request(token, peer, req);
+                    }
+                    Err(why) => {
+                        log(&format!(
+                            "authenticated request from {peer} at level {} refused: {why}; connection closed",
+                            a.level
+                        ));
+                        self.close(token);
+                    }
+                },
+            },
         }
     }
 
@@ -391,6 +604,34 @@ impl Server {
                 .map(|n| job.topo.node_size(n) as u32)
                 .collect();
             self.reply_now(token, ccs_wire::encode_getinfo(&sizes));
+            return;
+        }
+        if name == "ccs_killport" {
+            // One big-endian port number; the notice goes to the caller's
+            // address. No reply data.
+            match <[u8; 4]>::try_from(&req.data[..]).map(u32::from_be_bytes) {
+                Ok(port @ 1..=65535) => {
+                    if let Some(handle) = self.handle.upgrade() {
+                        lock(&handle.kill_list).push(SocketAddr::new(peer.ip(), port as u16));
+                    }
+                }
+                _ => log(&format!(
+                    "ccs_killport from {peer}: the request is {} bytes, not one port number (4 bytes, 1-65535); ignored",
+                    req.data.len()
+                )),
+            }
+            self.reply_now(token, Vec::new());
+            return;
+        }
+        if name == "perf_monitor" {
+            if let Some(conn) = self.conns.get_mut(&token) {
+                conn.state = State::Waiting {
+                    deadline: Instant::now() + self.reply_timeout,
+                };
+            }
+            if self.perf.wait(token) {
+                self.hand_to_pe0(&job, token, super::perf::start_message());
+            }
             return;
         }
         let refuse = |why: String| {
@@ -447,6 +688,11 @@ impl Server {
         };
         let msg =
             super::dispatch_message(request, (caller, peer.port()), &targets, &name, &req.data);
+        self.hand_to_pe0(&job, token, msg);
+    }
+
+    /// Gives PE 0 `msg` for the request on `token`.
+    fn hand_to_pe0(&mut self, job: &Job, token: Token, msg: crate::msg::Message) {
         match job.local_pe(0) {
             Some(pe0) => {
                 pe0.inbox.push(msg);
@@ -489,23 +735,42 @@ impl Server {
         self.reply_now(p.conn, bytes);
     }
 
-    /// Starts writing `data` as the reply on `token`.
+    /// Starts writing `data` as the reply on `token` (after the reply
+    /// hash of an authenticated request).
     fn reply_now(&mut self, token: Token, data: Vec<u8>) {
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
-        let mut out = Vec::with_capacity(4 + data.len());
-        out.extend_from_slice(&ccs_wire::reply_header(data.len()));
+        let Ok(len) = u32::try_from(data.len()) else {
+            log(&format!(
+                "a reply of {} bytes for {} cannot be sent (the length field holds less than 4 GiB); connection closed",
+                data.len(),
+                conn.peer
+            ));
+            return self.close(token);
+        };
+        let mut out = Vec::with_capacity(HASH_LEN + 4 + data.len());
+        if let Some(h) = conn.reply_hash {
+            out.extend_from_slice(&h);
+        }
+        out.extend_from_slice(&len.to_be_bytes());
         out.extend_from_slice(&data);
-        conn.state = State::Writing { out, at: 0 };
-        self.write(token);
+        self.write_then(token, out, None);
+    }
+
+    /// Starts writing `out` on `token`; then goes on to `then`, or closes.
+    fn write_then(&mut self, token: Token, out: Vec<u8>, then: Option<Box<State>>) {
+        if let Some(conn) = self.conns.get_mut(&token) {
+            conn.state = State::Writing { out, at: 0, then };
+            self.write(token);
+        }
     }
 
     fn write(&mut self, token: Token) {
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
-        let State::Writing { out, at } = &mut conn.state else {
+        let State::Writing { out, at, then } = &mut conn.state else {
             return;
         };
         while *at < out.len() {
@@ -515,15 +780,24 @@ impl Server {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
-                    log(&format!("writing the reply to {} failed: {e}", conn.peer));
-                    break;
+                    log(&format!("writing to {} failed: {e}", conn.peer));
+                    return self.close(token);
                 }
             }
         }
-        self.close(token);
+        match then.take() {
+            Some(next) if *at == out.len() => {
+                conn.state = *next;
+                conn.last_read = Instant::now();
+                // Edge-triggered: what already arrived raises no event.
+                self.on_event(token);
+            }
+            _ => self.close(token),
+        }
     }
 
     fn close(&mut self, token: Token) {
+        self.release(token);
         if let Some(mut conn) = self.conns.remove(&token) {
             let _ = self.poll.registry().deregister(&mut conn.stream);
         }
@@ -534,12 +808,14 @@ impl Server {
         let mut expired = Vec::new();
         for (&token, conn) in &self.conns {
             match &conn.state {
-                State::Reading { buf, .. } if now - conn.last_read >= READ_STALL => {
+                State::Reading { buf, .. } | State::ReadingHash { buf, .. }
+                    if now - conn.last_read >= self.stall_timeout =>
+                {
                     if !buf.is_empty() {
                         log(&format!(
-                            "{} stalled {} s in the middle of a request; connection closed",
+                            "{} sent nothing for {:.1} s in the middle of a request; connection closed",
                             conn.peer,
-                            READ_STALL.as_secs()
+                            self.stall_timeout.as_secs_f64()
                         ));
                     }
                     expired.push(token);
@@ -557,9 +833,47 @@ impl Server {
         }
         if !expired.is_empty() {
             self.pending.retain(|_, p| !expired.contains(&p.conn));
+            self.perf.forget(|t| expired.contains(t));
             for token in expired {
                 self.close(token);
             }
         }
     }
+}
+
+/// How a read towards a size went.
+enum Fill {
+    /// The buffer holds what was asked for.
+    Have,
+    /// The socket has nothing more now.
+    Later,
+    /// The client closed its side first.
+    Closed,
+    Failed(io::Error),
+}
+
+/// Reads into `buf` until it holds `need` bytes (never more: one request
+/// per connection, so anything after it is not ours to take).
+fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>, need: usize) -> Fill {
+    while buf.len() < need {
+        let start = buf.len();
+        // In steps, so a claimed size is not allocated before it arrives.
+        buf.resize(start + (need - start).min(64 << 10), 0);
+        match stream.read(&mut buf[start..]) {
+            Ok(0) => {
+                buf.truncate(start);
+                return Fill::Closed;
+            }
+            Ok(n) => buf.truncate(start + n),
+            Err(e) => {
+                buf.truncate(start);
+                match e.kind() {
+                    io::ErrorKind::WouldBlock => return Fill::Later,
+                    io::ErrorKind::Interrupted => {}
+                    _ => return Fill::Failed(e),
+                }
+            }
+        }
+    }
+    Fill::Have
 }

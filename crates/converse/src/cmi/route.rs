@@ -52,7 +52,7 @@ pub(crate) fn on_delivery(pe: &Pe, msg: Message) {
         Some(kind @ (Kind::QdStart | Kind::QdRequest | Kind::QdReply | Kind::QdDone)) => {
             crate::ccd::quiescence::on_message(pe, kind, msg)
         }
-        Some(kind @ (Kind::CcsDispatch | Kind::CcsRequest | Kind::CcsReply)) => {
+        Some(kind @ (Kind::CcsDispatch | Kind::CcsRequest | Kind::CcsReply | Kind::CcsPerf)) => {
             crate::ccs::on_message(pe, kind, msg)
         }
         None => Reader::new(&msg, "runtime message").malformed(&format!(

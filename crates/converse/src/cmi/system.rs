@@ -34,6 +34,8 @@ pub(crate) enum Kind {
     CcsRequest = 9,
     /// A CCS reply, for the process of the CCS server.
     CcsReply = 10,
+    /// `perf_monitor`: start sampling, or a PE's sample (`ccs::perf`).
+    CcsPerf = 11,
 }
 
 impl Kind {
@@ -49,6 +51,7 @@ impl Kind {
             8 => Kind::CcsDispatch,
             9 => Kind::CcsRequest,
             10 => Kind::CcsReply,
+            11 => Kind::CcsPerf,
             _ => return None,
         })
     }
@@ -65,6 +68,7 @@ impl Kind {
                 | Kind::CcsDispatch
                 | Kind::CcsRequest
                 | Kind::CcsReply
+                | Kind::CcsPerf
         )
     }
 }
@@ -143,7 +147,7 @@ mod tests {
 
     #[test]
     fn kinds_round_trip_and_qd_and_ccs_are_not_counted() {
-        for raw in 1..=10 {
+        for raw in 1..=11 {
             let kind = Kind::from_raw(raw).unwrap();
             assert_eq!(kind as u32, raw);
             let msg = message(kind, &[raw as u64], b"x");
@@ -151,9 +155,9 @@ mod tests {
             assert_ne!(msg.header().flags & FLAG_SYSTEM, 0);
             assert_eq!(msg.header().flags & FLAG_NO_QD == 0, kind.counted());
         }
-        assert!(Kind::from_raw(0).is_none() && Kind::from_raw(11).is_none());
+        assert!(Kind::from_raw(0).is_none() && Kind::from_raw(12).is_none());
         assert!(
-            !Kind::CcsRequest.counted(),
+            !Kind::CcsRequest.counted() && !Kind::CcsPerf.counted(),
             "CCS traffic comes from outside the job"
         );
     }

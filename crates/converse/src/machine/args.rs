@@ -40,6 +40,9 @@ pub struct ServerFlags {
     /// `++server-reply-timeout S`: how long a request may wait for its
     /// reply before its connection is closed.
     pub reply_timeout: Option<u64>,
+    /// `++server-stall-timeout S` (decimal seconds): how long a client may
+    /// send nothing in the middle of a request before it is closed.
+    pub stall_timeout: Option<std::time::Duration>,
 }
 
 /// A command line the runtime cannot accept.
@@ -76,7 +79,7 @@ impl fmt::Display for ArgError {
             ArgError::UnknownFlag(flag) => write!(
                 f,
                 "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M, ++spantree-branch K, +stacksize S, \
-                 ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES and ++server-reply-timeout S)"
+                 ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S and ++server-stall-timeout S)"
             ),
             ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
             ArgError::BadValue {
@@ -162,6 +165,16 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
                             .ok_or_else(|| bad("a byte count below 2^29"))?,
                     )
                 }
+                "stall-timeout" => {
+                    server.stall_timeout = Some(
+                        value
+                            .parse()
+                            .ok()
+                            .filter(|&s: &f64| s > 0.0 && s <= 1e6)
+                            .map(std::time::Duration::from_secs_f64)
+                            .ok_or_else(|| bad("seconds above 0 (decimals allowed)"))?,
+                    )
+                }
                 "reply-timeout" => {
                     server.reply_timeout = Some(
                         value
@@ -241,12 +254,13 @@ fn stack_bytes(value: &str) -> Result<usize, ArgError> {
 
 /// `+p4` -> ("+p", Some("4")); `++ppn` -> ("++ppn", None); `+foo` -> ("+foo", None).
 fn split_flag(word: &str) -> (&str, Option<&str>) {
-    const SERVER: [&str; 5] = [
+    const SERVER: [&str; 6] = [
         "++server-port",
         "++server-auth",
         "++server-bind",
         "++server-max-request",
         "++server-reply-timeout",
+        "++server-stall-timeout",
     ];
     for name in SERVER {
         if let Some(value) = word.strip_prefix(name) {
@@ -317,7 +331,7 @@ mod tests {
         assert_eq!(f.server, Some(ServerFlags::default()));
         assert_eq!(rest, words("prog a"));
         let (f, rest) = parse(&words(
-            "prog ++server-port 1234 ++server-auth=keys b ++server-bind 0.0.0.0 ++server-max-request 100 ++server-reply-timeout 5",
+            "prog ++server-port 1234 ++server-auth=keys b ++server-bind 0.0.0.0 ++server-max-request 100 ++server-reply-timeout 5 ++server-stall-timeout=0.25",
         ))
         .unwrap();
         assert_eq!(
@@ -328,6 +342,7 @@ mod tests {
                 bind: Some("0.0.0.0".into()),
                 max_request: Some(100),
                 reply_timeout: Some(5),
+                stall_timeout: Some(std::time::Duration::from_millis(250)),
             })
         );
         assert_eq!(rest, words("prog b"));
@@ -335,6 +350,8 @@ mod tests {
             "++server-port 70000",
             "++server-max-request x",
             "++server-reply-timeout 0",
+            "++server-stall-timeout 0",
+            "++server-stall-timeout -1",
         ] {
             let err = parse(&words(&format!("prog {bad}"))).unwrap_err();
             assert!(matches!(err, ArgError::BadValue { .. }), "{bad}: {err}");

@@ -82,6 +82,10 @@ pub fn abort(msg: &str) -> ! {
         let _ = err.write_all(line.as_bytes());
         let _ = err.flush();
     }
+    // CCS clients that asked (`ccs_killport`) learn that the job ends.
+    if let Some(server) = current.as_ref().and_then(|pe| pe.job.ccs.server.get()) {
+        server.notify_killers();
+    }
     // The other processes of the job end too, saying why.
     if let Some(net) = current.as_ref().and_then(|pe| pe.job.net.clone()) {
         let who = current.as_ref().map_or(0, |pe| pe.pe);
