@@ -22,6 +22,8 @@ use converse::{ABORT_EXIT_CODE, ArgError, Converse, MSG_HEADER_SIZE, Message, Ms
 
 /// Environment variable naming the scenario the child process runs.
 const SCENARIO_VAR: &str = "CONVERSE_FAULT_SCENARIO";
+/// The port the `ccs_killport` scenario registers.
+const KILL_PORT_VAR: &str = "CONVERSE_FAULT_KILL_PORT";
 /// Name of the test that runs scenarios in the child process.
 const CHILD_TEST: &str = "child_entry";
 /// Longest a scenario may run before it counts as a hang.
@@ -104,10 +106,16 @@ fn drain<R: Read + Send + 'static>(mut r: R) -> JoinHandle<String> {
 /// Runs scenario `name` in a child process and waits (at most [`TIMEOUT`])
 /// for it to end. Panics, after killing the child, if it does not.
 fn run_scenario(name: &str) -> Outcome {
+    run_scenario_with(name, &[])
+}
+
+/// [`run_scenario`] with extra environment variables for the child.
+fn run_scenario_with(name: &str, env: &[(&str, String)]) -> Outcome {
     let exe = std::env::current_exe().expect("path of the test binary");
     let mut child: Child = Command::new(exe)
         .args(["--exact", CHILD_TEST, "--nocapture", "--test-threads=1"])
         .env(SCENARIO_VAR, name)
+        .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
         .env("RUST_BACKTRACE", "0")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -177,6 +185,27 @@ fn settle() {
 /// scenarios that end the process themselves, only if they failed to).
 fn scenario(name: &str) -> i32 {
     match name {
+        // A CCS client asked to be told when the job ends
+        // (`ccs_killport`); then PE 0 aborts.
+        "ccs_killport_abort" => job(&["+p", "2", "++server"], |_| {
+            if converse::my_pe() == 0 {
+                let port: u32 = std::env::var(KILL_PORT_VAR).unwrap().parse().unwrap();
+                let addr = converse::ccs::server_address().unwrap();
+                let request = ccs_wire::encode_request(
+                    "ccs_killport",
+                    &ccs_wire::Dest::Pe(0),
+                    &port.to_be_bytes(),
+                )
+                .unwrap();
+                // The server thread answers this built-in by itself.
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                s.write_all(&request).unwrap();
+                let mut reply = Vec::new();
+                s.read_to_end(&mut reply).unwrap();
+                assert_eq!(reply, [0, 0, 0, 0], "an empty reply");
+                converse::abort("the test aborts after ccs_killport");
+            }
+        }),
         // 1. `abort` on PE 1 while PE 0 sits in its scheduler.
         "abort_pe1" => job(&["+p", "2"], |_| {
             if converse::my_pe() == 1 {
@@ -877,6 +906,27 @@ fn child_entry() {
 // ---------------------------------------------------------------------------
 // Parent tests.
 // ---------------------------------------------------------------------------
+
+#[test]
+fn an_abort_tells_ccs_killport_callers() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let out = run_scenario_with("ccs_killport_abort", &[(KILL_PORT_VAR, port.to_string())]);
+    out.expect(
+        ABORT_EXIT_CODE,
+        &["converse: PE 0 aborting: the test aborts after ccs_killport"],
+    );
+    // The notice was written before the process ended.
+    listener.set_nonblocking(true).unwrap();
+    let (mut notice, _) = listener.accept().expect("the kill notice connected");
+    notice.set_nonblocking(false).unwrap();
+    notice
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut bytes = Vec::new();
+    notice.read_to_end(&mut bytes).unwrap();
+    assert_eq!(bytes, b"die\n\0");
+}
 
 #[test]
 fn abort_on_pe1_names_pe_and_message() {
