@@ -25,7 +25,8 @@
 //!
 //! `ccs_getinfo` is answered here. `ccs_killport` keeps the caller's
 //! address and port; when the server stops (the job ends) or the process
-//! aborts, each is sent `die\n\0` ([`ServerHandle::notify_killers`]).
+//! aborts, each is sent `die\n\0` ([`ServerHandle::notify_killers`]; every
+//! abnormal exit path calls [`notify_killers_at_exit`]).
 //! `perf_monitor` waits for the next full sample of every PE (see
 //! `ccs::perf`).
 //!
@@ -141,6 +142,20 @@ impl ServerHandle {
     }
 }
 
+/// The server of this process, while it runs: abnormal exits (an abort, a
+/// lost peer or launcher) find it here to send the `ccs_killport` notices,
+/// from whatever thread ends the process.
+static RUNNING: Mutex<Option<Weak<ServerHandle>>> = Mutex::new(None);
+
+/// Sends the `ccs_killport` notices of this process's server, if it runs
+/// one; called on every path that ends the process abnormally.
+pub(crate) fn notify_killers_at_exit() {
+    let running = lock(&RUNNING).as_ref().and_then(Weak::upgrade);
+    if let Some(handle) = running {
+        handle.notify_killers();
+    }
+}
+
 /// Says `text` on stderr as the server's diagnostic.
 fn log(text: &str) {
     crate::machine::io::error(format_args!("converse: ccs: {text}\n"));
@@ -242,12 +257,14 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
         .spawn(move || server.run())
         .map_err(|e| format!("CCS server: cannot start its thread: {e}"))?;
     *lock(&handle.thread) = Some(thread);
+    *lock(&RUNNING) = Some(Arc::downgrade(&handle));
     Ok(handle)
 }
 
 /// Stops the server of `handle`, waits for its thread, and sends the
 /// `ccs_killport` notices.
 pub(crate) fn stop(handle: &ServerHandle) {
+    lock(&RUNNING).take();
     handle.stop.store(true, Ordering::Release);
     let _ = handle.waker.wake();
     if let Some(t) = lock(&handle.thread).take() {

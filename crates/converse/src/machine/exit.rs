@@ -83,9 +83,7 @@ pub fn abort(msg: &str) -> ! {
         let _ = err.flush();
     }
     // CCS clients that asked (`ccs_killport`) learn that the job ends.
-    if let Some(server) = current.as_ref().and_then(|pe| pe.job.ccs.server.get()) {
-        server.notify_killers();
-    }
+    crate::ccs::server::notify_killers_at_exit();
     // The other processes of the job end too, saying why.
     if let Some(net) = current.as_ref().and_then(|pe| pe.job.net.clone()) {
         let who = current.as_ref().map_or(0, |pe| pe.pe);

@@ -392,6 +392,7 @@ fn watch_launcher(mut reader: BufReader<TcpStream>, me: usize) {
                         crate::net::network::say(&format!(
                             "converse: process {me} ending the job: the launcher (convrun) is gone"
                         ));
+                        crate::ccs::server::notify_killers_at_exit();
                         std::process::exit(crate::machine::exit::ABORT_EXIT_CODE);
                     }
                     Ok(_) => {
@@ -400,6 +401,7 @@ fn watch_launcher(mut reader: BufReader<TcpStream>, me: usize) {
                             crate::net::network::say(&format!(
                                 "converse: process {me} ending the job: {text}"
                             ));
+                            crate::ccs::server::notify_killers_at_exit();
                             std::process::exit(crate::machine::exit::ABORT_EXIT_CODE);
                         }
                     }

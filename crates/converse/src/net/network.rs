@@ -275,6 +275,7 @@ impl Shared {
             self.pes_of(self.me)
         ));
         self.tell_abort(text, skip);
+        crate::ccs::server::notify_killers_at_exit();
         std::process::exit(crate::machine::exit::ABORT_EXIT_CODE)
     }
 
@@ -401,6 +402,7 @@ impl Shared {
                     self.pes_of(self.me),
                     self.pes_of(peer)
                 ));
+                crate::ccs::server::notify_killers_at_exit();
                 std::process::exit(crate::machine::exit::ABORT_EXIT_CODE)
             }
             _ => self.fault(
