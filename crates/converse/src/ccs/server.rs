@@ -346,6 +346,7 @@ struct Server {
 impl Server {
     fn run(&mut self) {
         let mut events = Events::with_capacity(256);
+        let mut last_scan = Instant::now();
         loop {
             let Some(handle) = self.handle.upgrade() else {
                 return;
@@ -378,7 +379,12 @@ impl Server {
                     }
                 }
             }
-            self.check_deadlines();
+            // Once per tick, not per wake-up: the scan visits every
+            // connection.
+            if last_scan.elapsed() >= TICK {
+                last_scan = Instant::now();
+                self.check_deadlines();
+            }
         }
     }
 
