@@ -53,6 +53,17 @@ pub enum WireError {
     TooManyPes { count: u64, max: usize },
     /// A multicast PE list entry that is negative.
     NegativePe(i32),
+    /// A multicast listing fewer than 2 PEs (when encoding): the header's
+    /// destination field cannot say it (−1 is a broadcast, 0 is PE 0).
+    MulticastTooShort(usize),
+    /// A PE of 2^31 or more (when encoding): the wire's PE fields are
+    /// signed 32-bit integers.
+    PeOutOfRange(u32),
+    /// A multicast listing more than 2^31 PEs (when encoding): its
+    /// destination field, −count, would not fit a signed 32-bit integer.
+    MulticastTooLong(usize),
+    /// A reply of 2^32 bytes or more: its length field is 32 bits.
+    ReplyTooLong(u64),
 }
 
 impl std::fmt::Display for WireError {
@@ -83,6 +94,26 @@ impl std::fmt::Display for WireError {
                 write!(f, "a multicast to {count} PEs: the job has {max}")
             }
             WireError::NegativePe(pe) => write!(f, "PE {pe} in a multicast list"),
+            WireError::MulticastTooShort(n) => write!(
+                f,
+                "a multicast listing {n} PE{}: a multicast lists at least 2 PEs; use Dest::Pe for one",
+                if *n == 1 { "" } else { "s" }
+            ),
+            WireError::PeOutOfRange(pe) => write!(
+                f,
+                "PE {pe}: PEs on the wire are signed 32-bit, at most {}",
+                i32::MAX
+            ),
+            WireError::MulticastTooLong(n) => write!(
+                f,
+                "a multicast listing {n} PEs: the destination field holds at most {}",
+                MAX_MULTICAST
+            ),
+            WireError::ReplyTooLong(n) => write!(
+                f,
+                "a reply of {n} bytes: its length field holds at most {}",
+                u32::MAX
+            ),
         }
     }
 }
@@ -100,15 +131,58 @@ pub enum Dest {
     Multicast(Vec<u32>),
 }
 
+/// Most PEs a multicast lists: its destination field, −count, is an
+/// `i32`.
+pub const MAX_MULTICAST: usize = 1 << 31;
+
 impl Dest {
-    /// The header's destination field.
+    /// The header's destination field, unchecked: a PE of 2^31 or more
+    /// comes out negative, and a multicast of fewer than 2 or more than
+    /// [`MAX_MULTICAST`] PEs comes out as some other destination. Use
+    /// [`Dest::try_field`] (as the encoders do) unless `self` is known to
+    /// be valid.
     pub fn field(&self) -> i32 {
         match self {
             Dest::Pe(pe) => *pe as i32,
             Dest::Broadcast => BROADCAST,
-            Dest::Multicast(pes) => -(pes.len() as i32),
+            Dest::Multicast(pes) => (pes.len() as i64).wrapping_neg() as i32,
         }
     }
+
+    /// The header's destination field, if the wire can say `self`: a PE
+    /// below 2^31 ([`WireError::PeOutOfRange`]); a multicast of 2 to
+    /// [`MAX_MULTICAST`] PEs ([`WireError::MulticastTooShort`],
+    /// [`WireError::MulticastTooLong`]), each below 2^31.
+    pub fn try_field(&self) -> Result<i32, WireError> {
+        match self {
+            Dest::Pe(pe) => pe_field(*pe),
+            Dest::Broadcast => Ok(BROADCAST),
+            Dest::Multicast(pes) => {
+                let field = multicast_field(pes.len())?;
+                if let Some(&pe) = pes.iter().find(|&&pe| pe > i32::MAX as u32) {
+                    return Err(WireError::PeOutOfRange(pe));
+                }
+                Ok(field)
+            }
+        }
+    }
+}
+
+/// A PE as the wire's signed 32 bits.
+fn pe_field(pe: u32) -> Result<i32, WireError> {
+    i32::try_from(pe).map_err(|_| WireError::PeOutOfRange(pe))
+}
+
+/// The destination field of a multicast to `count` PEs: −`count`.
+fn multicast_field(count: usize) -> Result<i32, WireError> {
+    if count < 2 {
+        // −1 means broadcast and 0 means PE 0: a list needs two PEs.
+        return Err(WireError::MulticastTooShort(count));
+    }
+    i64::try_from(count)
+        .ok()
+        .and_then(|c| i32::try_from(-c).ok())
+        .ok_or(WireError::MulticastTooLong(count))
 }
 
 /// A request header: `[data length][destination][name, NUL-padded]`.
@@ -195,19 +269,12 @@ fn append_request(
             len: data.len() as u64,
             max: (1 << 29) - 1,
         })?;
-    if let Dest::Multicast(pes) = dest {
-        if pes.len() < 2 {
-            // −1 means broadcast and 0 means PE 0: a list needs two PEs.
-            return Err(WireError::TooManyPes {
-                count: pes.len() as u64,
-                max: 0,
-            });
-        }
-    }
-    out.extend_from_slice(&RequestHeader::new(handler, dest.field(), len)?.encode());
+    let header = RequestHeader::new(handler, dest.try_field()?, len)?;
+    out.extend_from_slice(&header.encode());
     if let Dest::Multicast(pes) = dest {
         for pe in pes {
-            out.extend_from_slice(&(*pe as i32).to_be_bytes());
+            // Checked by `try_field`: every PE is below 2^31.
+            out.extend_from_slice(&pe.to_be_bytes());
         }
     }
     out.extend_from_slice(data);
@@ -260,8 +327,42 @@ pub fn encode_identity_request(level: u8, client_salt: u32) -> [u8; 8] {
 
 /// The 4-byte length that starts a reply (after the hash of an
 /// authenticated one).
+///
+/// `len` must be below 2^32: a longer reply cannot be sent, and its
+/// length would be cut to its low 32 bits (debug builds panic). Where a
+/// reply may be that long, use [`try_reply_header`].
 pub fn reply_header(len: usize) -> [u8; 4] {
+    debug_assert!(
+        u32::try_from(len).is_ok(),
+        "a reply of {len} bytes does not fit the 32-bit length field"
+    );
     (len as u32).to_be_bytes()
+}
+
+/// The 4-byte length that starts a reply, or
+/// [`WireError::ReplyTooLong`] for a reply of 2^32 bytes or more.
+pub fn try_reply_header(len: usize) -> Result<[u8; 4], WireError> {
+    u32::try_from(len)
+        .map(u32::to_be_bytes)
+        .map_err(|_| WireError::ReplyTooLong(len as u64))
+}
+
+/// The length of the reply data that follows the 4-byte `head` (read
+/// after the 20-byte hash of an authenticated reply).
+pub fn decode_reply_len(head: &[u8; 4]) -> u32 {
+    u32::from_be_bytes(*head)
+}
+
+/// Whether `got`, the first 20 bytes of an authenticated reply, is
+/// `hash(key, reply_salt)` as the server must send it.
+///
+/// The comparison looks at every byte whatever the first difference,
+/// but it is not guaranteed constant-time (the compiler may shortcut it);
+/// a client checks a hash the server sent, so no secret rides on its
+/// timing.
+pub fn check_reply_hash(key: &Key, reply_salt: u32, got: &[u8; HASH_LEN]) -> bool {
+    let want = hash(key, reply_salt, None);
+    want.iter().zip(got).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
 }
 
 /// The reply to `ccs_getinfo`: the number of nodes, then each node's PE
@@ -337,6 +438,118 @@ mod tests {
             Some(&[0xff; 4][..])
         );
         assert!(encode_request("h", &Dest::Multicast(vec![1]), b"").is_err());
+    }
+
+    #[test]
+    fn a_multicast_of_fewer_than_two_pes_has_its_own_error() {
+        for pes in [vec![], vec![3]] {
+            let n = pes.len();
+            let e = encode_request("h", &Dest::Multicast(pes), b"").unwrap_err();
+            assert_eq!(e, WireError::MulticastTooShort(n));
+            assert!(
+                e.to_string()
+                    .contains("a multicast lists at least 2 PEs; use Dest::Pe for one"),
+                "{e}"
+            );
+        }
+        let who = ClientIdentity {
+            key: [0; 16],
+            level: 0,
+            client_id: 0,
+            salt: 0,
+        };
+        assert_eq!(
+            encode_auth_request(&who, 0, "h", &Dest::Multicast(vec![1]), b""),
+            Err(WireError::MulticastTooShort(1))
+        );
+    }
+
+    #[test]
+    fn pes_beyond_i32_are_refused_not_sent_negative() {
+        let big = 1u32 << 31;
+        for dest in [Dest::Pe(big), Dest::Multicast(vec![0, big, 1])] {
+            assert_eq!(
+                encode_request("h", &dest, b""),
+                Err(WireError::PeOutOfRange(big))
+            );
+            assert_eq!(dest.try_field(), Err(WireError::PeOutOfRange(big)));
+        }
+        assert_eq!(
+            encode_request("h", &Dest::Pe(u32::MAX), b""),
+            Err(WireError::PeOutOfRange(u32::MAX))
+        );
+        // The largest PE the wire holds still goes out, positive.
+        let max = i32::MAX as u32;
+        let r = encode_request("h", &Dest::Pe(max), b"").unwrap();
+        assert_eq!(&r[4..8], &i32::MAX.to_be_bytes());
+        let m = encode_request("h", &Dest::Multicast(vec![max, 0]), b"").unwrap();
+        assert_eq!(&m[40..44], &i32::MAX.to_be_bytes());
+        assert_eq!(Dest::Broadcast.try_field(), Ok(BROADCAST));
+        assert_eq!(Dest::Multicast(vec![5, 6, 7]).try_field(), Ok(-3));
+        assert!(
+            WireError::PeOutOfRange(big)
+                .to_string()
+                .contains("2147483648")
+        );
+    }
+
+    #[test]
+    fn a_multicast_list_is_as_long_as_an_i32_destination_allows() {
+        // Lists this long are not built here (2^31 PEs are 8 GiB): the
+        // count check is tested alone.
+        assert_eq!(multicast_field(2), Ok(-2));
+        assert_eq!(multicast_field(MAX_MULTICAST), Ok(i32::MIN));
+        #[cfg(target_pointer_width = "64")]
+        {
+            assert_eq!(
+                multicast_field(MAX_MULTICAST + 1),
+                Err(WireError::MulticastTooLong(MAX_MULTICAST + 1))
+            );
+            assert_eq!(
+                multicast_field(usize::MAX),
+                Err(WireError::MulticastTooLong(usize::MAX))
+            );
+        }
+    }
+
+    #[test]
+    fn reply_headers_refuse_lengths_beyond_32_bits() {
+        assert_eq!(try_reply_header(0x0102_0304), Ok([1, 2, 3, 4]));
+        assert_eq!(try_reply_header(u32::MAX as usize), Ok([0xff; 4]));
+        assert_eq!(reply_header(5), [0, 0, 0, 5]);
+        #[cfg(target_pointer_width = "64")]
+        {
+            let e = try_reply_header(1 << 32).unwrap_err();
+            assert_eq!(e, WireError::ReplyTooLong(1 << 32));
+            assert!(e.to_string().contains("4294967296"), "{e}");
+        }
+    }
+
+    #[test]
+    #[cfg(all(debug_assertions, target_pointer_width = "64"))]
+    #[should_panic(expected = "does not fit the 32-bit length field")]
+    fn reply_header_asserts_its_precondition_in_debug_builds() {
+        reply_header(1 << 32);
+    }
+
+    #[test]
+    fn reply_heads_decode_and_reply_hashes_check() {
+        for len in [0usize, 7, 0x0102_0304, u32::MAX as usize] {
+            let head = try_reply_header(len).unwrap();
+            assert_eq!(decode_reply_len(&head) as usize, len);
+        }
+        let key = [9u8; 16];
+        let good = hash(&key, 1234, None);
+        assert!(check_reply_hash(&key, 1234, &good));
+        assert!(!check_reply_hash(&key, 1235, &good));
+        assert!(!check_reply_hash(&[8; 16], 1234, &good));
+        for i in [0, 19] {
+            let mut bad = good;
+            bad[i] ^= 1;
+            assert!(!check_reply_hash(&key, 1234, &bad));
+        }
+        // The reply's hash has no header: 16 zero bytes stand for it.
+        assert_eq!(good, hash(&key, 1234, Some(&[0; 16])));
     }
 
     #[test]
