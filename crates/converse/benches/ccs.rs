@@ -45,19 +45,23 @@ fn exchange(addr: SocketAddr, request: &[u8], reply: &mut Vec<u8>) {
 }
 
 /// Requests per second from `CLIENTS` threads making `per_client` each.
-fn rps(addr: SocketAddr, request: &[u8], expected: &[u8], per_client: u64) -> f64 {
+/// The client threads are named `<name>-client` (for profiles).
+fn rps(name: &str, addr: SocketAddr, request: &[u8], expected: &[u8], per_client: u64) -> f64 {
     let start = Arc::new(Barrier::new(CLIENTS + 1));
     let threads: Vec<_> = (0..CLIENTS)
         .map(|_| {
             let (start, request, expected) = (start.clone(), request.to_vec(), expected.to_vec());
-            std::thread::spawn(move || {
-                let mut reply = Vec::new();
-                start.wait();
-                for _ in 0..per_client {
-                    exchange(addr, &request, &mut reply);
-                    assert_eq!(reply, expected, "the echo's reply");
-                }
-            })
+            let builder = std::thread::Builder::new().name(format!("{name}-client"));
+            builder
+                .spawn(move || {
+                    let mut reply = Vec::new();
+                    start.wait();
+                    for _ in 0..per_client {
+                        exchange(addr, &request, &mut reply);
+                        assert_eq!(reply, expected, "the echo's reply");
+                    }
+                })
+                .unwrap()
         })
         .collect();
     start.wait();
@@ -93,7 +97,8 @@ impl RawEcho {
         let addr = listener.local_addr().unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let stopping = stop.clone();
-        let thread = std::thread::spawn(move || {
+        let builder = std::thread::Builder::new().name("raw-echo".into());
+        let thread = builder.spawn(move || {
             let mut request = vec![0u8; request_len];
             for conn in listener.incoming() {
                 if stopping.load(Ordering::Acquire) {
@@ -105,6 +110,7 @@ impl RawEcho {
                 }
             }
         });
+        let thread = thread.expect("start the baseline server");
         RawEcho {
             addr,
             stop,
@@ -152,10 +158,10 @@ fn measure(ccs_addr: SocketAddr) -> Figures {
     for _ in 0..3 {
         f.raw_rps = f
             .raw_rps
-            .max(rps(raw.addr, &request, &expected, per_client));
+            .max(rps("raw", raw.addr, &request, &expected, per_client));
         f.ccs_rps = f
             .ccs_rps
-            .max(rps(ccs_addr, &request, &expected, per_client));
+            .max(rps("ccs", ccs_addr, &request, &expected, per_client));
         f.raw_rtt = f
             .raw_rtt
             .min(rtt(raw.addr, &request, &expected, sequential));
