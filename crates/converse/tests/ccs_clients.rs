@@ -502,14 +502,9 @@ fn the_python_tool_against_the_real_server() {
 }
 
 /// `ccs::merge` says a merge gets the replies "in the order of the
-/// request's PE list (PE order for a broadcast)"; the server passes them
-/// in the order they arrived (`Pending::replies` in `src/ccs/server.rs`
-/// is pushed to as replies come, and a reply does not say which PE sent
-/// it), so `concat` gives e.g. `0312` for a broadcast on 4 PEs. Ignored
-/// until the server keeps each reply in its PE's place; run it with
-/// `cargo test -p converse --test ccs_clients -- --ignored`.
+/// request's PE list (PE order for a broadcast)", whatever order they
+/// arrive in: each reply carries its PE's list position.
 #[test]
-#[ignore = "server bug: merged replies come in arrival order, not PE-list order"]
 fn concat_merges_keep_the_order_of_the_pe_list() {
     let _serial = serial();
     let seen = ccs_job::with_server(&JOB, 120, register, |addr| {

@@ -8,9 +8,10 @@
 //!    and checks it: the handler name is known, the destination PEs exist,
 //!    a broadcast or multicast has a merge function. A request that fails
 //!    is answered at once with an empty reply and a diagnostic on stderr.
-//! 2. It gives PE 0 a `CcsDispatch` system message (its inbox takes
-//!    messages from any thread), which sends a `CcsRequest` carrying the
-//!    destination list to its first PE.
+//! 2. It gives the first destination PE a `CcsRequest` carrying the
+//!    destination list, straight into its inbox (which takes messages from
+//!    any thread) when that PE lives in the server's process; else it
+//!    gives PE 0 a `CcsDispatch`, which sends the `CcsRequest` on.
 //! 3. A PE that gets a `CcsRequest` for a list passes the rest of the list
 //!    on down a 4-ary tree over list positions (the rest split in up to
 //!    four contiguous parts, each sent to its first PE with the part), so
@@ -19,9 +20,10 @@
 //!    registered handler, with the request data as payload, run at once
 //!    with this PE's request context set ([`is_remote_request`],
 //!    [`caller_id`], [`send_reply`], [`delay_reply`], [`no_reply`]).
-//! 4. The reply goes back as a `CcsReply` to PE 0's process (directly to
-//!    the server when the PE lives there), which writes it to the client:
-//!    at once for one PE, merged once every PE answered for broadcast and
+//! 4. The reply, tagged with the PE's position in the list, goes back as
+//!    a `CcsReply` to PE 0's process (directly to the server when the PE
+//!    lives there), which writes it to the client: at once for one PE,
+//!    merged in list order once every PE answered for broadcast and
 //!    multicast. A handler that returns without replying (or delaying)
 //!    yields an empty reply.
 //!
@@ -85,10 +87,18 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Which answer a PE owes: request `token`'s, for the PE at `position` of
+/// its destination list (the server merges replies in list order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Ticket {
+    pub token: u64,
+    pub position: u64,
+}
+
 /// The request a PE's running handler was called for.
 #[derive(Clone, Copy)]
 struct Context {
-    token: u64,
+    ticket: Ticket,
     caller: ([u8; 4], u16),
     /// A reply was sent, delayed or refused: nothing more is owed.
     answered: bool,
@@ -183,16 +193,16 @@ pub fn caller_id() -> Option<([u8; 4], u16)> {
 /// Outside a CCS handler, or if this request was already answered.
 #[doc(alias = "CcsSendReply")]
 pub fn send_reply(reply: &[u8]) {
-    let token = take_context("send_reply");
-    answer(token, Reply::Data(reply.to_vec()));
+    let ticket = take_context("send_reply");
+    answer(ticket, Reply::Data(reply.to_vec()));
 }
 
 /// Answers the request being handled with no reply at all: the client's
 /// connection is closed (`CcsNoReply`).
 #[doc(alias = "CcsNoReply")]
 pub fn no_reply() {
-    let token = take_context("no_reply");
-    answer(token, Reply::Nothing);
+    let ticket = take_context("no_reply");
+    answer(ticket, Reply::Nothing);
 }
 
 /// A reply owed to a client, to be sent later from any PE
@@ -200,19 +210,19 @@ pub fn no_reply() {
 #[derive(Debug)]
 #[must_use = "a delayed reply that is never sent leaves its client waiting until the server's reply timeout"]
 pub struct DelayedReply {
-    token: u64,
+    ticket: Ticket,
 }
 
 impl DelayedReply {
     /// Sends the reply (`CcsSendDelayedReply`); from any PE, any time.
     #[doc(alias = "CcsSendDelayedReply")]
     pub fn send(self, reply: &[u8]) {
-        answer(self.token, Reply::Data(reply.to_vec()));
+        answer(self.ticket, Reply::Data(reply.to_vec()));
     }
 
     /// Closes the client's connection without a reply.
     pub fn no_reply(self) {
-        answer(self.token, Reply::Nothing);
+        answer(self.ticket, Reply::Nothing);
     }
 }
 
@@ -224,16 +234,16 @@ impl DelayedReply {
 #[doc(alias = "CcsDelayReply")]
 pub fn delay_reply() -> DelayedReply {
     DelayedReply {
-        token: take_context("delay_reply"),
+        ticket: take_context("delay_reply"),
     }
 }
 
-/// Marks the running request answered and returns its token.
-fn take_context(what: &str) -> u64 {
+/// Marks the running request answered and returns its ticket.
+fn take_context(what: &str) -> Ticket {
     CONTEXT.with(|c| match c.borrow_mut().as_mut() {
         Some(ctx) if !ctx.answered => {
             ctx.answered = true;
-            ctx.token
+            ctx.ticket
         }
         Some(_) => panic!("{what}: this CCS request was already answered"),
         None => panic!("{what} called outside a CCS handler"),
@@ -241,20 +251,27 @@ fn take_context(what: &str) -> u64 {
 }
 
 /// Gets `reply` to the server, from the calling PE.
-fn answer(token: u64, reply: Reply) {
-    pe::with(|pe| answer_from(pe, token, reply))
+fn answer(ticket: Ticket, reply: Reply) {
+    pe::with(|pe| answer_from(pe, ticket, reply))
 }
 
-fn answer_from(pe: &Pe, token: u64, reply: Reply) {
+fn answer_from(pe: &Pe, ticket: Ticket, reply: Reply) {
     if let Some(server) = pe.job.ccs.server.get() {
-        server.push_reply(token, reply);
+        server.push_reply(ticket, reply);
         return;
     }
     let (kind, bytes) = match reply {
         Reply::Data(d) => (0, d),
         Reply::Nothing => (1, Vec::new()),
     };
-    pe.push_to_pe(0, system::message(Kind::CcsReply, &[token, kind], &bytes));
+    pe.push_to_pe(
+        0,
+        system::message(
+            Kind::CcsReply,
+            &[ticket.token, ticket.position, kind],
+            &bytes,
+        ),
+    );
 }
 
 /// A runtime message of CCS reached the front of `pe`'s scheduler.
@@ -265,14 +282,17 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
         Kind::CcsPerf => perf::on_message(pe, &msg),
         Kind::CcsReply => {
             let mut r = Reader::new(&msg, "CCS reply");
-            let token = r.word();
+            let ticket = Ticket {
+                token: r.word(),
+                position: r.word(),
+            };
             let reply = match r.word() {
                 0 => Reply::Data(r.rest().to_vec()),
                 1 => Reply::Nothing,
                 k => r.malformed(&format!("reply kind {k}")),
             };
             match pe.job.ccs.server.get() {
-                Some(server) => server.push_reply(token, reply),
+                Some(server) => server.push_reply(ticket, reply),
                 None => r.malformed("a reply reached a process without the CCS server"),
             }
         }
@@ -281,7 +301,8 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
 }
 
 /// The words of a request: token, caller address, caller port, name
-/// length; then the destination count and PEs; then the name and the data.
+/// length; then the list position of its first destination PE, the
+/// destination count and PEs; then the name and the data.
 fn request_words(token: u64, caller: ([u8; 4], u16), name: &str) -> [u64; 4] {
     [
         token,
@@ -291,16 +312,28 @@ fn request_words(token: u64, caller: ([u8; 4], u16), name: &str) -> [u64; 4] {
     ]
 }
 
-/// A request (`kind`: dispatch or request) for `targets`.
-fn request_message(kind: Kind, words: &[u64], targets: &[usize], rest: &[u8]) -> Message {
+/// A request (`kind`: dispatch or request) for `targets`, the first at
+/// `position` of the request's list.
+fn request_message(
+    kind: Kind,
+    words: &[u64],
+    position: u64,
+    targets: &[usize],
+    rest: &[u8],
+) -> Message {
     let mut all = words.to_vec();
+    all.push(position);
     all.push(targets.len() as u64);
     all.extend(targets.iter().map(|&t| t as u64));
     system::message(kind, &all, rest)
 }
 
-/// The message the server gives PE 0: a request for `targets`.
-pub(crate) fn dispatch_message(
+/// The message the server gives a PE of its process for a request to
+/// `targets`: the request itself to the first target when `direct` (it
+/// lives in the server's process), else a dispatch to PE 0, which sends
+/// the request on.
+pub(crate) fn server_message(
+    direct: bool,
     token: u64,
     caller: ([u8; 4], u16),
     targets: &[u32],
@@ -311,9 +344,15 @@ pub(crate) fn dispatch_message(
     let mut bytes = Vec::with_capacity(name.len() + data.len());
     bytes.extend_from_slice(name.as_bytes());
     bytes.extend_from_slice(data);
+    let kind = if direct {
+        Kind::CcsRequest
+    } else {
+        Kind::CcsDispatch
+    };
     request_message(
-        Kind::CcsDispatch,
+        kind,
         &request_words(token, caller, name),
+        0,
         &targets,
         &bytes,
     )
@@ -322,6 +361,8 @@ pub(crate) fn dispatch_message(
 /// A request's fields as a message carries them.
 struct Carried<'a> {
     words: [u64; 4],
+    /// Where `targets[0]` is in the request's whole list.
+    position: u64,
     targets: Vec<usize>,
     /// Name, then data.
     rest: &'a [u8],
@@ -330,6 +371,7 @@ struct Carried<'a> {
 fn read_request<'a>(pe: &Pe, msg: &'a Message, what: &'static str) -> (Carried<'a>, Reader<'a>) {
     let mut r = Reader::new(msg, what);
     let words = [r.word(), r.word(), r.word(), r.word()];
+    let position = r.word();
     let pes = pe.job.topo.num_pes();
     let count = r.index(pes + 1);
     let targets: Vec<usize> = (0..count).map(|_| r.index(pes)).collect();
@@ -340,6 +382,7 @@ fn read_request<'a>(pe: &Pe, msg: &'a Message, what: &'static str) -> (Carried<'
     (
         Carried {
             words,
+            position,
             targets,
             rest,
         },
@@ -350,7 +393,7 @@ fn read_request<'a>(pe: &Pe, msg: &'a Message, what: &'static str) -> (Carried<'
 /// On PE 0: sends the request to the first of its PEs, which passes it on.
 fn on_dispatch(pe: &Pe, msg: &Message) {
     let (c, _) = read_request(pe, msg, "CCS dispatch");
-    let request = request_message(Kind::CcsRequest, &c.words, &c.targets, c.rest);
+    let request = request_message(Kind::CcsRequest, &c.words, c.position, &c.targets, c.rest);
     if c.targets[0] == pe.pe {
         on_request(pe, &request);
     } else {
@@ -369,13 +412,19 @@ fn subtrees(targets: &[usize]) -> impl Iterator<Item = &[usize]> {
 /// handler.
 fn on_request(pe: &Pe, msg: &Message) {
     let (c, r) = read_request(pe, msg, "CCS request");
+    let mut position = c.position + 1;
     for part in subtrees(&c.targets) {
         pe.push_to_pe(
             part[0],
-            request_message(Kind::CcsRequest, &c.words, part, c.rest),
+            request_message(Kind::CcsRequest, &c.words, position, part, c.rest),
         );
+        position += part.len() as u64;
     }
     let [token, ip, port, name_len] = c.words;
+    let ticket = Ticket {
+        token,
+        position: c.position,
+    };
     let ip = (ip as u32).to_be_bytes();
     let port = port as u16;
     if name_len >= ccs_wire::NAME_LEN as u64 || c.rest.len() < name_len as usize {
@@ -390,7 +439,7 @@ fn on_request(pe: &Pe, msg: &Message) {
             "converse: ccs: PE {}: no handler {name:?} here (register it on every PE); answered empty\n",
             pe.pe
         ));
-        answer_from(pe, token, Reply::Data(Vec::new()));
+        answer_from(pe, ticket, Reply::Data(Vec::new()));
         return;
     };
     let mut user = Message::from_payload(entry.index, data);
@@ -398,7 +447,7 @@ fn on_request(pe: &Pe, msg: &Message) {
     user.header_mut().flags = FLAG_NO_QD;
     let outer = CONTEXT.with(|c| {
         c.borrow_mut().replace(Context {
-            token,
+            ticket,
             caller: (ip, port),
             answered: false,
         })
@@ -411,7 +460,7 @@ fn on_request(pe: &Pe, msg: &Message) {
             if let Some(ctx) = ctx {
                 if !ctx.answered && !std::thread::panicking() {
                     // Returned without replying: an empty reply.
-                    answer(ctx.token, Reply::Data(Vec::new()));
+                    answer(ctx.ticket, Reply::Data(Vec::new()));
                 }
             }
         }

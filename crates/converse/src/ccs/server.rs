@@ -50,7 +50,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::auth::{self, Guard};
 use super::perf::{Collector, Sample};
-use super::{Reply, lock};
+use super::{Reply, Ticket, lock};
 use crate::machine::args::ServerFlags;
 use crate::machine::job::Job;
 
@@ -87,8 +87,8 @@ const FIRST_CONN: usize = 2;
 
 /// What PEs tell the server thread.
 enum Event {
-    /// The reply of request `token` (one PE's, for a merged request).
-    Reply(u64, Reply),
+    /// A PE's reply to a request.
+    Reply(Ticket, Reply),
     /// A `perf_monitor` sample.
     Sample(Sample),
 }
@@ -106,9 +106,9 @@ pub(crate) struct ServerHandle {
 }
 
 impl ServerHandle {
-    /// Queues the reply of request `token` (from any thread).
-    pub fn push_reply(&self, token: u64, reply: Reply) {
-        self.push(Event::Reply(token, reply));
+    /// Queues a PE's reply (from any thread).
+    pub(crate) fn push_reply(&self, ticket: Ticket, reply: Reply) {
+        self.push(Event::Reply(ticket, reply));
     }
 
     /// Queues a `perf_monitor` sample (from any thread).
@@ -185,6 +185,12 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
     };
     let listener = TcpListener::bind(SocketAddr::new(ip, flags.port))
         .map_err(|e| format!("CCS server: cannot listen on {ip} port {}: {e}", flags.port))?;
+    // mio listens with a backlog of 128: a thousand clients connecting at
+    // once overflow it, and each overflowed SYN costs its client a 1 s
+    // retransmit. Listening again only changes the backlog (capped by
+    // net.core.somaxconn).
+    rustix::net::listen(&listener, MAX_CONNECTIONS as i32)
+        .map_err(|e| format!("CCS server: listen: {e}"))?;
     let addr = listener
         .local_addr()
         .map_err(|e| format!("CCS server: {e}"))?;
@@ -309,15 +315,17 @@ struct Conn {
     reserved: usize,
     /// An authenticated request's reply starts with this hash.
     reply_hash: Option<[u8; HASH_LEN]>,
+    /// Registered for writability too (a write would block).
+    watching_writes: bool,
 }
 
 /// A request whose replies are still coming.
 struct Pending {
     conn: Token,
-    expected: usize,
-    replies: Vec<Vec<u8>>,
-    /// PEs that asked for no reply.
-    nothing: usize,
+    /// Per position of the destination list: its PE's answer, once come.
+    answers: Vec<Option<Reply>>,
+    /// Answers still to come.
+    missing: usize,
     merge: Option<super::MergeFn>,
 }
 
@@ -371,7 +379,7 @@ impl Server {
             drop(handle);
             for event in events {
                 match event {
-                    Event::Reply(token, reply) => self.on_reply(token, reply),
+                    Event::Reply(ticket, reply) => self.on_reply(ticket, reply),
                     Event::Sample(sample) => {
                         for (token, text) in self.perf.add(sample) {
                             self.reply_now(token, text);
@@ -404,11 +412,13 @@ impl Server {
                     self.refused_burst = false;
                     let token = Token(self.next_conn);
                     self.next_conn += 1;
-                    if let Err(e) = self.poll.registry().register(
-                        &mut stream,
-                        token,
-                        Interest::READABLE | Interest::WRITABLE,
-                    ) {
+                    // Writability is watched only once a write would block
+                    // (most replies fit the socket's buffer at once).
+                    if let Err(e) =
+                        self.poll
+                            .registry()
+                            .register(&mut stream, token, Interest::READABLE)
+                    {
                         log(&format!("cannot watch the connection from {peer}: {e}"));
                         continue;
                     }
@@ -424,8 +434,13 @@ impl Server {
                             last_read: Instant::now(),
                             reserved: 0,
                             reply_hash: None,
+                            watching_writes: false,
                         },
                     );
+                    // The request often came with the connection: no
+                    // readiness event will say so (edge-triggered, and it
+                    // arrived before the registration).
+                    self.read(token);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -694,9 +709,8 @@ impl Server {
             request,
             Pending {
                 conn: token,
-                expected: targets.len(),
-                replies: Vec::with_capacity(targets.len()),
-                nothing: 0,
+                answers: vec![None; targets.len()],
+                missing: targets.len(),
                 merge: entry.merge.clone(),
             },
         );
@@ -709,9 +723,24 @@ impl Server {
             IpAddr::V4(v4) => v4.octets(),
             IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or([0; 4], |v4| v4.octets()),
         };
-        let msg =
-            super::dispatch_message(request, (caller, peer.port()), &targets, &name, &req.data);
-        self.hand_to_pe0(&job, token, msg);
+        // Straight to the first destination when it lives here (no hop
+        // through PE 0).
+        let first = job.local_pe(targets[0] as usize);
+        let msg = super::server_message(
+            first.is_some(),
+            request,
+            (caller, peer.port()),
+            &targets,
+            &name,
+            &req.data,
+        );
+        match first {
+            Some(pe) => {
+                pe.inbox.push(msg);
+                pe.idle.wake();
+            }
+            None => self.hand_to_pe0(&job, token, msg),
+        }
     }
 
     /// Gives PE 0 `msg` for the request on `token`.
@@ -728,32 +757,50 @@ impl Server {
         }
     }
 
-    /// A PE answered request `request`.
-    fn on_reply(&mut self, request: u64, reply: Reply) {
-        let Some(p) = self.pending.get_mut(&request) else {
-            // Its connection timed out or closed; or a second answer.
+    /// A PE answered its part of a request.
+    fn on_reply(&mut self, ticket: Ticket, reply: Reply) {
+        let Some(p) = self.pending.get_mut(&ticket.token) else {
+            // Its connection timed out or closed.
             return;
         };
-        match reply {
-            Reply::Data(d) => p.replies.push(d),
-            Reply::Nothing => p.nothing += 1,
+        match p.answers.get_mut(ticket.position as usize) {
+            Some(slot @ None) => *slot = Some(reply),
+            // Answers come once per position (the request context sees
+            // to it); anything else is not from this request.
+            _ => {
+                log(&format!(
+                    "a reply for list position {} of a request to {} PEs ignored",
+                    ticket.position,
+                    p.answers.len()
+                ));
+                return;
+            }
         }
-        if p.replies.len() + p.nothing < p.expected {
+        p.missing -= 1;
+        if p.missing > 0 {
             return;
         }
-        let p = self.pending.remove(&request).expect("present");
-        if p.replies.is_empty() {
+        let p = self.pending.remove(&ticket.token).expect("present");
+        // In list order; PEs that asked for no reply have no part.
+        let replies: Vec<Vec<u8>> = p
+            .answers
+            .into_iter()
+            .filter_map(|a| match a {
+                Some(Reply::Data(d)) => Some(d),
+                _ => None,
+            })
+            .collect();
+        if replies.is_empty() {
             // Every PE asked for no reply: close without one.
             self.close(p.conn);
             return;
         }
-        let bytes = match (&p.merge, p.expected) {
-            (_, 1) => p.replies.into_iter().next().unwrap_or_default(),
-            (Some(merge), _) => {
-                let parts: Vec<&[u8]> = p.replies.iter().map(Vec::as_slice).collect();
+        let bytes = match &p.merge {
+            Some(merge) if replies.len() > 1 => {
+                let parts: Vec<&[u8]> = replies.iter().map(Vec::as_slice).collect();
                 merge(&parts)
             }
-            (None, _) => p.replies.concat(),
+            _ => replies.concat(),
         };
         self.reply_now(p.conn, bytes);
     }
@@ -800,7 +847,22 @@ impl Server {
             match conn.stream.write(&out[*at..]) {
                 Ok(0) => break,
                 Ok(n) => *at += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if !conn.watching_writes {
+                        // Re-arming reports the socket if it became
+                        // writable in the meantime.
+                        conn.watching_writes = true;
+                        if let Err(e) = self.poll.registry().reregister(
+                            &mut conn.stream,
+                            token,
+                            Interest::READABLE | Interest::WRITABLE,
+                        ) {
+                            log(&format!("cannot watch {}: {e}", conn.peer));
+                            return self.close(token);
+                        }
+                    }
+                    return;
+                }
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => {
                     log(&format!("writing to {} failed: {e}", conn.peer));
@@ -875,13 +937,14 @@ enum Fill {
     Failed(io::Error),
 }
 
-/// Reads into `buf` until it holds `need` bytes (never more: one request
-/// per connection, so anything after it is not ours to take).
+/// Reads into `buf` until it holds at least `need` bytes. Reads take up to
+/// 4 KiB even when less is needed, so a small request arrives in one read
+/// (one request per connection: bytes after it are never looked at).
 fn fill(stream: &mut TcpStream, buf: &mut Vec<u8>, need: usize) -> Fill {
     while buf.len() < need {
         let start = buf.len();
         // In steps, so a claimed size is not allocated before it arrives.
-        buf.resize(start + (need - start).min(64 << 10), 0);
+        buf.resize(start + (need - start).clamp(4 << 10, 64 << 10), 0);
         match stream.read(&mut buf[start..]) {
             Ok(0) => {
                 buf.truncate(start);
