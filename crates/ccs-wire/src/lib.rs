@@ -361,8 +361,13 @@ pub fn decode_reply_len(head: &[u8; 4]) -> u32 {
 /// a client checks a hash the server sent, so no secret rides on its
 /// timing.
 pub fn check_reply_hash(key: &Key, reply_salt: u32, got: &[u8; HASH_LEN]) -> bool {
-    let want = hash(key, reply_salt, None);
-    want.iter().zip(got).fold(0u8, |acc, (a, b)| acc | (a ^ b)) == 0
+    hashes_equal(&hash(key, reply_salt, None), got)
+}
+
+/// Whether two hashes are equal, comparing every byte whatever the first
+/// difference (not guaranteed constant-time: the compiler may shorten it).
+pub fn hashes_equal(a: &[u8; HASH_LEN], b: &[u8; HASH_LEN]) -> bool {
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// The reply to `ccs_getinfo`: the number of nodes, then each node's PE

@@ -6,6 +6,8 @@
 //! closed without stopping the server, a stalled client, the bound on
 //! buffered requests; and authentication (handshake, authenticated
 //! requests, wrong key, replayed salt, wrong level, the acceptance policy).
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -349,28 +351,12 @@ fn a_job_serves_ccs_requests_and_survives_bad_ones() {
             .unwrap()
     };
     assert_eq!(code, 0);
-    if let Some(t) = Arc::try_unwrap(client_thread)
-        .ok()
-        .and_then(OnceLock::into_inner)
-    {
-        t.join().unwrap();
-    }
-    let checks = checks.lock().unwrap();
-    let failed: Vec<&String> = checks.iter().filter(|c| !c.1).map(|c| &c.0).collect();
-    assert!(failed.is_empty(), "failed: {failed:?}");
-    assert_eq!(checks.len(), 26, "every check ran: {checks:?}");
+    join_client(client_thread);
+    assert_all(&checks.lock().unwrap(), 26);
     assert_eq!(*outside_handler.lock().unwrap(), Some((false, None)));
     // The job told the ccs_killport caller that it ended, before it
     // returned.
-    kill_listener.set_nonblocking(true).unwrap();
-    let (mut notice, _) = kill_listener.accept().expect("the kill notice connected");
-    notice.set_nonblocking(false).unwrap();
-    notice
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut bytes = Vec::new();
-    notice.read_to_end(&mut bytes).unwrap();
-    assert_eq!(bytes, b"die\n\0");
+    assert_eq!(common::kill_notice(&kill_listener), b"die\n\0");
 }
 
 /// Key of level 1 in the auth job's file.
@@ -605,14 +591,19 @@ fn auth_job(keys: &str, extra: &[&str], client: fn(SocketAddr, Checks)) -> Vec<(
             .unwrap()
     };
     assert_eq!(code, 0);
+    join_client(client_thread);
+    let _ = std::fs::remove_dir_all(&dir);
+    Arc::try_unwrap(checks).unwrap().into_inner().unwrap()
+}
+
+/// Waits for the client thread PE 0 started (re-raising its panic).
+fn join_client(client_thread: Arc<OnceLock<std::thread::JoinHandle<()>>>) {
     if let Some(t) = Arc::try_unwrap(client_thread)
         .ok()
         .and_then(OnceLock::into_inner)
     {
         t.join().unwrap();
     }
-    let _ = std::fs::remove_dir_all(&dir);
-    Arc::try_unwrap(checks).unwrap().into_inner().unwrap()
 }
 
 fn assert_all(checks: &[(String, bool)], count: usize) {

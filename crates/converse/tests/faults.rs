@@ -11,6 +11,8 @@
 //!
 //! Scenarios that cannot end the process (flag parsing, `Message::from_bytes`)
 //! run in-process.
+mod common;
+
 use std::io::{Read, Write};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::Arc;
@@ -917,15 +919,7 @@ fn an_abort_tells_ccs_killport_callers() {
         &["converse: PE 0 aborting: the test aborts after ccs_killport"],
     );
     // The notice was written before the process ended.
-    listener.set_nonblocking(true).unwrap();
-    let (mut notice, _) = listener.accept().expect("the kill notice connected");
-    notice.set_nonblocking(false).unwrap();
-    notice
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut bytes = Vec::new();
-    notice.read_to_end(&mut bytes).unwrap();
-    assert_eq!(bytes, b"die\n\0");
+    assert_eq!(common::kill_notice(&listener), b"die\n\0");
 }
 
 #[test]

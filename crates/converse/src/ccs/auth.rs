@@ -22,7 +22,6 @@ use ccs_wire::{AuthKeys, AuthPart, HASH_LEN, Key, RequestHeader};
 const MAX_CLIENTS: usize = 1 << 20;
 
 /// What the server knows about authentication.
-#[derive(Default)]
 pub(crate) struct Guard {
     keys: AuthKeys,
     /// Per client id: the salt of its next request.
@@ -61,7 +60,7 @@ impl Guard {
         got: &[u8; HASH_LEN],
     ) -> Result<[u8; 28], String> {
         let key = self.key(level)?;
-        if !same(&ccs_wire::hash(&key, server_salt, None), got) {
+        if !ccs_wire::hashes_equal(&ccs_wire::hash(&key, server_salt, None), got) {
             return Err(format!(
                 "the client's hash of our salt does not match level {level}'s key (a wrong key)"
             ));
@@ -93,7 +92,7 @@ impl Guard {
             ));
         };
         let head: [u8; 16] = header.encode()[..16].try_into().expect("16 bytes");
-        if !same(&ccs_wire::hash(&key, *salt, Some(&head)), &auth.hash) {
+        if !ccs_wire::hashes_equal(&ccs_wire::hash(&key, *salt, Some(&head)), &auth.hash) {
             return Err(format!(
                 "its hash does not match client {}'s key and salt (a wrong key, or a replayed request)",
                 auth.client_id
@@ -102,11 +101,6 @@ impl Guard {
         *salt = salt.wrapping_add(1);
         Ok(ccs_wire::hash(&key, auth.reply_salt, None))
     }
-}
-
-/// Compares two hashes in time that does not depend on where they differ.
-fn same(a: &[u8; HASH_LEN], b: &[u8; HASH_LEN]) -> bool {
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 /// Fills `buf` from the kernel's random source.

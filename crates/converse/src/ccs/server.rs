@@ -811,19 +811,21 @@ impl Server {
         let Some(conn) = self.conns.get_mut(&token) else {
             return;
         };
-        let Ok(len) = u32::try_from(data.len()) else {
-            log(&format!(
-                "a reply of {} bytes for {} cannot be sent (the length field holds less than 4 GiB); connection closed",
-                data.len(),
-                conn.peer
-            ));
-            return self.close(token);
+        let head = match ccs_wire::try_reply_header(data.len()) {
+            Ok(head) => head,
+            Err(e) => {
+                log(&format!(
+                    "{e}: the reply to {} not sent; connection closed",
+                    conn.peer
+                ));
+                return self.close(token);
+            }
         };
         let mut out = Vec::with_capacity(HASH_LEN + 4 + data.len());
         if let Some(h) = conn.reply_hash {
             out.extend_from_slice(&h);
         }
-        out.extend_from_slice(&len.to_be_bytes());
+        out.extend_from_slice(&head);
         out.extend_from_slice(&data);
         self.write_then(token, out, None);
     }

@@ -53,3 +53,18 @@ pub fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'stat
         Err(_) => panic!("the job did not finish within {secs} s: it hangs"),
     }
 }
+
+/// The bytes of the `ccs_killport` notice that reached `listener`: it must
+/// already be waiting (the job sends it before it ends).
+pub fn kill_notice(listener: &std::net::TcpListener) -> Vec<u8> {
+    use std::io::Read;
+    listener.set_nonblocking(true).unwrap();
+    let (mut notice, _) = listener.accept().expect("the kill notice connected");
+    notice.set_nonblocking(false).unwrap();
+    notice
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut bytes = Vec::new();
+    notice.read_to_end(&mut bytes).unwrap();
+    bytes
+}
