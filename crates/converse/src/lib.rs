@@ -53,6 +53,8 @@ pub mod cth;
 pub mod machine;
 pub mod msg;
 mod net;
+mod proc;
+mod rt;
 mod sync;
 
 pub use ccd::quiescence::{
@@ -96,18 +98,19 @@ pub use csd::{
     scheduler,
 };
 pub use cth::{Ctv, Event, Thread, check_can_block, sleep, suspend, yield_now, yield_prio};
-pub use machine::args::ArgError;
-pub use machine::exit::{ABORT_EXIT_CODE, abort, exit, job_exiting};
-pub use machine::globals::{Cpv, Csv};
-pub use machine::io::{error, printf, scan, scan_line};
-pub use machine::lock::{NodeLock, NodeLockGuard, node_barrier, unlock};
-pub use machine::startup::{Converse, converse_init, finish};
-pub use machine::timer::{cpu_timer, timer, wall_timer};
-pub use machine::{
-    my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes, num_pes,
-    rank_of,
-};
 pub use msg::{
     Handler, MSG_HEADER_SIZE, Message, MsgError, MsgHeader, handler_function, handler_of,
     number_handler, register_handler, register_handler_global, register_handler_local,
+};
+pub use proc::args::ArgError;
+pub use proc::exit::{ABORT_EXIT_CODE, abort};
+pub use proc::io::{error, printf, scan, scan_line};
+pub use proc::timer::{cpu_timer, timer, wall_timer};
+pub use rt::exit::{exit, job_exiting};
+pub use rt::globals::{Cpv, Csv};
+pub use rt::lock::{NodeLock, NodeLockGuard, node_barrier, unlock};
+pub use rt::startup::{Converse, converse_init, finish};
+pub use rt::{
+    my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes, num_pes,
+    rank_of,
 };

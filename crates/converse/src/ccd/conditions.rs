@@ -16,8 +16,8 @@
 //!   callback cancelled while its condition is being raised is skipped.
 use std::cell::{Cell, RefCell};
 
-use crate::machine::exit::abort;
-use crate::machine::pe::{self, Pe};
+use crate::proc::exit::abort;
+use crate::rt::pe::{self, Pe};
 
 /// A condition number (`CcdPROCESSOR_BEGIN_IDLE`, …, `CcdUSER`…`CcdUSERMAX`).
 ///
@@ -306,7 +306,7 @@ pub(crate) fn raise(pe: &Pe, cond: Condition) -> bool {
     }
     conds.raising.set(conds.raising.get() + 1);
     let raising = Raising(conds);
-    let now = crate::machine::timer::wall_timer();
+    let now = crate::proc::timer::wall_timer();
     let mut kept = Vec::new();
     for entry in taken {
         if conds.is_cancelled(entry.index) {

@@ -33,7 +33,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
-use crate::machine::pe::{self, Pe};
+use crate::rt::pe::{self, Pe};
 
 pub use conditions::{
     Condition, call_on_condition, call_on_condition_keep, cancel_call_on_condition, raise_condition,
@@ -332,7 +332,7 @@ pub(crate) fn poll(pe: &Pe, now: Instant) -> bool {
         due
     };
     if !due.is_empty() {
-        let wall = crate::machine::timer::wall_timer();
+        let wall = crate::proc::timer::wall_timer();
         for timer in due {
             let _handler = pe.enter_handler();
             (timer.callback)(wall);

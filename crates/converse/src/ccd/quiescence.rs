@@ -66,8 +66,8 @@ use std::collections::HashMap;
 
 use crate::cmi::spantree::SpanningTree;
 use crate::cmi::system::{self, Kind, Reader};
-use crate::machine::pe::{self, Pe};
 use crate::msg::message::Message;
+use crate::rt::pe::{self, Pe};
 
 /// A wave being collected on this PE.
 struct Wave {

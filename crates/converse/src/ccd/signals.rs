@@ -30,7 +30,7 @@ pub(crate) fn install(which: usize) {
             action.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut action.sa_mask);
             if libc::sigaction(SIGNALS[which], &action, std::ptr::null_mut()) != 0 {
-                crate::machine::exit::abort(&format!(
+                crate::proc::exit::abort(&format!(
                     "cannot install a handler for signal {}: {}",
                     SIGNALS[which],
                     std::io::Error::last_os_error()

@@ -113,7 +113,7 @@ pub(crate) fn random_bytes(buf: &mut [u8]) {
             // getrandom(2) cannot fail on Linux ≥ 3.17 once the pool is
             // ready; a salt must never be predictable, so stop rather
             // than go on with a weak one.
-            Err(e) => crate::machine::exit::abort(&format!(
+            Err(e) => crate::proc::exit::abort(&format!(
                 "CCS server: no random numbers from the kernel (getrandom: {e})"
             )),
         }

@@ -39,13 +39,14 @@ pub mod merge;
 pub(crate) mod perf;
 pub(crate) mod server;
 
+use crate::sync::lock;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::cmi::system::{self, Kind, Reader};
-use crate::machine::pe::{self, Pe};
 use crate::msg::message::{FLAG_NO_QD, Message};
+use crate::rt::pe::{self, Pe};
 
 pub use merge::MergeFn;
 
@@ -83,10 +84,6 @@ impl CcsState {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Which answer a PE owes: request `token`'s, for the PE at `position` of
 /// its destination list (the server merges replies in list order).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -112,7 +109,7 @@ thread_local! {
 /// their terminating NUL).
 fn check_name(name: &str) {
     if name.len() >= ccs_wire::NAME_LEN || name.contains('\0') {
-        crate::machine::exit::abort(&format!(
+        crate::proc::exit::abort(&format!(
             "CCS handler name {name:?} is too long or holds a NUL: names are shorter than {} bytes",
             ccs_wire::NAME_LEN
         ));
@@ -152,7 +149,7 @@ pub fn use_handler(name: &str, index: usize) {
 pub fn set_merge_fn(name: &str, merge: MergeFn) {
     pe::with(|pe| match lock(&pe.job.ccs.names).get_mut(name) {
         Some(entry) => entry.merge = Some(merge),
-        None => crate::machine::exit::abort(&format!(
+        None => crate::proc::exit::abort(&format!(
             "set_merge_fn for CCS handler {name:?}, which is not registered"
         )),
     });
@@ -435,7 +432,7 @@ fn on_request(pe: &Pe, msg: &Message) {
     let (name, data) = rest.split_at(name_len);
     let name = String::from_utf8_lossy(name);
     let Some(entry) = pe.job.ccs.entry(&name) else {
-        crate::machine::io::error(format_args!(
+        crate::proc::io::error(format_args!(
             "converse: ccs: PE {}: no handler {name:?} here (register it on every PE); answered empty\n",
             pe.pe
         ));

@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use crate::ccd::{Condition, call_on_condition_keep};
 use crate::cmi::system::{self, Kind};
-use crate::machine::globals::Cpv;
-use crate::machine::pe::Pe;
+use crate::rt::globals::Cpv;
+use crate::rt::pe::Pe;
 
 /// One PE's sample of one period.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +117,7 @@ fn start(pe: &Pe) {
         })
     });
     call_on_condition_keep(Condition::PERIODIC_1S, |_| {
-        crate::machine::pe::with(|pe| sample(pe));
+        crate::rt::pe::with(|pe| sample(pe));
     });
 }
 

@@ -25,8 +25,9 @@
 //!
 //! `ccs_getinfo` is answered here. `ccs_killport` keeps the caller's
 //! address and port; when the server stops (the job ends) or the process
-//! aborts, each is sent `die\n\0` ([`ServerHandle::notify_killers`]; every
-//! abnormal exit path calls [`notify_killers_at_exit`]).
+//! aborts, each is sent `die\n\0` ([`ServerHandle::notify_killers`]; on
+//! an abnormal exit, through the at-exit hook of `proc::exit` that
+//! [`notify_killers_at_exit`] is).
 //! `perf_monitor` waits for the next full sample of every PE (see
 //! `ccs::perf`).
 //!
@@ -51,8 +52,8 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use super::auth::{self, Guard};
 use super::perf::{Collector, Sample};
 use super::{Reply, Ticket, lock};
-use crate::machine::args::ServerFlags;
-use crate::machine::job::Job;
+use crate::proc::args::ServerFlags;
+use crate::rt::job::Job;
 
 /// The largest request data taken by default (`++server-max-request`).
 pub(crate) const DEFAULT_MAX_REQUEST: usize = 64 << 20;
@@ -148,8 +149,9 @@ impl ServerHandle {
 static RUNNING: Mutex<Option<Weak<ServerHandle>>> = Mutex::new(None);
 
 /// Sends the `ccs_killport` notices of this process's server, if it runs
-/// one; called on every path that ends the process abnormally.
-pub(crate) fn notify_killers_at_exit() {
+/// one: the at-exit hook every abnormal end of the process runs
+/// (registered with the first server of the process).
+fn notify_killers_at_exit() {
     let running = lock(&RUNNING).as_ref().and_then(Weak::upgrade);
     if let Some(handle) = running {
         handle.notify_killers();
@@ -158,7 +160,7 @@ pub(crate) fn notify_killers_at_exit() {
 
 /// Says `text` on stderr as the server's diagnostic.
 fn log(text: &str) {
-    crate::machine::io::error(format_args!("converse: ccs: {text}\n"));
+    crate::proc::io::error(format_args!("converse: ccs: {text}\n"));
 }
 
 /// Starts the server of `job` as `flags` ask, prints the announcement and
@@ -264,6 +266,8 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
         .map_err(|e| format!("CCS server: cannot start its thread: {e}"))?;
     *lock(&handle.thread) = Some(thread);
     *lock(&RUNNING) = Some(Arc::downgrade(&handle));
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| crate::proc::exit::at_exit(|_| notify_killers_at_exit()));
     Ok(handle)
 }
 

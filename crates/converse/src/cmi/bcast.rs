@@ -29,8 +29,8 @@
 //!   clear the routing flags.
 use super::CommHandle;
 use super::spantree::SpanningTree;
-use crate::machine::pe::{self, Pe};
 use crate::msg::message::{FLAG_BCAST, FLAG_NODE_BCAST, Message, MsgHeader};
+use crate::rt::pe::{self, Pe};
 
 /// Who a broadcast goes to.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -127,7 +127,7 @@ fn root_of(pe: &Pe, msg: &Message) -> usize {
     let root = msg.header().root as usize;
     let n = pe.job.topo.num_pes();
     if root == 0 || root > n {
-        crate::machine::exit::abort(&format!(
+        crate::proc::exit::abort(&format!(
             "malformed broadcast copy from PE {}: root field {root} names no PE of 0..{n}",
             msg.src_pe()
         ));

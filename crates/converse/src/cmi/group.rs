@@ -48,9 +48,9 @@ use std::rc::Rc;
 use super::CommHandle;
 use super::spantree::SpanningTree;
 use super::system::{self, Kind, Reader};
-use crate::machine::exit::abort;
-use crate::machine::pe::{self, Pe};
 use crate::msg::message::{FLAG_MCAST, Message};
+use crate::proc::exit::abort;
+use crate::rt::pe::{self, Pe};
 
 /// A set of PEs to multicast to or reduce over (`CmiGroup`). Made by
 /// [`establish_group`]; the same value names the same group on every PE, so it

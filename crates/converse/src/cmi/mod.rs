@@ -40,8 +40,8 @@ pub(crate) mod system;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::machine::pe;
 use crate::msg::message::{MSG_HEADER_SIZE, Message};
+use crate::rt::pe;
 
 /// The calling PE's collective state: groups it knows, multicasts waiting for
 /// a group's definition, and reductions in progress. Touched only by the PE's
@@ -176,7 +176,7 @@ pub fn init_multiple_send_routine() {}
 fn concat<P: AsRef<[u8]>>(parts: &[P]) -> Message {
     let total: usize = parts.iter().map(|p| p.as_ref().len()).sum();
     if total < MSG_HEADER_SIZE {
-        crate::machine::exit::abort(&format!(
+        crate::proc::exit::abort(&format!(
             "vector send of {total} bytes: a message needs at least its {MSG_HEADER_SIZE}-byte header"
         ));
     }

@@ -11,8 +11,8 @@
 use std::collections::HashMap;
 
 use super::CommHandle;
-use crate::machine::exit::abort;
 use crate::msg::message::Message;
+use crate::proc::exit::abort;
 
 /// A processor group: a tree of PEs rooted at the PE that created it
 /// (`Pgrp`).

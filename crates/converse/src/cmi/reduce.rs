@@ -64,9 +64,9 @@ use serde::de::DeserializeOwned;
 use super::group::{self, Group, check_list};
 use super::spantree::SpanningTree;
 use super::system::{self, Kind, Reader};
-use crate::machine::exit::abort;
-use crate::machine::pe::{self, Pe};
 use crate::msg::message::{FLAG_REDUCE, FLAG_REDUCE_STRUCT, Message};
+use crate::proc::exit::abort;
+use crate::rt::pe::{self, Pe};
 
 /// Names a reduction that cannot be matched by call order
 /// (`CmiReductionID`). Get one from [`global_reduction_id`],

@@ -13,10 +13,10 @@
 //!   quiescence detection answers, dynamic reduction IDs are handed out.
 use super::system::{Kind, Reader};
 use super::{bcast, group, reduce};
-use crate::machine::pe::Pe;
 use crate::msg::message::{
     FLAG_BCAST, FLAG_MCAST, FLAG_NODE_BCAST, FLAG_REDUCE, FLAG_SYSTEM, Message,
 };
+use crate::rt::pe::Pe;
 
 /// Routes `msg`, just taken from `pe`'s inbox. Returns the copy to deliver
 /// on `pe`, if there is one now.

@@ -18,7 +18,7 @@
 //!
 //! Pure functions of `(n, k, root)`; no state.
 
-use crate::machine::pe;
+use crate::rt::pe;
 
 /// Branching factor of the runtime's spanning trees when the command line
 /// does not set one.
@@ -145,12 +145,12 @@ fn node_tree() -> SpanningTree {
 }
 
 fn checked_pe(pe: usize) -> usize {
-    crate::machine::node_of(pe); // aborts naming the PE if out of range
+    crate::rt::node_of(pe); // aborts naming the PE if out of range
     pe
 }
 
 fn checked_node(node: usize) -> usize {
-    crate::machine::node_size(node); // aborts naming the node if out of range
+    crate::rt::node_size(node); // aborts naming the node if out of range
     node
 }
 

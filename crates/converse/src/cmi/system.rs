@@ -134,7 +134,7 @@ impl<'a> Reader<'a> {
 
     /// Aborts: the payload does not hold what it should.
     pub fn malformed(&self, why: &str) -> ! {
-        crate::machine::exit::abort(&format!(
+        crate::proc::exit::abort(&format!(
             "malformed {} from PE {}: {why}",
             self.what, self.src
         ))

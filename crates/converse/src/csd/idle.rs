@@ -47,6 +47,10 @@
 //! the caller treats like any other poll that may find nothing.
 //!
 //! The protocol is model-checked with loom (`tests` below, under `--cfg loom`).
+#[cfg(not(loom))]
+use crate::sync::lock;
+#[cfg(loom)]
+use crate::sync::lock_model as lock;
 use std::time::{Duration, Instant};
 
 use crate::sync::{AtomicU8, Condvar, Mutex, fence};
@@ -256,10 +260,6 @@ enum Poll {
     Park,
 }
 
-fn lock(m: &Mutex<bool>) -> crate::sync::MutexGuard<'_, bool> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 #[cfg(not(loom))]
 fn wait_timeout<'a>(
     cv: &Condvar,
@@ -350,7 +350,7 @@ mod tests {
         model(|| {
             let idle = Arc::new(IdleState::new());
             // A full 2-slot ring, so the producer's value overflows.
-            let inbox = Arc::new(crate::net::inbox::Inbox::with_slots(2));
+            let inbox = Arc::new(crate::sync::inbox::Inbox::with_slots(2));
             inbox.push(1u32);
             inbox.push(2u32);
             let (i2, q2) = (idle.clone(), inbox.clone());

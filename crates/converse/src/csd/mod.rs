@@ -44,9 +44,9 @@ pub mod cqs;
 pub(crate) mod idle;
 
 use crate::cth::Task;
-use crate::machine::pe::{self, Pe};
 use crate::msg::Message;
 use crate::msg::message::{FLAG_BUNDLE, FLAG_REDUCE, FLAG_SYSTEM};
+use crate::rt::pe::{self, Pe};
 
 /// Flags of messages that are the runtime's, not a user handler's.
 const RUNTIME_FLAGS: u32 = FLAG_SYSTEM | FLAG_REDUCE;
@@ -359,7 +359,7 @@ pub fn node_enqueue_general(msg: Message, queueing: Queueing) {
         pe.count_created(1);
         let node = &pe.job.node(pe.node);
         {
-            let mut q = node.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let mut q = crate::sync::lock(&node.queue);
             q.enqueue(msg, queueing);
             node.queue_len
                 .store(q.len(), std::sync::atomic::Ordering::Release);

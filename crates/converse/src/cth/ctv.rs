@@ -35,8 +35,8 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::atomic::AtomicUsize;
 
-use crate::machine::globals::Slot;
-use crate::machine::pe;
+use crate::rt::globals::Slot;
+use crate::rt::pe;
 
 static NEXT_CTV_SLOT: AtomicUsize = AtomicUsize::new(0);
 

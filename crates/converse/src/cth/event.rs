@@ -113,5 +113,5 @@ pub fn sleep(ms: f64) {
 /// of a worker PE unwinds here instead; a coroutine thread goes on waiting
 /// (its scheduler unwinds the PE, or teardown unwinds the thread).
 fn leave_main_flow_if_exiting() -> bool {
-    crate::machine::pe::with(|pe| pe.cth.current().is_main_flow() && pe.leave_if_exiting())
+    crate::rt::pe::with(|pe| pe.cth.current().is_main_flow() && pe.leave_if_exiting())
 }

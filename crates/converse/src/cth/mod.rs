@@ -75,8 +75,8 @@ use std::rc::Rc;
 use corosensei::{Coroutine, CoroutineResult, Yielder};
 
 use crate::csd::Queueing;
-use crate::machine::exit::abort;
-use crate::machine::pe::{self, Pe};
+use crate::proc::exit::abort;
+use crate::rt::pe::{self, Pe};
 
 pub use ctv::Ctv;
 pub use event::{Event, sleep};
@@ -375,7 +375,7 @@ impl Thread {
         let size = if stack_size == 0 {
             pe.job.stack_size
         } else {
-            stack_size.max(crate::machine::args::MIN_STACK)
+            stack_size.max(crate::proc::args::MIN_STACK)
         };
         let stack = pe.cth.stacks.borrow_mut().take(size, pe.pe);
         let guard = stack::guard_of(&stack);

@@ -62,7 +62,7 @@ impl StackPool {
         install_overflow_handler();
         ensure_alt_stack();
         DefaultStack::new(size).unwrap_or_else(|e| {
-            crate::machine::exit::abort(&format!(
+            crate::proc::exit::abort(&format!(
                 "cannot map a {size}-byte stack for a user-level thread on PE {pe}: {e} (every live thread holds a stack mapping, and the kernel limits a process's mappings: vm.max_map_count; keep fewer threads alive at once)"
             ))
         })
@@ -255,7 +255,7 @@ extern "C" fn on_fault(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut l
         // valid for its length.
         unsafe {
             libc::write(2, line.buf.as_ptr().cast(), line.len);
-            libc::_exit(crate::machine::exit::ABORT_EXIT_CODE);
+            libc::_exit(crate::proc::exit::ABORT_EXIT_CODE);
         }
     }
     let i = usize::from(sig != libc::SIGSEGV);

@@ -5,7 +5,7 @@ pub mod message;
 
 use std::rc::Rc;
 
-use crate::machine::pe;
+use crate::rt::pe;
 pub use handler::{Handler, MAX_HANDLER_INDEX};
 pub use message::{MAX_MESSAGE_SIZE, MSG_HEADER_SIZE, Message, MsgError, MsgHeader};
 

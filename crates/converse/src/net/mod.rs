@@ -1,18 +1,13 @@
-//! How bytes and messages move between PEs.
+//! How bytes move between the processes of a job: network modules
+//! following the Nemesis netmod contract (`netmod`: the trait, its upcalls
+//! and the spec-to-Rust table; `shm` and `tcp`), and the frames they carry
+//! (`frame`, with the one reassembly path every module's receive side uses).
 //!
-//! Inside a process PEs are threads and a message moves by handing its
-//! buffer to the receiver's inbox (`inbox`: a ring of one-line slots with an
-//! unbounded overflow, `mpsc`), no copy. Between the processes of a job
-//! started by `convrun`, a network module following the Nemesis netmod
-//! contract (`netmod`; `tcp`) carries frames (`frame`, with the one
-//! reassembly path), and `network` is the layer above it: what frames mean,
-//! the exit protocol and faults.
+//! This floor knows messages (`msg`) and nothing above: what a frame
+//! *means* to the job (delivery into PEs' inboxes, the exit protocol,
+//! faults) is the process layer's business, `rt::network`, which
+//! implements the upcalls.
 pub(crate) mod frame;
-pub(crate) mod inbox;
-pub(crate) mod mpsc;
 pub(crate) mod netmod;
-pub(crate) mod network;
 pub(crate) mod shm;
 pub(crate) mod tcp;
-#[cfg(test)]
-mod testing;

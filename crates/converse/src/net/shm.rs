@@ -74,6 +74,7 @@
 //!   and looks at `head` again; a consumer that freed cells fences (once
 //!   per batch) and, if it sees `waiting`, clears it and wakes the
 //!   producer's process the same way.
+use crate::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::os::fd::OwnedFd;
@@ -114,10 +115,6 @@ const COOKIE: usize = 24;
 const OFF_ATTACHED: usize = 64;
 const OFF_WAKE: usize = 128;
 const OFF_SLEEPING: usize = 132;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn segment_len(nodes: usize) -> usize {
     HEADER + nodes * RING

@@ -43,6 +43,7 @@
 //!   being read).
 //! - `poll` lock: the mio `Poll`, held by the one thread that waits on it.
 //! - Upcalls run with the VC's `recv` lock held (frames) or nothing held.
+use crate::sync::lock;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -72,10 +73,6 @@ const GATHER_STALL: Duration = Duration::from_micros(50);
 /// Most queued items, and bytes, one `writev` takes.
 const BATCH_ITEMS: usize = 64;
 const BATCH_BYTES: usize = 256 << 10;
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 type Pending = OutFrame;
 
@@ -147,6 +144,12 @@ struct Vc {
     queued: AtomicUsize,
     /// `vc_terminated` was reported.
     terminated: AtomicBool,
+    /// The peer closed its side cleanly (`RecvSide::eof` on a read of 0),
+    /// readable without the receive lock: [`TcpModule::check_terminated`]
+    /// runs from `vc_terminate`, which must not wait for a receiver (one
+    /// that delivers a frame holds the lock for as long as the upcall runs,
+    /// and an upcall that ends the process never returns).
+    read_closed: AtomicBool,
 }
 
 /// The tcp network module of one process.
@@ -340,6 +343,7 @@ impl TcpModule {
             }),
             queued: AtomicUsize::new(0),
             terminated: AtomicBool::new(false),
+            read_closed: AtomicBool::new(false),
         });
         self.vcs[peer]
             .set(vc)
@@ -606,9 +610,11 @@ impl TcpModule {
 
     /// Reports `vc_terminated` once both directions are closed.
     fn check_terminated(&self, vc: &Vc) {
-        // One lock at a time: a receiver holding `recv` may take `send`.
+        // The receiver publishes `read_closed` before it takes `send` to
+        // look at `terminate`; this takes `send` before it reads
+        // `read_closed`: of two racing checks, the later one sees both.
         let write_closed = lock(&vc.send).write_closed;
-        let closed = write_closed && lock(&vc.recv).eof;
+        let closed = write_closed && vc.read_closed.load(Ordering::SeqCst);
         if closed && !vc.terminated.swap(true, Ordering::AcqRel) {
             let _ = self
                 .registry
@@ -650,6 +656,7 @@ impl TcpModule {
             match result {
                 Ok((0, _)) => {
                     side.eof = true;
+                    vc.read_closed.store(true, Ordering::SeqCst);
                     let truncated = side.reasm.finish();
                     drop(guard);
                     match truncated {

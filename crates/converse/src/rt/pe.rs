@@ -22,7 +22,7 @@ use crate::msg::handler::HandlerTable;
 use crate::msg::message::{
     ARRIVAL_FLAGS, FLAG_BUNDLE, FLAG_NO_QD, Message, SPECIAL_DELIVERY_FLAGS,
 };
-use crate::net::network::BORROWED_SEND_MIN;
+use crate::rt::network::BORROWED_SEND_MIN;
 
 /// How the thread came to be a PE; decides what "leave now" means.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -147,6 +147,10 @@ impl Pe {
                 c.is_none(),
                 "this thread is already a Converse PE; a thread can run one job at a time"
             );
+            // What the floor below needs to know of the PE: its number (for
+            // abort messages) and its job's start (for the timers).
+            crate::proc::exit::set_thread_pe(Some(pe.pe));
+            crate::proc::timer::set_thread_epoch(Some(pe.job.start));
             *c = Some(pe);
         });
     }
@@ -154,6 +158,8 @@ impl Pe {
     /// Ends the calling thread's PE; returns it so the caller decides when it
     /// is dropped.
     pub fn uninstall() -> Option<Rc<Pe>> {
+        crate::proc::exit::set_thread_pe(None);
+        crate::proc::timer::set_thread_epoch(None);
         CURRENT.with(|c| c.borrow_mut().take())
     }
 
@@ -203,7 +209,7 @@ impl Pe {
         if msg.len() >= BORROWED_SEND_MIN && self.job.net.is_some() {
             self.check_node(node, "node send to");
             if self.job.local_node(node).is_none()
-                && self.send_borrowed(crate::net::network::FLAG_NODE, node, node, msg)
+                && self.send_borrowed(crate::rt::network::FLAG_NODE, node, node, msg)
             {
                 self.throttle(Congested::Node(node));
                 return;
@@ -367,7 +373,7 @@ impl Pe {
     pub fn check_node(&self, node: usize, what: &str) {
         let nodes = self.job.topo.num_nodes();
         if node >= nodes {
-            crate::machine::exit::abort(&format!(
+            crate::proc::exit::abort(&format!(
                 "{what} node {node}, but the job has nodes 0..{nodes}"
             ));
         }
@@ -377,7 +383,7 @@ impl Pe {
     pub fn check_pe(&self, pe: usize, what: &str) {
         let n = self.job.topo.num_pes();
         if pe >= n {
-            crate::machine::exit::abort(&format!("{what} PE {pe}, but the job has PEs 0..{n}"));
+            crate::proc::exit::abort(&format!("{what} PE {pe}, but the job has PEs 0..{n}"));
         }
     }
 
@@ -446,7 +452,7 @@ impl Pe {
         }
         let node = &self.job.node(self.node);
         if node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0 {
-            let mut nq = node.queue.lock().unwrap_or_else(|e| e.into_inner());
+            let mut nq = crate::sync::lock(&node.queue);
             let take_node = match (nq.front_priority(), self.queue.borrow().front_priority()) {
                 (Some(n), Some(l)) => n < l,
                 (Some(_), None) => true,
@@ -639,7 +645,7 @@ impl Pe {
                 f(msg);
                 true
             }
-            None => crate::machine::exit::abort(&format!(
+            None => crate::proc::exit::abort(&format!(
                 "message for unknown handler {index} (sent by PE {}); register it on every PE before messages for it arrive",
                 msg.src_pe()
             )),
@@ -659,7 +665,7 @@ impl Pe {
     pub fn unbundle_or_abort(&self, bundle: Message) -> Vec<Message> {
         let src = bundle.src_pe();
         bundle.unbundle().unwrap_or_else(|e| {
-            crate::machine::exit::abort(&format!(
+            crate::proc::exit::abort(&format!(
                 "malformed multiple-send bundle from PE {src}: {e}"
             ))
         })
@@ -672,7 +678,7 @@ impl Pe {
             .job
             .check_handlers(self.pe, self.handlers.borrow().registered_idents());
         if let Err(e) = result {
-            crate::machine::exit::abort(&e);
+            crate::proc::exit::abort(&e);
         }
         self.handlers_checked.set(true);
     }

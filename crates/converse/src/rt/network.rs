@@ -59,18 +59,19 @@
 //! ([`Network::try_progress`]) and the progress threads stay out of their
 //! way; a progress thread watches its module once no PE has polled for
 //! [`WATCH_CHECK`], or at once when a PE parks ([`Network::pe_parking`]).
-use std::io::Write;
+use crate::sync::lock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use super::frame::{FrameHeader, FrameKind};
-use super::netmod::{NetModule, PollDir, SendData, SendRequest, Upcalls};
-use crate::machine::job::Job;
-use crate::machine::topology::Topology;
 use crate::msg::handler::HandlerIdent;
 use crate::msg::message::{MSG_HEADER_SIZE, Message};
+use crate::net::frame::{FrameHeader, FrameKind};
+use crate::net::netmod::{NetModule, PollDir, SendData, SendRequest, Upcalls};
+use crate::proc::exit::{ABORT_EXIT_CODE, Culprit, Ending};
+use crate::proc::topology::Topology;
+use crate::rt::job::Job;
 
 /// Frame flag of a `Message` frame: `tag` is a node, not a PE.
 pub(crate) const FLAG_NODE: u8 = 1;
@@ -112,8 +113,6 @@ struct Shared {
     changed: Condvar,
     /// Set while the process is ending on purpose: no more fault reports.
     closing: AtomicBool,
-    /// Set by the first thread that ends the process abnormally.
-    dying: AtomicBool,
     /// Set once this process's PEs have all finished: arriving messages
     /// are dropped (nobody will take them) and never held back.
     draining: AtomicBool,
@@ -221,19 +220,6 @@ pub(crate) const BORROWED_SEND_MIN: usize = 64 << 10;
 /// poll: the longest an arrival waits when every PE is busy in handlers.
 const WATCH_CHECK: Duration = Duration::from_millis(1);
 
-/// Writes a line to standard error; a closed stderr (the launcher is gone)
-/// must not stop the process from ending.
-pub(crate) fn say(line: &str) {
-    let _ = std::io::stdout().flush();
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{line}");
-    let _ = err.flush();
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 impl Shared {
     fn pes_of(&self, node: usize) -> String {
         let first = self.topo.node_first(node);
@@ -248,35 +234,38 @@ impl Shared {
     /// Ends this process because of a fault concerning `peer`: says so,
     /// tells the other processes, exits with code 1.
     fn fault(&self, peer: usize, why: &str) -> ! {
-        self.claim_ending();
-        crate::machine::launch::tell_lost();
         let text = format!("lost process {peer} ({}): {why}", self.pes_of(peer));
-        self.die(&text, Some(peer))
+        self.die(&text, Culprit::Peer(peer))
     }
 
-    /// The first thread to end the process abnormally goes on; any other
-    /// (a second fault noticed meanwhile, often a consequence of the first)
-    /// waits for the process to end, so that one cause is reported.
-    fn claim_ending(&self) {
-        if self.dying.swap(true, Ordering::AcqRel) {
-            loop {
-                std::thread::park();
-            }
-        }
-    }
-
-    fn die(&self, text: &str, skip: Option<usize>) -> ! {
-        if !self.dying.load(Ordering::Acquire) {
-            self.claim_ending();
-        }
-        say(&format!(
+    /// Ends the process (`proc::exit::die`), saying which process
+    /// ends the job and why; the at-exit hook ([`Shared::on_dying`]) tells
+    /// the others as `culprit` says.
+    fn die(&self, text: &str, culprit: Culprit) -> ! {
+        let line = format!(
             "converse: process {} ({}) ending the job: {text}",
             self.me,
             self.pes_of(self.me)
-        ));
-        self.tell_abort(text, skip);
-        crate::ccs::server::notify_killers_at_exit();
-        std::process::exit(crate::machine::exit::ABORT_EXIT_CODE)
+        );
+        crate::proc::exit::die(
+            ABORT_EXIT_CODE,
+            &line,
+            Ending {
+                reason: text,
+                culprit,
+            },
+        )
+    }
+
+    /// The process is ending abnormally (an at-exit hook): no more fault
+    /// reports, and the other processes are told why unless they know.
+    fn on_dying(&self, ending: &Ending) {
+        self.closing.store(true, Ordering::Release);
+        match ending.culprit {
+            Culprit::ThisProcess { skip } => self.tell_abort(ending.reason, skip),
+            Culprit::Peer(peer) => self.tell_abort(ending.reason, Some(peer)),
+            Culprit::Elsewhere => {}
+        }
     }
 
     /// Sends `Abort(text)` to every peer but `skip`, best effort.
@@ -393,17 +382,11 @@ impl Shared {
                 ),
             },
             Some(op) if op == Control::Abort as u8 => {
-                self.claim_ending();
-                crate::machine::launch::tell_lost();
                 let text = String::from_utf8_lossy(&body[1..]).into_owned();
-                say(&format!(
-                    "converse: process {} ({}) ending the job: process {peer} ({}) ended it: {text}",
-                    self.me,
-                    self.pes_of(self.me),
-                    self.pes_of(peer)
-                ));
-                crate::ccs::server::notify_killers_at_exit();
-                std::process::exit(crate::machine::exit::ABORT_EXIT_CODE)
+                self.die(
+                    &format!("process {peer} ({}) ended it: {text}", self.pes_of(peer)),
+                    Culprit::Elsewhere,
+                )
             }
             _ => self.fault(
                 peer,
@@ -433,7 +416,7 @@ impl Shared {
                 self.pes_of(a),
                 self.pes_of(b)
             ),
-            skip,
+            Culprit::ThisProcess { skip },
         )
     }
 }
@@ -514,11 +497,11 @@ fn message_header_for(src: usize, tag: usize, flags: u8, len: usize) -> FrameHea
 
 /// Aborts the job if `msg` is too large to cross processes.
 fn check_crosses(msg: &Message) {
-    if msg.len() > super::frame::DEFAULT_MAX_PAYLOAD {
-        crate::machine::exit::abort(&format!(
+    if msg.len() > crate::net::frame::DEFAULT_MAX_PAYLOAD {
+        crate::proc::exit::abort(&format!(
             "a message of {} bytes to another process: the largest that crosses processes is {} bytes",
             msg.len(),
-            super::frame::DEFAULT_MAX_PAYLOAD
+            crate::net::frame::DEFAULT_MAX_PAYLOAD
         ));
     }
 }
@@ -610,7 +593,6 @@ impl Network {
             }),
             changed: Condvar::new(),
             closing: AtomicBool::new(false),
-            dying: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             links: OnceLock::new(),
@@ -624,6 +606,12 @@ impl Network {
             route: links.route.clone(),
         });
         set_upcalls(shared.clone());
+        let dying = Arc::downgrade(&shared);
+        crate::proc::exit::at_exit(move |ending| {
+            if let Some(shared) = dying.upgrade() {
+                shared.on_dying(ending);
+            }
+        });
         let parts = links
             .parts
             .into_iter()
@@ -723,7 +711,7 @@ impl Network {
                     watch_module(&*part.module, &part.watch, &stop, &shared)
                 })
                 .unwrap_or_else(|e| {
-                    crate::machine::exit::abort(&format!("cannot start the network thread: {e}"))
+                    crate::proc::exit::abort(&format!("cannot start the network thread: {e}"))
                 });
             threads.push(handle);
         }
@@ -739,7 +727,7 @@ impl Network {
     /// anyway (its connections are being closed) or the peer said goodbye.
     fn send_failed(&self, peer: usize, why: &str) {
         let s = &self.shared;
-        if s.dying.load(Ordering::Acquire)
+        if crate::proc::exit::is_dying()
             || s.closing.load(Ordering::Acquire)
             || lock(&s.state).bye[peer]
         {
@@ -944,14 +932,6 @@ impl Network {
         }
         self.modules().for_each(|m| m.finalize());
     }
-
-    /// Tells the other processes this one is aborting with `text` (best
-    /// effort; `abort` then ends the process).
-    pub fn tell_abort(&self, text: &str) {
-        self.shared.claim_ending();
-        self.shared.closing.store(true, Ordering::Release);
-        self.shared.tell_abort(text, None);
-    }
 }
 
 /// A module's progress thread: until `stop`, watches `module` whenever no
@@ -993,7 +973,10 @@ fn watch_module(module: &dyn NetModule, watch: &Watch, stop: &AtomicBool, shared
         watch.blocked.store(false, Ordering::SeqCst);
         watching = watch.polls.load(Ordering::Relaxed) == seen;
         if let Err(e) = polled {
-            shared.die(&format!("network failure: {e}"), None);
+            shared.die(
+                &format!("network failure: {e}"),
+                Culprit::ThisProcess { skip: None },
+            );
         }
     }
 }

@@ -41,11 +41,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use super::topology::Topology;
 use crate::net::netmod::NetModule;
-use crate::net::network::{Links, Network};
 use crate::net::shm::ShmModule;
 use crate::net::tcp::TcpModule;
+use crate::proc::topology::Topology;
+use crate::rt::network::{Links, Network};
 
 /// The modules a process runs, for the calls beyond the contract that
 /// start-up needs.
@@ -357,7 +357,15 @@ pub(crate) fn join(place: &Placement, topo: Topology) -> Result<Network, String>
             .map_err(|e| e.to_string())?;
     }
     link.set_read_timeout(None).map_err(|e| e.to_string())?;
-    let _ = LINK.set(Mutex::new(link));
+    if LINK.set(Mutex::new(link)).is_ok() {
+        // A process that goes down only because another failed says so,
+        // so that the launcher blames that one.
+        crate::proc::exit::at_exit(|ending| {
+            if ending.culprit.lost() {
+                tell_lost();
+            }
+        });
+    }
     watch_launcher(reader, me);
     Ok(network)
 }
@@ -389,20 +397,13 @@ fn watch_launcher(mut reader: BufReader<TcpStream>, me: usize) {
                         if ENDING.load(Ordering::Acquire) {
                             return;
                         }
-                        crate::net::network::say(&format!(
+                        die_lost(&format!(
                             "converse: process {me} ending the job: the launcher (convrun) is gone"
                         ));
-                        crate::ccs::server::notify_killers_at_exit();
-                        std::process::exit(crate::machine::exit::ABORT_EXIT_CODE);
                     }
                     Ok(_) => {
                         if let Some(text) = line.trim_end().strip_prefix("abort ") {
-                            tell_lost();
-                            crate::net::network::say(&format!(
-                                "converse: process {me} ending the job: {text}"
-                            ));
-                            crate::ccs::server::notify_killers_at_exit();
-                            std::process::exit(crate::machine::exit::ABORT_EXIT_CODE);
+                            die_lost(&format!("converse: process {me} ending the job: {text}"));
                         }
                     }
                 }
@@ -413,6 +414,19 @@ fn watch_launcher(mut reader: BufReader<TcpStream>, me: usize) {
     }
 }
 
+/// Ends the process because the job ended elsewhere (the launcher said so,
+/// or is gone): nobody else is told (see `proc::exit::Culprit`).
+fn die_lost(line: &str) -> ! {
+    crate::proc::exit::die(
+        crate::proc::exit::ABORT_EXIT_CODE,
+        line,
+        crate::proc::exit::Ending {
+            reason: line,
+            culprit: crate::proc::exit::Culprit::Elsewhere,
+        },
+    )
+}
+
 /// The process is ending on purpose from now on.
 pub(crate) fn ending() {
     ENDING.store(true, Ordering::Release);
@@ -421,7 +435,7 @@ pub(crate) fn ending() {
 /// Tells the launcher how this process is ending (see the protocol).
 fn tell(line: &str) {
     if let Some(link) = LINK.get() {
-        let mut link = link.lock().unwrap_or_else(|e| e.into_inner());
+        let mut link = crate::sync::lock(link);
         let _ = link.write_all(line.as_bytes());
         let _ = link.flush();
     }
@@ -434,7 +448,7 @@ pub(crate) fn tell_ended() {
 
 /// This process is ending because another one failed: the launcher reports
 /// that one, not this one.
-pub(crate) fn tell_lost() {
+fn tell_lost() {
     tell("lost\n");
 }
 

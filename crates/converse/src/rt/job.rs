@@ -28,6 +28,7 @@
 //! every PE and every node barrier; each PE notices at its next scheduler step
 //! (or idle wait, or barrier) and leaves. `done_pes` counts PEs whose start
 //! function returned; an `init_returns` main thread waits on it to finish.
+use crate::sync::lock;
 use std::any::Any;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -36,12 +37,12 @@ use std::time::Instant;
 use crossbeam_queue::SegQueue;
 use crossbeam_utils::CachePadded;
 
-use super::topology::Topology;
 use crate::csd::cqs::Cqs;
 use crate::csd::idle::IdleState;
 use crate::msg::handler::{HandlerIdent, registered_index};
 use crate::msg::message::Message;
-use crate::net::inbox::Inbox;
+use crate::proc::topology::Topology;
+use crate::sync::inbox::Inbox;
 
 /// What every other thread may touch of one PE.
 pub(crate) struct PeShared {
@@ -84,7 +85,7 @@ pub(crate) struct Job {
     /// The lowest-numbered node of this process.
     pub first_node: usize,
     /// The other processes of a multi-process job; `None` in-process.
-    pub net: Option<Arc<crate::net::network::Network>>,
+    pub net: Option<Arc<crate::rt::network::Network>>,
     /// The program's arguments, runtime flags removed, program name first.
     pub args: Vec<String>,
     /// CCS handler names, and the server if this process runs it.
@@ -190,7 +191,7 @@ impl Job {
     }
 
     /// The other processes, for a message to a PE or node not in this one.
-    pub fn remote(&self) -> &crate::net::network::Network {
+    pub fn remote(&self) -> &crate::rt::network::Network {
         self.net
             .as_deref()
             .expect("a PE outside this process exists only in a multi-process job")
@@ -312,10 +313,6 @@ impl Job {
         }
         Ok(())
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// A barrier for the PEs of one node that also opens when the job exits (so a

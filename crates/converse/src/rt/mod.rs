@@ -1,17 +1,20 @@
-//! The machine: start-up and exit, runtime flags, the node/PE topology and
-//! its queries, pseudo-globals, node locks, timers and atomic I/O.
-pub mod args;
+//! The runtime floor: the PE (its state and the thread-local that reaches
+//! it), the job every PE shares, pseudo-globals, node locks, the process
+//! layer of a multi-process job (`network`), the launcher's side of
+//! start-up (`launch`) and start-up itself.
+//!
+//! A module here may use `proc`, `msg`, `net`, `sync` and the scheduler's
+//! leaves (`csd::cqs`, `csd::idle`); never `cmi`, `csd`, `cth`, `ccd` or
+//! `ccs` (the layering test in `tests/layering.rs` checks it).
 pub mod exit;
 pub mod globals;
-pub mod io;
 pub(crate) mod job;
 #[doc(hidden)]
 pub mod launch;
 pub mod lock;
+pub(crate) mod network;
 pub(crate) mod pe;
 pub mod startup;
-pub mod timer;
-pub mod topology;
 
 /// The calling PE's number, `0..num_pes()` (`CmiMyPe`).
 ///
@@ -53,10 +56,10 @@ pub fn my_node_size() -> usize {
     pe::with(|pe| pe.job.topo.node_size(pe.node))
 }
 
-fn check_node(node: usize) -> topology::Topology {
+fn check_node(node: usize) -> crate::proc::topology::Topology {
     let topo = pe::with(|pe| pe.job.topo);
     if node >= topo.num_nodes() {
-        exit::abort(&format!(
+        crate::proc::exit::abort(&format!(
             "node {node} does not exist: the job has nodes 0..{}",
             topo.num_nodes()
         ));
@@ -64,10 +67,10 @@ fn check_node(node: usize) -> topology::Topology {
     topo
 }
 
-fn check_pe(pe: usize) -> topology::Topology {
+fn check_pe(pe: usize) -> crate::proc::topology::Topology {
     let topo = pe::with(|p| p.job.topo);
     if pe >= topo.num_pes() {
-        exit::abort(&format!(
+        crate::proc::exit::abort(&format!(
             "PE {pe} does not exist: the job has PEs 0..{}",
             topo.num_pes()
         ));

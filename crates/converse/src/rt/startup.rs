@@ -19,11 +19,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use super::args::{self, ArgError};
 use super::job::Job;
 use super::pe::{self, ExitUnwind, Pe, Role};
-use super::topology::Topology;
 use crate::cmi::spantree::DEFAULT_BRANCH;
+use crate::proc::args::{self, ArgError};
+use crate::proc::topology::Topology;
 
 type StartFn = Arc<dyn Fn(&[String]) + Send + Sync>;
 
@@ -248,7 +248,7 @@ fn spawn_pes(job: &Arc<Job>, start: &StartFn, mode: SchedMode) -> Vec<JoinHandle
                 .name(format!("PE {pe}"))
                 .stack_size(PE_STACK)
                 .spawn(move || pe_body(&job, pe, Role::Worker, &start, mode))
-                .unwrap_or_else(|e| super::exit::abort(&format!("cannot start PE {pe}: {e}")))
+                .unwrap_or_else(|e| crate::proc::exit::abort(&format!("cannot start PE {pe}: {e}")))
         })
         .collect()
 }
@@ -394,7 +394,7 @@ thread_local! {
 /// the first panic of any PE's code.
 pub fn finish(code: i32) -> i32 {
     if pe::try_current().is_some_and(|me| !me.cth.current().is_main_flow()) {
-        super::exit::abort(
+        crate::proc::exit::abort(
             "finish called from a user-level thread: call it from the main flow of PE 0 (the thread that called init_returns)",
         );
     }
@@ -464,14 +464,10 @@ where
     };
     match result {
         Ok(None) => {}
-        Ok(Some(code)) => {
-            use std::io::Write;
-            let _ = std::io::stdout().flush();
-            std::process::exit(code)
-        }
+        Ok(Some(code)) => crate::proc::exit::end_process(code),
         Err(e) => {
             eprintln!("converse: {e}");
-            std::process::exit(1)
+            crate::proc::exit::end_process(1)
         }
     }
 }

@@ -184,7 +184,7 @@ impl<T: Send + Sync + 'static> Csv<T> {
         let slot = self.slot.get();
         pe::with(|pe| {
             let node = &pe.job.node(pe.node);
-            let mut globals = node.globals.lock().unwrap_or_else(|e| e.into_inner());
+            let mut globals = crate::sync::lock(&node.globals);
             if globals.len() <= slot {
                 globals.resize(slot + 1, None);
             }

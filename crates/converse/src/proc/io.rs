@@ -51,7 +51,7 @@ static INPUT: Mutex<()> = Mutex::new(());
 /// The line is returned without its line terminator.
 #[doc(alias = "CmiScanf")]
 pub fn scan_line() -> std::io::Result<Option<String>> {
-    let _one_reader = INPUT.lock().unwrap_or_else(|e| e.into_inner());
+    let _one_reader = crate::sync::lock(&INPUT);
     let mut line = String::new();
     if std::io::stdin().lock().read_line(&mut line)? == 0 {
         return Ok(None);

@@ -269,14 +269,14 @@ mod tests {
     #[test]
     fn drop_frees_remaining_values() {
         // 10 values in a 4-slot ring: some in slots, some in the overflow.
-        crate::net::testing::drop_frees_remaining_values(Inbox::with_slots(4));
+        crate::sync::testing::drop_frees_remaining_values(Inbox::with_slots(4));
     }
 
     #[test]
     fn producers_keep_their_order_under_overflow() {
         for slots in [2, 64] {
             let q = Inbox::with_slots(slots);
-            crate::net::testing::producers_keep_their_order(q, 3, 20_000);
+            crate::sync::testing::producers_keep_their_order(q, 3, 20_000);
         }
     }
 }
@@ -290,7 +290,7 @@ mod tests {
     #[test]
     fn loom_inbox_two_producers() {
         crate::sync::model(|| {
-            crate::net::testing::producers_keep_their_order(Inbox::with_slots(2), 2, 2);
+            crate::sync::testing::producers_keep_their_order(Inbox::with_slots(2), 2, 2);
         });
     }
 }

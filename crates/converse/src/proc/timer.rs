@@ -2,19 +2,30 @@
 //! `cpu_timer` (CPU seconds used by the calling thread).
 //!
 //! Off a PE, the wall timers count from the first time a timer or job was
-//! started in the process. Stateless apart from that one start instant.
+//! started in the process. On a PE they count from its job's start, which
+//! `rt` hands down as a thread-local when it installs the PE (several jobs
+//! may run at once in one process, each with its own start).
+use std::cell::Cell;
 use std::sync::OnceLock;
 use std::time::Instant;
 
-use super::pe;
-
 static PROCESS_START: OnceLock<Instant> = OnceLock::new();
 
+thread_local! {
+    /// The start of the job whose PE the calling thread runs.
+    static EPOCH: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Makes the calling thread's timers count from `start` (`None`: from the
+/// process's first timer).
+pub(crate) fn set_thread_epoch(start: Option<Instant>) {
+    EPOCH.with(|e| e.set(start));
+}
+
 fn job_start() -> Instant {
-    match pe::try_current() {
-        Some(pe) => pe.job.start,
-        None => *PROCESS_START.get_or_init(Instant::now),
-    }
+    EPOCH
+        .with(Cell::get)
+        .unwrap_or_else(|| *PROCESS_START.get_or_init(Instant::now))
 }
 
 /// Seconds since the job started, with the best resolution the machine has

@@ -169,12 +169,12 @@ mod tests {
 
     #[test]
     fn drop_frees_remaining_values() {
-        crate::net::testing::drop_frees_remaining_values(MpscQueue::new());
+        crate::sync::testing::drop_frees_remaining_values(MpscQueue::new());
     }
 
     #[test]
     fn producers_keep_their_order() {
-        crate::net::testing::producers_keep_their_order(MpscQueue::new(), 3, 20_000);
+        crate::sync::testing::producers_keep_their_order(MpscQueue::new(), 3, 20_000);
     }
 }
 
@@ -186,7 +186,7 @@ mod tests {
     #[test]
     fn loom_mpsc_two_producers() {
         crate::sync::model(|| {
-            crate::net::testing::producers_keep_their_order(MpscQueue::new(), 2, 2);
+            crate::sync::testing::producers_keep_their_order(MpscQueue::new(), 2, 2);
         });
     }
 }

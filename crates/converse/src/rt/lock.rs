@@ -37,7 +37,7 @@ impl<T> NodeLock<T> {
     #[doc(alias = "CmiLock")]
     pub fn lock(&self) -> NodeLockGuard<'_, T> {
         NodeLockGuard {
-            inner: self.inner.lock().unwrap_or_else(|e| e.into_inner()),
+            inner: crate::sync::lock(&self.inner),
         }
     }
 

@@ -1,0 +1,24 @@
+//! The machine: start-up and exit, runtime flags, the node/PE topology and
+//! its queries, pseudo-globals, node locks, timers and atomic I/O.
+//!
+//! This module is the public face of two floors of the core (DESIGN.md §3):
+//! `proc` (what a process knows before any PE exists: topology, flags,
+//! timers, I/O, exit) and `rt` (the PEs and the job). Its paths are the
+//! ones users name; the code lives below.
+pub use crate::proc::{args, io, timer, topology};
+
+/// Ending a job: normally from any PE ([`exit`]), abnormally ([`abort`],
+/// [`cmi_assert!`](crate::cmi_assert)).
+pub mod exit {
+    #[doc(hidden)]
+    pub use crate::proc::exit::ASSERTS_OFF;
+    pub use crate::proc::exit::{ABORT_EXIT_CODE, abort};
+    pub use crate::rt::exit::{exit, job_exiting};
+}
+#[doc(hidden)]
+pub use crate::rt::launch;
+pub use crate::rt::{globals, lock, startup};
+pub use crate::rt::{
+    my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes, num_pes,
+    rank_of,
+};
