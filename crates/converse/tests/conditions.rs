@@ -1188,9 +1188,20 @@ fn quiescence_keep_callback_does_not_loop() {
         }
         let ev = ev.clone();
         let r = r.clone();
-        // Well after the first detection: the keep callback ran once.
-        call_fn_after(
+        // Well after the first detection (the fifth raise of a periodic
+        // condition, not a timer: a pending timer would hold the detection
+        // until it fired): the keep callback ran once.
+        let raises = Cell::new(0);
+        let index = Rc::new(Cell::new(usize::MAX));
+        let i = index.clone();
+        index.set(call_on_condition_keep(
+            Condition::PERIODIC_100MS,
             move |_| {
+                raises.set(raises.get() + 1);
+                if raises.get() < 5 {
+                    return;
+                }
+                cancel_call_on_condition(Condition::PERIODIC_100MS, i.get());
                 ev.lock().unwrap().push(("check", keep_runs.get() as u64));
                 let (ev, r) = (ev.clone(), r.clone());
                 call_on_condition(Condition::QUIESCENCE, move |_| {
@@ -1210,8 +1221,7 @@ fn quiescence_keep_callback_does_not_loop() {
                     });
                 });
             },
-            500.0,
-        );
+        ));
     });
     assert_eq!(code, 0);
     let total = storm_total();
