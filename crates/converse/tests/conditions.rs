@@ -826,11 +826,13 @@ fn indices_are_distinct_and_never_reused() {
     });
 }
 
-/// A raise runs the callbacks registered before it, in registration order;
-/// once callbacks are dropped after their call, kept ones stay (ahead of
-/// later registrations).
+/// A raise runs the callbacks registered before it: every once callback,
+/// oldest first, then every kept one, oldest first, however the two kinds
+/// were interleaved when registered (Charm++'s order: `CcdRaiseCondition`
+/// walks its one-shot list, then its keep list). Once callbacks are dropped
+/// after their call; kept ones stay.
 #[test]
-fn raise_runs_prior_registrations_in_order() {
+fn raise_runs_once_callbacks_then_kept_ones_each_oldest_first() {
     on_one_pe(|| {
         let log = Log::default();
         let u = Condition::user(5);
@@ -840,13 +842,14 @@ fn raise_runs_prior_registrations_in_order() {
         call_on_condition_keep(u, push(&log, "k3"));
         call_on_condition(u, push(&log, "o4"));
         raise_condition(u);
-        assert_eq!(take(&log), ["k1", "o2", "k3", "o4"]);
+        assert_eq!(take(&log), ["o2", "o4", "k1", "k3"]);
         raise_condition(u);
         assert_eq!(take(&log), ["k1", "k3"]);
         call_on_condition(u, push(&log, "o5"));
         call_on_condition_keep(u, push(&log, "k6"));
+        call_on_condition(u, push(&log, "o7"));
         raise_condition(u);
-        assert_eq!(take(&log), ["k1", "k3", "o5", "k6"]);
+        assert_eq!(take(&log), ["o5", "o7", "k1", "k3", "k6"]);
         raise_condition(u);
         assert_eq!(take(&log), ["k1", "k3", "k6"]);
         // Other conditions are untouched.
@@ -854,6 +857,44 @@ fn raise_runs_prior_registrations_in_order() {
         raise_condition(Condition::USER_MAX);
         assert_eq!(take(&log), [] as [&str; 0]);
     });
+}
+
+/// The same order for a condition the runtime raises (a periodic one),
+/// and where we differ from Charm++: a kept callback that a once callback
+/// registers during the raise first runs in the next raise (Charm++ walks
+/// its keep list after the one-shot list, so it would run it at once).
+#[test]
+fn runtime_raises_use_the_same_order_and_later_registrations_wait() {
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let o = out.clone();
+    let code = job(1, move |_| {
+        let log = Log::default();
+        let raises = Cell::new(0u32);
+        let p = Condition::PERIODIC_10MS;
+        let index = Rc::new(Cell::new(usize::MAX));
+        let (log1, i, o) = (log.clone(), index.clone(), o.clone());
+        index.set(call_on_condition_keep(p, move |_| {
+            log1.borrow_mut().push("k1");
+            raises.set(raises.get() + 1);
+            if raises.get() == 2 {
+                cancel_call_on_condition(p, i.get());
+                *o.lock().unwrap() = take(&log1);
+                converse::exit_scheduler();
+            }
+        }));
+        {
+            let log2 = log.clone();
+            call_on_condition(p, move |_| {
+                log2.borrow_mut().push("o2");
+                call_on_condition_keep(p, push(&log2, "k-new"));
+            });
+        }
+        call_on_condition(p, push(&log, "o3"));
+    });
+    assert_eq!(code, 0);
+    // First raise: o2, o3, then k1 (not k-new); second: k1, then k-new,
+    // which has not run yet when k1 ends the job.
+    assert_eq!(*out.lock().unwrap(), ["o2", "o3", "k1", "k1"]);
 }
 
 /// Callbacks get the wall time of the raise.
@@ -886,7 +927,8 @@ fn cancel_removes_once_and_keep_callbacks() {
         cancel_call_on_condition(u, a);
         cancel_call_on_condition(u, b);
         raise_condition(u);
-        assert_eq!(take(&log), ["c", "d"]);
+        // The once callback first (see the order test above).
+        assert_eq!(take(&log), ["d", "c"]);
         // Cancelling again, or an index that already ran, does nothing.
         cancel_call_on_condition(u, a);
         cancel_call_on_condition(u, d);
@@ -905,18 +947,20 @@ fn cancel_removes_once_and_keep_callbacks() {
 }
 
 /// Cancelling from inside a callback (the manual forbids it; the runtime
-/// allows it): a callback cancelled during the raise, later in the list, is
-/// skipped; a kept one cancelled after it ran is not kept; a callback may
-/// cancel itself.
+/// allows it): a callback cancelled during the raise before its turn is
+/// skipped (a kept one cancelled by a once callback, which runs before
+/// every kept one, or by an earlier kept one); a kept one cancelled after
+/// it ran is not kept; a callback may cancel itself.
 #[test]
 fn cancel_from_inside_a_callback() {
     on_one_pe(|| {
         let log = Log::default();
         let u = Condition::user(3);
         let ids = Rc::new(RefCell::new(Vec::<usize>::new()));
+        // Registration order, by position in `ids`: a b c o d e f.
         {
             let (log, ids2) = (log.clone(), ids.clone());
-            // a: cancels b (later in the list) and itself.
+            // a: cancels b (later in the run order) and itself.
             let a = call_on_condition_keep(u, move |_| {
                 log.borrow_mut().push("a");
                 let ids = ids2.borrow();
@@ -931,8 +975,17 @@ fn cancel_from_inside_a_callback() {
             .push(call_on_condition_keep(u, push(&log, "c")));
         {
             let (log, ids2) = (log.clone(), ids.clone());
+            // o (once, so first of all): cancels f, registered last.
+            let o = call_on_condition(u, move |_| {
+                log.borrow_mut().push("o");
+                cancel_call_on_condition(u, ids2.borrow()[6]);
+            });
+            ids.borrow_mut().push(o);
+        }
+        {
+            let (log, ids2) = (log.clone(), ids.clone());
             // d: cancels c, which already ran in this raise.
-            let d = call_on_condition(u, move |_| {
+            let d = call_on_condition_keep(u, move |_| {
                 log.borrow_mut().push("d");
                 cancel_call_on_condition(u, ids2.borrow()[2]);
             });
@@ -940,10 +993,12 @@ fn cancel_from_inside_a_callback() {
         }
         ids.borrow_mut()
             .push(call_on_condition_keep(u, push(&log, "e")));
+        ids.borrow_mut()
+            .push(call_on_condition_keep(u, push(&log, "f")));
         raise_condition(u);
-        assert_eq!(take(&log), ["a", "c", "d", "e"]);
+        assert_eq!(take(&log), ["o", "a", "c", "d", "e"]);
         raise_condition(u);
-        assert_eq!(take(&log), ["e"]);
+        assert_eq!(take(&log), ["d", "e"]);
     });
 }
 
@@ -972,9 +1027,10 @@ fn registrations_during_a_raise_wait_for_the_next() {
         }
         call_on_condition(u, push(&log, "b"));
         raise_condition(u);
-        assert_eq!(take(&log), ["a", "v", "a-end", "b"]);
+        // The once callback b first, then the kept a.
+        assert_eq!(take(&log), ["b", "a", "v", "a-end"]);
         raise_condition(u);
-        assert_eq!(take(&log), ["a", "new-once", "new-keep"]);
+        assert_eq!(take(&log), ["new-once", "a", "new-keep"]);
         raise_condition(u);
         assert_eq!(take(&log), ["a", "new-keep"]);
         raise_condition(v);
@@ -1163,8 +1219,8 @@ fn quiescence_condition_runs_once_after_the_storm() {
 
 /// A keep callback on QUIESCENCE runs once per detection and does not start
 /// detections by itself (no endless loop); a new registration starts a new
-/// detection, which runs both. A callback registered from inside the raise
-/// starts the next detection.
+/// detection, which runs both (the once callback first). A callback
+/// registered from inside the raise starts the next detection.
 #[test]
 fn quiescence_keep_callback_does_not_loop() {
     let runs = Arc::new(AtomicU64::new(0));
@@ -1188,9 +1244,20 @@ fn quiescence_keep_callback_does_not_loop() {
         }
         let ev = ev.clone();
         let r = r.clone();
-        // Well after the first detection: the keep callback ran once.
-        call_fn_after(
+        // Well after the first detection (the fifth raise of a periodic
+        // condition, not a timer: a pending timer would hold the detection
+        // until it fired): the keep callback ran once.
+        let raises = Cell::new(0);
+        let index = Rc::new(Cell::new(usize::MAX));
+        let i = index.clone();
+        index.set(call_on_condition_keep(
+            Condition::PERIODIC_100MS,
             move |_| {
+                raises.set(raises.get() + 1);
+                if raises.get() < 5 {
+                    return;
+                }
+                cancel_call_on_condition(Condition::PERIODIC_100MS, i.get());
                 ev.lock().unwrap().push(("check", keep_runs.get() as u64));
                 let (ev, r) = (ev.clone(), r.clone());
                 call_on_condition(Condition::QUIESCENCE, move |_| {
@@ -1210,8 +1277,7 @@ fn quiescence_keep_callback_does_not_loop() {
                     });
                 });
             },
-            500.0,
-        );
+        ));
     });
     assert_eq!(code, 0);
     let total = storm_total();
@@ -1220,10 +1286,11 @@ fn quiescence_keep_callback_does_not_loop() {
         [
             ("keep", total),
             ("check", 1),
-            ("keep", total),
+            // Once callbacks run before kept ones.
             ("once", total),
             ("keep", total),
             ("inner", 0),
+            ("keep", total),
             ("end", 0),
         ]
     );

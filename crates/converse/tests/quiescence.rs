@@ -15,6 +15,8 @@
 //! livelock test). Tests marked "Regression" once failed on runtime bugs.
 mod common;
 
+use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -774,4 +776,205 @@ fn a_request_joining_a_running_detection_waits_for_its_own_messages() {
         0,
         "answers that came before their own message was handled"
     );
+}
+
+// ---------------------------------------------------------------------------
+// Timers hold quiescence; conditions do not
+// ---------------------------------------------------------------------------
+
+/// Hops of the chain each PE starts at once (so the early work is
+/// `pes * (EARLY_HOPS + 1)` handler runs).
+const EARLY_HOPS: u64 = 10;
+/// Hops of the chain the last PE's timer starts.
+const LATE_HOPS: u64 = 999;
+/// Delay of the last PE's timer. Only how much of the job it covers depends
+/// on it, never the verdict.
+const LATE_MS: f64 = 300.0;
+
+/// What the timer job shares with the test.
+#[derive(Default)]
+struct TimerJob {
+    /// Chain handler runs so far.
+    runs: AtomicU64,
+    /// Runs of each timer callback: the last PE's (starts the late chain),
+    /// PE 1's (does nothing), PE 2's first (registers the second) and
+    /// second (sends one message).
+    timers: [AtomicU32; 4],
+    fired: AtomicU32,
+}
+
+/// The handler runs the timer job must see before quiescence: the early
+/// chains, the late chain and PE 2's one message.
+fn timer_job_total(pes: usize) -> u64 {
+    let early = pes as u64 * (EARLY_HOPS + 1);
+    let late = LATE_HOPS + 1;
+    early + late + u64::from(pes > 2)
+}
+
+/// Regression (the report: a 1 s timer on PE 3 that sends work, quiescence
+/// reported after 41 of 1,041 work units): a pending `call_fn_after` timer
+/// is work the job will do without any message in flight, so quiescence
+/// must wait for it and for the work it makes. The last PE's timer starts
+/// the long chain; on PE 1 a timer that makes no work must still let the
+/// job become quiescent once it fired (its PE waits with nothing queued);
+/// on PE 2 a timer registers a second timer that sends one message.
+fn timer_holds_quiescence(pes: usize, user_scheduler: bool) {
+    let st = Arc::new(TimerJob::default());
+    let shared = st.clone();
+    let code = within(30, move || {
+        let start = move |_: &[String]| {
+            let st = shared.clone();
+            let s = st.clone();
+            let chain = converse::register_handler(move |msg: Message| {
+                assert_eq!(s.fired.load(SeqCst), 0, "a chain link ran after quiescence");
+                s.runs.fetch_add(1, SeqCst);
+                let left = read_u64(&msg, 0);
+                if left > 0 {
+                    let next = (my_pe() + 1) % num_pes();
+                    converse::sync_send_and_free(next, msg_u64(msg.handler(), &[left - 1]));
+                }
+            });
+            let n = num_pes();
+            let me = my_pe();
+            if me == 0 {
+                let st = st.clone();
+                converse::start_quiescence_detection(move || {
+                    assert_eq!(st.fired.fetch_add(1, SeqCst), 0, "callback ran twice");
+                    let timers: Vec<u32> = st.timers.iter().map(|t| t.load(SeqCst)).collect();
+                    let want = match n {
+                        1 => [1, 0, 0, 0],
+                        2 => [1, 1, 0, 0],
+                        _ => [1, 1, 1, 1],
+                    };
+                    assert_eq!(timers, want, "quiescence reported with timers pending");
+                    assert_eq!(
+                        st.runs.load(SeqCst),
+                        timer_job_total(n),
+                        "quiescence reported before the timers' work was done"
+                    );
+                    if !user_scheduler {
+                        converse::exit(0);
+                    }
+                });
+            }
+            if me == n - 1 {
+                let st = st.clone();
+                converse::call_fn_after(
+                    move |_| {
+                        st.timers[0].fetch_add(1, SeqCst);
+                        converse::sync_send_and_free(me, msg_u64(chain, &[LATE_HOPS]));
+                    },
+                    LATE_MS,
+                );
+            }
+            if me == 1 && n > 1 {
+                let st = st.clone();
+                converse::call_fn_after(
+                    move |_| {
+                        st.timers[1].fetch_add(1, SeqCst);
+                    },
+                    200.0,
+                );
+            }
+            if me == 2 && n > 2 {
+                let st = st.clone();
+                converse::call_fn_after(
+                    move |_| {
+                        st.timers[2].fetch_add(1, SeqCst);
+                        let st = st.clone();
+                        converse::call_fn_after(
+                            move |_| {
+                                st.timers[3].fetch_add(1, SeqCst);
+                                converse::sync_send_and_free(0, msg_u64(chain, &[0]));
+                            },
+                            150.0,
+                        );
+                    },
+                    100.0,
+                );
+            }
+            converse::sync_send_and_free(me, msg_u64(chain, &[EARLY_HOPS]));
+            if user_scheduler {
+                let st = st.clone();
+                poll_until(|| st.fired.load(SeqCst) == 1, "quiescence");
+            }
+        };
+        if user_scheduler {
+            run_user(pes, pes, start)
+        } else {
+            run(pes, pes, start)
+        }
+    });
+    let what = format!("+p {pes}, user scheduler {user_scheduler}");
+    assert_eq!(code, 0, "{what}");
+    assert_eq!(st.fired.load(SeqCst), 1, "{what}");
+    assert_eq!(st.runs.load(SeqCst), timer_job_total(pes), "{what}");
+}
+
+#[test]
+fn pending_timer_holds_quiescence_until_its_work_is_done() {
+    timer_holds_quiescence(4, false);
+}
+
+#[test]
+fn pending_timer_holds_quiescence_on_one_pe() {
+    timer_holds_quiescence(1, false);
+}
+
+#[test]
+fn pending_timer_holds_quiescence_in_user_scheduler_mode() {
+    timer_holds_quiescence(3, true);
+}
+
+/// Condition callbacks do not hold quiescence (only timers do): kept
+/// periodic callbacks that stay registered for the whole job, and once
+/// callbacks on conditions that are not raised before the answer (a
+/// daily periodic condition, a user condition), let a job with no message
+/// and no timer outstanding be reported quiescent. The job has some work so
+/// that the answer comes after it, not before.
+#[test]
+fn kept_periodic_and_unraised_conditions_do_not_hold_quiescence() {
+    use converse::{Condition, call_on_condition, call_on_condition_keep};
+    const HOPS: u64 = 50;
+    let runs = Arc::new(AtomicU64::new(0));
+    let once_runs = Arc::new(AtomicU32::new(0));
+    let fired = Arc::new(AtomicU32::new(0));
+    let (r, o, f) = (runs.clone(), once_runs.clone(), fired.clone());
+    // A hang guard shorter than the others': a held detection would hang.
+    let code = within(10, move || {
+        run(3, 3, move |_| {
+            let r2 = r.clone();
+            let ring = converse::register_handler(move |msg: Message| {
+                r2.fetch_add(1, SeqCst);
+                let left = read_u64(&msg, 0);
+                if left > 0 {
+                    let next = (my_pe() + 1) % num_pes();
+                    converse::sync_send_and_free(next, msg_u64(msg.handler(), &[left - 1]));
+                }
+            });
+            // Never cancelled: these stay registered until the job ends.
+            let ticks = Rc::new(Cell::new(0u64));
+            call_on_condition_keep(Condition::PERIODIC, move |_| ticks.set(ticks.get() + 1));
+            call_on_condition_keep(Condition::PERIODIC_10MS, |_| {});
+            for cond in [Condition::PERIODIC_1DAY, Condition::user(3)] {
+                let o = o.clone();
+                call_on_condition(cond, move |_| {
+                    o.fetch_add(1, SeqCst);
+                });
+            }
+            if my_pe() == 0 {
+                let (r3, f3) = (r.clone(), f.clone());
+                converse::start_quiescence_detection(move || {
+                    assert_eq!(r3.load(SeqCst), 3 * (HOPS + 1));
+                    assert_eq!(f3.fetch_add(1, SeqCst), 0, "callback ran twice");
+                    converse::exit(0);
+                });
+            }
+            converse::sync_send_and_free(my_pe(), msg_u64(ring, &[HOPS]));
+        })
+    });
+    assert_eq!(code, 0);
+    assert_eq!(fired.load(SeqCst), 1);
+    assert_eq!(runs.load(SeqCst), 3 * (HOPS + 1));
+    assert_eq!(once_runs.load(SeqCst), 0, "an unraised condition ran");
 }

@@ -6,14 +6,41 @@
 //! - A PE's callback lists are its own (`RefCell` in `Pe`); callbacks run on
 //!   the PE that registered them, with no borrow of the lists held, as
 //!   handlers (so blocking helpers refuse to run in them).
-//! - Raising a condition runs the callbacks registered *before* the raise, in
-//!   registration order: the list is taken out first, and callbacks
-//!   registered while it runs wait for the next raise. One-shot callbacks are
-//!   dropped after their call; kept ones go back to the front of the list.
+//! - Raising a condition runs the callbacks registered *before* the raise:
+//!   first every one-shot callback, in registration order, then every kept
+//!   one, in registration order (see "Order"). The list is taken out first,
+//!   and callbacks registered while it runs wait for the next raise.
+//!   One-shot callbacks are dropped after their call; kept ones go back to
+//!   the front of the list.
 //! - Callback indices are unique on the PE (never reused), so cancelling an
 //!   index that already ran, or ran once and was dropped, does nothing.
 //!   Cancelling from inside a callback (which the manual forbids) works: a
 //!   callback cancelled while its condition is being raised is skipped.
+//!
+//! # Order
+//!
+//! The manual does not say in which order a raise runs its callbacks.
+//! Charm++ (`CcdRaiseCondition` in `src/conv-core/conv-conds.C`) keeps
+//! one-shot and kept callbacks in two lists, appends each registration at
+//! the tail, and walks the one-shot list (`call_cblist_remove`) and then
+//! the kept list (`call_cblist_keep`), each from the head: one-shots
+//! oldest first, then kept ones oldest first. We run them in the same
+//! order, so that programs ported from C that depend on it (a one-shot
+//! callback that prepares state a kept one reads, say) behave the same.
+//! Registration order between the two kinds does not matter.
+//!
+//! Where we differ from Charm++: a callback registered during a raise never
+//! runs in that raise. (In Charm++ a kept callback registered by a one-shot
+//! callback, or by a kept one, of the same condition runs in the same
+//! raise, since the kept list is walked after, or while, it grows.) And a
+//! raise of the same condition from inside one of its callbacks runs only
+//! what was registered since the outer raise began (Charm++ walks the whole
+//! kept list again).
+//!
+//! # Concurrency
+//!
+//! No sharing, so no locking: the lists are per PE and touched only by its
+//! thread (see the invariants).
 use std::cell::{Cell, RefCell};
 
 use crate::proc::exit::abort;
@@ -230,6 +257,14 @@ fn check(cond: Condition) {
 /// once (`CcdCallOnCondition`). Returns an index for
 /// [`cancel_call_on_condition`]. Registering for
 /// [`Condition::QUIESCENCE`] starts quiescence detection.
+///
+/// Order: a raise runs the one-shot callbacks registered before it, oldest
+/// first, and then the kept ones ([`call_on_condition_keep`]), oldest
+/// first, as Charm++ does. A callback registered during a raise waits for
+/// the next one (in Charm++ too, for one-shot callbacks).
+///
+/// One-shot callbacks do not hold quiescence detection, even on a periodic
+/// condition: only [`call_fn_after`](crate::call_fn_after) timers do.
 #[doc(alias = "CcdCallOnCondition")]
 pub fn call_on_condition(cond: Condition, callback: impl FnOnce(f64) + 'static) -> usize {
     check(cond);
@@ -246,6 +281,14 @@ pub fn call_on_condition(cond: Condition, callback: impl FnOnce(f64) + 'static) 
 /// Calls `callback(wall_time)` on this PE every time `cond` is raised, until
 /// cancelled (`CcdCallOnConditionKeep`). Returns an index for
 /// [`cancel_call_on_condition`].
+///
+/// Order: in each raise, kept callbacks run after every one-shot callback
+/// ([`call_on_condition`]), among themselves oldest first, as in Charm++.
+/// A kept callback registered during a raise of `cond` first runs in the
+/// next raise; Charm++ would run it in the same raise.
+///
+/// A kept callback, even on a periodic condition and registered forever,
+/// does not hold quiescence detection.
 #[doc(alias = "CcdCallOnConditionKeep")]
 pub fn call_on_condition_keep(cond: Condition, callback: impl FnMut(f64) + 'static) -> usize {
     check(cond);
@@ -274,8 +317,10 @@ pub fn cancel_call_on_condition(cond: Condition, index: usize) {
 }
 
 /// Calls, on this PE, every function registered for `cond` before this call
-/// (`CcdRaiseCondition`). The runtime raises the system conditions itself;
-/// user conditions are raised only by this.
+/// (`CcdRaiseCondition`): the one-shot ones, oldest first, then the kept
+/// ones, oldest first (the module comment has the details). The runtime
+/// raises the system conditions itself; user conditions are raised only by
+/// this.
 #[doc(alias = "CcdRaiseCondition")]
 pub fn raise_condition(cond: Condition) {
     check(cond);
@@ -307,8 +352,13 @@ pub(crate) fn raise(pe: &Pe, cond: Condition) -> bool {
     conds.raising.set(conds.raising.get() + 1);
     let raising = Raising(conds);
     let now = crate::proc::timer::wall_timer();
+    // One-shots first, then kept ones, each kind in registration order
+    // (Charm++'s order: see "Order").
+    let (once, keep): (Vec<Entry>, Vec<Entry>) = taken
+        .into_iter()
+        .partition(|e| matches!(e.callback, Callback::Once(_)));
     let mut kept = Vec::new();
-    for entry in taken {
+    for entry in once.into_iter().chain(keep) {
         if conds.is_cancelled(entry.index) {
             continue;
         }
@@ -328,8 +378,8 @@ pub(crate) fn raise(pe: &Pe, cond: Condition) -> bool {
     {
         let mut lists = conds.lists.borrow_mut();
         let list = &mut lists[cond.number()];
-        // Kept callbacks first: they were registered before any added
-        // during the raise.
+        // Kept callbacks first (in registration order): they were
+        // registered before any added during the raise.
         let added = std::mem::replace(&mut list.entries, kept);
         list.entries.extend(added);
     }

@@ -25,6 +25,22 @@
 //!   after `registration + delay`.
 //! - `armed` is true exactly when a timer is pending or a periodic or signal
 //!   condition has callbacks: then the scheduler must look at the clock.
+//! - `timers_set` and `timers_fired` only grow; their difference is the
+//!   number of pending timers. A timer counts as fired when the poll takes
+//!   it out of the heap, just before its callback runs (as a message counts
+//!   as processed when its handler starts).
+//!
+//! # Timers and quiescence
+//!
+//! A pending [`call_fn_after`] timer is work the PE will do with no message
+//! in flight, so quiescence detection counts it like a message the PE sent
+//! itself: created when set, processed when it fires, and a PE with one
+//! pending does not answer detection waves (see `quiescence`, "Timers").
+//! Condition callbacks (periodic, idle-edge, signal, user; once or kept) do
+//! not count: they wait for an event that may come forever (a periodic
+//! condition) or never (a user condition), and Converse's quiescence is
+//! about messages. A periodic callback that sends makes new work, like
+//! outside input, after quiescence may already have been reported.
 pub mod conditions;
 pub mod quiescence;
 mod signals;
@@ -81,6 +97,10 @@ pub(crate) struct CcdState {
     signals_seen: [Cell<u64>; 2],
     /// A quiescence detection started for `Condition::QUIESCENCE` is running.
     quiescence_armed: Cell<bool>,
+    /// Timers set on this PE so far (see the module invariants).
+    timers_set: Cell<u64>,
+    /// Timers taken out of the heap to fire so far.
+    timers_fired: Cell<u64>,
 }
 
 impl CcdState {
@@ -105,6 +125,8 @@ impl CcdState {
             idle_since: Cell::new(None),
             signals_seen: [Cell::new(0), Cell::new(0)],
             quiescence_armed: Cell::new(false),
+            timers_set: Cell::new(0),
+            timers_fired: Cell::new(0),
         }
     }
 }
@@ -141,6 +163,15 @@ impl Ord for Timer {
 /// Calls `callback(wall_time)` on this PE at least `ms` milliseconds from now
 /// (`CcdCallFnAfter`): in the first scheduler poll after that time. A
 /// negative or NaN delay counts as 0.
+///
+/// Until it has fired, the timer holds quiescence detection: the job is not
+/// quiescent while a timer is pending anywhere, since a timer that will make
+/// work is work (Charm++'s detection ignores timers). So a timer that never
+/// fires (a huge delay), or a chain of timers that re-arm themselves
+/// forever, keeps [`start_quiescence_detection`](crate::start_quiescence_detection)
+/// from ever answering. For a heartbeat or a watchdog, which should not
+/// hold quiescence, use a kept periodic condition
+/// ([`call_on_condition_keep`]) instead: conditions do not count.
 #[doc(alias = "CcdCallFnAfter")]
 pub fn call_fn_after(callback: impl FnOnce(f64) + 'static, ms: f64) {
     let delay = if ms > 0.0 {
@@ -158,6 +189,7 @@ pub fn call_fn_after(callback: impl FnOnce(f64) + 'static, ms: f64) {
             seq,
             callback: Box::new(callback),
         });
+        pe.ccd.timers_set.set(pe.ccd.timers_set.get() + 1);
         pe.ccd.armed.set(true);
     })
 }
@@ -259,9 +291,21 @@ pub(crate) fn update_armed(pe: &Pe) {
 /// True if `pe` may create work later without a message: a timer is pending
 /// or a periodic, signal or still-idle condition has callbacks. The
 /// reduction stall check does not call a job stuck while this holds on any
-/// PE.
+/// PE. (A pending timer already keeps the PE from answering waves at all;
+/// the conditions are what this adds for the stall check: they do not hold
+/// user quiescence requests, but may still contribute to a reduction.)
 pub(crate) fn expects_work(pe: &Pe) -> bool {
     needs_deadline(pe)
+}
+
+/// True if a [`call_fn_after`] timer is pending on `pe`.
+pub(crate) fn timers_pending(pe: &Pe) -> bool {
+    pe.ccd.timers_set.get() != pe.ccd.timers_fired.get()
+}
+
+/// Timers set and fired on `pe` so far, for quiescence detection's counts.
+pub(crate) fn timer_counts(pe: &Pe) -> (u64, u64) {
+    (pe.ccd.timers_set.get(), pe.ccd.timers_fired.get())
 }
 
 /// After a delivery on an armed PE: read the clock now and then, and poll
@@ -329,6 +373,10 @@ pub(crate) fn poll(pe: &Pe, now: Instant) -> bool {
         while timers.peek().is_some_and(|t| t.due <= now) {
             due.push(timers.pop().expect("peeked"));
         }
+        // Fired from here on for quiescence detection: no wave reads this
+        // PE between now and the callbacks, which run next.
+        ccd.timers_fired
+            .set(ccd.timers_fired.get() + due.len() as u64);
         due
     };
     if !due.is_empty() {

@@ -1,7 +1,8 @@
 //! Quiescence detection: tells a PE when no message is in flight or queued
-//! anywhere in the job and no handler is running (the state in which nothing
-//! can happen any more without outside input). The manual's `CcdQUIESCENCE`
-//! condition is raised from here.
+//! anywhere in the job, no `call_fn_after` timer is pending and no handler
+//! is running (the state in which nothing can happen any more without
+//! outside input, periodic callbacks included). The manual's
+//! `CcdQUIESCENCE` condition is raised from here.
 //!
 //! # Counting
 //!
@@ -12,7 +13,7 @@
 //! `Pe::qd_processed`). A message is counted processed when its handler
 //! starts, so a handler that is running and still sends shows up as new
 //! creations. Detection's own messages carry `FLAG_NO_QD` and are not
-//! counted.
+//! counted. Pending timers count too (see "Timers").
 //!
 //! # Waves (the four-counter method)
 //!
@@ -36,9 +37,41 @@
 //! equal: created₁ = processed₁ = created₂ = processed₂. The counters only
 //! grow, so equal sums mean no PE's counters changed between its two reads;
 //! at the moment wave 1 ended every PE's counters therefore held those values,
-//! and created = processed then means nothing was in flight or queued. A wave
-//! that does not balance is retried from wave 1 the next time PE 0 is idle,
-//! so detection never competes with PE 0's own work.
+//! and created = processed then means nothing was in flight or queued (and
+//! no timer was pending: see "Timers"). A wave that does not balance is
+//! retried from wave 1 the next time PE 0 is idle, so detection never
+//! competes with PE 0's own work.
+//!
+//! # Timers
+//!
+//! A pending `call_fn_after` timer is work the job will do with no message
+//! in flight (its callback may send), so it counts as a message the PE sent
+//! itself: created when it is set, processed when it fires (the Ccd
+//! counters `timers_set`/`timers_fired`, which only grow, added to the PE's
+//! two counters when a wave reads them; `qd_created()`/`qd_processed()` go
+//! on counting messages only). With that, the argument above covers timers
+//! as it stands: created = processed at the end of wave 1 means no timer
+//! was pending either, and a timer set or fired between a PE's two reads
+//! changes its counts.
+//!
+//! A PE with a pending timer also *holds* the wave, as a busy PE does: it
+//! does not reply until its timers have fired (checked again at each idle
+//! moment, since it keeps `qd_due` set). Soundness does not rest on this
+//! (when a PE replies does not matter, only that it replies outside
+//! handlers); it spares the waves that could not balance, which PE 0 would
+//! otherwise retry back to back, on every PE, for as long as the timer
+//! waits. Liveness: an idle PE with a timer waits no later than the timer's
+//! due time (`ccd::next_deadline`), the timer then fires, and at the PE's
+//! next idle moment with no timer pending it replies.
+//!
+//! Only timers count. Condition callbacks (periodic, idle-edge, signal and
+//! user conditions, once or kept) do not hold detection: a kept periodic
+//! callback would otherwise hold it forever, and a once callback on a
+//! condition that is never raised, too. Quiescence means, as in Converse,
+//! that no message (and, here, no timer) is outstanding; what a periodic
+//! callback sends later is new work, like outside input. The runtime's
+//! stall check is stricter (see `strict` above): it also distrusts PEs with
+//! periodic, signal or still-idle callbacks.
 //!
 //! # Requests
 //!
@@ -55,8 +88,9 @@
 //!
 //! The runtime also asks *once-only* questions (`check_once`): "is the job
 //! quiescent right now?". They are answered after the next wave pair, yes or
-//! no, and never keep detection running by themselves. The reduction stall
-//! check (`cmi::reduce`) uses them.
+//! no (the pair waits for pending timers like any other), and never keep
+//! detection running by themselves. The reduction stall check
+//! (`cmi::reduce`) uses them.
 //!
 //! # Concurrency
 //!
@@ -128,8 +162,16 @@ pub(crate) struct QdState {
 }
 
 /// Calls `callback` on this PE, as a handler, once the job is quiescent: no
-/// message in flight or queued on any PE and no handler running
-/// (`CmiStartQD`; what raises `CcdQUIESCENCE`). Each call is answered once.
+/// message in flight or queued on any PE, no [`call_fn_after`] timer pending
+/// and no handler running (`CmiStartQD`; what raises `CcdQUIESCENCE`). Each
+/// call is answered once.
+///
+/// Unlike Charm++, pending timers hold the answer (a timer that will send
+/// work is outstanding work; see [`call_fn_after`] for watchdogs and
+/// heartbeats). Condition callbacks do not: a kept periodic callback that
+/// stays registered forever does not keep the answer from coming.
+///
+/// [`call_fn_after`]: crate::call_fn_after
 #[doc(alias = "CmiStartQD")]
 #[doc(alias = "CQdRegisterCallback")]
 pub fn start_quiescence_detection(callback: impl FnOnce() + 'static) {
@@ -276,8 +318,9 @@ fn start_wave(pe: &Pe) {
 }
 
 /// Called when `pe` is idle with no handler running and detection has asked
-/// to be told (`Pe::qd_due`): replies to the wave if every child has
-/// (concluding it, on PE 0), or starts the retry of a failed wave. Returns
+/// to be told (`Pe::qd_due`): replies to the wave if every child has and no
+/// timer is pending here (concluding it, on PE 0), or starts the retry of a
+/// failed wave. Returns
 /// true if it sent anything (then the caller polls again instead of
 /// waiting: the message may be to itself).
 ///
@@ -287,8 +330,9 @@ fn start_wave(pe: &Pe) {
 /// every PE strictly idle.
 pub(crate) fn on_idle(pe: &Pe, strict: bool) -> bool {
     pe.qd_due.set(false);
-    // A PE with a pending timer or periodic callback may make work without
-    // any message: not idle for the stall check.
+    // A PE with periodic, signal or still-idle callbacks may make work
+    // without any message: not idle for the stall check. (One with a
+    // pending timer does not reply at all.)
     let strict = strict && !crate::ccd::expects_work(pe);
     if maybe_reply(pe, strict) {
         return true;
@@ -301,6 +345,8 @@ pub(crate) fn on_idle(pe: &Pe, strict: bool) -> bool {
 }
 
 /// Replies to the parent (or concludes, on PE 0) if every child has.
+/// A PE with a pending timer holds the wave instead (see "Timers" in the
+/// module comment) and asks to be called again at its next idle moment.
 fn maybe_reply(pe: &Pe, strict_here: bool) -> bool {
     let (id, created, processed, strict) = {
         let mut qd = pe.qd.borrow_mut();
@@ -308,11 +354,16 @@ fn maybe_reply(pe: &Pe, strict_here: bool) -> bool {
             Some(w) if w.waiting == 0 => {}
             _ => return false,
         }
+        if crate::ccd::timers_pending(pe) {
+            pe.qd_due.set(true);
+            return false;
+        }
         let w = qd.wave.take().expect("checked above");
+        let (timers_set, timers_fired) = crate::ccd::timer_counts(pe);
         (
             w.id,
-            w.created + pe.qd_created.get(),
-            w.processed + pe.qd_processed.get(),
+            w.created + pe.qd_created.get() + timers_set,
+            w.processed + pe.qd_processed.get() + timers_fired,
             w.strict && strict_here,
         )
     };

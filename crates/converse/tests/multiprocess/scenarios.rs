@@ -14,15 +14,17 @@
 //! report is in it waits for quiescence (so that a late duplicate would
 //! still be seen and fail the job) and prints `ok NAME`. A watchdog on PE 0
 //! names the missing reports and ends the job with [`TIMED_OUT`] (4) if they
-//! do not all come within [`WATCHDOG_MS`].
+//! do not all come within [`WATCHDOG_MS`]. (The watchdog is a kept periodic
+//! condition, cancelled once the reports are in, not a `call_fn_after`
+//! timer: a pending timer holds quiescence detection until it fires.)
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use converse::{
-    CommHandle, Converse, Event, Group, Message, ProcGroup, ReductionId, Thread, cmi_error,
-    cmi_printf, my_node, my_pe, node_of, num_nodes, num_pes,
+    CommHandle, Condition, Converse, Event, Group, Message, ProcGroup, ReductionId, Thread,
+    cmi_error, cmi_printf, my_node, my_pe, node_of, num_nodes, num_pes,
 };
 
 use crate::Case;
@@ -157,6 +159,8 @@ struct Tally {
     counts: RefCell<BTreeMap<String, (u64, u64)>>,
     remaining: Cell<u64>,
     finished: Cell<bool>,
+    /// The watchdog's periodic callback, while it is registered (PE 0).
+    watchdog: Cell<Option<usize>>,
 }
 
 impl Tally {
@@ -170,6 +174,7 @@ impl Tally {
             counts: RefCell::new(BTreeMap::new()),
             remaining: Cell::new(0),
             finished: Cell::new(false),
+            watchdog: Cell::new(None),
         });
         let t = tally.clone();
         tally
@@ -185,7 +190,14 @@ impl Tally {
             tally.remaining.set(counts.values().map(|c| c.0).sum());
             drop(counts);
             let t = tally.clone();
-            converse::call_fn_after(move |_| t.watchdog(), WATCHDOG_MS);
+            let since = Instant::now();
+            let limit = Duration::from_secs_f64(WATCHDOG_MS / 1e3);
+            let index = converse::call_on_condition_keep(Condition::PERIODIC_100MS, move |_| {
+                if since.elapsed() >= limit {
+                    t.watchdog();
+                }
+            });
+            tally.watchdog.set(Some(index));
         }
         tally
     }
@@ -222,6 +234,9 @@ impl Tally {
         };
         if all_in {
             self.finished.set(true);
+            if let Some(index) = self.watchdog.take() {
+                converse::cancel_call_on_condition(Condition::PERIODIC_100MS, index);
+            }
             let name = self.name;
             // Quiescence first: a duplicate still in flight must get here
             // (and fail the job) before the verdict.
