@@ -15,8 +15,9 @@
 //! whose handler or destination is wrong is answered empty, as the protocol
 //! says; a client that stalls mid-request is closed after the stall
 //! timeout (`++server-stall-timeout`); a request whose reply does not come
-//! within the reply timeout is closed. At most [`MAX_CONNECTIONS`] are open
-//! at once; more are closed as they come (logged once per burst). The
+//! within the reply timeout is closed. At most `++server-max-connections`
+//! ([`DEFAULT_MAX_CONNECTIONS`]) are open at once; more are closed as they
+//! come (logged once per burst). The
 //! bytes that requests being read may claim are bounded in sum
 //! ([`buffer_budget`]): a request that would pass the bound is refused, so
 //! many large requests at once cannot exhaust memory.
@@ -62,8 +63,11 @@ pub(crate) const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(600);
 /// A client that sends nothing for this long in the middle of a request is
 /// closed, by default (`++server-stall-timeout`).
 pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// Open connections at most.
-const MAX_CONNECTIONS: usize = 4096;
+/// Open connections at most, by default (`++server-max-connections`).
+pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// The listen backlog: connections the kernel completes before the thread
+/// accepts them.
+const LISTEN_BACKLOG: i32 = 4096;
 /// How often the thread looks at deadlines when nothing happens.
 const TICK: Duration = Duration::from_millis(100);
 /// How long the kill notice may take per client at exit.
@@ -189,7 +193,7 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
     // once overflow it, and each overflowed SYN costs its client a 1 s
     // retransmit. Listening again only changes the backlog (capped by
     // net.core.somaxconn).
-    rustix::net::listen(&listener, MAX_CONNECTIONS as i32)
+    rustix::net::listen(&listener, LISTEN_BACKLOG)
         .map_err(|e| format!("CCS server: listen: {e}"))?;
     let addr = listener
         .local_addr()
@@ -228,6 +232,7 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
             .reply_timeout
             .map_or(DEFAULT_REPLY_TIMEOUT, Duration::from_secs),
         stall_timeout: flags.stall_timeout.unwrap_or(DEFAULT_STALL_TIMEOUT),
+        max_connections: flags.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
         budget: buffer_budget(flags.max_request.unwrap_or(DEFAULT_MAX_REQUEST)),
         buffered: 0,
         refused_burst: false,
@@ -341,6 +346,8 @@ struct Server {
     limits: Limits,
     reply_timeout: Duration,
     stall_timeout: Duration,
+    /// Open connections at most.
+    max_connections: usize,
     /// Most request bytes reserved at once ([`buffer_budget`]).
     budget: usize,
     /// Request bytes reserved by connections being read.
@@ -400,10 +407,11 @@ impl Server {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
-                    if self.conns.len() >= MAX_CONNECTIONS {
+                    if self.conns.len() >= self.max_connections {
                         if !self.refused_burst {
                             log(&format!(
-                                "{MAX_CONNECTIONS} connections open: refusing more (from {peer} on) until some close"
+                                "{} connections open: refusing more (from {peer} on) until some close",
+                                self.max_connections
                             ));
                             self.refused_burst = true;
                         }
