@@ -41,10 +41,14 @@ pub struct ServerFlags {
     /// reply before its connection is closed.
     pub reply_timeout: Option<u64>,
     /// `++server-stall-timeout S` (decimal seconds): how long a client may
-    /// send nothing in the middle of a request before it is closed.
+    /// take, in the middle of a request, to complete the next step of it
+    /// (its header, then the rest) before it is closed; bytes that do not
+    /// complete a step do not restart the clock.
     pub stall_timeout: Option<std::time::Duration>,
     /// `++server-max-connections N`: how many connections may be open at
-    /// once.
+    /// once. At the cap a newcomer closes the connection whose request has
+    /// been incomplete the longest (never one with a whole request), and is
+    /// refused only if there is none.
     pub max_connections: Option<usize>,
 }
 
