@@ -6,14 +6,18 @@
 //!   has it, spread over the four PEs, with a few broadcasts and multicasts
 //!   among them; every one of the 10,000 replies is checked byte for byte,
 //!   and the process's memory growth is bounded;
-//! - a flood of connections that send half a header and hold: normal
-//!   clients are still answered while 2,500 of them are open; past the
-//!   server's cap of 4,096 open connections new ones are refused; the
-//!   server closes the flood once it has stalled 10 s; then it serves as
-//!   before.
+//! - a flood of connections that send half a header and then trickle:
+//!   normal clients are still answered while 2,500 of them are open; past
+//!   the server's cap of 4,096 open connections each newcomer (a flood
+//!   connection or a normal request) closes an old flood connection, and
+//!   a normal request is answered; the server closes the flood once it has
+//!   stalled 10 s; then it serves as before;
+//! - a small cap (`++server-max-connections 8`) filled with trickling
+//!   connections and requests waiting for their reply: newcomers close the
+//!   trickling connections oldest first, never a waiting one.
 //!
-//! The two tests run one after the other (a lock): each wants most of the
-//! machine, and the memory figures of one must not include the other.
+//! The tests run one after the other (a lock): the first two want most of
+//! the machine, and the memory figures of one must not include another.
 #[path = "common/ccs_job.rs"]
 mod ccs_job;
 mod common;
@@ -30,11 +34,14 @@ use converse::{Message, ccs, my_pe};
 
 /// The job's PEs (two nodes of two).
 const PES: u32 = 4;
-/// The server's cap on open connections (`MAX_CONNECTIONS` in
-/// `src/ccs/server.rs`).
+/// The server's cap on open connections by default
+/// (`DEFAULT_MAX_CONNECTIONS` in `src/ccs/server.rs`).
 const SERVER_MAX_CONNECTIONS: usize = 4096;
-/// How long the server lets a client stall in the middle of a request
-/// (`READ_STALL` in `src/ccs/server.rs`).
+/// How long the server lets a client stall in the middle of a request, by
+/// default (`DEFAULT_STALL_TIMEOUT` in `src/ccs/server.rs`). The stall
+/// clock restarts only when a step of the request (its first byte, its
+/// header, the rest) is complete: a connection that sends part of a header
+/// and then trickles is closed this long after its first bytes.
 const SERVER_READ_STALL: Duration = Duration::from_secs(10);
 /// Client threads do little: a connect, a write, a read, a comparison.
 const CLIENT_STACK: usize = 128 << 10;
@@ -58,10 +65,25 @@ fn slot_value(id: u32, pe: u32) -> i32 {
     (id * 8 + pe + 1) as i32
 }
 
+/// Replies owed by `park`, sent by `release`.
+static PARKED: Mutex<Vec<ccs::DelayedReply>> = Mutex::new(Vec::new());
+
 /// Registers the handlers, on every PE: `echo` answers `pe<k>:` and the
 /// request data, and `slots` (merged by `sum_int`) as [`slot_value`]
-/// says.
+/// says; `park` delays its reply until a `release` request answers every
+/// parked one with `parked` (and itself with how many it released).
 fn register_handlers() {
+    ccs::register_handler("park", |_m: Message| {
+        PARKED.lock().unwrap().push(ccs::delay_reply());
+    });
+    ccs::register_handler("release", |_m: Message| {
+        let parked = std::mem::take(&mut *PARKED.lock().unwrap());
+        let n = parked.len();
+        for reply in parked {
+            reply.send(b"parked");
+        }
+        ccs::send_reply(&(n as u32).to_be_bytes());
+    });
     ccs::register_handler("echo", |m: Message| {
         let mut r = format!("pe{}:", my_pe()).into_bytes();
         r.extend_from_slice(m.payload());
@@ -200,12 +222,17 @@ fn memory_kib() -> (u64, u64) {
 /// Runs a `+p 4 ++ppn 2 ++server` job with [`register_handlers`] and
 /// `driver` (see [`ccs_job::with_server`]).
 fn with_server<T: Send + 'static>(driver: impl FnOnce(SocketAddr) -> T + Send + 'static) -> T {
-    ccs_job::with_server(
-        &["ccs_load", "+p", "4", "++ppn", "2", "++server"],
-        300,
-        register_handlers,
-        driver,
-    )
+    with_server_args(&[], driver)
+}
+
+/// [`with_server`] with `extra` runtime flags.
+fn with_server_args<T: Send + 'static>(
+    extra: &[&str],
+    driver: impl FnOnce(SocketAddr) -> T + Send + 'static,
+) -> T {
+    let mut args = vec!["ccs_load", "+p", "4", "++ppn", "2", "++server"];
+    args.extend_from_slice(extra);
+    ccs_job::with_server(&args, 300, register_handlers, driver)
 }
 
 fn assert_all_correct(what: &str, t: &Tally, expected: usize) {
@@ -283,13 +310,15 @@ fn a_thousand_concurrent_clients_get_every_reply_right_in_bounded_memory() {
 }
 
 /// A flood connection first sends this many bytes of a request's 40-byte
-/// header, then one more byte each time it is kept alive: it never gets to
-/// the end of the header.
+/// header, then one more byte each time it is kept alive (a trickle): it
+/// never gets to the end of the header.
 const HALF: usize = 20;
-/// While a flood is being opened, every connection already open is kept
-/// alive this often (opening thousands can take seconds: the listener's
-/// accept queue overflows and the kernel retries the dropped connections
-/// a second later, and more).
+/// While a flood is being opened, every connection already open trickles
+/// a byte this often, as a client trying to keep its connection would
+/// (opening thousands can take seconds: the listener's accept queue
+/// overflows and the kernel retries the dropped connections a second
+/// later, and more). The server does not count these bytes as progress
+/// ([`SERVER_READ_STALL`]).
 const KEEP_ALIVE: Duration = Duration::from_secs(2);
 
 /// One connection of a flood.
@@ -344,9 +373,8 @@ impl Flood {
     }
 
     /// Sends the next byte of the header on each connection of `range`
-    /// the server has not closed (its stall clock starts again), and
-    /// returns the time just before the first: none of them can be closed
-    /// as stalled before that time plus the server's stall time.
+    /// the server has not closed, and returns the time just before the
+    /// first.
     fn keep_alive(&mut self, range: std::ops::Range<usize>) -> Instant {
         let start = Instant::now();
         for f in &mut self.conns[range] {
@@ -415,9 +443,10 @@ impl Flood {
     }
 }
 
-/// `value` if it was found before `since` plus the server's stall time,
-/// when the flood cannot have been closed as stalled yet; `None` if the
-/// machine was too slow for the check to tell anything.
+/// `value` if it was found before `since` (a time before the flood's first
+/// connection) plus the server's stall time, when the flood cannot have
+/// been closed as stalled yet; `None` if the machine was too slow for the
+/// check to tell anything.
 fn before_stall<T>(since: Instant, value: T) -> Option<T> {
     if since.elapsed() < SERVER_READ_STALL {
         Some(value)
@@ -431,15 +460,18 @@ fn before_stall<T>(since: Instant, value: T) -> Option<T> {
 /// too late to tell ([`before_stall`]).
 #[derive(Debug)]
 struct FloodReport {
-    /// Of the connections past the cap, how many the server closed at
-    /// once.
-    refused: Option<usize>,
+    /// Of the first flood, how many the server closed to admit the
+    /// connections past the cap.
+    evicted: Option<usize>,
+    /// Of the connections past the cap, how many the server closed.
+    extra_closed: Option<usize>,
     /// The bytes a normal request got while the server was at its cap.
     at_cap: Option<io::Result<Vec<u8>>>,
     /// Clients answered while the flood was held.
     during: Tally,
-    /// Flood connections the server had closed during those rounds, before
-    /// they stalled.
+    /// Flood connections the server had closed after the normal request at
+    /// the cap, and after the clients beside the flood: before they
+    /// stalled.
     closed_early: Vec<Option<usize>>,
     /// Flood connections still open well after they stalled.
     still_open: usize,
@@ -458,6 +490,7 @@ fn a_flood_of_stalled_connections_does_not_stop_normal_clients() {
     let t0 = Instant::now();
     let report = with_server(move |addr| {
         let mut flood = Flood::new();
+        let since = Instant::now();
         let held = flood.open(addr, FLOOD);
         eprintln!(
             "ccs_load flood: {FLOOD} half requests open after {:.2} s",
@@ -466,16 +499,26 @@ fn a_flood_of_stalled_connections_does_not_stop_normal_clients() {
         let mut closed_early = Vec::new();
 
         // Up to the cap and past it: only the flood is open, so OVER of
-        // these are past the cap and closed as they come.
-        let since = flood.keep_alive(held.clone());
+        // these are past the cap, and each closes a connection of the
+        // first flood (older, and as incomplete).
+        flood.keep_alive(held.clone());
         let extra = flood.open(addr, SERVER_MAX_CONNECTIONS - FLOOD + OVER);
-        flood.wait_closed(extra.clone(), Duration::from_secs(20), |n| n >= OVER);
+        // Closed as they come, the connections past the cap would show up
+        // at once too (the wait is not for the stall timeout).
+        let everything = 0..flood.conns.len();
+        flood.wait_closed(everything, Duration::from_secs(20), |n| n >= OVER);
         // More than OVER would show up by now, if any.
         std::thread::sleep(Duration::from_millis(300));
-        let refused = flood.closed(extra.clone());
+        let evicted = flood.closed(held.clone());
+        let extra_closed = flood.closed(extra.clone());
+        // A normal request at the cap closes one more to be admitted.
         let at_cap = exchange(addr, &encode_request("echo", &Dest::Pe(1), b"x").unwrap());
         let n = flood.closed(held.clone());
-        let (refused, at_cap) = before_stall(since, (refused, at_cap)).unzip();
+        let (evicted, extra_closed, at_cap) =
+            match before_stall(since, (evicted, extra_closed, at_cap)) {
+                Some((e, x, a)) => (Some(e), Some(x), Some(a)),
+                None => (None, None, None),
+            };
         closed_early.push(before_stall(since, n));
         eprintln!(
             "ccs_load flood: past the cap after {:.2} s",
@@ -489,7 +532,7 @@ fn a_flood_of_stalled_connections_does_not_stop_normal_clients() {
         assert_eq!(left, 0, "the server closes connections whose client closed");
 
         // Normal clients beside the flood.
-        let since = flood.keep_alive(held.clone());
+        flood.keep_alive(held.clone());
         let during = run_clients(addr, CLIENTS, REQUESTS);
         closed_early.push(before_stall(since, flood.closed(held.clone())));
         eprintln!(
@@ -502,13 +545,14 @@ fn a_flood_of_stalled_connections_does_not_stop_normal_clients() {
         let limit = SERVER_READ_STALL + Duration::from_secs(20);
         let still_open = FLOOD - flood.wait_closed(held, limit, |n| n == FLOOD);
         eprintln!(
-            "ccs_load flood: the server closed the flood {:.2} s after its last byte",
+            "ccs_load flood: the server closed the flood {:.2} s after it began",
             since.elapsed().as_secs_f64()
         );
         drop(flood);
         let after = run_clients(addr, AFTER_CLIENTS, REQUESTS);
         FloodReport {
-            refused,
+            evicted,
+            extra_closed,
             at_cap,
             during,
             closed_early,
@@ -517,21 +561,28 @@ fn a_flood_of_stalled_connections_does_not_stop_normal_clients() {
         }
     });
     eprintln!(
-        "ccs_load flood: refused {:?} past the cap; closed early {:?}; test {:.2} s",
-        report.refused,
+        "ccs_load flood: {:?} closed to admit connections past the cap, {:?} of these closed; \
+         closed early {:?}; test {:.2} s",
+        report.evicted,
+        report.extra_closed,
         report.closed_early,
         t0.elapsed().as_secs_f64()
     );
     assert!(
-        matches!(report.refused, Some(OVER) | None),
-        "past the cap of {SERVER_MAX_CONNECTIONS} open connections, exactly the {OVER} in excess \
-         are refused: {:?}",
-        report.refused
+        matches!(report.evicted, Some(OVER) | None),
+        "past the cap of {SERVER_MAX_CONNECTIONS} open connections, each of the {OVER} in excess \
+         closes one old half request: {:?}",
+        report.evicted
     );
     assert!(
-        matches!(&report.at_cap, Some(Ok(b)) if b.is_empty())
-            || matches!(report.at_cap, Some(Err(_)) | None),
-        "at the cap a new request is closed unanswered: {:?}",
+        matches!(report.extra_closed, Some(0) | None),
+        "the connections past the cap are admitted: {:?} closed",
+        report.extra_closed
+    );
+    assert!(
+        matches!(&report.at_cap, Some(Ok(b)) if *b == reply_bytes(b"pe1:x"))
+            || report.at_cap.is_none(),
+        "at the cap a new request is answered: {:?}",
         report.at_cap
     );
     assert_all_correct("beside the flood", &report.during, CLIENTS * REQUESTS);
@@ -539,8 +590,10 @@ fn a_flood_of_stalled_connections_does_not_stop_normal_clients() {
         report
             .closed_early
             .iter()
-            .all(|c| matches!(c, Some(0) | None)),
-        "the server closed half requests before they had stalled {SERVER_READ_STALL:?}: {:?}",
+            .all(|c| matches!(c, Some(n) if *n == OVER + 1) || c.is_none()),
+        "before they had stalled {SERVER_READ_STALL:?}, the server closed the {} half requests \
+         it evicted and no others: {:?}",
+        OVER + 1,
         report.closed_early
     );
     assert_eq!(
@@ -548,4 +601,149 @@ fn a_flood_of_stalled_connections_does_not_stop_normal_clients() {
         "the server keeps half requests that stalled"
     );
     assert_all_correct("after the flood", &report.after, AFTER_CLIENTS * REQUESTS);
+}
+
+/// The cap of [`trickling_clients_cannot_lock_out_new_ones`]: small, so a
+/// handful of connections fill it.
+const SMALL_CAP: usize = 8;
+/// How often its trickling connections send their next byte.
+const TRICKLE: Duration = Duration::from_secs(1);
+
+/// Keeps every open connection of `flood` trickling, a byte each every
+/// [`TRICKLE`] since `last`, until `until` says yes or `deadline` comes;
+/// returns whether `until` said yes.
+fn trickle(
+    flood: &mut Flood,
+    last: &mut Instant,
+    deadline: Instant,
+    mut until: impl FnMut(&mut Flood) -> bool,
+) -> bool {
+    loop {
+        if until(flood) {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        if last.elapsed() >= TRICKLE {
+            *last = flood.keep_alive(0..flood.conns.len());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Which connections of `range` the server has closed, by index.
+fn closed_set(flood: &mut Flood, range: std::ops::Range<usize>) -> Vec<usize> {
+    flood.closed(range.clone());
+    range.filter(|&i| flood.conns[i].closed).collect()
+}
+
+/// A cap of 8 connections (`++server-max-connections 8`), filled by two
+/// requests waiting for their (delayed) reply and six connections that
+/// trickle a byte of a request every second. Each newcomer at the cap
+/// makes the server close the connection whose request has been
+/// incomplete the longest: six new trickling connections close the six
+/// old ones; a normal request then closes the oldest new one and gets
+/// its reply. The two waiting requests, the oldest connections of all,
+/// are never closed, and get their replies at the end.
+///
+/// Everything happens within the stall timeout (10 s) of the trickling
+/// connections' first bytes, so none is closed as stalled: every
+/// connection the server closes here, it closed to admit a newcomer.
+#[test]
+fn trickling_clients_cannot_lock_out_new_ones() {
+    let _serial = serial();
+    let cap = SMALL_CAP.to_string();
+    with_server_args(&["++server-max-connections", &cap], move |addr| {
+        const WAITING: usize = 2;
+        const TRICKLING: usize = SMALL_CAP - WAITING;
+        // The oldest connections: whole requests whose replies wait.
+        let park = encode_request("park", &Dest::Pe(1), b"").unwrap();
+        let parked: Vec<_> = (0..WAITING)
+            .map(|_| {
+                let park = park.clone();
+                std::thread::spawn(move || exchange(addr, &park))
+            })
+            .collect();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while PARKED.lock().unwrap().len() < WAITING {
+            assert!(Instant::now() < deadline, "the park requests never arrived");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+
+        // The rest of the cap: trickling connections. None can be closed
+        // as stalled before `opened` plus the stall timeout; the wait for
+        // evictions ends before that (a second of margin).
+        let opened = Instant::now();
+        let no_stall_yet = opened + SERVER_READ_STALL - Duration::from_secs(1);
+        let mut flood = Flood::new();
+        let old = flood.open(addr, TRICKLING);
+        let mut last = Instant::now();
+        trickle(&mut flood, &mut last, opened + TRICKLE * 5 / 2, |_| false);
+        assert_eq!(
+            closed_set(&mut flood, old.clone()),
+            Vec::<usize>::new(),
+            "trickling connections below the cap are left alone"
+        );
+
+        // Newcomers at the cap, trickling too: each closes the oldest
+        // incomplete connection, never a waiting one.
+        let new_opened = Instant::now();
+        let new = flood.open(addr, TRICKLING);
+        let evicted = trickle(&mut flood, &mut last, no_stall_yet, |f| {
+            f.closed(old.clone()) == old.len()
+        });
+        assert!(
+            evicted,
+            "{TRICKLING} newcomers at the cap close the {TRICKLING} old trickling connections \
+             (within {:?}); closed: old {:?}, new {:?}",
+            no_stall_yet - opened,
+            closed_set(&mut flood, old.clone()),
+            closed_set(&mut flood, new.clone())
+        );
+        assert_eq!(
+            closed_set(&mut flood, new.clone()),
+            Vec::<usize>::new(),
+            "the newcomers were admitted"
+        );
+
+        // A normal request at the cap: the oldest newcomer makes way.
+        let at_cap = exchange(addr, &encode_request("echo", &Dest::Pe(1), b"x").unwrap());
+        assert_eq!(
+            at_cap.ok(),
+            Some(reply_bytes(b"pe1:x")),
+            "a normal request at the cap is answered"
+        );
+        trickle(&mut flood, &mut last, no_stall_yet, |f| {
+            f.closed(new.start..new.start + 1) == 1
+        });
+        let closed_new = closed_set(&mut flood, new.clone());
+        if new_opened.elapsed() < SERVER_READ_STALL {
+            assert_eq!(
+                closed_new,
+                vec![new.start],
+                "the normal request closed the oldest incomplete connection, and only that one"
+            );
+        } else {
+            eprintln!(
+                "ccs_load trickle: the check came too late to tell which newcomers were evicted \
+                 (slow machine?)"
+            );
+        }
+
+        // Below the cap again: the waiting requests get their replies.
+        let released = exchange(addr, &encode_request("release", &Dest::Pe(1), b"").unwrap());
+        assert_eq!(
+            released.ok(),
+            Some(reply_bytes(&(WAITING as u32).to_be_bytes())),
+            "release answers every parked request"
+        );
+        for t in parked {
+            assert_eq!(
+                t.join().unwrap().ok(),
+                Some(reply_bytes(b"parked")),
+                "a waiting request kept its connection and got its reply"
+            );
+        }
+    });
 }

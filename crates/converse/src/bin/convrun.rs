@@ -94,6 +94,7 @@ const RUNTIME_FLAGS_WITH_VALUE: &[&str] = &[
     "++server-max-request",
     "++server-reply-timeout",
     "++server-stall-timeout",
+    "++server-max-connections",
 ];
 
 /// How long the other processes get to end by themselves after one died.

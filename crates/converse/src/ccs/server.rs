@@ -14,12 +14,54 @@
 //! parse, or fails authentication, is logged and its connection closed; one
 //! whose handler or destination is wrong is answered empty, as the protocol
 //! says; a client that stalls mid-request is closed after the stall
-//! timeout (`++server-stall-timeout`); a request whose reply does not come
-//! within the reply timeout is closed. At most [`MAX_CONNECTIONS`] are open
-//! at once; more are closed as they come (logged once per burst). The
-//! bytes that requests being read may claim are bounded in sum
-//! ([`buffer_budget`]): a request that would pass the bound is refused, so
-//! many large requests at once cannot exhaust memory.
+//! timeout (`++server-stall-timeout`, below); a request whose reply does
+//! not come within the reply timeout is closed. The bytes that requests
+//! being read may claim are bounded in sum ([`buffer_budget`]): a request
+//! that would pass the bound is refused, so many large requests at once
+//! cannot exhaust memory.
+//!
+//! # Clients that hold connections: the stall clock and the cap
+//!
+//! A request (or handshake message) is read in steps, as
+//! `ccs_wire::parse_incoming` asks for them: its first byte, its header,
+//! then the rest. The stall clock of a connection being read starts with
+//! each step and restarts only when the step is complete, not at every
+//! byte: a client that trickles a byte every few seconds is closed like a
+//! silent one, the stall timeout after its last complete step. That bounds
+//! how long a slow sender holds its connection and the request bytes it
+//! reserved ([`buffer_budget`]): a stall timeout per step, and a request
+//! has at most five. The price: each step must arrive whole within the
+//! stall timeout (at the default 10 s, the data of a 64 MiB request needs
+//! 6.4 MB/s).
+//!
+//! At most `++server-max-connections` ([`DEFAULT_MAX_CONNECTIONS`]) are
+//! open at once. At the cap a newcomer is still admitted: the server closes
+//! the connection whose client has owed it bytes the longest, i.e. of the
+//! connections still reading a request or an identity handshake, the one
+//! accepted first (logged once per burst). Only when every open connection
+//! has sent its whole request (it waits for its reply, or has it written)
+//! is the newcomer refused (logged once per burst too). Why this policy:
+//!
+//! - Without it, connections that each send part of a request and are
+//!   reopened as the stall timeout closes them keep the cap full, and new
+//!   clients find no room most of the time.
+//! - A whole request is never given up for a newcomer: its handler may be
+//!   running or its reply delayed (`ccs::delay_reply`), work the client is
+//!   owed.
+//! - Age counts from the accept, which nothing the client sends can move:
+//!   trickling, or any pattern of sending, earns no claim on a slot. A
+//!   newcomer is the youngest connection, so it is closed only once every
+//!   incomplete connection accepted before it is, and `cap - 1` more have
+//!   come after it: a normal client, whose request arrives in one or a few
+//!   packets, is served unless others open connections faster than its
+//!   request arrives.
+//! - No timer is added: a deadline on a request's whole read time short
+//!   enough to matter would cut off large requests on slow links, and
+//!   eviction frees a slot exactly when a newcomer needs one.
+//!
+//! The connections owing bytes are kept in accept order (`incomplete`,
+//! ordered by token: tokens only grow), so finding the oldest costs a
+//! lookup, not a scan of every connection.
 //!
 //! # Built-in handlers
 //!
@@ -33,11 +75,11 @@
 //!
 //! # Concurrency protocol
 //!
-//! The thread owns every connection. Other threads (PEs) only push replies
+//! The thread owns every connection (and `incomplete`). Other threads (PEs) only push replies
 //! and samples into [`ServerHandle`]'s event queue and wake the thread
 //! through its mio waker; the kill list is behind its own mutex, read at
 //! exit by whichever thread ends the process.
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -60,11 +102,15 @@ pub(crate) const DEFAULT_MAX_REQUEST: usize = 64 << 20;
 /// How long a request may wait for its reply by default
 /// (`++server-reply-timeout`).
 pub(crate) const DEFAULT_REPLY_TIMEOUT: Duration = Duration::from_secs(600);
-/// A client that sends nothing for this long in the middle of a request is
-/// closed, by default (`++server-stall-timeout`).
+/// A client that takes this long, in the middle of a request, to complete
+/// the next step of it is closed, by default (`++server-stall-timeout`;
+/// see the top comment).
 pub(crate) const DEFAULT_STALL_TIMEOUT: Duration = Duration::from_secs(10);
-/// Open connections at most.
-const MAX_CONNECTIONS: usize = 4096;
+/// Open connections at most, by default (`++server-max-connections`).
+pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 4096;
+/// The listen backlog: connections the kernel completes before the thread
+/// accepts them.
+const LISTEN_BACKLOG: i32 = 4096;
 /// How often the thread looks at deadlines when nothing happens.
 const TICK: Duration = Duration::from_millis(100);
 /// How long the kill notice may take per client at exit.
@@ -191,7 +237,7 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
     // once overflow it, and each overflowed SYN costs its client a 1 s
     // retransmit. Listening again only changes the backlog (capped by
     // net.core.somaxconn).
-    rustix::net::listen(&listener, MAX_CONNECTIONS as i32)
+    rustix::net::listen(&listener, LISTEN_BACKLOG)
         .map_err(|e| format!("CCS server: listen: {e}"))?;
     let addr = listener
         .local_addr()
@@ -219,6 +265,7 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
         poll,
         listener,
         conns: HashMap::new(),
+        incomplete: BTreeSet::new(),
         pending: HashMap::new(),
         next_conn: FIRST_CONN,
         next_token: 1,
@@ -230,8 +277,10 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
             .reply_timeout
             .map_or(DEFAULT_REPLY_TIMEOUT, Duration::from_secs),
         stall_timeout: flags.stall_timeout.unwrap_or(DEFAULT_STALL_TIMEOUT),
+        max_connections: flags.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
         budget: buffer_budget(flags.max_request.unwrap_or(DEFAULT_MAX_REQUEST)),
         buffered: 0,
+        evicted_burst: false,
         refused_burst: false,
         guard,
         perf: Collector::new(job.topo.num_pes()),
@@ -313,7 +362,9 @@ struct Conn {
     stream: TcpStream,
     peer: SocketAddr,
     state: State,
-    /// The last time bytes arrived (read stall).
+    /// When the current step of reading began (accept, or the last step
+    /// completed): the stall timeout runs from here. Bytes that do not
+    /// complete a step leave it alone (see the top comment).
     last_read: Instant,
     /// Request bytes this connection counts against the server's budget.
     reserved: usize,
@@ -339,17 +390,28 @@ struct Server {
     poll: Poll,
     listener: TcpListener,
     conns: HashMap<Token, Conn>,
+    /// The connections whose client still owes bytes: from their accept
+    /// until their request is whole, or for an identity handshake until the
+    /// client's hash is read. In accept order (tokens only grow): the first
+    /// is the one evicted at the cap.
+    incomplete: BTreeSet<Token>,
     pending: HashMap<u64, Pending>,
     next_conn: usize,
     next_token: u64,
     limits: Limits,
     reply_timeout: Duration,
     stall_timeout: Duration,
+    /// Open connections at most.
+    max_connections: usize,
     /// Most request bytes reserved at once ([`buffer_budget`]).
     budget: usize,
     /// Request bytes reserved by connections being read.
     buffered: usize,
-    /// Connections were refused since the last one accepted (logged once).
+    /// Since the server was last below its cap: a connection was closed
+    /// to admit a newcomer (logged once).
+    evicted_burst: bool,
+    /// Since the server was last below its cap: a newcomer was refused
+    /// (logged once).
     refused_burst: bool,
     guard: Guard,
     perf: Collector<Token>,
@@ -404,16 +466,21 @@ impl Server {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
-                    if self.conns.len() >= MAX_CONNECTIONS {
-                        if !self.refused_burst {
-                            log(&format!(
-                                "{MAX_CONNECTIONS} connections open: refusing more (from {peer} on) until some close"
-                            ));
-                            self.refused_burst = true;
+                    if self.conns.len() >= self.max_connections {
+                        if !self.evict_for(peer) {
+                            if !self.refused_burst {
+                                log(&format!(
+                                    "{} connections open, each with a whole request: refusing more (from {peer} on) until some close",
+                                    self.max_connections
+                                ));
+                                self.refused_burst = true;
+                            }
+                            continue;
                         }
-                        continue;
+                    } else {
+                        self.evicted_burst = false;
+                        self.refused_burst = false;
                     }
-                    self.refused_burst = false;
                     let token = Token(self.next_conn);
                     self.next_conn += 1;
                     // Writability is watched only once a write would block
@@ -426,6 +493,7 @@ impl Server {
                         log(&format!("cannot watch the connection from {peer}: {e}"));
                         continue;
                     }
+                    self.incomplete.insert(token);
                     self.conns.insert(
                         token,
                         Conn {
@@ -517,6 +585,11 @@ impl Server {
                 }
                 Ok(Parsed::Done(incoming, _)) => {
                     self.release(token);
+                    // A handshake's first message: the client owes its hash
+                    // still.
+                    if matches!(incoming, Incoming::Request(_)) {
+                        self.incomplete.remove(&token);
+                    }
                     return self.on_incoming(token, peer, incoming);
                 }
                 Err(e) => {
@@ -563,6 +636,7 @@ impl Server {
             Fill::Have => {}
         }
         let got: [u8; HASH_LEN] = buf[..].try_into().expect("filled to the hash's size");
+        self.incomplete.remove(&token);
         let (level, client_salt, server_salt) = (*level, *client_salt, *server_salt);
         match self.guard.admit(level, server_salt, client_salt, &got) {
             Ok(identity) => self.write_then(token, identity.to_vec(), None),
@@ -887,8 +961,38 @@ impl Server {
         }
     }
 
+    /// At the cap: closes the connection that has owed bytes the longest,
+    /// to admit a newcomer from `peer`. False if every open connection has
+    /// sent its whole request (none is closed).
+    fn evict_for(&mut self, peer: SocketAddr) -> bool {
+        let Some(&oldest) = self.incomplete.first() else {
+            return false;
+        };
+        if let Some(conn) = self.conns.get(&oldest) {
+            debug_assert!(
+                matches!(
+                    conn.state,
+                    State::Reading { .. }
+                        | State::ReadingHash { .. }
+                        | State::Writing { then: Some(_), .. }
+                ),
+                "only connections owing bytes are evicted"
+            );
+            if !self.evicted_burst {
+                log(&format!(
+                    "{} connections open: closing {}, whose request has been incomplete the longest, to admit {peer} (and alike for newcomers until below the cap)",
+                    self.max_connections, conn.peer
+                ));
+                self.evicted_burst = true;
+            }
+        }
+        self.close(oldest);
+        true
+    }
+
     fn close(&mut self, token: Token) {
         self.release(token);
+        self.incomplete.remove(&token);
         // Closing the socket (dropping it) takes it out of the epoll set:
         // no deregistering system call. Nothing else holds its descriptor.
         self.conns.remove(&token);
@@ -904,7 +1008,7 @@ impl Server {
                 {
                     if !buf.is_empty() {
                         log(&format!(
-                            "{} sent nothing for {:.1} s in the middle of a request; connection closed",
+                            "{} completed no part of its request for {:.1} s; connection closed",
                             conn.peer,
                             self.stall_timeout.as_secs_f64()
                         ));

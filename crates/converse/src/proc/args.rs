@@ -41,8 +41,15 @@ pub struct ServerFlags {
     /// reply before its connection is closed.
     pub reply_timeout: Option<u64>,
     /// `++server-stall-timeout S` (decimal seconds): how long a client may
-    /// send nothing in the middle of a request before it is closed.
+    /// take, in the middle of a request, to complete the next step of it
+    /// (its header, then the rest) before it is closed; bytes that do not
+    /// complete a step do not restart the clock.
     pub stall_timeout: Option<std::time::Duration>,
+    /// `++server-max-connections N`: how many connections may be open at
+    /// once. At the cap a newcomer closes the connection whose request has
+    /// been incomplete the longest (never one with a whole request), and is
+    /// refused only if there is none.
+    pub max_connections: Option<usize>,
 }
 
 /// A command line the runtime cannot accept.
@@ -79,7 +86,7 @@ impl fmt::Display for ArgError {
             ArgError::UnknownFlag(flag) => write!(
                 f,
                 "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M, ++spantree-branch K, +stacksize S, \
-                 ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S and ++server-stall-timeout S)"
+                 ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
             ),
             ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
             ArgError::BadValue {
@@ -99,6 +106,10 @@ impl fmt::Display for ArgError {
 }
 
 impl std::error::Error for ArgError {}
+
+/// Largest `++server-max-connections` (far above any descriptor limit:
+/// the bound only keeps typos out).
+pub const MAX_SERVER_CONNECTIONS: usize = 1 << 20;
 
 /// Largest PE count accepted for one in-process job (each PE is a thread).
 pub const MAX_PES: usize = 4096;
@@ -173,6 +184,15 @@ pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
                             .filter(|&s: &f64| s > 0.0 && s <= 1e6)
                             .map(std::time::Duration::from_secs_f64)
                             .ok_or_else(|| bad("seconds above 0 (decimals allowed)"))?,
+                    )
+                }
+                "max-connections" => {
+                    server.max_connections = Some(
+                        value
+                            .parse()
+                            .ok()
+                            .filter(|n: &usize| (1..=MAX_SERVER_CONNECTIONS).contains(n))
+                            .ok_or_else(|| bad("a whole number from 1 to 1048576"))?,
                     )
                 }
                 "reply-timeout" => {
@@ -254,13 +274,14 @@ fn stack_bytes(value: &str) -> Result<usize, ArgError> {
 
 /// `+p4` -> ("+p", Some("4")); `++ppn` -> ("++ppn", None); `+foo` -> ("+foo", None).
 fn split_flag(word: &str) -> (&str, Option<&str>) {
-    const SERVER: [&str; 6] = [
+    const SERVER: [&str; 7] = [
         "++server-port",
         "++server-auth",
         "++server-bind",
         "++server-max-request",
         "++server-reply-timeout",
         "++server-stall-timeout",
+        "++server-max-connections",
     ];
     for name in SERVER {
         if let Some(value) = word.strip_prefix(name) {
@@ -331,7 +352,7 @@ mod tests {
         assert_eq!(f.server, Some(ServerFlags::default()));
         assert_eq!(rest, words("prog a"));
         let (f, rest) = parse(&words(
-            "prog ++server-port 1234 ++server-auth=keys b ++server-bind 0.0.0.0 ++server-max-request 100 ++server-reply-timeout 5 ++server-stall-timeout=0.25",
+            "prog ++server-port 1234 ++server-auth=keys b ++server-bind 0.0.0.0 ++server-max-request 100 ++server-reply-timeout 5 ++server-stall-timeout=0.25 ++server-max-connections=8",
         ))
         .unwrap();
         assert_eq!(
@@ -343,6 +364,7 @@ mod tests {
                 max_request: Some(100),
                 reply_timeout: Some(5),
                 stall_timeout: Some(std::time::Duration::from_millis(250)),
+                max_connections: Some(8),
             })
         );
         assert_eq!(rest, words("prog b"));
@@ -352,6 +374,8 @@ mod tests {
             "++server-reply-timeout 0",
             "++server-stall-timeout 0",
             "++server-stall-timeout -1",
+            "++server-max-connections 0",
+            "++server-max-connections 1048577",
         ] {
             let err = parse(&words(&format!("prog {bad}"))).unwrap_err();
             assert!(matches!(err, ArgError::BadValue { .. }), "{bad}: {err}");
