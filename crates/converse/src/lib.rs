@@ -29,9 +29,29 @@
 //! assert_eq!(code, 0);
 //! ```
 //!
-//! Every function of the Converse manual has a Rust equivalent here; search
-//! the documentation for the C name (`CmiSyncSend`, `CsdEnqueueGeneral`, …):
-//! it is a `doc(alias)` of its Rust counterpart.
+//! The functions, macros and types of the Converse manual and its CMI
+//! chapter have Rust equivalents here, with the exceptions below; search the
+//! documentation for the C name (`CmiSyncSend`, `CsdEnqueueGeneral`, …): it
+//! is a `doc(alias)` of its Rust counterpart (the CCS client's functions are
+//! in the `converse-ccs` crate). Not yet here, until the issues that add them
+//! land:
+//!
+//! - isomalloc: `CmiIsomalloc`, `CmiIsomallocFree`, `CmiIsomallocPup`,
+//!   `CmiIsomallocLength`, `CmiIsomallocInRange`;
+//! - thread migration: `CthPup`;
+//! - one-sided communication: `CmiRegisterMemory`, `CmiUnRegisterMemory`,
+//!   `CmiDMAAlloc`, `CmiPut`, `CmiGet`, `CmiPutCb`, `CmiGetCb`,
+//!   `CmiWaitTest`, `CmiRdmaCallbackFn`;
+//! - the CMI chapter's global pointers: `GlobalPtr`, `CmiGptrCreate`,
+//!   `CmiGptrDref`, `CmiSyncGet` (and its `CmiGet`/`CmiPut`);
+//! - random numbers: `CrnStream`, `CrnSrand`, `CrnRand`, `CrnDrand`,
+//!   `CrnInitStream`, `CrnDouble`, `CrnInt`, `CrnFloat`;
+//! - persistent communication: `PersistentHandle`, `PersistentReq`,
+//!   `CmiCreatePersistent`, `CmiCreateReceiverPersistent`,
+//!   `CmiRegisterReceivePersistent`, `CmiDestroyPersistent`,
+//!   `CmiDestroyAllPersistent`, `CmiUsePersistentHandle`.
+//!
+//! The test `tests/manual_names.rs` checks this against the specification.
 //!
 //! Module map (DESIGN.md §3): [`machine`] (start-up, exit, topology,
 //! pseudo-globals, locks, timers, I/O), [`msg`] (messages and handlers),

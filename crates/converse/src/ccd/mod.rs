@@ -17,6 +17,15 @@
 //!   earliest deadline, so a parked PE still runs its timers on time. None of
 //!   this costs anything while nothing is registered (`armed` is false).
 //!
+//! # Callbacks
+//!
+//! The manual's callbacks are a `CcdVoidFn` and a `void *arg`; here they are
+//! closures that capture what `arg` would point to, and get the wall time
+//! ([`wall_timer`](crate::wall_timer)) as their argument:
+//! `FnOnce(f64)` for [`call_fn_after`] and [`call_on_condition`],
+//! `FnMut(f64)` for [`call_on_condition_keep`]. They run on the PE that
+//! registered them.
+//!
 //! # Invariants
 //!
 //! - All state is the PE's own (`Cell`/`RefCell` in `Pe`); callbacks run on
@@ -141,7 +150,11 @@ impl Ord for Timer {
 /// Calls `callback(wall_time)` on this PE at least `ms` milliseconds from now
 /// (`CcdCallFnAfter`): in the first scheduler poll after that time. A
 /// negative or NaN delay counts as 0.
+///
+/// `callback` stands for the manual's `CcdVoidFn fnp` and its `void *arg`
+/// (see [Callbacks](self#callbacks)).
 #[doc(alias = "CcdCallFnAfter")]
+#[doc(alias = "CcdVoidFn")]
 pub fn call_fn_after(callback: impl FnOnce(f64) + 'static, ms: f64) {
     let delay = if ms > 0.0 {
         // Huge (or infinite) delays saturate: such a timer never fires.

@@ -206,7 +206,8 @@ pub fn no_reply() {
 }
 
 /// A reply owed to a client, to be sent later from any PE
-/// ([`delay_reply`]).
+/// ([`delay_reply`]; the manual's `CcsDelayedReply`).
+#[doc(alias = "CcsDelayedReply")]
 #[derive(Debug)]
 #[must_use = "a delayed reply that is never sent leaves its client waiting until the server's reply timeout"]
 pub struct DelayedReply {
