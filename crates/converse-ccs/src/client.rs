@@ -85,6 +85,9 @@ impl fmt::Debug for Credentials {
 /// salt, which both sides increment after each request, and a fresh random
 /// reply salt; every reply must start with the hash of that reply salt,
 /// or [`CcsError::ReplyHashMismatch`] is returned instead of the reply.
+///
+/// This is the manual's `CcsServer`, the C client's connection record.
+#[doc(alias = "CcsServer")]
 pub struct CcsClient {
     /// The address that accepted the first connection; every request goes
     /// there.

@@ -29,9 +29,29 @@
 //! assert_eq!(code, 0);
 //! ```
 //!
-//! Every function of the Converse manual has a Rust equivalent here; search
-//! the documentation for the C name (`CmiSyncSend`, `CsdEnqueueGeneral`, …):
-//! it is a `doc(alias)` of its Rust counterpart.
+//! The functions, macros and types of the Converse manual and its CMI
+//! chapter have Rust equivalents here, with the exceptions below; search the
+//! documentation for the C name (`CmiSyncSend`, `CsdEnqueueGeneral`, …): it
+//! is a `doc(alias)` of its Rust counterpart (the CCS client's functions are
+//! in the `converse-ccs` crate). Not yet here, until the issues that add them
+//! land:
+//!
+//! - isomalloc: `CmiIsomalloc`, `CmiIsomallocFree`, `CmiIsomallocPup`,
+//!   `CmiIsomallocLength`, `CmiIsomallocInRange`;
+//! - thread migration: `CthPup`;
+//! - one-sided communication: `CmiRegisterMemory`, `CmiUnRegisterMemory`,
+//!   `CmiDMAAlloc`, `CmiPut`, `CmiGet`, `CmiPutCb`, `CmiGetCb`,
+//!   `CmiWaitTest`, `CmiRdmaCallbackFn`;
+//! - the CMI chapter's global pointers: `GlobalPtr`, `CmiGptrCreate`,
+//!   `CmiGptrDref`, `CmiSyncGet` (and its `CmiGet`/`CmiPut`);
+//! - random numbers: `CrnStream`, `CrnSrand`, `CrnRand`, `CrnDrand`,
+//!   `CrnInitStream`, `CrnDouble`, `CrnInt`, `CrnFloat`;
+//! - persistent communication: `PersistentHandle`, `PersistentReq`,
+//!   `CmiCreatePersistent`, `CmiCreateReceiverPersistent`,
+//!   `CmiRegisterReceivePersistent`, `CmiDestroyPersistent`,
+//!   `CmiDestroyAllPersistent`, `CmiUsePersistentHandle`.
+//!
+//! The test `tests/manual_names.rs` checks this against the specification.
 //!
 //! Module map (DESIGN.md §3): [`machine`] (start-up, exit, topology,
 //! pseudo-globals, locks, timers, I/O), [`msg`] (messages and handlers),
@@ -98,16 +118,17 @@ pub use csd::{
     scheduler,
 };
 pub use cth::{Ctv, Event, Thread, check_can_block, sleep, suspend, yield_now, yield_prio};
-pub use msg::{
-    Handler, MSG_HEADER_SIZE, Message, MsgError, MsgHeader, handler_function, handler_of,
-    number_handler, register_handler, register_handler_global, register_handler_local,
-};
+pub use msg::{Handler, MSG_HEADER_SIZE, Message, MsgError, MsgHeader};
 pub use proc::args::ArgError;
 pub use proc::exit::{ABORT_EXIT_CODE, abort};
 pub use proc::io::{error, printf, scan, scan_line};
 pub use proc::timer::{cpu_timer, timer, wall_timer};
 pub use rt::exit::{exit, job_exiting};
 pub use rt::globals::{Cpv, Csv};
+pub use rt::handlers::{
+    handler_function, handler_of, number_handler, register_handler, register_handler_global,
+    register_handler_local,
+};
 pub use rt::lock::{NodeLock, NodeLockGuard, node_barrier, unlock};
 pub use rt::startup::{Converse, converse_init, finish};
 pub use rt::{

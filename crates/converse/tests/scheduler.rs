@@ -9,7 +9,7 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-use converse::csd::{is_empty, node_is_empty};
+use converse::csd::{is_empty, length, node_is_empty};
 use converse::{BitPrio, Converse, Message, Queueing, my_pe};
 
 /// Tags (the first payload word) of the messages handled on one PE, in order.
@@ -198,6 +198,50 @@ fn enqueue_shorthands() {
         converse::schedule_poll();
         assert_eq!(take(&tags), [5, 3, 1, 2, 4]);
         assert!(node_is_empty());
+    });
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn length_counts_the_pe_queue_only() {
+    // One PE per node, so the node queue's message can only run on PE 0.
+    let code = common::run_user(2, 1, |_| {
+        let tags = Tags::default();
+        let h = converse::register_handler(tagger(&tags));
+        let ready = converse::register_handler(|_msg: Message| {});
+        if my_pe() == 1 {
+            converse::sync_send(0, &tagged(h, 9));
+            converse::sync_send(0, &Message::new(ready, 0));
+            return;
+        }
+        assert_eq!(length(), 0);
+        converse::enqueue(tagged(h, 1));
+        converse::enqueue_lifo(tagged(h, 2));
+        converse::enqueue_general(tagged(h, 3), Queueing::IFifo(-5));
+        converse::enqueue_general(
+            tagged(h, 4),
+            Queueing::BLifo(BitPrio::new(2, &[0x4000_0000]).unwrap()),
+        );
+        assert_eq!(length(), 4);
+        // An awakened thread waits in the same queue.
+        let ran = Rc::new(Cell::new(false));
+        let r = ran.clone();
+        converse::Thread::create(move || r.set(true), 0).awaken();
+        assert_eq!(length(), 5);
+        // Not counted: the node queue, messages sent to self, arrived ones.
+        converse::node_enqueue(tagged(h, 5));
+        converse::sync_send(0, &tagged(h, 6));
+        assert_eq!(length(), 5);
+        assert!(!is_empty());
+        converse::deliver_specific_msg(ready);
+        assert!(take(&tags).is_empty(), "only `ready` ran");
+        assert_eq!(length(), 5, "the arrived message is not in the queue");
+        converse::schedule_poll();
+        assert_eq!(length(), 0);
+        assert!(is_empty() && ran.get());
+        let mut all = take(&tags);
+        all.sort();
+        assert_eq!(all, [1, 2, 3, 4, 5, 6, 9]);
     });
     assert_eq!(code, 0);
 }

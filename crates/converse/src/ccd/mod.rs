@@ -17,6 +17,15 @@
 //!   earliest deadline, so a parked PE still runs its timers on time. None of
 //!   this costs anything while nothing is registered (`armed` is false).
 //!
+//! # Callbacks
+//!
+//! The manual's callbacks are a `CcdVoidFn` and a `void *arg`; here they are
+//! closures that capture what `arg` would point to, and get the wall time
+//! ([`wall_timer`](crate::wall_timer)) as their argument:
+//! `FnOnce(f64)` for [`call_fn_after`] and [`call_on_condition`],
+//! `FnMut(f64)` for [`call_on_condition_keep`]. They run on the PE that
+//! registered them.
+//!
 //! # Invariants
 //!
 //! - All state is the PE's own (`Cell`/`RefCell` in `Pe`); callbacks run on
@@ -172,7 +181,11 @@ impl Ord for Timer {
 /// from ever answering. For a heartbeat or a watchdog, which should not
 /// hold quiescence, use a kept periodic condition
 /// ([`call_on_condition_keep`]) instead: conditions do not count.
+///
+/// `callback` stands for the manual's `CcdVoidFn fnp` and its `void *arg`
+/// (see [Callbacks](self#callbacks)).
 #[doc(alias = "CcdCallFnAfter")]
+#[doc(alias = "CcdVoidFn")]
 pub fn call_fn_after(callback: impl FnOnce(f64) + 'static, ms: f64) {
     let delay = if ms > 0.0 {
         // Huge (or infinite) delays saturate: such a timer never fires.

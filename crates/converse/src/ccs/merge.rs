@@ -10,7 +10,10 @@
 //! out of the result's combination.
 use std::sync::Arc;
 
-/// A merge function: all replies in, one reply out.
+/// A merge function: all replies in, one reply out. The manual's
+/// `CcsSetMergeFn` takes a `CmiReduceMergeFn`; here it is this closure over
+/// every reply's bytes at once.
+#[doc(alias = "CmiReduceMergeFn")]
 pub type MergeFn = Arc<dyn Fn(&[&[u8]]) -> Vec<u8> + Send + Sync>;
 
 /// The replies one after another (`CcsMerge_concat`).

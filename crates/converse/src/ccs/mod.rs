@@ -124,7 +124,7 @@ fn check_name(name: &str) {
 #[doc(alias = "CcsRegisterHandler")]
 pub fn register_handler<F: Fn(Message) + 'static>(name: &str, f: F) -> usize {
     check_name(name);
-    let index = crate::msg::register_handler(f);
+    let index = crate::register_handler(f);
     use_handler(name, index);
     index
 }
@@ -203,7 +203,8 @@ pub fn no_reply() {
 }
 
 /// A reply owed to a client, to be sent later from any PE
-/// ([`delay_reply`]).
+/// ([`delay_reply`]; the manual's `CcsDelayedReply`).
+#[doc(alias = "CcsDelayedReply")]
 #[derive(Debug)]
 #[must_use = "a delayed reply that is never sent leaves its client waiting until the server's reply timeout"]
 pub struct DelayedReply {

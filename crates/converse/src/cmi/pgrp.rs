@@ -119,6 +119,7 @@ impl ProcGroup {
     /// Starts sending `msg` to every member but the caller
     /// (`CmiAsyncMulticast` of the CMI chapter's processor groups); the
     /// handle says when `msg` may be reused.
+    #[doc(alias = "CmiAsyncMulticast")]
     pub fn async_multicast(&self, msg: &Message) -> CommHandle {
         let me = crate::my_pe();
         let targets: Vec<usize> = self.members.iter().copied().filter(|&p| p != me).collect();

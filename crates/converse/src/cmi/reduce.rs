@@ -547,7 +547,13 @@ fn stamped(pe: &Pe, mut msg: Message) -> Message {
 /// per reduction, in the same order. `merge(local, children)` combines this
 /// PE's message with its children's; the result runs the handler set in the
 /// merged message on PE 0.
+///
+/// `merge` is the manual's `CmiReduceMergeFn`, as a closure: where C gets
+/// `(size, local, remote[], count)` and returns a buffer, it gets `local` and
+/// the children's messages by value and returns the merged message (the
+/// other message-form reductions take the same closure).
 #[doc(alias = "CmiReduce")]
+#[doc(alias = "CmiReduceMergeFn")]
 pub fn reduce<M>(msg: Message, merge: M)
 where
     M: FnOnce(Message, Vec<Message>) -> Message + 'static,
@@ -568,7 +574,18 @@ where
 /// Contributes `data` to the next reduction over all PEs, matched by call
 /// order (`CmiReduceStruct`); the result is delivered to handler `dest` on
 /// PE 0, serialized (read it with [`decode_struct_result`]).
+///
+/// The manual's three function arguments become Rust traits (the other
+/// struct-form reductions take the same): `CmiReduceMergeFn` is `merge`, a
+/// closure `FnOnce(T, Vec<T>) -> T` given the local value and the
+/// children's; `CmiReducePupFn` is `T`'s serde `Serialize` and
+/// `DeserializeOwned` (values are packed with postcard to travel up the
+/// tree); `CmiReduceDeleteFn` is `T`'s `Drop`: the values are moved into
+/// `merge`, and the value it returns is dropped once it is serialized.
 #[doc(alias = "CmiReduceStruct")]
+#[doc(alias = "CmiReduceMergeFn")]
+#[doc(alias = "CmiReducePupFn")]
+#[doc(alias = "CmiReduceDeleteFn")]
 pub fn reduce_struct<T, M>(data: T, merge: M, dest: usize)
 where
     T: Serialize + DeserializeOwned + 'static,

@@ -392,6 +392,20 @@ pub fn is_empty() -> bool {
     pe::with(|pe| pe.queue.borrow().is_empty())
 }
 
+/// The number of entries in the calling PE's scheduler queue (`CsdLength`):
+/// the messages put there with [`enqueue_general`] and its shorthands, and
+/// the user-level threads awakened and waiting for their turn
+/// ([`Thread::awaken`](crate::Thread::awaken)). As in Charm++, where
+/// `CsdLength()` is the length of the PE's `CsdSchedQueue`, this is the queue
+/// [`is_empty`] looks at: it leaves out messages that arrived from other PEs
+/// or that the PE sent itself and the scheduler has not run yet, and the
+/// node queue ([`node_enqueue_general`]). A load balancer reads it as the
+/// PE's backlog of local work.
+#[doc(alias = "CsdLength")]
+pub fn length() -> usize {
+    pe::with(|pe| pe.queue.borrow().len())
+}
+
 /// True when the calling PE's node queue is empty (`CsdNodeEmpty`).
 #[doc(alias = "CsdNodeEmpty")]
 pub fn node_is_empty() -> bool {

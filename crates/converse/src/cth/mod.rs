@@ -110,7 +110,11 @@ enum State {
 
 /// A user-level thread (`CthThread`): a handle, cheap to clone, compared by
 /// identity. Threads live on one PE and cannot be sent to another.
+///
+/// The manual's `CthThread` is a pointer to an opaque `CthThreadStruct`;
+/// here both are this handle.
 #[doc(alias = "CthThread")]
+#[doc(alias = "CthThreadStruct")]
 #[derive(Clone)]
 pub struct Thread(Rc<Inner>);
 
@@ -357,15 +361,21 @@ impl Thread {
     /// does not run yet. `stack_size` is in bytes; 0 means the job's default
     /// (`+stacksize`, else [`DEFAULT_STACK_SIZE`]). The thread is freed when
     /// `body` returns.
+    ///
+    /// `body` stands for the manual's `CthVoidFn fn` and its `void *arg`: a
+    /// closure that captures what the C function would get through `arg`.
     #[doc(alias = "CthCreate")]
+    #[doc(alias = "CthVoidFn")]
     pub fn create(body: impl FnOnce() + 'static, stack_size: usize) -> Thread {
         Thread::create_impl(body, stack_size, false)
     }
 
     /// As [`create`](Thread::create), marking the thread as one that may
     /// later move to another PE (`CthCreateMigratable`). Only a hint for now:
-    /// threads do not migrate yet.
+    /// threads do not migrate yet. `body` is a closure, as in
+    /// [`create`](Thread::create) (`CthVoidFn` and its argument).
     #[doc(alias = "CthCreateMigratable")]
+    #[doc(alias = "CthVoidFn")]
     pub fn create_migratable(body: impl FnOnce() + 'static, stack_size: usize) -> Thread {
         Thread::create_impl(body, stack_size, true)
     }
@@ -558,7 +568,13 @@ impl Thread {
     /// to the thread `choose()` returns instead of going back to the
     /// scheduler. `choose` must return a thread that wants the CPU (or wait
     /// until one does).
+    ///
+    /// The manual's function types are closures here: `awaken` is a
+    /// `CthAwkFn` (C's `strategy, priobits, prio` are one [`Queueing`]) and
+    /// `choose` a `CthThFn`.
     #[doc(alias = "CthSetStrategy")]
+    #[doc(alias = "CthAwkFn")]
+    #[doc(alias = "CthThFn")]
     pub fn set_strategy(
         &self,
         awaken: impl Fn(&Thread, Queueing) + 'static,

@@ -170,6 +170,13 @@ impl std::error::Error for MsgError {}
 ///
 /// Dropping a `Message` frees it (`CmiFree`). Cloning copies an owned message
 /// and shares a shared one (the first write to a shared message copies it).
+///
+/// A handler receives its message by value and owns it, so there is no
+/// `CmiGrabBuffer`: in C the scheduler frees the buffer when the handler
+/// returns unless the handler grabs it; here a handler that wants to keep
+/// the message stores it (or forwards it with a `*_and_free` send), and one
+/// that does not simply lets it drop.
+#[doc(alias = "CmiGrabBuffer")]
 pub struct Message {
     buf: Buf,
     /// Index of the chunk where this message's header starts.

@@ -1,74 +1,9 @@
-//! Messages and handlers: the buffer format ([`Message`]) and the calling
-//! PE's handler table (registration and lookup).
+//! Messages and handlers: the buffer format ([`Message`]) and the handler
+//! table's type. Registering a handler on the calling PE, and looking one
+//! up, are the runtime's (`rt::handlers`; re-exported at the crate root:
+//! [`register_handler`](crate::register_handler), …).
 pub mod handler;
 pub mod message;
 
-use std::rc::Rc;
-
-use crate::rt::pe;
 pub use handler::{Handler, MAX_HANDLER_INDEX};
 pub use message::{MAX_MESSAGE_SIZE, MSG_HEADER_SIZE, Message, MsgError, MsgHeader};
-
-/// Registers `f` as a handler on the calling PE and returns its index
-/// (`CmiRegisterHandler`). Register the same handlers in the same order on
-/// every PE: they then get the same indices everywhere. The runtime checks
-/// this (when a PE first schedules, and at every later registration) and
-/// aborts naming the first index where two PEs differ.
-#[doc(alias = "CmiRegisterHandler")]
-pub fn register_handler<F: Fn(Message) + 'static>(f: F) -> usize {
-    let ident = handler::HandlerIdent::of::<F>();
-    pe::with(|pe| {
-        let index = pe.handlers.borrow_mut().register(Rc::new(f), ident);
-        if pe.handlers_checked.get() {
-            pe.check_handlers();
-        }
-        index
-    })
-}
-
-/// Registers `f` on PE 0 under a number meant to be sent to the other PEs,
-/// which install it with [`number_handler`] (`CmiRegisterHandlerGlobal`).
-/// Call it on PE 0 only; elsewhere it prints an error (as Converse does) and
-/// still registers locally.
-#[doc(alias = "CmiRegisterHandlerGlobal")]
-pub fn register_handler_global<F: Fn(Message) + 'static>(f: F) -> usize {
-    pe::with(|pe| {
-        if pe.pe != 0 {
-            crate::cmi_error!(
-                "converse: PE {}: register_handler_global must only be called on PE 0\n",
-                pe.pe
-            );
-        }
-        pe.handlers.borrow_mut().register_global(Rc::new(f))
-    })
-}
-
-/// Registers `f` under a number meaningful on the calling PE only
-/// (`CmiRegisterHandlerLocal`); no consistency across PEs is attempted.
-#[doc(alias = "CmiRegisterHandlerLocal")]
-pub fn register_handler_local<F: Fn(Message) + 'static>(f: F) -> usize {
-    pe::with(|pe| pe.handlers.borrow_mut().register_local(Rc::new(f)))
-}
-
-/// Installs `f` as handler number `index` on the calling PE, replacing any
-/// earlier mapping (`CmiNumberHandler`). The table grows to the largest index,
-/// so keep indices small.
-///
-/// # Panics
-/// If `index` is 0 (reserved) or above [`MAX_HANDLER_INDEX`].
-#[doc(alias = "CmiNumberHandler")]
-pub fn number_handler<F: Fn(Message) + 'static>(index: usize, f: F) {
-    pe::with(|pe| pe.handlers.borrow_mut().number(index, Rc::new(f)))
-}
-
-/// The function installed at handler index `index` on the calling PE, if any.
-#[doc(alias = "CmiHandlerToFunction")]
-pub fn handler_function(index: usize) -> Option<Handler> {
-    pe::with(|pe| pe.handlers.borrow().get(index).cloned())
-}
-
-/// The function that handles `msg` on the calling PE (`CmiGetHandlerFunction`).
-#[doc(alias = "CmiGetHandlerFunction")]
-pub fn handler_of(msg: &Message) -> Option<Handler> {
-    handler_function(msg.handler())
-}

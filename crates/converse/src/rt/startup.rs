@@ -184,8 +184,14 @@ impl Converse {
     /// every PE has stopped. `args` are the program's arguments with the
     /// runtime flags removed, program name first.
     ///
+    /// The start function is any closure `Fn(&[String]) + Send + Sync`, where
+    /// the manual's `CmiStartFn` is a C function pointer taking `(argc,
+    /// argv)`: one closure is shared by every PE, so what it captures must be
+    /// shareable; PE-private state belongs in a [`Cpv`](crate::Cpv).
+    ///
     /// # Panics
     /// Re-raises the first panic of any PE's code, after all PEs stopped.
+    #[doc(alias = "CmiStartFn")]
     pub fn run<F>(self, start: F) -> Result<i32, ArgError>
     where
         F: Fn(&[String]) + Send + Sync + 'static,
@@ -195,7 +201,9 @@ impl Converse {
 
     /// User-calls-scheduler mode: runs `start(args)` on every PE as the whole
     /// computation (it polls with the scheduler functions itself); the job
-    /// ends when every PE's `start` has returned, or at `exit`.
+    /// ends when every PE's `start` has returned, or at `exit`. The start
+    /// function (`CmiStartFn`) is a closure, as in [`run`](Converse::run).
+    #[doc(alias = "CmiStartFn")]
     pub fn run_user_scheduler<F>(self, start: F) -> Result<i32, ArgError>
     where
         F: Fn(&[String]) + Send + Sync + 'static,
@@ -221,7 +229,9 @@ impl Converse {
     /// as in user-calls-scheduler mode, and returns with the calling thread
     /// made PE 0. The caller then does PE 0's work, polling with the
     /// scheduler functions, and ends the job with [`exit`](crate::exit)
-    /// (ends the process) or [`finish`] (returns the exit code).
+    /// (ends the process) or [`finish`] (returns the exit code). The start
+    /// function (`CmiStartFn`) is a closure, as in [`run`](Converse::run).
+    #[doc(alias = "CmiStartFn")]
     pub fn init_returns<F>(self, start: F) -> Result<(), ArgError>
     where
         F: Fn(&[String]) + Send + Sync + 'static,
@@ -449,7 +459,13 @@ fn serve_until_others_done(job: &Job) {
 /// Unless `init_returns`, this never returns: when the job ends the process
 /// exits with the job's exit code. A bad command line prints the error and
 /// exits with code 1.
+///
+/// `start` stands for the manual's `CmiStartFn fn`: a closure
+/// `Fn(&[String]) + Send + Sync` (shared by every PE) called with the
+/// arguments left after the runtime flags, program name first, where C
+/// passes `(argc, argv)`.
 #[doc(alias = "ConverseInit")]
+#[doc(alias = "CmiStartFn")]
 pub fn converse_init<F>(args: Vec<String>, start: F, user_calls_scheduler: bool, init_returns: bool)
 where
     F: Fn(&[String]) + Send + Sync + 'static,

@@ -1,0 +1,306 @@
+//! The floors of the core (DESIGN.md §3), checked from the source: a module
+//! may use its own floor and the floors below it, never one above. A wrong
+//! arrow fails here instead of waiting for a review.
+//!
+//! The check reads every `.rs` file under `src/` as text: each `crate::a::b`
+//! path outside a comment, and each `super::x` of a file whose module has
+//! submodules on different floors (`csd`). A path to an item the crate
+//! root re-exports (`crate::my_pe`) counts as a path to the module that
+//! defines it (read from `lib.rs`'s `pub use` lines).
+//!
+//! `DEBTS` lists the arrows that still run up while the restructure of
+//! issue 16 goes on. The test fails on an up-arrow that is not listed, and
+//! on a listed one that is gone (so the list only shrinks).
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The floors, lowest first; a module names its floor by its path below
+/// `crate` (`csd::cqs`), or by its top-level module.
+const FLOORS: &[&[&str]] = &[
+    &["sync"],
+    &["proc"],
+    &["msg"],
+    &["net"],
+    &["csd::cqs", "csd::idle"],
+    &["rt"],
+    // One co-designed machine: they may use each other.
+    &["cmi", "csd", "cth", "ccd"],
+    &["ccs"],
+    // The public face and the programs: anything.
+    &["machine", "lib", "bin"],
+];
+
+/// Up-arrows still to remove: (file below `src/`, the module it reaches up
+/// to). Each entry goes when the step that removes it lands.
+const DEBTS: &[(&str, &str)] = &[
+    // The delivery of runtime messages names their handlers (to go: a
+    // dispatch table subsystems fill at PE start).
+    ("cmi/route.rs", "ccs"),
+    // The job and the PE hold other subsystems' configuration and call
+    // into them (to go: subsystems add behaviour as `impl Pe` in their own
+    // modules, and their configuration leaves `Job`).
+    ("rt/job.rs", "ccs"),
+    ("rt/job.rs", "cmi"),
+    ("rt/job.rs", "cth"),
+    ("rt/pe.rs", "ccd"),
+    ("rt/pe.rs", "cmi"),
+    ("rt/pe.rs", "cth"),
+    // Start-up names the subsystems it starts (to go: module-init hooks,
+    // the core's own subsystems registered by the crate's top floor).
+    ("rt/startup.rs", "ccd"),
+    ("rt/startup.rs", "ccs"),
+    ("rt/startup.rs", "cmi"),
+    ("rt/startup.rs", "csd"),
+    ("rt/startup.rs", "cth"),
+];
+
+fn floor_of(module: &str) -> usize {
+    // The longest key that prefixes `module` (`csd::cqs` before `csd`).
+    let mut best: Option<(usize, usize)> = None;
+    for (floor, keys) in FLOORS.iter().enumerate() {
+        for key in *keys {
+            let hit = module == *key || module.starts_with(&format!("{key}::"));
+            if hit && best.is_none_or(|(len, _)| key.len() > len) {
+                best = Some((key.len(), floor));
+            }
+        }
+    }
+    match best {
+        Some((_, floor)) => floor,
+        None => panic!("module `{module}` is on no floor: add it to FLOORS"),
+    }
+}
+
+/// The module path (below `crate`) of a source file.
+fn module_of(rel: &Path) -> String {
+    let mut parts: Vec<String> = rel
+        .iter()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().expect("a file name");
+    if parts.first().map(String::as_str) == Some("bin") {
+        return "bin".into();
+    }
+    let stem = last.trim_end_matches(".rs");
+    if stem != "mod" && !(parts.is_empty() && stem == "lib") {
+        parts.push(stem.to_string());
+    }
+    if parts.is_empty() {
+        "lib".into()
+    } else {
+        parts.join("::")
+    }
+}
+
+fn source_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("readable src") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            source_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// `name -> module` for the items the crate root re-exports.
+fn root_exports(lib: &str) -> BTreeMap<String, String> {
+    let mut map = BTreeMap::new();
+    let text: String = lib
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("//"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut rest = text.as_str();
+    while let Some(at) = rest.find("pub use ") {
+        rest = &rest[at + "pub use ".len()..];
+        let end = rest.find(';').expect("a `pub use` ends with `;`");
+        let stmt: String = rest[..end].split_whitespace().collect();
+        rest = &rest[end..];
+        let (path, names) = match stmt.find("::{") {
+            Some(brace) => (
+                stmt[..brace].to_string(),
+                stmt[brace + 3..stmt.len() - 1]
+                    .split(',')
+                    .map(str::to_string)
+                    .collect::<Vec<_>>(),
+            ),
+            None => {
+                let (path, name) = stmt.rsplit_once("::").expect("a path");
+                (path.to_string(), vec![name.to_string()])
+            }
+        };
+        for name in names.into_iter().filter(|n| !n.is_empty()) {
+            map.insert(name, path.clone());
+        }
+    }
+    map
+}
+
+/// The module a path (the segments after `crate::`) points into.
+fn target_of(segments: &[&str], exports: &BTreeMap<String, String>) -> Option<String> {
+    let first = *segments.first()?;
+    let is_module = FLOORS.iter().any(|keys| {
+        keys.iter()
+            .any(|k| k.split("::").next() == Some(first) && *k != "lib" && *k != "bin")
+    });
+    if is_module {
+        return Some(match segments.get(1) {
+            Some(second) if first == "csd" && (*second == "cqs" || *second == "idle") => {
+                format!("csd::{second}")
+            }
+            _ => first.to_string(),
+        });
+    }
+    // A root re-export (or a macro, whose module is its definer's).
+    exports.get(first).map(|path| {
+        let mut it = path.split("::");
+        let top = it.next().unwrap_or_default();
+        match it.next() {
+            Some(second) if top == "csd" && (second == "cqs" || second == "idle") => {
+                format!("csd::{second}")
+            }
+            _ => top.to_string(),
+        }
+    })
+}
+
+/// The up-arrows of one file: (its module, the module it uses).
+fn up_arrows(
+    rel: &Path,
+    text: &str,
+    exports: &BTreeMap<String, String>,
+) -> BTreeSet<(String, String)> {
+    let module = module_of(rel);
+    let own = floor_of(&module);
+    let mut found = BTreeSet::new();
+    for line in text.lines() {
+        let code = line.trim_start();
+        if code.starts_with("//") {
+            continue;
+        }
+        let mut paths: Vec<Vec<&str>> = Vec::new();
+        let mut rest = line;
+        while let Some(at) = rest.find("crate::") {
+            // `$crate::` in a macro is the user's view of the crate: skip.
+            let dollar = at > 0 && rest.as_bytes()[at - 1] == b'$';
+            rest = &rest[at + "crate::".len()..];
+            let path: Vec<&str> = rest
+                .split(|c: char| !(c.is_alphanumeric() || c == '_' || c == ':'))
+                .next()
+                .unwrap_or_default()
+                .split("::")
+                .filter(|s| !s.is_empty())
+                .collect();
+            if !dollar {
+                paths.push(path);
+            }
+        }
+        // `super::x` from a submodule of `csd` may reach the scheduler
+        // above its leaves.
+        if module.starts_with("csd::") {
+            let mut rest = line;
+            while let Some(at) = rest.find("super::") {
+                rest = &rest[at + "super::".len()..];
+                let name: String = rest
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect();
+                if !name.is_empty() && name != "super" {
+                    let sibling = ["cqs", "idle"].contains(&name.as_str());
+                    let target = if sibling {
+                        format!("csd::{name}")
+                    } else {
+                        "csd".into()
+                    };
+                    if floor_of(&target) > own {
+                        found.insert((rel.display().to_string(), target));
+                    }
+                }
+            }
+        }
+        for path in paths {
+            if let Some(target) = target_of(&path, exports) {
+                if floor_of(&target) > own {
+                    found.insert((rel.display().to_string(), target));
+                }
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_module_uses_a_floor_above_its_own() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let exports = root_exports(&std::fs::read_to_string(src.join("lib.rs")).expect("lib.rs"));
+    let mut files = Vec::new();
+    source_files(&src, &mut files);
+    files.sort();
+    let mut arrows = BTreeSet::new();
+    for file in &files {
+        let rel = file.strip_prefix(&src).expect("below src");
+        let text = std::fs::read_to_string(file).expect("readable source");
+        arrows.extend(up_arrows(rel, &text, &exports));
+    }
+    let debts: BTreeSet<(String, String)> = DEBTS
+        .iter()
+        .map(|(f, m)| (f.to_string(), m.to_string()))
+        .collect();
+    let new: Vec<_> = arrows.difference(&debts).collect();
+    let paid: Vec<_> = debts.difference(&arrows).collect();
+    assert!(
+        new.is_empty(),
+        "modules that use a floor above their own (DESIGN.md §3; the floors are in FLOORS):\n{}",
+        new.iter()
+            .map(|(f, m)| format!("    (\"{f}\", \"{m}\"),"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(
+        paid.is_empty(),
+        "these up-arrows are gone: remove them from DEBTS:\n{}",
+        paid.iter()
+            .map(|(f, m)| format!("    (\"{f}\", \"{m}\"),"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+#[test]
+fn the_checker_sees_what_it_should() {
+    let exports = root_exports("pub use rt::startup::{Converse, finish};\npub use csd::cqs::Cqs;");
+    assert_eq!(
+        exports.get("Converse").map(String::as_str),
+        Some("rt::startup")
+    );
+    let arrows = up_arrows(
+        Path::new("net/tcp.rs"),
+        "use crate::rt::pe;\n// crate::ccs::x in a comment\nlet c = crate::Converse::new();\nuse crate::msg::Message;",
+        &exports,
+    );
+    let want: BTreeSet<(String, String)> = [("net/tcp.rs", "rt")]
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect();
+    assert_eq!(arrows, want);
+    // The scheduler's leaves may not reach the scheduler; it may use them.
+    let up = up_arrows(
+        Path::new("csd/cqs.rs"),
+        "use super::Queueing;\nuse super::idle::X;",
+        &exports,
+    );
+    assert_eq!(up.len(), 1, "{up:?}");
+    assert!(
+        up_arrows(
+            Path::new("csd/mod.rs"),
+            "use crate::csd::cqs::Cqs;",
+            &exports
+        )
+        .is_empty()
+    );
+    assert_eq!(module_of(Path::new("csd/mod.rs")), "csd");
+    assert_eq!(module_of(Path::new("csd/cqs.rs")), "csd::cqs");
+    assert_eq!(module_of(Path::new("lib.rs")), "lib");
+    assert_eq!(module_of(Path::new("bin/convrun.rs")), "bin");
+}
