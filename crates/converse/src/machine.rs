@@ -7,7 +7,7 @@
 //! ones users name; the code lives below.
 pub use crate::proc::{args, io, timer, topology};
 
-/// Ending a job: normally from any PE ([`exit`]), abnormally ([`abort`],
+/// Ending a job: normally from any PE ([`exit`](crate::exit)), abnormally ([`abort`](crate::abort),
 /// [`cmi_assert!`](crate::cmi_assert)).
 pub mod exit {
     #[doc(hidden)]

@@ -53,7 +53,7 @@ pub fn register_handler_local<F: Fn(Message) + 'static>(f: F) -> usize {
 /// so keep indices small.
 ///
 /// # Panics
-/// If `index` is 0 (reserved) or above [`MAX_HANDLER_INDEX`].
+/// If `index` is 0 (reserved) or above [`MAX_HANDLER_INDEX`](crate::msg::MAX_HANDLER_INDEX).
 #[doc(alias = "CmiNumberHandler")]
 pub fn number_handler<F: Fn(Message) + 'static>(index: usize, f: F) {
     pe::with(|pe| pe.handlers.borrow_mut().number(index, Rc::new(f)))
