@@ -75,6 +75,7 @@ pub mod msg;
 mod net;
 mod proc;
 mod rt;
+mod start;
 mod sync;
 
 pub use ccd::quiescence::{
@@ -123,15 +124,14 @@ pub use proc::args::ArgError;
 pub use proc::exit::{ABORT_EXIT_CODE, abort};
 pub use proc::io::{error, printf, scan, scan_line};
 pub use proc::timer::{cpu_timer, timer, wall_timer};
-pub use rt::exit::{exit, job_exiting};
 pub use rt::globals::{Cpv, Csv};
 pub use rt::handlers::{
     handler_function, handler_of, number_handler, register_handler, register_handler_global,
     register_handler_local,
 };
 pub use rt::lock::{NodeLock, NodeLockGuard, node_barrier, unlock};
-pub use rt::startup::{Converse, converse_init, finish};
 pub use rt::{
     my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes, num_pes,
     rank_of,
 };
+pub use start::{Converse, converse_init, exit, finish, job_exiting, register_module_init};

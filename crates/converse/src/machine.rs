@@ -13,11 +13,16 @@ pub mod exit {
     #[doc(hidden)]
     pub use crate::proc::exit::ASSERTS_OFF;
     pub use crate::proc::exit::{ABORT_EXIT_CODE, abort};
-    pub use crate::rt::exit::{exit, job_exiting};
+    pub use crate::start::{exit, job_exiting};
 }
 #[doc(hidden)]
 pub use crate::rt::launch;
-pub use crate::rt::{globals, lock, startup};
+pub use crate::rt::{globals, lock};
+
+/// Starting a job (`ConverseInit`) and finishing it.
+pub mod startup {
+    pub use crate::start::{Converse, converse_init, finish};
+}
 pub use crate::rt::{
     my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes, num_pes,
     rank_of,

@@ -99,8 +99,8 @@
 use std::collections::HashMap;
 
 use crate::cmi::spantree::SpanningTree;
-use crate::cmi::system::{self, Kind, Reader};
 use crate::msg::message::Message;
+use crate::msg::system::{self, Kind, Reader};
 use crate::rt::pe::{self, Pe};
 
 /// A wave being collected on this PE.
@@ -228,6 +228,13 @@ fn tree(pe: &Pe) -> SpanningTree {
 }
 
 /// Handles one of detection's messages on `pe`.
+/// Registers quiescence detection's messages in `pe`'s dispatch table.
+pub(crate) fn init_pe(pe: &Pe) {
+    for kind in [Kind::QdStart, Kind::QdRequest, Kind::QdReply, Kind::QdDone] {
+        pe.dispatch.on(kind, on_message);
+    }
+}
+
 pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
     let mut r = Reader::new(&msg, "quiescence detection message");
     match kind {

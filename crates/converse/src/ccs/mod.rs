@@ -44,8 +44,8 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::cmi::system::{self, Kind, Reader};
 use crate::msg::message::{FLAG_NO_QD, Message};
+use crate::msg::system::{self, Kind, Reader};
 use crate::rt::pe::{self, Pe};
 
 pub use merge::MergeFn;
@@ -273,6 +273,18 @@ fn answer_from(pe: &Pe, ticket: Ticket, reply: Reply) {
 }
 
 /// A runtime message of CCS reached the front of `pe`'s scheduler.
+/// Registers CCS's messages in `pe`'s dispatch table.
+pub(crate) fn init_pe(pe: &Pe) {
+    for kind in [
+        Kind::CcsDispatch,
+        Kind::CcsRequest,
+        Kind::CcsReply,
+        Kind::CcsPerf,
+    ] {
+        pe.dispatch.on(kind, on_message);
+    }
+}
+
 pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
     match kind {
         Kind::CcsDispatch => on_dispatch(pe, &msg),

@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use crate::ccd::{Condition, call_on_condition_keep};
-use crate::cmi::system::{self, Kind};
+use crate::msg::system::{self, Kind};
 use crate::rt::globals::Cpv;
 use crate::rt::pe::Pe;
 

@@ -47,8 +47,8 @@ use std::rc::Rc;
 
 use super::CommHandle;
 use super::spantree::SpanningTree;
-use super::system::{self, Kind, Reader};
 use crate::msg::message::{FLAG_MCAST, Message};
+use crate::msg::system::{self, Kind, Reader};
 use crate::proc::exit::abort;
 use crate::rt::pe::{self, Pe};
 

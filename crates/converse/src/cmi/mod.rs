@@ -35,7 +35,6 @@ pub mod pgrp;
 pub mod reduce;
 pub(crate) mod route;
 pub mod spantree;
-pub(crate) mod system;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

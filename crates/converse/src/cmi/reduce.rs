@@ -63,8 +63,8 @@ use serde::de::DeserializeOwned;
 
 use super::group::{self, Group, check_list};
 use super::spantree::SpanningTree;
-use super::system::{self, Kind, Reader};
 use crate::msg::message::{FLAG_REDUCE, FLAG_REDUCE_STRUCT, Message};
+use crate::msg::system::{self, Kind, Reader};
 use crate::proc::exit::abort;
 use crate::rt::pe::{self, Pe};
 

@@ -8,14 +8,14 @@
 //!   delivered, so a subtree is never held up by a handler that runs long
 //!   or by a PE waiting in `deliver_specific_msg`; group definitions are
 //!   recorded here too, releasing multicasts that were waiting for them.
-//! - [`on_delivery`]: when a system message or a reduction contribution
-//!   reaches the front of the scheduler (`Pe::deliver`): reductions merge,
-//!   quiescence detection answers, dynamic reduction IDs are handed out.
-use super::system::{Kind, Reader};
+//! - the handlers [`init_pe`] registers in the PE's dispatch table, run
+//!   when a system message or a reduction contribution reaches the front
+//!   of the scheduler (`Pe::deliver`): reductions merge, groups are
+//!   defined and queried, dynamic reduction IDs are handed out. (Quiescence
+//!   detection and CCS register their own kinds.)
 use super::{bcast, group, reduce};
-use crate::msg::message::{
-    FLAG_BCAST, FLAG_MCAST, FLAG_NODE_BCAST, FLAG_REDUCE, FLAG_SYSTEM, Message,
-};
+use crate::msg::message::{FLAG_BCAST, FLAG_MCAST, FLAG_NODE_BCAST, FLAG_SYSTEM, Message};
+use crate::msg::system::Kind;
 use crate::rt::pe::Pe;
 
 /// Routes `msg`, just taken from `pe`'s inbox. Returns the copy to deliver
@@ -38,26 +38,16 @@ pub(crate) fn on_arrival(pe: &Pe, msg: Message) -> Option<Message> {
     Some(msg)
 }
 
-/// Handles a system message or reduction contribution that reached the front
-/// of `pe`'s scheduler (already counted as processed).
-pub(crate) fn on_delivery(pe: &Pe, msg: Message) {
-    if msg.header().flags & FLAG_REDUCE != 0 {
-        reduce::on_contribution(pe, msg);
-        return;
-    }
-    match Kind::from_raw(msg.header().handler) {
-        Some(Kind::GroupDef) => group::on_definition(pe, &msg),
-        Some(Kind::GroupQuery) => group::on_query(pe, &msg),
-        Some(Kind::DynamicIdRequest) => reduce::on_dynamic_id_request(pe, &msg),
-        Some(kind @ (Kind::QdStart | Kind::QdRequest | Kind::QdReply | Kind::QdDone)) => {
-            crate::ccd::quiescence::on_message(pe, kind, msg)
-        }
-        Some(kind @ (Kind::CcsDispatch | Kind::CcsRequest | Kind::CcsReply | Kind::CcsPerf)) => {
-            crate::ccs::on_message(pe, kind, msg)
-        }
-        None => Reader::new(&msg, "runtime message").malformed(&format!(
-            "unknown runtime message kind {}",
-            msg.header().handler
-        )),
-    }
+/// Registers collective traffic's handlers in `pe`'s dispatch table
+/// (`msg::system::Dispatch`): the routing of arrivals, reduction
+/// contributions, group definitions and queries, dynamic reduction IDs.
+pub(crate) fn init_pe(pe: &Pe) {
+    let d = &pe.dispatch;
+    d.on_arrival(on_arrival);
+    d.on_contribution(reduce::on_contribution);
+    d.on(Kind::GroupDef, |pe, _, msg| group::on_definition(pe, &msg));
+    d.on(Kind::GroupQuery, |pe, _, msg| group::on_query(pe, &msg));
+    d.on(Kind::DynamicIdRequest, |pe, _, msg| {
+        reduce::on_dynamic_id_request(pe, &msg)
+    });
 }

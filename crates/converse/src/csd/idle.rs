@@ -36,7 +36,7 @@
 //! Node work (a node message, a node-queue entry) may be taken by any PE of
 //! the node, so its waker wakes just one sleeping PE. A PE that sleeps in
 //! `deliver_specific_msg` waits for its own messages only and would not take
-//! node work; it sleeps as [`OWN_ONLY`] instead of [`ANY`], and
+//! node work; it sleeps as [`Sleep::OwnOnly`] instead of [`Sleep::Any`], and
 //! [`IdleState::wake_for_node_work`] passes it over. Sleep mode and
 //! "sleeping" are one atomic, so a waker never sees one without the other.
 //!
@@ -66,16 +66,22 @@ pub(crate) const YIELD: Duration = Duration::from_micros(200);
 
 /// `IdleState::sleeping`: awake (or polling).
 const AWAKE: u8 = 0;
-/// `IdleState::sleeping`: asleep, any work wakes it.
-pub(crate) const ANY: u8 = 1;
-/// `IdleState::sleeping`: asleep waiting for messages sent to this PE only.
-pub(crate) const OWN_ONLY: u8 = 2;
+/// How a PE sleeps: what may wake it (its value is `IdleState::sleeping`'s
+/// while it sleeps, never [`AWAKE`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Sleep {
+    /// Any work wakes it: its own messages, node work, timers.
+    Any = 1,
+    /// Only messages sent to this PE wake it (`deliver_specific_msg`).
+    OwnOnly = 2,
+}
 
 /// The idle state of one PE. Shared between the PE (sleeper) and every
 /// thread that may give it work (wakers).
 pub(crate) struct IdleState {
     /// [`AWAKE`] except while the PE is in steps 1-3 of the sleeper
-    /// protocol, when it says what wakes it ([`ANY`] or [`OWN_ONLY`]).
+    /// protocol, when it says what wakes it ([`Sleep::Any`] or [`Sleep::OwnOnly`]).
     sleeping: AtomicU8,
     /// Set by the waker that claimed the wake-up; consumed by the sleeper.
     notified: Mutex<bool>,
@@ -109,14 +115,14 @@ impl IdleState {
     }
 
     /// Wakes the PE if it sleeps and would take node work (it sleeps as
-    /// [`ANY`]). Call after making the node work visible. Returns whether
+    /// [`Sleep::Any`]). Call after making the node work visible. Returns whether
     /// this call woke it.
     pub fn wake_for_node_work(&self) -> bool {
         fence(SeqCst);
-        if self.sleeping.load(Relaxed) == ANY
+        if self.sleeping.load(Relaxed) == Sleep::Any as u8
             && self
                 .sleeping
-                .compare_exchange(ANY, AWAKE, AcqRel, Relaxed)
+                .compare_exchange(Sleep::Any as u8, AWAKE, AcqRel, Relaxed)
                 .is_ok()
         {
             self.notify();
@@ -135,7 +141,7 @@ impl IdleState {
     /// (counted from about when the wait starts) passes. May return early;
     /// the caller polls again either way. Returns true if it returned
     /// because the timeout passed. `oversubscribed` skips the pure-spin
-    /// phase; `mode` ([`ANY`] or [`OWN_ONLY`]) says which wakers may wake it.
+    /// phase; `mode` ([`Sleep::Any`] or [`Sleep::OwnOnly`]) says which wakers may wake it.
     ///
     /// The timeout costs no clock read on the quick path (work that shows
     /// up within the first polls), which is why it is a duration and not an
@@ -145,7 +151,7 @@ impl IdleState {
         has_work: impl Fn() -> bool,
         timeout: Option<Duration>,
         oversubscribed: bool,
-        mode: u8,
+        mode: Sleep,
     ) -> bool {
         self.wait_then(has_work, timeout, oversubscribed, mode, || {})
     }
@@ -158,7 +164,7 @@ impl IdleState {
         has_work: impl Fn() -> bool,
         timeout: Option<Duration>,
         oversubscribed: bool,
-        mode: u8,
+        mode: Sleep,
         on_park: impl FnOnce(),
     ) -> bool {
         let mut deadline = None;
@@ -172,7 +178,7 @@ impl IdleState {
         let deadline = timeout.map(|t| *deadline.get_or_insert_with(|| Instant::now() + t));
         on_park();
         // Step 1.
-        self.sleeping.store(mode, Relaxed);
+        self.sleeping.store(mode as u8, Relaxed);
         fence(SeqCst);
         // Step 2.
         if has_work() {
@@ -292,7 +298,7 @@ mod tests {
         let (i2, w2) = (idle.clone(), work.clone());
         let t = std::thread::spawn(move || {
             while w2.load(SeqCst) == 0 {
-                i2.wait(|| w2.load(SeqCst) > 0, None, false, ANY);
+                i2.wait(|| w2.load(SeqCst) > 0, None, false, Sleep::Any);
             }
         });
         // Wait until it parks, then wake it.
@@ -308,9 +314,9 @@ mod tests {
     fn deadline_ends_the_wait() {
         let idle = IdleState::new();
         let start = Instant::now();
-        assert!(idle.wait(|| false, Some(Duration::from_millis(5)), true, ANY));
+        assert!(idle.wait(|| false, Some(Duration::from_millis(5)), true, Sleep::Any));
         assert!(start.elapsed() >= Duration::from_millis(5));
-        assert!(!idle.wait(|| true, Some(Duration::from_millis(5)), true, ANY));
+        assert!(!idle.wait(|| true, Some(Duration::from_millis(5)), true, Sleep::Any));
         assert!(!idle.is_sleeping());
     }
 }
@@ -336,7 +342,7 @@ mod tests {
                 i2.wake();
             });
             while work.load(Relaxed) == 0 {
-                idle.wait(|| work.load(Relaxed) > 0, None, true, ANY);
+                idle.wait(|| work.load(Relaxed) > 0, None, true, Sleep::Any);
             }
             producer.join().unwrap();
         });
@@ -367,7 +373,7 @@ mod tests {
                     continue;
                 }
                 // SAFETY: as above.
-                idle.wait(|| !unsafe { inbox.is_empty() }, None, true, ANY);
+                idle.wait(|| !unsafe { inbox.is_empty() }, None, true, Sleep::Any);
             }
             producer.join().unwrap();
         });
@@ -388,7 +394,7 @@ mod tests {
                 }));
             }
             while work.load(Relaxed) < 2 {
-                idle.wait(|| work.load(Relaxed) >= 2, None, true, ANY);
+                idle.wait(|| work.load(Relaxed) >= 2, None, true, Sleep::Any);
             }
             for p in producers {
                 p.join().unwrap();

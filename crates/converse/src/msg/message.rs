@@ -96,7 +96,7 @@ const _: () = assert!(MSG_HEADER_SIZE == 32 && MSG_HEADER_SIZE % CHUNK == 0);
 /// is a sequence of 16-byte-aligned sub-messages.
 pub(crate) const FLAG_BUNDLE: u32 = 1;
 /// Header flag: `handler` names a runtime-internal message kind
-/// (`cmi::system::Kind`), not an entry of the handler table.
+/// (`msg::system::Kind`), not an entry of the handler table.
 pub(crate) const FLAG_SYSTEM: u32 = 1 << 1;
 /// Header flag: a copy of a broadcast to PEs rooted at PE `root - 1`; the PE
 /// that takes it from its inbox may have to pass it on (`cmi::bcast`).

@@ -4,6 +4,7 @@
 //! [`register_handler`](crate::register_handler), …).
 pub mod handler;
 pub mod message;
+pub(crate) mod system;
 
 pub use handler::{Handler, MAX_HANDLER_INDEX};
 pub use message::{MAX_MESSAGE_SIZE, MSG_HEADER_SIZE, Message, MsgError, MsgHeader};

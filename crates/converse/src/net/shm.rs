@@ -628,7 +628,7 @@ impl ShmModule {
             // is copied out first: the bytes are the peer's, and a peer that
             // broke the protocol must not change them while they are parsed.
             //
-            // SAFETY (both copies): the cell is ours until `head` moves past
+            // SAFETY: (both copies) the cell is ours until `head` moves past
             // it (its sequence word was published with Release after its
             // bytes and loaded here with Acquire, and the producer writes a
             // cell only once `head` has passed it); `len` is within the cell

@@ -52,8 +52,10 @@ pub(crate) enum Culprit {
     /// learns that this process is only lost with it.
     Peer(usize),
     /// The job was ending elsewhere already (another process's `Abort`
-    /// arrived, or the launcher said so or is gone): nobody is told, and
-    /// this process is lost with it.
+    /// arrived, or the launcher said so or is gone): this process is lost
+    /// with it. The others are told all the same (one that sees this
+    /// process's connection close before the news reaches it would
+    /// otherwise blame this one).
     Elsewhere,
 }
 

@@ -397,13 +397,11 @@ fn watch_launcher(mut reader: BufReader<TcpStream>, me: usize) {
                         if ENDING.load(Ordering::Acquire) {
                             return;
                         }
-                        die_lost(&format!(
-                            "converse: process {me} ending the job: the launcher (convrun) is gone"
-                        ));
+                        die_lost(me, "the launcher (convrun) is gone");
                     }
                     Ok(_) => {
                         if let Some(text) = line.trim_end().strip_prefix("abort ") {
-                            die_lost(&format!("converse: process {me} ending the job: {text}"));
+                            die_lost(me, text);
                         }
                     }
                 }
@@ -414,14 +412,14 @@ fn watch_launcher(mut reader: BufReader<TcpStream>, me: usize) {
     }
 }
 
-/// Ends the process because the job ended elsewhere (the launcher said so,
-/// or is gone): nobody else is told (see `proc::exit::Culprit`).
-fn die_lost(line: &str) -> ! {
+/// Ends process `me` because the job ended elsewhere (the launcher said
+/// so, or is gone), saying `why` (see `proc::exit::Culprit::Elsewhere`).
+fn die_lost(me: usize, why: &str) -> ! {
     crate::proc::exit::die(
         crate::proc::exit::ABORT_EXIT_CODE,
-        line,
+        &format!("converse: process {me} ending the job: {why}"),
         crate::proc::exit::Ending {
-            reason: line,
+            reason: why,
             culprit: crate::proc::exit::Culprit::Elsewhere,
         },
     )

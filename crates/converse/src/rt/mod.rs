@@ -6,7 +6,6 @@
 //! A module here may use `proc`, `msg`, `net`, `sync` and the scheduler's
 //! leaves (`csd::cqs`, `csd::idle`); never `cmi`, `csd`, `cth`, `ccd` or
 //! `ccs` (the layering test in `tests/layering.rs` checks it).
-pub mod exit;
 pub mod globals;
 pub(crate) mod handlers;
 pub(crate) mod job;
@@ -15,7 +14,6 @@ pub mod launch;
 pub mod lock;
 pub(crate) mod network;
 pub(crate) mod pe;
-pub mod startup;
 
 /// The calling PE's number, `0..num_pes()` (`CmiMyPe`).
 ///

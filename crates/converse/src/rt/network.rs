@@ -264,7 +264,10 @@ impl Shared {
         match ending.culprit {
             Culprit::ThisProcess { skip } => self.tell_abort(ending.reason, skip),
             Culprit::Peer(peer) => self.tell_abort(ending.reason, Some(peer)),
-            Culprit::Elsewhere => {}
+            // The others may see this process's connections close before
+            // the news that ended it reaches them: they hear it from here
+            // too (frames of a VC keep their order, so before the close).
+            Culprit::Elsewhere => self.tell_abort(ending.reason, None),
         }
     }
 

@@ -42,6 +42,9 @@ pub(crate) struct Pe {
     pub rank: usize,
     pub role: Role,
     pub handlers: RefCell<HandlerTable>,
+    /// The handlers of runtime messages, filled by the subsystems at PE
+    /// start (`msg::system::Dispatch`).
+    pub dispatch: crate::msg::system::Dispatch<Pe>,
     /// Messages this PE sent to itself, in order.
     pub self_queue: RefCell<VecDeque<Message>>,
     /// Arrived messages set aside (by `deliver_specific_msg`, or unpacked from
@@ -112,6 +115,7 @@ impl Pe {
             rank: topo.rank_of(pe),
             role,
             handlers: RefCell::new(HandlerTable::new()),
+            dispatch: crate::msg::system::Dispatch::new(),
             self_queue: RefCell::new(VecDeque::new()),
             stash: RefCell::new(VecDeque::new()),
             ready: RefCell::new(VecDeque::new()),
@@ -433,7 +437,7 @@ impl Pe {
             // Collective routing happens as a message is taken from the
             // inbox, not when it is delivered, so that a PE waiting in
             // `deliver_specific_msg` still passes broadcasts on.
-            if let Some(m) = crate::cmi::route::on_arrival(self, m) {
+            if let Some(m) = self.dispatch.arrived(self, m) {
                 return Some(m);
             }
             if let Some(m) = self.ready.borrow_mut().pop_front() {
@@ -531,16 +535,16 @@ impl Pe {
     /// Waits, spinning then parking, until a message is sent to this PE (not
     /// its node) or the job ends.
     pub fn idle_wait_for_pe_message(&self) {
-        // SAFETY: the owning PE's thread is the inbox's single consumer.
         let has = || {
             self.poll_network();
+            // SAFETY: the owning PE's thread is the inbox's single consumer.
             !unsafe { self.job.pe(self.pe).inbox.is_empty() } || self.job.is_exiting()
         };
         self.job.pe(self.pe).idle.wait_then(
             has,
             None,
             self.job.oversubscribed,
-            crate::csd::idle::OWN_ONLY,
+            crate::csd::idle::Sleep::OwnOnly,
             || self.parking(),
         );
     }
@@ -564,7 +568,7 @@ impl Pe {
                 || self.poll_network() || self.has_incoming(),
                 None,
                 self.job.oversubscribed,
-                crate::csd::idle::ANY,
+                crate::csd::idle::Sleep::Any,
                 || self.parking(),
             );
             return;
@@ -588,7 +592,7 @@ impl Pe {
             || self.poll_network() || self.has_incoming(),
             deadline.map(|d| d.saturating_duration_since(now)),
             self.job.oversubscribed,
-            crate::csd::idle::ANY,
+            crate::csd::idle::Sleep::Any,
             || self.parking(),
         );
         if timed_out
@@ -630,7 +634,7 @@ impl Pe {
             self.count_processed(1);
         }
         if flags & (crate::msg::message::FLAG_SYSTEM | crate::msg::message::FLAG_REDUCE) != 0 {
-            crate::cmi::route::on_delivery(self, msg);
+            self.dispatch.deliver(self, msg);
             return true;
         }
         self.run_handler(msg)

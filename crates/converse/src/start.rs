@@ -1,4 +1,9 @@
-//! Starting a job (`ConverseInit` and its three modes) and finishing it.
+//! Starting a job (`ConverseInit` and its three modes) and ending it
+//! (`ConverseExit`): the composition root of the runtime, on the top floor
+//! (DESIGN.md §3), since a job's life runs every subsystem — the scheduler
+//! after the start function, the CCS server, thread teardown — and each
+//! PE's subsystems are initialized here, in a fixed order, before the
+//! libraries' module-init hooks and the start function.
 //!
 //! Every PE is an OS thread. The thread that starts the job is PE 0; PEs
 //! `1..N` are threads named `PE n`. Each runs the start function; then, in
@@ -19,13 +24,83 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use super::job::Job;
-use super::pe::{self, ExitUnwind, Pe, Role};
 use crate::cmi::spantree::DEFAULT_BRANCH;
 use crate::proc::args::{self, ArgError};
 use crate::proc::topology::Topology;
+use crate::rt::job::Job;
+use crate::rt::pe::{self, ExitUnwind, Pe, Role};
 
 type StartFn = Arc<dyn Fn(&[String]) + Send + Sync>;
+
+/// The libraries' per-PE initializations, in registration order (see
+/// [`register_module_init`]).
+static MODULE_INITS: std::sync::Mutex<Vec<ModuleInit>> = std::sync::Mutex::new(Vec::new());
+
+/// A library's name and its per-PE initialization.
+type ModuleInit = (&'static str, fn());
+
+/// Registers `init`, a library's per-PE initialization, to run on every PE
+/// of every job this process starts afterwards: after the runtime's own
+/// subsystems are set up and before the start function, on each PE in the
+/// order the inits were registered. That is where a library built on the
+/// core (the extensions, GAMMA, the C ABI) registers its handlers, so that
+/// they take the same indices on every PE whatever the program does, and
+/// where it initializes its `Cpv`s.
+///
+/// `name` identifies the library: registering a name again does nothing and
+/// returns false, so a library may call its own `register` from every
+/// entry point. A job that is already running is not affected.
+///
+/// ```
+/// static PINGS: converse::Cpv<usize> = converse::Cpv::new();
+/// fn my_library_init() {
+///     PINGS.initialize(0);
+/// }
+/// assert!(converse::register_module_init("my-library", my_library_init));
+/// assert!(!converse::register_module_init("my-library", my_library_init));
+/// let code = converse::Converse::new()
+///     .args(["prog", "+p", "2"])
+///     .run(|_| {
+///         assert_eq!(*PINGS.get(), 0); // initialized before the start function
+///         converse::exit(0);
+///     })
+///     .unwrap();
+/// assert_eq!(code, 0);
+/// ```
+pub fn register_module_init(name: &'static str, init: fn()) -> bool {
+    let mut inits = crate::sync::lock(&MODULE_INITS);
+    if inits.iter().any(|(n, _)| *n == name) {
+        return false;
+    }
+    inits.push((name, init));
+    true
+}
+
+/// Sets up the calling thread's new PE: the runtime's subsystems register
+/// their runtime messages (the dispatch table the delivery path reads),
+/// then the libraries' module inits run, in order.
+fn init_pe(me: &Pe, modules: &[ModuleInit]) {
+    crate::cmi::route::init_pe(me);
+    crate::ccd::quiescence::init_pe(me);
+    crate::ccs::init_pe(me);
+    for (_, init) in modules {
+        init();
+    }
+}
+
+/// The module inits registered now: a job runs these, whatever is
+/// registered while it runs.
+fn module_inits() -> Arc<[ModuleInit]> {
+    crate::sync::lock(&MODULE_INITS).as_slice().into()
+}
+
+/// `start`, preceded on each PE by [`init_pe`] with `modules`.
+fn with_inits(start: StartFn, modules: Arc<[ModuleInit]>) -> StartFn {
+    Arc::new(move |args: &[String]| {
+        pe::with(|me| init_pe(me, &modules));
+        start(args)
+    })
+}
 
 /// Stack size of PE threads: room for deep handler recursion and nested
 /// schedulers.
@@ -113,7 +188,7 @@ impl Converse {
     fn job(&self) -> Result<Arc<Job>, ArgError> {
         keep_large_buffers_in_heap();
         let (flags, program_args) = args::parse(&self.args)?;
-        let placement = super::launch::placement().map_err(ArgError::Launch)?;
+        let placement = crate::rt::launch::placement().map_err(ArgError::Launch)?;
         let pes = flags.pes.unwrap_or(self.default_pes);
         // Started by convrun, a process is one node: `+p` PEs over its
         // processes unless `++ppn` says otherwise.
@@ -136,7 +211,7 @@ impl Converse {
                         topo.num_nodes()
                     )));
                 }
-                let net = super::launch::join(place, topo).map_err(|e| {
+                let net = crate::rt::launch::join(place, topo).map_err(|e| {
                     ArgError::Launch(format!(
                         "process {} could not join the job: {e}",
                         place.node
@@ -214,6 +289,7 @@ impl Converse {
     fn run_mode(self, start: StartFn, mode: SchedMode) -> Result<i32, ArgError> {
         check_not_a_pe();
         let job = self.job()?;
+        let start = with_inits(start, module_inits());
         let others = spawn_pes(&job, &start, mode);
         pe_body(&job, job.first_pe, Role::Worker, &start, mode);
         join_all(&job, others);
@@ -238,13 +314,15 @@ impl Converse {
     {
         check_not_a_pe();
         let job = self.job()?;
-        let start: StartFn = Arc::new(start);
+        let modules = module_inits();
+        let start = with_inits(Arc::new(start), modules.clone());
         let others = spawn_pes(&job, &start, SchedMode::UserCallsScheduler);
         Pe::install(Rc::new(Pe::new(
             job.clone(),
             job.first_pe,
             Role::ReturnedMain,
         )));
+        pe::with(|me| init_pe(me, &modules));
         RETURNED.with(|r| *r.borrow_mut() = Some(Returned { job, others }));
         Ok(())
     }
@@ -336,8 +414,8 @@ fn end_network(job: &Job) {
         net.shutdown();
         // The launcher may close once it knows; not before (until then its
         // end means it died, and so must this process).
-        super::launch::ending();
-        super::launch::tell_ended();
+        crate::rt::launch::ending();
+        crate::rt::launch::tell_ended();
     }
 }
 
@@ -444,7 +522,7 @@ fn serve_until_others_done(job: &Job) {
             || me.has_incoming() || job.done_pes() >= others,
             deadline.map(|d| d.saturating_duration_since(now)),
             job.oversubscribed,
-            crate::csd::idle::ANY,
+            crate::csd::idle::Sleep::Any,
         );
     }
     // What they sent before returning is visible now (their count is
@@ -486,4 +564,46 @@ where
             crate::proc::exit::end_process(1)
         }
     }
+}
+
+/// Ends the whole job with exit code `code`, from any PE. Does not return.
+///
+/// On a PE the runtime started (normal and user-calls-scheduler modes, and
+/// the other PEs of `init_returns`), the calling PE unwinds out of its code and
+/// [`Converse::run`](crate::Converse::run) returns `code` once all PEs have
+/// stopped. On the thread that called
+/// [`init_returns`](crate::Converse::init_returns), finishes the job as
+/// [`finish`](crate::finish) does (it waits for the other PEs' start functions
+/// to return), then exits the process with `code`. Called on no PE at all,
+/// exits the process with `code`.
+#[doc(alias = "ConverseExit")]
+pub fn exit(code: i32) -> ! {
+    let Some(pe) = pe::try_current() else {
+        crate::proc::exit::end_process(code)
+    };
+    match pe.role {
+        Role::Worker => {
+            pe.job.exit_everywhere(code);
+            drop(pe);
+            std::panic::resume_unwind(Box::new(ExitUnwind))
+        }
+        Role::ReturnedMain => {
+            // The other processes end too (this process finishes as
+            // `finish` does).
+            if let Some(net) = &pe.job.net {
+                net.broadcast_exit(code);
+            }
+            drop(pe);
+            let code = finish_returned_main(code);
+            crate::proc::exit::end_process(code)
+        }
+    }
+}
+
+/// True once some PE has called [`exit`] (or panicked): the job is ending.
+/// PEs the runtime started leave by themselves at their next scheduler step;
+/// the code of an `init_returns` main thread, which the runtime does not
+/// unwind, can use this to stop polling.
+pub fn job_exiting() -> bool {
+    pe::with(|pe| pe.job.is_exiting())
 }

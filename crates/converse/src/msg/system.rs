@@ -1,5 +1,8 @@
-//! Runtime-internal messages: their kinds, how they are built, and a reader
-//! for their payloads that never trusts the bytes.
+//! Runtime-internal messages: their kinds (one central numbering, the wire
+//! registry), how they are built, a reader for their payloads that never
+//! trusts the bytes, and the dispatch table ([`Dispatch`]) through which
+//! the delivery path reaches their handlers without naming the subsystems
+//! above it (DESIGN.md §3, "open dispatch").
 //!
 //! A system message has [`FLAG_SYSTEM`] set and its header's `handler` field
 //! holds a [`Kind`] instead of a handler-table index, so the runtime's own
@@ -8,7 +11,9 @@
 //! words. A payload that does not parse aborts the job naming the PE that
 //! sent it: within one process that is a runtime bug, across processes a
 //! corrupted or hostile peer, and neither may go on silently.
-use crate::msg::message::{FLAG_NO_QD, FLAG_SYSTEM, Message};
+use std::cell::Cell;
+
+use crate::msg::message::{FLAG_NO_QD, FLAG_REDUCE, FLAG_SYSTEM, Message};
 
 /// What a system message is for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,6 +42,9 @@ pub(crate) enum Kind {
     /// `perf_monitor`: start sampling, or a PE's sample (`ccs::perf`).
     CcsPerf = 11,
 }
+
+/// Number of kinds (the highest `Kind` value).
+const KINDS: usize = 11;
 
 impl Kind {
     pub fn from_raw(raw: u32) -> Option<Kind> {
@@ -84,6 +92,85 @@ pub(crate) fn message(kind: Kind, words: &[u64], bytes: &[u8]) -> Message {
     let header = msg.header_mut();
     header.flags = FLAG_SYSTEM | if kind.counted() { 0 } else { FLAG_NO_QD };
     msg
+}
+
+/// Runs a runtime message of some kind on the receiving PE (`C`).
+pub(crate) type OnDelivery<C> = fn(&C, Kind, Message);
+/// Routes a message flagged for routing (`ARRIVAL_FLAGS`) as its PE takes
+/// it from its inbox; returns the copy to deliver now, if there is one.
+pub(crate) type OnArrival<C> = fn(&C, Message) -> Option<Message>;
+/// Takes a reduction contribution (`FLAG_REDUCE`) at the front of the
+/// scheduler.
+pub(crate) type OnContribution<C> = fn(&C, Message);
+
+/// The handlers of runtime messages on one PE (`C`: the PE): filled by the
+/// subsystems when the PE starts (each registers its own kinds), read by
+/// the delivery path, which so names none of them. A kind's numbering
+/// stays central ([`Kind`]: both ends of a connection must agree on it);
+/// its handler does not.
+///
+/// Touched only by its PE's thread (`Cell`s). A message whose kind no
+/// subsystem registered aborts the job naming the kind and the sender: from
+/// another process that is a corrupted or hostile peer, within one a
+/// runtime bug.
+pub(crate) struct Dispatch<C> {
+    kinds: [Cell<Option<OnDelivery<C>>>; KINDS],
+    arrival: Cell<Option<OnArrival<C>>>,
+    contribution: Cell<Option<OnContribution<C>>>,
+}
+
+impl<C> Dispatch<C> {
+    pub fn new() -> Dispatch<C> {
+        Dispatch {
+            kinds: std::array::from_fn(|_| Cell::new(None)),
+            arrival: Cell::new(None),
+            contribution: Cell::new(None),
+        }
+    }
+
+    /// Runs `f` for every runtime message of `kind`.
+    pub fn on(&self, kind: Kind, f: OnDelivery<C>) {
+        self.kinds[kind as usize - 1].set(Some(f));
+    }
+
+    /// Routes messages flagged for routing through `f`.
+    pub fn on_arrival(&self, f: OnArrival<C>) {
+        self.arrival.set(Some(f));
+    }
+
+    /// Gives reduction contributions to `f`.
+    pub fn on_contribution(&self, f: OnContribution<C>) {
+        self.contribution.set(Some(f));
+    }
+
+    /// Routes `msg`, just taken from `pe`'s inbox (see [`OnArrival`]).
+    #[inline]
+    pub fn arrived(&self, pe: &C, msg: Message) -> Option<Message> {
+        match self.arrival.get() {
+            Some(route) => route(pe, msg),
+            None => Reader::new(&msg, "routed message")
+                .malformed("no subsystem routes messages on this PE"),
+        }
+    }
+
+    /// Runs the runtime message or reduction contribution `msg` on `pe`.
+    pub fn deliver(&self, pe: &C, msg: Message) {
+        if msg.header().flags & FLAG_REDUCE != 0 {
+            match self.contribution.get() {
+                Some(f) => return f(pe, msg),
+                None => Reader::new(&msg, "reduction contribution")
+                    .malformed("no subsystem takes reductions on this PE"),
+            }
+        }
+        let raw = msg.header().handler;
+        let handler =
+            Kind::from_raw(raw).and_then(|k| Some((k, self.kinds[k as usize - 1].get()?)));
+        match handler {
+            Some((kind, f)) => f(pe, kind, msg),
+            None => Reader::new(&msg, "runtime message")
+                .malformed(&format!("unknown runtime message kind {raw}")),
+        }
+    }
 }
 
 /// Reads a system message's payload front to back.
@@ -155,11 +242,35 @@ mod tests {
             assert_ne!(msg.header().flags & FLAG_SYSTEM, 0);
             assert_eq!(msg.header().flags & FLAG_NO_QD == 0, kind.counted());
         }
-        assert!(Kind::from_raw(0).is_none() && Kind::from_raw(12).is_none());
+        assert!(Kind::from_raw(0).is_none() && Kind::from_raw(KINDS as u32 + 1).is_none());
         assert!(
             !Kind::CcsRequest.counted() && !Kind::CcsPerf.counted(),
             "CCS traffic comes from outside the job"
         );
+    }
+
+    #[test]
+    fn dispatch_runs_the_registered_handler_of_each_kind() {
+        use std::cell::RefCell;
+        // The "PE" records what ran.
+        type Log = RefCell<Vec<String>>;
+        let d: Dispatch<Log> = Dispatch::new();
+        d.on(Kind::QdStart, |log, kind, msg| {
+            log.borrow_mut()
+                .push(format!("{kind:?} {}", msg.payload().len()))
+        });
+        d.on_contribution(|log, _| log.borrow_mut().push("contribution".into()));
+        d.on_arrival(|log, msg| {
+            log.borrow_mut().push("routed".into());
+            Some(msg)
+        });
+        let log = Log::default();
+        d.deliver(&log, message(Kind::QdStart, &[1, 2], b""));
+        let mut contribution = message(Kind::GroupDef, &[], b"");
+        contribution.header_mut().flags |= FLAG_REDUCE;
+        d.deliver(&log, contribution);
+        assert!(d.arrived(&log, message(Kind::GroupDef, &[], b"")).is_some());
+        assert_eq!(*log.borrow(), ["QdStart 16", "contribution", "routed"]);
     }
 
     #[test]
