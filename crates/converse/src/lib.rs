@@ -56,7 +56,15 @@
 //! Module map (DESIGN.md §3): [`machine`] (start-up, exit, topology,
 //! pseudo-globals, locks, timers, I/O), [`msg`] (messages and handlers),
 //! [`cmi`] (sends, broadcasts, multicast groups, reductions, spanning trees),
-//! [`csd`] (scheduler and priority queues), [`ccd`] (quiescence detection).
+//! [`csd`] (scheduler and priority queues), [`cth`] (user-level threads),
+//! [`ccd`] (conditions, timers, quiescence detection), [`ccs`] (the CCS
+//! server). Inside, the code sits on floors (`sync`, `proc`, `msg`, `net`,
+//! the scheduler's leaves, `rt`, then the machine, then CCS, then start-up
+//! at the top); `tests/layering.rs` keeps every import pointing down.
+//!
+//! A library built on the core registers its per-PE initialization (its
+//! handlers, its `Cpv`s) with [`register_module_init`]: it runs on every
+//! PE, in registration order, before the start function.
 #![warn(missing_docs)]
 #![allow(clippy::new_without_default)]
 
