@@ -97,7 +97,9 @@ fn module_inits() -> Arc<[ModuleInit]> {
 /// `start`, preceded on each PE by [`init_pe`] with `modules`.
 fn with_inits(start: StartFn, modules: Arc<[ModuleInit]>) -> StartFn {
     Arc::new(move |args: &[String]| {
-        pe::with(|me| init_pe(me, &modules));
+        // A counted reference, not `pe::with`: no borrow of the PE is held
+        // while the libraries' code runs.
+        init_pe(&pe::current(), &modules);
         start(args)
     })
 }
@@ -322,7 +324,9 @@ impl Converse {
             job.first_pe,
             Role::ReturnedMain,
         )));
-        pe::with(|me| init_pe(me, &modules));
+        // A counted reference, not `pe::with`: no borrow of the PE is held
+        // while the libraries' code runs.
+        init_pe(&pe::current(), &modules);
         RETURNED.with(|r| *r.borrow_mut() = Some(Returned { job, others }));
         Ok(())
     }

@@ -83,20 +83,6 @@ const DEFAULT_REMOTE_SHELL: &[&str] = &["ssh", "-o", "BatchMode=yes"];
 const FORWARDED_PREFIX: &str = "CONVERSE_";
 const FORWARDED_VARS: &[&str] = &["RUST_BACKTRACE"];
 
-/// Runtime flags of the program that take a separate value, so that the
-/// value is not taken for the program's name.
-const RUNTIME_FLAGS_WITH_VALUE: &[&str] = &[
-    "+stacksize",
-    "++spantree-branch",
-    "++server-port",
-    "++server-auth",
-    "++server-bind",
-    "++server-max-request",
-    "++server-reply-timeout",
-    "++server-stall-timeout",
-    "++server-max-connections",
-];
-
 /// How long the other processes get to end by themselves after one died.
 const GRACE: Duration = Duration::from_secs(5);
 
@@ -213,7 +199,8 @@ fn parse_args(args: Vec<String>) -> Options {
                     program = Some(w);
                     continue;
                 }
-                let takes_value = RUNTIME_FLAGS_WITH_VALUE.contains(&w.as_str());
+                // The library's own list, so the two cannot drift apart.
+                let takes_value = converse::machine::args::takes_value(&w);
                 let target = if program.is_none() {
                     &mut flags
                 } else {

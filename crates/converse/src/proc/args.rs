@@ -272,18 +272,31 @@ fn stack_bytes(value: &str) -> Result<usize, ArgError> {
     }
 }
 
+/// The CCS server's flags; each takes a value (`++server-port 1234` or
+/// `++server-port=1234`).
+const SERVER_FLAGS: [&str; 7] = [
+    "++server-port",
+    "++server-auth",
+    "++server-bind",
+    "++server-max-request",
+    "++server-reply-timeout",
+    "++server-stall-timeout",
+    "++server-max-connections",
+];
+
+/// The other flags that take a value, which may also be glued on (`+p4`).
+const COUNT_FLAGS: [&str; 4] = ["++spantree-branch", "++ppn", "+stacksize", "+p"];
+
+/// True if the runtime flag `word` takes its value as the next word: the
+/// launcher (`convrun`) must not take that value for the program's name.
+#[doc(hidden)]
+pub fn takes_value(word: &str) -> bool {
+    SERVER_FLAGS.contains(&word) || COUNT_FLAGS.contains(&word)
+}
+
 /// `+p4` -> ("+p", Some("4")); `++ppn` -> ("++ppn", None); `+foo` -> ("+foo", None).
 fn split_flag(word: &str) -> (&str, Option<&str>) {
-    const SERVER: [&str; 7] = [
-        "++server-port",
-        "++server-auth",
-        "++server-bind",
-        "++server-max-request",
-        "++server-reply-timeout",
-        "++server-stall-timeout",
-        "++server-max-connections",
-    ];
-    for name in SERVER {
+    for name in SERVER_FLAGS {
         if let Some(value) = word.strip_prefix(name) {
             return match value.strip_prefix('=') {
                 Some(v) => (name, Some(v)),
@@ -292,7 +305,7 @@ fn split_flag(word: &str) -> (&str, Option<&str>) {
             };
         }
     }
-    for name in ["++spantree-branch", "++ppn", "+stacksize", "+p"] {
+    for name in COUNT_FLAGS {
         if let Some(value) = word.strip_prefix(name) {
             if value.is_empty() {
                 return (name, None);
@@ -311,6 +324,19 @@ mod tests {
 
     fn words(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn the_launcher_knows_which_flags_take_the_next_word() {
+        for flag in ["+p", "++ppn", "+stacksize", "++spantree-branch"] {
+            assert!(takes_value(flag), "{flag}");
+        }
+        for flag in SERVER_FLAGS {
+            assert!(takes_value(flag), "{flag}");
+        }
+        for word in ["+p4", "++server", "++server-port=1", "+foo", "prog"] {
+            assert!(!takes_value(word), "{word}");
+        }
     }
 
     #[test]

@@ -148,7 +148,7 @@ pub(crate) fn end_process(code: i32) -> ! {
 /// Writes `line` to standard error after flushing standard output; a
 /// closed stderr (the launcher is gone) must not stop the process from
 /// ending.
-pub(crate) fn say(line: &str) {
+fn say(line: &str) {
     let _ = std::io::stdout().flush();
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "{line}");

@@ -261,14 +261,15 @@ impl Shared {
     /// reports, and the other processes are told why unless they know.
     fn on_dying(&self, ending: &Ending) {
         self.closing.store(true, Ordering::Release);
-        match ending.culprit {
-            Culprit::ThisProcess { skip } => self.tell_abort(ending.reason, skip),
-            Culprit::Peer(peer) => self.tell_abort(ending.reason, Some(peer)),
-            // The others may see this process's connections close before
-            // the news that ended it reaches them: they hear it from here
-            // too (frames of a VC keep their order, so before the close).
-            Culprit::Elsewhere => self.tell_abort(ending.reason, None),
-        }
+        // When the job ended elsewhere, the others are told too: they may
+        // see this process's connections close before the news reaches
+        // them (frames of a VC keep their order, so this comes first).
+        let skip = match ending.culprit {
+            Culprit::ThisProcess { skip } => skip,
+            Culprit::Peer(peer) => Some(peer),
+            Culprit::Elsewhere => None,
+        };
+        self.tell_abort(ending.reason, skip);
     }
 
     /// Sends `Abort(text)` to every peer but `skip`, best effort.
