@@ -24,8 +24,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crate::cmi::spantree::DEFAULT_BRANCH;
-use crate::proc::args::{self, ArgError};
+use crate::proc::args::{self, ArgError, Config};
 use crate::proc::topology::Topology;
 use crate::rt::job::Job;
 use crate::rt::pe::{self, ExitUnwind, Pe, Role};
@@ -228,15 +227,17 @@ impl Converse {
                 job
             }
         };
-        job.branch = flags.branch.or(self.branch).unwrap_or(DEFAULT_BRANCH);
-        if let Some(size) = flags.stack_size {
-            job.stack_size = size;
-        }
+        job.config = Config {
+            pes: Some(pes),
+            ppn: Some(ppn),
+            branch: flags.branch.or(self.branch),
+            ..flags
+        };
         let job = Arc::new(job);
-        if let Some(server) = &flags.server {
+        if let Some(server) = &job.config.server {
             if job.first_node == 0 {
                 let handle = crate::ccs::server::start(&job, server).map_err(ArgError::Launch)?;
-                let _ = job.ccs.server.set(handle);
+                let _ = crate::ccs::state(&job).server.set(handle);
             }
         }
         if let Some(net) = &job.net {
@@ -354,9 +355,9 @@ fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMo
         let me = pe::current();
         // In normal mode the start function must not block (the manual's
         // rule): the scheduler that runs after it is what polls.
-        me.cth.in_start.set(mode == SchedMode::Normal);
+        me.set_in_start(mode == SchedMode::Normal);
         start(&job.args);
-        me.cth.in_start.set(false);
+        me.set_in_start(false);
         if !me.handlers_checked.get() {
             me.check_handlers();
         }
@@ -406,7 +407,7 @@ fn teardown(job: &Job) {
 
 /// Stops the job's CCS server, if this process runs it.
 fn stop_ccs(job: &Job) {
-    if let Some(server) = job.ccs.server.get() {
+    if let Some(server) = crate::ccs::state(job).server.get() {
         crate::ccs::server::stop(server);
     }
 }

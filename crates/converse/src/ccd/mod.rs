@@ -78,7 +78,7 @@ pub const CLOCK_EVERY_MAX: u32 = 64;
 
 /// A PE's Ccd state (a field of `Pe`).
 pub(crate) struct CcdState {
-    pub conditions: conditions::Conditions,
+    conditions: conditions::Conditions,
     timers: RefCell<BinaryHeap<Timer>>,
     next_timer_seq: Cell<u64>,
     resolution: Cell<Duration>,
@@ -87,7 +87,7 @@ pub(crate) struct CcdState {
     /// When each periodic condition is raised next.
     periodic_next: RefCell<[Instant; conditions::PERIODIC_COUNT]>,
     /// See the module invariants.
-    pub armed: Cell<bool>,
+    armed: Cell<bool>,
     /// Deliveries since the clock was last read (while armed).
     ticks: Cell<u32>,
     /// The busy path found a poll due and has not run it yet.
@@ -97,11 +97,11 @@ pub(crate) struct CcdState {
     /// When the busy path last read the clock.
     last_clock: Cell<Instant>,
     /// The scheduler found nothing to do and has not found work since.
-    pub idle: Cell<bool>,
+    idle: Cell<bool>,
     /// `PROCESSOR_STILL_IDLE` was raised since the PE last waited.
-    pub still_idle_raised: Cell<bool>,
+    still_idle_raised: Cell<bool>,
     /// When the current idle period began, once something needed to know.
-    pub idle_since: Cell<Option<Instant>>,
+    idle_since: Cell<Option<Instant>>,
     /// Signal counts this PE has raised its conditions for.
     signals_seen: [Cell<u64>; 2],
     /// A quiescence detection started for `Condition::QUIESCENCE` is running.
@@ -482,10 +482,39 @@ pub(crate) fn begin_idle(pe: &Pe) {
     conditions::raise(pe, Condition::PROCESSOR_BEGIN_IDLE);
 }
 
-/// The scheduler looked again and still found nothing; returns whether
-/// callbacks ran.
+/// The scheduler looked again and still found nothing: raises still-idle
+/// once per wait; returns whether callbacks ran (then the scheduler looks
+/// again before it waits, and the next call returns false).
 pub(crate) fn still_idle(pe: &Pe) -> bool {
-    conditions::raise(pe, Condition::PROCESSOR_STILL_IDLE)
+    if !pe.ccd.still_idle_raised.replace(true)
+        && conditions::raise(pe, Condition::PROCESSOR_STILL_IDLE)
+    {
+        return true;
+    }
+    pe.ccd.still_idle_raised.set(false);
+    false
+}
+
+/// When the current idle period began (now, if nothing asked before).
+pub(crate) fn idle_since(pe: &Pe, now: Instant) -> Instant {
+    let since = pe.ccd.idle_since.get().unwrap_or(now);
+    pe.ccd.idle_since.set(Some(since));
+    since
+}
+
+impl Pe {
+    /// The scheduler found nothing to do and has not found work since.
+    #[inline]
+    pub(crate) fn is_idle(&self) -> bool {
+        self.ccd.idle.get()
+    }
+
+    /// Timers or periodic conditions are set: the scheduler counts its
+    /// steps for [`tick`] (see the module invariants).
+    #[inline]
+    pub(crate) fn ccd_armed(&self) -> bool {
+        self.ccd.armed.get()
+    }
 }
 
 /// The scheduler found work after being idle.

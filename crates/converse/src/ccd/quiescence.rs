@@ -9,8 +9,8 @@
 //! Every PE counts the messages it *creates* (each send, each PE a broadcast
 //! or multicast reaches, each enqueue, each reduction contribution) and the
 //! messages it *processes* (each delivery to a handler, each message the
-//! runtime consumes itself) in two plain per-PE counters (`Pe::qd_created`,
-//! `Pe::qd_processed`). A message is counted processed when its handler
+//! runtime consumes itself) in two plain per-PE counters (`QdState::created`,
+//! `QdState::processed`). A message is counted processed when its handler
 //! starts, so a handler that is running and still sends shows up as new
 //! creations. Detection's own messages carry `FLAG_NO_QD` and are not
 //! counted. Pending timers count too (see "Timers").
@@ -96,6 +96,7 @@
 //!
 //! The per-PE state is touched only by the PE's thread; detection is driven
 //! by system messages (`cmi::system`).
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 
 use crate::cmi::spantree::SpanningTree;
@@ -150,9 +151,24 @@ struct Root {
     retry: bool,
 }
 
-/// One PE's part in quiescence detection.
+/// One PE's part in quiescence detection (`Pe::qd`); touched only by this
+/// module and the PE's own thread.
 #[derive(Default)]
 pub(crate) struct QdState {
+    /// Messages this PE created (sent or enqueued).
+    created: Cell<u64>,
+    /// Messages this PE processed (handed to a handler or consumed by the
+    /// runtime).
+    processed: Cell<u64>,
+    /// Quiescence detection has something to do when this PE is next idle
+    /// (outside every handler).
+    due: Cell<bool>,
+    protocol: RefCell<Protocol>,
+}
+
+/// Where this PE is in the protocol: its requests and the wave it is in.
+#[derive(Default)]
+struct Protocol {
     /// Callbacks waiting on this PE, by token; called with whether the job
     /// was found quiescent.
     callbacks: HashMap<u64, Box<dyn FnOnce(bool)>>,
@@ -186,7 +202,7 @@ pub(crate) fn check_once(pe: &Pe, callback: Box<dyn FnOnce(bool)>) {
 
 fn request(pe: &Pe, callback: Box<dyn FnOnce(bool)>, once: bool) {
     let token = {
-        let mut qd = pe.qd.borrow_mut();
+        let mut qd = pe.qd.protocol.borrow_mut();
         let token = qd.next_token;
         qd.next_token += 1;
         qd.callbacks.insert(token, callback);
@@ -214,17 +230,17 @@ pub fn qd_process(n: usize) {
 /// Messages created on this PE so far (`CQdGetCreated`).
 #[doc(alias = "CQdGetCreated")]
 pub fn qd_created() -> u64 {
-    pe::with(|pe| pe.qd_created.get())
+    pe::with(|pe| pe.qd.created.get())
 }
 
 /// Messages processed on this PE so far (`CQdGetProcessed`).
 #[doc(alias = "CQdGetProcessed")]
 pub fn qd_processed() -> u64 {
-    pe::with(|pe| pe.qd_processed.get())
+    pe::with(|pe| pe.qd.processed.get())
 }
 
 fn tree(pe: &Pe) -> SpanningTree {
-    SpanningTree::new(pe.job.topo.num_pes(), pe.job.branch, 0)
+    SpanningTree::new(pe.job.topo.num_pes(), pe.branch(), 0)
 }
 
 /// Handles one of detection's messages on `pe`.
@@ -244,7 +260,7 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
             }
             let (token, once) = (r.word(), r.word() != 0);
             let start = {
-                let mut qd = pe.qd.borrow_mut();
+                let mut qd = pe.qd.protocol.borrow_mut();
                 let joined_after = qd.root.next_wave;
                 qd.root.requesters.push(Requester {
                     pe: msg.src_pe(),
@@ -261,7 +277,7 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
         Kind::QdRequest => {
             let id = r.word();
             let children: Vec<usize> = tree(pe).children(pe.pe).collect();
-            pe.qd.borrow_mut().wave = Some(Wave {
+            pe.qd.protocol.borrow_mut().wave = Some(Wave {
                 id,
                 waiting: children.len(),
                 created: 0,
@@ -271,13 +287,13 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
             for child in children {
                 send(pe, child, Kind::QdRequest, &[id]);
             }
-            pe.qd_due.set(true);
+            pe.qd.due.set(true);
         }
         Kind::QdReply => {
             let (id, created, processed) = (r.word(), r.word(), r.word());
             let strict = r.word() != 0;
             {
-                let mut qd = pe.qd.borrow_mut();
+                let mut qd = pe.qd.protocol.borrow_mut();
                 match &mut qd.wave {
                     Some(w) if w.id == id && w.waiting > 0 => {
                         w.waiting -= 1;
@@ -294,11 +310,11 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
                     }
                 }
             }
-            pe.qd_due.set(true);
+            pe.qd.due.set(true);
         }
         Kind::QdDone => {
             let (token, quiescent) = (r.word(), r.word() != 0);
-            let callback = pe.qd.borrow_mut().callbacks.remove(&token);
+            let callback = pe.qd.protocol.borrow_mut().callbacks.remove(&token);
             match callback {
                 Some(f) => f(quiescent),
                 None => r.malformed(&format!("PE {} has no detection request {token}", pe.pe)),
@@ -317,7 +333,7 @@ fn send(pe: &Pe, dest: usize, kind: Kind, words: &[u64]) {
 /// PE 0 starts a wave.
 fn start_wave(pe: &Pe) {
     let id = {
-        let mut qd = pe.qd.borrow_mut();
+        let mut qd = pe.qd.protocol.borrow_mut();
         qd.root.next_wave += 1;
         qd.root.next_wave
     };
@@ -325,7 +341,7 @@ fn start_wave(pe: &Pe) {
 }
 
 /// Called when `pe` is idle with no handler running and detection has asked
-/// to be told (`Pe::qd_due`): replies to the wave if every child has and no
+/// to be told (`QdState::due`): replies to the wave if every child has and no
 /// timer is pending here (concluding it, on PE 0), or starts the retry of a
 /// failed wave. Returns
 /// true if it sent anything (then the caller polls again instead of
@@ -336,7 +352,7 @@ fn start_wave(pe: &Pe) {
 /// computing. User requests accept either; the runtime's stall check needs
 /// every PE strictly idle.
 pub(crate) fn on_idle(pe: &Pe, strict: bool) -> bool {
-    pe.qd_due.set(false);
+    pe.qd.due.set(false);
     // A PE with periodic, signal or still-idle callbacks may make work
     // without any message: not idle for the stall check. (One with a
     // pending timer does not reply at all.)
@@ -344,7 +360,7 @@ pub(crate) fn on_idle(pe: &Pe, strict: bool) -> bool {
     if maybe_reply(pe, strict) {
         return true;
     }
-    let retry = std::mem::take(&mut pe.qd.borrow_mut().root.retry);
+    let retry = std::mem::take(&mut pe.qd.protocol.borrow_mut().root.retry);
     if retry {
         start_wave(pe);
     }
@@ -356,21 +372,21 @@ pub(crate) fn on_idle(pe: &Pe, strict: bool) -> bool {
 /// module comment) and asks to be called again at its next idle moment.
 fn maybe_reply(pe: &Pe, strict_here: bool) -> bool {
     let (id, created, processed, strict) = {
-        let mut qd = pe.qd.borrow_mut();
+        let mut qd = pe.qd.protocol.borrow_mut();
         match &qd.wave {
             Some(w) if w.waiting == 0 => {}
             _ => return false,
         }
         if crate::ccd::timers_pending(pe) {
-            pe.qd_due.set(true);
+            pe.qd.due.set(true);
             return false;
         }
         let w = qd.wave.take().expect("checked above");
         let (timers_set, timers_fired) = crate::ccd::timer_counts(pe);
         (
             w.id,
-            w.created + pe.qd_created.get() + timers_set,
-            w.processed + pe.qd_processed.get() + timers_fired,
+            w.created + pe.qd.created.get() + timers_set,
+            w.processed + pe.qd.processed.get() + timers_fired,
             w.strict && strict_here,
         )
     };
@@ -408,7 +424,7 @@ fn conclude(pe: &Pe, created: u64, processed: u64, strict: bool) {
         },
     }
     let next = {
-        let mut qd = pe.qd.borrow_mut();
+        let mut qd = pe.qd.protocol.borrow_mut();
         let root = &mut qd.root;
         let id = root.next_wave;
         match root.first_wave.take() {
@@ -472,9 +488,30 @@ fn conclude(pe: &Pe, created: u64, processed: u64, strict: bool) {
             }
             if again {
                 // Try again once PE 0 has nothing better to do.
-                pe.qd.borrow_mut().root.retry = true;
-                pe.qd_due.set(true);
+                pe.qd.protocol.borrow_mut().root.retry = true;
+                pe.qd.due.set(true);
             }
         }
+    }
+}
+
+impl Pe {
+    /// Counts `n` messages created by this PE, for quiescence detection.
+    #[inline]
+    pub fn count_created(&self, n: usize) {
+        self.qd.created.set(self.qd.created.get() + n as u64);
+    }
+
+    /// Counts `n` messages this PE processed, for quiescence detection.
+    #[inline]
+    pub fn count_processed(&self, n: usize) {
+        self.qd.processed.set(self.qd.processed.get() + n as u64);
+    }
+
+    /// Quiescence detection waits for this PE's next idle moment outside
+    /// every handler ([`on_idle`]).
+    #[inline]
+    pub(crate) fn qd_due(&self) -> bool {
+        self.qd.due.get()
     }
 }

@@ -77,6 +77,11 @@ pub(crate) struct CcsState {
     pub server: OnceLock<Arc<server::ServerHandle>>,
 }
 
+/// The job's CCS state (made on first use; see `Job::subsystem`).
+pub(crate) fn state(job: &crate::rt::job::Job) -> Arc<CcsState> {
+    job.subsystem::<CcsState>()
+}
+
 impl CcsState {
     /// The handler registered as `name`.
     pub fn entry(&self, name: &str) -> Option<Entry> {
@@ -135,7 +140,8 @@ pub fn register_handler<F: Fn(Message) + 'static>(name: &str, f: F) -> usize {
 pub fn use_handler(name: &str, index: usize) {
     check_name(name);
     pe::with(|pe| {
-        let mut names = lock(&pe.job.ccs.names);
+        let state = state(&pe.job);
+        let mut names = lock(&state.names);
         let merge = names.get(name).and_then(|e| e.merge.clone());
         names.insert(name.to_string(), Entry { index, merge });
     });
@@ -147,18 +153,19 @@ pub fn use_handler(name: &str, index: usize) {
 /// registered first.
 #[doc(alias = "CcsSetMergeFn")]
 pub fn set_merge_fn(name: &str, merge: MergeFn) {
-    pe::with(|pe| match lock(&pe.job.ccs.names).get_mut(name) {
+    let state = pe::with(|pe| state(&pe.job));
+    match lock(&state.names).get_mut(name) {
         Some(entry) => entry.merge = Some(merge),
         None => crate::proc::exit::abort(&format!(
             "set_merge_fn for CCS handler {name:?}, which is not registered"
         )),
-    });
+    }
 }
 
 /// The address the job's CCS server listens on (`++server`), on PEs of
 /// the process that runs it; `None` elsewhere or without a server.
 pub fn server_address() -> Option<std::net::SocketAddr> {
-    pe::with(|pe| pe.job.ccs.server.get().map(|s| s.addr))
+    pe::with(|pe| crate::ccs::state(&pe.job).server.get().map(|s| s.addr))
 }
 
 /// True: this build has CCS (`CcsEnabled`). It does not say whether the
@@ -254,7 +261,7 @@ fn answer(ticket: Ticket, reply: Reply) {
 }
 
 fn answer_from(pe: &Pe, ticket: Ticket, reply: Reply) {
-    if let Some(server) = pe.job.ccs.server.get() {
+    if let Some(server) = crate::ccs::state(&pe.job).server.get() {
         server.push_reply(ticket, reply);
         return;
     }
@@ -301,7 +308,7 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
                 1 => Reply::Nothing,
                 k => r.malformed(&format!("reply kind {k}")),
             };
-            match pe.job.ccs.server.get() {
+            match crate::ccs::state(&pe.job).server.get() {
                 Some(server) => server.push_reply(ticket, reply),
                 None => r.malformed("a reply reached a process without the CCS server"),
             }
@@ -444,7 +451,7 @@ fn on_request(pe: &Pe, msg: &Message) {
     let name_len = name_len as usize;
     let (name, data) = rest.split_at(name_len);
     let name = String::from_utf8_lossy(name);
-    let Some(entry) = pe.job.ccs.entry(&name) else {
+    let Some(entry) = crate::ccs::state(&pe.job).entry(&name) else {
         crate::proc::io::error(format_args!(
             "converse: ccs: PE {}: no handler {name:?} here (register it on every PE); answered empty\n",
             pe.pe

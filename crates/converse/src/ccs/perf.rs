@@ -85,7 +85,7 @@ pub(crate) fn on_message(pe: &Pe, msg: &crate::msg::Message) {
                 busy,
                 queue,
             };
-            match pe.job.ccs.server.get() {
+            match crate::ccs::state(&pe.job).server.get() {
                 Some(server) => server.push_sample(sample),
                 None => r.malformed("a perf_monitor sample reached a process without the server"),
             }
@@ -101,7 +101,7 @@ fn start(pe: &Pe) {
     }
     let now = Instant::now();
     SAMPLER.initialize(Sampler {
-        idle_since: Cell::new(pe.ccd.idle.get().then_some(now)),
+        idle_since: Cell::new(pe.is_idle().then_some(now)),
         idle: Cell::new(Duration::ZERO),
         period_start: Cell::new(now),
         round: Cell::new(0),
@@ -136,14 +136,14 @@ fn sample(pe: &Pe) {
         s.round.set(s.round.get() + 1);
         (s.round.get(), busy)
     });
-    let queue = (pe.queue.borrow().len() + pe.self_queue.borrow().len()) as u64;
+    let queue = pe.sched_backlog() as u64;
     let sample = Sample {
         round,
         pe: pe.pe,
         busy,
         queue,
     };
-    match pe.job.ccs.server.get() {
+    match crate::ccs::state(&pe.job).server.get() {
         Some(server) => server.push_sample(sample),
         None => pe.push_to_pe(
             0,

@@ -755,7 +755,7 @@ impl Server {
                 "request for {name:?} from {peer}: {why}; answered empty"
             ));
         };
-        let Some(entry) = job.ccs.entry(&name) else {
+        let Some(entry) = crate::ccs::state(&job).entry(&name) else {
             refuse("no such handler".into());
             self.reply_now(token, Vec::new());
             return;

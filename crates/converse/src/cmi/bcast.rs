@@ -95,7 +95,7 @@ pub(crate) fn broadcast_to_others(pe: &Pe, msg: Message) {
 /// root `pe`, and counts them for quiescence detection.
 fn send_shared(pe: &Pe, msg: Message, scope: Scope) {
     let topo = pe.job.topo;
-    let tree = SpanningTree::new(topo.num_nodes(), pe.job.branch, pe.node);
+    let tree = SpanningTree::new(topo.num_nodes(), pe.branch(), pe.node);
     // Down the tree first, so the far nodes start early.
     for child in tree.children(pe.node) {
         pe.push_to_pe(topo.node_first(child), msg.clone());
@@ -162,7 +162,7 @@ pub(crate) fn forward_node_copy(pe: &Pe, msg: &Message) {
 
 fn forward_to_child_nodes(pe: &Pe, msg: &Message, root_node: usize) {
     let topo = pe.job.topo;
-    let tree = SpanningTree::new(topo.num_nodes(), pe.job.branch, root_node);
+    let tree = SpanningTree::new(topo.num_nodes(), pe.branch(), root_node);
     for child in tree.children(pe.node) {
         pe.push_to_pe(topo.node_first(child), msg.clone());
     }

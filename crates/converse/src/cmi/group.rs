@@ -191,7 +191,7 @@ pub(crate) fn on_definition(pe: &Pe, msg: &Message) {
     };
     for msg in pending {
         if let Some(local) = on_multicast_arrival(pe, msg) {
-            pe.ready.borrow_mut().push_back(local);
+            pe.release_arrival(local);
         }
     }
     for work in deferred {
@@ -281,7 +281,7 @@ fn start_multicast(pe: &Pe, info: &GroupInfo, gid: u32, mut msg: Message) {
     if info.pes[root_pos] != pe.pe {
         return pe.push_to_pe(info.pes[root_pos], msg);
     }
-    let tree = SpanningTree::new(m, pe.job.branch, root_pos);
+    let tree = SpanningTree::new(m, pe.branch(), root_pos);
     for child in tree.children(root_pos) {
         pe.push_to_pe(info.pes[child], msg.clone());
     }
@@ -326,7 +326,7 @@ pub(crate) fn on_multicast_arrival(pe: &Pe, msg: Message) -> Option<Message> {
             root - 1
         ))
     };
-    let tree = SpanningTree::new(m, pe.job.branch, root - 1);
+    let tree = SpanningTree::new(m, pe.branch(), root - 1);
     for child in tree.children(me) {
         pe.push_to_pe(info.pes[child], msg.clone());
     }

@@ -28,12 +28,13 @@
 //! # Concurrency
 //!
 //! Sends run on the sending PE's thread; they push to the receiver's
-//! lock-free inbox and wake it (see `machine::job`).
+//! lock-free inbox and wake it (see `rt::job`).
 pub mod bcast;
 pub mod group;
 pub mod pgrp;
 pub mod reduce;
 pub(crate) mod route;
+pub(crate) mod send;
 pub mod spantree;
 
 use std::sync::Arc;
@@ -47,8 +48,8 @@ use crate::rt::pe;
 /// own thread.
 #[derive(Default)]
 pub(crate) struct CollState {
-    pub groups: std::cell::RefCell<group::Groups>,
-    pub reductions: std::cell::RefCell<reduce::Reductions>,
+    groups: std::cell::RefCell<group::Groups>,
+    reductions: std::cell::RefCell<reduce::Reductions>,
 }
 
 /// Tells whether an asynchronous send has finished with its buffer

@@ -301,7 +301,7 @@ fn digest(pes: &[usize]) -> u32 {
 /// Records `pe`'s deposit for reduction `key` and completes the reduction
 /// step if every child's contribution is in.
 fn deposit(pe: &Pe, key: u32, form: Form, members: Members<'_>, finish: Finish) {
-    let k = pe.job.branch;
+    let k = pe.branch();
     let (digest, parent, children) = match members {
         Members::All => {
             let tree = SpanningTree::new(pe.job.topo.num_pes(), k, 0);

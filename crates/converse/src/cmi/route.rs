@@ -3,7 +3,7 @@
 //! Two hooks, both run on the receiving PE's thread:
 //!
 //! - [`on_arrival`]: when a PE takes a message flagged for routing from its
-//!   inbox (`machine::pe::Pe::next_pe_arrival`). Broadcast and multicast
+//!   inbox (`csd::deliver`, `Pe::next_pe_arrival`). Broadcast and multicast
 //!   copies are passed on down their tree here, before the local copy is
 //!   delivered, so a subtree is never held up by a handler that runs long
 //!   or by a PE waiting in `deliver_specific_msg`; group definitions are

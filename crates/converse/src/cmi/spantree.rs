@@ -18,7 +18,7 @@
 //!
 //! Pure functions of `(n, k, root)`; no state.
 
-use crate::rt::pe;
+use crate::rt::pe::{self, Pe};
 
 /// Branching factor of the runtime's spanning trees when the command line
 /// does not set one.
@@ -131,17 +131,26 @@ impl SpanningTree {
     }
 }
 
+impl Pe {
+    /// The job's branching factor (`++spantree-branch`, else
+    /// [`DEFAULT_BRANCH`]).
+    #[inline]
+    pub(crate) fn branch(&self) -> usize {
+        self.job.config.branch.unwrap_or(DEFAULT_BRANCH)
+    }
+}
+
 /// The job's branching factor (`++spantree-branch`, default 4).
 pub fn spanning_tree_branch() -> usize {
-    pe::with(|pe| pe.job.branch)
+    pe::with(|pe| pe.branch())
 }
 
 fn pe_tree() -> SpanningTree {
-    pe::with(|pe| SpanningTree::new(pe.job.topo.num_pes(), pe.job.branch, 0))
+    pe::with(|pe| SpanningTree::new(pe.job.topo.num_pes(), pe.branch(), 0))
 }
 
 fn node_tree() -> SpanningTree {
-    pe::with(|pe| SpanningTree::new(pe.job.topo.num_nodes(), pe.job.branch, 0))
+    pe::with(|pe| SpanningTree::new(pe.job.topo.num_nodes(), pe.branch(), 0))
 }
 
 fn checked_pe(pe: usize) -> usize {

@@ -41,7 +41,11 @@
 //! handler (a nested scheduler). It holds no borrow of PE state while a
 //! handler runs.
 pub mod cqs;
+mod deliver;
 pub(crate) mod idle;
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 
 use crate::cth::Task;
 use crate::msg::Message;
@@ -51,6 +55,95 @@ use crate::rt::pe::{self, Pe};
 /// Flags of messages that are the runtime's, not a user handler's.
 const RUNTIME_FLAGS: u32 = FLAG_SYSTEM | FLAG_REDUCE;
 pub use cqs::{BitPrio, Cqs, PrioError, PrioRef, Queueing};
+
+/// A PE's scheduler state (`Pe::sched`). Its fields are this module's
+/// (and `deliver`'s); the other subsystems of the machine go through the
+/// methods below.
+#[derive(Default)]
+pub(crate) struct SchedState {
+    /// Messages this PE sent to itself, in order.
+    self_queue: RefCell<VecDeque<Message>>,
+    /// Arrived messages set aside (by `deliver_specific_msg`, or unpacked
+    /// from a bundle); they run before anything else.
+    stash: RefCell<VecDeque<Message>>,
+    /// Arrived messages that routing held back and has since released (a
+    /// multicast that came before its group's definition); taken before the
+    /// inbox, so they keep their place among arrivals.
+    ready: RefCell<VecDeque<Message>>,
+    /// The PE's scheduler queue (`CsdEnqueue*`): messages and awakened
+    /// threads.
+    queue: RefCell<Cqs<Task>>,
+    /// Handlers (and runtime deliveries) running on this PE, nested ones
+    /// included.
+    handler_depth: Cell<u32>,
+    /// Bumped by `exit_scheduler` while a scheduler runs; every scheduler
+    /// call running then (each compares with its value at entry) stops once
+    /// control is back in it, as in Converse.
+    stop_gen: Cell<u64>,
+    /// Scheduler calls running on this PE (nested ones included).
+    sched_depth: Cell<u32>,
+    /// `exit_scheduler` was called while no scheduler ran: the next one
+    /// started returns at once.
+    stop_pending: Cell<bool>,
+}
+
+impl Pe {
+    /// Handlers running on this PE (nested ones included).
+    #[inline]
+    pub(crate) fn handler_depth(&self) -> u32 {
+        self.sched.handler_depth.get()
+    }
+
+    /// Scheduler calls running on this PE (nested ones included).
+    #[inline]
+    pub(crate) fn sched_depth(&self) -> u32 {
+        self.sched.sched_depth.get()
+    }
+
+    /// Sets both depths: a user-level thread carries its own handler and
+    /// scheduler nesting, which `cth` puts in place as it switches.
+    #[inline]
+    pub(crate) fn set_depths(&self, handler: u32, sched: u32) {
+        self.sched.handler_depth.set(handler);
+        self.sched.sched_depth.set(sched);
+    }
+
+    /// How many times `exit_scheduler` stopped running schedulers.
+    #[inline]
+    pub(crate) fn stop_gen(&self) -> u64 {
+        self.sched.stop_gen.get()
+    }
+
+    /// Appends `msg` to this PE's self-send queue.
+    #[inline]
+    pub(crate) fn push_self(&self, msg: Message) {
+        self.sched.self_queue.borrow_mut().push_back(msg);
+    }
+
+    /// Hands back an arrived message that routing held back: it is taken
+    /// before the inbox.
+    pub(crate) fn release_arrival(&self, msg: Message) {
+        self.sched.ready.borrow_mut().push_back(msg);
+    }
+
+    /// Puts `task` in this PE's scheduler queue, counted as created for
+    /// quiescence detection by the caller.
+    pub(crate) fn enqueue_task(&self, task: Task, queueing: Queueing) {
+        self.sched.queue.borrow_mut().enqueue(task, queueing);
+    }
+
+    /// The PE's scheduler queue, borrowed mutably (for `cth`'s direct
+    /// switch, which swaps its front). The caller runs no handler while it
+    /// holds it.
+    pub(crate) fn queue_mut(&self) -> std::cell::RefMut<'_, Cqs<Task>> {
+        self.sched.queue.borrow_mut()
+    }
+
+    /// Messages waiting in the PE's queue and its self-send queue.
+    pub(crate) fn sched_backlog(&self) -> usize {
+        self.sched.queue.borrow().len() + self.sched.self_queue.borrow().len()
+    }
+}
 
 /// How many messages a scheduler call may deliver, and whether it waits.
 #[derive(Clone, Copy)]
@@ -77,15 +170,15 @@ fn run(pe: &Pe, budget: Budget<'_>) -> usize {
         Budget::Until(done) => Some(done),
         _ => None,
     };
-    if until.is_none() && pe.stop_pending.replace(false) {
+    if until.is_none() && pe.sched.stop_pending.replace(false) {
         return 0;
     }
     let _running = until.is_none().then(|| Running::enter(pe));
     // Threads resumed by this loop may switch among themselves directly,
     // unless deliveries are being counted.
     let direct = !matches!(budget, Budget::Count(_));
-    let _direct = AllowDirect(pe, pe.cth.sched_allows_direct.replace(direct));
-    let entry_gen = pe.stop_gen.get();
+    let _direct = AllowDirect(pe, pe.replace_direct_yields(direct));
+    let entry_gen = pe.sched.stop_gen.get();
     let mut delivered = 0;
     loop {
         match until {
@@ -95,7 +188,7 @@ fn run(pe: &Pe, budget: Budget<'_>) -> usize {
                 }
             }
             None => {
-                if pe.stop_gen.get() != entry_gen || pe.leave_if_exiting() {
+                if pe.sched.stop_gen.get() != entry_gen || pe.leave_if_exiting() {
                     return delivered;
                 }
             }
@@ -107,7 +200,7 @@ fn run(pe: &Pe, budget: Budget<'_>) -> usize {
         }
         match pe.next_task() {
             Some(task) => {
-                if pe.ccd.idle.get() {
+                if pe.is_idle() {
                     crate::ccd::end_idle(pe);
                 }
                 delivered += usize::from(match task {
@@ -117,26 +210,26 @@ fn run(pe: &Pe, budget: Budget<'_>) -> usize {
                         true
                     }
                 });
-                if pe.ccd.armed.get() {
+                if pe.ccd_armed() {
                     crate::ccd::tick(pe);
                 }
             }
             None => match budget {
                 Budget::Poll => {
-                    if pe.ccd.armed.get() && crate::ccd::poll(pe, std::time::Instant::now()) {
+                    if pe.ccd_armed() && crate::ccd::poll(pe, std::time::Instant::now()) {
                         // Timers or periodic callbacks ran: they may have
                         // made work.
                         continue;
                     }
                     // Nothing to do: outside any handler this counts as an
                     // idle moment for quiescence detection.
-                    if pe.qd_due.get() && pe.handler_depth.get() == 0 {
+                    if pe.qd_due() && pe.sched.handler_depth.get() == 0 {
                         crate::ccd::quiescence::on_idle(pe, false);
                     }
                     return delivered;
                 }
                 Budget::Forever | Budget::Count(_) | Budget::Until(_) => {
-                    if !pe.ccd.idle.get() {
+                    if !pe.is_idle() {
                         // Idle edge callbacks may make work: look again
                         // before waiting.
                         crate::ccd::begin_idle(pe);
@@ -144,10 +237,9 @@ fn run(pe: &Pe, budget: Budget<'_>) -> usize {
                     }
                     // Once per wait: still-idle callbacks may make work or
                     // stop the scheduler, so look again after they ran.
-                    if !pe.ccd.still_idle_raised.replace(true) && crate::ccd::still_idle(pe) {
+                    if crate::ccd::still_idle(pe) {
                         continue;
                     }
-                    pe.ccd.still_idle_raised.set(false);
                     pe.idle_wait();
                 }
             },
@@ -166,7 +258,7 @@ struct AllowDirect<'a>(&'a Pe, bool);
 
 impl Drop for AllowDirect<'_> {
     fn drop(&mut self) {
-        self.0.cth.sched_allows_direct.set(self.1);
+        self.0.replace_direct_yields(self.1);
     }
 }
 
@@ -176,14 +268,17 @@ struct Running<'a>(&'a Pe);
 
 impl<'a> Running<'a> {
     fn enter(pe: &'a Pe) -> Running<'a> {
-        pe.sched_depth.set(pe.sched_depth.get() + 1);
+        pe.sched.sched_depth.set(pe.sched.sched_depth.get() + 1);
         Running(pe)
     }
 }
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        self.0.sched_depth.set(self.0.sched_depth.get() - 1);
+        self.0
+            .sched
+            .sched_depth
+            .set(self.0.sched.sched_depth.get() - 1);
     }
 }
 
@@ -233,10 +328,10 @@ pub fn scheduler(n: i32) -> usize {
 #[doc(alias = "CsdExitScheduler")]
 pub fn exit_scheduler() {
     pe::with(|pe| {
-        if pe.sched_depth.get() > 0 {
-            pe.stop_gen.set(pe.stop_gen.get() + 1);
+        if pe.sched.sched_depth.get() > 0 {
+            pe.sched.stop_gen.set(pe.sched.stop_gen.get() + 1);
         } else {
-            pe.stop_pending.set(true);
+            pe.sched.stop_pending.set(true);
         }
     });
 }
@@ -285,7 +380,7 @@ pub fn deliver_specific_msg(handler: usize) {
         // Messages sent to this PE only: node messages are left to whichever
         // PE of the node schedules next.
         match pe.next_pe_arrival() {
-            Some(msg) => pe.stash.borrow_mut().push_back(msg),
+            Some(msg) => pe.sched.stash.borrow_mut().push_back(msg),
             None => pe.idle_wait_for_pe_message(),
         }
     }
@@ -295,7 +390,7 @@ pub fn deliver_specific_msg(handler: usize) {
 /// position `scanned`, expanding bundles in place; advances `scanned` past
 /// what did not match.
 fn take_from_stash(pe: &Pe, handler: usize, scanned: &mut usize) -> Option<Message> {
-    let mut stash = pe.stash.borrow_mut();
+    let mut stash = pe.sched.stash.borrow_mut();
     while *scanned < stash.len() {
         let i = *scanned;
         if stash[i].header().flags & FLAG_BUNDLE != 0 {
@@ -322,7 +417,10 @@ fn take_from_stash(pe: &Pe, handler: usize, scanned: &mut usize) -> Option<Messa
 pub fn enqueue_general(msg: Message, queueing: Queueing) {
     pe::with(|pe| {
         pe.count_created(1);
-        pe.queue.borrow_mut().enqueue(Task::Message(msg), queueing)
+        pe.sched
+            .queue
+            .borrow_mut()
+            .enqueue(Task::Message(msg), queueing)
     });
 }
 
@@ -337,7 +435,7 @@ pub fn enqueue(msg: Message) {
 pub fn enqueue_fifo(msg: Message) {
     pe::with(|pe| {
         pe.count_created(1);
-        pe.queue.borrow_mut().enqueue_fifo(Task::Message(msg))
+        pe.sched.queue.borrow_mut().enqueue_fifo(Task::Message(msg))
     });
 }
 
@@ -346,7 +444,7 @@ pub fn enqueue_fifo(msg: Message) {
 pub fn enqueue_lifo(msg: Message) {
     pe::with(|pe| {
         pe.count_created(1);
-        pe.queue.borrow_mut().enqueue_lifo(Task::Message(msg))
+        pe.sched.queue.borrow_mut().enqueue_lifo(Task::Message(msg))
     });
 }
 
@@ -389,7 +487,7 @@ pub fn node_enqueue_lifo(msg: Message) {
 /// True when the calling PE's scheduler queue is empty (`CsdEmpty`).
 #[doc(alias = "CsdEmpty")]
 pub fn is_empty() -> bool {
-    pe::with(|pe| pe.queue.borrow().is_empty())
+    pe::with(|pe| pe.sched.queue.borrow().is_empty())
 }
 
 /// The number of entries in the calling PE's scheduler queue (`CsdLength`):
@@ -403,7 +501,7 @@ pub fn is_empty() -> bool {
 /// PE's backlog of local work.
 #[doc(alias = "CsdLength")]
 pub fn length() -> usize {
-    pe::with(|pe| pe.queue.borrow().len())
+    pe::with(|pe| pe.sched.queue.borrow().len())
 }
 
 /// True when the calling PE's node queue is empty (`CsdNodeEmpty`).

@@ -196,6 +196,21 @@ impl LiveThreads {
     }
 }
 
+impl Pe {
+    /// Marks the PE as running its start function in normal mode, where
+    /// threads may not block (see [`check_can_block`]).
+    pub(crate) fn set_in_start(&self, in_start: bool) {
+        self.cth.in_start.set(in_start);
+    }
+
+    /// Whether the scheduler loop running now lets threads yield directly to
+    /// each other; sets it to `allows` and returns what it was (a
+    /// scheduler call puts it back when it ends).
+    pub(crate) fn replace_direct_yields(&self, allows: bool) -> bool {
+        self.cth.sched_allows_direct.replace(allows)
+    }
+}
+
 /// A PE's thread state (a field of `Pe`).
 pub(crate) struct CthState {
     /// The thread whose code runs now.
@@ -204,16 +219,16 @@ pub(crate) struct CthState {
     main: Thread,
     /// Stand-in threads not in use.
     standins: RefCell<Vec<Thread>>,
-    pub(crate) stacks: RefCell<stack::StackPool>,
+    stacks: RefCell<stack::StackPool>,
     next_id: Cell<u64>,
     /// The PE's handler depth when the running thread was last resumed: a
     /// deeper one means a handler runs on top of the thread.
     block_base: Cell<u32>,
     /// The PE runs its start function in normal mode (no blocking).
-    pub(crate) in_start: Cell<bool>,
+    in_start: Cell<bool>,
     /// The scheduler loop running now lets threads yield directly to each
     /// other (it does not count deliveries).
-    pub(crate) sched_allows_direct: Cell<bool>,
+    sched_allows_direct: Cell<bool>,
     /// The running thread was resumed by such a scheduler, so a yield may
     /// switch directly (see `direct_yield`).
     direct_ok: Cell<bool>,
@@ -383,7 +398,7 @@ impl Thread {
     fn create_impl(body: impl FnOnce() + 'static, stack_size: usize, migratable: bool) -> Thread {
         let pe = pe::current();
         let size = if stack_size == 0 {
-            pe.job.stack_size
+            pe.job.config.stack_size.unwrap_or(DEFAULT_STACK_SIZE)
         } else {
             stack_size.max(crate::proc::args::MIN_STACK)
         };
@@ -484,9 +499,7 @@ impl Thread {
         }
         pe::with(|pe| {
             pe.count_created(1);
-            pe.queue
-                .borrow_mut()
-                .enqueue(Task::Thread(self.clone()), queueing);
+            pe.enqueue_task(Task::Thread(self.clone()), queueing);
         });
     }
 
@@ -664,7 +677,7 @@ fn direct_yield(pe: &Pe, me: &Thread) -> bool {
         || !pe.cth.direct_ok.get()
         || me.0.strategy.borrow().is_some()
         || me.0.queued.get()
-        || pe.stop_gen.get() != pe.cth.direct_gen.get()
+        || pe.stop_gen() != pe.cth.direct_gen.get()
         || pe.job.is_exiting()
         || pe.has_arrivals()
     {
@@ -672,7 +685,7 @@ fn direct_yield(pe: &Pe, me: &Thread) -> bool {
     }
     // Timers and periodic callbacks run from the scheduler, never in the
     // middle of a switch: if a poll is due, take the slow path.
-    if pe.ccd.armed.get() && crate::ccd::poll_due(pe) {
+    if pe.ccd_armed() && crate::ccd::poll_due(pe) {
         return false;
     }
     let streak = pe.cth.direct_streak.get();
@@ -681,7 +694,7 @@ fn direct_yield(pe: &Pe, me: &Thread) -> bool {
         return false;
     }
     let next = {
-        let mut queue = pe.queue.borrow_mut();
+        let mut queue = pe.queue_mut();
         if queue.is_empty() {
             // Nothing else to run: the scheduler would resume us at once.
             None
@@ -725,7 +738,7 @@ pub fn yield_prio(queueing: Queueing) {
 pub fn check_can_block(what: &str) {
     pe::with(|pe| {
         let me = pe.cth.current();
-        let in_handler = pe.handler_depth.get() > pe.cth.block_base.get();
+        let in_handler = pe.handler_depth() > pe.cth.block_base.get();
         let in_start = me == pe.cth.main && pe.cth.in_start.get();
         if in_handler || in_start {
             let place = if in_handler {
@@ -815,7 +828,7 @@ pub(crate) fn run_token(pe: &Pe, t: Thread) {
         DirectState {
             ok: pe.cth.sched_allows_direct.get(),
             streak: 0,
-            stop_gen: pe.stop_gen.get(),
+            stop_gen: pe.stop_gen(),
         }
         .apply(pe);
         run(pe, t);
@@ -903,8 +916,8 @@ struct Depths {
 impl Depths {
     fn of(pe: &Pe) -> Depths {
         Depths {
-            handler: pe.handler_depth.get(),
-            sched: pe.sched_depth.get(),
+            handler: pe.handler_depth(),
+            sched: pe.sched_depth(),
             allows_direct: pe.cth.sched_allows_direct.get(),
         }
     }
@@ -923,8 +936,7 @@ impl Depths {
     }
 
     fn apply(self, pe: &Pe) {
-        pe.handler_depth.set(self.handler);
-        pe.sched_depth.set(self.sched);
+        pe.set_depths(self.handler, self.sched);
         pe.cth.sched_allows_direct.set(self.allows_direct);
     }
 }

@@ -23,7 +23,7 @@
 //! same code registered on every PE yields the same identity) and its type
 //! name for messages. `HandlerTable::registered_idents` lists them in
 //! registration order; the job compares these lists between PEs (see
-//! `machine::job`).
+//! `rt::job`).
 //!
 //! # Concurrency
 //!

@@ -1,4 +1,5 @@
-//! Runtime flags: parsing `+p N` and `++ppn M` out of the command line.
+//! Runtime flags: parsing `+p N`, `++ppn M` and the others out of the command
+//! line into the job's one [`Config`].
 //!
 //! Converse flags start with `+` (`+x`, `++x`). The runtime removes every flag
 //! it knows before the program sees its arguments; a `+`-word it does not know
@@ -8,9 +9,11 @@
 //! Pure functions; no shared state.
 use std::fmt;
 
-/// The layout of a job as the runtime flags ask for it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Flags {
+/// The job's configuration as the runtime flags give it: one value read by
+/// every subsystem (`Job::config`), each field `None` where the command line
+/// is silent (the subsystem that reads it owns the default).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Config {
     /// `+p N`: total number of PEs, if given.
     pub pes: Option<usize>,
     /// `++ppn M`: PEs per (logical) node, if given.
@@ -24,6 +27,9 @@ pub struct Flags {
     /// `++server` and its options: the job runs a CCS server.
     pub server: Option<ServerFlags>,
 }
+
+/// The former name of [`Config`].
+pub type Flags = Config;
 
 /// The CCS server's flags. Any of them asks for a server.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -128,8 +134,8 @@ fn positive(flag: &str, value: &str) -> Result<usize, ArgError> {
 /// Splits `args` (program name first, as `std::env::args()` gives them) into
 /// the runtime flags and the program's own arguments (program name kept
 /// first).
-pub fn parse(args: &[String]) -> Result<(Flags, Vec<String>), ArgError> {
-    let mut flags = Flags {
+pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
+    let mut flags = Config {
         pes: None,
         ppn: None,
         branch: None,
@@ -344,7 +350,7 @@ mod tests {
         let (f, rest) = parse(&words("prog +p 4 a ++ppn 2 b")).unwrap();
         assert_eq!(
             f,
-            Flags {
+            Config {
                 pes: Some(4),
                 ppn: Some(2),
                 branch: None,
@@ -356,7 +362,7 @@ mod tests {
         let (f, rest) = parse(&words("prog +p8 ++ppn4 x")).unwrap();
         assert_eq!(
             f,
-            Flags {
+            Config {
                 pes: Some(8),
                 ppn: Some(4),
                 branch: None,
@@ -440,7 +446,7 @@ mod tests {
         let (f, rest) = parse(&words("prog 12 -v")).unwrap();
         assert_eq!(
             f,
-            Flags {
+            Config {
                 pes: None,
                 ppn: None,
                 branch: None,

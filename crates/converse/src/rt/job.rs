@@ -29,7 +29,7 @@
 //! (or idle wait, or barrier) and leaves. `done_pes` counts PEs whose start
 //! function returned; an `init_returns` main thread waits on it to finish.
 use crate::sync::lock;
-use std::any::Any;
+use std::any::{Any, TypeId};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Instant;
@@ -41,6 +41,7 @@ use crate::csd::cqs::Cqs;
 use crate::csd::idle::IdleState;
 use crate::msg::handler::{HandlerIdent, registered_index};
 use crate::msg::message::Message;
+use crate::proc::args::Config;
 use crate::proc::topology::Topology;
 use crate::sync::inbox::Inbox;
 
@@ -88,16 +89,16 @@ pub(crate) struct Job {
     pub net: Option<Arc<crate::rt::network::Network>>,
     /// The program's arguments, runtime flags removed, program name first.
     pub args: Vec<String>,
-    /// CCS handler names, and the server if this process runs it.
-    pub ccs: crate::ccs::CcsState,
     /// When the job started; `timer()` counts from here.
     pub start: Instant,
     /// More PEs than cores: idle PEs should not spin.
     pub oversubscribed: bool,
-    /// Branching factor of the spanning trees (`++spantree-branch`).
-    pub branch: usize,
-    /// Default stack size of user-level threads, in bytes (`+stacksize`).
-    pub stack_size: usize,
+    /// The runtime flags; each subsystem reads its own and owns its
+    /// defaults.
+    pub config: Config,
+    /// The subsystems' job-wide state, one value per type (see
+    /// [`Job::subsystem`]).
+    subsystems: Mutex<Vec<(TypeId, Arc<dyn Any + Send + Sync>)>>,
     exiting: AtomicBool,
     exit_code: Mutex<Option<i32>>,
     /// PEs whose start function (and, in normal mode, scheduler) has
@@ -148,17 +149,36 @@ impl Job {
                 })
                 .collect(),
             args,
-            ccs: Default::default(),
             start: Instant::now(),
             oversubscribed: local_pes > cores,
-            branch: crate::cmi::spantree::DEFAULT_BRANCH,
-            stack_size: crate::cth::DEFAULT_STACK_SIZE,
+            config: Config::default(),
+            subsystems: Mutex::new(Vec::new()),
             exiting: AtomicBool::new(false),
             exit_code: Mutex::new(None),
             done_pes: AtomicUsize::new(0),
             panic: Mutex::new(None),
             handler_canon: Mutex::new(Vec::new()),
         }
+    }
+
+    /// The job-wide state of a subsystem above this floor (CCS's handler
+    /// names and server, say), made with `T::default()` on first use. The
+    /// job holds it without naming its type, so the subsystem owns it; a
+    /// few types per job, so a list is the fastest map.
+    pub fn subsystem<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        let mut slots = lock(&self.subsystems);
+        let id = TypeId::of::<T>();
+        let slot = match slots.iter().find(|(t, _)| *t == id) {
+            Some((_, value)) => value.clone(),
+            None => {
+                let value: Arc<dyn Any + Send + Sync> = Arc::new(T::default());
+                slots.push((id, value.clone()));
+                value
+            }
+        };
+        drop(slots);
+        slot.downcast::<T>()
+            .unwrap_or_else(|_| unreachable!("the slot of a type holds that type"))
     }
 
     /// What other threads may touch of PE `pe`, which must be in this

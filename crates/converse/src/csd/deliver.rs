@@ -1,0 +1,300 @@
+//! Where a PE's work comes from and how it runs: the order in which arrived
+//! messages are taken (the scheduler's pass order, see `csd`), the idle wait
+//! when there are none, and delivery (a handler call, a bundle unpacked, a
+//! runtime message to its subsystem's handler).
+//!
+//! # Invariants
+//!
+//! - Only the PE's own thread pops its inbox (the queue's single consumer).
+//! - Whatever looks for work first writes what this PE posted to other
+//!   processes (`flush_posted`), so a PE that waits for an answer never
+//!   holds back its own request.
+//! - Collective routing happens as a message is taken from the inbox (not
+//!   when it is delivered), so a PE waiting in `deliver_specific_msg` still
+//!   passes broadcasts on.
+//! - `handler_depth` counts deliveries running (nested ones included),
+//!   unwinding included; no `RefCell` borrow is held while a handler runs.
+//!
+//! # Concurrency
+//!
+//! Runs on the PE's own thread; other threads only push to its inboxes and
+//! wake it (see `rt::job`, `csd::idle`).
+use crate::cth::Task;
+use crate::msg::message::{
+    ARRIVAL_FLAGS, FLAG_BUNDLE, FLAG_NO_QD, Message, SPECIAL_DELIVERY_FLAGS,
+};
+use crate::rt::pe::Pe;
+
+impl Pe {
+    /// The next arrived message (stash, then inbox, then self-sends, then the
+    /// node inbox), without looking at the scheduler queues.
+    pub fn next_arrived(&self) -> Option<Message> {
+        if let Some(m) = self.sched.stash.borrow_mut().pop_front() {
+            return Some(m);
+        }
+        self.next_fresh_arrival()
+    }
+
+    /// The next arrived message that is not set aside: inbox, then
+    /// self-sends, then the node inbox.
+    pub fn next_fresh_arrival(&self) -> Option<Message> {
+        self.next_pe_arrival().or_else(|| {
+            // `is_empty` reads two indices; `pop` on an empty queue does more.
+            let inbox = &self.job.node(self.node).inbox;
+            let mut m = if inbox.is_empty() { None } else { inbox.pop() }?;
+            if m.take_net_mark() {
+                self.job.remote().consumed(m.len());
+            }
+            Some(m)
+        })
+    }
+
+    /// The next message sent to this PE (not to its node): inbox, then
+    /// self-sends.
+    pub fn next_pe_arrival(&self) -> Option<Message> {
+        // Whatever looks for work first writes what this PE posted to other
+        // processes (every delivery path comes through here).
+        self.flush_posted();
+        if let Some(m) = self.sched.ready.borrow_mut().pop_front() {
+            return Some(m);
+        }
+        // SAFETY: `Pe` lives on its PE's thread only (it is `!Send`), and only
+        // a PE pops its own inbox: this is the queue's single consumer.
+        while let Some(mut m) = unsafe { self.job.pe(self.pe).inbox.pop() } {
+            if m.take_net_mark() {
+                self.job.remote().consumed(m.len());
+            }
+            if m.header().flags & ARRIVAL_FLAGS == 0 {
+                return Some(m);
+            }
+            // Collective routing happens as a message is taken from the
+            // inbox, not when it is delivered, so that a PE waiting in
+            // `deliver_specific_msg` still passes broadcasts on.
+            if let Some(m) = self.dispatch.arrived(self, m) {
+                return Some(m);
+            }
+            if let Some(m) = self.sched.ready.borrow_mut().pop_front() {
+                return Some(m);
+            }
+        }
+        self.sched.self_queue.borrow_mut().pop_front()
+    }
+
+    /// The next message by the scheduler's pass order: arrived messages first,
+    /// then whichever of the node queue and the PE queue has the more urgent
+    /// front (the PE queue on ties).
+    pub fn next_task(&self) -> Option<Task> {
+        if let Some(m) = self.next_arrived() {
+            return Some(Task::Message(m));
+        }
+        let node = &self.job.node(self.node);
+        if node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            let mut nq = crate::sync::lock(&node.queue);
+            let take_node = match (
+                nq.front_priority(),
+                self.sched.queue.borrow().front_priority(),
+            ) {
+                (Some(n), Some(l)) => n < l,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if take_node {
+                let m = nq.dequeue();
+                node.queue_len
+                    .store(nq.len(), std::sync::atomic::Ordering::Release);
+                return m.map(Task::Message);
+            }
+        }
+        let mut queue = self.sched.queue.borrow_mut();
+        if queue.is_empty() {
+            return None;
+        }
+        queue.dequeue()
+    }
+
+    /// True if an arrived message waits (stash, released, inbox, self-sends,
+    /// node inbox or node queue): what the scheduler takes before its own
+    /// queue.
+    pub fn has_arrivals(&self) -> bool {
+        let node = &self.job.node(self.node);
+        !self.sched.stash.borrow().is_empty()
+            || !self.sched.ready.borrow().is_empty()
+            || !self.sched.self_queue.borrow().is_empty()
+            // SAFETY: as in `next_fresh_arrival`: the owning PE's thread is
+            // the inbox's single consumer.
+            || !(unsafe { self.job.pe(self.pe).inbox.is_empty() })
+            || !node.inbox.is_empty()
+            || node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0
+    }
+
+    /// True if another thread has made work visible to this PE (what an idle
+    /// PE polls for), or the job is ending.
+    pub fn has_incoming(&self) -> bool {
+        let node = &self.job.node(self.node);
+        // SAFETY: as in `next_fresh_arrival`: the owning PE's thread is the
+        // inbox's single consumer.
+        !(unsafe { self.job.pe(self.pe).inbox.is_empty() })
+            || !node.inbox.is_empty()
+            || node.queue_len.load(std::sync::atomic::Ordering::Relaxed) > 0
+            || self.job.is_exiting()
+    }
+
+    /// Waits, spinning then parking, until a message is sent to this PE (not
+    /// its node) or the job ends.
+    pub fn idle_wait_for_pe_message(&self) {
+        let has = || {
+            self.poll_network();
+            // SAFETY: the owning PE's thread is the inbox's single consumer.
+            !unsafe { self.job.pe(self.pe).inbox.is_empty() } || self.job.is_exiting()
+        };
+        self.job.pe(self.pe).idle.wait_then(
+            has,
+            None,
+            self.job.oversubscribed,
+            crate::csd::idle::Sleep::OwnOnly,
+            || self.parking(),
+        );
+    }
+
+    /// Waits, spinning then parking, until another thread gives this PE
+    /// work, or its next timer or periodic condition is due. May return
+    /// early; the caller polls again.
+    pub fn idle_wait(&self) {
+        if self.qd_due()
+            && self.sched.handler_depth.get() == 0
+            && crate::ccd::quiescence::on_idle(self, true)
+        {
+            return;
+        }
+        // With a reduction in progress, an idle PE wakes after a while to
+        // check that the job is not stuck (see `cmi::reduce`).
+        let stall_timeout = crate::cmi::reduce::stall_timeout(self);
+        let needs_clock = crate::ccd::needs_deadline(self);
+        if stall_timeout.is_none() && !needs_clock {
+            self.job.pe(self.pe).idle.wait_then(
+                || self.poll_network() || self.has_incoming(),
+                None,
+                self.job.oversubscribed,
+                crate::csd::idle::Sleep::Any,
+                || self.parking(),
+            );
+            return;
+        }
+        let now = std::time::Instant::now();
+        if needs_clock && crate::ccd::poll(self, now) {
+            // Callbacks ran and may have made work: look again first.
+            return;
+        }
+        let ccd_deadline = crate::ccd::next_deadline(self, now);
+        let stall_deadline = stall_timeout.map(|t| crate::ccd::idle_since(self, now) + t);
+        let deadline = match (ccd_deadline, stall_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let timed_out = self.job.pe(self.pe).idle.wait_then(
+            || self.poll_network() || self.has_incoming(),
+            deadline.map(|d| d.saturating_duration_since(now)),
+            self.job.oversubscribed,
+            crate::csd::idle::Sleep::Any,
+            || self.parking(),
+        );
+        if timed_out
+            && !self.has_incoming()
+            && stall_deadline.is_some_and(|d| std::time::Instant::now() >= d)
+        {
+            crate::cmi::reduce::check_for_stall(self);
+        }
+    }
+
+    /// Counts a handler (or a callback run like one) as running on this PE
+    /// while the returned guard lives.
+    pub fn enter_handler(&self) -> HandlerRunning<'_> {
+        HandlerRunning::enter(self)
+    }
+
+    /// Runs the handler of `msg`, which it then owns, and returns true.
+    /// Bundles are unpacked into the stash instead (their sub-messages run
+    /// next, in order, each counted when it runs) and return false. An
+    /// unknown handler index aborts the job.
+    pub fn deliver(&self, msg: Message) -> bool {
+        let _running = HandlerRunning::enter(self);
+        let flags = msg.header().flags;
+        if flags & SPECIAL_DELIVERY_FLAGS != 0 {
+            return self.deliver_special(msg, flags);
+        }
+        self.count_processed(1);
+        self.run_handler(msg)
+    }
+
+    /// Delivery of bundles and runtime messages.
+    #[cold]
+    fn deliver_special(&self, msg: Message, flags: u32) -> bool {
+        if flags & FLAG_BUNDLE != 0 {
+            self.unpack_bundle(msg);
+            return false;
+        }
+        if flags & FLAG_NO_QD == 0 {
+            self.count_processed(1);
+        }
+        if flags & (crate::msg::message::FLAG_SYSTEM | crate::msg::message::FLAG_REDUCE) != 0 {
+            self.dispatch.deliver(self, msg);
+            return true;
+        }
+        self.run_handler(msg)
+    }
+
+    /// Runs the user handler `msg` names; aborts if there is none.
+    fn run_handler(&self, msg: Message) -> bool {
+        let index = msg.handler();
+        let handler = self.handlers.borrow().get(index).cloned();
+        match handler {
+            Some(f) => {
+                f(msg);
+                true
+            }
+            None => crate::proc::exit::abort(&format!(
+                "message for unknown handler {index} (sent by PE {}); register it on every PE before messages for it arrive",
+                msg.src_pe()
+            )),
+        }
+    }
+
+    fn unpack_bundle(&self, msg: Message) {
+        let subs = self.unbundle_or_abort(msg);
+        let mut stash = self.sched.stash.borrow_mut();
+        for (i, sub) in subs.into_iter().enumerate() {
+            stash.insert(i, sub);
+        }
+    }
+
+    /// The sub-messages of a multiple-send bundle; aborts if its bytes do not
+    /// parse.
+    pub fn unbundle_or_abort(&self, bundle: Message) -> Vec<Message> {
+        let src = bundle.src_pe();
+        bundle.unbundle().unwrap_or_else(|e| {
+            crate::proc::exit::abort(&format!(
+                "malformed multiple-send bundle from PE {src}: {e}"
+            ))
+        })
+    }
+}
+
+/// Counts a delivery in progress on a PE while it lives (unwinding
+/// included).
+pub(crate) struct HandlerRunning<'a>(&'a Pe);
+
+impl<'a> HandlerRunning<'a> {
+    fn enter(pe: &'a Pe) -> HandlerRunning<'a> {
+        pe.sched.handler_depth.set(pe.sched.handler_depth.get() + 1);
+        HandlerRunning(pe)
+    }
+}
+
+impl Drop for HandlerRunning<'_> {
+    fn drop(&mut self) {
+        self.0
+            .sched
+            .handler_depth
+            .set(self.0.sched.handler_depth.get() - 1);
+    }
+}
