@@ -910,6 +910,7 @@ fn child_entry() {
 // ---------------------------------------------------------------------------
 
 #[test]
+#[cfg(feature = "ccs")]
 fn an_abort_tells_ccs_killport_callers() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();

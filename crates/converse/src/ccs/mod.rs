@@ -34,9 +34,16 @@
 //! lives on its PE's thread only (a thread-local set for the duration of
 //! the handler). Replies reach the server through its queue and waker
 //! (`server::ServerHandle`), from any thread.
+#[cfg(feature = "ccs")]
 mod auth;
 pub mod merge;
 pub(crate) mod perf;
+// The server: real with the `ccs` feature (on by default), else a module
+// whose handle cannot exist and whose `start` says why.
+#[cfg(feature = "ccs")]
+pub(crate) mod server;
+#[cfg(not(feature = "ccs"))]
+#[path = "no_server.rs"]
 pub(crate) mod server;
 
 use crate::sync::lock;
@@ -165,14 +172,15 @@ pub fn set_merge_fn(name: &str, merge: MergeFn) {
 /// The address the job's CCS server listens on (`++server`), on PEs of
 /// the process that runs it; `None` elsewhere or without a server.
 pub fn server_address() -> Option<std::net::SocketAddr> {
-    pe::with(|pe| crate::ccs::state(&pe.job).server.get().map(|s| s.addr))
+    pe::with(|pe| crate::ccs::state(&pe.job).server.get().map(|s| s.addr()))
 }
 
-/// True: this build has CCS (`CcsEnabled`). It does not say whether the
-/// job runs a server (`++server`).
+/// True if this build has CCS's server (the `ccs` feature, on by default;
+/// `CcsEnabled`). It does not say whether the job runs a server
+/// (`++server`).
 #[doc(alias = "CcsEnabled")]
 pub fn enabled() -> bool {
-    true
+    cfg!(feature = "ccs")
 }
 
 /// True while a handler runs for a CCS request (`CcsIsRemoteRequest`),
@@ -320,6 +328,7 @@ pub(crate) fn on_message(pe: &Pe, kind: Kind, msg: Message) {
 /// The words of a request: token, caller address, caller port, name
 /// length; then the list position of its first destination PE, the
 /// destination count and PEs; then the name and the data.
+#[cfg(feature = "ccs")]
 fn request_words(token: u64, caller: ([u8; 4], u16), name: &str) -> [u64; 4] {
     [
         token,
@@ -349,6 +358,7 @@ fn request_message(
 /// `targets`: the request itself to the first target when `direct` (it
 /// lives in the server's process), else a dispatch to PE 0, which sends
 /// the request on.
+#[cfg(feature = "ccs")]
 pub(crate) fn server_message(
     direct: bool,
     token: u64,

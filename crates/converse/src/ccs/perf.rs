@@ -20,6 +20,7 @@
 //! thread. The collector is owned by the server thread; samples reach it
 //! through the server's event queue.
 use std::cell::Cell;
+#[cfg(feature = "ccs")]
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -158,10 +159,12 @@ fn sample(pe: &Pe) {
 
 /// Rounds kept while incomplete (a PE that stopped sampling, say because
 /// the job is ending, leaves its rounds incomplete).
+#[cfg(feature = "ccs")]
 const MAX_OPEN_ROUNDS: usize = 8;
 
 /// The server's side: samples by round, and the requests waiting for the
 /// next full one. `W` names a waiting request.
+#[cfg(feature = "ccs")]
 pub(crate) struct Collector<W> {
     pes: usize,
     started: bool,
@@ -172,6 +175,7 @@ pub(crate) struct Collector<W> {
     waiters: Vec<(W, u64)>,
 }
 
+#[cfg(feature = "ccs")]
 impl<W> Collector<W> {
     pub fn new(pes: usize) -> Collector<W> {
         Collector {
@@ -227,7 +231,7 @@ impl<W> Collector<W> {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "ccs"))]
 mod tests {
     use super::*;
 

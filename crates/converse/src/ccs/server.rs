@@ -149,10 +149,15 @@ pub(crate) struct ServerHandle {
     stop: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Where it listens.
-    pub addr: SocketAddr,
+    addr: SocketAddr,
 }
 
 impl ServerHandle {
+    /// Where it listens.
+    pub(crate) fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
     /// Queues a PE's reply (from any thread).
     pub(crate) fn push_reply(&self, ticket: Ticket, reply: Reply) {
         self.push(Event::Reply(ticket, reply));

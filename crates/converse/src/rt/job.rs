@@ -45,6 +45,35 @@ use crate::proc::args::Config;
 use crate::proc::topology::Topology;
 use crate::sync::inbox::Inbox;
 
+/// The process layer delivers what other processes send through this.
+impl crate::rt::network::Receiver for Job {
+    fn to_pe(&self, pe: usize, msg: Message) -> Result<(), Message> {
+        match self.local_pe(pe) {
+            Some(target) => {
+                target.inbox.push(msg);
+                target.idle.wake();
+                Ok(())
+            }
+            None => Err(msg),
+        }
+    }
+
+    fn to_node(&self, node: usize, msg: Message) -> Result<(), Message> {
+        match self.local_node(node) {
+            Some(shared) => {
+                shared.inbox.push(msg);
+                self.wake_node(node);
+                Ok(())
+            }
+            None => Err(msg),
+        }
+    }
+
+    fn request_exit(&self, code: i32) {
+        Job::request_exit(self, code);
+    }
+}
+
 /// What every other thread may touch of one PE.
 pub(crate) struct PeShared {
     /// Messages sent to this PE by other PEs, in arrival order. Only the PE's

@@ -14,8 +14,10 @@
 //! - A Converse message is one `Message` frame: `src` the sending PE, `tag`
 //!   the destination PE (or node, with [`FLAG_NODE`]), the message's bytes
 //!   as the body. The receiver checks everything (the body is a whole
-//!   message, the sender is a PE of the job, the destination lives here) and puts it in the destination's inbox, as an in-process
-//!   send would.
+//!   message, the sender is a PE of the job, the destination lives here)
+//!   and hands it to the job through [`Receiver`] (the job's only face
+//!   here), which puts it in the destination's inbox as an in-process send
+//!   would.
 //! - `Control` frames carry the protocol below; the body's first byte says
 //!   which ([`Control`]).
 //!
@@ -71,7 +73,6 @@ use crate::net::frame::{FrameHeader, FrameKind};
 use crate::net::netmod::{NetModule, PollDir, SendData, SendRequest, Upcalls};
 use crate::proc::exit::{ABORT_EXIT_CODE, Culprit, Ending};
 use crate::proc::topology::Topology;
-use crate::rt::job::Job;
 
 /// Frame flag of a `Message` frame: `tag` is a node, not a PE.
 pub(crate) const FLAG_NODE: u8 = 1;
@@ -103,12 +104,26 @@ struct HandlerTables {
     peers: Vec<Vec<HandlerEntry>>,
 }
 
+/// What the process layer needs of the job it delivers into: the only way
+/// it reaches the job (`rt::job::Job` implements it), so the layer names no
+/// job state and an MPI module or a test can stand in another receiver.
+pub(crate) trait Receiver: Send + Sync {
+    /// Puts `msg` in PE `pe`'s inbox and wakes the PE; gives the message
+    /// back if `pe` does not live in this process.
+    fn to_pe(&self, pe: usize, msg: Message) -> Result<(), Message>;
+    /// Puts `msg` in node `node`'s inbox and wakes a PE of it; gives the
+    /// message back if `node` does not live in this process.
+    fn to_node(&self, node: usize, msg: Message) -> Result<(), Message>;
+    /// Another process ended the job with `code` (`exit`).
+    fn request_exit(&self, code: i32);
+}
+
 /// What the module's upcalls touch (kept apart from [`Network`] so that the
 /// module, which holds it, holds no cycle).
 struct Shared {
     me: usize,
     topo: Topology,
-    job: OnceLock<Weak<Job>>,
+    job: OnceLock<Weak<dyn Receiver>>,
     state: Mutex<State>,
     changed: Condvar,
     /// Set while the process is ending on purpose: no more fault reports.
@@ -329,29 +344,17 @@ impl Shared {
             .fetch_add(msg.len() + MSG_OVERHEAD, Ordering::AcqRel);
         let dest = h.tag as usize;
         if h.flags & FLAG_NODE != 0 {
-            match job.local_node(dest) {
-                Some(node) => {
-                    node.inbox.push(msg);
-                    job.wake_node(dest);
-                }
-                None => self.fault(
+            if job.to_node(dest, msg).is_err() {
+                self.fault(
                     peer,
                     &format!("malformed message: it is for node {dest}, which is not this process"),
-                ),
+                );
             }
-        } else {
-            match job.local_pe(dest) {
-                Some(target) => {
-                    target.inbox.push(msg);
-                    target.idle.wake();
-                }
-                None => self.fault(
-                    peer,
-                    &format!(
-                        "malformed message: it is for PE {dest}, which is not on this process"
-                    ),
-                ),
-            }
+        } else if job.to_pe(dest, msg).is_err() {
+            self.fault(
+                peer,
+                &format!("malformed message: it is for PE {dest}, which is not on this process"),
+            );
         }
     }
 
@@ -701,8 +704,9 @@ impl Network {
     }
 
     /// Starts delivering into `job`, and a progress thread per module.
-    pub fn start(&self, job: &Arc<Job>) {
-        let _ = self.shared.job.set(Arc::downgrade(job));
+    pub fn start(&self, job: &Arc<impl Receiver + 'static>) {
+        let weak: Weak<dyn Receiver> = Arc::downgrade(job) as Weak<dyn Receiver>;
+        let _ = self.shared.job.set(weak);
         let mut threads = lock(&self.progress);
         for index in 0..self.links.parts.len() {
             let (links, stop, shared) =
