@@ -358,9 +358,7 @@ fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMo
         me.set_in_start(mode == SchedMode::Normal);
         start(&job.args);
         me.set_in_start(false);
-        if !me.handlers_checked.get() {
-            me.check_handlers();
-        }
+        me.check_handlers_once();
         if mode == SchedMode::Normal {
             crate::csd::schedule_forever();
         }
@@ -390,13 +388,7 @@ fn teardown(job: &Job) {
             // Threads still suspended first: their stacks may hold
             // anything, PE-private values included.
             crate::cth::unwind_suspended(&me);
-            loop {
-                let next = me.globals.borrow_mut().pop();
-                match next {
-                    Some(value) => drop(value),
-                    None => break,
-                }
-            }
+            me.drop_globals();
         }
     }));
     record_unwind(job, result);

@@ -246,7 +246,7 @@ impl Pe {
     /// Runs the user handler `msg` names; aborts if there is none.
     fn run_handler(&self, msg: Message) -> bool {
         let index = msg.handler();
-        let handler = self.handlers.borrow().get(index).cloned();
+        let handler = self.handler(index);
         match handler {
             Some(f) => {
                 f(msg);

@@ -163,9 +163,7 @@ enum Budget<'a> {
 /// Runs the calling PE's scheduler loop per `budget`; returns how many
 /// messages it delivered.
 fn run(pe: &Pe, budget: Budget<'_>) -> usize {
-    if !pe.handlers_checked.get() {
-        pe.check_handlers();
-    }
+    pe.check_handlers_once();
     let until = match budget {
         Budget::Until(done) => Some(done),
         _ => None,
@@ -342,9 +340,7 @@ pub fn exit_scheduler() {
 #[doc(alias = "CmiDeliverMsgs")]
 pub fn deliver_msgs(max: usize) -> usize {
     let pe = pe::current();
-    if !pe.handlers_checked.get() {
-        pe.check_handlers();
-    }
+    pe.check_handlers_once();
     let mut delivered = 0;
     while delivered < max && !pe.leave_if_exiting() {
         match pe.next_arrived() {
@@ -363,9 +359,7 @@ pub fn deliver_msgs(max: usize) -> usize {
 #[doc(alias = "CmiDeliverSpecificMsg")]
 pub fn deliver_specific_msg(handler: usize) {
     let pe = pe::current();
-    if !pe.handlers_checked.get() {
-        pe.check_handlers();
-    }
+    pe.check_handlers_once();
     // Arrived messages are pulled into the stash in arrival order and scanned
     // there; everything that is not the match stays for the scheduler.
     let mut scanned = 0;

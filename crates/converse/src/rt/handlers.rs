@@ -17,7 +17,7 @@ pub fn register_handler<F: Fn(Message) + 'static>(f: F) -> usize {
     let ident = handler::HandlerIdent::of::<F>();
     pe::with(|pe| {
         let index = pe.handlers.borrow_mut().register(Rc::new(f), ident);
-        if pe.handlers_checked.get() {
+        if pe.handlers_checked() {
             pe.check_handlers();
         }
         index

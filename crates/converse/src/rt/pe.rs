@@ -51,16 +51,16 @@ pub(crate) struct Pe {
     pub node: usize,
     pub rank: usize,
     pub role: Role,
-    pub handlers: RefCell<HandlerTable>,
+    pub(in crate::rt) handlers: RefCell<HandlerTable>,
     /// Whether this PE's handler table has been checked against the others.
-    pub handlers_checked: Cell<bool>,
+    handlers_checked: Cell<bool>,
     /// The handlers of runtime messages, filled by the subsystems at PE
     /// start (`msg::system::Dispatch`).
     pub dispatch: crate::msg::system::Dispatch<Pe>,
     /// PE-private variables (`Cpv`), by slot.
-    pub globals: RefCell<Vec<Option<Rc<dyn Any>>>>,
+    pub(in crate::rt) globals: RefCell<Vec<Option<Rc<dyn Any>>>>,
     /// This PE's cache of node-shared variables (`Csv`), by slot.
-    pub node_globals: RefCell<Vec<Option<SharedValue>>>,
+    pub(in crate::rt) node_globals: RefCell<Vec<Option<SharedValue>>>,
     // The subsystems' state, one type each; each type's fields are private
     // to the module that defines it, which adds its behaviour as `impl Pe`.
     /// The send path (`cmi::send`).
@@ -163,6 +163,40 @@ impl Pe {
         let n = self.job.topo.num_pes();
         if pe >= n {
             crate::proc::exit::abort(&format!("{what} PE {pe}, but the job has PEs 0..{n}"));
+        }
+    }
+
+    /// The user handler registered at `index`, if any.
+    #[inline]
+    pub fn handler(&self, index: usize) -> Option<crate::msg::handler::Handler> {
+        self.handlers.borrow().get(index).cloned()
+    }
+
+    /// Checks this PE's handler table against the other PEs' unless that
+    /// was done (what every scheduler call does first).
+    #[inline]
+    pub fn check_handlers_once(&self) {
+        if !self.handlers_checked.get() {
+            self.check_handlers();
+        }
+    }
+
+    /// Whether this PE's handler table has been checked (a later
+    /// registration is then checked at once).
+    pub(in crate::rt) fn handlers_checked(&self) -> bool {
+        self.handlers_checked.get()
+    }
+
+    /// Drops this PE's PE-private variables one at a time, last slot
+    /// first, with no borrow held while each destructor runs (it may use
+    /// the others).
+    pub fn drop_globals(&self) {
+        loop {
+            let next = self.globals.borrow_mut().pop();
+            match next {
+                Some(value) => drop(value),
+                None => break,
+            }
         }
     }
 
