@@ -30,8 +30,9 @@ const FLOORS: &[&[&str]] = &[
     // One co-designed machine: they may use each other.
     &["cmi", "csd", "cth", "ccd"],
     &["ccs"],
-    // The public face and the programs: anything.
-    &["machine", "start", "lib", "bin"],
+    // The public face: anything. (Programs are crates of their own, over
+    // the public API: `convrun`, `converse-ccs`.)
+    &["machine", "start", "lib"],
 ];
 
 /// Up-arrows still to remove: (file below `src/`, the module it reaches up
@@ -73,9 +74,6 @@ fn module_of(rel: &Path) -> String {
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
     let last = parts.pop().expect("a file name");
-    if parts.first().map(String::as_str) == Some("bin") {
-        return "bin".into();
-    }
     let stem = last.trim_end_matches(".rs");
     if stem != "mod" && !(parts.is_empty() && stem == "lib") {
         parts.push(stem.to_string());
@@ -137,7 +135,7 @@ fn target_of(segments: &[&str], exports: &BTreeMap<String, String>) -> Option<St
     let first = *segments.first()?;
     let is_module = FLOORS.iter().any(|keys| {
         keys.iter()
-            .any(|k| k.split("::").next() == Some(first) && *k != "lib" && *k != "bin")
+            .any(|k| k.split("::").next() == Some(first) && *k != "lib")
     });
     if is_module {
         return Some(match segments.get(1) {
@@ -311,5 +309,23 @@ fn the_checker_sees_what_it_should() {
     assert_eq!(module_of(Path::new("csd/mod.rs")), "csd");
     assert_eq!(module_of(Path::new("csd/cqs.rs")), "csd::cqs");
     assert_eq!(module_of(Path::new("lib.rs")), "lib");
-    assert_eq!(module_of(Path::new("bin/convrun.rs")), "bin");
+    assert_eq!(
+        module_of(Path::new("rt/launch/modules.rs")),
+        "rt::launch::modules"
+    );
+    assert_eq!(floor_of("rt::launch::modules"), floor_of("rt"));
+}
+
+/// The core builds no program: programs are packages of their own over its
+/// public API (`crates/convrun`, `crates/converse-ccs`), so that they
+/// depend on the core as any user does, the tests that run them (which
+/// need `CARGO_BIN_EXE_<name>`) live beside them, and the floors above
+/// cover all of the core's source.
+#[test]
+fn the_core_has_no_programs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    assert!(
+        !root.join("src/bin").exists() && !root.join("src/main.rs").exists(),
+        "a program inside the core: move it to a crate of its own"
+    );
 }

@@ -7,8 +7,8 @@
 //!   [`child_main`]), and its exit code is the process's.
 //! - Started by `cargo test`, it is the driver: it runs every case below
 //!   (each starts jobs through `convrun` with this binary as the program)
-//!   and reports like a test harness. `cargo test --test multiprocess -- NAME`
-//!   runs the cases whose name contains NAME.
+//!   and reports like a test harness. `cargo test -p convrun --test
+//!   multiprocess -- NAME` runs the cases whose name contains NAME.
 //!
 //! The harness is our own (`harness = false`) because the same binary must
 //! also run as a plain program under `convrun`.

@@ -3,7 +3,8 @@
 //! done raw between two processes (a busy-polling TCP socket; a shared
 //! buffer with spinning flags); and the start-up time of `convrun +p 4`.
 //!
-//! `cargo bench -p converse --bench netmod`
+//! `cargo bench -p convrun --bench netmod` (it lives beside `convrun`:
+//! only that package's benchmarks get `CARGO_BIN_EXE_convrun`)
 //!
 //! Figures:
 //! - `tcp_rtt_<size>`: PE 0 (process 0) and PE 1 (process 1) bounce one
@@ -24,11 +25,13 @@
 //!   Baseline `spawn_4`: starting the same binary as 4 plain processes
 //!   (without the runtime) and waiting for them.
 //!
-//! `cargo bench -p converse --bench netmod -- shm` (or `tcp`, `startup`)
+//! `cargo bench -p convrun --bench netmod -- shm` (or `tcp`, `startup`)
 //! prints only those figures.
 //!
 //! This one binary is also the program of the jobs and the raw peer it
 //! starts (by its first argument).
+// The `bench` line format, shared with the core's benchmarks.
+#[path = "../../converse/benches/common/mod.rs"]
 mod common;
 
 use std::io::{Read, Write};

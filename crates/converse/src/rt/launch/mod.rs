@@ -1,0 +1,246 @@
+//! How a process of a multi-process job joins it: it learns its place from
+//! a *bootstrap*, starts the network modules its VCs need, exchanges
+//! business cards through the bootstrap, and connects to every other
+//! process.
+//!
+//! Two tables make the choices, so that a new way in is an addition:
+//!
+//! - Bootstraps (`Bootstrap`): how a process learns its place and
+//!   exchanges cards.
+//!   One today, `convrun`'s (`convrun.rs`: its environment and control
+//!   socket, the protocol of the `launch-wire` crate); a PMI one
+//!   (`mpiexec`, `srun`) comes next.
+//! - Network modules, by name (`modules.rs`): what `++netmod` names, the
+//!   module that carries each VC, their card prefixes.
+//!
+//! Joining, step by step:
+//! 1. the modules the VCs need are started, each giving a card; the
+//!    process's card is theirs joined with `,` (a peer takes the part of
+//!    the module it reaches this process with);
+//! 2. the bootstrap publishes it and returns every process's card;
+//! 3. each module connects the VCs it carries (`vc_init`) and waits for
+//!    the peers' (`accept_peers`);
+//! 4. the bootstrap is told start-up is over: from then on it watches for
+//!    the job ending elsewhere, and is told how this process ends
+//!    (`ending`, `tell_ended`).
+//!
+//! Every step has a deadline (`++timeout`); a failure names the process and
+//! what it waited for.
+//!
+//! # Concurrency
+//!
+//! `placement` and `join` run on the thread that starts the process,
+//! before any PE exists. The bootstrap that joined is then reachable from
+//! any thread (`JOINED`) for the ending calls.
+mod convrun;
+mod modules;
+
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::net::netmod::NetModule;
+use crate::proc::topology::Topology;
+use crate::rt::network::{Links, Network};
+use modules::{Init, Joining, MODULES};
+
+/// Default start-up deadline (`++timeout`), seconds.
+pub const DEFAULT_TIMEOUT_SECS: u64 = launch_wire::DEFAULT_TIMEOUT_SECS;
+
+/// How a process learns its place in the job and exchanges business cards
+/// with the others. [`BOOTSTRAPS`] lists them.
+pub(crate) trait Bootstrap: Send + Sync {
+    /// Publishes `card` (this process's) and returns every process's, in
+    /// order of their numbers, by `deadline`.
+    fn exchange(
+        &self,
+        place: &Placement,
+        card: &str,
+        deadline: Instant,
+    ) -> Result<Vec<String>, String>;
+    /// Start-up is over (every VC up): from now on the bootstrap watches
+    /// for the job ending elsewhere, which ends this process.
+    fn joined(&self, place: &Placement) -> Result<(), String>;
+    /// The process is ending on purpose from now on (an end of the
+    /// bootstrap's connections is no fault).
+    fn ending(&self);
+    /// This process's part of the job is done; it exits next, on purpose.
+    fn tell_ended(&self);
+}
+
+/// A bootstrap's look at the process's environment: its placement if it
+/// started the process, `None` if not, an error if it did but the
+/// environment is malformed.
+type Detect = fn() -> Result<Option<Placement>, String>;
+
+/// The bootstraps of this build, tried in turn: the first that finds its
+/// environment places the process.
+const BOOTSTRAPS: &[Detect] = &[convrun::placement];
+
+/// The bootstrap of the job this process joined.
+static JOINED: OnceLock<Arc<dyn Bootstrap>> = OnceLock::new();
+
+/// The job as this process's bootstrap described it.
+pub(crate) struct Placement {
+    /// This process's number.
+    pub node: usize,
+    /// The job's process count.
+    pub nodes: usize,
+    /// The job's token (names its segments, checked on every connection).
+    pub token: u64,
+    /// The network module's name, as `++netmod` spells it.
+    pub netmod: String,
+    /// The host name peers reach this process by.
+    pub host: String,
+    /// The host of every process, by number, if the bootstrap said (else
+    /// all on one).
+    pub hosts: Option<Vec<usize>>,
+    /// How long start-up may take.
+    pub timeout: Duration,
+    /// PEs of the job on this host, if the bootstrap said.
+    pub host_pes: Option<usize>,
+    /// Who placed the process, for the card exchange and after.
+    boot: Arc<dyn Bootstrap>,
+}
+
+/// The placement a bootstrap gave this process, if one started it.
+pub(crate) fn placement() -> Result<Option<Placement>, String> {
+    for detect in BOOTSTRAPS {
+        if let Some(place) = detect()? {
+            return Ok(Some(place));
+        }
+    }
+    Ok(None)
+}
+
+/// Every network module name `++netmod` takes in this build (for the
+/// launcher, which checks its command line with it).
+pub fn netmod_names() -> Vec<&'static str> {
+    modules::names()
+}
+
+/// Removes the shared-memory segments a job with `token` and `nodes`
+/// processes may have left (a process killed before its peers had mapped
+/// its segment), and whatever else a module may leave. For the launcher,
+/// after the job.
+pub fn remove_segments(token: u64, nodes: usize) {
+    modules::remove_leftovers(token, nodes);
+}
+
+/// Runs `startup_over` on the started modules when dropped: start-up is
+/// over however `join` returns.
+struct StartupOver<'a>(&'a [(usize, Box<dyn Joining>)]);
+
+impl Drop for StartupOver<'_> {
+    fn drop(&mut self) {
+        for (_, m) in self.0 {
+            m.startup_over();
+        }
+    }
+}
+
+/// Joins the job: network modules, card exchange through the bootstrap,
+/// VCs. Returns the network, connected to every other process.
+pub(crate) fn join(place: &Placement, topo: Topology) -> Result<Network, String> {
+    // A deadline beyond what `Instant` holds is no deadline.
+    let deadline = Instant::now()
+        .checked_add(place.timeout)
+        .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 86_400));
+    let me = place.node;
+    let routes = modules::routes(&place.netmod, me, place.nodes, place.hosts.as_deref())?;
+    // A module only if some VC needs it; a process alone in its job still
+    // runs one (its card is part of the protocol).
+    let mut needed = vec![false; MODULES.len()];
+    for (peer, &kind) in routes.via.iter().enumerate() {
+        needed[kind] |= peer != me;
+    }
+    if !needed.contains(&true) {
+        needed[routes.via[me]] = true;
+    }
+    let init = Init {
+        me,
+        nodes: place.nodes,
+        token: place.token,
+        host: &place.host,
+        max_payload: crate::net::frame::DEFAULT_MAX_PAYLOAD,
+    };
+    // (index in MODULES, the module), in MODULES order.
+    let mut started: Vec<(usize, Box<dyn Joining>)> = Vec::new();
+    for (kind, _) in needed.iter().enumerate().filter(|(_, n)| **n) {
+        match (MODULES[kind].init)(&init) {
+            Ok(m) => started.push((kind, m)),
+            Err(e) => {
+                // What the modules started so far must not outlive this.
+                drop(StartupOver(&started));
+                return Err(e.to_string());
+            }
+        }
+    }
+    // Whatever happens next, a started module's start-up leftovers (an shm
+    // segment's name) must not outlive the process.
+    let _over = StartupOver(&started);
+    let part_of = |kind: usize| {
+        started
+            .iter()
+            .position(|(k, _)| *k == kind)
+            .expect("started for its peers")
+    };
+    let card = started
+        .iter()
+        .map(|(_, m)| m.module().business_card())
+        .collect::<Vec<_>>()
+        .join(",");
+    let parts: Vec<Arc<dyn NetModule>> = started.iter().map(|(_, m)| m.module()).collect();
+    // This process's own entry is unused; its module may not run (one that
+    // reaches every peer over tcp, under `auto`).
+    let route = (0..place.nodes)
+        .map(|p| if p == me { 0 } else { part_of(routes.via[p]) })
+        .collect();
+    let network = Network::new(me, topo, Links::new(parts, route), routes.label, |u| {
+        for (_, m) in &started {
+            m.set_upcalls(u.clone());
+        }
+    });
+
+    let cards = place.boot.exchange(place, &card, deadline)?;
+    for (peer, card) in cards.iter().enumerate().filter(|&(p, _)| p != me) {
+        let kind = &MODULES[routes.via[peer]];
+        let part = modules::card_for(card, kind).ok_or_else(|| {
+            format!(
+                "process {peer}'s business card `{card}` has no {} part",
+                kind.name
+            )
+        })?;
+        let (_, module) = &started[part_of(routes.via[peer])];
+        module
+            .module()
+            .vc_init(peer, part)
+            .map_err(|e| e.to_string())?;
+    }
+    // In any order: a module's wait depends on the peers' `vc_init`s,
+    // which never wait.
+    for (kind, module) in &started {
+        let peers: Vec<usize> = (0..place.nodes)
+            .filter(|&p| p != me && routes.via[p] == *kind)
+            .collect();
+        module
+            .accept_peers(&peers, deadline)
+            .map_err(|e| e.to_string())?;
+    }
+    place.boot.joined(place)?;
+    let _ = JOINED.set(place.boot.clone());
+    Ok(network)
+}
+
+/// The process is ending on purpose from now on.
+pub(crate) fn ending() {
+    if let Some(boot) = JOINED.get() {
+        boot.ending();
+    }
+}
+
+/// This process's part of the job is done; it exits next, on purpose.
+pub(crate) fn tell_ended() {
+    if let Some(boot) = JOINED.get() {
+        boot.tell_ended();
+    }
+}

@@ -1,0 +1,302 @@
+//! The network modules start-up can run, by name, and which one carries
+//! the VC to each peer.
+//!
+//! Adding a module (MPI next) is an addition here: an entry of [`MODULES`]
+//! (its name, its card prefix, a constructor returning it as a [`Joining`]
+//! module, what a dead job may leave of it), and, if `++netmod` should
+//! pick it by host, an entry of [`BY_HOST`]. Nothing else in start-up
+//! names a module.
+//!
+//! # Invariants
+//!
+//! - Every process of a job computes the same [`Routes`] for a pair of
+//!   processes (from the same `CONVERSE_NETMOD` and `CONVERSE_HOSTS`), so
+//!   the two ends of a VC run the same module.
+//! - A module's card begins with its card prefix; a process's card is its
+//!   modules' cards joined with `,` in [`MODULES`] order.
+//!
+//! # Concurrency
+//!
+//! Everything here runs on the thread that starts the process, before any
+//! PE exists; the modules it makes are then shared as `net::netmod` says.
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::net::netmod::{NetError, NetModule, Upcalls};
+use crate::net::shm::ShmModule;
+use crate::net::tcp::TcpModule;
+
+/// What a module's constructor gets to know about the job.
+pub(super) struct Init<'a> {
+    /// This process's number and the job's process count.
+    pub me: usize,
+    pub nodes: usize,
+    /// The job's token (every connection checks it).
+    pub token: u64,
+    /// The host name peers reach this process by.
+    pub host: &'a str,
+    /// Most payload bytes of a frame.
+    pub max_payload: usize,
+}
+
+/// A network module as start-up drives it: the contract, and the calls
+/// beyond it that joining a job needs.
+pub(super) trait Joining {
+    /// The module, for the process layer.
+    fn module(&self) -> Arc<dyn NetModule>;
+    /// Who hears about its frames and connection events; before any VC is
+    /// connected.
+    fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>);
+    /// Waits until the VCs of `peers` (those this module carries) are up,
+    /// or fails at `deadline` naming the processes that never came.
+    fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError>;
+    /// Start-up is over, joined or failed: drop what only start-up needed
+    /// and must not outlive the process (shm: its segment's name). Called
+    /// once, whatever happened.
+    fn startup_over(&self) {}
+}
+
+/// One network module this build can run.
+pub(super) struct Kind {
+    /// Its name, as `++netmod` spells it.
+    pub name: &'static str,
+    /// How its part of a business card begins.
+    pub card_prefix: &'static str,
+    /// Starts it (`net_module_init`).
+    pub init: fn(&Init) -> Result<Box<dyn Joining>, NetError>,
+    /// Removes what a job with this token and process count may have left
+    /// behind if its processes were killed (for the launcher, after the
+    /// job).
+    pub remove_leftovers: fn(token: u64, nodes: usize),
+}
+
+/// The modules of this build, in the order their cards appear in a
+/// process's card.
+pub(super) const MODULES: &[Kind] = &[
+    Kind {
+        name: "shm",
+        card_prefix: "shm:",
+        init: shm,
+        remove_leftovers: shm_leftovers,
+    },
+    Kind {
+        name: "tcp",
+        card_prefix: "tcp:",
+        init: tcp,
+        remove_leftovers: |_, _| {},
+    },
+];
+
+/// `++netmod` names that pick a module per pair of processes: (name, the
+/// module between processes of one host, the one between hosts).
+const BY_HOST: &[(&str, &str, &str)] = &[("auto", "shm", "tcp")];
+
+fn shm(init: &Init) -> Result<Box<dyn Joining>, NetError> {
+    ShmModule::init(init.me, init.nodes, init.token, init.max_payload)
+        .map(|m| Box::new(Arc::new(m)) as Box<dyn Joining>)
+}
+
+fn shm_leftovers(token: u64, nodes: usize) {
+    for node in 0..nodes {
+        let _ = rustix::shm::unlink(crate::net::shm::segment_name(token, node).as_str());
+    }
+}
+
+impl Joining for Arc<ShmModule> {
+    fn module(&self) -> Arc<dyn NetModule> {
+        self.clone()
+    }
+    fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>) {
+        ShmModule::set_upcalls(self, upcalls);
+    }
+    fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
+        ShmModule::accept_peers(self, peers, deadline)
+    }
+    fn startup_over(&self) {
+        // Gone already once every peer mapped the segment; this covers a
+        // start-up that failed before.
+        self.unlink();
+    }
+}
+
+fn tcp(init: &Init) -> Result<Box<dyn Joining>, NetError> {
+    // A loopback address is listened on as itself (so a process given
+    // 127.0.0.2 is reached there and nowhere else); any other name may
+    // stand for several interfaces, so all are.
+    let bind: SocketAddr = match init.host.parse::<std::net::IpAddr>() {
+        Ok(ip) if ip.is_loopback() => (ip, 0).into(),
+        _ if init.host == "localhost" => "127.0.0.1:0".parse().expect("literal address"),
+        _ => "0.0.0.0:0".parse().expect("literal address"),
+    };
+    TcpModule::init(
+        init.me,
+        init.nodes,
+        init.token,
+        bind,
+        init.host,
+        init.max_payload,
+    )
+    .map(|m| Box::new(Arc::new(m)) as Box<dyn Joining>)
+}
+
+impl Joining for Arc<TcpModule> {
+    fn module(&self) -> Arc<dyn NetModule> {
+        self.clone()
+    }
+    fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>) {
+        TcpModule::set_upcalls(self, upcalls);
+    }
+    fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
+        TcpModule::accept_peers(self, peers, deadline)
+    }
+}
+
+/// Every name `++netmod` takes: the modules, then the by-host choices.
+pub(super) fn names() -> Vec<&'static str> {
+    MODULES
+        .iter()
+        .map(|k| k.name)
+        .chain(BY_HOST.iter().map(|(name, ..)| *name))
+        .collect()
+}
+
+/// Removes what a job with `token` and `nodes` processes may have left
+/// behind, of every module.
+pub(super) fn remove_leftovers(token: u64, nodes: usize) {
+    for kind in MODULES {
+        (kind.remove_leftovers)(token, nodes);
+    }
+}
+
+/// Which module carries the VC to each process, and the startup line's name
+/// for the job's modules.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Routes {
+    /// Per process, the index in [`MODULES`] of its VC's module (this
+    /// process's own entry names the module it runs when alone).
+    pub via: Vec<usize>,
+    /// `shm`, `tcp`, `shm+tcp`: the modules the job's pairs use.
+    pub label: String,
+}
+
+fn index_of(name: &str) -> usize {
+    MODULES
+        .iter()
+        .position(|k| k.name == name)
+        .expect("BY_HOST names modules of MODULES")
+}
+
+/// The routes of process `me` of `nodes` under `++netmod` `netmod`, with
+/// `hosts` the host of every process (`None`: all on one).
+pub(super) fn routes(
+    netmod: &str,
+    me: usize,
+    nodes: usize,
+    hosts: Option<&[usize]>,
+) -> Result<Routes, String> {
+    if let Some(at) = MODULES.iter().position(|k| k.name == netmod) {
+        return Ok(Routes {
+            via: vec![at; nodes],
+            label: netmod.into(),
+        });
+    }
+    let Some(&(_, within, between)) = BY_HOST.iter().find(|(name, ..)| *name == netmod) else {
+        return Err(format!(
+            "unknown network module `{netmod}` (this build has: {})",
+            names().join(", ")
+        ));
+    };
+    let same_host = |a: usize, b: usize| hosts.is_none_or(|h| h[a] == h[b]);
+    let (within_at, between_at) = (index_of(within), index_of(between));
+    let via = (0..nodes)
+        .map(|p| {
+            if same_host(me, p) {
+                within_at
+            } else {
+                between_at
+            }
+        })
+        .collect();
+    // The job's pairs, not only this process's: the line is one for the
+    // job.
+    let pairs = || (0..nodes).flat_map(|a| (0..a).map(move |b| (a, b)));
+    let label = match (
+        pairs().any(|(a, b)| same_host(a, b)),
+        pairs().any(|(a, b)| !same_host(a, b)),
+    ) {
+        (true, true) => format!("{within}+{between}"),
+        (false, true) => between.into(),
+        _ => within.into(),
+    };
+    Ok(Routes { via, label })
+}
+
+/// The part of `card` (a process's business card, one module's card or
+/// several comma-separated) for the module `kind`.
+pub(super) fn card_for<'a>(card: &'a str, kind: &Kind) -> Option<&'a str> {
+    card.split(',').find(|c| c.starts_with(kind.card_prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHM: usize = 0;
+    const TCP: usize = 1;
+
+    #[test]
+    fn the_table_is_consistent() {
+        assert_eq!((MODULES[SHM].name, MODULES[TCP].name), ("shm", "tcp"));
+        for (i, k) in MODULES.iter().enumerate() {
+            assert!(k.card_prefix.ends_with(':'), "{}", k.name);
+            assert_eq!(MODULES.iter().position(|o| o.name == k.name), Some(i));
+        }
+        for (name, within, between) in BY_HOST {
+            assert!(MODULES.iter().all(|k| k.name != *name));
+            let _ = (index_of(within), index_of(between));
+        }
+        assert_eq!(names(), ["shm", "tcp", "auto"]);
+    }
+
+    #[test]
+    fn auto_routes_a_host_over_shm_and_the_others_over_tcp() {
+        let hosts = [0, 1, 0, 1];
+        let r = routes("auto", 1, 4, Some(&hosts)).unwrap();
+        assert_eq!(r.via, [TCP, SHM, TCP, SHM]);
+        assert_eq!(r.label, "shm+tcp");
+        // Every process routes a pair the same way as its peer does.
+        let all: Vec<Vec<usize>> = (0..4)
+            .map(|n| routes("auto", n, 4, Some(&hosts)).unwrap().via)
+            .collect();
+        for (a, row) in all.iter().enumerate() {
+            for (b, via) in row.iter().enumerate() {
+                assert_eq!(*via, all[b][a], "pair {a}-{b}");
+            }
+        }
+        // One process per host: tcp only; one host: shm only.
+        let r = routes("auto", 0, 3, Some(&[0, 1, 2])).unwrap();
+        assert_eq!((r.via, r.label.as_str()), (vec![SHM, TCP, TCP], "tcp"));
+        let r = routes("auto", 2, 4, None).unwrap();
+        assert_eq!((r.via, r.label.as_str()), (vec![SHM; 4], "shm"));
+        // An explicit module takes every VC, whatever the hosts.
+        assert_eq!(routes("tcp", 0, 4, Some(&hosts)).unwrap().via, [TCP; 4]);
+        let r = routes("shm", 0, 4, Some(&hosts)).unwrap();
+        assert_eq!((r.via, r.label.as_str()), (vec![SHM; 4], "shm"));
+        let e = routes("carrier-pigeon", 0, 4, None).unwrap_err();
+        assert_eq!(
+            e,
+            "unknown network module `carrier-pigeon` (this build has: shm, tcp, auto)"
+        );
+    }
+
+    #[test]
+    fn a_card_part_is_found_by_its_module() {
+        let card = "shm:/converse-00ab-1:123:456,tcp:127.0.0.1:9000";
+        let (shm, tcp) = (&MODULES[SHM], &MODULES[TCP]);
+        assert_eq!(card_for(card, shm), Some("shm:/converse-00ab-1:123:456"));
+        assert_eq!(card_for(card, tcp), Some("tcp:127.0.0.1:9000"));
+        assert_eq!(card_for("tcp:h:1", shm), None);
+        assert_eq!(card_for("tcp:h:1", tcp), Some("tcp:h:1"));
+    }
+}

@@ -1,0 +1,233 @@
+//! The control socket: the processes' hellos and the cards during
+//! start-up, then watching the running job for exits and signals.
+//!
+//! # Invariants
+//!
+//! - A connection is a process's link only after a valid hello
+//!   (`launch_wire::ToLauncher::Hello`) naming a process of this job that
+//!   has none yet; anything else is refused with a message and start-up
+//!   goes on. A hello is read with a bound (`ToLauncher::MAX_LEN` bytes,
+//!   5 seconds).
+//! - The cards go out once, when every process has said hello, in process
+//!   order.
+//! - Start-up ends the job if a process exits, a signal arrives, or
+//!   `++timeout` passes first, naming the processes that never joined.
+//!
+//! # Concurrency
+//!
+//! All of it runs on the job's thread, polling: the listener and then the
+//! links are non-blocking, and the loops sleep a few milliseconds between
+//! rounds.
+use std::io::{BufRead, BufReader, Read};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use launch_wire::{Card, ToLauncher, ToProcess};
+
+use crate::fail;
+use crate::hosts::{Plan, hostname};
+use crate::job::{GRACE, Job};
+use crate::signals::stop_requested;
+use crate::status::{Ending, code_of, describe};
+
+/// How long a new connection may take to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The launcher's control socket.
+pub struct Control {
+    listener: TcpListener,
+    /// The address each process reaches it at (`CONVERSE_LAUNCHER`).
+    addresses: Vec<String>,
+}
+
+impl Control {
+    /// Opens the socket where the processes `plan` places can reach it:
+    /// on their common control address if they share one, else on every
+    /// address.
+    pub fn open(plan: &Plan) -> Control {
+        let control_ip = &plan.control_ip;
+        let bind: SocketAddr = match control_ip.first() {
+            Some(&Some(ip)) if control_ip.iter().all(|c| *c == Some(ip)) => (ip, 0).into(),
+            _ if control_ip.iter().flatten().any(|ip| ip.is_ipv6()) => {
+                (Ipv6Addr::UNSPECIFIED, 0).into()
+            }
+            _ => (Ipv4Addr::UNSPECIFIED, 0).into(),
+        };
+        let listener = TcpListener::bind(bind)
+            .unwrap_or_else(|e| fail(&format!("cannot open the control socket: {e}")));
+        let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
+        let my_name = hostname();
+        let addresses = control_ip
+            .iter()
+            .map(|ip: &Option<IpAddr>| match ip {
+                Some(ip) => SocketAddr::from((*ip, port)).to_string(),
+                None => format!("{my_name}:{port}"),
+            })
+            .collect();
+        Control {
+            listener,
+            addresses,
+        }
+    }
+
+    /// The socket's own address, for `++verbose`.
+    pub fn local_addr(&self) -> String {
+        self.listener
+            .local_addr()
+            .map_or_else(|_| "?".into(), |a| a.to_string())
+    }
+
+    /// The address process `node` reaches the launcher at.
+    pub fn address_for(&self, node: usize) -> String {
+        self.addresses[node].clone()
+    }
+
+    /// Start-up: waits for every process's hello, then sends them all the
+    /// cards. Ends the job (and `convrun`) if start-up fails.
+    pub fn start_up(&self, job: &mut Job) {
+        let nodes = job.procs.len();
+        self.listener
+            .set_nonblocking(true)
+            .unwrap_or_else(|e| fail(&format!("control socket: {e}")));
+        let deadline = Instant::now() + Duration::from_secs(job.opts.timeout);
+        let mut joined = 0;
+        while joined < nodes {
+            if let Some(sig) = stop_requested() {
+                job.signal_all(libc::SIGTERM);
+                job.end_all(Duration::from_secs(2));
+                eprintln!("convrun: job ended by signal {sig} during start-up");
+                job.code = Some(128 + sig);
+                job.finish();
+            }
+            if let Some(&node) = job.reap().first() {
+                let status = job.procs[node].status.expect("reaped");
+                eprintln!(
+                    "convrun: {} {} before the job started{}",
+                    job.who(node),
+                    describe(status),
+                    job.hint(node)
+                );
+                job.code = Some(match code_of(status) {
+                    0 => 1,
+                    c => c,
+                });
+                job.tell_all(&ToProcess::Abort(format!(
+                    "process {node} failed during start-up"
+                )));
+                job.end_all(GRACE);
+                job.finish();
+            }
+            match self.listener.accept() {
+                Ok((stream, _)) => match read_hello(&stream, nodes) {
+                    Ok((node, card)) if job.procs[node].link.is_none() => {
+                        job.procs[node].link = Some(stream);
+                        job.procs[node].card = Some(card);
+                        joined += 1;
+                    }
+                    Ok((node, _)) => {
+                        eprintln!("convrun: a second hello from process {node}, ignored")
+                    }
+                    Err(why) => eprintln!("convrun: refused a control connection: {why}"),
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    if Instant::now() >= deadline {
+                        timed_out(job);
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                Err(e) => fail(&format!("control socket: {e}")),
+            }
+        }
+        let cards: Vec<Card> = job
+            .procs
+            .iter()
+            .map(|p| p.card.clone().expect("joined"))
+            .collect();
+        job.tell_all(&ToProcess::Cards(cards));
+        for p in &job.procs {
+            if let Some(link) = &p.link {
+                let _ = link.set_nonblocking(true);
+            }
+        }
+    }
+}
+
+/// Start-up took longer than `++timeout`: says which processes never
+/// joined and ends the job.
+fn timed_out(job: &mut Job) -> ! {
+    let missing: Vec<String> = job
+        .procs
+        .iter()
+        .filter(|p| p.link.is_none())
+        .map(|p| match &p.remote {
+            Some(host) => {
+                format!("{} (on {host}, remote shell pid {})", p.node, p.child.id())
+            }
+            None => format!("{} (pid {})", p.node, p.child.id()),
+        })
+        .collect();
+    eprintln!(
+        "convrun: start-up timed out after {} s (++timeout): process(es) {} never joined the job",
+        job.opts.timeout,
+        missing.join(", ")
+    );
+    job.code = Some(1);
+    job.tell_all(&ToProcess::Abort("start-up timed out".into()));
+    job.signal_all(libc::SIGKILL);
+    job.end_all(Duration::ZERO);
+    job.finish()
+}
+
+/// Reads a new connection's hello: the process's number (below `nodes`)
+/// and card.
+fn read_hello(stream: &TcpStream, nodes: usize) -> Result<(usize, Card), String> {
+    stream.set_nonblocking(false).map_err(|e| e.to_string())?;
+    stream
+        .set_read_timeout(Some(HELLO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let mut line = Vec::new();
+    BufReader::new(stream.take(ToLauncher::MAX_LEN as u64))
+        .read_until(b'\n', &mut line)
+        .map_err(|e| format!("no hello: {e}"))?;
+    let text = String::from_utf8_lossy(&line);
+    let shown = text.trim().escape_debug().to_string();
+    match std::str::from_utf8(&line).map(ToLauncher::parse) {
+        Ok(Ok(ToLauncher::Hello { node, card, .. })) => {
+            if node >= nodes {
+                return Err(format!(
+                    "hello from process {node} of a {nodes}-process job"
+                ));
+            }
+            Ok((node, card))
+        }
+        Ok(Err(e)) => Err(format!("bad hello `{shown}`: {e}")),
+        _ => Err(format!("bad hello `{shown}`")),
+    }
+}
+
+/// The running job: watches for exits and signals until every process has
+/// ended, reporting as `status` says.
+pub fn watch(job: &mut Job) {
+    while job.running() > 0 {
+        if let Some(sig) = stop_requested() {
+            eprintln!("convrun: ending the job (signal {sig})");
+            job.signal_all(libc::SIGTERM);
+            job.end_all(Duration::from_secs(3));
+            job.code = Some(128 + sig);
+            job.finish();
+        }
+        let mut ended = job.reap();
+        // What a process said before it exited is in our socket buffer
+        // by now.
+        job.listen();
+        // Failures first: a process that died decides the report, not the
+        // ones that noticed and ended in the same moment.
+        ended.sort_by_key(|&n| job.ending(n) != Ending::Primary);
+        for node in ended {
+            if job.procs[node].status.is_some() {
+                job.note_exit(node);
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}

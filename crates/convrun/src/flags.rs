@@ -1,0 +1,159 @@
+//! `convrun`'s command line: its own flags (`++local`, `++nodelist`,
+//! `++netmod`, `++remote-shell`, `++timeout`, `++virtual-hosts`,
+//! `++verbose`), the layout (`+p`, `++ppn`), and the program's command
+//! line with the runtime flags passed on.
+//!
+//! # Invariants
+//!
+//! [`parse_args`] returns only a usable [`Options`]: a program, counts of
+//! at least 1, `pes` a multiple of `ppn`, a `++netmod` the core knows.
+//! Anything else ends `convrun` with a message and exit code 1 (`--help`
+//! with the usage and 0). Which runtime flags take a value is the core's
+//! list (`converse::machine::args::takes_value`), so the two cannot drift.
+use crate::fail;
+
+pub const USAGE: &str = "usage: convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod shm|tcp|auto] [++remote-shell CMD] [++timeout S] [++virtual-hosts N] [++verbose] program [args...]";
+
+pub struct Options {
+    pub pes: usize,
+    pub ppn: usize,
+    pub local: bool,
+    pub nodelist: Option<String>,
+    /// `++netmod`; by default shm when every process is on one host, else
+    /// auto (shm between the processes of a host, tcp between hosts).
+    pub netmod: Option<String>,
+    /// `++remote-shell`, split on whitespace.
+    pub remote_shell: Option<Vec<String>>,
+    pub timeout: u64,
+    pub verbose: bool,
+    /// `++virtual-hosts N`: process `n` counts as being on host `n % N` of
+    /// its real one (tries the shm+tcp layout of a cluster on one machine).
+    pub virtual_hosts: Option<usize>,
+    /// Program and its arguments (runtime flags included).
+    pub command: Vec<String>,
+}
+
+fn parse_count(flag: &str, value: Option<String>) -> usize {
+    let value = value.unwrap_or_else(|| fail(&format!("{flag} needs a value\n{USAGE}")));
+    match value.parse::<usize>() {
+        Ok(n) if n >= 1 => n,
+        _ => fail(&format!(
+            "{flag} needs a whole number of at least 1, got `{value}`"
+        )),
+    }
+}
+
+pub fn parse_args(args: Vec<String>) -> Options {
+    let mut o = Options {
+        pes: 1,
+        ppn: 1,
+        local: false,
+        nodelist: None,
+        netmod: None,
+        remote_shell: None,
+        timeout: launch_wire::DEFAULT_TIMEOUT_SECS,
+        verbose: false,
+        virtual_hosts: None,
+        command: Vec::new(),
+    };
+    let mut words = args.into_iter();
+    // Runtime flags before the program, kept for it.
+    let mut flags: Vec<String> = Vec::new();
+    let mut program: Option<String> = None;
+    while let Some(w) = words.next() {
+        // `+p4` and `+p 4`; `++ppn2` and `++ppn 2`.
+        let glued = |prefix: &str| {
+            w.strip_prefix(prefix)
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .map(String::from)
+        };
+        match w.as_str() {
+            "++local" => o.local = true,
+            "++verbose" => o.verbose = true,
+            "++virtual-hosts" => o.virtual_hosts = Some(parse_count(w.as_str(), words.next())),
+            "++help" | "--help" | "-h" if o.command.is_empty() => {
+                println!("{USAGE}");
+                std::process::exit(0)
+            }
+            "++nodelist" => {
+                o.nodelist = Some(
+                    words
+                        .next()
+                        .unwrap_or_else(|| fail("++nodelist needs a file")),
+                )
+            }
+            "++netmod" => {
+                let m = words
+                    .next()
+                    .unwrap_or_else(|| fail("++netmod needs a module name"));
+                // The core's own list, so the two cannot drift apart.
+                let known = converse::machine::launch::netmod_names();
+                if !known.contains(&m.as_str()) {
+                    fail(&format!(
+                        "unknown ++netmod `{m}` (this build has: {})",
+                        known.join(", ")
+                    ));
+                }
+                o.netmod = Some(m);
+            }
+            "++remote-shell" => {
+                let cmd = words
+                    .next()
+                    .unwrap_or_else(|| fail("++remote-shell needs a command"));
+                let cmd: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+                if cmd.is_empty() {
+                    fail("++remote-shell needs a command, got an empty one");
+                }
+                o.remote_shell = Some(cmd);
+            }
+            "++timeout" => o.timeout = parse_count("++timeout", words.next()) as u64,
+            "+p" => {
+                o.pes = parse_count("+p", words.next());
+                flags.extend(["+p".to_string(), o.pes.to_string()]);
+            }
+            "++ppn" => {
+                o.ppn = parse_count("++ppn", words.next());
+                flags.extend(["++ppn".to_string(), o.ppn.to_string()]);
+            }
+            _ => {
+                if let Some(v) = glued("+p") {
+                    o.pes = parse_count("+p", Some(v));
+                } else if let Some(v) = glued("++ppn") {
+                    o.ppn = parse_count("++ppn", Some(v));
+                }
+                if program.is_none() && !w.starts_with('+') {
+                    program = Some(w);
+                    continue;
+                }
+                // The library's own list, so the two cannot drift apart.
+                let takes_value = converse::machine::args::takes_value(&w);
+                let target = if program.is_none() {
+                    &mut flags
+                } else {
+                    &mut o.command
+                };
+                target.push(w);
+                if takes_value {
+                    if let Some(v) = words.next() {
+                        target.push(v);
+                    }
+                }
+            }
+        }
+    }
+    // The program first, then its own arguments as given, then the runtime
+    // flags given before the program (the runtime reads them anywhere; at
+    // the end they do not shift the program's positional arguments).
+    let Some(program) = program else {
+        fail(&format!("no program given\n{USAGE}"))
+    };
+    o.command.insert(0, program);
+    o.command.extend(flags);
+    if o.pes % o.ppn != 0 {
+        fail(&format!(
+            "+p {} is not a multiple of ++ppn {}: every process has ++ppn PEs",
+            o.pes, o.ppn
+        ));
+    }
+    o
+}

@@ -1,0 +1,192 @@
+//! Starting the job's processes: directly on this host, else through the
+//! remote shell, each with its place in the environment (the protocol's
+//! variables, `launch_wire::Placement::to_env`).
+//!
+//! # Invariants
+//!
+//! - A local process inherits `convrun`'s whole environment; a remote one
+//!   gets the protocol's variables and those of [`FORWARDED_PREFIX`] and
+//!   [`FORWARDED_VARS`] (valid shell names only), on the command line the
+//!   remote shell runs ([`remote_command`]), every value quoted for `sh`.
+//! - A remote process dies when its remote shell's connection does (the
+//!   launcher holds the shell's standard input open and never writes it).
+//! - If one process cannot be started, those started before are killed
+//!   and `convrun` exits with 1: none is left waiting for it.
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::time::Duration;
+
+use crate::control::Control;
+use crate::flags::Options;
+use crate::hosts::{Host, Plan, is_local_host};
+use crate::job::{Job, Proc};
+use crate::output::forward;
+
+/// The remote shell when neither `++remote-shell` nor the nodelist names one.
+const DEFAULT_REMOTE_SHELL: &[&str] = &["ssh", "-o", "BatchMode=yes"];
+
+/// Variables of `convrun`'s environment that a remote process gets too
+/// (besides the protocol's), by name prefix or whole name.
+const FORWARDED_PREFIX: &str = "CONVERSE_";
+const FORWARDED_VARS: &[&str] = &["RUST_BACKTRACE"];
+
+/// The remote shell command that reaches `host` (see `convrun`'s top
+/// comment).
+fn remote_shell(opts: &Options, host: &Host) -> Vec<String> {
+    match (&host.shell, &opts.remote_shell) {
+        (Some(shell), _) => vec![shell.clone()],
+        (None, Some(cmd)) => cmd.clone(),
+        (None, None) => DEFAULT_REMOTE_SHELL.iter().map(|s| s.to_string()).collect(),
+    }
+}
+
+/// True for a name the shell takes as a variable assignment's.
+fn is_shell_name(name: &str) -> bool {
+    let mut b = name.bytes();
+    matches!(b.next(), Some(c) if c == b'_' || c.is_ascii_alphabetic())
+        && b.all(|c| c == b'_' || c.is_ascii_alphanumeric())
+}
+
+/// The variables of our environment a remote process gets too: `CONVERSE_*`
+/// and `FORWARDED_VARS`, except the protocol's own (set by `spawn`).
+fn forwarded_env(protocol: &[(&str, String)]) -> Vec<(String, String)> {
+    let mut vars: Vec<(String, String)> = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
+        .filter(|(k, _)| k.starts_with(FORWARDED_PREFIX) || FORWARDED_VARS.contains(&k.as_str()))
+        .filter(|(k, _)| is_shell_name(k) && !protocol.iter().any(|(p, _)| p == k))
+        .collect();
+    vars.sort();
+    vars
+}
+
+/// The command line the remote shell runs on the host: a POSIX `sh`
+/// script, itself quoted, so that the login shell there (whichever it is)
+/// only has to run `exec /bin/sh -c '...'`.
+///
+/// The script changes to `dir`, starts the program in the background with
+/// `env` set and its standard input empty, and waits for it; its exit code
+/// (128 + N for a program killed by signal N) is the script's, which ssh
+/// returns as its own. Meanwhile a watcher reads the script's standard
+/// input, which is the remote shell's connection: `convrun` never writes
+/// to it, so the read returns only when the connection is gone (`convrun`
+/// killed the remote shell, or died), and the watcher then kills the
+/// program. Without it a remote process that never joined the job would
+/// outlive the job (sshd does not signal a command without a terminal).
+fn remote_command(dir: &str, env: &[(String, String)], command: &[String]) -> String {
+    let mut run = String::new();
+    for (k, v) in env {
+        run.push_str(&format!("{k}={} ", shell_quote(v)));
+    }
+    let words: Vec<String> = command.iter().map(|w| shell_quote(w)).collect();
+    run.push_str(&words.join(" "));
+    let script = format!(
+        "cd {} || exit; exec 3<&0 </dev/null; \
+         {run} 3<&- & p=$!; \
+         (read -r line <&3; kill -9 $p) >/dev/null 2>&1 & w=$!; exec 3<&-; \
+         wait $p; c=$?; kill $w 2>/dev/null; exit $c",
+        shell_quote(dir)
+    );
+    format!("exec /bin/sh -c {}", shell_quote(&script))
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+/// Starts process `node` on `host` with the protocol's variables `envs`:
+/// directly on this host, else through the remote shell. Also returns the
+/// remote shell's standard input, which must stay open while the process
+/// runs (its end kills the remote process).
+fn spawn(
+    opts: &Options,
+    node: usize,
+    host: &Host,
+    envs: &[(&str, String)],
+) -> Result<(Child, Option<ChildStdin>), String> {
+    let local = is_local_host(&host.name);
+    let shell = remote_shell(opts, host);
+    let mut cmd = if local {
+        let mut c = Command::new(&opts.command[0]);
+        c.args(&opts.command[1..]);
+        c.envs(envs.iter().map(|(k, v)| (k, v)));
+        c.stdin(Stdio::null());
+        c
+    } else {
+        let dir = std::env::current_dir().map_or_else(|_| ".".into(), |d| d.display().to_string());
+        let mut env = forwarded_env(envs);
+        env.extend(envs.iter().map(|(k, v)| (k.to_string(), v.clone())));
+        let remote = remote_command(&dir, &env, &opts.command);
+        if opts.verbose {
+            eprintln!(
+                "convrun: process {node} on {}: {} {} <command>",
+                host.name,
+                shell.join(" "),
+                host.name
+            );
+        }
+        let mut c = Command::new(&shell[0]);
+        c.args(&shell[1..]).arg(&host.name).arg(remote);
+        // Never written to: the remote side watches it for its end.
+        c.stdin(Stdio::piped());
+        c
+    };
+    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| {
+        if local {
+            format!("cannot start process {node} (`{}`): {e}", opts.command[0])
+        } else {
+            format!(
+                "cannot start process {node} on {}: remote shell `{}`: {e}",
+                host.name, shell[0]
+            )
+        }
+    })?;
+    let stdin = child.stdin.take();
+    Ok((child, stdin))
+}
+
+/// Starts every process of the job as `plan` places them, forwarding their
+/// output; they reach the launcher through `control`.
+pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
+    let nodes = plan.nodes();
+    for node in 0..nodes {
+        let host = plan.host(node);
+        let place = launch_wire::Placement {
+            launcher: control.address_for(node),
+            node,
+            nodes,
+            token: job.token,
+            netmod: plan.netmod.clone(),
+            host: plan.advertised(node).to_string(),
+            hosts: Some(plan.host_of.clone()),
+            timeout: Duration::from_secs(job.opts.timeout),
+            host_pes: Some(plan.host_pes(node, job.opts.ppn)),
+        };
+        let (mut child, stdin) = match spawn(&job.opts, node, host, &place.to_env()) {
+            Ok(started) => started,
+            Err(why) => {
+                // The processes started so far must not wait for this one.
+                eprintln!("convrun: {why}");
+                job.signal_all(libc::SIGKILL);
+                job.end_all(Duration::ZERO);
+                job.code = Some(1);
+                job.finish();
+            }
+        };
+        if let Some(out) = child.stdout.take() {
+            job.forwarders.push(forward(out, false));
+        }
+        if let Some(err) = child.stderr.take() {
+            job.forwarders.push(forward(err, true));
+        }
+        job.procs.push(Proc {
+            node,
+            child,
+            status: None,
+            link: None,
+            card: None,
+            said: Default::default(),
+            remote: (!is_local_host(&host.name)).then(|| host.name.clone()),
+            _stdin: stdin,
+        });
+    }
+}

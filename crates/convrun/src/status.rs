@@ -1,0 +1,252 @@
+//! How each process ended, what the launcher reports about it, and the
+//! job's exit code.
+//!
+//! A process's end is judged by what it said on its control connection
+//! before it exited ([`Said`]): `end` (its part of the job was done),
+//! `lost` (it ended because another process failed), or nothing (it
+//! failed on its own: it died, aborted, or left outside the runtime). The
+//! first process that failed on its own is reported, the others are told
+//! and given [`GRACE`] to end, and its exit code becomes the job's; else
+//! the first non-zero code a process chose; else that of a process that
+//! ended because of another; else 0 ([`Job::final_code`]).
+//!
+//! # Invariants
+//!
+//! [`Said`] keeps at most one line of [`ToLauncher::MAX_LEN`] bytes of what
+//! a process said, whatever it sends.
+use std::process::ExitStatus;
+
+use launch_wire::{ToLauncher, ToProcess};
+
+use crate::job::{GRACE, Job};
+
+/// How a process ended, from what it said before it exited.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Ending {
+    /// It said `end`: its part of the job finished (exit code as chosen).
+    OnPurpose,
+    /// It said `lost`: it ended because another process failed.
+    Secondary,
+    /// It said nothing: it died, aborted or exited outside the runtime.
+    Primary,
+}
+
+/// What a process said on its control connection after the cards.
+#[derive(Default)]
+pub struct Said {
+    /// The start of a line whose end has not come yet.
+    partial: Vec<u8>,
+    /// Inside a line longer than the protocol allows: dropped up to its
+    /// end.
+    skipping: bool,
+    end: bool,
+    lost: bool,
+}
+
+impl Said {
+    /// Takes `bytes`, the next ones the process sent.
+    pub fn feed(&mut self, bytes: &[u8]) {
+        for chunk in bytes.split_inclusive(|&b| b == b'\n') {
+            let complete = chunk.last() == Some(&b'\n');
+            if self.skipping {
+                self.skipping = !complete;
+                continue;
+            }
+            self.partial.extend_from_slice(chunk);
+            if self.partial.len() > ToLauncher::MAX_LEN {
+                self.partial.clear();
+                self.skipping = !complete;
+            } else if complete {
+                let line = std::mem::take(&mut self.partial);
+                self.heard(&line);
+            }
+        }
+    }
+
+    /// Notes what `line` says; lines that mean nothing here are ignored.
+    fn heard(&mut self, line: &[u8]) {
+        match std::str::from_utf8(line).map(ToLauncher::parse) {
+            Ok(Ok(ToLauncher::End)) => self.end = true,
+            Ok(Ok(ToLauncher::Lost)) => self.lost = true,
+            _ => {}
+        }
+    }
+
+    /// How the process ended, by what it said (a last line without its
+    /// newline counts).
+    pub fn ending(&self) -> Ending {
+        let mut all = Said {
+            partial: Vec::new(),
+            skipping: false,
+            ..*self
+        };
+        if !self.skipping {
+            all.heard(&self.partial);
+        }
+        if all.end {
+            Ending::OnPurpose
+        } else if all.lost {
+            Ending::Secondary
+        } else {
+            Ending::Primary
+        }
+    }
+}
+
+/// The exit code a status stands for (128 + signal when killed).
+pub fn code_of(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => c,
+        (None, Some(sig)) => 128 + sig,
+        _ => 1,
+    }
+}
+
+pub fn describe(status: ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exited with code {c}"),
+        (None, Some(sig)) => format!("was killed by signal {sig} ({})", signal_name(sig)),
+        _ => "ended".into(),
+    }
+}
+
+/// What an exit code of the remote shell means when it is not the
+/// program's own choice (see `convrun`'s top comment), in parentheses.
+fn remote_hint(status: ExitStatus) -> String {
+    match status.code() {
+        Some(255) => " (255: ssh could not connect or log in)".into(),
+        Some(127) => " (127: the program was not found there)".into(),
+        Some(126) => " (126: the program could not be run there)".into(),
+        Some(c @ 129..=192) => format!(
+            " ({c} = 128 + {}: killed by signal {} ({}) there)",
+            c - 128,
+            c - 128,
+            signal_name(c - 128)
+        ),
+        _ => String::new(),
+    }
+}
+
+fn signal_name(sig: i32) -> &'static str {
+    match sig {
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGINT => "SIGINT",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGHUP => "SIGHUP",
+        _ => "signal",
+    }
+}
+
+fn pes_of(node: usize, ppn: usize) -> String {
+    if ppn == 1 {
+        format!("PE {node}")
+    } else {
+        format!("PEs {}..{}", node * ppn, node * ppn + ppn - 1)
+    }
+}
+
+impl Job {
+    /// `process N (PEs ...)`, and `on HOST` for a remote one.
+    pub fn who(&self, node: usize) -> String {
+        let p = &self.procs[node];
+        match &p.remote {
+            Some(host) => format!("process {node} ({}) on {host}", pes_of(node, self.opts.ppn)),
+            None => format!("process {node} ({})", pes_of(node, self.opts.ppn)),
+        }
+    }
+
+    /// What process `node`'s exit code means, for a remote one.
+    pub fn hint(&self, node: usize) -> String {
+        let p = &self.procs[node];
+        match &p.remote {
+            Some(_) => remote_hint(p.status.expect("reaped")),
+            None => String::new(),
+        }
+    }
+
+    pub fn ending(&self, node: usize) -> Ending {
+        self.procs[node].said.ending()
+    }
+
+    /// Records how `node` ended; reports it (and ends the rest of the job)
+    /// if it failed on its own.
+    pub fn note_exit(&mut self, node: usize) {
+        let status = self.procs[node].status.expect("reaped");
+        let code = code_of(status);
+        match self.ending(node) {
+            Ending::OnPurpose => {
+                if code != 0 && self.chosen.is_none() {
+                    self.chosen = Some(code);
+                }
+            }
+            Ending::Secondary => {
+                if code != 0 && self.secondary.is_none() {
+                    self.secondary = Some(code);
+                }
+            }
+            Ending::Primary => {
+                let first = self.failure.is_none();
+                if first {
+                    // A process that failed on its own decides the code,
+                    // even if it exited with 0 (before its part was done).
+                    self.failure = Some(if code == 0 { 1 } else { code });
+                }
+                let (who, how, hint) = (self.who(node), describe(status), self.hint(node));
+                if self.running() > 0 {
+                    if first {
+                        eprintln!(
+                            "convrun: {who} {how} before its part of the job ended; ending the job{hint}"
+                        );
+                    }
+                    self.tell_all(&ToProcess::Abort(format!("lost {who}: it {how}{hint}")));
+                    self.end_all(GRACE);
+                } else if first {
+                    eprintln!("convrun: {who} {how} before its part of the job ended{hint}");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn said(chunks: &[&[u8]]) -> Ending {
+        let mut s = Said::default();
+        for c in chunks {
+            s.feed(c);
+        }
+        s.ending()
+    }
+
+    #[test]
+    fn an_ending_is_read_from_whole_lines_in_any_chunks() {
+        assert_eq!(said(&[]), Ending::Primary);
+        assert_eq!(said(&[b"end\n"]), Ending::OnPurpose);
+        assert_eq!(said(&[b"e", b"n", b"d\n"]), Ending::OnPurpose);
+        assert_eq!(said(&[b"lost\n"]), Ending::Secondary);
+        assert_eq!(said(&[b"lost\nend\n"]), Ending::OnPurpose);
+        // A last line without its newline counts, as before.
+        assert_eq!(said(&[b"lost\nend"]), Ending::OnPurpose);
+        assert_eq!(said(&[b"ending\nlost now\n\xff\n"]), Ending::Primary);
+    }
+
+    #[test]
+    fn an_endless_line_is_dropped_not_kept() {
+        let mut s = Said::default();
+        let junk = vec![b'x'; 1 << 16];
+        for _ in 0..64 {
+            s.feed(&junk);
+            assert!(s.partial.len() <= ToLauncher::MAX_LEN);
+        }
+        // Its end is skipped too; the next line counts.
+        s.feed(b"end\nlost\n");
+        assert_eq!(s.ending(), Ending::Secondary);
+    }
+}

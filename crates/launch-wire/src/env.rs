@@ -1,0 +1,308 @@
+//! The environment `convrun` starts each process with: the variables'
+//! names, and [`Placement`], what they say together.
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | [`LAUNCHER`] | `HOST:PORT` of the launcher's control socket; its presence means "started by convrun" |
+//! | [`NODE`] / [`NODES`] | this process's number and the job's process count |
+//! | [`TOKEN`] | the job's random token (hex), checked on every connection |
+//! | [`NETMOD`] | the network module: `tcp` (the default), `shm`, or `auto` (shm with the processes of the same host, tcp with the others) |
+//! | [`HOST`] | the host name peers should use to reach this process (default `127.0.0.1`) |
+//! | [`HOSTS`] | the host of every process, as numbers (`0,1,0,1`): processes with the same number share memory |
+//! | [`TIMEOUT`] | seconds start-up may take (`++timeout`; default [`DEFAULT_TIMEOUT_SECS`]) |
+//! | [`HOST_PES`] | PEs of the job on this host (all processes): more than its cores means idle PEs must not spin |
+//!
+//! # Invariants
+//!
+//! [`Placement::from_env`] of [`Placement::to_env`] is the placement
+//! itself; a placement `from_env` returns has `node < nodes` and, if it
+//! has `hosts`, one per process. `from_env` reads only through the lookup
+//! it is given (no process state), so it is a pure function of it.
+use std::time::Duration;
+
+use crate::error::{Error, shown};
+
+/// `HOST:PORT` of the launcher's control socket.
+pub const LAUNCHER: &str = "CONVERSE_LAUNCHER";
+/// This process's number in the job, from 0.
+pub const NODE: &str = "CONVERSE_NODE";
+/// The job's process count.
+pub const NODES: &str = "CONVERSE_NODES";
+/// The job's token, hexadecimal.
+pub const TOKEN: &str = "CONVERSE_TOKEN";
+/// The network module's name (`++netmod`).
+pub const NETMOD: &str = "CONVERSE_NETMOD";
+/// The host name peers reach this process by.
+pub const HOST: &str = "CONVERSE_HOST";
+/// The host of every process, as comma-separated numbers.
+pub const HOSTS: &str = "CONVERSE_HOSTS";
+/// Seconds start-up may take.
+pub const TIMEOUT: &str = "CONVERSE_TIMEOUT";
+/// PEs of the job on this process's host.
+pub const HOST_PES: &str = "CONVERSE_HOST_PES";
+
+/// Every variable of the protocol, in the order [`Placement::to_env`]
+/// lists them.
+pub const ALL: [&str; 9] = [
+    HOST_PES, HOSTS, LAUNCHER, NODE, NODES, TOKEN, NETMOD, HOST, TIMEOUT,
+];
+
+/// Default start-up deadline (`++timeout`), seconds.
+pub const DEFAULT_TIMEOUT_SECS: u64 = 60;
+/// The network module when [`NETMOD`] is not set.
+pub const DEFAULT_NETMOD: &str = "tcp";
+/// The host name when [`HOST`] is not set.
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+
+/// One process's place in the job, as the launcher describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// `HOST:PORT` of the launcher's control socket.
+    pub launcher: String,
+    /// This process's number.
+    pub node: usize,
+    /// The job's process count.
+    pub nodes: usize,
+    /// The job's token.
+    pub token: u64,
+    /// The network module's name, as `++netmod` spells it.
+    pub netmod: String,
+    /// The host name peers reach this process by.
+    pub host: String,
+    /// The host of every process, by number, if the launcher said (else
+    /// all on one).
+    pub hosts: Option<Vec<usize>>,
+    /// How long start-up may take.
+    pub timeout: Duration,
+    /// PEs of the job on this host, if the launcher said.
+    pub host_pes: Option<usize>,
+}
+
+impl Placement {
+    /// The variables that describe `self`, in the order of [`ALL`] (those
+    /// of `None` fields left out).
+    pub fn to_env(&self) -> Vec<(&'static str, String)> {
+        let mut vars = Vec::with_capacity(ALL.len());
+        if let Some(pes) = self.host_pes {
+            vars.push((HOST_PES, pes.to_string()));
+        }
+        if let Some(hosts) = &self.hosts {
+            let list: Vec<String> = hosts.iter().map(usize::to_string).collect();
+            vars.push((HOSTS, list.join(",")));
+        }
+        vars.extend([
+            (LAUNCHER, self.launcher.clone()),
+            (NODE, self.node.to_string()),
+            (NODES, self.nodes.to_string()),
+            (TOKEN, format!("{:016x}", self.token)),
+            (NETMOD, self.netmod.clone()),
+            (HOST, self.host.clone()),
+            (TIMEOUT, self.timeout.as_secs().to_string()),
+        ]);
+        vars
+    }
+
+    /// The placement the variables `get` returns describe: `None` if
+    /// [`LAUNCHER`] is not set (the process was not started by a
+    /// launcher), an error naming the variable if one is missing or
+    /// malformed.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Option<Placement>, Error> {
+        let Some(launcher) = get(LAUNCHER) else {
+            return Ok(None);
+        };
+        let num = |name: &'static str| -> Result<usize, Error> {
+            get(name)
+                .ok_or(Error::Unset(name))?
+                .parse::<usize>()
+                .map_err(|_| Error::NotANumber(name))
+        };
+        let node = num(NODE)?;
+        let nodes = num(NODES)?;
+        if node >= nodes {
+            return Err(Error::NodeNotBelowNodes { node, nodes });
+        }
+        let token = u64::from_str_radix(&get(TOKEN).ok_or(Error::Unset(TOKEN))?, 16)
+            .map_err(|_| Error::TokenNotHex)?;
+        let timeout = match get(TIMEOUT) {
+            Some(t) => t.parse::<u64>().map_err(|_| Error::TimeoutNotSeconds)?,
+            None => DEFAULT_TIMEOUT_SECS,
+        };
+        let hosts = match get(HOSTS) {
+            Some(list) => {
+                let hosts: Vec<usize> = list
+                    .split(',')
+                    .map(|h| h.parse::<usize>())
+                    .collect::<Result<_, _>>()
+                    .map_err(|_| Error::HostsNotNumbers(shown(&list)))?;
+                if hosts.len() != nodes {
+                    return Err(Error::HostsCount {
+                        hosts: hosts.len(),
+                        nodes,
+                    });
+                }
+                Some(hosts)
+            }
+            None => None,
+        };
+        let host_pes = match get(HOST_PES) {
+            Some(_) => Some(num(HOST_PES)?),
+            None => None,
+        };
+        Ok(Some(Placement {
+            launcher,
+            node,
+            nodes,
+            token,
+            netmod: get(NETMOD).unwrap_or_else(|| DEFAULT_NETMOD.into()),
+            host: get(HOST).unwrap_or_else(|| DEFAULT_HOST.into()),
+            hosts,
+            timeout: Duration::from_secs(timeout),
+            host_pes,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn lookup(vars: &[(&str, String)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    fn sample() -> Placement {
+        Placement {
+            launcher: "127.0.0.1:4000".into(),
+            node: 2,
+            nodes: 4,
+            token: 0x00c0_ffee_1234_5678,
+            netmod: "auto".into(),
+            host: "node7".into(),
+            hosts: Some(vec![0, 1, 0, 1]),
+            timeout: Duration::from_secs(9),
+            host_pes: Some(4),
+        }
+    }
+
+    /// `vars` with `name` set to `value` (or removed, for `None`).
+    fn with(
+        vars: &[(&'static str, String)],
+        name: &str,
+        value: Option<&str>,
+    ) -> Vec<(&'static str, String)> {
+        let mut out: Vec<_> = vars.iter().filter(|(k, _)| *k != name).cloned().collect();
+        if let Some(v) = value {
+            let k = ALL
+                .iter()
+                .find(|k| **k == name)
+                .expect("a protocol variable");
+            out.push((k, v.to_string()));
+        }
+        out
+    }
+
+    #[test]
+    fn a_placement_round_trips() {
+        let p = sample();
+        let vars = p.to_env();
+        assert_eq!(
+            vars.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            ALL,
+            "every variable, in order"
+        );
+        assert!(vars.contains(&(TOKEN, "00c0ffee12345678".into())));
+        assert!(vars.contains(&(HOSTS, "0,1,0,1".into())));
+        assert_eq!(Placement::from_env(lookup(&vars)), Ok(Some(p.clone())));
+        let bare = Placement {
+            hosts: None,
+            host_pes: None,
+            ..p
+        };
+        assert_eq!(Placement::from_env(lookup(&bare.to_env())), Ok(Some(bare)));
+    }
+
+    #[test]
+    fn without_a_launcher_there_is_no_placement() {
+        assert_eq!(Placement::from_env(|_| None), Ok(None));
+        let vars = with(&sample().to_env(), LAUNCHER, None);
+        assert_eq!(Placement::from_env(lookup(&vars)), Ok(None));
+    }
+
+    #[test]
+    fn defaults_fill_the_optional_variables() {
+        let vars: Vec<(&str, String)> = [LAUNCHER, NODE, NODES, TOKEN]
+            .iter()
+            .zip(["h:1", "0", "1", "ff"])
+            .map(|(k, v)| (*k, v.to_string()))
+            .collect();
+        let p = Placement::from_env(lookup(&vars)).unwrap().unwrap();
+        assert_eq!(p.netmod, DEFAULT_NETMOD);
+        assert_eq!(p.host, DEFAULT_HOST);
+        assert_eq!(p.timeout, Duration::from_secs(DEFAULT_TIMEOUT_SECS));
+        assert_eq!((p.hosts, p.host_pes, p.token), (None, None, 0xff));
+    }
+
+    #[test]
+    fn a_bad_variable_is_named() {
+        let good = sample().to_env();
+        let cases: &[(&str, Option<&str>, &str)] = &[
+            (
+                NODE,
+                None,
+                "CONVERSE_NODE is not set (the job was started by convrun?)",
+            ),
+            (NODES, Some("many"), "CONVERSE_NODES is not a number"),
+            (NODE, Some("-1"), "CONVERSE_NODE is not a number"),
+            (
+                NODE,
+                Some("4"),
+                "CONVERSE_NODE 4 is not below CONVERSE_NODES 4",
+            ),
+            (
+                TOKEN,
+                None,
+                "CONVERSE_TOKEN is not set (the job was started by convrun?)",
+            ),
+            (TOKEN, Some("xyz"), "CONVERSE_TOKEN is not hexadecimal"),
+            (
+                TOKEN,
+                Some("1ffffffffffffffff"),
+                "CONVERSE_TOKEN is not hexadecimal",
+            ),
+            (
+                TIMEOUT,
+                Some("soon"),
+                "CONVERSE_TIMEOUT is not a number of seconds",
+            ),
+            (
+                HOSTS,
+                Some("0,a,0,1"),
+                "CONVERSE_HOSTS `0,a,0,1` is not a list of numbers",
+            ),
+            (
+                HOSTS,
+                Some(""),
+                "CONVERSE_HOSTS `` is not a list of numbers",
+            ),
+            (
+                HOSTS,
+                Some("0,1"),
+                "CONVERSE_HOSTS names 2 hosts for 4 processes",
+            ),
+            (HOST_PES, Some("lots"), "CONVERSE_HOST_PES is not a number"),
+        ];
+        for (name, value, want) in cases {
+            let e = Placement::from_env(lookup(&with(&good, name, *value))).unwrap_err();
+            assert_eq!(e.to_string(), *want, "{name}={value:?}");
+        }
+        let e = Placement::from_env(lookup(&with(&good, HOSTS, Some(&"9\n".repeat(500)))))
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 300 && !e.contains('\n'), "{e}");
+    }
+}

@@ -1,0 +1,54 @@
+//! The launcher protocol: what `convrun` (the launcher) and the processes
+//! of a Converse job it starts tell each other, as data.
+//!
+//! Both ends use this crate: `convrun` and the core's process side
+//! (`converse::machine::launch`), so the two cannot drift apart. Nothing
+//! here does I/O: the callers read and write; this crate names, encodes,
+//! and checks.
+//!
+//! # The protocol
+//!
+//! `convrun` starts each process with the environment variables of
+//! [`mod@env`] (the [`Placement`] of that process). The process then:
+//!
+//! 1. initializes its network modules and gets its business card (with
+//!    `auto`, the cards of both modules, comma-separated: a peer takes the
+//!    one of the module it reaches this process with);
+//! 2. connects to the launcher's control socket and writes
+//!    `hello NODE PID CARD` ([`ToLauncher::Hello`]);
+//! 3. reads `cards CARD0 CARD1 ...` ([`ToProcess::Cards`]: every process's
+//!    card, in order) once every process has said hello;
+//! 4. connects its VCs to the others and waits for theirs;
+//! 5. keeps the launcher connection open: a line `abort TEXT`
+//!    ([`ToProcess::Abort`]) ends the process (another one failed), and the
+//!    end of the stream means the launcher is gone, which ends the process
+//!    too;
+//! 6. before it exits, says how: `end` ([`ToLauncher::End`]: its part of
+//!    the job is done; its exit code is the one chosen) or `lost`
+//!    ([`ToLauncher::Lost`]: it ends because another process failed). A
+//!    process that says neither failed on its own (it died, aborted, or
+//!    left outside the runtime): the launcher reports it and its exit code
+//!    becomes the job's.
+//!
+//! Every step has a deadline (`++timeout`, [`env::TIMEOUT`]).
+//!
+//! # Invariants
+//!
+//! - A line is ASCII words separated by single spaces, ended by `\n`; the
+//!   first word names it. [`ToLauncher::encode`] and [`ToProcess::encode`]
+//!   produce exactly that, and `parse` accepts exactly what they produce
+//!   (a `\r` before the `\n` aside).
+//! - Nothing from the other end is trusted: `parse` and
+//!   [`Placement::from_env`] never panic, check every length against the
+//!   limits below before keeping anything, and say in their error what was
+//!   wrong (the variable, or the line's kind and field).
+//! - A reader bounds its reads with [`ToLauncher::MAX_LEN`] and
+//!   [`ToProcess::max_len`], so that an endless line costs no more memory
+//!   than a long valid one.
+pub mod env;
+mod error;
+mod line;
+
+pub use env::{DEFAULT_TIMEOUT_SECS, Placement};
+pub use error::Error;
+pub use line::{Card, MAX_CARD, MAX_TEXT, ToLauncher, ToProcess};

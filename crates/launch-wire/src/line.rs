@@ -1,0 +1,510 @@
+//! The control socket's lines, each direction an enum: what a process
+//! tells the launcher ([`ToLauncher`]) and what the launcher tells a
+//! process ([`ToProcess`]).
+//!
+//! # Invariants
+//!
+//! - `encode` writes one line: the kind's word, its fields separated by
+//!   single spaces, `\n`. `parse` reads exactly that (without or with its
+//!   `\n`, a `\r` before it tolerated) and nothing else: a field missing,
+//!   extra, empty or malformed is an [`Error`] naming the line's kind and
+//!   the field.
+//! - A [`Card`] is 1 to [`MAX_CARD`] bytes with no whitespace or control
+//!   character, checked when it is made, so that a `cards` line splits
+//!   back into the cards it was made of. An abort text is at most
+//!   [`MAX_TEXT`] bytes without control characters: `encode` makes it so
+//!   (a line break becomes a space), `parse` refuses anything else.
+//! - `parse` never panics and allocates no more than its input's length.
+use crate::error::{Error, shown};
+
+/// Most bytes of a business card.
+pub const MAX_CARD: usize = 1024;
+/// Most bytes of an abort line's text.
+pub const MAX_TEXT: usize = 4096;
+
+/// Bytes a line's end may take (`\r\n`).
+const END_LEN: usize = 2;
+/// Most digits of a `usize` (64-bit) and a `u32` in decimal.
+const USIZE_DIGITS: usize = 20;
+const U32_DIGITS: usize = 10;
+
+/// A process's business card, as the protocol carries it: what its peers
+/// need to reach it (one network module's card, or several
+/// comma-separated). See the module comment for what it may hold.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Card(String);
+
+impl Card {
+    /// `card`, if the protocol can carry it.
+    pub fn new(card: impl Into<String>) -> Result<Card, Error> {
+        let card = card.into();
+        check_card(&card).map_err(|why| Error::Malformed { line: "card", why })?;
+        Ok(Card(card))
+    }
+
+    /// The card's text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The card's text, owned.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl std::fmt::Display for Card {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why `card` is not a card, if it is not.
+fn check_card(card: &str) -> Result<(), String> {
+    if card.is_empty() {
+        return Err("an empty card".into());
+    }
+    if card.len() > MAX_CARD {
+        return Err(format!(
+            "a card of {} bytes: the most is {MAX_CARD}",
+            card.len()
+        ));
+    }
+    if let Some(c) = card.chars().find(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "card `{}` holds {:?}, a space or control character",
+            shown(card),
+            c
+        ));
+    }
+    Ok(())
+}
+
+/// What a process tells the launcher.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToLauncher {
+    /// `hello NODE PID CARD`: process `node` (operating-system process
+    /// `pid`) joins the job; `card` is its business card.
+    Hello {
+        /// The process's number in the job.
+        node: usize,
+        /// Its operating-system process id.
+        pid: u32,
+        /// Its business card.
+        card: Card,
+    },
+    /// `end`: its part of the job is done; it exits next, on purpose.
+    End,
+    /// `lost`: it ends because another process failed.
+    Lost,
+}
+
+impl ToLauncher {
+    /// Most bytes of a line to the launcher, its end included: what a
+    /// reader should read at most before it gives up on a line.
+    pub const MAX_LEN: usize =
+        "hello ".len() + USIZE_DIGITS + 1 + U32_DIGITS + 1 + MAX_CARD + END_LEN;
+
+    /// The line, `\n` included.
+    pub fn encode(&self) -> String {
+        match self {
+            ToLauncher::Hello { node, pid, card } => format!("hello {node} {pid} {card}\n"),
+            ToLauncher::End => "end\n".into(),
+            ToLauncher::Lost => "lost\n".into(),
+        }
+    }
+
+    /// The line `line` is, or what is wrong with it.
+    pub fn parse(line: &str) -> Result<ToLauncher, Error> {
+        let line = unterminated(line, "a line to the launcher", Self::MAX_LEN)?;
+        let (kind, rest) = split_kind(line)?;
+        match kind {
+            "hello" => {
+                let [node, pid, card] = fields::<3>("hello", rest, "NODE PID CARD")?;
+                Ok(ToLauncher::Hello {
+                    node: number("hello", "NODE", node)?,
+                    pid: number("hello", "PID", pid)?,
+                    card: Card(
+                        check_card(card)
+                            .map(|()| card.to_string())
+                            .map_err(|why| Error::malformed("hello", format!("CARD: {why}")))?,
+                    ),
+                })
+            }
+            "end" => no_fields("end", rest).map(|()| ToLauncher::End),
+            "lost" => no_fields("lost", rest).map(|()| ToLauncher::Lost),
+            other => Err(Error::Unknown(shown(other))),
+        }
+    }
+}
+
+/// What the launcher tells a process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToProcess {
+    /// `cards CARD0 CARD1 ...`: every process's business card, in order of
+    /// their numbers (sent once every process has said hello).
+    Cards(Vec<Card>),
+    /// `abort TEXT`: the job is ending because of what `TEXT` says (another
+    /// process failed); the process ends.
+    Abort(String),
+}
+
+impl ToProcess {
+    /// Most bytes of a line to a process of a job of `nodes` processes,
+    /// its end included.
+    pub fn max_len(nodes: usize) -> usize {
+        let cards = nodes
+            .saturating_mul(1 + MAX_CARD)
+            .saturating_add("cards".len());
+        cards.max("abort ".len() + MAX_TEXT).saturating_add(END_LEN)
+    }
+
+    /// The line, `\n` included. An abort text is made carriable first:
+    /// control characters become spaces and it is cut to [`MAX_TEXT`]
+    /// bytes (at a character boundary).
+    pub fn encode(&self) -> String {
+        match self {
+            ToProcess::Cards(cards) => {
+                let mut line = String::from("cards");
+                for card in cards {
+                    line.push(' ');
+                    line.push_str(card.as_str());
+                }
+                line.push('\n');
+                line
+            }
+            ToProcess::Abort(text) => {
+                let mut clean = String::with_capacity(text.len().min(MAX_TEXT));
+                for c in text.chars() {
+                    let c = if c.is_control() { ' ' } else { c };
+                    if clean.len() + c.len_utf8() > MAX_TEXT {
+                        break;
+                    }
+                    clean.push(c);
+                }
+                format!("abort {clean}\n")
+            }
+        }
+    }
+
+    /// The line `line` is, or what is wrong with it. The number of cards is
+    /// not checked here (the caller knows how many processes it expects).
+    pub fn parse(line: &str) -> Result<ToProcess, Error> {
+        let line = unterminated(line, "a line to a process", usize::MAX)?;
+        let (kind, rest) = split_kind(line)?;
+        match kind {
+            "cards" => {
+                let Some(rest) = rest else {
+                    return Ok(ToProcess::Cards(Vec::new()));
+                };
+                rest.split(' ')
+                    .enumerate()
+                    .map(|(i, card)| {
+                        check_card(card)
+                            .map(|()| Card(card.to_string()))
+                            .map_err(|why| Error::malformed("cards", format!("card {i}: {why}")))
+                    })
+                    .collect::<Result<Vec<_>, _>>()
+                    .map(ToProcess::Cards)
+            }
+            "abort" => {
+                // `abort` alone is an abort without text.
+                let rest = rest.unwrap_or_default();
+                if rest.len() > MAX_TEXT {
+                    return Err(Error::TooLong {
+                        what: "an abort text",
+                        len: rest.len(),
+                        max: MAX_TEXT,
+                    });
+                }
+                if let Some(c) = rest.chars().find(|c| c.is_control()) {
+                    return Err(Error::malformed(
+                        "abort",
+                        format!("TEXT holds the control character {c:?}"),
+                    ));
+                }
+                Ok(ToProcess::Abort(rest.to_string()))
+            }
+            other => Err(Error::Unknown(shown(other))),
+        }
+    }
+}
+
+/// `line` without its end (`\n`, or `\r\n`), if it is at most `max` bytes.
+fn unterminated<'a>(line: &'a str, what: &'static str, max: usize) -> Result<&'a str, Error> {
+    if line.len() > max {
+        return Err(Error::TooLong {
+            what,
+            len: line.len(),
+            max,
+        });
+    }
+    let line = line.strip_suffix('\n').unwrap_or(line);
+    Ok(line.strip_suffix('\r').unwrap_or(line))
+}
+
+/// The line's kind (its first word) and the rest after one space (`None`
+/// if there is no space: a line without fields).
+fn split_kind(line: &str) -> Result<(&str, Option<&str>), Error> {
+    if line.is_empty() {
+        return Err(Error::Empty);
+    }
+    Ok(match line.split_once(' ') {
+        Some((kind, rest)) => (kind, Some(rest)),
+        None => (line, None),
+    })
+}
+
+/// Exactly `N` non-empty fields of `rest`, separated by single spaces
+/// (`names` says which, for the error).
+fn fields<'a, const N: usize>(
+    kind: &'static str,
+    rest: Option<&'a str>,
+    names: &str,
+) -> Result<[&'a str; N], Error> {
+    let mut out = [""; N];
+    let mut count = 0;
+    for field in rest.into_iter().flat_map(|r| r.split(' ')) {
+        if field.is_empty() {
+            return Err(Error::malformed(
+                kind,
+                format!("an empty field (fields are {names}, one space apart)"),
+            ));
+        }
+        if count == N {
+            return Err(Error::malformed(
+                kind,
+                format!("more than {N} fields ({names})"),
+            ));
+        }
+        out[count] = field;
+        count += 1;
+    }
+    if count < N {
+        return Err(Error::malformed(
+            kind,
+            format!("{count} fields, not {N} ({names})"),
+        ));
+    }
+    Ok(out)
+}
+
+/// Nothing after the kind's word, not even a space.
+fn no_fields(kind: &'static str, rest: Option<&str>) -> Result<(), Error> {
+    match rest {
+        None => Ok(()),
+        Some(rest) => Err(Error::malformed(
+            kind,
+            format!("unexpected text after `{kind}`: ` {}`", shown(rest)),
+        )),
+    }
+}
+
+/// Field `name` as a number.
+fn number<T: std::str::FromStr>(kind: &'static str, name: &str, field: &str) -> Result<T, Error> {
+    // Digits only: `FromStr` would take a `+`.
+    if !field.is_empty() && field.bytes().all(|b| b.is_ascii_digit()) {
+        if let Ok(n) = field.parse() {
+            return Ok(n);
+        }
+    }
+    Err(Error::malformed(
+        kind,
+        format!("{name} `{}` is not a number", shown(field)),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn card(s: &str) -> Card {
+        Card::new(s).unwrap()
+    }
+
+    #[test]
+    fn lines_to_the_launcher_round_trip() {
+        let lines = [
+            ToLauncher::Hello {
+                node: 3,
+                pid: 4242,
+                card: card("shm:/converse-00ab-1:123:456,tcp:127.0.0.1:9000"),
+            },
+            ToLauncher::End,
+            ToLauncher::Lost,
+        ];
+        for l in lines {
+            let text = l.encode();
+            assert!(text.ends_with('\n') && text.len() <= ToLauncher::MAX_LEN);
+            assert_eq!(ToLauncher::parse(&text), Ok(l.clone()), "{text:?}");
+            assert_eq!(ToLauncher::parse(text.trim_end()), Ok(l.clone()));
+            assert_eq!(ToLauncher::parse(&text.replace('\n', "\r\n")), Ok(l));
+        }
+        assert_eq!(
+            ToLauncher::Hello {
+                node: 0,
+                pid: 7,
+                card: card("tcp:h:1")
+            }
+            .encode(),
+            "hello 0 7 tcp:h:1\n"
+        );
+        let longest = ToLauncher::Hello {
+            node: usize::MAX,
+            pid: u32::MAX,
+            card: card(&"c".repeat(MAX_CARD)),
+        };
+        assert_eq!(longest.encode().len() + 1, ToLauncher::MAX_LEN);
+    }
+
+    #[test]
+    fn lines_to_a_process_round_trip() {
+        let lines = [
+            ToProcess::Cards(vec![card("tcp:a:1"), card("shm:x,tcp:b:2")]),
+            ToProcess::Cards(vec![card("c")]),
+            ToProcess::Cards(Vec::new()),
+            ToProcess::Abort("lost process 1 (PE 1): it was killed by signal 9 (SIGKILL)".into()),
+            ToProcess::Abort(String::new()),
+        ];
+        for l in lines {
+            let text = l.encode();
+            assert!(text.len() <= ToProcess::max_len(2), "{text:?}");
+            assert_eq!(ToProcess::parse(&text), Ok(l), "{text:?}");
+        }
+        assert_eq!(
+            ToProcess::Cards(vec![card("a"), card("b")]).encode(),
+            "cards a b\n"
+        );
+    }
+
+    #[test]
+    fn an_abort_text_is_made_carriable() {
+        let text = ToProcess::Abort("two\nlines\u{0}".into()).encode();
+        assert_eq!(text, "abort two lines \n");
+        let long = ToProcess::Abort("é".repeat(MAX_TEXT)).encode();
+        assert!(long.len() <= "abort \n".len() + MAX_TEXT);
+        match ToProcess::parse(&long) {
+            Ok(ToProcess::Abort(t)) => assert_eq!(t.len(), MAX_TEXT),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_card_is_checked() {
+        for bad in ["", "a b", "a\tb", "a\nb", &"c".repeat(MAX_CARD + 1)] {
+            assert!(Card::new(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(card("tcp:[::1]:9").as_str(), "tcp:[::1]:9");
+    }
+
+    #[test]
+    fn malformed_lines_say_what_is_wrong() {
+        let to_launcher: &[(&str, &str)] = &[
+            ("", "an empty line"),
+            ("\n", "an empty line"),
+            ("hi 0 1 c", "unknown line `hi`"),
+            (
+                "hello 0 1",
+                "malformed `hello` line: 2 fields, not 3 (NODE PID CARD)",
+            ),
+            ("hello", "malformed `hello` line: 0 fields, not 3"),
+            (
+                "hello 0 1 c d",
+                "malformed `hello` line: more than 3 fields",
+            ),
+            (
+                "hello x 1 c",
+                "malformed `hello` line: NODE `x` is not a number",
+            ),
+            (
+                "hello +1 1 c",
+                "malformed `hello` line: NODE `+1` is not a number",
+            ),
+            (
+                "hello 1 99999999999 c",
+                "malformed `hello` line: PID `99999999999` is not a number",
+            ),
+            ("hello 0  1 c", "malformed `hello` line: an empty field"),
+            ("hello 0 1 c\u{1}", "malformed `hello` line: CARD: card"),
+            (
+                "end now",
+                "malformed `end` line: unexpected text after `end`: ` now`",
+            ),
+            ("lost\nend", "unknown line `lost\\nend`"),
+            ("end \n", "malformed `end` line: unexpected"),
+        ];
+        for (line, want) in to_launcher {
+            let e = ToLauncher::parse(line).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{line:?}: {e}");
+        }
+        let long = format!("hello 0 1 {}", "c".repeat(ToLauncher::MAX_LEN));
+        assert!(matches!(
+            ToLauncher::parse(&long),
+            Err(Error::TooLong { .. })
+        ));
+        let to_process: &[(&str, &str)] = &[
+            (
+                "cards a  b",
+                "malformed `cards` line: card 1: an empty card",
+            ),
+            ("cards a ", "malformed `cards` line: card 1: an empty card"),
+            ("cards a\u{7}", "malformed `cards` line: card 0: card"),
+            (
+                "abort x\ny",
+                "malformed `abort` line: TEXT holds the control character",
+            ),
+            ("stop", "unknown line `stop`"),
+            (" cards a", "unknown line ``"),
+        ];
+        for (line, want) in to_process {
+            let e = ToProcess::parse(line).unwrap_err().to_string();
+            assert!(e.starts_with(want), "{line:?}: {e}");
+        }
+        let long = format!("abort {}", "x".repeat(MAX_TEXT + 1));
+        assert!(matches!(
+            ToProcess::parse(&long),
+            Err(Error::TooLong { .. })
+        ));
+    }
+
+    /// A card the protocol can carry.
+    fn any_card() -> impl Strategy<Value = Card> {
+        "[!-~]{1,64}".prop_map(Card)
+    }
+
+    proptest! {
+        #[test]
+        fn parse_never_panics(line in any::<String>()) {
+            let _ = ToLauncher::parse(&line);
+            let _ = ToProcess::parse(&line);
+        }
+
+        #[test]
+        fn parse_never_panics_on_near_misses(
+            kind in prop::sample::select(vec!["hello", "end", "lost", "cards", "abort"]),
+            rest in "[ 0-9a-z:,\\r\\n\\t]{0,40}",
+        ) {
+            let line = format!("{kind} {rest}");
+            let _ = ToLauncher::parse(&line);
+            let _ = ToProcess::parse(&line);
+        }
+
+        #[test]
+        fn every_line_round_trips(
+            node in any::<usize>(),
+            pid in any::<u32>(),
+            card in any_card(),
+            cards in prop::collection::vec(any_card(), 0..8),
+            text in "[^\\p{Cc}]{0,100}",
+        ) {
+            let hello = ToLauncher::Hello { node, pid, card };
+            prop_assert_eq!(ToLauncher::parse(&hello.encode()), Ok(hello));
+            let all = ToProcess::Cards(cards);
+            prop_assert!(all.encode().len() <= ToProcess::max_len(8));
+            prop_assert_eq!(ToProcess::parse(&all.encode()), Ok(all));
+            let abort = ToProcess::Abort(text);
+            prop_assert_eq!(ToProcess::parse(&abort.encode()), Ok(abort));
+        }
+    }
+}
