@@ -1,8 +1,9 @@
 //! Sends (Cmi): point to point (to a PE, to a node, of vectors of pieces, of
-//! several messages in one go, in this file), and the collectives in the
-//! submodules: broadcasts ([`bcast`]), multicast groups and list sends
-//! ([`group`]), reductions ([`reduce`]) and the spanning trees they travel
-//! along ([`spantree`]).
+//! several messages in one go, in this file, over the PE's send path and
+//! flow control in `send`), and the collectives in the submodules:
+//! broadcasts ([`bcast`]), multicast groups and list sends ([`group`]),
+//! reductions ([`reduce`]) and the spanning trees they travel along
+//! ([`spantree`]).
 //!
 //! # Ownership
 //!

@@ -20,9 +20,14 @@
 //! empty look raises begin-idle, the next one still-idle, and each looks
 //! again before waiting, since callbacks may have made work or stopped the
 //! scheduler; the first work found afterwards raises begin-busy. A busy PE
-//! with timers or periodic callbacks counts its steps for `ccd::tick`. When nothing is ready the PE idles: it spins briefly, then
-//! yields, then parks until another PE gives it work or the job ends (see
-//! `csd::idle`).
+//! with timers or periodic callbacks counts its steps for `ccd::tick`.
+//! When nothing is ready the PE idles: it spins briefly, then yields, then
+//! parks until another PE gives it work or the job ends (see `csd::idle`).
+//!
+//! This file is the loop and the queues' public face; `deliver` takes work
+//! in the pass order, waits when idle and runs handlers. The PE's scheduler
+//! state (`SchedState`) is this module's: other subsystems reach it
+//! through the `impl Pe` methods below.
 //!
 //! # Stopping
 //!
