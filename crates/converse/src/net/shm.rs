@@ -90,6 +90,7 @@ use rustix::thread::futex;
 use super::frame::{FrameBody, FrameHeader, FrameKind, Reassembler};
 use super::netmod::{NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls};
 use crate::msg::message::Message;
+use crate::msg::message::MessageRaw as _;
 
 const MAGIC: &[u8; 8] = b"CVRSSHM1";
 const HEADER: usize = 4096;

@@ -19,6 +19,7 @@ use super::job::{Job, SharedValue};
 use crate::csd::cqs::Cqs;
 use crate::cth::Task;
 use crate::msg::handler::HandlerTable;
+use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{
     ARRIVAL_FLAGS, FLAG_BUNDLE, FLAG_NO_QD, Message, SPECIAL_DELIVERY_FLAGS,
 };
