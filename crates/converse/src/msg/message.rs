@@ -11,6 +11,5 @@ pub use converse_msg::{MAX_MESSAGE_SIZE, MSG_HEADER_SIZE, Message, MsgError, Msg
 
 pub(crate) use converse_msg::raw::{
     ARRIVAL_FLAGS, FLAG_BCAST, FLAG_BUNDLE, FLAG_MCAST, FLAG_NO_QD, FLAG_NODE_BCAST, FLAG_REDUCE,
-    FLAG_REDUCE_STRUCT, FLAG_SYSTEM, MessageBuf, MessageRaw, ReadInto, SPECIAL_DELIVERY_FLAGS,
-    receive_into,
+    FLAG_REDUCE_STRUCT, FLAG_SYSTEM, MessageRaw, SPECIAL_DELIVERY_FLAGS,
 };
