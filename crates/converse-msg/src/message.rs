@@ -43,7 +43,8 @@
 //! trait's, implemented here because it needs the private fields (see
 //! [`crate::raw`] for why a trait).
 use std::fmt;
-use std::mem::MaybeUninit;
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::ops::Deref;
 use std::sync::Arc;
 
 use bytemuck::{Pod, Zeroable};
@@ -191,7 +192,53 @@ fn chunks_for(bytes: usize) -> usize {
 /// A message buffer: owned outright, or shared read-only.
 enum Buf {
     Owned(Box<[Chunk]>),
-    Shared(Arc<[Chunk]>),
+    Shared(SharedChunks),
+}
+
+/// A shared buffer: an `Arc` that is dropped by value.
+///
+/// Why not a plain `Arc<[Chunk]>`: dropping an `Arc` in place passes a
+/// pointer to it to `Arc::drop_slow`, a generic `#[inline(never)]`
+/// function, and rustc shares such instances across crates: the crates
+/// that use `Message` call this crate's copy, whose body their optimizer
+/// does not see, so it must assume the pointer escapes. A message moved
+/// into a closure or a struct then escapes with it, and the send path's
+/// moves become whole-struct copies that stall on store forwarding (the
+/// core's self-send rate fell by a quarter when `Message` moved to this
+/// crate). Dropping a copy of the `Arc` taken out of the message keeps the
+/// pointer off the message.
+struct SharedChunks(ManuallyDrop<Arc<[Chunk]>>);
+
+impl SharedChunks {
+    #[inline]
+    fn new(chunks: Arc<[Chunk]>) -> SharedChunks {
+        SharedChunks(ManuallyDrop::new(chunks))
+    }
+}
+
+impl Drop for SharedChunks {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: this is the field's drop; it is never used again.
+        let chunks = unsafe { ManuallyDrop::take(&mut self.0) };
+        drop(chunks);
+    }
+}
+
+impl Clone for SharedChunks {
+    #[inline]
+    fn clone(&self) -> SharedChunks {
+        SharedChunks::new(Arc::clone(&self.0))
+    }
+}
+
+impl Deref for SharedChunks {
+    type Target = [Chunk];
+
+    #[inline]
+    fn deref(&self) -> &[Chunk] {
+        &self.0
+    }
 }
 
 impl Clone for Buf {
@@ -199,7 +246,7 @@ impl Clone for Buf {
     fn clone(&self) -> Buf {
         match self {
             Buf::Owned(b) => Buf::Owned(b.clone()),
-            Buf::Shared(a) => Buf::Shared(Arc::clone(a)),
+            Buf::Shared(a) => Buf::Shared(a.clone()),
         }
     }
 }
@@ -593,7 +640,7 @@ impl Message {
             unreachable!("sub-messages are taken from shared bundles only")
         };
         Ok(Message {
-            buf: Buf::Shared(Arc::clone(buf)),
+            buf: Buf::Shared(buf.clone()),
             first: self.first + ((MSG_HEADER_SIZE + offset) / CHUNK) as u32,
             len: size as u32,
             src: self.src,
@@ -645,7 +692,7 @@ impl MessageRaw for Message {
             .enumerate()
             .map(|(i, c)| if i < 2 { head[i] } else { *c });
         Message {
-            buf: Buf::Shared(chunks.collect()),
+            buf: Buf::Shared(SharedChunks::new(chunks.collect())),
             first: 0,
             len: self.len,
             src: self.src,
@@ -656,7 +703,7 @@ impl MessageRaw for Message {
     #[inline]
     fn into_shared(self) -> Message {
         let buf = match self.buf {
-            Buf::Owned(b) => Buf::Shared(Arc::from(b)),
+            Buf::Owned(b) => Buf::Shared(SharedChunks::new(Arc::from(b))),
             shared @ Buf::Shared(_) => shared,
         };
         Message { buf, ..self }
