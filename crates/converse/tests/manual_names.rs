@@ -8,7 +8,8 @@
 //! constants (`CQS_QUEUEING_*`, the `Ccd` conditions) wherever they appear.
 //! A name counts as present when a `#[doc(alias = "…")]` attribute in
 //! this crate's sources (or in the CCS client's, `converse-ccs`, for the
-//! client functions) names it, or a public Rust item has that very name (as
+//! client functions, or the message crate's, `converse-msg`, whose types
+//! this crate re-exports) names it, or a public Rust item has that very name (as
 //! `CommHandle`).
 //!
 //! The test fails when a name is neither present nor in `NOT_YET`, when a
@@ -230,6 +231,7 @@ fn rust_names() -> BTreeSet<String> {
     let mut files = Vec::new();
     rust_files(&manifest_dir().join("src"), &mut files);
     rust_files(&manifest_dir().join("../converse-ccs/src"), &mut files);
+    rust_files(&manifest_dir().join("../converse-msg/src"), &mut files);
     let mut names = BTreeSet::new();
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();

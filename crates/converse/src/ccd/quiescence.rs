@@ -101,6 +101,7 @@ use std::collections::HashMap;
 
 use crate::cmi::spantree::SpanningTree;
 use crate::msg::message::Message;
+use crate::msg::message::MessageRaw as _;
 use crate::msg::system::{self, Kind, Reader};
 use crate::rt::pe::{self, Pe};
 

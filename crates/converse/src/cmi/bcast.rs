@@ -29,6 +29,7 @@
 //!   clear the routing flags.
 use super::CommHandle;
 use super::spantree::SpanningTree;
+use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{FLAG_BCAST, FLAG_NODE_BCAST, Message, MsgHeader};
 use crate::rt::pe::{self, Pe};
 

@@ -47,6 +47,7 @@ use std::rc::Rc;
 
 use super::CommHandle;
 use super::spantree::SpanningTree;
+use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{FLAG_MCAST, Message};
 use crate::msg::system::{self, Kind, Reader};
 use crate::proc::exit::abort;

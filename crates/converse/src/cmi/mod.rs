@@ -41,6 +41,7 @@ pub mod spantree;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{MSG_HEADER_SIZE, Message};
 use crate::rt::pe;
 

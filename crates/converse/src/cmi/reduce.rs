@@ -63,6 +63,7 @@ use serde::de::DeserializeOwned;
 
 use super::group::{self, Group, check_list};
 use super::spantree::SpanningTree;
+use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{FLAG_REDUCE, FLAG_REDUCE_STRUCT, Message};
 use crate::msg::system::{self, Kind, Reader};
 use crate::proc::exit::abort;

@@ -23,6 +23,7 @@
 use std::cell::Cell;
 
 use crate::msg::message::Message;
+use crate::msg::message::MessageRaw as _;
 use crate::rt::network::BORROWED_SEND_MIN;
 use crate::rt::pe::Pe;
 

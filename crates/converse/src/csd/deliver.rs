@@ -20,6 +20,7 @@
 //! Runs on the PE's own thread; other threads only push to its inboxes and
 //! wake it (see `rt::job`, `csd::idle`).
 use crate::cth::Task;
+use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{
     ARRIVAL_FLAGS, FLAG_BUNDLE, FLAG_NO_QD, Message, SPECIAL_DELIVERY_FLAGS,
 };

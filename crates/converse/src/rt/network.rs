@@ -68,6 +68,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::msg::handler::HandlerIdent;
+use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{MSG_HEADER_SIZE, Message};
 use crate::net::frame::{FrameHeader, FrameKind};
 use crate::net::netmod::{NetModule, PollDir, SendData, SendRequest, Upcalls};

@@ -1,10 +1,10 @@
-//! Unit tests of the shm module (`net::shm`): two or more modules of one
+//! Unit tests of the shm module (`shm`): two or more modules of one
 //! test process stand for processes of a job. Each test has a job token of
 //! its own (tests run in parallel) and checks that the modules left no
 //! segment behind in `/dev/shm`.
 use super::*;
-use crate::net::frame::FRAME_HEADER_SIZE;
-use crate::net::netmod::DataAvail;
+use crate::frame::FRAME_HEADER_SIZE;
+use crate::netmod::DataAvail;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::mpsc;

@@ -26,9 +26,9 @@
 //! | 4096 + r * RING | the ring written by process `r` |
 //!
 //! A ring: `head` (the consumer's index, own cache line), `waiting` (the
-//! producer waits for room, own line), then [`CELLS`] cells of
-//! [`CELL_BYTES`], 64-byte aligned: a sequence word (u32), a length (u32),
-//! and up to [`CELL_DATA`] bytes of the sender's frame stream. A cell
+//! producer waits for room, own line), then `CELLS` cells of
+//! `CELL_BYTES`, 64-byte aligned: a sequence word (u32), a length (u32),
+//! and up to `CELL_DATA` bytes of the sender's frame stream. A cell
 //! carries any part of the stream: several small frames, or a piece of a
 //! large one (the cooperative copy: the sender fills cells as the receiver
 //! empties them). The receiver feeds each cell's bytes to the VC's
@@ -48,7 +48,7 @@
 //!
 //! # Single-copy large messages (the spec's Get mode)
 //!
-//! A message of [`LMT_MIN`] bytes or more goes as an `LmtRts` frame whose
+//! A message of `LMT_MIN` bytes or more goes as an `LmtRts` frame whose
 //! body is the cookie (address, length, id) of the sender's buffer, which
 //! the sender keeps. The receiver allocates the message and reads it with
 //! `process_vm_readv` straight into it, then answers `LmtDone(id)`, and the
@@ -89,7 +89,8 @@ use rustix::thread::futex;
 
 use super::frame::{FrameBody, FrameHeader, FrameKind, Reassembler};
 use super::netmod::{NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls};
-use crate::msg::message::Message;
+use converse_msg::Message;
+use converse_msg::raw::MessageRaw as _;
 
 const MAGIC: &[u8; 8] = b"CVRSSHM1";
 const HEADER: usize = 4096;
@@ -121,7 +122,7 @@ fn segment_len(nodes: usize) -> usize {
 }
 
 /// The name of process `node`'s segment.
-pub(crate) fn segment_name(token: u64, node: usize) -> String {
+pub fn segment_name(token: u64, node: usize) -> String {
     format!("/converse-{token:016x}-{node}")
 }
 
@@ -273,7 +274,7 @@ struct Vc {
 }
 
 /// The shm network module of one process.
-pub(crate) struct ShmModule {
+pub struct ShmModule {
     me: usize,
     nodes: usize,
     token: u64,
@@ -689,7 +690,7 @@ impl ShmModule {
                 let word =
                     |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"));
                 let (addr, len, id) = (word(0), word(8) as usize, word(16));
-                if len > self.max_payload || len < crate::msg::message::MSG_HEADER_SIZE {
+                if len > self.max_payload || len < converse_msg::MSG_HEADER_SIZE {
                     return self.upcalls().vc_failed(
                         peer,
                         format!(

@@ -9,7 +9,7 @@
 //! every `j > i` ([`TcpModule::accept_peers`]). The connecting side first
 //! writes a 24-byte hello: `CVRSTCP1`, the job's token (so a stray or stale
 //! connection is refused), its own process number and the job's process
-//! count. Each VC then carries frames (`net::frame`) both ways.
+//! count. Each VC then carries frames (`frame`) both ways.
 //!
 //! # Sending
 //!
@@ -19,7 +19,7 @@
 //! it when the socket becomes writable. A non-contiguous send (the layer
 //! above's copying sends of large messages) gathers straight from the
 //! caller's memory when nothing is queued before it, writing on for a
-//! moment ([`GATHER_STALL`]) into a socket the peer is emptying, and copies
+//! moment (`GATHER_STALL`) into a socket the peer is emptying, and copies
 //! only what is left. A write that failed with
 //! `WouldBlock` guarantees such an event (sockets are registered
 //! edge-triggered for both directions once, at start-up). Frames of one VC
@@ -153,7 +153,7 @@ struct Vc {
 }
 
 /// The tcp network module of one process.
-pub(crate) struct TcpModule {
+pub struct TcpModule {
     me: usize,
     nodes: usize,
     token: u64,
@@ -919,8 +919,8 @@ impl NetModule for TcpModule {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::frame::FrameKind;
-    use crate::net::netmod::DataAvail;
+    use crate::frame::FrameKind;
+    use crate::netmod::DataAvail;
 
     /// What a module reported, in order.
     #[derive(Default)]
@@ -1194,7 +1194,7 @@ mod tests {
 
     #[test]
     fn a_truncated_frame_is_reported_naming_the_peer() {
-        let whole = crate::net::frame::encode_frame(FrameKind::Message, 0, 1, 0, &[9; 100]);
+        let whole = crate::frame::encode_frame(FrameKind::Message, 0, 1, 0, &[9; 100]);
         let ra = fake_peer_sends(&whole[..50]);
         let events = lock(&ra.events);
         assert_eq!(events.len(), 1, "{events:?}");

@@ -40,7 +40,8 @@
 //!   short (a truncated packet) instead of dropping it silently.
 use std::fmt;
 
-use crate::msg::message::{MSG_HEADER_SIZE, Message, MessageBuf, ReadInto, receive_into};
+use converse_msg::raw::{MessageBuf, ReadInto, receive_into};
+use converse_msg::{MSG_HEADER_SIZE, Message};
 
 /// Size of a frame header, in bytes.
 pub const FRAME_HEADER_SIZE: usize = 16;

@@ -1,8 +1,8 @@
 //! The network-module contract (the Nemesis netmod API of
 //! `spec/nemesis-netmod-api.md`), in Rust.
 //!
-//! A network module moves frames (`net::frame`) between the processes of a
-//! job. The layer above it (`net::network`, Nemesis's CH3) decides what the
+//! A network module moves frames (`frame`) between the processes of a
+//! job. The layer above it (the core's `rt::network`, Nemesis's CH3) decides what the
 //! frames mean. The calls map onto the spec one to one:
 //!
 //! | spec | here |
@@ -42,7 +42,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::frame::{FRAME_HEADER_SIZE, FrameBody, FrameHeader};
-use crate::msg::message::Message;
+use converse_msg::Message;
 
 /// A fault of a network module, naming the process it concerns.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,0 +1,982 @@
+//! Converse messages: one contiguous, reference-counted buffer holding a fixed
+//! header followed by the payload.
+//!
+//! # Layout
+//!
+//! ```text
+//! | MsgHeader (32 bytes, #[repr(C)]) | payload (len - 32 bytes) |
+//! ^ 16-byte aligned                  ^ 16-byte aligned
+//! ```
+//!
+//! The buffer is a slice of 16-byte, 16-aligned chunks, so the header and the
+//! payload are always 16-byte aligned, and a [`Message`] is a window
+//! `(first chunk, length in bytes)` into such a buffer. The buffer is either
+//! owned outright (`Box`, the common case: reading and writing cost no atomic
+//! operation) or shared (`Arc`: broadcast copies, bundle sub-messages).
+//!
+//! # Invariants
+//!
+//! - `len >= MSG_HEADER_SIZE` and the window fits in the buffer.
+//! - The header's `total_size` equals `len` whenever the runtime hands a message
+//!   to a handler or a netmod ([`Message::from_bytes`] checks it for bytes that
+//!   come from outside).
+//! - Several messages may share one buffer: a broadcast shares one buffer among
+//!   the receiving PEs, and the sub-messages of a `multiple_send` bundle (`converse::cmi`) are
+//!   windows into the bundle. Shared bytes are never written: every mutable
+//!   accessor first copies a shared message's window into a buffer of its own
+//!   (copy-on-write). So no owner can observe another's writes and no buffer
+//!   is freed while a window into it lives.
+//!
+//! # Ownership (the Converse rules)
+//!
+//! A handler owns the message it receives: dropping it frees it (the Rust
+//! spelling of `CmiFree`), sending it with an `*_and_free` call moves it on.
+//! Plain sends take `&Message` and behave as if they copied.
+//!
+//! # Concurrency
+//!
+//! A `Message` is `Send`: it moves between PEs. The only shared state is the
+//! `Arc` count, which is atomic; the bytes of a shared buffer are read-only.
+//!
+//! What only the runtime does to a message (stamping the sender, sharing,
+//! bundling, receiving into an unzeroed buffer) is the [`MessageRaw`]
+//! trait's, implemented here because it needs the private fields (see
+//! [`crate::raw`] for why a trait).
+use std::fmt;
+use std::mem::{ManuallyDrop, MaybeUninit};
+use std::ops::Deref;
+use std::sync::Arc;
+
+use bytemuck::{Pod, Zeroable};
+
+use crate::raw::{FLAG_BUNDLE, MessageRaw};
+
+/// The unit of message storage: 16 bytes, 16-byte aligned.
+#[derive(Clone, Copy, Pod, Zeroable)]
+#[repr(C, align(16))]
+pub(crate) struct Chunk([u8; 16]);
+
+const CHUNK: usize = std::mem::size_of::<Chunk>();
+
+/// The fixed header at the start of every message.
+///
+/// Its layout is part of the future C ABI: C code sees it as the first
+/// [`MSG_HEADER_SIZE`] bytes of the buffer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+#[repr(C)]
+pub struct MsgHeader {
+    /// Index of the handler that runs when the message is delivered.
+    pub handler: u32,
+    /// Extra slot for layers above (Cld keeps the real handler here).
+    pub info: u32,
+    /// Header plus payload, in bytes. Set by the runtime (on allocation and
+    /// on every send); a value written here by a program is replaced.
+    pub total_size: u32,
+    /// PE that sent the message: written by network layers when a message
+    /// leaves its process. In-process sends keep the sender beside the buffer
+    /// instead (see [`Message::src_pe`]), so that forwarding a message does not
+    /// write to its bytes.
+    pub src_pe: u32,
+    /// Destination PE, or node for node sends: written by network layers.
+    pub dest: u32,
+    /// Routing of collective operations, set by the runtime: the root PE
+    /// plus one of a broadcast, the root's position plus one in a multicast
+    /// group, the PE-list digest of a reduction contribution; 0 otherwise.
+    pub root: u32,
+    /// Runtime flags (see the `FLAG_*` constants of [`crate::raw`]). Owned by
+    /// the runtime: user sends clear them.
+    pub flags: u32,
+    /// Collective operation the message belongs to, set by the runtime: the
+    /// multicast group or the reduction key; 0 otherwise.
+    pub coll: u32,
+}
+
+/// Size of the message header in bytes: the payload starts this far into a
+/// message. Equal on every platform.
+#[doc(alias = "CmiMsgHeaderSizeBytes")]
+pub const MSG_HEADER_SIZE: usize = std::mem::size_of::<MsgHeader>();
+
+const _: () = assert!(MSG_HEADER_SIZE == 32 && MSG_HEADER_SIZE % CHUNK == 0);
+
+/// Largest message the runtime accepts (the header's size field is 32 bits).
+pub const MAX_MESSAGE_SIZE: usize = u32::MAX as usize - CHUNK;
+
+/// Why bytes could not be taken as a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MsgError {
+    /// Fewer bytes than a header.
+    TooShort {
+        /// Bytes given.
+        len: usize,
+    },
+    /// The header's `total_size` disagrees with the number of bytes.
+    SizeMismatch {
+        /// The header's `total_size`.
+        header: u32,
+        /// Bytes given.
+        actual: usize,
+    },
+    /// Larger than [`MAX_MESSAGE_SIZE`].
+    TooLarge {
+        /// Bytes given.
+        len: usize,
+    },
+}
+
+impl fmt::Display for MsgError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MsgError::TooShort { len } => write!(
+                f,
+                "message of {len} bytes is shorter than the {MSG_HEADER_SIZE}-byte header"
+            ),
+            MsgError::SizeMismatch { header, actual } => write!(
+                f,
+                "message header says {header} bytes but {actual} bytes were given"
+            ),
+            MsgError::TooLarge { len } => write!(
+                f,
+                "message of {len} bytes exceeds the largest message size {MAX_MESSAGE_SIZE}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for MsgError {}
+
+/// An owned Converse message: header plus payload in one buffer.
+///
+/// Dropping a `Message` frees it (`CmiFree`). Cloning copies an owned message
+/// and shares a shared one (the first write to a shared message copies it).
+///
+/// A handler receives its message by value and owns it, so there is no
+/// `CmiGrabBuffer`: in C the scheduler frees the buffer when the handler
+/// returns unless the handler grabs it; here a handler that wants to keep
+/// the message stores it (or forwards it with a `*_and_free` send), and one
+/// that does not simply lets it drop.
+#[doc(alias = "CmiGrabBuffer")]
+pub struct Message {
+    buf: Buf,
+    /// Index of the chunk where this message's header starts.
+    first: u32,
+    /// Header plus payload, in bytes.
+    len: u32,
+    /// The PE that sent it (0 until sent).
+    src: u32,
+    /// This handle was made by the network layer from received bytes and
+    /// not yet taken by its PE: the bytes still count against the process's
+    /// receive budget (the core's `rt::network`). A mark on the handle, not in the
+    /// buffer: copies and forwards never carry it.
+    from_net: bool,
+}
+
+impl Clone for Message {
+    #[inline]
+    fn clone(&self) -> Message {
+        Message {
+            buf: self.buf.clone(),
+            first: self.first,
+            len: self.len,
+            src: self.src,
+            // The network mark stays with the original handle.
+            from_net: false,
+        }
+    }
+}
+
+#[inline]
+fn chunks_for(bytes: usize) -> usize {
+    bytes.div_ceil(CHUNK)
+}
+
+/// A message buffer: owned outright, or shared read-only.
+enum Buf {
+    Owned(Box<[Chunk]>),
+    Shared(SharedChunks),
+}
+
+/// A shared buffer: an `Arc` that is dropped by value.
+///
+/// Why not a plain `Arc<[Chunk]>`: dropping an `Arc` in place passes a
+/// pointer to it to `Arc::drop_slow`, a generic `#[inline(never)]`
+/// function, and rustc shares such instances across crates: the crates
+/// that use `Message` call this crate's copy, whose body their optimizer
+/// does not see, so it must assume the pointer escapes. A message moved
+/// into a closure or a struct then escapes with it, and the send path's
+/// moves become whole-struct copies that stall on store forwarding (the
+/// core's self-send rate fell by a quarter when `Message` moved to this
+/// crate). Dropping a copy of the `Arc` taken out of the message keeps the
+/// pointer off the message.
+struct SharedChunks(ManuallyDrop<Arc<[Chunk]>>);
+
+impl SharedChunks {
+    #[inline]
+    fn new(chunks: Arc<[Chunk]>) -> SharedChunks {
+        SharedChunks(ManuallyDrop::new(chunks))
+    }
+}
+
+impl Drop for SharedChunks {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: this is the field's drop; it is never used again.
+        let chunks = unsafe { ManuallyDrop::take(&mut self.0) };
+        drop(chunks);
+    }
+}
+
+impl Clone for SharedChunks {
+    #[inline]
+    fn clone(&self) -> SharedChunks {
+        SharedChunks::new(Arc::clone(&self.0))
+    }
+}
+
+impl Deref for SharedChunks {
+    type Target = [Chunk];
+
+    #[inline]
+    fn deref(&self) -> &[Chunk] {
+        &self.0
+    }
+}
+
+impl Clone for Buf {
+    #[inline]
+    fn clone(&self) -> Buf {
+        match self {
+            Buf::Owned(b) => Buf::Owned(b.clone()),
+            Buf::Shared(a) => Buf::Shared(a.clone()),
+        }
+    }
+}
+
+impl Buf {
+    #[inline]
+    fn chunks(&self) -> &[Chunk] {
+        match self {
+            Buf::Owned(b) => b,
+            Buf::Shared(a) => a,
+        }
+    }
+}
+
+#[inline]
+fn zeroed_buffer(chunks: usize) -> Box<[Chunk]> {
+    // `Chunk` is plain bytes, so zeroed memory is a valid buffer (calloc).
+    bytemuck::zeroed_slice_box(chunks)
+}
+
+/// What receives straight into a buffer (a `read`): it gets the space as
+/// uninitialized memory and returns the part of it that it filled, from its
+/// start (`rustix::io::read`'s first result), or an error.
+pub type ReadInto<'r, E> =
+    &'r mut dyn for<'a> FnMut(&'a mut [MaybeUninit<u8>]) -> Result<&'a mut [u8], E>;
+
+/// Runs `read` on `space`; returns how many bytes it filled, which are then
+/// initialized (it returned them as a `&mut [u8]`).
+///
+/// # Panics
+/// If `read` returns a slice that is not the start of `space`.
+pub fn receive_into<E>(space: &mut [MaybeUninit<u8>], read: ReadInto<'_, E>) -> Result<usize, E> {
+    let (start, len) = (space.as_ptr().cast::<u8>(), space.len());
+    let filled = read(space)?;
+    assert!(
+        std::ptr::eq(filled.as_ptr(), start) && filled.len() <= len,
+        "receive: the filled part is not the start of the space"
+    );
+    Ok(filled.len())
+}
+
+/// A message being received from outside, written front to back (by the
+/// network's reassembly) without zeroing its buffer first. Bytes `0..init`
+/// are initialized; it becomes a [`Message`] once all are.
+pub struct MessageBuf {
+    chunks: Box<[std::mem::MaybeUninit<Chunk>]>,
+    len: usize,
+    /// Bytes from the start known to be initialized.
+    init: usize,
+}
+
+impl MessageBuf {
+    /// A buffer for a message of `len` bytes.
+    ///
+    /// # Panics
+    /// If `len` is shorter than a header or longer than the largest message.
+    #[inline]
+    pub fn new(len: usize) -> MessageBuf {
+        assert!(
+            (MSG_HEADER_SIZE..=MAX_MESSAGE_SIZE).contains(&len),
+            "MessageBuf::new({len})"
+        );
+        let n = chunks_for(len);
+        let mut chunks: Box<[std::mem::MaybeUninit<Chunk>]> = Box::new_uninit_slice(n);
+        // The last chunk's bytes past `len` are never written.
+        chunks[n - 1].write(Chunk([0; CHUNK]));
+        MessageBuf {
+            chunks,
+            len,
+            init: 0,
+        }
+    }
+
+    /// Writes `bytes` at `at`, which must be at most the initialized
+    /// length (the buffer is written front to back).
+    ///
+    /// # Panics
+    /// If `at` is past the initialized bytes or the bytes do not fit.
+    #[cfg(test)]
+    pub fn write_at(&mut self, at: usize, bytes: &[u8]) {
+        // SAFETY: a slice is valid for reads of its length.
+        unsafe { self.write_raw_at(at, bytes.as_ptr(), bytes.len()) }
+    }
+
+    /// Writes the `n` bytes at `src` at `at`, which must be at most the
+    /// initialized length (the buffer is written front to back; the tests'
+    /// `write_at` takes a slice instead).
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `n` bytes (it may be memory that
+    /// another process writes: each byte is read once, by this copy).
+    ///
+    /// # Panics
+    /// If `at` is past the initialized bytes or the bytes do not fit.
+    #[inline]
+    pub unsafe fn write_raw_at(&mut self, at: usize, src: *const u8, n: usize) {
+        assert!(
+            at <= self.init && n <= self.len - at,
+            "MessageBuf::write_at"
+        );
+        // SAFETY: `at + n <= len <= chunks * CHUNK` bytes of the buffer
+        // (checked); `MaybeUninit` memory may be written freely; `src` is
+        // readable for `n` bytes (the caller's promise) and cannot overlap
+        // a buffer we own uniquely.
+        unsafe {
+            std::ptr::copy_nonoverlapping(src, self.chunks.as_mut_ptr().cast::<u8>().add(at), n);
+        }
+        self.init = self.init.max(at + n);
+    }
+
+    /// Receives bytes `at..` straight into the message (a `read` into it),
+    /// without zeroing them first: `read` gets bytes `at..len` as
+    /// uninitialized memory and returns the part it filled, which must
+    /// start where the space it got starts (as `rustix::io::read`'s first
+    /// result does). Returns how many bytes it filled. Bytes after those
+    /// count as unwritten again, whatever `read` did to them.
+    ///
+    /// # Panics
+    /// If `at` is past the initialized bytes, or `read` returns a slice
+    /// that is not the start of its space.
+    #[inline]
+    pub fn receive_at<E>(&mut self, at: usize, read: ReadInto<'_, E>) -> Result<usize, E> {
+        assert!(at <= self.init, "MessageBuf::receive_at");
+        let start = self.chunks.as_mut_ptr().cast::<MaybeUninit<u8>>();
+        // SAFETY: bytes `at..len` lie in the buffer (`at <= init <= len`),
+        // which is ours alone (borrowed mutably); any byte is a valid
+        // `MaybeUninit<u8>`.
+        let space = unsafe { std::slice::from_raw_parts_mut(start.add(at), self.len - at) };
+        // `read` returned a `&mut [u8]` over bytes `at..at + n` of our
+        // buffer: they are initialized. Later ones may not be (`read` had
+        // them as `MaybeUninit`), so `init` ends here.
+        let n = receive_into(space, read)?;
+        self.init = at + n;
+        Ok(n)
+    }
+
+    /// The whole message.
+    ///
+    /// # Panics
+    /// If some of its bytes were never written.
+    #[inline]
+    pub fn finish(self) -> Message {
+        assert_eq!(
+            self.init, self.len,
+            "MessageBuf::finish before the last byte"
+        );
+        // SAFETY: bytes `0..len` are initialized (checked) and the last
+        // chunk's tail was zeroed in `new`; `Chunk` is plain bytes, so
+        // every chunk is a valid value.
+        let chunks = unsafe { self.chunks.assume_init() };
+        Message {
+            buf: Buf::Owned(chunks),
+            first: 0,
+            len: self.len as u32,
+            src: 0,
+            from_net: false,
+        }
+    }
+}
+
+impl Message {
+    /// Allocates a zeroed message with room for `payload_len` payload bytes,
+    /// its header's size field set and its handler set to `handler`.
+    ///
+    /// # Panics
+    /// If the message would exceed [`MAX_MESSAGE_SIZE`].
+    #[inline]
+    pub fn new(handler: usize, payload_len: usize) -> Message {
+        let size = MSG_HEADER_SIZE.checked_add(payload_len).unwrap_or_else(|| {
+            panic!("Message::new: a payload of {payload_len} bytes exceeds the largest message {MAX_MESSAGE_SIZE}")
+        });
+        let mut msg = Message::alloc(size);
+        msg.set_handler(handler);
+        msg
+    }
+
+    /// Allocates a zeroed message of `size` bytes *including* the header, as
+    /// `CmiAlloc(size)` does; the payload is `size - MSG_HEADER_SIZE` bytes.
+    ///
+    /// # Panics
+    /// If `size < MSG_HEADER_SIZE` or `size > MAX_MESSAGE_SIZE`.
+    #[doc(alias = "CmiAlloc")]
+    #[inline]
+    pub fn alloc(size: usize) -> Message {
+        assert!(
+            size >= MSG_HEADER_SIZE,
+            "Message::alloc({size}): a message holds at least its {MSG_HEADER_SIZE}-byte header"
+        );
+        assert!(
+            size <= MAX_MESSAGE_SIZE,
+            "Message::alloc({size}): larger than the largest message {MAX_MESSAGE_SIZE}"
+        );
+        let mut msg = Message {
+            buf: Buf::Owned(zeroed_buffer(chunks_for(size))),
+            first: 0,
+            len: size as u32,
+            src: 0,
+            from_net: false,
+        };
+        msg.header_mut().total_size = size as u32;
+        msg
+    }
+
+    /// A new message for `handler` whose payload is a copy of `payload`.
+    #[inline]
+    pub fn from_payload(handler: usize, payload: &[u8]) -> Message {
+        let mut msg = Message::new(handler, payload.len());
+        msg.payload_mut().copy_from_slice(payload);
+        msg
+    }
+
+    /// Takes `bytes` (header and payload, as produced by [`Message::as_bytes`]
+    /// or a C sender) as a message, checking that they hold a whole header and
+    /// that the header's size field matches. Never trusts the bytes further.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Message, MsgError> {
+        if bytes.len() < MSG_HEADER_SIZE {
+            return Err(MsgError::TooShort { len: bytes.len() });
+        }
+        if bytes.len() > MAX_MESSAGE_SIZE {
+            return Err(MsgError::TooLarge { len: bytes.len() });
+        }
+        let header: MsgHeader = bytemuck::pod_read_unaligned(&bytes[..MSG_HEADER_SIZE]);
+        if header.total_size as usize != bytes.len() {
+            return Err(MsgError::SizeMismatch {
+                header: header.total_size,
+                actual: bytes.len(),
+            });
+        }
+        let mut msg = Message::alloc(bytes.len());
+        msg.as_bytes_mut().copy_from_slice(bytes);
+        Ok(msg)
+    }
+
+    /// Frees the message. The same as dropping it; here so that readers of the
+    /// manual find `CmiFree`.
+    #[doc(alias = "CmiFree")]
+    #[inline]
+    pub fn free(self) {}
+
+    /// Header plus payload, in bytes.
+    #[allow(clippy::len_without_is_empty)] // never empty: the header is always there
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Payload length in bytes.
+    #[inline]
+    pub fn payload_len(&self) -> usize {
+        self.len() - MSG_HEADER_SIZE
+    }
+
+    /// The whole message, header first.
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8] {
+        let start = self.first as usize;
+        let chunks = &self.buf.chunks()[start..start + chunks_for(self.len())];
+        &bytemuck::cast_slice(chunks)[..self.len()]
+    }
+
+    /// The whole message, header first, for writing. Copies the message first
+    /// if its buffer is shared.
+    #[inline]
+    pub fn as_bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.len();
+        let n = chunks_for(len);
+        let start = self.first as usize;
+        if let Buf::Shared(a) = &self.buf {
+            // Copy-on-write: take a buffer of our own holding our window.
+            self.buf = Buf::Owned(Box::from(&a[start..start + n]));
+            self.first = 0;
+        }
+        let first = self.first as usize;
+        let Buf::Owned(b) = &mut self.buf else {
+            unreachable!("made owned above")
+        };
+        &mut bytemuck::cast_slice_mut(&mut b[first..first + n])[..len]
+    }
+
+    /// The header.
+    #[inline]
+    pub fn header(&self) -> &MsgHeader {
+        // The header is the window's first two chunks (the window always
+        // holds them): a cast, no length or alignment check at run time.
+        let first = self.first as usize;
+        let chunks: &[Chunk; 2] = self.buf.chunks()[first..first + 2]
+            .try_into()
+            .expect("a message holds its header");
+        bytemuck::cast_ref(chunks)
+    }
+
+    /// The header, for writing (copies a shared buffer first).
+    #[inline]
+    pub fn header_mut(&mut self) -> &mut MsgHeader {
+        bytemuck::from_bytes_mut(&mut self.as_bytes_mut()[..MSG_HEADER_SIZE])
+    }
+
+    /// The payload (16-byte aligned).
+    #[inline]
+    pub fn payload(&self) -> &[u8] {
+        &self.as_bytes()[MSG_HEADER_SIZE..]
+    }
+
+    /// The payload for writing (16-byte aligned; copies a shared buffer first).
+    #[inline]
+    pub fn payload_mut(&mut self) -> &mut [u8] {
+        &mut self.as_bytes_mut()[MSG_HEADER_SIZE..]
+    }
+
+    /// The handler index stored in the header.
+    #[doc(alias = "CmiGetHandler")]
+    #[inline]
+    pub fn handler(&self) -> usize {
+        self.header().handler as usize
+    }
+
+    /// Stores handler index `handler` in the header.
+    ///
+    /// # Panics
+    /// If `handler` does not fit the header's 32-bit field.
+    #[doc(alias = "CmiSetHandler")]
+    #[inline]
+    pub fn set_handler(&mut self, handler: usize) {
+        self.header_mut().handler = u32::try_from(handler).expect("handler index exceeds u32");
+    }
+
+    /// The extra info slot of the header (Cld keeps the real handler here).
+    #[doc(alias = "CmiGetInfo")]
+    #[inline]
+    pub fn info(&self) -> u32 {
+        self.header().info
+    }
+
+    /// Sets the extra info slot of the header.
+    #[doc(alias = "CmiSetInfo")]
+    #[inline]
+    pub fn set_info(&mut self, info: u32) {
+        self.header_mut().info = info;
+    }
+
+    /// The PE that sent this message (0 before it is sent).
+    #[inline]
+    pub fn src_pe(&self) -> usize {
+        self.src as usize
+    }
+
+    /// A copy of this message in a buffer of its own (what a plain send
+    /// sends). Copies the bytes once, without zeroing first.
+    #[inline]
+    pub fn to_owned_copy(&self) -> Message {
+        let start = self.first as usize;
+        let n = chunks_for(self.len());
+        Message {
+            buf: Buf::Owned(Box::from(&self.buf.chunks()[start..start + n])),
+            first: 0,
+            len: self.len,
+            src: self.src,
+            from_net: false,
+        }
+    }
+
+    /// True when this message's buffer is shared (read-only until written).
+    #[inline]
+    pub fn is_shared(&self) -> bool {
+        matches!(self.buf, Buf::Shared(_))
+    }
+
+    /// A window into this message's buffer: the sub-message that starts
+    /// `offset` bytes into the payload. Used to unpack bundles without copying.
+    ///
+    /// Returns an error if the bytes there do not hold a valid message.
+    fn sub_message(&self, offset: usize) -> Result<Message, MsgError> {
+        debug_assert_eq!(offset % CHUNK, 0);
+        let payload = self.payload();
+        let rest = payload.get(offset..).unwrap_or(&[]);
+        if rest.len() < MSG_HEADER_SIZE {
+            return Err(MsgError::TooShort { len: rest.len() });
+        }
+        let header: MsgHeader = bytemuck::pod_read_unaligned(&rest[..MSG_HEADER_SIZE]);
+        let size = header.total_size as usize;
+        if size < MSG_HEADER_SIZE {
+            return Err(MsgError::TooShort { len: size });
+        }
+        if size > rest.len() {
+            return Err(MsgError::SizeMismatch {
+                header: header.total_size,
+                actual: rest.len(),
+            });
+        }
+        let Buf::Shared(buf) = &self.buf else {
+            unreachable!("sub-messages are taken from shared bundles only")
+        };
+        Ok(Message {
+            buf: Buf::Shared(buf.clone()),
+            first: self.first + ((MSG_HEADER_SIZE + offset) / CHUNK) as u32,
+            len: size as u32,
+            src: self.src,
+            from_net: false,
+        })
+    }
+}
+
+// Hidden from the documentation: `Message`'s page (and `converse::Message`'s,
+// which re-exports it) shows the user's API only; the trait's own page says
+// what implements it.
+#[doc(hidden)]
+impl MessageRaw for Message {
+    #[inline]
+    fn mark_from_net(&mut self) {
+        self.from_net = true;
+    }
+
+    #[inline]
+    fn take_net_mark(&mut self) -> bool {
+        std::mem::take(&mut self.from_net)
+    }
+
+    #[inline]
+    fn set_src_pe(&mut self, pe: usize) {
+        self.src = pe as u32;
+    }
+
+    fn filled_by<E>(
+        len: usize,
+        fill: impl FnOnce(*mut u8, usize) -> Result<(), E>,
+    ) -> Result<Message, E> {
+        let mut buf = MessageBuf::new(len);
+        fill(buf.chunks.as_mut_ptr().cast::<u8>(), len)?;
+        // `fill` wrote bytes `0..len` (its contract): what `finish` relies
+        // on to take the buffer as initialized.
+        buf.init = len;
+        Ok(buf.finish())
+    }
+
+    fn to_shared_with_header(&self, header: &MsgHeader) -> Message {
+        let start = self.first as usize;
+        let n = chunks_for(self.len());
+        let head: [Chunk; 2] = bytemuck::cast(*header);
+        // An exact-size iterator: `Arc::from_iter` allocates once and writes
+        // the chunks in place.
+        let chunks = self.buf.chunks()[start..start + n]
+            .iter()
+            .enumerate()
+            .map(|(i, c)| if i < 2 { head[i] } else { *c });
+        Message {
+            buf: Buf::Shared(SharedChunks::new(chunks.collect())),
+            first: 0,
+            len: self.len,
+            src: self.src,
+            from_net: false,
+        }
+    }
+
+    #[inline]
+    fn into_shared(self) -> Message {
+        let buf = match self.buf {
+            Buf::Owned(b) => Buf::Shared(SharedChunks::new(Arc::from(b))),
+            shared @ Buf::Shared(_) => shared,
+        };
+        Message { buf, ..self }
+    }
+
+    fn bundle(handler: usize, parts: &[&[u8]]) -> Message {
+        let payload: usize = parts.iter().map(|p| chunks_for(p.len()) * CHUNK).sum();
+        let mut msg = Message::new(handler, payload);
+        msg.header_mut().flags |= FLAG_BUNDLE;
+        let out = msg.payload_mut();
+        let mut at = 0;
+        for part in parts {
+            debug_assert!(part.len() >= MSG_HEADER_SIZE, "bundle parts are messages");
+            out[at..at + part.len()].copy_from_slice(part);
+            // The receiver splits the bundle by each part's size field: make
+            // it the part's real length, whatever the sender's header said.
+            let size_at = at + std::mem::offset_of!(MsgHeader, total_size);
+            out[size_at..size_at + 4].copy_from_slice(&(part.len() as u32).to_ne_bytes());
+            // Runtime flags belong to the part's earlier journey (say, a
+            // broadcast copy being passed on), not to this one.
+            let flags_at = at + std::mem::offset_of!(MsgHeader, flags);
+            out[flags_at..flags_at + 4].fill(0);
+            at += chunks_for(part.len()) * CHUNK;
+        }
+        msg
+    }
+
+    #[inline]
+    fn fix_total_size(&mut self) {
+        if self.header().total_size != self.len {
+            self.header_mut().total_size = self.len;
+        }
+    }
+
+    fn unbundle(self) -> Result<Vec<Message>, MsgError> {
+        let this = self.into_shared();
+        let mut out = Vec::new();
+        let mut offset = 0;
+        while offset < this.payload_len() {
+            let sub = this.sub_message(offset)?;
+            offset += chunks_for(sub.len()) * CHUNK;
+            out.push(sub);
+        }
+        Ok(out)
+    }
+}
+
+impl AsRef<[u8]> for Message {
+    /// The whole message, header first.
+    #[inline]
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Message")
+            .field("handler", &self.header().handler)
+            .field("len", &self.len)
+            .field("src_pe", &self.src)
+            .field("shared", &self.is_shared())
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_is_32_bytes_and_payload_aligned() {
+        assert_eq!(MSG_HEADER_SIZE, 32);
+        let m = Message::new(5, 3);
+        assert_eq!(m.len(), 35);
+        assert_eq!(m.payload_len(), 3);
+        assert_eq!(m.header().total_size, 35);
+        assert_eq!(m.handler(), 5);
+        assert_eq!(m.payload().as_ptr() as usize % 16, 0);
+        assert_eq!(m.as_bytes().as_ptr() as usize % 16, 0);
+    }
+
+    #[test]
+    fn alloc_includes_header() {
+        let m = Message::alloc(MSG_HEADER_SIZE + 400);
+        assert_eq!(m.payload_len(), 400);
+        assert!(m.payload().iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    #[should_panic(expected = "at least its 32-byte header")]
+    fn alloc_smaller_than_header_panics() {
+        let _ = Message::alloc(10);
+    }
+
+    #[test]
+    fn clone_of_shared_is_copy_on_write() {
+        let owned = Message::from_payload(1, b"hello");
+        let copy = owned.clone();
+        assert!(!copy.is_shared() && !owned.is_shared());
+        let mut a = owned.into_shared();
+        let b = a.clone();
+        assert!(a.is_shared() && b.is_shared());
+        a.payload_mut()[0] = b'j';
+        assert_eq!(a.payload(), b"jello");
+        assert_eq!(b.payload(), b"hello");
+        assert!(!a.is_shared() && b.is_shared());
+    }
+
+    #[test]
+    fn from_bytes_checks_length_and_size_field() {
+        assert_eq!(
+            Message::from_bytes(&[0u8; 5]).unwrap_err(),
+            MsgError::TooShort { len: 5 }
+        );
+        let m = Message::from_payload(7, b"abc");
+        let mut bytes = m.as_bytes().to_vec();
+        let back = Message::from_bytes(&bytes).unwrap();
+        assert_eq!(back.as_bytes(), m.as_bytes());
+        bytes.push(0);
+        assert_eq!(
+            Message::from_bytes(&bytes).unwrap_err(),
+            MsgError::SizeMismatch {
+                header: 35,
+                actual: 36
+            }
+        );
+    }
+
+    #[test]
+    fn shared_copy_with_new_header() {
+        let m = Message::from_payload(3, &[7u8; 50]);
+        let mut h = *m.header();
+        h.flags = 9;
+        h.root = 4;
+        let c = m.to_shared_with_header(&h);
+        assert!(c.is_shared());
+        assert_eq!(c.header(), &h);
+        assert_eq!(c.payload(), m.payload());
+        assert_eq!(m.header().flags, 0);
+    }
+
+    #[test]
+    fn info_slot_round_trips() {
+        let mut m = Message::new(1, 0);
+        m.set_info(77);
+        assert_eq!(m.info(), 77);
+    }
+
+    #[test]
+    fn bundle_round_trips_and_shares_buffer() {
+        let a = Message::from_payload(3, b"first");
+        let b = Message::from_payload(4, &[9u8; 40]);
+        let c = Message::new(5, 0);
+        let bundle = Message::bundle(2, &[a.as_bytes(), b.as_bytes(), c.as_bytes()]);
+        let subs = bundle.unbundle().unwrap();
+        assert_eq!(subs.len(), 3);
+        assert_eq!(subs[0].as_bytes(), a.as_bytes());
+        assert_eq!(subs[1].as_bytes(), b.as_bytes());
+        assert_eq!(subs[2].as_bytes(), c.as_bytes());
+        assert!(subs.iter().all(|s| s.is_shared()));
+        assert!(subs.iter().all(|s| s.payload().as_ptr() as usize % 16 == 0));
+        // Writing to a sub-message copies it and leaves the others intact.
+        let mut first = subs[0].clone();
+        first.payload_mut()[0] = b'F';
+        assert_eq!(first.payload(), b"First");
+        assert_eq!(subs[0].payload(), b"first");
+    }
+
+    #[test]
+    fn bundle_uses_real_lengths_not_the_size_fields() {
+        let mut a = Message::from_payload(3, &[1u8; 40]);
+        a.header_mut().total_size = 96; // a sender's wrong size field
+        let b = Message::from_payload(4, b"second");
+        let subs = Message::bundle(2, &[a.as_bytes(), b.as_bytes()])
+            .unbundle()
+            .unwrap();
+        assert_eq!(subs.len(), 2);
+        assert_eq!(
+            (subs[0].len(), subs[0].handler()),
+            (MSG_HEADER_SIZE + 40, 3)
+        );
+        assert_eq!(subs[1].payload(), b"second");
+    }
+
+    #[test]
+    fn fix_total_size_restores_the_field() {
+        let mut m = Message::new(1, 10);
+        m.header_mut().total_size = 7;
+        m.fix_total_size();
+        assert_eq!(m.header().total_size as usize, m.len());
+    }
+
+    #[test]
+    #[should_panic(expected = "exceeds the largest message")]
+    fn huge_payload_is_a_clear_error() {
+        let _ = Message::new(1, usize::MAX - 8);
+    }
+
+    #[test]
+    fn malformed_bundle_is_an_error() {
+        let mut bundle = Message::bundle(2, &[Message::new(3, 8).as_bytes()]);
+        bundle.payload_mut()[8] = 0xff; // corrupt the sub-message's size field
+        bundle.payload_mut()[9] = 0xff;
+        assert!(bundle.unbundle().is_err());
+        let mut short = Message::bundle(2, &[Message::new(3, 0).as_bytes()]);
+        short.payload_mut()[8] = 4; // size smaller than a header
+        assert_eq!(short.unbundle().unwrap_err(), MsgError::TooShort { len: 4 });
+    }
+
+    #[test]
+    fn a_message_buffer_written_front_to_back_becomes_the_message() {
+        let mut want = Message::new(4, 40);
+        want.payload_mut()[..5].copy_from_slice(b"hello");
+        let bytes = want.as_bytes().to_vec();
+        let mut buf = MessageBuf::new(bytes.len());
+        buf.write_at(0, &bytes[..10]);
+        buf.write_at(10, &bytes[10..30]);
+        // Then a `read` straight into the buffer, in two parts.
+        let n = buf
+            .receive_at(30, &mut |space| {
+                assert_eq!(space.len(), bytes.len() - 30);
+                let (done, _) = space.split_at_mut(10);
+                Ok::<_, ()>(&mut *done.write_copy_of_slice(&bytes[30..40]))
+            })
+            .unwrap();
+        assert_eq!(n, 10);
+        let n = buf
+            .receive_at(40, &mut |space| {
+                Ok::<_, ()>(&mut *space.write_copy_of_slice(&bytes[40..]))
+            })
+            .unwrap();
+        assert_eq!(n, bytes.len() - 40);
+        let got = buf.finish();
+        assert_eq!(got.as_bytes(), &bytes[..]);
+        assert_eq!(got.payload(), want.payload());
+    }
+
+    #[test]
+    #[should_panic(expected = "MessageBuf::finish before the last byte")]
+    fn an_unfinished_message_buffer_is_refused() {
+        let mut buf = MessageBuf::new(MSG_HEADER_SIZE + 8);
+        buf.write_at(0, &[1; MSG_HEADER_SIZE]);
+        let _ = buf.finish();
+    }
+
+    #[test]
+    #[should_panic(expected = "receive: the filled part is not the start of the space")]
+    fn a_receive_must_fill_the_start_of_its_space() {
+        let mut buf = MessageBuf::new(MSG_HEADER_SIZE + 8);
+        let _ = buf.receive_at(0, &mut |space| {
+            let (_, rest) = space.split_at_mut(4);
+            Ok::<_, ()>(&mut *rest[..4].write_copy_of_slice(&[1; 4]))
+        });
+    }
+
+    #[test]
+    #[should_panic(expected = "MessageBuf::finish before the last byte")]
+    fn bytes_after_a_receive_count_as_unwritten() {
+        let len = MSG_HEADER_SIZE + 8;
+        let mut buf = MessageBuf::new(len);
+        buf.write_at(0, &vec![1; len]);
+        // A receive of 4 bytes at 0: bytes 4.. are unwritten again.
+        let _ = buf.receive_at(0, &mut |space| {
+            Ok::<_, ()>(&mut *space[..4].write_copy_of_slice(&[2; 4]))
+        });
+        let _ = buf.finish();
+    }
+
+    #[test]
+    #[should_panic(expected = "MessageBuf::write_at")]
+    fn a_message_buffer_is_written_without_gaps() {
+        let mut buf = MessageBuf::new(MSG_HEADER_SIZE + 8);
+        buf.write_at(4, &[1; 4]);
+    }
+}

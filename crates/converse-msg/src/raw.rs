@@ -1,0 +1,140 @@
+//! What the runtime does to a message and a program does not: the header
+//! flags the runtime owns, stamping the sender, sharing one buffer among
+//! receivers, bundles, and receiving bytes from the network into a buffer
+//! that is not zeroed first. Programs use [`Message`](crate::Message)'s own methods; the
+//! runtime's layers (`converse-net`, the `converse` core) import this module.
+//!
+//! # Why a trait, not `#[doc(hidden)]` methods
+//!
+//! These operations were `pub(crate)` methods while the message type lived
+//! in the core. Across a crate boundary they must be public somehow; as a
+//! trait ([`MessageRaw`]) they stay out of `Message`'s inherent API (the
+//! impl is hidden from `Message`'s page, so `converse::Message` documents
+//! exactly what it did), a caller has to name this module to reach them
+//! (an explicit opt-in a program will not stumble on through completion),
+//! and the trait is sealed, so nothing else can claim to be a message.
+//! `#[doc(hidden)]` inherent methods would be callable on every
+//! `converse::Message` by anyone, silently.
+//!
+//! # Invariants
+//!
+//! Those of [`Message`](crate::Message); in particular the `FLAG_*` bits of
+//! [`MsgHeader::flags`] are the runtime's: a user send clears them, and only
+//! the runtime sets them, with the routing fields (`root`, `coll`) they give
+//! a meaning to.
+//!
+//! # Concurrency
+//!
+//! None of its own: every method takes the message by value or by
+//! reference, as `Message`'s own do.
+use crate::message::{MsgError, MsgHeader};
+
+pub use crate::message::{MessageBuf, ReadInto, receive_into};
+
+/// Header flag: the message is a bundle built by `multiple_send`; its payload
+/// is a sequence of 16-byte-aligned sub-messages.
+pub const FLAG_BUNDLE: u32 = 1;
+/// Header flag: `handler` names a runtime-internal message kind
+/// (the core's `msg::system::Kind`), not an entry of the handler table.
+pub const FLAG_SYSTEM: u32 = 1 << 1;
+/// Header flag: a copy of a broadcast to PEs rooted at PE `root - 1`; the PE
+/// that takes it from its inbox may have to pass it on (the core's `cmi::bcast`).
+pub const FLAG_BCAST: u32 = 1 << 2;
+/// Header flag: a copy of a broadcast to nodes rooted at PE `root - 1`.
+pub const FLAG_NODE_BCAST: u32 = 1 << 3;
+/// Header flag: a copy of a multicast to group `coll` whose tree is rooted
+/// at position `root - 1` of the group (`root == 0`: a request to the
+/// group's creator to multicast it; see the core's `cmi::group`).
+pub const FLAG_MCAST: u32 = 1 << 4;
+/// Header flag: a contribution to reduction `coll` (the core's `cmi::reduce`).
+pub const FLAG_REDUCE: u32 = 1 << 5;
+/// Header flag, with [`FLAG_REDUCE`]: the contribution of a struct-form
+/// reduction (a serialized value, not a user message).
+pub const FLAG_REDUCE_STRUCT: u32 = 1 << 6;
+/// Header flag: not counted by quiescence detection (its own messages).
+pub const FLAG_NO_QD: u32 = 1 << 7;
+/// Flags the PE that takes a message from its inbox must look at before
+/// delivering it (routing and arrival-time system work).
+pub const ARRIVAL_FLAGS: u32 = FLAG_BCAST | FLAG_NODE_BCAST | FLAG_MCAST | FLAG_SYSTEM;
+/// Flags that make delivery take the slow path.
+pub const SPECIAL_DELIVERY_FLAGS: u32 = FLAG_BUNDLE | FLAG_SYSTEM | FLAG_REDUCE | FLAG_NO_QD;
+
+mod sealed {
+    /// Only [`Message`](crate::Message) implements [`MessageRaw`](super::MessageRaw).
+    pub trait Sealed {}
+    impl Sealed for crate::Message {}
+}
+
+/// The runtime's operations on a [`Message`](crate::Message) (see the module comment for why
+/// a trait). Implemented by `Message` only.
+pub trait MessageRaw: sealed::Sealed + Sized {
+    /// Marks a message the network layer just made from received bytes.
+    fn mark_from_net(&mut self);
+
+    /// Takes the network mark: true once, for a message made from received
+    /// bytes (they still count against the process's receive budget until
+    /// its PE takes it). A mark on the handle, not in the buffer: copies and
+    /// forwards never carry it.
+    fn take_net_mark(&mut self) -> bool;
+
+    /// Records the sending PE (the runtime does this on every send).
+    fn set_src_pe(&mut self, pe: usize);
+
+    /// A message of `len` bytes whose bytes `fill` writes, without zeroing
+    /// them first (a large message received straight into its buffer).
+    /// `fill` gets the buffer's start and `len`, and must write all `len`
+    /// bytes unless it fails; its error is returned.
+    ///
+    /// # Panics
+    /// If `len` is shorter than a header or longer than the largest message.
+    fn filled_by<E>(
+        len: usize,
+        fill: impl FnOnce(*mut u8, usize) -> Result<(), E>,
+    ) -> Result<Self, E>;
+
+    /// A copy of this message in a new shared buffer, with `header` in place
+    /// of its own (what a copying broadcast sends): one copy, however many
+    /// receivers then share it.
+    fn to_shared_with_header(&self, header: &MsgHeader) -> Self;
+
+    /// Turns the message into a shared one, so that clones share its buffer
+    /// instead of copying it (used for broadcasts and bundles).
+    fn into_shared(self) -> Self;
+
+    /// Builds one message whose payload holds copies of `parts`, each starting
+    /// on a 16-byte boundary (the `multiple_send` bundle format), with
+    /// [`FLAG_BUNDLE`] set.
+    fn bundle(handler: usize, parts: &[&[u8]]) -> Self;
+
+    /// Makes the header's size field the message's real length (the runtime
+    /// owns that field; a sender may have overwritten it). Writes only when
+    /// they differ, so forwarding a message does not dirty its bytes.
+    fn fix_total_size(&mut self);
+
+    /// The sub-messages of a bundle, in order: windows into its buffer, not
+    /// copies. Errors if the bundle's bytes do not parse as a sequence of
+    /// messages.
+    fn unbundle(self) -> Result<Vec<Self>, MsgError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_are_distinct_bits() {
+        let all = [
+            FLAG_BUNDLE,
+            FLAG_SYSTEM,
+            FLAG_BCAST,
+            FLAG_NODE_BCAST,
+            FLAG_MCAST,
+            FLAG_REDUCE,
+            FLAG_REDUCE_STRUCT,
+            FLAG_NO_QD,
+        ];
+        let or = all.iter().fold(0, |acc, f| acc | f);
+        assert_eq!(or.count_ones() as usize, all.len());
+        assert!(all.iter().all(|f| f.count_ones() == 1));
+    }
+}

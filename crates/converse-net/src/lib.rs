@@ -1,0 +1,19 @@
+//! # converse-net
+//!
+//! How bytes move between the processes of a job: network modules
+//! following the Nemesis netmod contract (`netmod`: the trait, its upcalls
+//! and the spec-to-Rust table; `shm` and `tcp`), and the frames they carry
+//! (`frame`, with the one reassembly path every module's receive side uses).
+//!
+//! This floor knows messages (`converse-msg`) and nothing above: what a
+//! frame *means* to the job (delivery into PEs' inboxes, the exit protocol,
+//! faults) is the process layer's business, the core's `rt::network`, which
+//! implements the upcalls. The core (`converse`) re-exports these modules
+//! as its `net` module for its own use; programs never see them.
+#![warn(missing_docs)]
+
+pub mod frame;
+pub mod netmod;
+pub mod shm;
+mod sync;
+pub mod tcp;
