@@ -183,8 +183,6 @@ pub enum DataAvail {
     Complete,
     /// More data to send on the same VC, right after (the spec's
     /// "otherwise, check for more data to send").
-    // Exercised by the module tests; the large-message transfer uses it.
-    #[cfg_attr(not(test), allow(dead_code))]
     More(SendData),
 }
 
@@ -223,8 +221,6 @@ impl SendRequest {
     }
 
     /// True once the request is complete.
-    // The large-message transfer and its tests wait on requests.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn is_complete(&self) -> bool {
         self.inner.done.load(Ordering::Acquire)
     }
@@ -240,8 +236,6 @@ impl SendRequest {
     }
 
     /// The flag that turns true on completion (for `CommHandle`).
-    // The large-message transfer and its tests wait on requests.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub fn completion_flag(&self) -> Arc<AtomicBool> {
         Arc::clone(&self.inner.done)
     }
