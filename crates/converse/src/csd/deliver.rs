@@ -29,6 +29,7 @@ use crate::rt::pe::Pe;
 impl Pe {
     /// The next arrived message (stash, then inbox, then self-sends, then the
     /// node inbox), without looking at the scheduler queues.
+    #[inline]
     pub fn next_arrived(&self) -> Option<Message> {
         if let Some(m) = self.sched.stash.borrow_mut().pop_front() {
             return Some(m);
@@ -84,6 +85,7 @@ impl Pe {
     /// The next message by the scheduler's pass order: arrived messages first,
     /// then whichever of the node queue and the PE queue has the more urgent
     /// front (the PE queue on ties).
+    #[inline]
     pub fn next_task(&self) -> Option<Task> {
         if let Some(m) = self.next_arrived() {
             return Some(Task::Message(m));
@@ -116,6 +118,7 @@ impl Pe {
     /// True if an arrived message waits (stash, released, inbox, self-sends,
     /// node inbox or node queue): what the scheduler takes before its own
     /// queue.
+    #[inline]
     pub fn has_arrivals(&self) -> bool {
         let node = &self.job.node(self.node);
         !self.sched.stash.borrow().is_empty()

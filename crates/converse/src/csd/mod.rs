@@ -127,12 +127,14 @@ impl Pe {
 
     /// Hands back an arrived message that routing held back: it is taken
     /// before the inbox.
+    #[inline]
     pub(crate) fn release_arrival(&self, msg: Message) {
         self.sched.ready.borrow_mut().push_back(msg);
     }
 
     /// Puts `task` in this PE's scheduler queue, counted as created for
     /// quiescence detection by the caller.
+    #[inline]
     pub(crate) fn enqueue_task(&self, task: Task, queueing: Queueing) {
         self.sched.queue.borrow_mut().enqueue(task, queueing);
     }
@@ -140,6 +142,7 @@ impl Pe {
     /// The PE's scheduler queue, borrowed mutably (for `cth`'s direct
     /// switch, which swaps its front). The caller runs no handler while it
     /// holds it.
+    #[inline]
     pub(crate) fn queue_mut(&self) -> std::cell::RefMut<'_, Cqs<Task>> {
         self.sched.queue.borrow_mut()
     }

@@ -199,6 +199,7 @@ impl LiveThreads {
 impl Pe {
     /// Marks the PE as running its start function in normal mode, where
     /// threads may not block (see [`check_can_block`]).
+    #[inline]
     pub(crate) fn set_in_start(&self, in_start: bool) {
         self.cth.in_start.set(in_start);
     }
@@ -206,6 +207,7 @@ impl Pe {
     /// Whether the scheduler loop running now lets threads yield directly to
     /// each other; sets it to `allows` and returns what it was (a
     /// scheduler call puts it back when it ends).
+    #[inline]
     pub(crate) fn replace_direct_yields(&self, allows: bool) -> bool {
         self.cth.sched_allows_direct.replace(allows)
     }

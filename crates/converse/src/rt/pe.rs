@@ -138,6 +138,7 @@ impl Pe {
     /// Leaves the PE's code at once because the job is ending: unwinds to the
     /// runtime on worker threads; returns on the `init_returns` main thread,
     /// whose caller must then stop (scheduler calls return immediately).
+    #[inline]
     pub fn leave_if_exiting(&self) -> bool {
         if !self.job.is_exiting() {
             return false;
