@@ -3,10 +3,12 @@
 //!
 //! A process's end is judged by what it said on its control connection
 //! before it exited ([`Said`]): `end` (its part of the job was done),
-//! `lost` (it ended because another process failed), or nothing (it
-//! failed on its own: it died, aborted, or left outside the runtime). The
-//! first process that failed on its own is reported, the others are told
-//! and given [`GRACE`] to end, and its exit code becomes the job's; else
+//! `lost` (it ended because another process failed), `failed TEXT` (it
+//! failed on its own and said why) or nothing (it failed on its own: it
+//! died, aborted, or left outside the runtime). The first process that
+//! failed on its own is reported, the others are told (with its reason when
+//! it gave one, in the words its own network message to them uses, so they
+//! tell one cause whichever news comes first) and given [`GRACE`] to end, and its exit code becomes the job's; else
 //! the first non-zero code a process chose; else that of a process that
 //! ended because of another; else 0 ([`Job::final_code`]).
 //!
@@ -41,6 +43,8 @@ pub struct Said {
     skipping: bool,
     end: bool,
     lost: bool,
+    /// What it said it failed of (`failed TEXT`), if it did.
+    reason: Option<String>,
 }
 
 impl Said {
@@ -64,10 +68,31 @@ impl Said {
     }
 
     /// Notes what `line` says; lines that mean nothing here are ignored.
+    /// What it said, a last line without its newline included.
+    fn settled(&self) -> Said {
+        let mut all = Said {
+            partial: Vec::new(),
+            skipping: false,
+            end: self.end,
+            lost: self.lost,
+            reason: self.reason.clone(),
+        };
+        if !self.skipping {
+            all.heard(&self.partial);
+        }
+        all
+    }
+
+    /// Why the process failed, if it said (`failed TEXT`).
+    pub fn reason(&self) -> Option<String> {
+        self.settled().reason
+    }
+
     fn heard(&mut self, line: &[u8]) {
         match std::str::from_utf8(line).map(ToLauncher::parse) {
             Ok(Ok(ToLauncher::End)) => self.end = true,
             Ok(Ok(ToLauncher::Lost)) => self.lost = true,
+            Ok(Ok(ToLauncher::Failed(text))) => self.reason = Some(text),
             _ => {}
         }
     }
@@ -75,14 +100,7 @@ impl Said {
     /// How the process ended, by what it said (a last line without its
     /// newline counts).
     pub fn ending(&self) -> Ending {
-        let mut all = Said {
-            partial: Vec::new(),
-            skipping: false,
-            ..*self
-        };
-        if !self.skipping {
-            all.heard(&self.partial);
-        }
+        let all = self.settled();
         if all.end {
             Ending::OnPurpose
         } else if all.lost {
@@ -203,7 +221,13 @@ impl Job {
                             "convrun: {who} {how} before its part of the job ended; ending the job{hint}"
                         );
                     }
-                    self.tell_all(&ToProcess::Abort(format!("lost {who}: it {how}{hint}")));
+                    // In the words of the process's own `Abort` to its
+                    // peers (`rt::network`), when it said why.
+                    let text = match self.procs[node].said.reason() {
+                        Some(why) => format!("{who} ended it: {why}"),
+                        None => format!("lost {who}: it {how}{hint}"),
+                    };
+                    self.tell_all(&ToProcess::Abort(text));
                     self.end_all(GRACE);
                 } else if first {
                     eprintln!("convrun: {who} {how} before its part of the job ended{hint}");
@@ -235,6 +259,21 @@ mod tests {
         // A last line without its newline counts, as before.
         assert_eq!(said(&[b"lost\nend"]), Ending::OnPurpose);
         assert_eq!(said(&[b"ending\nlost now\n\xff\n"]), Ending::Primary);
+    }
+
+    #[test]
+    fn a_failed_process_says_why() {
+        let mut s = Said::default();
+        s.feed(b"failed PE 1 aborted: b");
+        // A last line without its newline counts.
+        assert_eq!(s.reason().as_deref(), Some("PE 1 aborted: b"));
+        s.feed(b"oom\n");
+        assert_eq!(s.reason().as_deref(), Some("PE 1 aborted: boom"));
+        // It failed on its own: the launcher reports it.
+        assert_eq!(s.ending(), Ending::Primary);
+        let mut quiet = Said::default();
+        quiet.feed(b"failed\x01bad\n");
+        assert_eq!(quiet.reason(), None, "a malformed line says nothing");
     }
 
     #[test]

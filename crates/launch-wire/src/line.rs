@@ -11,7 +11,7 @@
 //!   the field.
 //! - A [`Card`] is 1 to [`MAX_CARD`] bytes with no whitespace or control
 //!   character, checked when it is made, so that a `cards` line splits
-//!   back into the cards it was made of. An abort text is at most
+//!   back into the cards it was made of. An `abort` or `failed` text is at most
 //!   [`MAX_TEXT`] bytes without control characters: `encode` makes it so
 //!   (a line break becomes a space), `parse` refuses anything else.
 //! - `parse` never panics and allocates no more than its input's length.
@@ -19,7 +19,7 @@ use crate::error::{Error, shown};
 
 /// Most bytes of a business card.
 pub const MAX_CARD: usize = 1024;
-/// Most bytes of an abort line's text.
+/// Most bytes of an `abort` or `failed` line's text.
 pub const MAX_TEXT: usize = 4096;
 
 /// Bytes a line's end may take (`\r\n`).
@@ -97,13 +97,21 @@ pub enum ToLauncher {
     End,
     /// `lost`: it ends because another process failed.
     Lost,
+    /// `failed TEXT`: it ends the job because of what `TEXT` says (its own
+    /// failure: an abort, a fault it found). The launcher passes the text
+    /// on to the others, so they tell the same cause whether the launcher
+    /// or the process's own network message reaches them first.
+    Failed(String),
 }
 
 impl ToLauncher {
     /// Most bytes of a line to the launcher, its end included: what a
     /// reader should read at most before it gives up on a line.
-    pub const MAX_LEN: usize =
-        "hello ".len() + USIZE_DIGITS + 1 + U32_DIGITS + 1 + MAX_CARD + END_LEN;
+    pub const MAX_LEN: usize = {
+        let hello = "hello ".len() + USIZE_DIGITS + 1 + U32_DIGITS + 1 + MAX_CARD;
+        let failed = "failed ".len() + MAX_TEXT;
+        (if hello > failed { hello } else { failed }) + END_LEN
+    };
 
     /// The line, `\n` included.
     pub fn encode(&self) -> String {
@@ -111,6 +119,7 @@ impl ToLauncher {
             ToLauncher::Hello { node, pid, card } => format!("hello {node} {pid} {card}\n"),
             ToLauncher::End => "end\n".into(),
             ToLauncher::Lost => "lost\n".into(),
+            ToLauncher::Failed(text) => format!("failed {}\n", carriable(text)),
         }
     }
 
@@ -133,6 +142,7 @@ impl ToLauncher {
             }
             "end" => no_fields("end", rest).map(|()| ToLauncher::End),
             "lost" => no_fields("lost", rest).map(|()| ToLauncher::Lost),
+            "failed" => text("failed", rest).map(ToLauncher::Failed),
             other => Err(Error::Unknown(shown(other))),
         }
     }
@@ -173,17 +183,7 @@ impl ToProcess {
                 line.push('\n');
                 line
             }
-            ToProcess::Abort(text) => {
-                let mut clean = String::with_capacity(text.len().min(MAX_TEXT));
-                for c in text.chars() {
-                    let c = if c.is_control() { ' ' } else { c };
-                    if clean.len() + c.len_utf8() > MAX_TEXT {
-                        break;
-                    }
-                    clean.push(c);
-                }
-                format!("abort {clean}\n")
-            }
+            ToProcess::Abort(text) => format!("abort {}\n", carriable(text)),
         }
     }
 
@@ -207,27 +207,44 @@ impl ToProcess {
                     .collect::<Result<Vec<_>, _>>()
                     .map(ToProcess::Cards)
             }
-            "abort" => {
-                // `abort` alone is an abort without text.
-                let rest = rest.unwrap_or_default();
-                if rest.len() > MAX_TEXT {
-                    return Err(Error::TooLong {
-                        what: "an abort text",
-                        len: rest.len(),
-                        max: MAX_TEXT,
-                    });
-                }
-                if let Some(c) = rest.chars().find(|c| c.is_control()) {
-                    return Err(Error::malformed(
-                        "abort",
-                        format!("TEXT holds the control character {c:?}"),
-                    ));
-                }
-                Ok(ToProcess::Abort(rest.to_string()))
-            }
+            "abort" => text("abort", rest).map(ToProcess::Abort),
             other => Err(Error::Unknown(shown(other))),
         }
     }
+}
+
+/// `text` made carriable as a line's TEXT: control characters become
+/// spaces and it is cut to [`MAX_TEXT`] bytes (at a character boundary).
+fn carriable(text: &str) -> String {
+    let mut clean = String::with_capacity(text.len().min(MAX_TEXT));
+    for c in text.chars() {
+        let c = if c.is_control() { ' ' } else { c };
+        if clean.len() + c.len_utf8() > MAX_TEXT {
+            break;
+        }
+        clean.push(c);
+    }
+    clean
+}
+
+/// The TEXT of a `kind` line (`abort`, `failed`): at most [`MAX_TEXT`]
+/// bytes, no control character; the kind alone means no text.
+fn text(kind: &'static str, rest: Option<&str>) -> Result<String, Error> {
+    let rest = rest.unwrap_or_default();
+    if rest.len() > MAX_TEXT {
+        return Err(Error::TooLong {
+            what: "a line's text",
+            len: rest.len(),
+            max: MAX_TEXT,
+        });
+    }
+    if let Some(c) = rest.chars().find(|c| c.is_control()) {
+        return Err(Error::malformed(
+            kind,
+            format!("TEXT holds the control character {c:?}"),
+        ));
+    }
+    Ok(rest.to_string())
 }
 
 /// `line` without its end (`\n`, or `\r\n`), if it is at most `max` bytes.
@@ -333,6 +350,8 @@ mod tests {
             },
             ToLauncher::End,
             ToLauncher::Lost,
+            ToLauncher::Failed("PE 1 aborted: lx_abort says boom".into()),
+            ToLauncher::Failed(String::new()),
         ];
         for l in lines {
             let text = l.encode();
@@ -355,7 +374,13 @@ mod tests {
             pid: u32::MAX,
             card: card(&"c".repeat(MAX_CARD)),
         };
+        assert!(longest.encode().len() < ToLauncher::MAX_LEN);
+        let longest = ToLauncher::Failed("f".repeat(MAX_TEXT + 10));
         assert_eq!(longest.encode().len() + 1, ToLauncher::MAX_LEN);
+        assert_eq!(
+            ToLauncher::Failed("two\nlines".into()).encode(),
+            "failed two lines\n"
+        );
     }
 
     #[test]
@@ -482,7 +507,7 @@ mod tests {
 
         #[test]
         fn parse_never_panics_on_near_misses(
-            kind in prop::sample::select(vec!["hello", "end", "lost", "cards", "abort"]),
+            kind in prop::sample::select(vec!["hello", "end", "lost", "failed", "cards", "abort"]),
             rest in "[ 0-9a-z:,\\r\\n\\t]{0,40}",
         ) {
             let line = format!("{kind} {rest}");
@@ -503,6 +528,8 @@ mod tests {
             let all = ToProcess::Cards(cards);
             prop_assert!(all.encode().len() <= ToProcess::max_len(8));
             prop_assert_eq!(ToProcess::parse(&all.encode()), Ok(all));
+            let failed = ToLauncher::Failed(text.clone());
+            prop_assert_eq!(ToLauncher::parse(&failed.encode()), Ok(failed));
             let abort = ToProcess::Abort(text);
             prop_assert_eq!(ToProcess::parse(&abort.encode()), Ok(abort));
         }

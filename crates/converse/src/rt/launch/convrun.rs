@@ -155,10 +155,15 @@ impl Bootstrap for Convrun {
         link.set_read_timeout(None).map_err(|e| e.to_string())?;
         if LINK.set(Mutex::new(link)).is_ok() {
             // A process that goes down only because another failed says so,
-            // so that the launcher blames that one.
+            // so that the launcher blames that one; one that fails on its
+            // own says why, so that the launcher tells the others the same
+            // cause as its own network message does (whichever comes
+            // first, they print one reason).
             crate::proc::exit::at_exit(|ending| {
                 if ending.culprit.lost() {
                     tell(&ToLauncher::Lost);
+                } else {
+                    tell(&ToLauncher::Failed(ending.reason.to_string()));
                 }
             });
         }
