@@ -24,11 +24,13 @@
 //!    end of the stream means the launcher is gone, which ends the process
 //!    too;
 //! 6. before it exits, says how: `end` ([`ToLauncher::End`]: its part of
-//!    the job is done; its exit code is the one chosen) or `lost`
-//!    ([`ToLauncher::Lost`]: it ends because another process failed). A
-//!    process that says neither failed on its own (it died, aborted, or
-//!    left outside the runtime): the launcher reports it and its exit code
-//!    becomes the job's.
+//!    the job is done; its exit code is the one chosen), `lost`
+//!    ([`ToLauncher::Lost`]: it ends because another process failed) or
+//!    `failed TEXT` ([`ToLauncher::Failed`]: it ends the job because of
+//!    what `TEXT` says). A process that says neither `end` nor `lost`
+//!    failed on its own (it died, aborted, or left outside the runtime):
+//!    the launcher reports it, its exit code becomes the job's, and the
+//!    others are told its `TEXT` if it gave one.
 //!
 //! Every step has a deadline (`++timeout`, [`env::TIMEOUT`]).
 //!

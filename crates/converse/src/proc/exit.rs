@@ -6,7 +6,8 @@
 //! Today's hooks: the CCS server sends its `ccs_killport` notices; the
 //! process layer of a multi-process job tells the other processes why this
 //! one ends (`Abort`); the launcher connection says `lost` when this
-//! process only goes down with another. So the code that notices a fault
+//! process only goes down with another, and `failed` with the reason when
+//! it is the culprit. So the code that notices a fault
 //! (a broken connection, a malformed packet, a bad PE number) names the
 //! cause and who is to blame ([`Ending`]) and needs to know none of them.
 //!
