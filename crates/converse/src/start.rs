@@ -188,6 +188,7 @@ impl Converse {
     /// Parses the runtime flags and builds the job's shared state.
     fn job(&self) -> Result<Arc<Job>, ArgError> {
         keep_large_buffers_in_heap();
+        crate::proc::panic::install_hook();
         let (flags, program_args) = args::parse(&self.args)?;
         let placement = crate::rt::launch::placement().map_err(ArgError::Launch)?;
         let pes = flags.pes.unwrap_or(self.default_pes);
@@ -205,6 +206,7 @@ impl Converse {
         let mut job = match &placement {
             None => Job::with_nodes(topo, 0..topo.num_nodes(), program_args),
             Some(place) => {
+                crate::proc::panic::set_process(place.node);
                 if place.nodes != topo.num_nodes() {
                     return Err(ArgError::Launch(format!(
                         "convrun started {} processes but +p {pes} ++ppn {ppn} makes {} nodes",
@@ -369,13 +371,33 @@ fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMo
 }
 
 /// Keeps a PE's panic (not the runtime's own exit unwinding) for `run`.
+/// In a multi-process job a panic ends the job as an abort does: the other
+/// processes and the launcher learn which PE panicked, and where, and the
+/// process exits with Rust's panic code (101).
 fn record_unwind(job: &Job, result: std::thread::Result<()>) {
     if let Err(payload) = result {
-        if !payload.is::<ExitUnwind>() {
-            job.record_panic(payload);
+        if payload.is::<ExitUnwind>() {
+            return;
         }
+        if job.net.is_some() {
+            let reason = crate::proc::panic::take_reason()
+                .unwrap_or_else(|| "a PE's code panicked".to_string());
+            // The panic hook printed the line naming the PE already.
+            crate::proc::exit::die(
+                PANIC_EXIT_CODE,
+                "",
+                crate::proc::exit::Ending {
+                    reason: &reason,
+                    culprit: crate::proc::exit::Culprit::ThisProcess { skip: None },
+                },
+            );
+        }
+        job.record_panic(payload);
     }
 }
+
+/// The exit code of a process whose PE panicked (Rust's own).
+const PANIC_EXIT_CODE: i32 = 101;
 
 /// Uninstalls the calling thread's PE, dropping its PE-private state. A
 /// panic in a destructor is recorded like any PE panic.

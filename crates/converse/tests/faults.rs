@@ -1053,10 +1053,15 @@ fn exit_from_handler_with_8_pes_ends_job_with_its_code() {
     out.expect(3, &["returned 3"]);
 }
 
+/// The panic is named as an abort is (the PE, the message and where), then
+/// re-raised by `run` once every PE stopped.
 #[test]
 fn panic_in_handler_is_reraised_by_run() {
     let out = run_scenario("panic_in_handler");
-    out.expect(101, &["deliberate handler panic on PE 1", "thread 'PE 1'"]);
+    out.expect(
+        101,
+        &["converse: PE 1 panicked: deliberate handler panic on PE 1 at crates/converse/tests/faults.rs:"],
+    );
     out.expect_absent(RETURNED);
 }
 
@@ -1075,14 +1080,20 @@ fn exit_while_a_pe_waits_in_deliver_specific_msg_ends_job() {
 #[test]
 fn panic_in_pe_private_destructor_is_reraised_by_run() {
     let out = run_scenario("panic_in_cpv_drop");
-    out.expect(101, &["deliberate panic dropping PE 1's private variable"]);
+    out.expect(
+        101,
+        &["converse: PE 1 panicked: deliberate panic dropping PE 1's private variable at "],
+    );
     out.expect_absent(RETURNED);
 }
 
 #[test]
 fn panic_in_start_on_pe0_is_reraised_by_run() {
     let out = run_scenario("panic_in_start_pe0");
-    out.expect(101, &["deliberate start panic on PE 0"]);
+    out.expect(
+        101,
+        &["converse: PE 0 panicked: deliberate start panic on PE 0 at "],
+    );
     out.expect_absent(RETURNED);
 }
 

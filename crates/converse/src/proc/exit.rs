@@ -108,14 +108,20 @@ pub(crate) fn set_thread_pe(pe: Option<usize>) {
     THREAD_PE.with(|t| t.set(pe));
 }
 
+/// The PE the calling thread runs, if any.
+pub(crate) fn thread_pe() -> Option<usize> {
+    THREAD_PE.with(Cell::get)
+}
+
 /// True once some thread is ending the process abnormally: faults noticed
 /// now are consequences, not causes.
 pub(crate) fn is_dying() -> bool {
     DYING.load(Ordering::Acquire) != 0
 }
 
-/// Prints `line` to standard error, runs the at-exit hooks with `ending`,
-/// and ends the process with `code`. Only the first thread to call it gets
+/// Prints `line` to standard error (nothing if it is empty: the cause was
+/// printed already), runs the at-exit hooks with `ending`, and ends the
+/// process with `code`. Only the first thread to call it gets
 /// this far (see the invariants).
 pub(crate) fn die(code: i32, line: &str, ending: Ending) -> ! {
     let me = thread_number();
@@ -132,7 +138,9 @@ pub(crate) fn die(code: i32, line: &str, ending: Ending) -> ! {
         std::thread::sleep(SECOND_DEATH_GRACE);
         std::process::exit(code)
     }
-    say(line);
+    if !line.is_empty() {
+        say(line);
+    }
     let hooks: Vec<Hook> = crate::sync::lock(&HOOKS).clone();
     for hook in hooks {
         hook(&ending);

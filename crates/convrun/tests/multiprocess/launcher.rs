@@ -219,6 +219,16 @@ pub fn child(name: &str, _args: &[String]) -> Option<i32> {
                 }
             })
         }
+        // The first PE of process 1 panics in its start function.
+        "lx_panic" => {
+            say_pid();
+            run(|_| {
+                if converse::my_pe() == converse::node_first(1) {
+                    std::thread::sleep(Duration::from_millis(200));
+                    panic!("lx_panic says boom");
+                }
+            })
+        }
         // Every PE sends MSGS messages to PEs of the other processes; the
         // first PE of process 1 then calls `exit(CODE)` at once.
         "lx_exit_race" => {
@@ -1000,6 +1010,30 @@ fn fault_abort() {
     }
 }
 
+/// A panic on a PE of a multi-process job is reported as an abort is: the
+/// line names the PE, its process, the message and where; the others end
+/// naming the same cause; the job's code is the panic's (101).
+fn fault_panic() {
+    let me = me();
+    for (p, ppn, nodes, pe) in [("3", "1", 3, 1), ("4", "2", 2, 2)] {
+        let mut job = Running::start(&["+p", p, "++ppn", ppn, &me, "lx_panic"], false);
+        job.wait_pids(nodes, None, LIMIT);
+        let pids = job.pids.clone();
+        let f = job.finish(LIMIT);
+        expect_gone(&pids, Duration::from_secs(1), &f);
+        f.expect_code(101);
+        expect_stderr(
+            &f,
+            &format!("converse: PE {pe} (process 1) panicked: lx_panic says boom at "),
+        );
+        expect_stderr(&f, "convrun: process 1 (");
+        let said = format!("PE {pe} panicked: lx_panic says boom at ");
+        for node in (0..nodes).filter(|&n| n != 1) {
+            expect_ended_saying(&f, node, &["process 1 (", &said]);
+        }
+    }
+}
+
 fn fault_exit_race() {
     let me = me();
     for code in ["0", "6"] {
@@ -1166,6 +1200,7 @@ pub fn cases() -> Vec<Case> {
         ("fault_sigkill_2x2", fault_sigkill_2x2),
         ("fault_sigkill_mixed", fault_sigkill_mixed),
         ("fault_abort", fault_abort),
+        ("fault_panic", fault_panic),
         ("fault_exit_race", fault_exit_race),
         ("fault_refuse_connection", fault_refuse_connection),
         ("fault_peer_never_connects", fault_peer_never_connects),
