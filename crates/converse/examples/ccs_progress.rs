@@ -113,6 +113,9 @@ fn main() {
                 cmi_printf!("ccs_progress: no ++server: counting only\n");
             }
         })
-        .unwrap();
+        .unwrap_or_else(|e| {
+            eprintln!("ccs_progress: {e}");
+            std::process::exit(1)
+        });
     std::process::exit(code)
 }
