@@ -117,8 +117,8 @@ pub use cmi::spantree::{
 };
 pub use cmi::{
     CommHandle, async_node_send, async_send, async_vector_send, init_multiple_send_routine,
-    multiple_send, sync_node_send, sync_node_send_and_free, sync_send, sync_send_and_free,
-    sync_vector_send, sync_vector_send_and_free,
+    multiple_send, node_would_block, sync_node_send, sync_node_send_and_free, sync_send,
+    sync_send_and_free, sync_vector_send, sync_vector_send_and_free, would_block,
 };
 pub use csd::{
     BitPrio, Cqs, Queueing, deliver_msgs, deliver_specific_msg, enqueue, enqueue_fifo,

@@ -463,3 +463,63 @@ fn oversubscribed_ring_passes_a_token_ten_thousand_hops() {
     let counts: Vec<usize> = per_pe.iter().map(|c| c.load(Ordering::Relaxed)).collect();
     assert_eq!(counts, [1250; 8]);
 }
+
+/// A handler that floods a busy PE can see when a send would block
+/// (`would_block`): PE 1 sits in a handler while PE 0's handler sends to it
+/// until `would_block(1)`; once PE 1 has taken every message, it is false
+/// again. A PE never blocks on itself, and a node of this process never.
+#[test]
+fn a_flooding_handler_sees_when_a_send_would_block() {
+    use std::sync::atomic::AtomicBool;
+    static SENT: AtomicUsize = AtomicUsize::new(0);
+    static TAKEN: AtomicUsize = AtomicUsize::new(0);
+    static HOLDING: AtomicBool = AtomicBool::new(false);
+    static RELEASED: AtomicBool = AtomicBool::new(false);
+    let code = converse::Converse::new()
+        .args(["prog", "+p", "2"])
+        .run(|_| {
+            let done = converse::register_handler(|_m: Message| {
+                assert!(!converse::would_block(1), "PE 1 took every message");
+                converse::exit(0);
+            });
+            let sink = converse::register_handler(move |_m: Message| {
+                if TAKEN.fetch_add(1, Ordering::AcqRel) + 1 == SENT.load(Ordering::Acquire) {
+                    converse::sync_send_and_free(0, Message::new(done, 0));
+                }
+            });
+            let hold = converse::register_handler(|_m: Message| {
+                HOLDING.store(true, Ordering::Release);
+                while !RELEASED.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+            });
+            let flood = converse::register_handler(move |_m: Message| {
+                assert!(!converse::would_block(0), "a PE never blocks on itself");
+                assert!(
+                    !converse::node_would_block(0),
+                    "nor on a node of its process"
+                );
+                // PE 1 is busy (in `hold`) for the whole flood, so nothing
+                // is taken before `SENT` is known.
+                while !HOLDING.load(Ordering::Acquire) {
+                    std::thread::yield_now();
+                }
+                let mut sent = 0;
+                while !converse::would_block(1) {
+                    converse::sync_send_and_free(1, Message::new(sink, 0));
+                    sent += 1;
+                }
+                assert!(sent > 1, "PE 1's inbox took more than one message first");
+                SENT.store(sent, Ordering::Release);
+                RELEASED.store(true, Ordering::Release);
+            });
+            if my_pe() == 1 {
+                converse::sync_send_and_free(1, Message::new(hold, 0));
+            } else {
+                converse::sync_send_and_free(0, Message::new(flood, 0));
+            }
+        })
+        .expect("the job starts");
+    assert_eq!(code, 0);
+    assert_eq!(TAKEN.load(Ordering::Acquire), SENT.load(Ordering::Acquire));
+}

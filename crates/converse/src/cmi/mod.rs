@@ -83,6 +83,35 @@ impl CommHandle {
     pub fn release(self) {}
 }
 
+/// True if a send to PE `pe` would now find too much queued for it: its
+/// inbox (in this process) or the network to its process holds more than
+/// the flow-control high-water mark. Sends never fail and a send from a
+/// handler never waits, so a handler that floods a busy PE grows memory
+/// without bound; checking this lets it stop and go on later (from a
+/// user-level thread, whose sends wait for room, or a message to itself)
+/// with Converse's semantics unchanged. A send to itself never blocks.
+///
+/// # Panics
+/// Aborts the job if `pe` is no PE of the job.
+pub fn would_block(pe: usize) -> bool {
+    pe::with(|me| {
+        me.check_pe(pe, "would_block for");
+        me.congested(send::Congested::Pe(pe))
+    })
+}
+
+/// [`would_block`] for a node send: true if the network to node `node`'s
+/// process holds too much (a node of this process never blocks).
+///
+/// # Panics
+/// Aborts the job if `node` is no node of the job.
+pub fn node_would_block(node: usize) -> bool {
+    pe::with(|me| {
+        me.check_node(node, "node_would_block for");
+        me.congested(send::Congested::Node(node))
+    })
+}
+
 /// Sends a copy of `msg` to PE `dest_pe`; `msg` may be reused at once
 /// (`CmiSyncSend`).
 #[doc(alias = "CmiSyncSend")]

@@ -105,35 +105,53 @@ impl Pe {
     ///   on; sends made by those handlers do not wait, so waits never nest;
     /// - inside a handler it does not wait (the handler may hold state the
     ///   others need), and the queue grows.
+    #[inline]
     fn throttle(&self, target: Congested) {
-        // Is too much waiting for the target, and has enough of it gone?
-        let (over, below): (&dyn Fn() -> bool, &dyn Fn() -> bool) = match target {
-            Congested::Pe(dest) if dest == self.pe => return,
+        if self.congested(target) && !self.send.waiting.get() {
+            self.wait_for_room(target);
+        }
+    }
+
+    /// True if too much is queued for `target` (PE `dest`'s inbox in this
+    /// process, or the network to another process): what flow control
+    /// waits on, and what [`would_block`](crate::would_block) tells a
+    /// handler that floods.
+    #[inline]
+    pub(crate) fn congested(&self, target: Congested) -> bool {
+        match target {
+            Congested::Pe(dest) if dest == self.pe => false,
             Congested::Pe(dest) => match self.job.local_pe(dest) {
-                Some(shared) => (
-                    &move || shared.inbox.backlog() > INBOX_HIGH_WATER,
-                    &move || shared.inbox.backlog() <= INBOX_LOW_WATER,
-                ),
+                Some(shared) => shared.inbox.backlog() > INBOX_HIGH_WATER,
+                None => self
+                    .job
+                    .remote()
+                    .over_high_water(self.job.topo.node_of(dest)),
+            },
+            // A node queue of this process: node work, any PE takes it.
+            Congested::Node(node) if self.job.local_node(node).is_some() => false,
+            Congested::Node(node) => self.job.remote().over_high_water(node),
+        }
+    }
+
+    /// The waiting part of [`throttle`](Pe::throttle), once `target` is
+    /// congested.
+    #[cold]
+    fn wait_for_room(&self, target: Congested) {
+        // Has enough of what waits for the target gone?
+        let below: &dyn Fn() -> bool = match target {
+            Congested::Pe(dest) => match self.job.local_pe(dest) {
+                Some(shared) => &move || shared.inbox.backlog() <= INBOX_LOW_WATER,
                 None => {
                     let node = self.job.topo.node_of(dest);
                     let net = self.job.remote();
-                    (&move || net.over_high_water(node), &move || {
-                        net.below_low_water(node)
-                    })
+                    &move || net.below_low_water(node)
                 }
             },
-            // A node queue of this process: node work, any PE takes it.
-            Congested::Node(node) if self.job.local_node(node).is_some() => return,
             Congested::Node(node) => {
                 let net = self.job.remote();
-                (&move || net.over_high_water(node), &move || {
-                    net.below_low_water(node)
-                })
+                &move || net.below_low_water(node)
             }
         };
-        if !over() || self.send.waiting.get() {
-            return;
-        }
         if !self.cth.current().is_main_flow() {
             while !below() && !self.job.is_exiting() {
                 crate::cth::yield_now();
@@ -258,7 +276,7 @@ impl Pe {
 
 /// What a send may have to wait for (see `Pe::throttle`).
 #[derive(Clone, Copy)]
-enum Congested {
+pub(crate) enum Congested {
     /// PE `dest`: its inbox, or the network to its process.
     Pe(usize),
     /// The network to node `node`'s process.
