@@ -9,7 +9,10 @@
 //! every `j > i` ([`TcpModule::accept_peers`]). The connecting side first
 //! writes a 24-byte hello: `CVRSTCP1`, the job's token (so a stray or stale
 //! connection is refused), its own process number and the job's process
-//! count. Each VC then carries frames (`frame`) both ways.
+//! count. The accepting side reads hellos without blocking, each
+//! connection on its own short clock, so a stranger that connects and
+//! stays silent never holds up start-up. Each VC then carries frames
+//! (`frame`) both ways.
 //!
 //! # Sending
 //!
@@ -63,6 +66,25 @@ use super::netmod::{
 /// The first bytes a connecting process writes.
 const HELLO_MAGIC: &[u8; 8] = b"CVRSTCP1";
 const HELLO_SIZE: usize = 24;
+/// How long an accepted connection may take to send its whole hello
+/// before it is refused (a real peer sends it at once after connecting).
+const HELLO_WAIT: Duration = Duration::from_secs(5);
+
+/// Connections saying hello at once beyond which newcomers are refused at
+/// once (strangers cannot hold unbounded memory or descriptors).
+const MAX_PENDING_HELLOS: usize = 256;
+
+/// A connection accepted at start-up whose hello has not all come yet.
+struct PendingHello {
+    stream: TcpStream,
+    from: SocketAddr,
+    hello: [u8; HELLO_SIZE],
+    /// Bytes of `hello` received so far.
+    len: usize,
+    /// When it is refused if its hello is still incomplete.
+    until: Instant,
+}
+
 /// The waker's token; VCs use their peer's number.
 const WAKER: Token = Token(usize::MAX);
 /// Receive buffer of a VC (between frame bodies).
@@ -233,6 +255,11 @@ impl TcpModule {
     /// Accepts the connections of the processes of `peers` (those whose VC
     /// this module carries) numbered above this one, refusing strays, until
     /// `deadline`. Fails naming the processes that never connected.
+    ///
+    /// Hellos are read without blocking, each connection on its own short
+    /// clock ([`HELLO_WAIT`]) while the others are accepted and read: a
+    /// connection that stays silent (a stranger, or a port scanner) costs
+    /// the job nothing but its slot until its clock runs out.
     pub fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
         let expected: Vec<usize> = peers.iter().copied().filter(|&p| p > self.me).collect();
         if expected.is_empty() {
@@ -242,64 +269,117 @@ impl TcpModule {
             .set_nonblocking(true)
             .map_err(|e| NetError::local(format!("tcp: {e}")))?;
         let mut missing = expected.len();
+        let mut pending: Vec<PendingHello> = Vec::new();
         while missing > 0 {
-            match self.listener.accept() {
-                Ok((stream, from)) => match self.read_hello(&stream, deadline) {
-                    Ok(peer) if expected.contains(&peer) && self.vcs[peer].get().is_none() => {
-                        self.install_vc(peer, stream)?;
-                        missing -= 1;
+            let mut progressed = false;
+            loop {
+                match self.listener.accept() {
+                    Ok((stream, from)) => {
+                        progressed = true;
+                        if pending.len() >= MAX_PENDING_HELLOS {
+                            self.refuse(from, "too many connections are saying hello at once");
+                            continue;
+                        }
+                        match stream.set_nonblocking(true) {
+                            Ok(()) => pending.push(PendingHello {
+                                stream,
+                                from,
+                                hello: [0; HELLO_SIZE],
+                                len: 0,
+                                until: (Instant::now() + HELLO_WAIT).min(deadline),
+                            }),
+                            Err(e) => self.refuse(from, &e.to_string()),
+                        }
                     }
-                    Ok(peer) => {
-                        eprintln!(
-                            "converse: process {}: refused a connection claiming to be process {peer} (from {from}): {}",
-                            self.me,
-                            if expected.contains(&peer) {
-                                "it is connected already"
-                            } else {
-                                "that process connects otherwise"
-                            }
-                        );
-                    }
-                    Err(why) => eprintln!(
-                        "converse: process {}: refused a connection from {from}: {why}",
-                        self.me
-                    ),
-                },
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    if Instant::now() >= deadline {
-                        let absent: Vec<String> = expected
-                            .iter()
-                            .filter(|&&p| self.vcs[p].get().is_none())
-                            .map(|p| p.to_string())
-                            .collect();
-                        return Err(NetError::local(format!(
-                            "tcp: process {} waited in vain for process(es) {} to connect",
-                            self.me,
-                            absent.join(", ")
-                        )));
-                    }
-                    std::thread::sleep(Duration::from_millis(1));
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(NetError::local(format!("tcp: accept: {e}"))),
                 }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(NetError::local(format!("tcp: accept: {e}"))),
+            }
+            let now = Instant::now();
+            let mut i = 0;
+            while i < pending.len() {
+                let conn = &mut pending[i];
+                let step = match (&conn.stream).read(&mut conn.hello[conn.len..]) {
+                    Ok(0) => Err("it closed before its hello".to_string()),
+                    Ok(n) => {
+                        progressed = true;
+                        conn.len += n;
+                        Ok(conn.len == HELLO_SIZE)
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock && now < conn.until => {
+                        Ok(false)
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        Err(format!("no hello within {} s", HELLO_WAIT.as_secs_f64()))
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+                    Err(e) => Err(format!("no hello ({e})")),
+                };
+                match step {
+                    Ok(false) => i += 1,
+                    Ok(true) => {
+                        let conn = pending.swap_remove(i);
+                        match self.check_hello(&conn.hello) {
+                            Ok(peer)
+                                if expected.contains(&peer) && self.vcs[peer].get().is_none() =>
+                            {
+                                self.install_vc(peer, conn.stream)?;
+                                missing -= 1;
+                            }
+                            Ok(peer) => self.refuse(
+                                conn.from,
+                                &format!(
+                                    "it claims to be process {peer}, but {}",
+                                    if expected.contains(&peer) {
+                                        "that one is connected already"
+                                    } else {
+                                        "that process connects otherwise"
+                                    }
+                                ),
+                            ),
+                            Err(why) => self.refuse(conn.from, &why),
+                        }
+                    }
+                    Err(why) => {
+                        let conn = pending.swap_remove(i);
+                        self.refuse(conn.from, &why);
+                    }
+                }
+            }
+            if missing == 0 {
+                break;
+            }
+            if Instant::now() >= deadline {
+                let absent: Vec<String> = expected
+                    .iter()
+                    .filter(|&&p| self.vcs[p].get().is_none())
+                    .map(|p| p.to_string())
+                    .collect();
+                return Err(NetError::local(format!(
+                    "tcp: process {} waited in vain for process(es) {} to connect",
+                    self.me,
+                    absent.join(", ")
+                )));
+            }
+            if !progressed {
+                std::thread::sleep(Duration::from_millis(1));
             }
         }
         Ok(())
     }
 
-    /// Reads and checks a connecting process's hello; returns its number.
-    fn read_hello(&self, stream: &TcpStream, deadline: Instant) -> Result<usize, String> {
-        stream.set_nonblocking(false).map_err(|e| e.to_string())?;
-        let left = deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(100));
-        stream
-            .set_read_timeout(Some(left))
-            .map_err(|e| e.to_string())?;
-        let mut h = [0u8; HELLO_SIZE];
-        (&mut &*stream)
-            .read_exact(&mut h)
-            .map_err(|e| format!("no hello ({e})"))?;
+    /// Logs a refused connection (it is dropped, which closes it); the job
+    /// goes on.
+    fn refuse(&self, from: SocketAddr, why: &str) {
+        eprintln!(
+            "converse: process {}: refused a connection from {from}: {why}",
+            self.me
+        );
+    }
+
+    /// Checks a connecting process's hello; returns its number.
+    fn check_hello(&self, h: &[u8; HELLO_SIZE]) -> Result<usize, String> {
         if &h[..8] != HELLO_MAGIC {
             return Err("not a Converse tcp hello".into());
         }
@@ -1245,6 +1325,37 @@ mod tests {
                 .contains("waited in vain for process(es) 1, 2 to connect"),
             "{err}"
         );
+    }
+
+    /// Strangers that connect and stay silent, or send half a hello, do not
+    /// hold up start-up: the real peer connecting after them is accepted
+    /// long before their own hello clock runs out.
+    #[test]
+    fn silent_connections_do_not_hold_up_a_real_peer() {
+        let a = module(0, 2);
+        let addr =
+            a.0.business_card()
+                .strip_prefix("tcp:")
+                .unwrap()
+                .to_string();
+        let silent: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(&addr).unwrap()).collect();
+        let mut half = TcpStream::connect(&addr).unwrap();
+        half.write_all(&HELLO_MAGIC[..4]).unwrap();
+        let b = module(1, 2);
+        let card = a.0.business_card();
+        let joiner = std::thread::spawn(move || {
+            // Connects after the strangers are queued.
+            std::thread::sleep(Duration::from_millis(100));
+            b.0.vc_init(0, &card).unwrap();
+            b
+        });
+        // A deadline shorter than a stranger's hello clock: met only if
+        // the strangers' silence blocks nothing.
+        a.0.accept_peers(&[1], Instant::now() + HELLO_WAIT - Duration::from_secs(1))
+            .expect("process 1 is accepted while strangers stay silent");
+        assert!(a.0.vcs[1].get().is_some(), "process 1's VC is installed");
+        let _b = joiner.join().unwrap();
+        drop((silent, half));
     }
 
     #[test]
