@@ -6,8 +6,10 @@
 //! - A connection is a process's link only after a valid hello
 //!   (`launch_wire::ToLauncher::Hello`) naming a process of this job that
 //!   has none yet; anything else is refused with a message and start-up
-//!   goes on. A hello is read with a bound (`ToLauncher::MAX_LEN` bytes,
-//!   5 seconds).
+//!   goes on. Hellos are read without blocking, each connection with its
+//!   own bound (`ToLauncher::MAX_LEN` bytes, [`HELLO_TIMEOUT`]) while the
+//!   others are accepted and read, so connections that stay silent delay
+//!   no process's hello; at most [`MAX_PENDING`] wait at once.
 //! - The cards go out once, when every process has said hello, in process
 //!   order.
 //! - Start-up ends the job if a process exits, a signal arrives, or
@@ -18,7 +20,7 @@
 //! All of it runs on the job's thread, polling: the listener and then the
 //! links are non-blocking, and the loops sleep a few milliseconds between
 //! rounds.
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
@@ -32,6 +34,18 @@ use crate::status::{Ending, code_of, describe};
 
 /// How long a new connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Connections saying hello at once beyond which newcomers are refused.
+const MAX_PENDING: usize = 1024;
+
+/// A control connection whose hello has not all come yet.
+struct Pending {
+    stream: TcpStream,
+    /// What it sent so far (at most `ToLauncher::MAX_LEN` bytes).
+    line: Vec<u8>,
+    /// When it is refused if its hello is still incomplete.
+    until: Instant,
+}
 
 /// The launcher's control socket.
 pub struct Control {
@@ -91,6 +105,7 @@ impl Control {
             .unwrap_or_else(|e| fail(&format!("control socket: {e}")));
         let deadline = Instant::now() + Duration::from_secs(job.opts.timeout);
         let mut joined = 0;
+        let mut pending: Vec<Pending> = Vec::new();
         while joined < nodes {
             if let Some(sig) = stop_requested() {
                 job.signal_all(libc::SIGTERM);
@@ -117,25 +132,46 @@ impl Control {
                 job.end_all(GRACE);
                 job.finish();
             }
-            match self.listener.accept() {
-                Ok((stream, _)) => match read_hello(&stream, nodes) {
-                    Ok((node, card)) if job.procs[node].link.is_none() => {
-                        job.procs[node].link = Some(stream);
-                        job.procs[node].card = Some(card);
-                        joined += 1;
+            let mut progressed = self.accept_new(&mut pending);
+            let mut i = 0;
+            while i < pending.len() {
+                match read_some(&mut pending[i], nodes) {
+                    Step::Waiting => i += 1,
+                    Step::Read => {
+                        progressed = true;
+                        i += 1;
                     }
-                    Ok((node, _)) => {
-                        eprintln!("convrun: a second hello from process {node}, ignored")
+                    Step::Done(result) => {
+                        progressed = true;
+                        let conn = pending.swap_remove(i);
+                        match result {
+                            Ok((node, card)) if job.procs[node].link.is_none() => {
+                                // Blocking from now on: the cards line is
+                                // written whole.
+                                if let Err(e) = conn.stream.set_nonblocking(false) {
+                                    eprintln!("convrun: refused a control connection: {e}");
+                                    continue;
+                                }
+                                job.procs[node].link = Some(conn.stream);
+                                job.procs[node].card = Some(card);
+                                joined += 1;
+                            }
+                            Ok((node, _)) => {
+                                eprintln!("convrun: a second hello from process {node}, ignored")
+                            }
+                            Err(why) => eprintln!("convrun: refused a control connection: {why}"),
+                        }
                     }
-                    Err(why) => eprintln!("convrun: refused a control connection: {why}"),
-                },
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    if Instant::now() >= deadline {
-                        timed_out(job);
-                    }
-                    std::thread::sleep(Duration::from_millis(2));
                 }
-                Err(e) => fail(&format!("control socket: {e}")),
+            }
+            if joined == nodes {
+                break;
+            }
+            if Instant::now() >= deadline {
+                timed_out(job);
+            }
+            if !progressed {
+                std::thread::sleep(Duration::from_millis(2));
             }
         }
         let cards: Vec<Card> = job
@@ -149,6 +185,81 @@ impl Control {
                 let _ = link.set_nonblocking(true);
             }
         }
+    }
+}
+
+impl Control {
+    /// Accepts every connection waiting on the control socket into
+    /// `pending`; true if there was any.
+    fn accept_new(&self, pending: &mut Vec<Pending>) -> bool {
+        let mut any = false;
+        loop {
+            match self.listener.accept() {
+                Ok((stream, from)) => {
+                    any = true;
+                    if pending.len() >= MAX_PENDING {
+                        eprintln!(
+                            "convrun: refused a control connection from {from}: too many connections are saying hello at once"
+                        );
+                    } else if let Err(e) = stream.set_nonblocking(true) {
+                        eprintln!("convrun: refused a control connection from {from}: {e}");
+                    } else {
+                        pending.push(Pending {
+                            stream,
+                            line: Vec::new(),
+                            until: Instant::now() + HELLO_TIMEOUT,
+                        });
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return any,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => fail(&format!("control socket: {e}")),
+            }
+        }
+    }
+}
+
+/// Where reading a pending hello got.
+enum Step {
+    /// Nothing new; its clock still runs.
+    Waiting,
+    /// Some bytes, not the whole line yet.
+    Read,
+    /// The whole hello (the process's number and card), or why the
+    /// connection is refused.
+    Done(Result<(usize, Card), String>),
+}
+
+/// Reads what `conn` sent since the last look, without blocking; a hello
+/// of a job of `nodes` processes ends at its `\n`.
+fn read_some(conn: &mut Pending, nodes: usize) -> Step {
+    let mut buf = [0u8; 512];
+    let room = (ToLauncher::MAX_LEN - conn.line.len()).min(buf.len());
+    match (&conn.stream).read(&mut buf[..room.max(1)]) {
+        Ok(0) => Step::Done(Err("it closed before its hello".into())),
+        Ok(n) => {
+            conn.line.extend_from_slice(&buf[..n]);
+            if let Some(end) = conn.line.iter().position(|&b| b == b'\n') {
+                conn.line.truncate(end + 1);
+                Step::Done(parse_hello(&conn.line, nodes))
+            } else if conn.line.len() >= ToLauncher::MAX_LEN {
+                Step::Done(Err(format!(
+                    "no hello: a line longer than {} bytes",
+                    ToLauncher::MAX_LEN
+                )))
+            } else {
+                Step::Read
+            }
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < conn.until => {
+            Step::Waiting
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Step::Done(Err(format!(
+            "no hello within {} s",
+            HELLO_TIMEOUT.as_secs()
+        ))),
+        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Step::Waiting,
+        Err(e) => Step::Done(Err(format!("no hello: {e}"))),
     }
 }
 
@@ -178,20 +289,12 @@ fn timed_out(job: &mut Job) -> ! {
     job.finish()
 }
 
-/// Reads a new connection's hello: the process's number (below `nodes`)
-/// and card.
-fn read_hello(stream: &TcpStream, nodes: usize) -> Result<(usize, Card), String> {
-    stream.set_nonblocking(false).map_err(|e| e.to_string())?;
-    stream
-        .set_read_timeout(Some(HELLO_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    let mut line = Vec::new();
-    BufReader::new(stream.take(ToLauncher::MAX_LEN as u64))
-        .read_until(b'\n', &mut line)
-        .map_err(|e| format!("no hello: {e}"))?;
-    let text = String::from_utf8_lossy(&line);
+/// A connection's hello line: the process's number (below `nodes`) and
+/// card.
+fn parse_hello(line: &[u8], nodes: usize) -> Result<(usize, Card), String> {
+    let text = String::from_utf8_lossy(line);
     let shown = text.trim().escape_debug().to_string();
-    match std::str::from_utf8(&line).map(ToLauncher::parse) {
+    match std::str::from_utf8(line).map(ToLauncher::parse) {
         Ok(Ok(ToLauncher::Hello { node, card, .. })) => {
             if node >= nodes {
                 return Err(format!(

@@ -219,6 +219,24 @@ pub fn child(name: &str, _args: &[String]) -> Option<i32> {
                 }
             })
         }
+        // Process 1 first holds silent connections to the launcher's
+        // control socket (a stranger would), then joins; PE 0 ends the job.
+        "lx_strangers" => {
+            if node_env() == 1 {
+                let launcher = std::env::var("CONVERSE_LAUNCHER").unwrap_or_default();
+                let held: Vec<std::net::TcpStream> = (0..6)
+                    .filter_map(|_| std::net::TcpStream::connect(&launcher).ok())
+                    .collect();
+                assert_eq!(held.len(), 6, "the strangers connect");
+                std::mem::forget(held);
+                std::thread::sleep(Duration::from_millis(300));
+            }
+            run(|_| {
+                if converse::my_pe() == 0 {
+                    converse::exit(0);
+                }
+            })
+        }
         // The first PE of process 1 panics in its start function.
         "lx_panic" => {
             say_pid();
@@ -700,6 +718,16 @@ fn launcher_exit_first_nonzero() {
         LIMIT,
     );
     f.expect_code(9);
+}
+
+/// Connections that say nothing to the launcher delay no process's hello:
+/// six of them, each of which the launcher gives 5 s, do not keep a job
+/// with `++timeout 15` from starting (read one after the other, they did).
+fn launcher_silent_connections_do_not_block_start_up() {
+    let me = me();
+    let f = convrun(&["+p", "3", "++timeout", "15", &me, "lx_strangers"], LIMIT);
+    f.expect_code(0);
+    expect_no_stderr(&f, "start-up timed out");
 }
 
 fn launcher_exit_outside_runtime() {
@@ -1200,6 +1228,10 @@ pub fn cases() -> Vec<Case> {
         ("fault_sigkill_2x2", fault_sigkill_2x2),
         ("fault_sigkill_mixed", fault_sigkill_mixed),
         ("fault_abort", fault_abort),
+        (
+            "launcher_silent_connections_do_not_block_start_up",
+            launcher_silent_connections_do_not_block_start_up,
+        ),
         ("fault_panic", fault_panic),
         ("fault_exit_race", fault_exit_race),
         ("fault_refuse_connection", fault_refuse_connection),
