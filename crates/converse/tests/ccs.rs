@@ -5,7 +5,8 @@
 //! replies, the request context, every malformed request answered or
 //! closed without stopping the server, a stalled client, the bound on
 //! buffered requests; and authentication (handshake, authenticated
-//! requests, wrong key, replayed salt, wrong level, the acceptance policy).
+//! requests, wrong key, replayed salt, wrong level, the acceptance policy,
+//! an auth file without keys refused).
 mod common;
 
 use std::io::{Read, Write};
@@ -628,4 +629,23 @@ fn authentication_admits_the_right_key_only_once_per_salt() {
 fn a_key_for_level_0_refuses_plain_requests() {
     let checks = auth_job(&format!("0 {}\n", "42".repeat(16)), &[], strict_client);
     assert_all(&checks, 2);
+}
+
+#[test]
+fn an_auth_file_without_keys_is_refused_at_start_up() {
+    let dir = std::env::temp_dir().join(format!("converse-ccs-no-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("keys");
+    std::fs::write(&file, "# keys to come\n\n").unwrap();
+    let path = file.display().to_string();
+    let err = Converse::new()
+        .args(["prog", "+p", "1", "++server-auth", &path])
+        .run(|_| panic!("the job must not start"))
+        .expect_err("an auth file with no key must be refused");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("++server-auth {path}")) && text.contains("holds no key"),
+        "the error names the file and says why: {text}"
+    );
 }
