@@ -36,6 +36,8 @@
 //! (`server::ServerHandle`), from any thread.
 #[cfg(feature = "ccs")]
 mod auth;
+#[cfg(feature = "ccs")]
+mod kill_list;
 pub mod merge;
 pub(crate) mod perf;
 // The server: real with the `ccs` feature (on by default), else a module

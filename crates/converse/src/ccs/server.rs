@@ -66,10 +66,12 @@
 //! # Built-in handlers
 //!
 //! `ccs_getinfo` is answered here. `ccs_killport` keeps the caller's
-//! address and port; when the server stops (the job ends) or the process
-//! aborts, each is sent `die\n\0` ([`ServerHandle::notify_killers`]; on
-//! an abnormal exit, through the at-exit hook of `proc::exit` that
-//! [`notify_killers_at_exit`] is).
+//! address and port (once per address, at most
+//! [`MAX_KILL_PORTS`](super::kill_list::MAX_KILL_PORTS) of them: see
+//! `ccs::kill_list`); when the server stops (the job ends) or the process
+//! aborts, each is sent `die\n\0`, all at once under one deadline
+//! ([`ServerHandle::notify_killers`]; on an abnormal exit, through the
+//! at-exit hook of `proc::exit` that [`notify_killers_at_exit`] is).
 //! `perf_monitor` waits for the next full sample of every PE (see
 //! `ccs::perf`).
 //!
@@ -92,6 +94,7 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::auth::{self, Guard};
+use super::kill_list::{self, Added, KillList};
 use super::perf::{Collector, Sample};
 use super::{Reply, Ticket, lock};
 use crate::proc::args::ServerFlags;
@@ -113,8 +116,8 @@ pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 const LISTEN_BACKLOG: i32 = 4096;
 /// How often the thread looks at deadlines when nothing happens.
 const TICK: Duration = Duration::from_millis(100);
-/// How long the kill notice may take per client at exit.
-const KILL_NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Failed kill notices named in full in the log line that reports them.
+const MISSED_NAMED: usize = 8;
 
 /// The most request bytes the connections being read may claim together:
 /// four requests of the largest size (with their header and a PE list of
@@ -145,7 +148,7 @@ pub(crate) struct ServerHandle {
     events: Mutex<Vec<Event>>,
     waker: Waker,
     /// Where `ccs_killport` callers want their notice of the job's end.
-    kill_list: Mutex<Vec<SocketAddr>>,
+    kill_list: Mutex<KillList>,
     stop: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Where it listens.
@@ -174,23 +177,29 @@ impl ServerHandle {
     }
 
     /// Writes `die\n\0` to every `ccs_killport` caller, once (later calls
-    /// find the list empty). Each gets at most a second to connect and
-    /// take the bytes; one that cannot is reported.
+    /// find the list empty), all at once: it returns within
+    /// [`kill_list::NOTICE_DEADLINE`] however many callers do not answer.
+    /// Those that got no notice are reported in one line.
     pub fn notify_killers(&self) {
-        let list = std::mem::take(&mut *lock(&self.kill_list));
-        for addr in list {
-            let sent = std::net::TcpStream::connect_timeout(&addr, KILL_NOTICE_TIMEOUT).and_then(
-                |mut s| {
-                    s.set_write_timeout(Some(KILL_NOTICE_TIMEOUT))?;
-                    s.write_all(b"die\n\0")
-                },
-            );
-            if let Err(e) = sent {
-                log(&format!(
-                    "cannot tell {addr} (ccs_killport) that the job ends: {e}"
-                ));
-            }
+        let list = lock(&self.kill_list).take();
+        let missed = kill_list::send_notices(&list, Instant::now() + kill_list::NOTICE_DEADLINE);
+        if missed.is_empty() {
+            return;
         }
+        let mut named: Vec<String> = missed
+            .iter()
+            .take(MISSED_NAMED)
+            .map(|(addr, why)| format!("{addr} ({why})"))
+            .collect();
+        if missed.len() > MISSED_NAMED {
+            named.push(format!("and {} more", missed.len() - MISSED_NAMED));
+        }
+        log(&format!(
+            "cannot tell {} of {} ccs_killport callers that the job ends: {}",
+            missed.len(),
+            list.len(),
+            named.join(", ")
+        ));
     }
 }
 
@@ -259,7 +268,7 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
     let handle = Arc::new(ServerHandle {
         events: Mutex::new(Vec::new()),
         waker,
-        kill_list: Mutex::new(Vec::new()),
+        kill_list: Mutex::new(KillList::default()),
         stop: AtomicBool::new(false),
         thread: Mutex::new(None),
         addr,
@@ -732,8 +741,14 @@ impl Server {
             // address. No reply data.
             match <[u8; 4]>::try_from(&req.data[..]).map(u32::from_be_bytes) {
                 Ok(port @ 1..=65535) => {
-                    if let Some(handle) = self.handle.upgrade() {
-                        lock(&handle.kill_list).push(SocketAddr::new(peer.ip(), port as u16));
+                    let added = self.handle.upgrade().map(|handle| {
+                        lock(&handle.kill_list).add(SocketAddr::new(peer.ip(), port as u16))
+                    });
+                    if let Some(Added::Full { first: true }) = added {
+                        log(&format!(
+                            "ccs_killport from {peer} (port {port}) ignored: {} addresses are registered, the most; later ones beyond it are ignored too, unlogged",
+                            kill_list::MAX_KILL_PORTS
+                        ));
                     }
                 }
                 _ => log(&format!(
