@@ -38,9 +38,11 @@
 //! open at once. At the cap a newcomer is still admitted: the server closes
 //! the connection whose client has owed it bytes the longest, i.e. of the
 //! connections still reading a request or an identity handshake, the one
-//! accepted first (logged once per burst). Only when every open connection
-//! has sent its whole request (it waits for its reply, or has it written)
-//! is the newcomer refused (logged once per burst too). Why this policy:
+//! accepted first. Only when every open connection has sent its whole
+//! request (it waits for its reply, or has it written) is the newcomer
+//! refused. Both are logged through a [`Throttle`]: the first in full, then
+//! at most one line per [`LOG_PERIOD`] counting the others, so clients
+//! that keep the cap full cannot flood stderr. Why this policy:
 //!
 //! - Without it, connections that each send part of a request and are
 //!   reopened as the stall timeout closes them keep the cap full, and new
@@ -96,6 +98,7 @@ use mio::{Events, Interest, Poll, Token, Waker};
 use super::auth::{self, Guard};
 use super::kill_list::{self, Added, KillList};
 use super::perf::{Collector, Sample};
+use super::throttle::{LOG_PERIOD, Say, Throttle};
 use super::{Reply, Ticket, lock};
 use crate::proc::args::ServerFlags;
 use crate::rt::job::Job;
@@ -294,8 +297,8 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
         max_connections: flags.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
         budget: buffer_budget(flags.max_request.unwrap_or(DEFAULT_MAX_REQUEST)),
         buffered: 0,
-        evicted_burst: false,
-        refused_burst: false,
+        evicted_log: Throttle::new(LOG_PERIOD),
+        refused_log: Throttle::new(LOG_PERIOD),
         guard,
         perf: Collector::new(job.topo.num_pes()),
     };
@@ -421,12 +424,10 @@ struct Server {
     budget: usize,
     /// Request bytes reserved by connections being read.
     buffered: usize,
-    /// Since the server was last below its cap: a connection was closed
-    /// to admit a newcomer (logged once).
-    evicted_burst: bool,
-    /// Since the server was last below its cap: a newcomer was refused
-    /// (logged once).
-    refused_burst: bool,
+    /// The log of connections closed to admit a newcomer at the cap.
+    evicted_log: Throttle,
+    /// The log of newcomers refused at the cap.
+    refused_log: Throttle,
     guard: Guard,
     perf: Collector<Token>,
 }
@@ -480,20 +481,17 @@ impl Server {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
-                    if self.conns.len() >= self.max_connections {
-                        if !self.evict_for(peer) {
-                            if !self.refused_burst {
-                                log(&format!(
-                                    "{} connections open, each with a whole request: refusing more (from {peer} on) until some close",
-                                    self.max_connections
-                                ));
-                                self.refused_burst = true;
-                            }
-                            continue;
+                    if self.conns.len() >= self.max_connections && !self.evict_for(peer) {
+                        match self.refused_log.hit(Instant::now()) {
+                            Say::Line => log(&format!(
+                                "{} connections open, each with a whole request: refusing {peer}, and more until some close (counted, one line per {} s)",
+                                self.max_connections,
+                                LOG_PERIOD.as_secs()
+                            )),
+                            Say::Count(n) => self.log_refused(n),
+                            Say::Quiet => {}
                         }
-                    } else {
-                        self.evicted_burst = false;
-                        self.refused_burst = false;
+                        continue;
                     }
                     let token = Token(self.next_conn);
                     self.next_conn += 1;
@@ -998,12 +996,15 @@ impl Server {
                 ),
                 "only connections owing bytes are evicted"
             );
-            if !self.evicted_burst {
-                log(&format!(
-                    "{} connections open: closing {}, whose request has been incomplete the longest, to admit {peer} (and alike for newcomers until below the cap)",
-                    self.max_connections, conn.peer
-                ));
-                self.evicted_burst = true;
+            match self.evicted_log.hit(Instant::now()) {
+                Say::Line => log(&format!(
+                    "{} connections open: closing {}, whose request has been incomplete the longest, to admit {peer} (and alike for newcomers until below the cap; counted, one line per {} s)",
+                    self.max_connections,
+                    conn.peer,
+                    LOG_PERIOD.as_secs()
+                )),
+                Say::Count(n) => self.log_evicted(n),
+                Say::Quiet => {}
             }
         }
         self.close(oldest);
@@ -1018,8 +1019,32 @@ impl Server {
         self.conns.remove(&token);
     }
 
+    /// The summary line of `n` newcomers refused at the cap.
+    fn log_refused(&self, n: u64) {
+        log(&format!(
+            "{n} connections refused since the last such line: {} connections open, each with a whole request",
+            self.max_connections
+        ));
+    }
+
+    /// The summary line of `n` connections closed for newcomers at the
+    /// cap.
+    fn log_evicted(&self, n: u64) {
+        log(&format!(
+            "{n} incomplete connections closed since the last such line, to admit newcomers: {} connections open",
+            self.max_connections
+        ));
+    }
+
     fn check_deadlines(&mut self) {
         let now = Instant::now();
+        // The throttled lines' summaries, due even when the events stop.
+        if let Some(n) = self.refused_log.due(now) {
+            self.log_refused(n);
+        }
+        if let Some(n) = self.evicted_log.due(now) {
+            self.log_evicted(n);
+        }
         let mut expired = Vec::new();
         for (&token, conn) in &self.conns {
             match &conn.state {
