@@ -108,7 +108,10 @@ impl AuthKeys {
 
 /// Parses an auth file: lines `<level> <key>`, the key 32 hex digits
 /// ([`parse_key`]) or `OTP`, for which `random` draws a key. Blank lines
-/// and lines starting with `#` are skipped. Returns the keys and, per OTP
+/// and lines starting with `#` are skipped. A file with no key (empty, or
+/// only blank and comment lines) is an error: a server given it would
+/// accept every request unauthenticated, which is surely not what asking
+/// for an auth file meant. Returns the keys and, per OTP
 /// key, the line the server prints so its user can pass the key on
 /// (`CCS_OTP_KEY> Level <i> key: <32 uppercase hex digits>`).
 pub fn parse_auth_file(
@@ -141,6 +144,11 @@ pub fn parse_auth_file(
             parse_key(key).map_err(|e| bad(e.0))?
         };
         keys.set(level, key);
+    }
+    if keys.keys.iter().all(Option::is_none) {
+        return Err(KeyError(
+            "the auth file holds no key (no `<level> <key>` line): with it the server would take every request unauthenticated".into(),
+        ));
     }
     Ok((keys, otp_lines))
 }
@@ -189,6 +197,14 @@ mod tests {
         for bad in ["x 0011", "255 OTP", "1", "1 OTP extra", "1 0011"] {
             let e = parse_auth_file(bad, || [0; 16]).unwrap_err();
             assert!(e.0.starts_with("auth file line 1: "), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn an_auth_file_without_a_key_is_refused() {
+        for empty in ["", "\n\n", "# no keys yet\n   \n# 0 OTP\n"] {
+            let e = parse_auth_file(empty, || [0; 16]).unwrap_err();
+            assert!(e.0.contains("holds no key"), "{empty:?}: {e}");
         }
     }
 

@@ -5,13 +5,18 @@
 //! replies, the request context, every malformed request answered or
 //! closed without stopping the server, a stalled client, the bound on
 //! buffered requests; and authentication (handshake, authenticated
-//! requests, wrong key, replayed salt, wrong level, the acceptance policy).
+//! requests, wrong key, replayed salt, wrong level, the acceptance policy,
+//! an auth file without keys refused); `ccs_killport` registrations kept
+//! once each, bounded in number, and told within a bounded time however
+//! many never answer.
+#[path = "common/ccs_job.rs"]
+mod ccs_job;
 mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ccs_wire::{Dest, encode_request};
 use converse::{Converse, Message, ccs, my_pe};
@@ -628,4 +633,102 @@ fn authentication_admits_the_right_key_only_once_per_salt() {
 fn a_key_for_level_0_refuses_plain_requests() {
     let checks = auth_job(&format!("0 {}\n", "42".repeat(16)), &[], strict_client);
     assert_all(&checks, 2);
+}
+
+#[test]
+fn an_auth_file_without_keys_is_refused_at_start_up() {
+    let dir = std::env::temp_dir().join(format!("converse-ccs-no-keys-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("keys");
+    std::fs::write(&file, "# keys to come\n\n").unwrap();
+    let path = file.display().to_string();
+    let err = Converse::new()
+        .args(["prog", "+p", "1", "++server-auth", &path])
+        .run(|_| panic!("the job must not start"))
+        .expect_err("an auth file with no key must be refused");
+    let _ = std::fs::remove_dir_all(&dir);
+    let text = err.to_string();
+    assert!(
+        text.contains(&format!("++server-auth {path}")) && text.contains("holds no key"),
+        "the error names the file and says why: {text}"
+    );
+}
+
+/// A loopback listener whose accept queue is full and never drained (its
+/// backlog is 0 and one connection fills it): a connect to it stalls, its
+/// SYNs dropped, until the client gives up. The filling connection is
+/// returned to keep it full.
+fn stalled_listener() -> (TcpListener, TcpStream) {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    // Listening again only changes the backlog.
+    rustix::net::listen(&l, 0).unwrap();
+    let filler = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    (l, filler)
+}
+
+/// Registers `port` (of this host) with `ccs_killport`: answered empty.
+fn register_kill_port(addr: SocketAddr, port: u16) {
+    let request =
+        encode_request("ccs_killport", &Dest::Pe(0), &u32::from(port).to_be_bytes()).unwrap();
+    let reply = ccs_job::exchange(addr, &request).expect("the ccs_killport request");
+    assert_eq!(reply, ccs_job::reply_bytes(b""), "answered empty");
+}
+
+/// True if a notice is waiting on `listener` (every notice the job sends
+/// has connected before the job returns).
+fn has_notice(listener: &TcpListener) -> bool {
+    listener.set_nonblocking(true).unwrap();
+    match listener.accept() {
+        Ok(_) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => false,
+        Err(e) => panic!("accept: {e}"),
+    }
+}
+
+#[test]
+fn kill_ports_are_told_once_each_bounded_in_number_and_in_time() {
+    // Registered first, three times, and once more at the end: one notice.
+    let first = TcpListener::bind("127.0.0.1:0").unwrap();
+    // Registered after the list is full: none.
+    let late = TcpListener::bind("127.0.0.1:0").unwrap();
+    // 100 addresses that never take a connection, each registered twice:
+    // the first 63 fill the list (64 with `first`), the others are beyond
+    // the bound.
+    let stalled: Vec<(TcpListener, TcpStream)> = (0..100).map(|_| stalled_listener()).collect();
+    let stalled_ports: Vec<u16> = stalled
+        .iter()
+        .map(|(l, _)| l.local_addr().unwrap().port())
+        .collect();
+    let (first_port, late_port) = (
+        first.local_addr().unwrap().port(),
+        late.local_addr().unwrap().port(),
+    );
+    let asked_to_stop = ccs_job::with_server(&["prog", "+p", "2", "++server"], 120, || {}, {
+        move |addr| {
+            for _ in 0..3 {
+                register_kill_port(addr, first_port);
+            }
+            for &port in &stalled_ports {
+                register_kill_port(addr, port);
+                register_kill_port(addr, port);
+            }
+            register_kill_port(addr, late_port);
+            register_kill_port(addr, first_port);
+            Instant::now()
+        }
+    });
+    // One deadline for every notice (2 s): told one after another, 63
+    // stalled ones would hold the end for a minute.
+    let took = asked_to_stop.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "the job took {took:?} to end after the stop request"
+    );
+    assert_eq!(common::kill_notice(&first), b"die\n\0");
+    assert!(!has_notice(&first), "one notice per address");
+    assert!(
+        !has_notice(&late),
+        "a registration beyond the bound is ignored"
+    );
+    drop(stalled);
 }

@@ -26,6 +26,9 @@ use converse::{ABORT_EXIT_CODE, ArgError, Converse, MSG_HEADER_SIZE, Message, Ms
 const SCENARIO_VAR: &str = "CONVERSE_FAULT_SCENARIO";
 /// The port the `ccs_killport` scenario registers.
 const KILL_PORT_VAR: &str = "CONVERSE_FAULT_KILL_PORT";
+/// More ports (comma-separated) the `ccs_killport` scenario registers
+/// after that one, if set.
+const MORE_KILL_PORTS_VAR: &str = "CONVERSE_FAULT_MORE_KILL_PORTS";
 /// Name of the test that runs scenarios in the child process.
 const CHILD_TEST: &str = "child_entry";
 /// Longest a scenario may run before it counts as a hang.
@@ -188,23 +191,27 @@ fn settle() {
 fn scenario(name: &str) -> i32 {
     match name {
         // A CCS client asked to be told when the job ends
-        // (`ccs_killport`); then PE 0 aborts.
+        // (`ccs_killport`), maybe others too; then PE 0 aborts.
         "ccs_killport_abort" => job(&["+p", "2", "++server"], |_| {
             if converse::my_pe() == 0 {
                 let port: u32 = std::env::var(KILL_PORT_VAR).unwrap().parse().unwrap();
+                let more = std::env::var(MORE_KILL_PORTS_VAR).unwrap_or_default();
+                let more = more.split(',').filter(|p| !p.is_empty());
                 let addr = converse::ccs::server_address().unwrap();
-                let request = ccs_wire::encode_request(
-                    "ccs_killport",
-                    &ccs_wire::Dest::Pe(0),
-                    &port.to_be_bytes(),
-                )
-                .unwrap();
-                // The server thread answers this built-in by itself.
-                let mut s = std::net::TcpStream::connect(addr).unwrap();
-                s.write_all(&request).unwrap();
-                let mut reply = Vec::new();
-                s.read_to_end(&mut reply).unwrap();
-                assert_eq!(reply, [0, 0, 0, 0], "an empty reply");
+                for port in std::iter::once(port).chain(more.map(|p| p.parse().unwrap())) {
+                    let request = ccs_wire::encode_request(
+                        "ccs_killport",
+                        &ccs_wire::Dest::Pe(0),
+                        &port.to_be_bytes(),
+                    )
+                    .unwrap();
+                    // The server thread answers this built-in by itself.
+                    let mut s = std::net::TcpStream::connect(addr).unwrap();
+                    s.write_all(&request).unwrap();
+                    let mut reply = Vec::new();
+                    s.read_to_end(&mut reply).unwrap();
+                    assert_eq!(reply, [0, 0, 0, 0], "an empty reply");
+                }
                 converse::abort("the test aborts after ccs_killport");
             }
         }),
@@ -921,6 +928,51 @@ fn an_abort_tells_ccs_killport_callers() {
     );
     // The notice was written before the process ended.
     assert_eq!(common::kill_notice(&listener), b"die\n\0");
+}
+
+#[test]
+#[cfg(feature = "ccs")]
+fn an_abort_ends_promptly_however_many_kill_ports_never_answer() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // 100 listeners whose accept queue is full (backlog 0, one connection
+    // in it) and never drained: a connect to one stalls.
+    let stalled: Vec<_> = (0..100)
+        .map(|_| {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            rustix::net::listen(&l, 0).unwrap();
+            let filler = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            (l, filler)
+        })
+        .collect();
+    let more: Vec<String> = stalled
+        .iter()
+        .map(|(l, _)| l.local_addr().unwrap().port().to_string())
+        .collect();
+    let out = run_scenario_with(
+        "ccs_killport_abort",
+        &[
+            (KILL_PORT_VAR, port.to_string()),
+            (MORE_KILL_PORTS_VAR, more.join(",")),
+        ],
+    );
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting: the test aborts after ccs_killport",
+            "cannot tell 63 of 64 ccs_killport callers that the job ends",
+        ],
+    );
+    // The notices go out at once under one deadline (2 s); one after
+    // another, the 63 stalled ones kept would take a minute.
+    assert!(
+        out.elapsed < Duration::from_secs(10),
+        "the abort took {:?}\n{}",
+        out.elapsed,
+        out.describe()
+    );
+    assert_eq!(common::kill_notice(&listener), b"die\n\0");
+    drop(stalled);
 }
 
 #[test]

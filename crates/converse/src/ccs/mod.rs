@@ -36,8 +36,12 @@
 //! (`server::ServerHandle`), from any thread.
 #[cfg(feature = "ccs")]
 mod auth;
+#[cfg(feature = "ccs")]
+mod kill_list;
 pub mod merge;
 pub(crate) mod perf;
+#[cfg(feature = "ccs")]
+mod throttle;
 // The server: real with the `ccs` feature (on by default), else a module
 // whose handle cannot exist and whose `start` says why.
 #[cfg(feature = "ccs")]

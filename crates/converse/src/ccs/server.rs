@@ -38,9 +38,11 @@
 //! open at once. At the cap a newcomer is still admitted: the server closes
 //! the connection whose client has owed it bytes the longest, i.e. of the
 //! connections still reading a request or an identity handshake, the one
-//! accepted first (logged once per burst). Only when every open connection
-//! has sent its whole request (it waits for its reply, or has it written)
-//! is the newcomer refused (logged once per burst too). Why this policy:
+//! accepted first. Only when every open connection has sent its whole
+//! request (it waits for its reply, or has it written) is the newcomer
+//! refused. Both are logged through a [`Throttle`]: the first in full, then
+//! at most one line per [`LOG_PERIOD`] counting the others, so clients
+//! that keep the cap full cannot flood stderr. Why this policy:
 //!
 //! - Without it, connections that each send part of a request and are
 //!   reopened as the stall timeout closes them keep the cap full, and new
@@ -66,10 +68,12 @@
 //! # Built-in handlers
 //!
 //! `ccs_getinfo` is answered here. `ccs_killport` keeps the caller's
-//! address and port; when the server stops (the job ends) or the process
-//! aborts, each is sent `die\n\0` ([`ServerHandle::notify_killers`]; on
-//! an abnormal exit, through the at-exit hook of `proc::exit` that
-//! [`notify_killers_at_exit`] is).
+//! address and port (once per address, at most
+//! [`MAX_KILL_PORTS`](super::kill_list::MAX_KILL_PORTS) of them: see
+//! `ccs::kill_list`); when the server stops (the job ends) or the process
+//! aborts, each is sent `die\n\0`, all at once under one deadline
+//! ([`ServerHandle::notify_killers`]; on an abnormal exit, through the
+//! at-exit hook of `proc::exit` that [`notify_killers_at_exit`] is).
 //! `perf_monitor` waits for the next full sample of every PE (see
 //! `ccs::perf`).
 //!
@@ -92,7 +96,9 @@ use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
 use super::auth::{self, Guard};
+use super::kill_list::{self, Added, KillList};
 use super::perf::{Collector, Sample};
+use super::throttle::{LOG_PERIOD, Say, Throttle};
 use super::{Reply, Ticket, lock};
 use crate::proc::args::ServerFlags;
 use crate::rt::job::Job;
@@ -113,8 +119,8 @@ pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 const LISTEN_BACKLOG: i32 = 4096;
 /// How often the thread looks at deadlines when nothing happens.
 const TICK: Duration = Duration::from_millis(100);
-/// How long the kill notice may take per client at exit.
-const KILL_NOTICE_TIMEOUT: Duration = Duration::from_secs(1);
+/// Failed kill notices named in full in the log line that reports them.
+const MISSED_NAMED: usize = 8;
 
 /// The most request bytes the connections being read may claim together:
 /// four requests of the largest size (with their header and a PE list of
@@ -145,7 +151,7 @@ pub(crate) struct ServerHandle {
     events: Mutex<Vec<Event>>,
     waker: Waker,
     /// Where `ccs_killport` callers want their notice of the job's end.
-    kill_list: Mutex<Vec<SocketAddr>>,
+    kill_list: Mutex<KillList>,
     stop: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
     /// Where it listens.
@@ -174,23 +180,29 @@ impl ServerHandle {
     }
 
     /// Writes `die\n\0` to every `ccs_killport` caller, once (later calls
-    /// find the list empty). Each gets at most a second to connect and
-    /// take the bytes; one that cannot is reported.
+    /// find the list empty), all at once: it returns within
+    /// [`kill_list::NOTICE_DEADLINE`] however many callers do not answer.
+    /// Those that got no notice are reported in one line.
     pub fn notify_killers(&self) {
-        let list = std::mem::take(&mut *lock(&self.kill_list));
-        for addr in list {
-            let sent = std::net::TcpStream::connect_timeout(&addr, KILL_NOTICE_TIMEOUT).and_then(
-                |mut s| {
-                    s.set_write_timeout(Some(KILL_NOTICE_TIMEOUT))?;
-                    s.write_all(b"die\n\0")
-                },
-            );
-            if let Err(e) = sent {
-                log(&format!(
-                    "cannot tell {addr} (ccs_killport) that the job ends: {e}"
-                ));
-            }
+        let list = lock(&self.kill_list).take();
+        let missed = kill_list::send_notices(&list, Instant::now() + kill_list::NOTICE_DEADLINE);
+        if missed.is_empty() {
+            return;
         }
+        let mut named: Vec<String> = missed
+            .iter()
+            .take(MISSED_NAMED)
+            .map(|(addr, why)| format!("{addr} ({why})"))
+            .collect();
+        if missed.len() > MISSED_NAMED {
+            named.push(format!("and {} more", missed.len() - MISSED_NAMED));
+        }
+        log(&format!(
+            "cannot tell {} of {} ccs_killport callers that the job ends: {}",
+            missed.len(),
+            list.len(),
+            named.join(", ")
+        ));
     }
 }
 
@@ -259,7 +271,7 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
     let handle = Arc::new(ServerHandle {
         events: Mutex::new(Vec::new()),
         waker,
-        kill_list: Mutex::new(Vec::new()),
+        kill_list: Mutex::new(KillList::default()),
         stop: AtomicBool::new(false),
         thread: Mutex::new(None),
         addr,
@@ -285,8 +297,8 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
         max_connections: flags.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
         budget: buffer_budget(flags.max_request.unwrap_or(DEFAULT_MAX_REQUEST)),
         buffered: 0,
-        evicted_burst: false,
-        refused_burst: false,
+        evicted_log: Throttle::new(LOG_PERIOD),
+        refused_log: Throttle::new(LOG_PERIOD),
         guard,
         perf: Collector::new(job.topo.num_pes()),
     };
@@ -412,12 +424,10 @@ struct Server {
     budget: usize,
     /// Request bytes reserved by connections being read.
     buffered: usize,
-    /// Since the server was last below its cap: a connection was closed
-    /// to admit a newcomer (logged once).
-    evicted_burst: bool,
-    /// Since the server was last below its cap: a newcomer was refused
-    /// (logged once).
-    refused_burst: bool,
+    /// The log of connections closed to admit a newcomer at the cap.
+    evicted_log: Throttle,
+    /// The log of newcomers refused at the cap.
+    refused_log: Throttle,
     guard: Guard,
     perf: Collector<Token>,
 }
@@ -471,20 +481,17 @@ impl Server {
         loop {
             match self.listener.accept() {
                 Ok((mut stream, peer)) => {
-                    if self.conns.len() >= self.max_connections {
-                        if !self.evict_for(peer) {
-                            if !self.refused_burst {
-                                log(&format!(
-                                    "{} connections open, each with a whole request: refusing more (from {peer} on) until some close",
-                                    self.max_connections
-                                ));
-                                self.refused_burst = true;
-                            }
-                            continue;
+                    if self.conns.len() >= self.max_connections && !self.evict_for(peer) {
+                        match self.refused_log.hit(Instant::now()) {
+                            Say::Line => log(&format!(
+                                "{} connections open, each with a whole request: refusing {peer}, and more until some close (counted, one line per {} s)",
+                                self.max_connections,
+                                LOG_PERIOD.as_secs()
+                            )),
+                            Say::Count(n) => self.log_refused(n),
+                            Say::Quiet => {}
                         }
-                    } else {
-                        self.evicted_burst = false;
-                        self.refused_burst = false;
+                        continue;
                     }
                     let token = Token(self.next_conn);
                     self.next_conn += 1;
@@ -732,8 +739,14 @@ impl Server {
             // address. No reply data.
             match <[u8; 4]>::try_from(&req.data[..]).map(u32::from_be_bytes) {
                 Ok(port @ 1..=65535) => {
-                    if let Some(handle) = self.handle.upgrade() {
-                        lock(&handle.kill_list).push(SocketAddr::new(peer.ip(), port as u16));
+                    let added = self.handle.upgrade().map(|handle| {
+                        lock(&handle.kill_list).add(SocketAddr::new(peer.ip(), port as u16))
+                    });
+                    if let Some(Added::Full { first: true }) = added {
+                        log(&format!(
+                            "ccs_killport from {peer} (port {port}) ignored: {} addresses are registered, the most; later ones beyond it are ignored too, unlogged",
+                            kill_list::MAX_KILL_PORTS
+                        ));
                     }
                 }
                 _ => log(&format!(
@@ -983,12 +996,15 @@ impl Server {
                 ),
                 "only connections owing bytes are evicted"
             );
-            if !self.evicted_burst {
-                log(&format!(
-                    "{} connections open: closing {}, whose request has been incomplete the longest, to admit {peer} (and alike for newcomers until below the cap)",
-                    self.max_connections, conn.peer
-                ));
-                self.evicted_burst = true;
+            match self.evicted_log.hit(Instant::now()) {
+                Say::Line => log(&format!(
+                    "{} connections open: closing {}, whose request has been incomplete the longest, to admit {peer} (and alike for newcomers until below the cap; counted, one line per {} s)",
+                    self.max_connections,
+                    conn.peer,
+                    LOG_PERIOD.as_secs()
+                )),
+                Say::Count(n) => self.log_evicted(n),
+                Say::Quiet => {}
             }
         }
         self.close(oldest);
@@ -1003,8 +1019,32 @@ impl Server {
         self.conns.remove(&token);
     }
 
+    /// The summary line of `n` newcomers refused at the cap.
+    fn log_refused(&self, n: u64) {
+        log(&format!(
+            "{n} connections refused since the last such line: {} connections open, each with a whole request",
+            self.max_connections
+        ));
+    }
+
+    /// The summary line of `n` connections closed for newcomers at the
+    /// cap.
+    fn log_evicted(&self, n: u64) {
+        log(&format!(
+            "{n} incomplete connections closed since the last such line, to admit newcomers: {} connections open",
+            self.max_connections
+        ));
+    }
+
     fn check_deadlines(&mut self) {
         let now = Instant::now();
+        // The throttled lines' summaries, due even when the events stop.
+        if let Some(n) = self.refused_log.due(now) {
+            self.log_refused(n);
+        }
+        if let Some(n) = self.evicted_log.due(now) {
+            self.log_evicted(n);
+        }
         let mut expired = Vec::new();
         for (&token, conn) in &self.conns {
             match &conn.state {

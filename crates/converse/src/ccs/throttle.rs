@@ -1,0 +1,149 @@
+//! A log line that clients can cause over and over (a connection refused
+//! or evicted at the server's cap), said at a bounded rate: the first in
+//! full, then the ones that follow within a period counted and said as one
+//! summary line at the period's end.
+//!
+//! # Invariants
+//!
+//! - At most one line (full or summary) per [`Throttle::every`], so a
+//!   client opening connections in a loop cannot flood stderr.
+//! - No event is lost from the count: every event held back is in exactly
+//!   one summary, given by [`Throttle::hit`] or [`Throttle::due`] once the
+//!   period has passed (the server asks `due` at every deadline tick, so
+//!   a summary comes even when the events stop).
+//! - After a period with no event, the next one is said in full again (it
+//!   names its client).
+//!
+//! # Concurrency
+//!
+//! A plain value owned by the server thread; time is passed in, so the
+//! rules are tested without waiting.
+use std::time::{Duration, Instant};
+
+/// The period of the server's throttled lines.
+pub(crate) const LOG_PERIOD: Duration = Duration::from_secs(10);
+
+/// What to say for an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Say {
+    /// The full line, about this event.
+    Line,
+    /// One summary line: this many events (this one among them) since
+    /// the last line.
+    Count(u64),
+    /// Nothing now: counted for a later summary.
+    Quiet,
+}
+
+pub(crate) struct Throttle {
+    every: Duration,
+    /// When the last line was said.
+    last: Option<Instant>,
+    /// Events held back since then.
+    held: u64,
+}
+
+impl Throttle {
+    pub fn new(every: Duration) -> Throttle {
+        Throttle {
+            every,
+            last: None,
+            held: 0,
+        }
+    }
+
+    /// An event at `now`.
+    pub fn hit(&mut self, now: Instant) -> Say {
+        match self.last {
+            Some(t) if now.saturating_duration_since(t) < self.every => {
+                self.held += 1;
+                Say::Quiet
+            }
+            _ if self.held > 0 => {
+                let n = std::mem::take(&mut self.held) + 1;
+                self.last = Some(now);
+                Say::Count(n)
+            }
+            _ => {
+                self.last = Some(now);
+                Say::Line
+            }
+        }
+    }
+
+    /// The events held back, to be said as one summary line, once the
+    /// period since the last line has passed; `None` while there are none
+    /// or it has not.
+    pub fn due(&mut self, now: Instant) -> Option<u64> {
+        let last = self.last?;
+        if self.held == 0 || now.saturating_duration_since(last) < self.every {
+            return None;
+        }
+        self.last = Some(now);
+        Some(std::mem::take(&mut self.held))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_is_said_then_one_summary_per_period() {
+        let t0 = Instant::now();
+        let s = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut t = Throttle::new(Duration::from_secs(10));
+        assert_eq!(t.due(s(0)), None, "nothing happened");
+        assert_eq!(t.hit(s(0)), Say::Line);
+        // A flood within the period: counted, not said.
+        for ms in 1..=1000 {
+            assert_eq!(t.hit(s(ms)), Say::Quiet);
+        }
+        assert_eq!(t.due(s(9_999)), None, "the period has not passed");
+        assert_eq!(t.due(s(10_000)), Some(1000));
+        assert_eq!(t.due(s(10_001)), None, "said once");
+        // Held again, then the summary comes with the next event after
+        // the period (before the tick asked).
+        assert_eq!(t.hit(s(10_500)), Say::Quiet);
+        assert_eq!(t.hit(s(20_000)), Say::Count(2));
+        // A quiet period: the next event is said in full again.
+        assert_eq!(t.due(s(40_000)), None);
+        assert_eq!(t.hit(s(40_000)), Say::Line);
+    }
+
+    #[test]
+    fn lines_are_at_most_one_per_period_and_no_event_is_lost() {
+        let t0 = Instant::now();
+        let mut t = Throttle::new(Duration::from_secs(1));
+        let (mut lines, mut counted, mut last_line) = (0u64, 0u64, None::<u64>);
+        // An event every 7 ms for 20 s, the tick every 100 ms.
+        for ms in 0..20_000u64 {
+            let now = t0 + Duration::from_millis(ms);
+            let mut said = None;
+            if ms % 7 == 0 {
+                match t.hit(now) {
+                    Say::Line => said = Some(1),
+                    Say::Count(n) => said = Some(n),
+                    Say::Quiet => {}
+                }
+            }
+            if ms % 100 == 0 {
+                if let Some(n) = t.due(now) {
+                    assert!(said.is_none());
+                    said = Some(n);
+                }
+            }
+            if let Some(n) = said {
+                if let Some(prev) = last_line {
+                    assert!(ms - prev >= 1000, "lines at {prev} and {ms} ms");
+                }
+                last_line = Some(ms);
+                lines += 1;
+                counted += n;
+            }
+        }
+        let events = (0..20_000u64).filter(|ms| ms % 7 == 0).count() as u64;
+        assert!(lines <= 21, "{lines} lines");
+        assert_eq!(counted + t.held, events);
+    }
+}
