@@ -25,7 +25,7 @@
 //! - A hook that itself dies (a hook's bug) ends the process at once with
 //!   the first code: it never waits for itself.
 //! - Hooks run in registration order, on the dying thread, best effort:
-//!   they must not block for long (the kill-port notice has a timeout, the
+//!   they must not block for long (the kill-port notices end within 2 s, the
 //!   `Abort` frames are written without waiting for the peers).
 //!
 //! # Concurrency
@@ -78,7 +78,7 @@ pub(crate) struct Ending<'a> {
 
 /// How long a thread that dies while another is dying waits for that one
 /// to end the process before it ends it itself. Longer than the hooks take
-/// when nothing blocks them (a kill-port notice times out after 1 s),
+/// when nothing blocks them (the kill-port notices all end within 2 s),
 /// shorter than the launcher's 5 s grace for a process to end.
 const SECOND_DEATH_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
