@@ -8,11 +8,12 @@
 //!
 //! Starts `N / M` processes of `M` PEs each (locally, or on the hosts of a
 //! charmrun-style nodelist over ssh), gives them each other's business cards
-//! (the protocol is the `launch-wire` crate's), forwards
-//! their standard output and error line by line (a line is never cut by
-//! another process's output), and exits with the job's exit code: the first
-//! non-zero one a process returned (128 + the signal for a process killed by
-//! one), else 0.
+//! (the protocol is the `launch-wire` crate's), forwards their standard
+//! output and error line by line (a line of up to 64 KiB is never cut by
+//! another process's output; a longer one goes out in 64 KiB pieces, so
+//! that it costs no more memory), and exits with the job's exit code: the
+//! first non-zero one a process returned (128 + the signal for a process
+//! killed by one), else 0.
 //!
 //! Faults: a process that dies while the others run is reported with its PEs
 //! and how it died; the others are told, and killed if they have not ended 5
