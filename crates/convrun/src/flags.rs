@@ -6,10 +6,16 @@
 //! # Invariants
 //!
 //! [`parse_args`] returns only a usable [`Options`]: a program, counts of
-//! at least 1, `pes` a multiple of `ppn`, a `++netmod` the core knows.
-//! Anything else ends `convrun` with a message and exit code 1 (`--help`
-//! with the usage and 0). Which runtime flags take a value is the core's
-//! list (`converse::machine::args::takes_value`), so the two cannot drift.
+//! at least 1, a layout the core takes (`+p` and `++ppn` from 1 to
+//! `converse::machine::args::MAX_PES`, `pes` a multiple of `ppn`), a
+//! `++netmod` the core knows. Anything else ends `convrun` with a message
+//! and exit code 1 (`--help` with the usage and 0), before any process is
+//! started. Which runtime flags take a value is the core's list
+//! (`converse::machine::args::takes_value`), and the layout is checked by
+//! the core's own flag parser (`converse::machine::args::parse`), so the
+//! two cannot drift: a layout every process would refuse (`+p 5000`) is
+//! refused here once, in the core's words, instead of by every process
+//! `convrun` would have started.
 use crate::fail;
 
 pub const USAGE: &str = "usage: convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod shm|tcp|auto] [++remote-shell CMD] [++timeout S] [++virtual-hosts N] [++verbose] program [args...]";
@@ -31,6 +37,25 @@ pub struct Options {
     pub virtual_hosts: Option<usize>,
     /// Program and its arguments (runtime flags included).
     pub command: Vec<String>,
+}
+
+/// The value of layout flag `flag` (`+p`, `++ppn`) as the core reads it:
+/// its bounds and its error messages are the core's.
+fn parse_layout(flag: &str, value: Option<String>) -> usize {
+    let value = value.unwrap_or_else(|| fail(&format!("{flag} needs a value\n{USAGE}")));
+    let words = ["convrun".to_string(), flag.to_string(), value];
+    let config = layout_config(&words);
+    let n = if flag == "+p" { config.pes } else { config.ppn };
+    n.expect("the core keeps the value of a layout flag it took")
+}
+
+/// `words` (a program name and layout flags) read by the core's flag
+/// parser, or `convrun` ends with its message.
+fn layout_config(words: &[String]) -> converse::machine::args::Config {
+    match converse::machine::args::parse(words) {
+        Ok((config, _)) => config,
+        Err(e) => fail(&e.to_string()),
+    }
 }
 
 fn parse_count(flag: &str, value: Option<String>) -> usize {
@@ -108,18 +133,18 @@ pub fn parse_args(args: Vec<String>) -> Options {
             }
             "++timeout" => o.timeout = parse_count("++timeout", words.next()) as u64,
             "+p" => {
-                o.pes = parse_count("+p", words.next());
+                o.pes = parse_layout("+p", words.next());
                 flags.extend(["+p".to_string(), o.pes.to_string()]);
             }
             "++ppn" => {
-                o.ppn = parse_count("++ppn", words.next());
+                o.ppn = parse_layout("++ppn", words.next());
                 flags.extend(["++ppn".to_string(), o.ppn.to_string()]);
             }
             _ => {
                 if let Some(v) = glued("+p") {
-                    o.pes = parse_count("+p", Some(v));
+                    o.pes = parse_layout("+p", Some(v));
                 } else if let Some(v) = glued("++ppn") {
-                    o.ppn = parse_count("++ppn", Some(v));
+                    o.ppn = parse_layout("++ppn", Some(v));
                 }
                 if program.is_none() && !w.starts_with('+') {
                     program = Some(w);
@@ -149,11 +174,14 @@ pub fn parse_args(args: Vec<String>) -> Options {
     };
     o.command.insert(0, program);
     o.command.extend(flags);
-    if o.pes % o.ppn != 0 {
-        fail(&format!(
-            "+p {} is not a multiple of ++ppn {}: every process has ++ppn PEs",
-            o.pes, o.ppn
-        ));
-    }
+    // Each value was checked alone as it came; together, by the core too
+    // (`+p` a multiple of `++ppn`).
+    layout_config(&[
+        "convrun".to_string(),
+        "+p".to_string(),
+        o.pes.to_string(),
+        "++ppn".to_string(),
+        o.ppn.to_string(),
+    ]);
     o
 }

@@ -1,8 +1,8 @@
 //! Where each process of the job runs, and how the processes and the
-//! launcher reach each other: the nodelist, the host of every process (as
-//! the numbers of `CONVERSE_HOSTS`), the network module by default, the
-//! launcher's control address as each host sees it, and the name this
-//! host goes by.
+//! launcher reach each other: the hosts (the nodelist's, read by
+//! [`nodelist`]), the host of every process (as the numbers of
+//! `CONVERSE_HOSTS`), the network module by default, the launcher's
+//! control address as each host sees it, and the name this host goes by.
 //!
 //! # Invariants
 //!
@@ -16,74 +16,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, ToSocketAddrs, UdpSocket}
 
 use crate::fail;
 use crate::flags::Options;
-
-/// A host of the nodelist.
-#[derive(Clone, Debug)]
-pub struct Host {
-    pub name: String,
-    /// Its `++shell` (on its line, its group's, or a line of its own before).
-    pub shell: Option<String>,
-}
-
-/// The value of option `++shell` among `words`, if given.
-fn shell_option<'a>(path: &str, words: impl Iterator<Item = &'a str>) -> Option<String> {
-    let mut words = words;
-    while let Some(w) = words.next() {
-        if w == "++shell" {
-            let v = words
-                .next()
-                .unwrap_or_else(|| fail(&format!("nodelist {path}: ++shell needs a command")));
-            return Some(v.to_string());
-        }
-    }
-    None
-}
-
-/// The hosts of a charmrun-style nodelist: `host NAME` lines, with the
-/// `++shell` option of the host line, else of its group line, else of a
-/// `++shell` line of its own before them (other options are accepted and
-/// ignored).
-fn read_nodelist(path: &str) -> Vec<Host> {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| fail(&format!("cannot read nodelist {path}: {e}")));
-    let mut hosts = Vec::new();
-    let mut global_shell: Option<String> = None;
-    let mut group_shell: Option<String> = None;
-    for line in text.lines() {
-        let mut w = line.split_whitespace();
-        match w.next() {
-            Some("host") => {
-                let Some(name) = w.next() else { continue };
-                if name.starts_with('-') {
-                    fail(&format!(
-                        "nodelist {path}: host name `{name}` starts with `-`"
-                    ));
-                }
-                let shell = shell_option(path, w)
-                    .or_else(|| group_shell.clone())
-                    .or_else(|| global_shell.clone());
-                hosts.push(Host {
-                    name: name.to_string(),
-                    shell,
-                });
-            }
-            Some("group") => {
-                let _name = w.next();
-                group_shell = shell_option(path, w);
-            }
-            Some("++shell") => {
-                global_shell = shell_option(path, line.split_whitespace());
-            }
-            _ => {}
-        }
-    }
-    if hosts.is_empty() {
-        fail(&format!(
-            "nodelist {path} names no host (`host NAME` lines)"
-        ));
-    }
-    hosts
-}
+use crate::nodelist::{self, Host};
 
 pub fn is_local_host(h: &str) -> bool {
     matches!(h, "localhost" | "127.0.0.1" | "::1")
@@ -183,7 +116,7 @@ impl Plan {
 pub fn plan(opts: &Options) -> Plan {
     let nodes = opts.pes / opts.ppn;
     let hosts: Vec<Host> = match (&opts.nodelist, opts.local) {
-        (Some(path), false) => read_nodelist(path),
+        (Some(path), false) => nodelist::read(path),
         _ => vec![Host {
             name: "127.0.0.1".into(),
             shell: None,

@@ -8,11 +8,12 @@
 //!
 //! Starts `N / M` processes of `M` PEs each (locally, or on the hosts of a
 //! charmrun-style nodelist over ssh), gives them each other's business cards
-//! (the protocol is the `launch-wire` crate's), forwards
-//! their standard output and error line by line (a line is never cut by
-//! another process's output), and exits with the job's exit code: the first
-//! non-zero one a process returned (128 + the signal for a process killed by
-//! one), else 0.
+//! (the protocol is the `launch-wire` crate's), forwards their standard
+//! output and error line by line (a line of up to 64 KiB is never cut by
+//! another process's output; a longer one goes out in 64 KiB pieces, so
+//! that it costs no more memory), and exits with the job's exit code: the
+//! first non-zero one a process returned (128 + the signal for a process
+//! killed by one), else 0.
 //!
 //! Faults: a process that dies while the others run is reported with its PEs
 //! and how it died; the others are told, and killed if they have not ended 5
@@ -40,13 +41,15 @@
 //! The nodelist is charmrun's: `host NAME` lines (processes go to the hosts
 //! in turn), `group NAME` lines, and `++shell CMD` options on a `host` line
 //! (that host), a `group` line (its hosts) or a line of its own (every host
-//! after it); other options are accepted and ignored. `localhost`,
-//! `127.0.0.1` and `::1` are this host: their processes are started
-//! directly. Every other host's process is started with the remote shell:
-//! the host's `++shell` if the nodelist gives one (one word: a program, or
-//! a script that calls ssh with options), else `++remote-shell CMD` (split
-//! on whitespace, no quoting: `++remote-shell "ssh -F my_config"`), else
-//! `ssh -o BatchMode=yes` (never a password prompt). It is run as
+//! after it); other options are accepted and ignored, `#` lines and blank
+//! ones too; any other line is skipped with a warning naming the file and
+//! the line's number. `localhost`, `127.0.0.1` and `::1` are this host:
+//! their processes are started directly. Every other host's process is
+//! started with the remote shell: the host's `++shell` if the nodelist
+//! gives one (one word: a program, or a script that calls ssh with
+//! options), else `++remote-shell CMD` (split on whitespace, no quoting:
+//! `++remote-shell "ssh -F my_config"`), else `ssh -o BatchMode=yes`
+//! (never a password prompt). It is run as
 //! `CMD... HOST COMMAND`, COMMAND being one argument: a POSIX `sh` command
 //! line, which ssh hands to the login shell there. COMMAND changes to
 //! `convrun`'s working directory, sets the protocol's variables and those of
@@ -68,7 +71,8 @@
 //!
 //! `main` runs the job in order, one module per step: [`flags`] (the
 //! command line), [`signals`] (Ctrl-C and friends), [`hosts`] (where each
-//! process runs and how the processes and the launcher reach each other),
+//! process runs and how the processes and the launcher reach each other;
+//! the nodelist file is [`nodelist`]'s),
 //! [`spawn`] (starting the processes, locally or through the remote shell,
 //! and [`output`] forwarding), [`control`] (the control socket: hellos,
 //! cards, then watching the job), [`job`] (the processes and ending them)
@@ -84,6 +88,7 @@ mod control;
 mod flags;
 mod hosts;
 mod job;
+mod nodelist;
 mod output;
 mod signals;
 mod spawn;

@@ -17,8 +17,9 @@ use std::time::Duration;
 
 use crate::control::Control;
 use crate::flags::Options;
-use crate::hosts::{Host, Plan, is_local_host};
+use crate::hosts::{Plan, is_local_host};
 use crate::job::{Job, Proc};
+use crate::nodelist::Host;
 use crate::output::forward;
 
 /// The remote shell when neither `++remote-shell` nor the nodelist names one.

@@ -820,6 +820,81 @@ fn launcher_args_unknown_flag() {
     }
 }
 
+/// A layout the core refuses (`+p` beyond its `MAX_PES`, a count of 0, `+p`
+/// not a multiple of `++ppn`) is refused by `convrun` before it starts
+/// anything, in the core's words, with exit code 1. The program is a
+/// script that records being run, so a process started and failed would
+/// show.
+fn launcher_layout_refused() {
+    let dir = std::env::temp_dir().join(format!("convrun-layout-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let marker = dir.join("ran");
+    let script = dir.join("record");
+    std::fs::write(
+        &script,
+        format!("#!/bin/sh\necho $$ >> '{}'\n", marker.display()),
+    )
+    .expect("the script");
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("the script is executable");
+    let prog = script.to_str().unwrap();
+    let max = converse::machine::args::MAX_PES;
+    let too_many = (max + 904).to_string();
+    let glued = format!("+p{too_many}");
+    let cases: Vec<(Vec<&str>, String)> = vec![
+        (
+            vec!["+p", "5000", "++ppn", "50"],
+            "runtime flag `+p` needs a whole number from 1 to 4096, got `5000`".into(),
+        ),
+        (
+            vec!["++ppn", "50", &glued],
+            format!("runtime flag `+p` needs a whole number from 1 to 4096, got `{too_many}`"),
+        ),
+        (
+            vec!["+p", "0"],
+            "runtime flag `+p` needs a whole number from 1 to 4096, got `0`".into(),
+        ),
+        (
+            vec!["+p", "4", "++ppn", "x"],
+            "runtime flag `++ppn` needs a whole number from 1 to 4096, got `x`".into(),
+        ),
+        (
+            vec!["+p", "6", "++ppn", "4"],
+            "+p 6 is not a multiple of ++ppn 4: every node has ++ppn PEs".into(),
+        ),
+    ];
+    for (layout, want) in &cases {
+        let mut args = layout.clone();
+        args.extend(["++timeout", "5", prog]);
+        let f = convrun(&args, LIMIT);
+        f.expect_code(1);
+        f.expect_err_line(&format!("convrun: {want}"));
+        expect_within(&f, Duration::from_secs(5), "a refused layout");
+        assert!(
+            !marker.exists(),
+            "{layout:?} started a process:\n{}",
+            f.stderr
+        );
+    }
+    // The bounds themselves are taken, and the script does record a start
+    // (it never joins the job, so the job fails).
+    let top = max.to_string();
+    for layout in [vec!["+p", "1"], vec!["+p", &top, "++ppn", &top]] {
+        let mut args = layout.clone();
+        args.extend(["++timeout", "5", prog]);
+        let f = convrun(&args, LIMIT);
+        expect_nonzero(&f);
+        expect_no_stderr(&f, "runtime flag");
+        assert!(
+            marker.exists(),
+            "{layout:?} started no process:\n{}",
+            f.stderr
+        );
+        std::fs::remove_file(&marker).expect("the marker goes");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 // ---------------------------------------------------------------------------
 // Output
 // ---------------------------------------------------------------------------
@@ -1217,6 +1292,7 @@ pub fn cases() -> Vec<Case> {
         ("launcher_args_passthrough", launcher_args_passthrough),
         ("launcher_args_own_flags", launcher_args_own_flags),
         ("launcher_args_unknown_flag", launcher_args_unknown_flag),
+        ("launcher_layout_refused", launcher_layout_refused),
         ("launcher_output_lines", launcher_output_lines),
         ("launcher_output_tail", launcher_output_tail),
         ("launcher_sigint", launcher_sigint),
