@@ -36,10 +36,13 @@
 //!
 //! # Invariants
 //!
-//! - A line is ASCII words separated by single spaces, ended by `\n`; the
-//!   first word names it. [`ToLauncher::encode`] and [`ToProcess::encode`]
-//!   produce exactly that, and `parse` accepts exactly what they produce
-//!   (a `\r` before the `\n` aside).
+//! - A line is words separated by single spaces, ended by `\n`; the first
+//!   word names it (an `abort` or `failed` text may hold any printable
+//!   UTF-8). [`ToLauncher::encode`] and [`ToProcess::encode`] produce
+//!   exactly that, and `parse` gives back what was encoded. It also takes a
+//!   few harmless near forms, each meaning the same line: a `\r` before the
+//!   `\n`, numbers with leading zeros, and `abort` or `failed` alone for an
+//!   empty text.
 //! - Nothing from the other end is trusted: `parse` and
 //!   [`Placement::from_env`] never panic, check every length against the
 //!   limits below before keeping anything, and say in their error what was
