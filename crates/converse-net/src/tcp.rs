@@ -257,7 +257,7 @@ impl TcpModule {
     /// `deadline`. Fails naming the processes that never connected.
     ///
     /// Hellos are read without blocking, each connection on its own short
-    /// clock ([`HELLO_WAIT`]) while the others are accepted and read: a
+    /// clock (`HELLO_WAIT`, 5 s) while the others are accepted and read: a
     /// connection that stays silent (a stranger, or a port scanner) costs
     /// the job nothing but its slot until its clock runs out.
     pub fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
