@@ -5,7 +5,8 @@
 //! # Segments
 //!
 //! Each process creates one POSIX shared-memory segment,
-//! `/converse-<token>-<node>`, holding a header and one ring of cells per
+//! `/converse-<id>-<node>` (the job's segment id, random and apart from its
+//! token: anyone may list the names), readable by its user only, holding a header and one ring of cells per
 //! possible sender. Its business card is `shm:NAME:PID:ADDR` (ADDR: where
 //! the segment is mapped in the owner, for the single-copy probe). At
 //! start-up every process maps every other's segment (`vc_init`) and counts
@@ -121,9 +122,11 @@ fn segment_len(nodes: usize) -> usize {
     HEADER + nodes * RING
 }
 
-/// The name of process `node`'s segment.
-pub fn segment_name(token: u64, node: usize) -> String {
-    format!("/converse-{token:016x}-{node}")
+/// The name of process `node`'s segment in the job whose segment id is
+/// `id` (random and apart from the job's token: names are listable by
+/// anyone).
+pub fn segment_name(id: u64, node: usize) -> String {
+    format!("/converse-{id:016x}-{node}")
 }
 
 /// A mapping of a segment, unmapped on drop.
@@ -278,6 +281,8 @@ pub struct ShmModule {
     me: usize,
     nodes: usize,
     token: u64,
+    /// The id naming the job's segments.
+    segment_id: u64,
     name: String,
     own: Mapping,
     unlinked: AtomicBool,
@@ -307,9 +312,10 @@ impl ShmModule {
         me: usize,
         nodes: usize,
         token: u64,
+        segment_id: u64,
         max_payload: usize,
     ) -> Result<ShmModule, NetError> {
-        let name = segment_name(token, me);
+        let name = segment_name(segment_id, me);
         let fd = rustix::shm::open(
             name.as_str(),
             OFlags::CREATE | OFlags::EXCL | OFlags::RDWR,
@@ -356,6 +362,7 @@ impl ShmModule {
             me,
             nodes,
             token,
+            segment_id,
             name,
             own,
             unlinked: AtomicBool::new(false),
@@ -845,7 +852,7 @@ impl NetModule for ShmModule {
         };
         let pid: i32 = pid.parse().map_err(|_| bad())?;
         let addr: u64 = addr.parse().map_err(|_| bad())?;
-        if name != segment_name(self.token, peer) {
+        if name != segment_name(self.segment_id, peer) {
             return Err(NetError::peer(
                 peer,
                 format!(

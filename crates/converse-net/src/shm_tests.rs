@@ -126,7 +126,7 @@ impl Job {
 
     /// Process `me`'s module, not connected yet.
     fn module(&self, me: usize) -> (ShmModule, Arc<Record>) {
-        let m = ShmModule::init(me, self.nodes, self.token, MAX_PAYLOAD).unwrap();
+        let m = ShmModule::init(me, self.nodes, self.token, self.token, MAX_PAYLOAD).unwrap();
         let rec = Record::new();
         m.set_upcalls(rec.clone());
         (m, rec)
@@ -1125,7 +1125,7 @@ fn a_process_beyond_the_job_is_refused_not_a_panic() {
     let (b, _rb) = job.module(1);
     // A process 2 of this job's token and size (a process outside the
     // initial set, as `connect_to_root` is for).
-    let c = ShmModule::init(2, 2, job.token, MAX_PAYLOAD).unwrap();
+    let c = ShmModule::init(2, 2, job.token, job.token, MAX_PAYLOAD).unwrap();
     let card = c.business_card();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.connect_to_root(2, &card)));
     c.unlink();
@@ -1382,4 +1382,27 @@ fn many_sending_threads_keep_each_threads_order() {
     }
     assert!(ra.events().is_empty() && rb.events().is_empty());
     job.assert_clean();
+}
+
+/// A segment is named by the job's segment id, not its token (segment
+/// names are listable by anyone; the token guards the connections), and a
+/// peer's card is checked against the id.
+#[test]
+fn a_segment_is_named_by_the_segment_id_not_the_token() {
+    let token: u64 = 0x0123_4567_89ab_cdef ^ u64::from(std::process::id());
+    let id: u64 = token.rotate_left(17) ^ 0x5eed;
+    let a = ShmModule::init(0, 2, token, id, MAX_PAYLOAD).unwrap();
+    let b = ShmModule::init(1, 2, token, id, MAX_PAYLOAD).unwrap();
+    let card = a.business_card();
+    assert!(card.contains(&segment_name(id, 0)), "{card}");
+    assert!(!card.contains(&format!("{token:016x}")), "{card}");
+    // A card naming the token-derived segment is refused by a peer.
+    let forged = card.replace(&format!("{id:016x}"), &format!("{token:016x}"));
+    let refused = b.vc_init(0, &forged);
+    let accepted = b.vc_init(0, &card);
+    a.unlink();
+    b.unlink();
+    let e = refused.unwrap_err();
+    assert!(e.to_string().contains("expected that of process 0"), "{e}");
+    accepted.expect("the real card is accepted");
 }

@@ -59,13 +59,16 @@ pub struct Job {
     pub secondary: Option<i32>,
     /// A code that overrides all (a signal to convrun, a failed start-up).
     pub code: Option<i32>,
-    /// The job's token (names its shared-memory segments).
+    /// The job's token (checked on every connection).
     pub token: u64,
+    /// The id naming the job's shared-memory segments (apart from the
+    /// token: segment names are listable by anyone).
+    pub shm_id: u64,
 }
 
 impl Job {
     /// A job of no process yet.
-    pub fn new(opts: Options, token: u64) -> Job {
+    pub fn new(opts: Options, token: u64, shm_id: u64) -> Job {
         Job {
             procs: Vec::with_capacity(opts.pes / opts.ppn),
             forwarders: Vec::new(),
@@ -74,6 +77,7 @@ impl Job {
             secondary: None,
             code: None,
             token,
+            shm_id,
             opts,
         }
     }
@@ -167,7 +171,7 @@ impl Job {
         }
         // Segments of processes that died before their peers mapped them
         // (the others remove their own names at start-up).
-        converse::machine::launch::remove_segments(self.token, self.procs.len());
+        converse::machine::launch::remove_segments(self.shm_id, self.procs.len());
         let _ = std::io::stdout().flush();
         std::process::exit(self.final_code())
     }

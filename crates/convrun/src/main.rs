@@ -105,12 +105,20 @@ fn fail(msg: &str) -> ! {
     std::process::exit(1)
 }
 
+/// A random number: std's hasher keys come from the operating system's
+/// random source, fresh for each `RandomState`.
+fn random_u64() -> u64 {
+    RandomState::new().build_hasher().finish() ^ std::process::id() as u64
+}
+
 fn main() {
     let opts = flags::parse_args(std::env::args().skip(1).collect());
     signals::install();
     let plan = hosts::plan(&opts);
     let control = control::Control::open(&plan);
-    let token = RandomState::new().build_hasher().finish() ^ std::process::id() as u64;
+    let token = random_u64();
+    // Drawn apart from the token: segment names are listable by anyone.
+    let shm_id = random_u64();
     if opts.verbose {
         eprintln!(
             "convrun: {} PEs in {} processes of {} on {} host(s), netmod {}, control {}",
@@ -122,7 +130,7 @@ fn main() {
             control.local_addr()
         );
     }
-    let mut job = job::Job::new(opts, token);
+    let mut job = job::Job::new(opts, token, shm_id);
     spawn::start_all(&mut job, &plan, &control);
     control.start_up(&mut job);
     control::watch(&mut job);

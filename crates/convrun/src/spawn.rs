@@ -156,6 +156,7 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
             node,
             nodes,
             token: job.token,
+            shm_id: Some(job.shm_id),
             netmod: plan.netmod.clone(),
             host: plan.advertised(node).to_string(),
             hosts: Some(plan.host_of.clone()),

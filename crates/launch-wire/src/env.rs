@@ -6,6 +6,7 @@
 //! | [`LAUNCHER`] | `HOST:PORT` of the launcher's control socket; its presence means "started by convrun" |
 //! | [`NODE`] / [`NODES`] | this process's number and the job's process count |
 //! | [`TOKEN`] | the job's random token (hex), checked on every connection |
+//! | [`SHM_ID`] | the job's shared-memory segment id (hex), random and apart from the token, so a segment's name (listable by anyone in `/dev/shm`) says nothing of the token; unset, segments are named from the token as before |
 //! | [`NETMOD`] | the network module: `tcp` (the default), `shm`, or `auto` (shm with the processes of the same host, tcp with the others) |
 //! | [`HOST`] | the host name peers should use to reach this process (default `127.0.0.1`) |
 //! | [`HOSTS`] | the host of every process, as numbers (`0,1,0,1`): processes with the same number share memory |
@@ -30,6 +31,8 @@ pub const NODE: &str = "CONVERSE_NODE";
 pub const NODES: &str = "CONVERSE_NODES";
 /// The job's token, hexadecimal.
 pub const TOKEN: &str = "CONVERSE_TOKEN";
+/// The id that names the job's shared-memory segments, hexadecimal.
+pub const SHM_ID: &str = "CONVERSE_SHM_ID";
 /// The network module's name (`++netmod`).
 pub const NETMOD: &str = "CONVERSE_NETMOD";
 /// The host name peers reach this process by.
@@ -43,8 +46,8 @@ pub const HOST_PES: &str = "CONVERSE_HOST_PES";
 
 /// Every variable of the protocol, in the order [`Placement::to_env`]
 /// lists them.
-pub const ALL: [&str; 9] = [
-    HOST_PES, HOSTS, LAUNCHER, NODE, NODES, TOKEN, NETMOD, HOST, TIMEOUT,
+pub const ALL: [&str; 10] = [
+    HOST_PES, HOSTS, SHM_ID, LAUNCHER, NODE, NODES, TOKEN, NETMOD, HOST, TIMEOUT,
 ];
 
 /// Default start-up deadline (`++timeout`), seconds.
@@ -65,6 +68,9 @@ pub struct Placement {
     pub nodes: usize,
     /// The job's token.
     pub token: u64,
+    /// The id naming the job's shared-memory segments, if the launcher
+    /// drew one ([`SHM_ID`]).
+    pub shm_id: Option<u64>,
     /// The network module's name, as `++netmod` spells it.
     pub netmod: String,
     /// The host name peers reach this process by.
@@ -89,6 +95,9 @@ impl Placement {
         if let Some(hosts) = &self.hosts {
             let list: Vec<String> = hosts.iter().map(usize::to_string).collect();
             vars.push((HOSTS, list.join(",")));
+        }
+        if let Some(id) = self.shm_id {
+            vars.push((SHM_ID, format!("{id:016x}")));
         }
         vars.extend([
             (LAUNCHER, self.launcher.clone()),
@@ -123,6 +132,10 @@ impl Placement {
         }
         let token = u64::from_str_radix(&get(TOKEN).ok_or(Error::Unset(TOKEN))?, 16)
             .map_err(|_| Error::TokenNotHex)?;
+        let shm_id = match get(SHM_ID) {
+            Some(id) => Some(u64::from_str_radix(&id, 16).map_err(|_| Error::ShmIdNotHex)?),
+            None => None,
+        };
         let timeout = match get(TIMEOUT) {
             Some(t) => t.parse::<u64>().map_err(|_| Error::TimeoutNotSeconds)?,
             None => DEFAULT_TIMEOUT_SECS,
@@ -153,6 +166,7 @@ impl Placement {
             node,
             nodes,
             token,
+            shm_id,
             netmod: get(NETMOD).unwrap_or_else(|| DEFAULT_NETMOD.into()),
             host: get(HOST).unwrap_or_else(|| DEFAULT_HOST.into()),
             hosts,
@@ -181,6 +195,7 @@ mod tests {
             node: 2,
             nodes: 4,
             token: 0x00c0_ffee_1234_5678,
+            shm_id: Some(0x5eed),
             netmod: "auto".into(),
             host: "node7".into(),
             hosts: Some(vec![0, 1, 0, 1]),
@@ -217,10 +232,12 @@ mod tests {
         );
         assert!(vars.contains(&(TOKEN, "00c0ffee12345678".into())));
         assert!(vars.contains(&(HOSTS, "0,1,0,1".into())));
+        assert!(vars.contains(&(SHM_ID, "0000000000005eed".into())));
         assert_eq!(Placement::from_env(lookup(&vars)), Ok(Some(p.clone())));
         let bare = Placement {
             hosts: None,
             host_pes: None,
+            shm_id: None,
             ..p
         };
         assert_eq!(Placement::from_env(lookup(&bare.to_env())), Ok(Some(bare)));
@@ -245,6 +262,7 @@ mod tests {
         assert_eq!(p.host, DEFAULT_HOST);
         assert_eq!(p.timeout, Duration::from_secs(DEFAULT_TIMEOUT_SECS));
         assert_eq!((p.hosts, p.host_pes, p.token), (None, None, 0xff));
+        assert_eq!(p.shm_id, None);
     }
 
     #[test]
@@ -269,6 +287,7 @@ mod tests {
                 "CONVERSE_TOKEN is not set (the job was started by convrun?)",
             ),
             (TOKEN, Some("xyz"), "CONVERSE_TOKEN is not hexadecimal"),
+            (SHM_ID, Some("-1"), "CONVERSE_SHM_ID is not hexadecimal"),
             (
                 TOKEN,
                 Some("1ffffffffffffffff"),

@@ -23,6 +23,8 @@ pub enum Error {
     },
     /// `CONVERSE_TOKEN` is not a hexadecimal 64-bit number.
     TokenNotHex,
+    /// `CONVERSE_SHM_ID` is not hexadecimal.
+    ShmIdNotHex,
     /// `CONVERSE_TIMEOUT` is not a whole number of seconds.
     TimeoutNotSeconds,
     /// `CONVERSE_HOSTS` is not a comma-separated list of numbers (the
@@ -79,6 +81,7 @@ impl fmt::Display for Error {
                 "CONVERSE_NODE {node} is not below CONVERSE_NODES {nodes}"
             ),
             Error::TokenNotHex => f.write_str("CONVERSE_TOKEN is not hexadecimal"),
+            Error::ShmIdNotHex => f.write_str("CONVERSE_SHM_ID is not hexadecimal"),
             Error::TimeoutNotSeconds => f.write_str("CONVERSE_TIMEOUT is not a number of seconds"),
             Error::HostsNotNumbers(list) => {
                 write!(f, "CONVERSE_HOSTS `{list}` is not a list of numbers")

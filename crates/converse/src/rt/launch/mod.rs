@@ -85,8 +85,11 @@ pub(crate) struct Placement {
     pub node: usize,
     /// The job's process count.
     pub nodes: usize,
-    /// The job's token (names its segments, checked on every connection).
+    /// The job's token (checked on every connection).
     pub token: u64,
+    /// The id naming the job's shared-memory segments (the token when the
+    /// bootstrap gave none).
+    pub shm_id: u64,
     /// The network module's name, as `++netmod` spells it.
     pub netmod: String,
     /// The host name peers reach this process by.
@@ -118,12 +121,12 @@ pub fn netmod_names() -> Vec<&'static str> {
     modules::names()
 }
 
-/// Removes the shared-memory segments a job with `token` and `nodes`
+/// Removes the shared-memory segments a job with segment id `shm_id` and `nodes`
 /// processes may have left (a process killed before its peers had mapped
 /// its segment), and whatever else a module may leave. For the launcher,
 /// after the job.
-pub fn remove_segments(token: u64, nodes: usize) {
-    modules::remove_leftovers(token, nodes);
+pub fn remove_segments(shm_id: u64, nodes: usize) {
+    modules::remove_leftovers(shm_id, nodes);
 }
 
 /// Runs `startup_over` on the started modules when dropped: start-up is
@@ -160,6 +163,7 @@ pub(crate) fn join(place: &Placement, topo: Topology) -> Result<Network, String>
         me,
         nodes: place.nodes,
         token: place.token,
+        shm_id: place.shm_id,
         host: &place.host,
         max_payload: crate::net::frame::DEFAULT_MAX_PAYLOAD,
     };

@@ -34,6 +34,8 @@ pub(super) struct Init<'a> {
     pub nodes: usize,
     /// The job's token (every connection checks it).
     pub token: u64,
+    /// The id naming the job's shared-memory segments.
+    pub shm_id: u64,
     /// The host name peers reach this process by.
     pub host: &'a str,
     /// Most payload bytes of a frame.
@@ -68,7 +70,7 @@ pub(super) struct Kind {
     /// Removes what a job with this token and process count may have left
     /// behind if its processes were killed (for the launcher, after the
     /// job).
-    pub remove_leftovers: fn(token: u64, nodes: usize),
+    pub remove_leftovers: fn(shm_id: u64, nodes: usize),
 }
 
 /// The modules of this build, in the order their cards appear in a
@@ -93,13 +95,19 @@ pub(super) const MODULES: &[Kind] = &[
 const BY_HOST: &[(&str, &str, &str)] = &[("auto", "shm", "tcp")];
 
 fn shm(init: &Init) -> Result<Box<dyn Joining>, NetError> {
-    ShmModule::init(init.me, init.nodes, init.token, init.max_payload)
-        .map(|m| Box::new(Arc::new(m)) as Box<dyn Joining>)
+    ShmModule::init(
+        init.me,
+        init.nodes,
+        init.token,
+        init.shm_id,
+        init.max_payload,
+    )
+    .map(|m| Box::new(Arc::new(m)) as Box<dyn Joining>)
 }
 
-fn shm_leftovers(token: u64, nodes: usize) {
+fn shm_leftovers(shm_id: u64, nodes: usize) {
     for node in 0..nodes {
-        let _ = rustix::shm::unlink(crate::net::shm::segment_name(token, node).as_str());
+        let _ = rustix::shm::unlink(crate::net::shm::segment_name(shm_id, node).as_str());
     }
 }
 
@@ -163,9 +171,9 @@ pub(super) fn names() -> Vec<&'static str> {
 
 /// Removes what a job with `token` and `nodes` processes may have left
 /// behind, of every module.
-pub(super) fn remove_leftovers(token: u64, nodes: usize) {
+pub(super) fn remove_leftovers(shm_id: u64, nodes: usize) {
     for kind in MODULES {
-        (kind.remove_leftovers)(token, nodes);
+        (kind.remove_leftovers)(shm_id, nodes);
     }
 }
 
