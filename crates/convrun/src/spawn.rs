@@ -7,9 +7,13 @@
 //! - A local process inherits `convrun`'s whole environment; a remote one
 //!   gets the protocol's variables and those of [`FORWARDED_PREFIX`] and
 //!   [`FORWARDED_VARS`] (valid shell names only), on the command line the
-//!   remote shell runs ([`remote_command`]), every value quoted for `sh`.
+//!   remote shell runs ([`remote_command`]), every value quoted for `sh`,
+//!   except the job's token: a command line is visible to every user of
+//!   both hosts (`ps`), so the token goes as the first line of the remote
+//!   shell's standard input ([`SECRET_VARS`]).
 //! - A remote process dies when its remote shell's connection does (the
-//!   launcher holds the shell's standard input open and never writes it).
+//!   launcher holds the shell's standard input open and writes nothing
+//!   after the token).
 //! - If one process cannot be started, those started before are killed
 //!   and `convrun` exits with 1: none is left waiting for it.
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -29,6 +33,10 @@ const DEFAULT_REMOTE_SHELL: &[&str] = &["ssh", "-o", "BatchMode=yes"];
 /// (besides the protocol's), by name prefix or whole name.
 const FORWARDED_PREFIX: &str = "CONVERSE_";
 const FORWARDED_VARS: &[&str] = &["RUST_BACKTRACE"];
+
+/// Protocol variables a remote process reads from its standard input (one
+/// line) instead of its command line.
+const SECRET_VARS: &[&str] = &[launch_wire::env::TOKEN];
 
 /// The remote shell command that reaches `host` (see `convrun`'s top
 /// comment).
@@ -59,18 +67,33 @@ fn forwarded_env(protocol: &[(&str, String)]) -> Vec<(String, String)> {
     vars
 }
 
+/// What a remote process's command line sets: the forwarded variables and
+/// the protocol's, but not the [`SECRET_VARS`].
+fn remote_env(protocol: &[(&str, String)]) -> Vec<(String, String)> {
+    let mut env = forwarded_env(protocol);
+    env.extend(
+        protocol
+            .iter()
+            .filter(|(k, _)| !SECRET_VARS.contains(k))
+            .map(|(k, v)| (k.to_string(), v.clone())),
+    );
+    env
+}
+
 /// The command line the remote shell runs on the host: a POSIX `sh`
 /// script, itself quoted, so that the login shell there (whichever it is)
 /// only has to run `exec /bin/sh -c '...'`.
 ///
-/// The script changes to `dir`, starts the program in the background with
+/// The script first reads the [`SECRET_VARS`] from its standard input, one
+/// line each, and exports them (so they never appear in a command line);
+/// then it changes to `dir`, starts the program in the background with
 /// `env` set and its standard input empty, and waits for it; its exit code
 /// (128 + N for a program killed by signal N) is the script's, which ssh
 /// returns as its own. Meanwhile a watcher reads the script's standard
-/// input, which is the remote shell's connection: `convrun` never writes
-/// to it, so the read returns only when the connection is gone (`convrun`
-/// killed the remote shell, or died), and the watcher then kills the
-/// program. Without it a remote process that never joined the job would
+/// input, which is the remote shell's connection: `convrun` writes nothing
+/// to it after the secrets, so the read returns only when the connection
+/// is gone (`convrun` killed the remote shell, or died), and the watcher
+/// then kills the program. Without it a remote process that never joined the job would
 /// outlive the job (sshd does not signal a command without a terminal).
 fn remote_command(dir: &str, env: &[(String, String)], command: &[String]) -> String {
     let mut run = String::new();
@@ -79,8 +102,12 @@ fn remote_command(dir: &str, env: &[(String, String)], command: &[String]) -> St
     }
     let words: Vec<String> = command.iter().map(|w| shell_quote(w)).collect();
     run.push_str(&words.join(" "));
+    let mut secrets = String::new();
+    for name in SECRET_VARS {
+        secrets.push_str(&format!("IFS= read -r {name} || exit 1; export {name}; "));
+    }
     let script = format!(
-        "cd {} || exit; exec 3<&0 </dev/null; \
+        "{secrets}cd {} || exit; exec 3<&0 </dev/null; \
          {run} 3<&- & p=$!; \
          (read -r line <&3; kill -9 $p) >/dev/null 2>&1 & w=$!; exec 3<&-; \
          wait $p; c=$?; kill $w 2>/dev/null; exit $c",
@@ -113,9 +140,7 @@ fn spawn(
         c
     } else {
         let dir = std::env::current_dir().map_or_else(|_| ".".into(), |d| d.display().to_string());
-        let mut env = forwarded_env(envs);
-        env.extend(envs.iter().map(|(k, v)| (k.to_string(), v.clone())));
-        let remote = remote_command(&dir, &env, &opts.command);
+        let remote = remote_command(&dir, &remote_env(envs), &opts.command);
         if opts.verbose {
             eprintln!(
                 "convrun: process {node} on {}: {} {} <command>",
@@ -126,7 +151,8 @@ fn spawn(
         }
         let mut c = Command::new(&shell[0]);
         c.args(&shell[1..]).arg(&host.name).arg(remote);
-        // Never written to: the remote side watches it for its end.
+        // The secrets, then nothing: the remote side watches it for its
+        // end.
         c.stdin(Stdio::piped());
         c
     };
@@ -141,7 +167,22 @@ fn spawn(
             )
         }
     })?;
-    let stdin = child.stdin.take();
+    let mut stdin = child.stdin.take();
+    if let Some(pipe) = &mut stdin {
+        use std::io::Write;
+        let mut lines = String::new();
+        for name in SECRET_VARS {
+            let value = envs.iter().find(|(k, _)| k == name).map_or("", |(_, v)| v);
+            lines.push_str(value);
+            lines.push('\n');
+        }
+        pipe.write_all(lines.as_bytes()).map_err(|e| {
+            format!(
+                "cannot start process {node} on {}: writing to the remote shell: {e}",
+                host.name
+            )
+        })?;
+    }
     Ok((child, stdin))
 }
 
@@ -190,5 +231,40 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
             remote: (!is_local_host(&host.name)).then(|| host.name.clone()),
             _stdin: stdin,
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The token never appears on a remote command line (visible to every
+    /// user of both hosts); the script reads it from its standard input
+    /// before anything else and exports it.
+    #[test]
+    fn the_token_is_not_on_the_remote_command_line() {
+        let place = launch_wire::Placement {
+            launcher: "10.0.0.1:4000".into(),
+            node: 1,
+            nodes: 2,
+            token: 0x0bad_c0de_f00d_cafe,
+            shm_id: Some(7),
+            netmod: "tcp".into(),
+            host: "h1".into(),
+            hosts: None,
+            timeout: Duration::from_secs(60),
+            host_pes: None,
+        };
+        let env = remote_env(&place.to_env());
+        assert!(env.iter().all(|(k, _)| k != launch_wire::env::TOKEN));
+        assert!(env.iter().any(|(k, _)| k == launch_wire::env::NODE));
+        let line = remote_command("/tmp", &env, &["prog".into()]);
+        assert!(!line.contains("0badc0def00dcafe"), "{line}");
+        assert!(
+            line.starts_with(
+                "exec /bin/sh -c 'IFS= read -r CONVERSE_TOKEN || exit 1; export CONVERSE_TOKEN; "
+            ),
+            "{line}"
+        );
     }
 }
