@@ -54,28 +54,6 @@ pub fn read(path: &str) -> Vec<Host> {
     list.hosts
 }
 
-/// Most characters of a line a warning shows.
-const SHOWN_CHARS: usize = 80;
-
-/// `line` as a warning shows it: trimmed, at most [`SHOWN_CHARS`]
-/// characters (then `…`), control characters escaped, so a warning is one
-/// short line whatever the file holds.
-fn shown(line: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in line.trim().chars().enumerate() {
-        if i == SHOWN_CHARS {
-            out.push('…');
-            break;
-        }
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 /// The nodelist `text` (from the file `path`, for the messages).
 pub fn parse(path: &str, text: &str) -> Result<Nodelist, String> {
     let mut hosts = Vec::new();
@@ -87,7 +65,7 @@ pub fn parse(path: &str, text: &str) -> Result<Nodelist, String> {
         let mut ignored = |why: &str| {
             warnings.push(format!(
                 "nodelist {path} line {number}: `{}` {why}, ignored",
-                shown(line)
+                launch_wire::shown(line.trim())
             ))
         };
         let mut w = line.split_whitespace();

@@ -105,9 +105,11 @@ impl std::error::Error for Error {}
 /// Most characters of input an error message shows.
 const SHOWN_CHARS: usize = 64;
 
-/// `s` as an error message shows it: its first [`SHOWN_CHARS`] characters,
-/// control characters escaped, `…` if cut.
-pub(crate) fn shown(s: &str) -> String {
+/// `s` (untrusted text) as an error message shows it: its first
+/// 64 characters (`SHOWN_CHARS`), control characters escaped, `…` if cut, so
+/// a message stays one short line whatever came in. The launcher uses it
+/// for its own files' lines too.
+pub fn shown(s: &str) -> String {
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
         if i == SHOWN_CHARS {

@@ -55,5 +55,5 @@ mod error;
 mod line;
 
 pub use env::{DEFAULT_TIMEOUT_SECS, Placement};
-pub use error::Error;
+pub use error::{Error, shown};
 pub use line::{Card, MAX_CARD, MAX_TEXT, ToLauncher, ToProcess};
