@@ -176,12 +176,19 @@ fn spawn(
             lines.push_str(value);
             lines.push('\n');
         }
-        pipe.write_all(lines.as_bytes()).map_err(|e| {
-            format!(
-                "cannot start process {node} on {}: writing to the remote shell: {e}",
-                host.name
-            )
-        })?;
+        match pipe.write_all(lines.as_bytes()) {
+            Ok(()) => {}
+            // The remote shell has already exited (it could not reach the
+            // host, say): its exit code, which the launcher reports with
+            // the host named, says why better than the closed pipe.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => stdin = None,
+            Err(e) => {
+                return Err(format!(
+                    "cannot start process {node} on {}: writing to the remote shell: {e}",
+                    host.name
+                ));
+            }
+        }
     }
     Ok((child, stdin))
 }
