@@ -17,3 +17,4 @@ pub mod netmod;
 pub mod shm;
 mod sync;
 pub mod tcp;
+mod tcp_handshake;

@@ -6,7 +6,8 @@
 //!
 //! Each process creates one POSIX shared-memory segment,
 //! `/converse-<id>-<node>` (the job's segment id, random and apart from its
-//! token: anyone may list the names), readable by its user only, holding a header and one ring of cells per
+//! key: anyone may list the names), readable by its user only, holding a
+//! header and one ring of cells per
 //! possible sender. Its business card is `shm:NAME:PID:ADDR` (ADDR: where
 //! the segment is mapped in the owner, for the single-copy probe). At
 //! start-up every process maps every other's segment (`vc_init`) and counts
@@ -21,7 +22,7 @@
 //!
 //! | at | what |
 //! |---|---|
-//! | 0 | magic `CVRSSHM1`, token (u64), nodes (u32), owner node (u32), owner pid (u32) |
+//! | 0 | magic `CVRSSHM1`, job tag (u64: derived from the job key, never the key), nodes (u32), owner node (u32), owner pid (u32) |
 //! | 64 | `attached` (u32): peers that mapped the segment |
 //! | 128 | `wake` (u32 futex word, bumped by every waker), `sleeping` (u32) |
 //! | 4096 + r * RING | the ring written by process `r` |
@@ -123,7 +124,7 @@ fn segment_len(nodes: usize) -> usize {
 }
 
 /// The name of process `node`'s segment in the job whose segment id is
-/// `id` (random and apart from the job's token: names are listable by
+/// `id` (random and apart from the job's key: names are listable by
 /// anyone).
 pub fn segment_name(id: u64, node: usize) -> String {
     format!("/converse-{id:016x}-{node}")
@@ -280,7 +281,9 @@ struct Vc {
 pub struct ShmModule {
     me: usize,
     nodes: usize,
-    token: u64,
+    /// The job's tag, in every segment's header: a segment of another job
+    /// (or a stale one) is refused.
+    job_tag: u64,
     /// The id naming the job's segments.
     segment_id: u64,
     name: String,
@@ -311,7 +314,7 @@ impl ShmModule {
     pub fn init(
         me: usize,
         nodes: usize,
-        token: u64,
+        job_tag: u64,
         segment_id: u64,
         max_payload: usize,
     ) -> Result<ShmModule, NetError> {
@@ -339,7 +342,7 @@ impl ShmModule {
         // reads them before our card is published.
         unsafe {
             std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), own.base, 8);
-            std::ptr::copy_nonoverlapping(token.to_le_bytes().as_ptr(), own.base.add(8), 8);
+            std::ptr::copy_nonoverlapping(job_tag.to_le_bytes().as_ptr(), own.base.add(8), 8);
             std::ptr::copy_nonoverlapping(
                 (nodes as u32).to_le_bytes().as_ptr(),
                 own.base.add(16),
@@ -361,7 +364,7 @@ impl ShmModule {
         Ok(ShmModule {
             me,
             nodes,
-            token,
+            job_tag,
             segment_id,
             name,
             own,
@@ -879,7 +882,7 @@ impl NetModule for ShmModule {
         // before it published its card.
         unsafe { std::ptr::copy_nonoverlapping(theirs.base, head.as_mut_ptr(), 28) };
         let ok = &head[..8] == MAGIC
-            && head[8..16] == self.token.to_le_bytes()
+            && head[8..16] == self.job_tag.to_le_bytes()
             && head[16..20] == (self.nodes as u32).to_le_bytes()
             && head[20..24] == (peer as u32).to_le_bytes();
         if !ok {

@@ -1,7 +1,7 @@
 //! Unit tests of the shm module (`shm`): two or more modules of one
-//! test process stand for processes of a job. Each test has a job token of
-//! its own (tests run in parallel) and checks that the modules left no
-//! segment behind in `/dev/shm`.
+//! test process stand for processes of a job. Each test has a job tag (and
+//! segment id) of its own (tests run in parallel) and checks that the modules
+//! left no segment behind in `/dev/shm`.
 use super::*;
 use crate::frame::FRAME_HEADER_SIZE;
 use crate::netmod::DataAvail;
@@ -79,8 +79,8 @@ impl Upcalls for Record {
     }
 }
 
-/// A fresh random job token.
-fn random_token() -> u64 {
+/// A fresh random job tag.
+fn random_tag() -> u64 {
     let mut h = RandomState::new().build_hasher();
     h.write_u32(std::process::id());
     h.write_u128(
@@ -96,21 +96,21 @@ fn random_token() -> u64 {
 /// failing test leaves nothing behind); [`Job::assert_clean`] checks that
 /// the modules removed them themselves.
 struct Job {
-    token: u64,
+    tag: u64,
     nodes: usize,
 }
 
 impl Job {
     fn new(nodes: usize) -> Job {
         Job {
-            token: random_token(),
+            tag: random_tag(),
             nodes,
         }
     }
 
     /// This job's names in `/dev/shm`.
     fn leftovers(&self) -> Vec<String> {
-        let prefix = format!("converse-{:016x}-", self.token);
+        let prefix = format!("converse-{:016x}-", self.tag);
         std::fs::read_dir("/dev/shm")
             .unwrap()
             .filter_map(|e| e.ok())
@@ -126,7 +126,7 @@ impl Job {
 
     /// Process `me`'s module, not connected yet.
     fn module(&self, me: usize) -> (ShmModule, Arc<Record>) {
-        let m = ShmModule::init(me, self.nodes, self.token, self.token, MAX_PAYLOAD).unwrap();
+        let m = ShmModule::init(me, self.nodes, self.tag, self.tag, MAX_PAYLOAD).unwrap();
         let rec = Record::new();
         m.set_upcalls(rec.clone());
         (m, rec)
@@ -136,7 +136,7 @@ impl Job {
 impl Drop for Job {
     fn drop(&mut self) {
         for n in 0..self.nodes {
-            let _ = rustix::shm::unlink(segment_name(self.token, n).as_str());
+            let _ = rustix::shm::unlink(segment_name(self.tag, n).as_str());
         }
     }
 }
@@ -1031,10 +1031,10 @@ fn bad_cards_are_refused_naming_the_peer() {
     for card in [
         "tcp:127.0.0.1:5000".to_string(),
         "shm:/x".into(),
-        format!("shm:{}:{pid}", segment_name(job.token, 0)),
-        format!("shm:{}:{pid}:1:2", segment_name(job.token, 0)),
-        format!("shm:{}:pid:1", segment_name(job.token, 0)),
-        format!("shm:{}:{pid}:-1", segment_name(job.token, 0)),
+        format!("shm:{}:{pid}", segment_name(job.tag, 0)),
+        format!("shm:{}:{pid}:1:2", segment_name(job.tag, 0)),
+        format!("shm:{}:pid:1", segment_name(job.tag, 0)),
+        format!("shm:{}:{pid}:-1", segment_name(job.tag, 0)),
     ] {
         let e = b.vc_init(0, &card).unwrap_err();
         assert_eq!(e.peer, Some(0));
@@ -1051,7 +1051,7 @@ fn bad_cards_are_refused_naming_the_peer() {
     assert!(
         e.to_string().starts_with(&format!(
             "process 0: shm: card names segment {}, expected that of process 0 of this job",
-            segment_name(other.token, 0)
+            segment_name(other.tag, 0)
         )),
         "{e}"
     );
@@ -1071,23 +1071,19 @@ fn bad_cards_are_refused_naming_the_peer() {
 fn a_missing_or_foreign_segment_is_refused_naming_the_peer() {
     let job = Job::new(2);
     let (b, _rb) = job.module(1);
-    let card = format!(
-        "shm:{}:{}:0",
-        segment_name(job.token, 0),
-        std::process::id()
-    );
+    let card = format!("shm:{}:{}:0", segment_name(job.tag, 0), std::process::id());
     let e = b.vc_init(0, &card).unwrap_err();
     assert_eq!(e.peer, Some(0));
     assert!(
         e.to_string().starts_with(&format!(
             "process 0: shm: cannot open {}",
-            segment_name(job.token, 0)
+            segment_name(job.tag, 0)
         )),
         "{e}"
     );
     // A segment of a job of another size.
     let three = Job {
-        token: job.token,
+        tag: job.tag,
         nodes: 3,
     };
     let (a3, _ra3) = three.module(0);
@@ -1105,7 +1101,7 @@ fn a_missing_or_foreign_segment_is_refused_naming_the_peer() {
     assert!(
         e.to_string().ends_with(&format!(
             "segment {} is not process 0's of this job",
-            segment_name(job.token, 0)
+            segment_name(job.tag, 0)
         )),
         "{e}"
     );
@@ -1119,13 +1115,13 @@ fn a_missing_or_foreign_segment_is_refused_naming_the_peer() {
 fn a_process_beyond_the_job_is_refused_not_a_panic() {
     let job = Job::new(2);
     let guard = Job {
-        token: job.token,
+        tag: job.tag,
         nodes: 3,
     };
     let (b, _rb) = job.module(1);
-    // A process 2 of this job's token and size (a process outside the
+    // A process 2 of this job's tag and size (a process outside the
     // initial set, as `connect_to_root` is for).
-    let c = ShmModule::init(2, 2, job.token, job.token, MAX_PAYLOAD).unwrap();
+    let c = ShmModule::init(2, 2, job.tag, job.tag, MAX_PAYLOAD).unwrap();
     let card = c.business_card();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| b.connect_to_root(2, &card)));
     c.unlink();
@@ -1384,20 +1380,20 @@ fn many_sending_threads_keep_each_threads_order() {
     job.assert_clean();
 }
 
-/// A segment is named by the job's segment id, not its token (segment
-/// names are listable by anyone; the token guards the connections), and a
-/// peer's card is checked against the id.
+/// A segment is named by the job's segment id, not its tag (segment
+/// names are listable by anyone; the tag in the header is derived from the
+/// job key), and a peer's card is checked against the id.
 #[test]
-fn a_segment_is_named_by_the_segment_id_not_the_token() {
-    let token: u64 = 0x0123_4567_89ab_cdef ^ u64::from(std::process::id());
-    let id: u64 = token.rotate_left(17) ^ 0x5eed;
-    let a = ShmModule::init(0, 2, token, id, MAX_PAYLOAD).unwrap();
-    let b = ShmModule::init(1, 2, token, id, MAX_PAYLOAD).unwrap();
+fn a_segment_is_named_by_the_segment_id_not_the_tag() {
+    let tag: u64 = 0x0123_4567_89ab_cdef ^ u64::from(std::process::id());
+    let id: u64 = tag.rotate_left(17) ^ 0x5eed;
+    let a = ShmModule::init(0, 2, tag, id, MAX_PAYLOAD).unwrap();
+    let b = ShmModule::init(1, 2, tag, id, MAX_PAYLOAD).unwrap();
     let card = a.business_card();
     assert!(card.contains(&segment_name(id, 0)), "{card}");
-    assert!(!card.contains(&format!("{token:016x}")), "{card}");
-    // A card naming the token-derived segment is refused by a peer.
-    let forged = card.replace(&format!("{id:016x}"), &format!("{token:016x}"));
+    assert!(!card.contains(&format!("{tag:016x}")), "{card}");
+    // A card naming the tag-derived segment is refused by a peer.
+    let forged = card.replace(&format!("{id:016x}"), &format!("{tag:016x}"));
     let refused = b.vc_init(0, &forged);
     let accepted = b.vc_init(0, &card);
     a.unlink();

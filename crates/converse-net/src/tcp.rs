@@ -5,14 +5,18 @@
 //!
 //! A process's business card is `tcp:HOST:PORT`, the address of its
 //! listening socket. At start-up process `i` connects to every process
-//! `j < i` ([`NetModule::connect_to_root`]) and accepts one connection from
-//! every `j > i` ([`TcpModule::accept_peers`]). The connecting side first
-//! writes a 24-byte hello: `CVRSTCP1`, the job's token (so a stray or stale
-//! connection is refused), its own process number and the job's process
-//! count. The accepting side reads hellos without blocking, each
-//! connection on its own short clock, so a stranger that connects and
-//! stays silent never holds up start-up. Each VC then carries frames
-//! (`frame`) both ways.
+//! `j < i` (`vc_init`) and accepts one connection from every `j > i`.
+//! Before a connection becomes a VC, its two ends prove to each other that
+//! they hold the job key, without sending it (`tcp_handshake`: a mutual
+//! challenge-response), so a stranger, or a process of another job, is
+//! refused. `vc_init` only connects and sends the hello;
+//! [`TcpModule::accept_peers`] then drives every handshake of the process
+//! at once, those it accepts and those it started, without blocking and
+//! each accepted connection on its own short clock: a stranger that
+//! connects and stays silent never holds up start-up, and no process waits
+//! for a peer that is itself waiting (a process answers its peers'
+//! handshakes only once in `accept_peers`, after all its `vc_init`s).
+//! Each VC then carries frames (`frame`) both ways.
 //!
 //! # Sending
 //!
@@ -62,28 +66,20 @@ use super::frame::{FrameHeader, Reassembler};
 use super::netmod::{
     NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls, check_iov_len,
 };
+use super::tcp_handshake::{Accepting, Connecting, Step};
+use launch_wire::JobKey;
 
-/// The first bytes a connecting process writes.
-const HELLO_MAGIC: &[u8; 8] = b"CVRSTCP1";
-const HELLO_SIZE: usize = 24;
-/// How long an accepted connection may take to send its whole hello
-/// before it is refused (a real peer sends it at once after connecting).
+/// How long an accepted connection may take over its handshake before it
+/// is refused (a real peer answers at once).
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 
-/// Connections saying hello at once beyond which newcomers are refused at
-/// once (strangers cannot hold unbounded memory or descriptors).
-const MAX_PENDING_HELLOS: usize = 256;
+/// How long `connect_to_root` waits for its peer's answer.
+const CONNECT_WAIT: Duration = Duration::from_secs(10);
 
-/// A connection accepted at start-up whose hello has not all come yet.
-struct PendingHello {
-    stream: TcpStream,
-    from: SocketAddr,
-    hello: [u8; HELLO_SIZE],
-    /// Bytes of `hello` received so far.
-    len: usize,
-    /// When it is refused if its hello is still incomplete.
-    until: Instant,
-}
+/// Connections in their handshake at once beyond which newcomers are
+/// refused at once (strangers cannot hold unbounded memory or
+/// descriptors).
+const MAX_PENDING_HELLOS: usize = 256;
 
 /// The waker's token; VCs use their peer's number.
 const WAKER: Token = Token(usize::MAX);
@@ -178,7 +174,11 @@ struct Vc {
 pub struct TcpModule {
     me: usize,
     nodes: usize,
-    token: u64,
+    /// The job key every connection's handshake proves.
+    key: JobKey,
+    /// Connections `vc_init` started whose handshake is not over
+    /// (`accept_peers` ends them).
+    connecting: Mutex<Vec<Connecting>>,
     card: String,
     listener: TcpListener,
     vcs: Box<[OnceLock<Arc<Vc>>]>,
@@ -199,7 +199,7 @@ impl TcpModule {
     pub fn init(
         me: usize,
         nodes: usize,
-        token: u64,
+        key: JobKey,
         bind: SocketAddr,
         advertise: &str,
         max_payload: usize,
@@ -220,7 +220,8 @@ impl TcpModule {
         Ok(TcpModule {
             me,
             nodes,
-            token,
+            key,
+            connecting: Mutex::new(Vec::new()),
             card: format!("tcp:{advertise}:{port}"),
             listener,
             vcs: (0..nodes).map(|_| OnceLock::new()).collect(),
@@ -243,117 +244,98 @@ impl TcpModule {
         &**self.upcalls.get().expect("tcp: upcalls set before use")
     }
 
-    fn hello(&self) -> [u8; HELLO_SIZE] {
-        let mut h = [0u8; HELLO_SIZE];
-        h[..8].copy_from_slice(HELLO_MAGIC);
-        h[8..16].copy_from_slice(&self.token.to_le_bytes());
-        h[16..20].copy_from_slice(&(self.me as u32).to_le_bytes());
-        h[20..24].copy_from_slice(&(self.nodes as u32).to_le_bytes());
-        h
-    }
-
-    /// Accepts the connections of the processes of `peers` (those whose VC
-    /// this module carries) numbered above this one, refusing strays, until
-    /// `deadline`. Fails naming the processes that never connected.
+    /// Ends start-up's connections: accepts those of the processes of
+    /// `peers` (those whose VC this module carries) numbered above this
+    /// one, refusing strays, and ends the handshakes `vc_init` started with
+    /// those below, until `deadline`. Fails naming the processes whose VC
+    /// is not up by then, or a process whose address did not prove the job
+    /// key.
     ///
-    /// Hellos are read without blocking, each connection on its own short
-    /// clock (`HELLO_WAIT`, 5 s) while the others are accepted and read: a
-    /// connection that stays silent (a stranger, or a port scanner) costs
-    /// the job nothing but its slot until its clock runs out.
+    /// Every handshake moves without blocking, each accepted connection
+    /// on its own short clock (`HELLO_WAIT`, 5 s) while the others are
+    /// accepted and read: a connection that stays silent (a stranger, or a
+    /// port scanner) costs the job nothing but its slot until its clock
+    /// runs out.
     pub fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
         let expected: Vec<usize> = peers.iter().copied().filter(|&p| p > self.me).collect();
-        if expected.is_empty() {
+        self.handshakes(&expected, deadline)
+    }
+
+    /// Accepts the processes of `expected` and ends the connections
+    /// `vc_init` started, by `deadline` (see [`TcpModule::accept_peers`]).
+    fn handshakes(&self, expected: &[usize], deadline: Instant) -> Result<(), NetError> {
+        let mut connecting = std::mem::take(&mut *lock(&self.connecting));
+        if expected.is_empty() && connecting.is_empty() {
             return Ok(());
         }
         self.listener
             .set_nonblocking(true)
             .map_err(|e| NetError::local(format!("tcp: {e}")))?;
         let mut missing = expected.len();
-        let mut pending: Vec<PendingHello> = Vec::new();
-        while missing > 0 {
+        let mut pending: Vec<Accepting> = Vec::new();
+        while missing > 0 || !connecting.is_empty() {
             let mut progressed = false;
-            loop {
-                match self.listener.accept() {
-                    Ok((stream, from)) => {
-                        progressed = true;
-                        if pending.len() >= MAX_PENDING_HELLOS {
-                            self.refuse(from, "too many connections are saying hello at once");
-                            continue;
-                        }
-                        match stream.set_nonblocking(true) {
-                            Ok(()) => pending.push(PendingHello {
-                                stream,
-                                from,
-                                hello: [0; HELLO_SIZE],
-                                len: 0,
-                                until: (Instant::now() + HELLO_WAIT).min(deadline),
-                            }),
-                            Err(e) => self.refuse(from, &e.to_string()),
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return Err(NetError::local(format!("tcp: accept: {e}"))),
-                }
+            if missing > 0 {
+                progressed |= self.accept_new(&mut pending, deadline)?;
             }
-            let now = Instant::now();
             let mut i = 0;
             while i < pending.len() {
-                let conn = &mut pending[i];
-                let step = match (&conn.stream).read(&mut conn.hello[conn.len..]) {
-                    Ok(0) => Err("it closed before its hello".to_string()),
-                    Ok(n) => {
+                let expects = |c: usize| self.expects(expected, c);
+                match pending[i].advance(&self.key, self.me, self.nodes, expects) {
+                    Step::Waiting => i += 1,
+                    Step::Progress => {
                         progressed = true;
-                        conn.len += n;
-                        Ok(conn.len == HELLO_SIZE)
+                        i += 1;
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock && now < conn.until => {
-                        Ok(false)
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        Err(format!("no hello within {} s", HELLO_WAIT.as_secs_f64()))
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
-                    Err(e) => Err(format!("no hello ({e})")),
-                };
-                match step {
-                    Ok(false) => i += 1,
-                    Ok(true) => {
+                    Step::Done => {
+                        progressed = true;
                         let conn = pending.swap_remove(i);
-                        match self.check_hello(&conn.hello) {
-                            Ok(peer)
-                                if expected.contains(&peer) && self.vcs[peer].get().is_none() =>
-                            {
-                                self.install_vc(peer, conn.stream)?;
+                        let peer = conn.connector().expect("a finished handshake");
+                        // Two proven connections from one process cannot
+                        // both be it: the first stands.
+                        match self.expects(expected, peer) {
+                            Ok(()) => {
+                                self.install_vc(peer, conn.into_stream())?;
                                 missing -= 1;
                             }
-                            Ok(peer) => self.refuse(
-                                conn.from,
-                                &format!(
-                                    "it claims to be process {peer}, but {}",
-                                    if expected.contains(&peer) {
-                                        "that one is connected already"
-                                    } else {
-                                        "that process connects otherwise"
-                                    }
-                                ),
-                            ),
-                            Err(why) => self.refuse(conn.from, &why),
+                            Err(why) => self.refuse(conn.from(), &why),
                         }
                     }
-                    Err(why) => {
+                    Step::Failed(why) => {
+                        progressed = true;
                         let conn = pending.swap_remove(i);
-                        self.refuse(conn.from, &why);
+                        self.refuse(conn.from(), &why);
                     }
                 }
             }
-            if missing == 0 {
+            let mut i = 0;
+            while i < connecting.len() {
+                match connecting[i].advance(&self.key) {
+                    Step::Waiting => i += 1,
+                    Step::Progress => {
+                        progressed = true;
+                        i += 1;
+                    }
+                    Step::Done => {
+                        progressed = true;
+                        let conn = connecting.swap_remove(i);
+                        self.install_vc(conn.peer(), conn.into_stream())?;
+                    }
+                    Step::Failed(why) => {
+                        let peer = connecting[i].peer();
+                        return Err(NetError::peer(peer, format!("tcp: {why}")));
+                    }
+                }
+            }
+            if missing == 0 && connecting.is_empty() {
                 break;
             }
             if Instant::now() >= deadline {
                 let absent: Vec<String> = expected
                     .iter()
-                    .filter(|&&p| self.vcs[p].get().is_none())
+                    .copied()
+                    .filter(|&p| self.vcs[p].get().is_none())
+                    .chain(connecting.iter().map(Connecting::peer))
                     .map(|p| p.to_string())
                     .collect();
                 return Err(NetError::local(format!(
@@ -369,6 +351,50 @@ impl TcpModule {
         Ok(())
     }
 
+    /// Accepts every connection waiting on the listener into `pending`;
+    /// true if there was any.
+    fn accept_new(
+        &self,
+        pending: &mut Vec<Accepting>,
+        deadline: Instant,
+    ) -> Result<bool, NetError> {
+        let mut any = false;
+        loop {
+            match self.listener.accept() {
+                Ok((stream, from)) => {
+                    any = true;
+                    if pending.len() >= MAX_PENDING_HELLOS {
+                        self.refuse(from, "too many connections are in their handshake at once");
+                        continue;
+                    }
+                    match Accepting::new(stream, from, HELLO_WAIT, deadline) {
+                        Ok(conn) => pending.push(conn),
+                        Err(e) => self.refuse(from, &e.to_string()),
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(NetError::local(format!("tcp: accept: {e}"))),
+            }
+        }
+    }
+
+    /// Whether a connection from process `peer` is wanted now: it is one of
+    /// `expected` and has no VC yet.
+    fn expects(&self, expected: &[usize], peer: usize) -> Result<(), String> {
+        if !expected.contains(&peer) {
+            Err(format!(
+                "it claims to be process {peer}, but that process connects otherwise"
+            ))
+        } else if self.vcs[peer].get().is_some() {
+            Err(format!(
+                "it claims to be process {peer}, but that one is connected already"
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
     /// Logs a refused connection (it is dropped, which closes it); the job
     /// goes on.
     fn refuse(&self, from: SocketAddr, why: &str) {
@@ -376,25 +402,6 @@ impl TcpModule {
             "converse: process {}: refused a connection from {from}: {why}",
             self.me
         );
-    }
-
-    /// Checks a connecting process's hello; returns its number.
-    fn check_hello(&self, h: &[u8; HELLO_SIZE]) -> Result<usize, String> {
-        if &h[..8] != HELLO_MAGIC {
-            return Err("not a Converse tcp hello".into());
-        }
-        let word = |at: usize| u32::from_le_bytes(h[at..at + 4].try_into().expect("4 bytes"));
-        if u64::from_le_bytes(h[8..16].try_into().expect("8 bytes")) != self.token {
-            return Err("hello of another job (wrong token)".into());
-        }
-        let (peer, nodes) = (word(16) as usize, word(20) as usize);
-        if nodes != self.nodes || peer >= nodes {
-            return Err(format!(
-                "hello says process {peer} of {nodes}, but this job has {} processes",
-                self.nodes
-            ));
-        }
-        Ok(peer)
     }
 
     /// Makes `stream` the VC to `peer`: non-blocking, no Nagle, registered
@@ -428,6 +435,23 @@ impl TcpModule {
         self.vcs[peer]
             .set(vc)
             .map_err(|_| NetError::peer(peer, "tcp: connected twice"))
+    }
+
+    /// Connects to `peer` at the address of its card and sends the
+    /// handshake's hello; [`TcpModule::handshakes`] ends it.
+    fn start_connect(&self, peer: usize, card: &str) -> Result<(), NetError> {
+        let addr = card.strip_prefix("tcp:").ok_or_else(|| {
+            NetError::peer(peer, format!("tcp: `{card}` is no tcp business card"))
+        })?;
+        let addrs: Vec<SocketAddr> = addr
+            .to_socket_addrs()
+            .map_err(|e| NetError::peer(peer, format!("tcp: cannot resolve `{addr}`: {e}")))?
+            .collect();
+        let conn = Connecting::start(self.me, self.nodes, peer, &addrs).map_err(|why| {
+            NetError::peer(peer, format!("tcp: cannot connect to {addr} ({why})"))
+        })?;
+        lock(&self.connecting).push(conn);
+        Ok(())
     }
 
     fn vc(&self, peer: usize) -> Result<&Arc<Vc>, NetError> {
@@ -789,39 +813,17 @@ impl NetModule for TcpModule {
     }
 
     fn connect_to_root(&self, peer: usize, card: &str) -> Result<(), NetError> {
-        let addr = card.strip_prefix("tcp:").ok_or_else(|| {
-            NetError::peer(peer, format!("tcp: `{card}` is no tcp business card"))
-        })?;
-        let addrs: Vec<SocketAddr> = addr
-            .to_socket_addrs()
-            .map_err(|e| NetError::peer(peer, format!("tcp: cannot resolve `{addr}`: {e}")))?
-            .collect();
-        let mut last = None;
-        for a in &addrs {
-            match TcpStream::connect_timeout(a, Duration::from_secs(10)) {
-                Ok(mut stream) => {
-                    stream
-                        .write_all(&self.hello())
-                        .map_err(|e| NetError::peer(peer, format!("tcp: hello to {a}: {e}")))?;
-                    return self.install_vc(peer, stream);
-                }
-                Err(e) => last = Some(format!("{a}: {e}")),
-            }
-        }
-        Err(NetError::peer(
-            peer,
-            format!(
-                "tcp: cannot connect to {addr} ({})",
-                last.unwrap_or_else(|| "no address".into())
-            ),
-        ))
+        self.start_connect(peer, card)?;
+        // Only this connection's handshake: the peer answers once it
+        // accepts.
+        self.handshakes(&[], Instant::now() + CONNECT_WAIT)
     }
 
     fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError> {
-        // Lower-numbered peers are connected to now; higher ones connect to
-        // this process (`accept_peers`).
+        // Lower-numbered peers are connected to now (their handshakes end
+        // in `accept_peers`); higher ones connect to this process.
         if peer < self.me {
-            self.connect_to_root(peer, card)
+            self.start_connect(peer, card)
         } else {
             Ok(())
         }
@@ -1021,15 +1023,22 @@ mod tests {
         }
     }
 
-    const TOKEN: u64 = 0x1234_5678;
+    /// The test job's key.
+    fn key() -> JobKey {
+        JobKey::from_bytes([0x12; 32])
+    }
 
     type Side = (Arc<TcpModule>, Arc<Record>);
 
     fn module(me: usize, nodes: usize) -> Side {
+        module_with(me, nodes, key())
+    }
+
+    fn module_with(me: usize, nodes: usize, key: JobKey) -> Side {
         let m = TcpModule::init(
             me,
             nodes,
-            TOKEN,
+            key,
             "127.0.0.1:0".parse().unwrap(),
             "127.0.0.1",
             1 << 24,
@@ -1046,9 +1055,19 @@ mod tests {
         let b = module(1, 2);
         b.0.vc_init(0, &a.0.business_card()).unwrap();
         b.0.vc_init(1, "unused").unwrap();
-        a.0.accept_peers(&[1], Instant::now() + Duration::from_secs(5))
+        let acceptor = a.0.clone();
+        let accepted = std::thread::spawn(move || {
+            acceptor.accept_peers(&[1], Instant::now() + Duration::from_secs(5))
+        });
+        b.0.accept_peers(&[0], Instant::now() + Duration::from_secs(5))
             .unwrap();
+        accepted.join().unwrap().unwrap();
         (a, b)
+    }
+
+    /// The address of `m`'s listening socket.
+    fn addr_of(m: &TcpModule) -> String {
+        m.business_card().strip_prefix("tcp:").unwrap().to_string()
     }
 
     fn header(kind: FrameKind, len: usize, tag: u32) -> FrameHeader {
@@ -1251,21 +1270,28 @@ mod tests {
         );
     }
 
-    /// A fake process 1: connects to `a` with a valid hello, then writes
-    /// `bytes` and closes.
+    /// A fake process 1: connects to `a` with a valid handshake (it holds
+    /// the key), then writes `bytes` and closes.
     fn fake_peer_sends(bytes: &[u8]) -> Arc<Record> {
         let (a, ra) = module(0, 2);
-        let card = a.business_card();
-        let addr = card.strip_prefix("tcp:").unwrap().to_string();
-        let mut s = TcpStream::connect(addr).unwrap();
-        let mut hello = [0u8; HELLO_SIZE];
-        hello[..8].copy_from_slice(HELLO_MAGIC);
-        hello[8..16].copy_from_slice(&TOKEN.to_le_bytes());
-        hello[16..20].copy_from_slice(&1u32.to_le_bytes());
-        hello[20..24].copy_from_slice(&2u32.to_le_bytes());
-        s.write_all(&hello).unwrap();
-        a.accept_peers(&[1], Instant::now() + Duration::from_secs(5))
-            .unwrap();
+        let addr: SocketAddr = addr_of(&a).parse().unwrap();
+        let mut conn = Connecting::start(1, 2, 0, &[addr]).unwrap();
+        let acceptor = a.clone();
+        let accepted = std::thread::spawn(move || {
+            acceptor.accept_peers(&[1], Instant::now() + Duration::from_secs(5))
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        loop {
+            match conn.advance(&key()) {
+                Step::Done => break,
+                Step::Failed(why) => panic!("{why}"),
+                _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+                _ => panic!("no answer"),
+            }
+        }
+        accepted.join().unwrap().unwrap();
+        let mut s = conn.into_stream();
+        s.set_nonblocking(false).unwrap();
         s.write_all(bytes).unwrap();
         drop(s);
         poll_until(&[&a], || !lock(&ra.events).is_empty());
@@ -1304,19 +1330,94 @@ mod tests {
         );
     }
 
+    /// A connection's first bytes, as a connecting process `from` of a
+    /// `nodes`-process job writes them to process `to`, with nonce `nonce`.
+    fn raw_hello(from: u32, to: u32, nodes: u32, nonce: [u8; 16]) -> Vec<u8> {
+        let mut h = b"CVRSTCP2".to_vec();
+        for word in [from, to, nodes, 0] {
+            h.extend_from_slice(&word.to_le_bytes());
+        }
+        h.extend_from_slice(&nonce);
+        h
+    }
+
+    /// A stranger without the key cannot become a process's VC, whatever
+    /// it sends: a hello of the right form and a made-up proof, a proof
+    /// made for another acceptor nonce (one recorded from an earlier
+    /// connection), a process of another job (another key), garbage. The
+    /// real process 1, connecting after them all, is accepted: refusals
+    /// delay nothing.
     #[test]
-    fn strays_are_refused_and_a_missing_peer_is_named() {
+    fn only_a_process_that_proves_the_key_is_accepted() {
         let (a, _ra) = module(0, 3);
-        let addr = a.business_card().strip_prefix("tcp:").unwrap().to_string();
-        // Wrong token, then plain garbage: both refused.
-        let mut wrong = [0u8; HELLO_SIZE];
-        wrong[..8].copy_from_slice(HELLO_MAGIC);
-        wrong[16..20].copy_from_slice(&1u32.to_le_bytes());
-        wrong[20..24].copy_from_slice(&3u32.to_le_bytes());
-        let mut s1 = TcpStream::connect(&addr).unwrap();
-        s1.write_all(&wrong).unwrap();
-        let mut s2 = TcpStream::connect(&addr).unwrap();
-        s2.write_all(&[0xff; HELLO_SIZE]).unwrap();
+        let addr = addr_of(&a);
+        let nonce = [7u8; 16];
+        // A made-up proof.
+        let mut made_up = TcpStream::connect(&addr).unwrap();
+        made_up.write_all(&raw_hello(1, 0, 3, nonce)).unwrap();
+        // A replayed proof: right key, but for an acceptor nonce of
+        // another connection.
+        let mut replayed = TcpStream::connect(&addr).unwrap();
+        replayed.write_all(&raw_hello(1, 0, 3, nonce)).unwrap();
+        let old = launch_wire::Nonce::from_bytes([9; 16]);
+        let mut ids = [0u8; 12];
+        ids[..4].copy_from_slice(&1u32.to_le_bytes());
+        ids[8..].copy_from_slice(&3u32.to_le_bytes());
+        let stale = key().proof(
+            launch_wire::Role::TcpConnector,
+            &[&nonce, old.as_bytes(), &ids],
+        );
+        // Garbage.
+        let mut garbage = TcpStream::connect(&addr).unwrap();
+        garbage.write_all(&[0xff; 40]).unwrap();
+        // A process 1 of another job.
+        let (other, _) = module_with(1, 3, JobKey::from_bytes([0x34; 32]));
+        other.vc_init(0, &a.business_card()).unwrap();
+        let other_job = std::thread::spawn(move || {
+            other.accept_peers(&[0], Instant::now() + Duration::from_secs(5))
+        });
+        // The real process 1, after them.
+        let (real, _) = module(1, 3);
+        let card = a.business_card();
+        let joiner = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            real.vc_init(0, &card).unwrap();
+            real.accept_peers(&[0], Instant::now() + Duration::from_secs(5))
+                .map(|()| real)
+        });
+        let strangers = std::thread::spawn(move || {
+            // Each answer is a nonce and the acceptor's proof; the
+            // strangers send their proof after it.
+            let mut answer = [0u8; 48];
+            made_up.read_exact(&mut answer).unwrap();
+            made_up.write_all(&[0x55; 32]).unwrap();
+            replayed.read_exact(&mut answer).unwrap();
+            replayed.write_all(stale.as_bytes()).unwrap();
+            (made_up, replayed, garbage)
+        });
+        a.accept_peers(&[1], Instant::now() + Duration::from_secs(4))
+            .expect("process 1 joins while strangers are refused");
+        assert!(a.vcs[1].get().is_some());
+        let _real = joiner
+            .join()
+            .unwrap()
+            .expect("process 1 sees process 0 prove the key");
+        let e = other_job.join().unwrap().unwrap_err();
+        assert_eq!(e.peer, Some(0));
+        assert!(e.what.contains("does not prove the job key"), "{e}");
+        // The strangers were closed, not made VCs.
+        let (mut made_up, mut replayed, mut garbage) = strangers.join().unwrap();
+        for s in [&mut made_up, &mut replayed, &mut garbage] {
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut rest = Vec::new();
+            assert!(matches!(s.read_to_end(&mut rest), Ok(0) | Err(_)), "closed");
+        }
+    }
+
+    /// A process that never connects is named when the deadline passes.
+    #[test]
+    fn a_missing_peer_is_named() {
+        let (a, _ra) = module(0, 3);
         let err = a
             .accept_peers(&[1, 2], Instant::now() + Duration::from_millis(300))
             .unwrap_err();
@@ -1329,33 +1430,66 @@ mod tests {
 
     /// Strangers that connect and stay silent, or send half a hello, do not
     /// hold up start-up: the real peer connecting after them is accepted
-    /// long before their own hello clock runs out.
+    /// long before their own clock runs out.
     #[test]
     fn silent_connections_do_not_hold_up_a_real_peer() {
         let a = module(0, 2);
-        let addr =
-            a.0.business_card()
-                .strip_prefix("tcp:")
-                .unwrap()
-                .to_string();
+        let addr = addr_of(&a.0);
         let silent: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(&addr).unwrap()).collect();
         let mut half = TcpStream::connect(&addr).unwrap();
-        half.write_all(&HELLO_MAGIC[..4]).unwrap();
+        half.write_all(b"CVRS").unwrap();
         let b = module(1, 2);
         let card = a.0.business_card();
         let joiner = std::thread::spawn(move || {
             // Connects after the strangers are queued.
             std::thread::sleep(Duration::from_millis(100));
             b.0.vc_init(0, &card).unwrap();
+            b.0.accept_peers(&[0], Instant::now() + Duration::from_secs(5))
+                .unwrap();
             b
         });
-        // A deadline shorter than a stranger's hello clock: met only if
-        // the strangers' silence blocks nothing.
+        // A deadline shorter than a stranger's clock: met only if the
+        // strangers' silence blocks nothing.
         a.0.accept_peers(&[1], Instant::now() + HELLO_WAIT - Duration::from_secs(1))
             .expect("process 1 is accepted while strangers stay silent");
         assert!(a.0.vcs[1].get().is_some(), "process 1's VC is installed");
         let _b = joiner.join().unwrap();
         drop((silent, half));
+    }
+
+    /// A process connecting to several peers waits for none of them in
+    /// `vc_init`: process 2 starts its handshakes with 0 and 1 before
+    /// either accepts, and all three end in `accept_peers`, in any order.
+    #[test]
+    fn handshakes_end_in_accept_peers_in_any_order() {
+        let mods: Vec<Side> = (0..3).map(|me| module(me, 3)).collect();
+        let cards: Vec<String> = mods.iter().map(|m| m.0.business_card()).collect();
+        for (me, m) in mods.iter().enumerate() {
+            for (peer, card) in cards.iter().enumerate().filter(|&(p, _)| p != me) {
+                m.0.vc_init(peer, card).unwrap();
+            }
+        }
+        // The highest process first: it could not have ended its
+        // handshakes inside `vc_init`.
+        let waiters: Vec<_> = mods
+            .iter()
+            .rev()
+            .map(|m| {
+                let m = m.0.clone();
+                std::thread::spawn(move || {
+                    let peers: Vec<usize> = (0..3).filter(|&p| p != m.me).collect();
+                    m.accept_peers(&peers, Instant::now() + Duration::from_secs(5))
+                })
+            })
+            .collect();
+        for w in waiters {
+            w.join().unwrap().unwrap();
+        }
+        for (me, m) in mods.iter().enumerate() {
+            for peer in (0..3).filter(|&p| p != me) {
+                assert!(m.0.vcs[peer].get().is_some(), "{me} to {peer}");
+            }
+        }
     }
 
     #[test]

@@ -5,8 +5,13 @@
 //!
 //! - A connection is a process's link only after a valid hello
 //!   (`launch_wire::ToLauncher::Hello`) naming a process of this job that
-//!   has none yet; anything else is refused with a message and start-up
-//!   goes on. Hellos are read without blocking, each connection with its
+//!   has none yet, whose proof holds: the launcher writes a fresh
+//!   `challenge` nonce first thing on every connection, and the hello must
+//!   prove the job key over it (`JobKey::verify_hello`), so a stranger's
+//!   hello, or one recorded from another connection, is refused. Anything
+//!   else is refused with a message naming where it came from, and
+//!   start-up goes on. The launcher answers a hello that holds with
+//!   `welcome`, its own proof. Hellos are read without blocking, each connection with its
 //!   own bound (`ToLauncher::MAX_LEN` bytes, [`HELLO_TIMEOUT`]) while the
 //!   others are accepted and read, so connections that stay silent delay
 //!   no process's hello; at most [`MAX_PENDING`] wait at once.
@@ -20,11 +25,11 @@
 //! All of it runs on the job's thread, polling: the listener and then the
 //! links are non-blocking, and the loops sleep a few milliseconds between
 //! rounds.
-use std::io::Read;
+use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
-use launch_wire::{Card, ToLauncher, ToProcess};
+use launch_wire::{Card, JobKey, Nonce, ToLauncher, ToProcess};
 
 use crate::fail;
 use crate::hosts::{Plan, hostname};
@@ -41,6 +46,10 @@ const MAX_PENDING: usize = 1024;
 /// A control connection whose hello has not all come yet.
 struct Pending {
     stream: TcpStream,
+    /// Where it came from, for the log.
+    from: SocketAddr,
+    /// The challenge written to it: its hello must prove over it.
+    nonce: Nonce,
     /// What it sent so far (at most `ToLauncher::MAX_LEN` bytes).
     line: Vec<u8>,
     /// When it is refused if its hello is still incomplete.
@@ -135,7 +144,7 @@ impl Control {
             let mut progressed = self.accept_new(&mut pending);
             let mut i = 0;
             while i < pending.len() {
-                match read_some(&mut pending[i], nodes) {
+                match read_some(&mut pending[i], nodes, &job.key) {
                     Step::Waiting => i += 1,
                     Step::Read => {
                         progressed = true;
@@ -145,21 +154,36 @@ impl Control {
                         progressed = true;
                         let conn = pending.swap_remove(i);
                         match result {
-                            Ok((node, card)) if job.procs[node].link.is_none() => {
-                                // Blocking from now on: the cards line is
-                                // written whole.
-                                if let Err(e) = conn.stream.set_nonblocking(false) {
-                                    eprintln!("convrun: refused a control connection: {e}");
+                            Ok(hello) if job.procs[hello.node].link.is_none() => {
+                                let Hello { node, card, nonce } = hello;
+                                // Blocking from now on: the welcome and
+                                // cards lines are written whole.
+                                let welcome = ToProcess::Welcome(job.key.welcome_proof(
+                                    &conn.nonce,
+                                    &nonce,
+                                    node,
+                                ));
+                                if let Err(e) = conn.stream.set_nonblocking(false).and_then(|()| {
+                                    (&conn.stream).write_all(welcome.encode().as_bytes())
+                                }) {
+                                    eprintln!(
+                                        "convrun: refused a control connection from {}: {e}",
+                                        conn.from
+                                    );
                                     continue;
                                 }
                                 job.procs[node].link = Some(conn.stream);
                                 job.procs[node].card = Some(card);
                                 joined += 1;
                             }
-                            Ok((node, _)) => {
-                                eprintln!("convrun: a second hello from process {node}, ignored")
-                            }
-                            Err(why) => eprintln!("convrun: refused a control connection: {why}"),
+                            Ok(hello) => eprintln!(
+                                "convrun: a second hello from process {} (from {}), ignored",
+                                hello.node, conn.from
+                            ),
+                            Err(why) => eprintln!(
+                                "convrun: refused a control connection from {}: {why}",
+                                conn.from
+                            ),
                         }
                     }
                 }
@@ -201,14 +225,19 @@ impl Control {
                         eprintln!(
                             "convrun: refused a control connection from {from}: too many connections are saying hello at once"
                         );
-                    } else if let Err(e) = stream.set_nonblocking(true) {
-                        eprintln!("convrun: refused a control connection from {from}: {e}");
                     } else {
-                        pending.push(Pending {
-                            stream,
-                            line: Vec::new(),
-                            until: Instant::now() + HELLO_TIMEOUT,
-                        });
+                        match challenge(&stream) {
+                            Ok(nonce) => pending.push(Pending {
+                                stream,
+                                from,
+                                nonce,
+                                line: Vec::new(),
+                                until: Instant::now() + HELLO_TIMEOUT,
+                            }),
+                            Err(e) => {
+                                eprintln!("convrun: refused a control connection from {from}: {e}")
+                            }
+                        }
                     }
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return any,
@@ -219,20 +248,45 @@ impl Control {
     }
 }
 
+/// Makes `stream` non-blocking and writes it a fresh challenge; returns
+/// the nonce. A new connection's socket buffer is empty, so the line goes
+/// whole or not at all.
+fn challenge(stream: &TcpStream) -> std::io::Result<Nonce> {
+    stream.set_nonblocking(true)?;
+    let nonce = Nonce::generate()?;
+    let line = ToProcess::Challenge(nonce).encode();
+    match (&*stream).write(line.as_bytes())? {
+        n if n == line.len() => Ok(nonce),
+        n => Err(std::io::Error::other(format!(
+            "the challenge did not fit its socket ({n} of {} bytes written)",
+            line.len()
+        ))),
+    }
+}
+
+/// A hello whose proof held.
+struct Hello {
+    /// The process's number.
+    node: usize,
+    card: Card,
+    /// The process's nonce, which the welcome proves over.
+    nonce: Nonce,
+}
+
 /// Where reading a pending hello got.
 enum Step {
     /// Nothing new; its clock still runs.
     Waiting,
     /// Some bytes, not the whole line yet.
     Read,
-    /// The whole hello (the process's number and card), or why the
-    /// connection is refused.
-    Done(Result<(usize, Card), String>),
+    /// The whole hello, its proof checked, or why the connection is
+    /// refused.
+    Done(Result<Hello, String>),
 }
 
 /// Reads what `conn` sent since the last look, without blocking; a hello
-/// of a job of `nodes` processes ends at its `\n`.
-fn read_some(conn: &mut Pending, nodes: usize) -> Step {
+/// of a job of `nodes` processes ends at its `\n`, and must prove `key`.
+fn read_some(conn: &mut Pending, nodes: usize, key: &JobKey) -> Step {
     let mut buf = [0u8; 512];
     let room = (ToLauncher::MAX_LEN - conn.line.len()).min(buf.len());
     match (&conn.stream).read(&mut buf[..room.max(1)]) {
@@ -241,7 +295,7 @@ fn read_some(conn: &mut Pending, nodes: usize) -> Step {
             conn.line.extend_from_slice(&buf[..n]);
             if let Some(end) = conn.line.iter().position(|&b| b == b'\n') {
                 conn.line.truncate(end + 1);
-                Step::Done(parse_hello(&conn.line, nodes))
+                Step::Done(parse_hello(&conn.line, nodes, key, &conn.nonce))
             } else if conn.line.len() >= ToLauncher::MAX_LEN {
                 Step::Done(Err(format!(
                     "no hello: a line longer than {} bytes",
@@ -289,19 +343,36 @@ fn timed_out(job: &mut Job) -> ! {
     job.finish()
 }
 
-/// A connection's hello line: the process's number (below `nodes`) and
-/// card.
-fn parse_hello(line: &[u8], nodes: usize) -> Result<(usize, Card), String> {
+/// A connection's hello line, answering the challenge `challenge`: a
+/// process's number (below `nodes`), card and nonce, if its proof of `key`
+/// holds.
+fn parse_hello(
+    line: &[u8],
+    nodes: usize,
+    key: &JobKey,
+    challenge: &Nonce,
+) -> Result<Hello, String> {
     let text = String::from_utf8_lossy(line);
-    let shown = text.trim().escape_debug().to_string();
+    let shown = launch_wire::shown(text.trim());
     match std::str::from_utf8(line).map(ToLauncher::parse) {
-        Ok(Ok(ToLauncher::Hello { node, card, .. })) => {
+        Ok(Ok(ToLauncher::Hello {
+            node,
+            pid,
+            card,
+            nonce,
+            proof,
+        })) => {
+            if !key.verify_hello(challenge, &nonce, node, pid, card.as_str(), &proof) {
+                return Err(format!(
+                    "its hello for process {node} does not prove the job key (a stranger's, or one replayed from another connection)"
+                ));
+            }
             if node >= nodes {
                 return Err(format!(
                     "hello from process {node} of a {nodes}-process job"
                 ));
             }
-            Ok((node, card))
+            Ok(Hello { node, card, nonce })
         }
         Ok(Err(e)) => Err(format!("bad hello `{shown}`: {e}")),
         _ => Err(format!("bad hello `{shown}`")),

@@ -59,16 +59,16 @@ pub struct Job {
     pub secondary: Option<i32>,
     /// A code that overrides all (a signal to convrun, a failed start-up).
     pub code: Option<i32>,
-    /// The job's token (checked on every connection).
-    pub token: u64,
+    /// The job key, which every connection of the job proves it holds.
+    pub key: launch_wire::JobKey,
     /// The id naming the job's shared-memory segments (apart from the
-    /// token: segment names are listable by anyone).
+    /// key: segment names are listable by anyone).
     pub shm_id: u64,
 }
 
 impl Job {
     /// A job of no process yet.
-    pub fn new(opts: Options, token: u64, shm_id: u64) -> Job {
+    pub fn new(opts: Options, key: launch_wire::JobKey, shm_id: u64) -> Job {
         Job {
             procs: Vec::with_capacity(opts.pes / opts.ppn),
             forwarders: Vec::new(),
@@ -76,7 +76,7 @@ impl Job {
             chosen: None,
             secondary: None,
             code: None,
-            token,
+            key,
             shm_id,
             opts,
         }

@@ -94,9 +94,6 @@ mod signals;
 mod spawn;
 mod status;
 
-use std::collections::hash_map::RandomState;
-use std::hash::{BuildHasher, Hasher};
-
 /// Says `msg` and exits with 1: a mistake on the command line or in the
 /// nodelist, or a launcher that cannot work (nothing was started yet, or
 /// what was is left to the processes' own deadlines).
@@ -105,10 +102,12 @@ fn fail(msg: &str) -> ! {
     std::process::exit(1)
 }
 
-/// A random number: std's hasher keys come from the operating system's
-/// random source, fresh for each `RandomState`.
+/// A random number from the operating system's random source (a nonce's
+/// first bytes).
 fn random_u64() -> u64 {
-    RandomState::new().build_hasher().finish() ^ std::process::id() as u64
+    let nonce = launch_wire::Nonce::generate()
+        .unwrap_or_else(|e| fail(&format!("cannot read random bytes for the job: {e}")));
+    u64::from_le_bytes(nonce.as_bytes()[..8].try_into().expect("8 of 16 bytes"))
 }
 
 fn main() {
@@ -116,8 +115,9 @@ fn main() {
     signals::install();
     let plan = hosts::plan(&opts);
     let control = control::Control::open(&plan);
-    let token = random_u64();
-    // Drawn apart from the token: segment names are listable by anyone.
+    let key = launch_wire::JobKey::generate()
+        .unwrap_or_else(|e| fail(&format!("cannot draw the job key: {e}")));
+    // Drawn apart from the key: segment names are listable by anyone.
     let shm_id = random_u64();
     if opts.verbose {
         eprintln!(
@@ -130,7 +130,7 @@ fn main() {
             control.local_addr()
         );
     }
-    let mut job = job::Job::new(opts, token, shm_id);
+    let mut job = job::Job::new(opts, key, shm_id);
     spawn::start_all(&mut job, &plan, &control);
     control.start_up(&mut job);
     control::watch(&mut job);

@@ -8,12 +8,12 @@
 //!   gets the protocol's variables and those of [`FORWARDED_PREFIX`] and
 //!   [`FORWARDED_VARS`] (valid shell names only), on the command line the
 //!   remote shell runs ([`remote_command`]), every value quoted for `sh`,
-//!   except the job's token: a command line is visible to every user of
-//!   both hosts (`ps`), so the token goes as the first line of the remote
+//!   except the job key: a command line is visible to every user of
+//!   both hosts (`ps`), so the key goes as the first line of the remote
 //!   shell's standard input ([`SECRET_VARS`]).
 //! - A remote process dies when its remote shell's connection does (the
 //!   launcher holds the shell's standard input open and writes nothing
-//!   after the token).
+//!   after the key).
 //! - If one process cannot be started, those started before are killed
 //!   and `convrun` exits with 1: none is left waiting for it.
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -36,7 +36,7 @@ const FORWARDED_VARS: &[&str] = &["RUST_BACKTRACE"];
 
 /// Protocol variables a remote process reads from its standard input (one
 /// line) instead of its command line.
-const SECRET_VARS: &[&str] = &[launch_wire::env::TOKEN];
+const SECRET_VARS: &[&str] = &[launch_wire::env::KEY];
 
 /// The remote shell command that reaches `host` (see `convrun`'s top
 /// comment).
@@ -203,8 +203,8 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
             launcher: control.address_for(node),
             node,
             nodes,
-            token: job.token,
-            shm_id: Some(job.shm_id),
+            key: job.key.clone(),
+            shm_id: job.shm_id,
             netmod: plan.netmod.clone(),
             host: plan.advertised(node).to_string(),
             hosts: Some(plan.host_of.clone()),
@@ -245,17 +245,17 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
 mod tests {
     use super::*;
 
-    /// The token never appears on a remote command line (visible to every
+    /// The job key never appears on a remote command line (visible to every
     /// user of both hosts); the script reads it from its standard input
     /// before anything else and exports it.
     #[test]
-    fn the_token_is_not_on_the_remote_command_line() {
+    fn the_job_key_is_not_on_the_remote_command_line() {
         let place = launch_wire::Placement {
             launcher: "10.0.0.1:4000".into(),
             node: 1,
             nodes: 2,
-            token: 0x0bad_c0de_f00d_cafe,
-            shm_id: Some(7),
+            key: launch_wire::JobKey::from_bytes([0xcd; 32]),
+            shm_id: 7,
             netmod: "tcp".into(),
             host: "h1".into(),
             hosts: None,
@@ -263,13 +263,13 @@ mod tests {
             host_pes: None,
         };
         let env = remote_env(&place.to_env());
-        assert!(env.iter().all(|(k, _)| k != launch_wire::env::TOKEN));
+        assert!(env.iter().all(|(k, _)| k != launch_wire::env::KEY));
         assert!(env.iter().any(|(k, _)| k == launch_wire::env::NODE));
         let line = remote_command("/tmp", &env, &["prog".into()]);
-        assert!(!line.contains("0badc0def00dcafe"), "{line}");
+        assert!(!line.contains(&"cd".repeat(32)), "{line}");
         assert!(
             line.starts_with(
-                "exec /bin/sh -c 'IFS= read -r CONVERSE_TOKEN || exit 1; export CONVERSE_TOKEN; "
+                "exec /bin/sh -c 'IFS= read -r CONVERSE_JOB_KEY || exit 1; export CONVERSE_JOB_KEY; "
             ),
             "{line}"
         );

@@ -5,8 +5,8 @@
 //! |---|---|
 //! | [`LAUNCHER`] | `HOST:PORT` of the launcher's control socket; its presence means "started by convrun" |
 //! | [`NODE`] / [`NODES`] | this process's number and the job's process count |
-//! | [`TOKEN`] | the job's random token (hex), checked on every connection |
-//! | [`SHM_ID`] | the job's shared-memory segment id (hex), random and apart from the token, so a segment's name (listable by anyone in `/dev/shm`) says nothing of the token; unset, segments are named from the token as before |
+//! | [`KEY`] | the job key ([`JobKey`], 64 hex digits), which every connection of the job proves it holds without sending it; the one secret here: the launcher gives it to a local child in its environment and to a remote one on its remote shell's standard input, never on a command line |
+//! | [`SHM_ID`] | the job's shared-memory segment id (hex), random and apart from the key, so a segment's name (listable by anyone in `/dev/shm`) says nothing of it |
 //! | [`NETMOD`] | the network module: `tcp` (the default), `shm`, or `auto` (shm with the processes of the same host, tcp with the others) |
 //! | [`HOST`] | the host name peers should use to reach this process (default `127.0.0.1`) |
 //! | [`HOSTS`] | the host of every process, as numbers (`0,1,0,1`): processes with the same number share memory |
@@ -21,6 +21,7 @@
 //! it is given (no process state), so it is a pure function of it.
 use std::time::Duration;
 
+use crate::auth::JobKey;
 use crate::error::{Error, shown};
 
 /// `HOST:PORT` of the launcher's control socket.
@@ -29,8 +30,8 @@ pub const LAUNCHER: &str = "CONVERSE_LAUNCHER";
 pub const NODE: &str = "CONVERSE_NODE";
 /// The job's process count.
 pub const NODES: &str = "CONVERSE_NODES";
-/// The job's token, hexadecimal.
-pub const TOKEN: &str = "CONVERSE_TOKEN";
+/// The job key, 64 hexadecimal digits (secret).
+pub const KEY: &str = "CONVERSE_JOB_KEY";
 /// The id that names the job's shared-memory segments, hexadecimal.
 pub const SHM_ID: &str = "CONVERSE_SHM_ID";
 /// The network module's name (`++netmod`).
@@ -47,7 +48,7 @@ pub const HOST_PES: &str = "CONVERSE_HOST_PES";
 /// Every variable of the protocol, in the order [`Placement::to_env`]
 /// lists them.
 pub const ALL: [&str; 10] = [
-    HOST_PES, HOSTS, SHM_ID, LAUNCHER, NODE, NODES, TOKEN, NETMOD, HOST, TIMEOUT,
+    HOST_PES, HOSTS, SHM_ID, LAUNCHER, NODE, NODES, KEY, NETMOD, HOST, TIMEOUT,
 ];
 
 /// Default start-up deadline (`++timeout`), seconds.
@@ -66,11 +67,10 @@ pub struct Placement {
     pub node: usize,
     /// The job's process count.
     pub nodes: usize,
-    /// The job's token.
-    pub token: u64,
-    /// The id naming the job's shared-memory segments, if the launcher
-    /// drew one ([`SHM_ID`]).
-    pub shm_id: Option<u64>,
+    /// The job key.
+    pub key: JobKey,
+    /// The id naming the job's shared-memory segments.
+    pub shm_id: u64,
     /// The network module's name, as `++netmod` spells it.
     pub netmod: String,
     /// The host name peers reach this process by.
@@ -96,14 +96,12 @@ impl Placement {
             let list: Vec<String> = hosts.iter().map(usize::to_string).collect();
             vars.push((HOSTS, list.join(",")));
         }
-        if let Some(id) = self.shm_id {
-            vars.push((SHM_ID, format!("{id:016x}")));
-        }
+        vars.push((SHM_ID, format!("{:016x}", self.shm_id)));
         vars.extend([
             (LAUNCHER, self.launcher.clone()),
             (NODE, self.node.to_string()),
             (NODES, self.nodes.to_string()),
-            (TOKEN, format!("{:016x}", self.token)),
+            (KEY, self.key.to_hex()),
             (NETMOD, self.netmod.clone()),
             (HOST, self.host.clone()),
             (TIMEOUT, self.timeout.as_secs().to_string()),
@@ -130,12 +128,9 @@ impl Placement {
         if node >= nodes {
             return Err(Error::NodeNotBelowNodes { node, nodes });
         }
-        let token = u64::from_str_radix(&get(TOKEN).ok_or(Error::Unset(TOKEN))?, 16)
-            .map_err(|_| Error::TokenNotHex)?;
-        let shm_id = match get(SHM_ID) {
-            Some(id) => Some(u64::from_str_radix(&id, 16).map_err(|_| Error::ShmIdNotHex)?),
-            None => None,
-        };
+        let key = JobKey::from_hex(&get(KEY).ok_or(Error::Unset(KEY))?).ok_or(Error::KeyNotHex)?;
+        let shm_id = u64::from_str_radix(&get(SHM_ID).ok_or(Error::Unset(SHM_ID))?, 16)
+            .map_err(|_| Error::ShmIdNotHex)?;
         let timeout = match get(TIMEOUT) {
             Some(t) => t.parse::<u64>().map_err(|_| Error::TimeoutNotSeconds)?,
             None => DEFAULT_TIMEOUT_SECS,
@@ -165,7 +160,7 @@ impl Placement {
             launcher,
             node,
             nodes,
-            token,
+            key,
             shm_id,
             netmod: get(NETMOD).unwrap_or_else(|| DEFAULT_NETMOD.into()),
             host: get(HOST).unwrap_or_else(|| DEFAULT_HOST.into()),
@@ -194,8 +189,8 @@ mod tests {
             launcher: "127.0.0.1:4000".into(),
             node: 2,
             nodes: 4,
-            token: 0x00c0_ffee_1234_5678,
-            shm_id: Some(0x5eed),
+            key: JobKey::from_bytes([0xc0; 32]),
+            shm_id: 0x5eed,
             netmod: "auto".into(),
             host: "node7".into(),
             hosts: Some(vec![0, 1, 0, 1]),
@@ -230,14 +225,13 @@ mod tests {
             ALL,
             "every variable, in order"
         );
-        assert!(vars.contains(&(TOKEN, "00c0ffee12345678".into())));
+        assert!(vars.contains(&(KEY, "c0".repeat(32))));
         assert!(vars.contains(&(HOSTS, "0,1,0,1".into())));
         assert!(vars.contains(&(SHM_ID, "0000000000005eed".into())));
         assert_eq!(Placement::from_env(lookup(&vars)), Ok(Some(p.clone())));
         let bare = Placement {
             hosts: None,
             host_pes: None,
-            shm_id: None,
             ..p
         };
         assert_eq!(Placement::from_env(lookup(&bare.to_env())), Ok(Some(bare)));
@@ -252,17 +246,18 @@ mod tests {
 
     #[test]
     fn defaults_fill_the_optional_variables() {
-        let vars: Vec<(&str, String)> = [LAUNCHER, NODE, NODES, TOKEN]
+        let key = "ff".repeat(32);
+        let vars: Vec<(&str, String)> = [LAUNCHER, NODE, NODES, KEY, SHM_ID]
             .iter()
-            .zip(["h:1", "0", "1", "ff"])
+            .zip(["h:1", "0", "1", &key, "5"])
             .map(|(k, v)| (*k, v.to_string()))
             .collect();
         let p = Placement::from_env(lookup(&vars)).unwrap().unwrap();
         assert_eq!(p.netmod, DEFAULT_NETMOD);
         assert_eq!(p.host, DEFAULT_HOST);
         assert_eq!(p.timeout, Duration::from_secs(DEFAULT_TIMEOUT_SECS));
-        assert_eq!((p.hosts, p.host_pes, p.token), (None, None, 0xff));
-        assert_eq!(p.shm_id, None);
+        assert_eq!((p.hosts, p.host_pes, p.shm_id), (None, None, 5));
+        assert_eq!(p.key, JobKey::from_bytes([0xff; 32]));
     }
 
     #[test]
@@ -282,17 +277,26 @@ mod tests {
                 "CONVERSE_NODE 4 is not below CONVERSE_NODES 4",
             ),
             (
-                TOKEN,
+                KEY,
                 None,
-                "CONVERSE_TOKEN is not set (the job was started by convrun?)",
+                "CONVERSE_JOB_KEY is not set (the job was started by convrun?)",
             ),
-            (TOKEN, Some("xyz"), "CONVERSE_TOKEN is not hexadecimal"),
-            (SHM_ID, Some("-1"), "CONVERSE_SHM_ID is not hexadecimal"),
             (
-                TOKEN,
-                Some("1ffffffffffffffff"),
-                "CONVERSE_TOKEN is not hexadecimal",
+                KEY,
+                Some("xyz"),
+                "CONVERSE_JOB_KEY is not 64 hexadecimal digits",
             ),
+            (
+                KEY,
+                Some("1ffffffffffffffff"),
+                "CONVERSE_JOB_KEY is not 64 hexadecimal digits",
+            ),
+            (
+                SHM_ID,
+                None,
+                "CONVERSE_SHM_ID is not set (the job was started by convrun?)",
+            ),
+            (SHM_ID, Some("-1"), "CONVERSE_SHM_ID is not hexadecimal"),
             (
                 TIMEOUT,
                 Some("soon"),

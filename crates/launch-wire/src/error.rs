@@ -21,8 +21,8 @@ pub enum Error {
         /// The job's process count.
         nodes: usize,
     },
-    /// `CONVERSE_TOKEN` is not a hexadecimal 64-bit number.
-    TokenNotHex,
+    /// `CONVERSE_JOB_KEY` is not 64 hexadecimal digits.
+    KeyNotHex,
     /// `CONVERSE_SHM_ID` is not hexadecimal.
     ShmIdNotHex,
     /// `CONVERSE_TIMEOUT` is not a whole number of seconds.
@@ -80,7 +80,7 @@ impl fmt::Display for Error {
                 f,
                 "CONVERSE_NODE {node} is not below CONVERSE_NODES {nodes}"
             ),
-            Error::TokenNotHex => f.write_str("CONVERSE_TOKEN is not hexadecimal"),
+            Error::KeyNotHex => f.write_str("CONVERSE_JOB_KEY is not 64 hexadecimal digits"),
             Error::ShmIdNotHex => f.write_str("CONVERSE_SHM_ID is not hexadecimal"),
             Error::TimeoutNotSeconds => f.write_str("CONVERSE_TIMEOUT is not a number of seconds"),
             Error::HostsNotNumbers(list) => {

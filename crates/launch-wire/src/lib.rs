@@ -3,8 +3,8 @@
 //!
 //! Both ends use this crate: `convrun` and the core's process side
 //! (`converse::machine::launch`), so the two cannot drift apart. Nothing
-//! here does I/O: the callers read and write; this crate names, encodes,
-//! and checks.
+//! here does I/O but reading random bytes for keys and nonces: the callers
+//! read and write; this crate names, encodes, and checks.
 //!
 //! # The protocol
 //!
@@ -14,8 +14,16 @@
 //! 1. initializes its network modules and gets its business card (with
 //!    `auto`, the cards of both modules, comma-separated: a peer takes the
 //!    one of the module it reaches this process with);
-//! 2. connects to the launcher's control socket and writes
-//!    `hello NODE PID CARD` ([`ToLauncher::Hello`]);
+//! 2. connects to the launcher's control socket, reads its
+//!    `challenge NONCE` ([`ToProcess::Challenge`]) and writes
+//!    `hello NODE PID CARD NONCE PROOF` ([`ToLauncher::Hello`]): its own
+//!    fresh nonce and its proof of holding the job key over both nonces
+//!    and the other fields ([`JobKey::hello_proof`]). The launcher refuses
+//!    a hello whose proof does not hold (and logs it; the job goes on),
+//!    else answers `welcome PROOF` ([`ToProcess::Welcome`],
+//!    [`JobKey::welcome_proof`]), which the process checks in turn: each
+//!    end knows the other holds the key, and the key never travels (see
+//!    [`auth`]);
 //! 3. reads `cards CARD0 CARD1 ...` ([`ToProcess::Cards`]: every process's
 //!    card, in order) once every process has said hello;
 //! 4. connects its VCs to the others and waits for theirs;
@@ -50,10 +58,12 @@
 //! - A reader bounds its reads with [`ToLauncher::MAX_LEN`] and
 //!   [`ToProcess::max_len`], so that an endless line costs no more memory
 //!   than a long valid one.
+pub mod auth;
 pub mod env;
 mod error;
 mod line;
 
+pub use auth::{JobKey, Nonce, Proof, Role};
 pub use env::{DEFAULT_TIMEOUT_SECS, Placement};
 pub use error::{Error, shown};
 pub use line::{Card, MAX_CARD, MAX_TEXT, ToLauncher, ToProcess};

@@ -15,6 +15,7 @@
 //!   [`MAX_TEXT`] bytes without control characters: `encode` makes it so
 //!   (a line break becomes a space), `parse` refuses anything else.
 //! - `parse` never panics and allocates no more than its input's length.
+use crate::auth::{NONCE_LEN, Nonce, PROOF_LEN, Proof};
 use crate::error::{Error, shown};
 
 /// Most bytes of a business card.
@@ -83,8 +84,11 @@ fn check_card(card: &str) -> Result<(), String> {
 /// What a process tells the launcher.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ToLauncher {
-    /// `hello NODE PID CARD`: process `node` (operating-system process
-    /// `pid`) joins the job; `card` is its business card.
+    /// `hello NODE PID CARD NONCE PROOF`: process `node` (operating-system
+    /// process `pid`) joins the job; `card` is its business card. It
+    /// answers the launcher's [`ToProcess::Challenge`]: `proof` is
+    /// [`JobKey::hello_proof`](crate::auth::JobKey::hello_proof) of the
+    /// launcher's nonce, `nonce` (its own, fresh) and the other fields.
     Hello {
         /// The process's number in the job.
         node: usize,
@@ -92,6 +96,10 @@ pub enum ToLauncher {
         pid: u32,
         /// Its business card.
         card: Card,
+        /// The process's nonce, which the launcher's `welcome` must cover.
+        nonce: Nonce,
+        /// Its proof of holding the job key.
+        proof: Proof,
     },
     /// `end`: its part of the job is done; it exits next, on purpose.
     End,
@@ -108,7 +116,16 @@ impl ToLauncher {
     /// Most bytes of a line to the launcher, its end included: what a
     /// reader should read at most before it gives up on a line.
     pub const MAX_LEN: usize = {
-        let hello = "hello ".len() + USIZE_DIGITS + 1 + U32_DIGITS + 1 + MAX_CARD;
+        let hello = "hello ".len()
+            + USIZE_DIGITS
+            + 1
+            + U32_DIGITS
+            + 1
+            + MAX_CARD
+            + 1
+            + 2 * NONCE_LEN
+            + 1
+            + 2 * PROOF_LEN;
         let failed = "failed ".len() + MAX_TEXT;
         (if hello > failed { hello } else { failed }) + END_LEN
     };
@@ -116,7 +133,17 @@ impl ToLauncher {
     /// The line, `\n` included.
     pub fn encode(&self) -> String {
         match self {
-            ToLauncher::Hello { node, pid, card } => format!("hello {node} {pid} {card}\n"),
+            ToLauncher::Hello {
+                node,
+                pid,
+                card,
+                nonce,
+                proof,
+            } => format!(
+                "hello {node} {pid} {card} {} {}\n",
+                nonce.to_hex(),
+                proof.to_hex()
+            ),
             ToLauncher::End => "end\n".into(),
             ToLauncher::Lost => "lost\n".into(),
             ToLauncher::Failed(text) => format!("failed {}\n", carriable(text)),
@@ -129,7 +156,8 @@ impl ToLauncher {
         let (kind, rest) = split_kind(line)?;
         match kind {
             "hello" => {
-                let [node, pid, card] = fields::<3>("hello", rest, "NODE PID CARD")?;
+                let [node, pid, card, nonce, proof] =
+                    fields::<5>("hello", rest, "NODE PID CARD NONCE PROOF")?;
                 Ok(ToLauncher::Hello {
                     node: number("hello", "NODE", node)?,
                     pid: number("hello", "PID", pid)?,
@@ -138,6 +166,8 @@ impl ToLauncher {
                             .map(|()| card.to_string())
                             .map_err(|why| Error::malformed("hello", format!("CARD: {why}")))?,
                     ),
+                    nonce: hex_field("hello", "NONCE", nonce, Nonce::from_hex)?,
+                    proof: hex_field("hello", "PROOF", proof, Proof::from_hex)?,
                 })
             }
             "end" => no_fields("end", rest).map(|()| ToLauncher::End),
@@ -157,6 +187,14 @@ pub enum ToProcess {
     /// `abort TEXT`: the job is ending because of what `TEXT` says (another
     /// process failed); the process ends.
     Abort(String),
+    /// `challenge NONCE`: the launcher's first line on every control
+    /// connection, a fresh nonce the process's hello must prove over.
+    Challenge(Nonce),
+    /// `welcome PROOF`: the launcher's answer to a hello whose proof held,
+    /// [`JobKey::welcome_proof`](crate::auth::JobKey::welcome_proof) of
+    /// both nonces and the process's number: the launcher holds the key
+    /// too.
+    Welcome(Proof),
 }
 
 impl ToProcess {
@@ -184,6 +222,8 @@ impl ToProcess {
                 line
             }
             ToProcess::Abort(text) => format!("abort {}\n", carriable(text)),
+            ToProcess::Challenge(nonce) => format!("challenge {}\n", nonce.to_hex()),
+            ToProcess::Welcome(proof) => format!("welcome {}\n", proof.to_hex()),
         }
     }
 
@@ -208,6 +248,14 @@ impl ToProcess {
                     .map(ToProcess::Cards)
             }
             "abort" => text("abort", rest).map(ToProcess::Abort),
+            "challenge" => {
+                let [nonce] = fields::<1>("challenge", rest, "NONCE")?;
+                hex_field("challenge", "NONCE", nonce, Nonce::from_hex).map(ToProcess::Challenge)
+            }
+            "welcome" => {
+                let [proof] = fields::<1>("welcome", rest, "PROOF")?;
+                hex_field("welcome", "PROOF", proof, Proof::from_hex).map(ToProcess::Welcome)
+            }
             other => Err(Error::Unknown(shown(other))),
         }
     }
@@ -317,6 +365,24 @@ fn no_fields(kind: &'static str, rest: Option<&str>) -> Result<(), Error> {
     }
 }
 
+/// Field `name` as the hexadecimal value `from_hex` reads.
+fn hex_field<T>(
+    kind: &'static str,
+    name: &str,
+    field: &str,
+    from_hex: fn(&str) -> Option<T>,
+) -> Result<T, Error> {
+    from_hex(field).ok_or_else(|| {
+        Error::malformed(
+            kind,
+            format!(
+                "{name} `{}` is not the right number of hexadecimal digits",
+                shown(field)
+            ),
+        )
+    })
+}
+
 /// Field `name` as a number.
 fn number<T: std::str::FromStr>(kind: &'static str, name: &str, field: &str) -> Result<T, Error> {
     // Digits only: `FromStr` would take a `+`.
@@ -347,6 +413,8 @@ mod tests {
                 node: 3,
                 pid: 4242,
                 card: card("shm:/converse-00ab-1:123:456,tcp:127.0.0.1:9000"),
+                nonce: Nonce::from_bytes([0xa5; NONCE_LEN]),
+                proof: Proof::from_bytes([0x3c; PROOF_LEN]),
             },
             ToLauncher::End,
             ToLauncher::Lost,
@@ -364,15 +432,23 @@ mod tests {
             ToLauncher::Hello {
                 node: 0,
                 pid: 7,
-                card: card("tcp:h:1")
+                card: card("tcp:h:1"),
+                nonce: Nonce::from_bytes([0x01; NONCE_LEN]),
+                proof: Proof::from_bytes([0xff; PROOF_LEN]),
             }
             .encode(),
-            "hello 0 7 tcp:h:1\n"
+            format!(
+                "hello 0 7 tcp:h:1 {} {}\n",
+                "01".repeat(16),
+                "ff".repeat(32)
+            )
         );
         let longest = ToLauncher::Hello {
             node: usize::MAX,
             pid: u32::MAX,
             card: card(&"c".repeat(MAX_CARD)),
+            nonce: Nonce::from_bytes([0; NONCE_LEN]),
+            proof: Proof::from_bytes([0; PROOF_LEN]),
         };
         assert!(longest.encode().len() < ToLauncher::MAX_LEN);
         let longest = ToLauncher::Failed("f".repeat(MAX_TEXT + 10));
@@ -391,6 +467,8 @@ mod tests {
             ToProcess::Cards(Vec::new()),
             ToProcess::Abort("lost process 1 (PE 1): it was killed by signal 9 (SIGKILL)".into()),
             ToProcess::Abort(String::new()),
+            ToProcess::Challenge(Nonce::from_bytes([0x5a; NONCE_LEN])),
+            ToProcess::Welcome(Proof::from_bytes([0x0f; PROOF_LEN])),
         ];
         for l in lines {
             let text = l.encode();
@@ -401,6 +479,37 @@ mod tests {
             ToProcess::Cards(vec![card("a"), card("b")]).encode(),
             "cards a b\n"
         );
+        assert_eq!(
+            ToProcess::Challenge(Nonce::from_bytes([0xab; NONCE_LEN])).encode(),
+            format!("challenge {}\n", "ab".repeat(16))
+        );
+    }
+
+    /// A nonce or proof with a digit too many or too few, or a non-hex
+    /// one, is malformed and names its field.
+    #[test]
+    fn nonces_and_proofs_are_exactly_their_hex_digits() {
+        let hello = |nonce: &str, proof: &str| {
+            ToLauncher::parse(&format!("hello 1 2 tcp:h:1 {nonce} {proof}\n"))
+        };
+        let (n, p) = ("0".repeat(32), "f".repeat(64));
+        assert!(hello(&n, &p).is_ok());
+        for (nonce, proof, field) in [
+            (&n[1..], &p[..], "NONCE"),
+            (&format!("{n}0")[..], &p[..], "NONCE"),
+            (&n[..], &p[1..], "PROOF"),
+            (&n[..], &format!("{}g", &p[1..])[..], "PROOF"),
+        ] {
+            let err = hello(nonce, proof).unwrap_err().to_string();
+            assert!(err.contains(field), "{err}");
+        }
+        assert!(
+            ToLauncher::parse("hello 1 2 tcp:h:1\n").is_err(),
+            "proof required"
+        );
+        assert!(ToProcess::parse("challenge\n").is_err());
+        assert!(ToProcess::parse(&format!("welcome {p} {p}\n")).is_err());
+        assert!(ToProcess::parse(&format!("challenge 0x{}\n", &n[2..])).is_err());
     }
 
     #[test]
@@ -425,41 +534,50 @@ mod tests {
 
     #[test]
     fn malformed_lines_say_what_is_wrong() {
-        let to_launcher: &[(&str, &str)] = &[
-            ("", "an empty line"),
-            ("\n", "an empty line"),
-            ("hi 0 1 c", "unknown line `hi`"),
+        // A valid nonce and proof, for the lines wrong elsewhere.
+        let np = format!("{} {}", "0".repeat(32), "0".repeat(64));
+        let owned: Vec<(String, &str)> = vec![
+            ("".into(), "an empty line"),
+            ("\n".into(), "an empty line"),
+            ("hi 0 1 c".into(), "unknown line `hi`"),
             (
-                "hello 0 1",
-                "malformed `hello` line: 2 fields, not 3 (NODE PID CARD)",
+                "hello 0 1".into(),
+                "malformed `hello` line: 2 fields, not 5 (NODE PID CARD NONCE PROOF)",
             ),
-            ("hello", "malformed `hello` line: 0 fields, not 3"),
+            ("hello".into(), "malformed `hello` line: 0 fields, not 5"),
             (
-                "hello 0 1 c d",
-                "malformed `hello` line: more than 3 fields",
+                format!("hello 0 1 c {np} d"),
+                "malformed `hello` line: more than 5 fields",
             ),
             (
-                "hello x 1 c",
+                format!("hello x 1 c {np}"),
                 "malformed `hello` line: NODE `x` is not a number",
             ),
             (
-                "hello +1 1 c",
+                format!("hello +1 1 c {np}"),
                 "malformed `hello` line: NODE `+1` is not a number",
             ),
             (
-                "hello 1 99999999999 c",
+                format!("hello 1 99999999999 c {np}"),
                 "malformed `hello` line: PID `99999999999` is not a number",
             ),
-            ("hello 0  1 c", "malformed `hello` line: an empty field"),
-            ("hello 0 1 c\u{1}", "malformed `hello` line: CARD: card"),
             (
-                "end now",
+                format!("hello 0  1 c {np}"),
+                "malformed `hello` line: an empty field",
+            ),
+            (
+                format!("hello 0 1 c\u{1} {np}"),
+                "malformed `hello` line: CARD: card",
+            ),
+            (
+                "end now".into(),
                 "malformed `end` line: unexpected text after `end`: ` now`",
             ),
-            ("lost\nend", "unknown line `lost\\nend`"),
-            ("end \n", "malformed `end` line: unexpected"),
+            ("lost\nend".into(), "unknown line `lost\\nend`"),
+            ("end \n".into(), "malformed `end` line: unexpected"),
         ];
-        for (line, want) in to_launcher {
+        let to_launcher: Vec<(&str, &str)> = owned.iter().map(|(l, w)| (l.as_str(), *w)).collect();
+        for &(line, want) in &to_launcher {
             let e = ToLauncher::parse(line).unwrap_err().to_string();
             assert!(e.starts_with(want), "{line:?}: {e}");
         }
@@ -507,7 +625,9 @@ mod tests {
 
         #[test]
         fn parse_never_panics_on_near_misses(
-            kind in prop::sample::select(vec!["hello", "end", "lost", "failed", "cards", "abort"]),
+            kind in prop::sample::select(vec![
+                "hello", "end", "lost", "failed", "cards", "abort", "challenge", "welcome",
+            ]),
             rest in "[ 0-9a-z:,\\r\\n\\t]{0,40}",
         ) {
             let line = format!("{kind} {rest}");
@@ -522,8 +642,15 @@ mod tests {
             card in any_card(),
             cards in prop::collection::vec(any_card(), 0..8),
             text in "[^\\p{Cc}]{0,100}",
+            nonce in any::<[u8; NONCE_LEN]>(),
+            proof in any::<[u8; PROOF_LEN]>(),
         ) {
-            let hello = ToLauncher::Hello { node, pid, card };
+            let (nonce, proof) = (Nonce::from_bytes(nonce), Proof::from_bytes(proof));
+            let hello = ToLauncher::Hello { node, pid, card, nonce, proof };
+            let challenge = ToProcess::Challenge(nonce);
+            prop_assert_eq!(ToProcess::parse(&challenge.encode()), Ok(challenge));
+            let welcome = ToProcess::Welcome(proof);
+            prop_assert_eq!(ToProcess::parse(&welcome.encode()), Ok(welcome));
             prop_assert_eq!(ToLauncher::parse(&hello.encode()), Ok(hello));
             let all = ToProcess::Cards(cards);
             prop_assert!(all.encode().len() <= ToProcess::max_len(8));

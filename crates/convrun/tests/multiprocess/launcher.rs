@@ -237,6 +237,17 @@ pub fn child(name: &str, _args: &[String]) -> Option<i32> {
                 }
             })
         }
+        // Process 1 forges hellos to the launcher (see `forge_hellos`)
+        // while process 0 is slow to start; then both run, sending
+        // messages to each other.
+        "lx_forgers" => {
+            if node_env() == 1 {
+                forge_hellos();
+            } else {
+                std::thread::sleep(Duration::from_millis(600));
+            }
+            run(|_| exit_race(0, 50))
+        }
         // The first PE of process 1 panics in its start function.
         "lx_panic" => {
             say_pid();
@@ -267,6 +278,72 @@ pub fn child(name: &str, _args: &[String]) -> Option<i32> {
         _ => return None,
     };
     Some(code)
+}
+
+/// Plays an attacker who found the launcher's port while process 0 is
+/// still starting: hellos claiming to be process 0, each on its own
+/// connection — one in the old form (no proof), one with a made-up proof,
+/// one with a proof made for another connection's challenge (a replay),
+/// and one made with another job's key. Each must be refused; the real
+/// process 0's hello must then be taken.
+fn forge_hellos() {
+    use launch_wire::{Card, JobKey, Nonce, ToLauncher, ToProcess};
+    let launcher = std::env::var("CONVERSE_LAUNCHER").expect("started by convrun");
+    let key =
+        JobKey::from_hex(&std::env::var("CONVERSE_JOB_KEY").expect("the key")).expect("a key");
+    // Connects and reads the challenge.
+    let challenged = || {
+        let s = std::net::TcpStream::connect(&launcher).expect("the launcher");
+        let mut line = String::new();
+        BufReader::new(s.try_clone().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        match ToProcess::parse(&line) {
+            Ok(ToProcess::Challenge(n)) => (s, n),
+            other => panic!("no challenge first: {other:?}"),
+        }
+    };
+    let card = Card::new("tcp:127.0.0.1:9").unwrap();
+    let nonce = Nonce::generate().unwrap();
+    let hello = |proof| {
+        ToLauncher::Hello {
+            node: 0,
+            pid: 4242,
+            card: card.clone(),
+            nonce,
+            proof,
+        }
+        .encode()
+    };
+    let mut held = Vec::new();
+    let (mut old, _) = challenged();
+    writeln!(old, "hello 0 4242 {card}").unwrap();
+    held.push(old);
+    let (mut made_up, _) = challenged();
+    made_up
+        .write_all(hello(launch_wire::Proof::from_bytes([0x55; 32])).as_bytes())
+        .unwrap();
+    held.push(made_up);
+    let (_, seen) = challenged();
+    let (mut replayed, _) = challenged();
+    let stale = key.hello_proof(&seen, &nonce, 0, 4242, card.as_str());
+    replayed.write_all(hello(stale).as_bytes()).unwrap();
+    held.push(replayed);
+    let (mut other_job, challenge) = challenged();
+    let wrong =
+        JobKey::from_bytes([0x77; 32]).hello_proof(&challenge, &nonce, 0, 4242, card.as_str());
+    other_job.write_all(hello(wrong).as_bytes()).unwrap();
+    held.push(other_job);
+    // None of them is welcomed: the launcher closes each.
+    for s in &mut held {
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut rest = String::new();
+        let _ = s.read_to_string(&mut rest);
+        assert!(
+            !rest.contains("welcome"),
+            "a forged hello was welcomed: {rest}"
+        );
+    }
 }
 
 fn exit_race(code: i32, msgs: usize) {
@@ -730,6 +807,38 @@ fn launcher_silent_connections_do_not_block_start_up() {
     expect_no_stderr(&f, "start-up timed out");
 }
 
+/// Forged hellos (no proof, a made-up one, a replayed one, another job's)
+/// claiming the slot of a process that is slow to start are refused and
+/// logged; the real process then joins and the job runs normally.
+fn launcher_forged_hellos_are_refused() {
+    let me = me();
+    let f = convrun(&["+p", "2", "++timeout", "20", &me, "lx_forgers"], LIMIT);
+    f.expect_code(0);
+    let refused = f
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("convrun: refused a control connection from 127.0.0.1:"))
+        .collect::<Vec<_>>();
+    assert_eq!(
+        refused
+            .iter()
+            .filter(|l| l.contains("its hello for process 0 does not prove the job key"))
+            .count(),
+        3,
+        "{}",
+        f.stderr
+    );
+    assert!(
+        refused
+            .iter()
+            .any(|l| l.contains("bad hello `hello 0 4242 tcp:127.0.0.1:9`")),
+        "{}",
+        f.stderr
+    );
+    expect_no_stderr(&f, "second hello");
+    expect_no_stderr(&f, "lost process");
+}
+
 fn launcher_exit_outside_runtime() {
     let me = me();
     let mut job = Running::start(&["+p", "3", &me, "lx_exit_outside"], false);
@@ -1157,6 +1266,9 @@ fn fault_exit_race() {
 // A fake launcher: the driver plays convrun's side of the protocol
 // ---------------------------------------------------------------------------
 
+/// The fake launcher's job key: this byte, 32 times.
+const FAKE_KEY: &str = "c0";
+
 /// Starts this binary as process `node` of `nodes` under a fake launcher
 /// listening on `listener`; returns the process.
 fn start_fake(listener: &TcpListener, node: usize, nodes: usize, timeout: u64) -> Child {
@@ -1166,7 +1278,8 @@ fn start_fake(listener: &TcpListener, node: usize, nodes: usize, timeout: u64) -
         .env("CONVERSE_LAUNCHER", addr.to_string())
         .env("CONVERSE_NODE", node.to_string())
         .env("CONVERSE_NODES", nodes.to_string())
-        .env("CONVERSE_TOKEN", "00c0ffee12345678")
+        .env("CONVERSE_JOB_KEY", FAKE_KEY.repeat(32))
+        .env("CONVERSE_SHM_ID", "5eed")
         .env("CONVERSE_NETMOD", "tcp")
         .env("CONVERSE_HOST", "127.0.0.1")
         .env("CONVERSE_TIMEOUT", timeout.to_string())
@@ -1177,11 +1290,24 @@ fn start_fake(listener: &TcpListener, node: usize, nodes: usize, timeout: u64) -
         .expect("the test binary starts")
 }
 
-/// Accepts the process's hello; returns the connection and its card.
+/// Accepts the process's hello (after the challenge) and welcomes it;
+/// returns the connection and its card.
 fn fake_hello(listener: &TcpListener, node: usize, child: &Child) -> (std::net::TcpStream, String) {
+    fake_hello_welcoming(listener, node, child, true)
+}
+
+/// As [`fake_hello`]; with `honest` false, the welcome's proof is made
+/// with another key (the launcher is an impostor).
+fn fake_hello_welcoming(
+    listener: &TcpListener,
+    node: usize,
+    child: &Child,
+    honest: bool,
+) -> (std::net::TcpStream, String) {
+    use launch_wire::{JobKey, Nonce, ToLauncher, ToProcess};
     listener.set_nonblocking(true).unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
-    let stream = loop {
+    let mut stream = loop {
         match listener.accept() {
             Ok((s, _)) => break s,
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
@@ -1195,17 +1321,42 @@ fn fake_hello(listener: &TcpListener, node: usize, child: &Child) -> (std::net::
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
+    let challenge = Nonce::generate().unwrap();
+    stream
+        .write_all(ToProcess::Challenge(challenge).encode().as_bytes())
+        .unwrap();
     let mut line = String::new();
     BufReader::new(stream.try_clone().unwrap())
         .read_line(&mut line)
         .expect("hello line");
-    let w: Vec<&str> = line.split_whitespace().collect();
-    assert_eq!(w.len(), 4, "hello `{line}`");
-    assert_eq!(w[0], "hello");
-    assert_eq!(w[1], node.to_string(), "hello `{line}`");
-    assert_eq!(w[2], child.id().to_string(), "hello `{line}`");
-    assert!(w[3].starts_with("tcp:127.0.0.1:"), "hello `{line}`");
-    (stream, w[3].to_string())
+    let key = JobKey::from_hex(&FAKE_KEY.repeat(32)).unwrap();
+    let Ok(ToLauncher::Hello {
+        node: said,
+        pid,
+        card,
+        nonce,
+        proof,
+    }) = ToLauncher::parse(&line)
+    else {
+        panic!("not a hello: `{line}`");
+    };
+    assert_eq!((said, pid), (node, child.id()), "hello `{line}`");
+    assert!(
+        key.verify_hello(&challenge, &nonce, node, pid, card.as_str(), &proof),
+        "the hello proves the key: `{line}`"
+    );
+    assert!(
+        card.as_str().starts_with("tcp:127.0.0.1:"),
+        "hello `{line}`"
+    );
+    let signer = if honest {
+        key
+    } else {
+        JobKey::from_bytes([0x99; 32])
+    };
+    let welcome = ToProcess::Welcome(signer.welcome_proof(&challenge, &nonce, node));
+    stream.write_all(welcome.encode().as_bytes()).unwrap();
+    (stream, card.into_string())
 }
 
 /// Waits for `child` to end within `limit`; returns its code and stderr.
@@ -1278,6 +1429,22 @@ fn fault_peer_never_connects() {
     drop(link);
 }
 
+/// A process refuses a launcher that cannot prove the job key (an
+/// impostor on the launcher's address): it ends at once, saying so, and
+/// never sends it anything more.
+fn fault_impostor_launcher() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let child = start_fake(&listener, 0, 2, 10);
+    let (link, _card) = fake_hello_welcoming(&listener, 0, &child, false);
+    let (code, stderr, _) = fake_finish(child, Duration::from_secs(10));
+    assert!(matches!(code, Some(c) if c != 0), "exit {code:?}\n{stderr}");
+    assert!(
+        stderr.contains("does not prove the job key: not the job's launcher"),
+        "{stderr}"
+    );
+    drop(link);
+}
+
 /// The driver cases.
 pub fn cases() -> Vec<Case> {
     vec![
@@ -1308,9 +1475,14 @@ pub fn cases() -> Vec<Case> {
             "launcher_silent_connections_do_not_block_start_up",
             launcher_silent_connections_do_not_block_start_up,
         ),
+        (
+            "launcher_forged_hellos_are_refused",
+            launcher_forged_hellos_are_refused,
+        ),
         ("fault_panic", fault_panic),
         ("fault_exit_race", fault_exit_race),
         ("fault_refuse_connection", fault_refuse_connection),
         ("fault_peer_never_connects", fault_peer_never_connects),
+        ("fault_impostor_launcher", fault_impostor_launcher),
     ]
 }

@@ -10,7 +10,7 @@
 
 mod common;
 
-use launch_wire::{Card, MAX_CARD, ToLauncher, ToProcess};
+use launch_wire::{Card, MAX_CARD, Nonce, Proof, ToLauncher, ToProcess};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {
@@ -32,6 +32,8 @@ fuzz_target!(|bytes: &[u8]| {
         node: 0,
         pid: 1,
         card: card.clone(),
+        nonce: Nonce::from_bytes([7; 16]),
+        proof: Proof::from_bytes([9; 32]),
     };
     assert_eq!(ToLauncher::parse(&hello.encode()), Ok(hello));
     let cards = ToProcess::Cards(vec![card.clone(), card.clone()]);

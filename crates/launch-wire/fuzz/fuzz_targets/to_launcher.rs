@@ -36,9 +36,11 @@ fuzz_target!(|bytes: &[u8]| {
     );
     let input = common::normalized(line);
     match &parsed {
-        ToLauncher::Hello { card, .. } => {
-            assert!(input.starts_with("hello "), "{input:?}");
-            assert!(input.ends_with(&format!(" {card}\n")), "{input:?}");
+        ToLauncher::Hello {
+            card, nonce, proof, ..
+        } => {
+            let tail = format!(" {card} {} {}\n", nonce.to_hex(), proof.to_hex());
+            assert!(input.ends_with(&tail), "{input:?}");
             assert_eq!(Card::new(card.as_str()).as_ref(), Ok(card));
         }
         // `failed` alone is `failed` with no text (as the protocol's

@@ -25,7 +25,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use launch_wire::{Card, ToLauncher, ToProcess};
+use launch_wire::{Card, Nonce, ToLauncher, ToProcess};
 
 use super::{Bootstrap, Placement};
 
@@ -58,7 +58,7 @@ pub(super) fn placement() -> Result<Option<Placement>, String> {
         launcher,
         node,
         nodes,
-        token,
+        key,
         shm_id,
         netmod,
         host,
@@ -69,8 +69,8 @@ pub(super) fn placement() -> Result<Option<Placement>, String> {
     Ok(Some(Placement {
         node,
         nodes,
-        token,
-        shm_id: shm_id.unwrap_or(token),
+        key,
+        shm_id,
         netmod,
         host,
         hosts,
@@ -95,13 +95,6 @@ impl Bootstrap for Convrun {
             Card::new(card).map_err(|e| format!("cannot send the business card `{card}`: {e}"))?;
         let mut link = connect(&self.launcher, deadline)
             .map_err(|e| format!("cannot reach the launcher at {}: {e}", self.launcher))?;
-        let hello = ToLauncher::Hello {
-            node: me,
-            pid: std::process::id(),
-            card,
-        };
-        link.write_all(hello.encode().as_bytes())
-            .map_err(|e| format!("cannot write to the launcher: {e}"))?;
         let mut reader = BufReader::new(
             link.try_clone()
                 .map_err(|e| format!("launcher socket: {e}"))?,
@@ -112,32 +105,42 @@ impl Bootstrap for Convrun {
                 .max(Duration::from_millis(10)),
         ))
         .map_err(|e| e.to_string())?;
-        let max = ToProcess::max_len(place.nodes);
         let mut line = Vec::new();
-        let cards = match read_line(&mut reader, &mut line, max) {
-            Ok(Got::End) => {
-                return Err("the launcher closed the connection during start-up".into());
-            }
-            Ok(Got::Overlong) => {
+        // The challenge and welcome lines are short: a longer line is
+        // malformed.
+        let short = ToProcess::max_len(0);
+        let challenge = match read_from_launcher(&mut reader, &mut line, short, place)? {
+            ToProcess::Challenge(nonce) => nonce,
+            _ => return Err(unexpected(&line)),
+        };
+        let nonce = Nonce::generate().map_err(|e| format!("cannot draw a nonce: {e}"))?;
+        let pid = std::process::id();
+        let hello = ToLauncher::Hello {
+            node: me,
+            pid,
+            proof: place
+                .key
+                .hello_proof(&challenge, &nonce, me, pid, card.as_str()),
+            card,
+            nonce,
+        };
+        link.write_all(hello.encode().as_bytes())
+            .map_err(|e| format!("cannot write to the launcher: {e}"))?;
+        match read_from_launcher(&mut reader, &mut line, short, place)? {
+            ToProcess::Welcome(proof)
+                if place.key.verify_welcome(&challenge, &nonce, me, &proof) => {}
+            ToProcess::Welcome(_) => {
                 return Err(format!(
-                    "unexpected line from the launcher: longer than {max} bytes"
+                    "the launcher at {} does not prove the job key: not the job's launcher",
+                    self.launcher
                 ));
             }
-            Ok(Got::Line) => match std::str::from_utf8(&line).map(ToProcess::parse) {
-                Ok(Ok(ToProcess::Cards(cards))) => cards,
-                _ => {
-                    return Err(format!(
-                        "unexpected line from the launcher: {}",
-                        String::from_utf8_lossy(&line).trim_end()
-                    ));
-                }
-            },
-            Err(e) => {
-                return Err(format!(
-                    "no business cards from the launcher within {} s: {e}",
-                    place.timeout.as_secs()
-                ));
-            }
+            _ => return Err(unexpected(&line)),
+        }
+        let max = ToProcess::max_len(place.nodes);
+        let cards = match read_from_launcher(&mut reader, &mut line, max, place)? {
+            ToProcess::Cards(cards) => cards,
+            _ => return Err(unexpected(&line)),
         };
         if cards.len() != place.nodes {
             return Err(format!(
@@ -180,6 +183,37 @@ impl Bootstrap for Convrun {
     fn tell_ended(&self) {
         tell(&ToLauncher::End);
     }
+}
+
+/// Reads the launcher's next start-up line (at most `max` bytes).
+fn read_from_launcher(
+    reader: &mut BufReader<TcpStream>,
+    line: &mut Vec<u8>,
+    max: usize,
+    place: &Placement,
+) -> Result<ToProcess, String> {
+    match read_line(reader, line, max) {
+        Ok(Got::End) => Err("the launcher closed the connection during start-up".into()),
+        Ok(Got::Overlong) => Err(format!(
+            "unexpected line from the launcher: longer than {max} bytes"
+        )),
+        Ok(Got::Line) => std::str::from_utf8(line)
+            .ok()
+            .and_then(|l| ToProcess::parse(l).ok())
+            .ok_or_else(|| unexpected(line)),
+        Err(e) => Err(format!(
+            "no answer from the launcher within {} s: {e}",
+            place.timeout.as_secs()
+        )),
+    }
+}
+
+/// The error for a line the launcher should not have sent then.
+fn unexpected(line: &[u8]) -> String {
+    format!(
+        "unexpected line from the launcher: {}",
+        launch_wire::shown(String::from_utf8_lossy(line).trim_end())
+    )
 }
 
 fn connect(addr: &str, deadline: Instant) -> std::io::Result<TcpStream> {

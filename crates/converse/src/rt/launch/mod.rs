@@ -85,10 +85,10 @@ pub(crate) struct Placement {
     pub node: usize,
     /// The job's process count.
     pub nodes: usize,
-    /// The job's token (checked on every connection).
-    pub token: u64,
-    /// The id naming the job's shared-memory segments (the token when the
-    /// bootstrap gave none).
+    /// The job key: every connection of the job proves it holds it
+    /// (`launch_wire::auth`).
+    pub key: launch_wire::JobKey,
+    /// The id naming the job's shared-memory segments.
     pub shm_id: u64,
     /// The network module's name, as `++netmod` spells it.
     pub netmod: String,
@@ -162,7 +162,7 @@ pub(crate) fn join(place: &Placement, topo: Topology) -> Result<Network, String>
     let init = Init {
         me,
         nodes: place.nodes,
-        token: place.token,
+        key: &place.key,
         shm_id: place.shm_id,
         host: &place.host,
         max_payload: crate::net::frame::DEFAULT_MAX_PAYLOAD,

@@ -32,8 +32,8 @@ pub(super) struct Init<'a> {
     /// This process's number and the job's process count.
     pub me: usize,
     pub nodes: usize,
-    /// The job's token (every connection checks it).
-    pub token: u64,
+    /// The job key (every connection proves it holds it).
+    pub key: &'a launch_wire::JobKey,
     /// The id naming the job's shared-memory segments.
     pub shm_id: u64,
     /// The host name peers reach this process by.
@@ -67,7 +67,7 @@ pub(super) struct Kind {
     pub card_prefix: &'static str,
     /// Starts it (`net_module_init`).
     pub init: fn(&Init) -> Result<Box<dyn Joining>, NetError>,
-    /// Removes what a job with this token and process count may have left
+    /// Removes what a job with this segment id and process count may have left
     /// behind if its processes were killed (for the launcher, after the
     /// job).
     pub remove_leftovers: fn(shm_id: u64, nodes: usize),
@@ -98,7 +98,9 @@ fn shm(init: &Init) -> Result<Box<dyn Joining>, NetError> {
     ShmModule::init(
         init.me,
         init.nodes,
-        init.token,
+        // A tag derived from the key, not the key: the header is readable
+        // by whoever can map the segment.
+        init.key.tag(launch_wire::Role::ShmTag),
         init.shm_id,
         init.max_payload,
     )
@@ -140,7 +142,7 @@ fn tcp(init: &Init) -> Result<Box<dyn Joining>, NetError> {
     TcpModule::init(
         init.me,
         init.nodes,
-        init.token,
+        init.key.clone(),
         bind,
         init.host,
         init.max_payload,
@@ -169,7 +171,7 @@ pub(super) fn names() -> Vec<&'static str> {
         .collect()
 }
 
-/// Removes what a job with `token` and `nodes` processes may have left
+/// Removes what a job with segment id `shm_id` and `nodes` processes may have left
 /// behind, of every module.
 pub(super) fn remove_leftovers(shm_id: u64, nodes: usize) {
     for kind in MODULES {
