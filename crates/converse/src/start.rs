@@ -190,8 +190,13 @@ impl Converse {
         keep_large_buffers_in_heap();
         crate::proc::panic::install_hook();
         let (flags, program_args) = args::parse(&self.args)?;
-        let placement = crate::rt::launch::placement().map_err(ArgError::Launch)?;
-        let pes = flags.pes.unwrap_or(self.default_pes);
+        let placement = crate::rt::launch::placement(&flags).map_err(ArgError::Launch)?;
+        // A launcher shapes the job: without `+p`, its processes of
+        // `++ppn` PEs (1 if not given) make it.
+        let pes = match &placement {
+            Some(place) if flags.pes.is_none() => place.nodes * flags.ppn.unwrap_or(1),
+            _ => flags.pes.unwrap_or(self.default_pes),
+        };
         // Started by convrun, a process is one node: `+p` PEs over its
         // processes unless `++ppn` says otherwise.
         let ppn_default = match &placement {
@@ -207,9 +212,18 @@ impl Converse {
             None => Job::with_nodes(topo, 0..topo.num_nodes(), program_args),
             Some(place) => {
                 crate::proc::panic::set_process(place.node);
+                if flags.ppn.or(self.default_ppn).is_none() && pes % place.nodes != 0 {
+                    return Err(ArgError::Launch(format!(
+                        "the launcher started {} processes but +p {pes} is not a multiple \
+                         of them (a process runs ++ppn PEs: +p must be the processes times \
+                         ++ppn)",
+                        place.nodes
+                    )));
+                }
                 if place.nodes != topo.num_nodes() {
                     return Err(ArgError::Launch(format!(
-                        "convrun started {} processes but +p {pes} ++ppn {ppn} makes {} nodes",
+                        "the launcher started {} processes but +p {pes} ++ppn {ppn} makes {} \
+                         (a process runs ++ppn PEs: +p must be the processes times ++ppn)",
                         place.nodes,
                         topo.num_nodes()
                     )));

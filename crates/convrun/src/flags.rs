@@ -18,7 +18,7 @@
 //! `convrun` would have started.
 use crate::fail;
 
-pub const USAGE: &str = "usage: convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod shm|tcp|auto] [++remote-shell CMD] [++timeout S] [++virtual-hosts N] [++verbose] program [args...]";
+pub const USAGE: &str = "usage: convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod shm|tcp|auto] [++remote-shell CMD] [++timeout S] [++virtual-hosts N] [++mpiexec] [++verbose] program [args...]";
 
 pub struct Options {
     pub pes: usize,
@@ -35,6 +35,9 @@ pub struct Options {
     /// `++virtual-hosts N`: process `n` counts as being on host `n % N` of
     /// its real one (tries the shm+tcp layout of a cluster on one machine).
     pub virtual_hosts: Option<usize>,
+    /// `++mpiexec`: start the job through `mpiexec` (or the
+    /// `++remote-shell` command) instead of starting the processes.
+    pub mpiexec: bool,
     /// Program and its arguments (runtime flags included).
     pub command: Vec<String>,
 }
@@ -79,6 +82,7 @@ pub fn parse_args(args: Vec<String>) -> Options {
         timeout: launch_wire::DEFAULT_TIMEOUT_SECS,
         verbose: false,
         virtual_hosts: None,
+        mpiexec: false,
         command: Vec::new(),
     };
     let mut words = args.into_iter();
@@ -95,6 +99,7 @@ pub fn parse_args(args: Vec<String>) -> Options {
         match w.as_str() {
             "++local" => o.local = true,
             "++verbose" => o.verbose = true,
+            "++mpiexec" => o.mpiexec = true,
             "++virtual-hosts" => o.virtual_hosts = Some(parse_count(w.as_str(), words.next())),
             "++help" | "--help" | "-h" if o.command.is_empty() => {
                 println!("{USAGE}");

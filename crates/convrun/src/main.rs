@@ -88,6 +88,7 @@ mod control;
 mod flags;
 mod hosts;
 mod job;
+mod mpiexec;
 mod nodelist;
 mod output;
 mod signals;
@@ -112,6 +113,9 @@ fn random_u64() -> u64 {
 
 fn main() {
     let opts = flags::parse_args(std::env::args().skip(1).collect());
+    if opts.mpiexec {
+        mpiexec::run(&opts);
+    }
     signals::install();
     let plan = hosts::plan(&opts);
     let control = control::Control::open(&plan);

@@ -42,6 +42,9 @@
 //!
 //! Every step has a deadline (`++timeout`, [`env::TIMEOUT`]).
 //!
+//! A job started by an MPI launcher instead (MPICH's `mpiexec`) joins
+//! through that launcher's key-value space: [`pmi`] holds its PMI-1 lines.
+//!
 //! # Invariants
 //!
 //! - A line is words separated by single spaces, ended by `\n`; the first
@@ -62,6 +65,7 @@ pub mod auth;
 pub mod env;
 mod error;
 mod line;
+pub mod pmi;
 
 pub use auth::{JobKey, Nonce, Proof, Role};
 pub use env::{DEFAULT_TIMEOUT_SECS, Placement};

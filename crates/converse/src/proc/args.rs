@@ -26,6 +26,14 @@ pub struct Config {
     pub stack_size: Option<usize>,
     /// `++server` and its options: the job runs a CCS server.
     pub server: Option<ServerFlags>,
+    /// `++netmod NAME`: the network module of a job started by an MPI or
+    /// PMI launcher (`mpiexec`, `srun`); `convrun` takes its own
+    /// `++netmod` and says it through its environment instead. Unused in
+    /// one process.
+    pub netmod: Option<String>,
+    /// `++timeout S`: start-up deadline of a job started by an MPI or PMI
+    /// launcher, in seconds (as `convrun`'s own `++timeout`).
+    pub timeout: Option<u64>,
 }
 
 /// The former name of [`Config`].
@@ -141,6 +149,8 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
         branch: None,
         stack_size: None,
         server: None,
+        netmod: None,
+        timeout: None,
     };
     let mut rest = Vec::with_capacity(args.len());
     let mut words = args.iter();
@@ -212,6 +222,29 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
                 }
                 _ => return Err(ArgError::UnknownFlag(word.clone())),
             }
+            continue;
+        }
+        if name == "++netmod" {
+            let value = value_of(name, glued, &mut words)?;
+            if value.is_empty() || !value.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                return Err(ArgError::BadValue {
+                    flag: name.to_string(),
+                    value,
+                    expected: "a network module's name",
+                });
+            }
+            flags.netmod = Some(value);
+            continue;
+        }
+        if name == "++timeout" {
+            let value = value_of(name, glued, &mut words)?;
+            flags.timeout = Some(value.parse().ok().filter(|&s: &u64| s > 0).ok_or_else(|| {
+                ArgError::BadValue {
+                    flag: name.to_string(),
+                    value: value.clone(),
+                    expected: "a whole number of seconds, at least 1",
+                }
+            })?);
             continue;
         }
         if name == "+stacksize" {
@@ -291,7 +324,14 @@ const SERVER_FLAGS: [&str; 7] = [
 ];
 
 /// The other flags that take a value, which may also be glued on (`+p4`).
-const COUNT_FLAGS: [&str; 4] = ["++spantree-branch", "++ppn", "+stacksize", "+p"];
+const COUNT_FLAGS: [&str; 6] = [
+    "++spantree-branch",
+    "++ppn",
+    "+stacksize",
+    "+p",
+    "++netmod",
+    "++timeout",
+];
 
 /// True if the runtime flag `word` takes its value as the next word: the
 /// launcher (`convrun`) must not take that value for the program's name.
@@ -356,6 +396,8 @@ mod tests {
                 branch: None,
                 stack_size: None,
                 server: None,
+                netmod: None,
+                timeout: None,
             }
         );
         assert_eq!(rest, words("prog a b"));
@@ -368,6 +410,8 @@ mod tests {
                 branch: None,
                 stack_size: None,
                 server: None,
+                netmod: None,
+                timeout: None,
             }
         );
         assert_eq!(rest, words("prog x"));
@@ -376,6 +420,15 @@ mod tests {
         let (f, rest) = parse(&words("prog ++spantree-branch 2 y +p2")).unwrap();
         assert_eq!((f.branch, f.pes), (Some(2), Some(2)));
         assert_eq!(rest, words("prog y"));
+        let (f, rest) = parse(&words("prog ++netmod shm z ++timeout=30")).unwrap();
+        assert_eq!((f.netmod.as_deref(), f.timeout), (Some("shm"), Some(30)));
+        assert_eq!(rest, words("prog z"));
+        for bad in ["prog ++netmod a,b", "prog ++timeout 0", "prog ++timeout x"] {
+            assert!(
+                matches!(parse(&words(bad)), Err(ArgError::BadValue { .. })),
+                "{bad}"
+            );
+        }
     }
 
     #[test]
@@ -452,6 +505,8 @@ mod tests {
                 branch: None,
                 stack_size: None,
                 server: None,
+                netmod: None,
+                timeout: None,
             }
         );
         assert_eq!(rest, words("prog 12 -v"));

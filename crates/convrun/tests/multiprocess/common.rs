@@ -96,8 +96,19 @@ pub fn convrun(args: &[&str], limit: Duration) -> Finished {
 /// `convrun` as in [`convrun`], with its command changed by `setup` first
 /// (working directory, environment).
 pub fn convrun_with(args: &[&str], limit: Duration, setup: impl FnOnce(&mut Command)) -> Finished {
+    launch_with(CONVRUN, args, limit, setup)
+}
+
+/// Runs launcher `program` (`convrun`, `mpiexec`) with `args` as in
+/// [`convrun_with`].
+pub fn launch_with(
+    program: &str,
+    args: &[&str],
+    limit: Duration,
+    setup: impl FnOnce(&mut Command),
+) -> Finished {
     let start = Instant::now();
-    let mut cmd = Command::new(CONVRUN);
+    let mut cmd = Command::new(program);
     setup(&mut cmd);
     let mut child = cmd
         .args(args)
@@ -105,7 +116,7 @@ pub fn convrun_with(args: &[&str], limit: Duration, setup: impl FnOnce(&mut Comm
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("convrun starts");
+        .unwrap_or_else(|e| panic!("{program} does not start: {e}"));
     let out = std::thread::spawn({
         let mut s = child.stdout.take().unwrap();
         move || {
@@ -123,14 +134,14 @@ pub fn convrun_with(args: &[&str], limit: Duration, setup: impl FnOnce(&mut Comm
         }
     });
     let status = loop {
-        if let Some(status) = child.try_wait().expect("wait for convrun") {
+        if let Some(status) = child.try_wait().expect("wait for the launcher") {
             break status;
         }
         if start.elapsed() > limit {
             let _ = child.kill();
             let _ = child.wait();
             panic!(
-                "convrun {args:?} did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
+                "{program} {args:?} did not finish within {limit:?}\n--- stdout\n{}\n--- stderr\n{}",
                 out.join().unwrap(),
                 err.join().unwrap()
             );

@@ -44,6 +44,7 @@ pub(crate) fn own_args() -> Vec<String> {
 /// This process's number in the job (0 when not started by a launcher).
 pub(crate) fn node_env() -> usize {
     std::env::var("CONVERSE_NODE")
+        .or_else(|_| std::env::var("PMI_RANK"))
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0)
@@ -508,7 +509,12 @@ pub(crate) struct Running {
 
 impl Running {
     pub(crate) fn start(args: &[&str], own_group: bool) -> Running {
-        let mut cmd = Command::new(CONVRUN);
+        Running::start_program(CONVRUN, args, own_group)
+    }
+
+    /// [`Running::start`] with another launcher than `convrun`.
+    pub(crate) fn start_program(program: &str, args: &[&str], own_group: bool) -> Running {
+        let mut cmd = Command::new(program);
         cmd.args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -15,6 +15,7 @@
 mod common;
 mod flood;
 mod launcher;
+mod mpiexec;
 mod scenarios;
 mod ssh;
 
@@ -46,7 +47,8 @@ fn child_main() -> ! {
 }
 
 fn main() {
-    if std::env::var_os("CONVERSE_LAUNCHER").is_some() {
+    // Started by convrun, or by mpiexec (a PMI rank).
+    if std::env::var_os("CONVERSE_LAUNCHER").is_some() || std::env::var_os("PMI_RANK").is_some() {
         child_main();
     }
     // Filter: the first argument that is not an option (as libtest does).
@@ -56,6 +58,7 @@ fn main() {
     cases.extend(launcher::cases());
     cases.extend(ssh::cases());
     cases.extend(flood::cases());
+    cases.extend(mpiexec::cases());
     let selected: Vec<&Case> = cases
         .iter()
         .filter(|(name, _)| filter.as_deref().is_none_or(|f| name.contains(f)))

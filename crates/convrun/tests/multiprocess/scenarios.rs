@@ -339,6 +339,7 @@ fn topology() -> i32 {
             );
         }
         let env_node: u64 = std::env::var("CONVERSE_NODE")
+            .or_else(|_| std::env::var("PMI_RANK"))
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(u64::MAX);

@@ -11,8 +11,12 @@ const MAX_MESSAGE_CHARS: usize = 1024;
 /// An error says something, on one short printable line, whatever the
 /// input held (the launcher and the processes print it as it is).
 pub fn check_error(e: &Error) {
-    let msg = e.to_string();
-    assert!(!msg.is_empty(), "an empty message for {e:?}");
+    check_message(&e.to_string());
+}
+
+/// [`check_error`] on any error's message.
+pub fn check_message(msg: &str) {
+    assert!(!msg.is_empty(), "an empty message");
     assert!(
         msg.chars().count() <= MAX_MESSAGE_CHARS,
         "a message of {} characters: {msg:?}",

@@ -231,7 +231,7 @@ fn connect(addr: &str, deadline: Instant) -> std::io::Result<TcpStream> {
 }
 
 /// What [`read_line`] got.
-enum Got {
+pub(super) enum Got {
     /// The end of the stream.
     End,
     /// A line (its `\n` included, unless the stream ended first).
@@ -241,8 +241,8 @@ enum Got {
 }
 
 /// Reads one line of at most `max` bytes into `line` (cleared first).
-fn read_line(
-    reader: &mut BufReader<TcpStream>,
+pub(super) fn read_line(
+    reader: &mut impl BufRead,
     line: &mut Vec<u8>,
     max: usize,
 ) -> std::io::Result<Got> {

@@ -7,9 +7,10 @@
 //!
 //! - Bootstraps (`Bootstrap`): how a process learns its place and
 //!   exchanges cards.
-//!   One today, `convrun`'s (`convrun.rs`: its environment and control
-//!   socket, the protocol of the `launch-wire` crate); a PMI one
-//!   (`mpiexec`, `srun`) comes next.
+//!   `convrun`'s (`convrun.rs`: its environment and control socket, the
+//!   protocol of the `launch-wire` crate), and PMI-1's (`pmi.rs`: a job
+//!   started by MPICH's `mpiexec`, its cards exchanged through the
+//!   launcher's key-value space).
 //! - Network modules, by name (`modules.rs`): what `++netmod` names, the
 //!   module that carries each VC, their card prefixes.
 //!
@@ -34,11 +35,13 @@
 //! any thread (`JOINED`) for the ending calls.
 mod convrun;
 mod modules;
+mod pmi;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::net::netmod::NetModule;
+use crate::proc::args::Config;
 use crate::proc::topology::Topology;
 use crate::rt::network::{Links, Network};
 use modules::{Init, Joining, MODULES};
@@ -70,11 +73,11 @@ pub(crate) trait Bootstrap: Send + Sync {
 /// A bootstrap's look at the process's environment: its placement if it
 /// started the process, `None` if not, an error if it did but the
 /// environment is malformed.
-type Detect = fn() -> Result<Option<Placement>, String>;
+type Detect = fn(&Config) -> Result<Option<Placement>, String>;
 
 /// The bootstraps of this build, tried in turn: the first that finds its
 /// environment places the process.
-const BOOTSTRAPS: &[Detect] = &[convrun::placement];
+const BOOTSTRAPS: &[Detect] = &[|_| convrun::placement(), pmi::placement];
 
 /// The bootstrap of the job this process joined.
 static JOINED: OnceLock<Arc<dyn Bootstrap>> = OnceLock::new();
@@ -106,9 +109,9 @@ pub(crate) struct Placement {
 }
 
 /// The placement a bootstrap gave this process, if one started it.
-pub(crate) fn placement() -> Result<Option<Placement>, String> {
+pub(crate) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     for detect in BOOTSTRAPS {
-        if let Some(place) = detect()? {
+        if let Some(place) = detect(config)? {
             return Ok(Some(place));
         }
     }

@@ -1,0 +1,455 @@
+//! The bootstrap of a process started by an MPI launcher that speaks PMI-1
+//! (`mpiexec` of MPICH's Hydra, Flux): the launcher says the process's
+//! rank and the job's size (`PMI_RANK`, `PMI_SIZE`) and hands it a
+//! connection (`PMI_FD`) to its key-value space, through which the
+//! processes exchange what `convrun` would have told them — the job key,
+//! the shared-memory segment id, the hosts and the business cards. The
+//! protocol's lines are `launch_wire::pmi`'s.
+//!
+//! A rank is a node (a process of `++ppn` PEs); `+p` must be the ranks
+//! times `++ppn` (`start` checks it). Launchers that hand out a rank but
+//! no PMI-1 connection (Open MPI's `mpirun`, Slurm's `srun` without
+//! `--mpi=pmi2`... which speaks PMI-2) are recognised and refused with
+//! the reason, so that a job never runs as N unrelated one-process jobs.
+//!
+//! # Invariants
+//!
+//! - The job key is drawn by rank 0 and published in the job's key-value
+//!   space, which only the job's processes reach (each through the
+//!   connection its launcher gave it); it never appears on a command line
+//!   or in a file name. Every link between processes proves it as under
+//!   `convrun`.
+//! - Every read from the launcher is bounded (`pmi::MAX_LINE`) and has a
+//!   deadline (`++timeout`); a malformed or failed answer is an error
+//!   naming the request.
+//! - The process tells the launcher how it ends: `finalize` (its part is
+//!   done; Hydra kills a job whose process exits without it), or `abort`
+//!   when it is the culprit of an abnormal end (the launcher ends the
+//!   others; their own network notices may be cut short by that).
+//!
+//! # Concurrency
+//!
+//! Start-up runs on the thread that starts the process; afterwards the
+//! connection sits behind a mutex for the ending calls (any thread).
+use std::io::{BufReader, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use launch_wire::JobKey;
+use launch_wire::pmi::{Answer, MAX_LINE, Maxes, Request};
+
+use super::convrun::{Got, read_line};
+use super::{Bootstrap, Placement};
+use crate::proc::args::Config;
+
+/// Keys of the job's key-value space (one space per job, so no other
+/// job's keys meet these).
+const KEY_KEY: &str = "converse-key";
+const SHM_KEY: &str = "converse-shm";
+fn host_key(rank: usize) -> String {
+    format!("converse-host-{rank}")
+}
+fn card_key(rank: usize) -> String {
+    format!("converse-card-{rank}")
+}
+
+/// How long a failing process waits before it asks the launcher to end
+/// the job (see `Pmi::joined`).
+const ABORT_PAUSE: Duration = Duration::from_millis(100);
+
+/// True once a process took `PMI_FD`: a second job in the same process
+/// (tests start several) cannot take the connection again.
+static TAKEN: AtomicBool = AtomicBool::new(false);
+
+/// The connection to the launcher.
+struct Link {
+    writer: UnixStream,
+    reader: BufReader<UnixStream>,
+    kvs: String,
+    maxes: Maxes,
+}
+
+/// The PMI-1 bootstrap of one process.
+pub(super) struct Pmi {
+    link: Mutex<Link>,
+    rank: usize,
+    size: usize,
+}
+
+/// Launchers that give a rank without a PMI-1 connection: (variable
+/// holding the job's size, launcher's name).
+const NO_PMI1: &[(&str, &str)] = &[
+    ("OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun"),
+    ("SLURM_STEP_NUM_TASKS", "Slurm's srun"),
+    ("FLUX_JOB_SIZE", "Flux"),
+];
+
+/// Slurm's step ids above this are its special steps (the batch script's
+/// own, `extern`, interactive): not a parallel step started by `srun`.
+const SLURM_MAX_STEP_ID: u32 = 0xFFFF_FFF0;
+
+/// If a launcher that gives no PMI-1 connection started this process as
+/// one of several, why the job cannot run (`var` reads the environment).
+/// A batch script's environment is no step: Slurm's variables count only
+/// with a parallel step's id (`SLURM_STEP_ID`).
+fn foreign_launcher(var: impl Fn(&str) -> Option<String>) -> Option<String> {
+    for (size_var, launcher) in NO_PMI1 {
+        if size_var.starts_with("SLURM_") {
+            let step = var("SLURM_STEP_ID").and_then(|s| s.parse::<u32>().ok());
+            if step.is_none_or(|s| s >= SLURM_MAX_STEP_ID) {
+                continue;
+            }
+        }
+        if let Some(n) = var(size_var).and_then(|n| n.parse::<usize>().ok()) {
+            if n > 1 {
+                return Some(format!(
+                    "started by {launcher} as one of {n} processes ({size_var}), which \
+                     gives no PMI-1 connection (PMI_FD): start the job with MPICH's \
+                     mpiexec, or with convrun"
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The placement a PMI-1 launcher gave this process, if one started it.
+pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
+    let var = |name: &str| std::env::var(name).ok();
+    let (Some(fd), Some(rank), Some(size)) = (var("PMI_FD"), var("PMI_RANK"), var("PMI_SIZE"))
+    else {
+        // Started by a launcher this bootstrap cannot talk to? Running
+        // as one of several unrelated one-process jobs would be wrong.
+        return match foreign_launcher(var) {
+            Some(why) => Err(why),
+            None => Ok(None),
+        };
+    };
+    let number = |name: &str, value: &str| {
+        value
+            .parse::<usize>()
+            .map_err(|_| format!("{name}={} is not a whole number", launch_wire::shown(value)))
+    };
+    let (rank, size) = (number("PMI_RANK", &rank)?, number("PMI_SIZE", &size)?);
+    if size == 0 || rank >= size || size > crate::proc::args::MAX_PES {
+        return Err(format!(
+            "PMI_RANK={rank} of PMI_SIZE={size} is no place in a job"
+        ));
+    }
+    if size == 1 {
+        // A job of one process needs no launcher.
+        return Ok(None);
+    }
+    let fd = fd
+        .parse::<i32>()
+        .ok()
+        .filter(|&fd| fd > 2)
+        .ok_or_else(|| format!("PMI_FD={} is no descriptor", launch_wire::shown(&fd)))?;
+    if TAKEN.swap(true, Ordering::AcqRel) {
+        return Err(
+            "the launcher's PMI connection is taken by an earlier job of this process".into(),
+        );
+    }
+    // SAFETY: `fcntl_getfd` only asks whether `fd` is open; the borrow
+    // lasts for that call.
+    let open = rustix::io::fcntl_getfd(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).is_ok();
+    if !open {
+        return Err(format!("PMI_FD={fd} is not open"));
+    }
+    // SAFETY: the launcher left `fd` open for this process to talk PMI on
+    // (checked open just above); nothing else in the process uses it, and
+    // `TAKEN` makes this the one owner.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let stream = UnixStream::from(owned);
+    let timeout = Duration::from_secs(config.timeout.unwrap_or(super::DEFAULT_TIMEOUT_SECS));
+    let deadline = Instant::now() + timeout;
+    let reader = BufReader::new(
+        stream
+            .try_clone()
+            .map_err(|e| format!("PMI_FD={fd}: {e}"))?,
+    );
+    let mut link = Link {
+        writer: stream,
+        reader,
+        kvs: String::new(),
+        maxes: Maxes {
+            kvsname: 0,
+            key: 0,
+            value: 0,
+        },
+    };
+    match link.ask(&Request::Init, deadline)? {
+        Answer::Init { rc: 0 } => {}
+        other => return Err(refused("init", &other)),
+    }
+    link.maxes = match link.ask(&Request::GetMaxes, deadline)? {
+        Answer::Maxes(m) => m,
+        other => return Err(refused("get_maxes", &other)),
+    };
+    link.kvs = match link.ask(&Request::GetMyKvsname, deadline)? {
+        Answer::MyKvsname(k) => k,
+        other => return Err(refused("get_my_kvsname", &other)),
+    };
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    if rank == 0 {
+        let key = JobKey::generate().map_err(|e| format!("cannot draw the job key: {e}"))?;
+        let nonce = launch_wire::Nonce::generate()
+            .map_err(|e| format!("cannot draw the segment id: {e}"))?;
+        let shm_id = u64::from_le_bytes(nonce.as_bytes()[..8].try_into().expect("8 of 16 bytes"));
+        link.put(KEY_KEY, &key.to_hex(), deadline)?;
+        link.put(SHM_KEY, &format!("{shm_id:016x}"), deadline)?;
+    }
+    link.put(&host_key(rank), &host, deadline)?;
+    link.barrier(deadline)?;
+    let key = JobKey::from_hex(&link.get(KEY_KEY, deadline)?)
+        .ok_or("the job key in the launcher's key-value space is not 64 hex digits")?;
+    let shm_id = u64::from_str_radix(&link.get(SHM_KEY, deadline)?, 16)
+        .map_err(|_| "the segment id in the launcher's key-value space is not hexadecimal")?;
+    // Hosts are told apart by name, numbered in order of first appearance.
+    let mut names: Vec<String> = Vec::new();
+    let mut hosts = Vec::with_capacity(size);
+    for r in 0..size {
+        let name = if r == rank {
+            host.clone()
+        } else {
+            link.get(&host_key(r), deadline)?
+        };
+        let at = names.iter().position(|n| *n == name).unwrap_or_else(|| {
+            names.push(name);
+            names.len() - 1
+        });
+        hosts.push(at);
+    }
+    let netmod = match &config.netmod {
+        Some(m) => m.clone(),
+        None if names.len() == 1 => "shm".into(),
+        None => "auto".into(),
+    };
+    let ppn = config
+        .ppn
+        .or(config.pes.map(|p| p / size))
+        .unwrap_or(1)
+        .max(1);
+    let mine = hosts.iter().filter(|&&h| h == hosts[rank]).count();
+    Ok(Some(Placement {
+        node: rank,
+        nodes: size,
+        key,
+        shm_id,
+        netmod,
+        host,
+        hosts: Some(hosts),
+        timeout,
+        host_pes: Some(mine * ppn),
+        boot: Arc::new(Pmi {
+            link: Mutex::new(link),
+            rank,
+            size,
+        }),
+    }))
+}
+
+/// The error for an answer that says no (or is not the one asked for).
+fn refused(request: &str, answer: &Answer) -> String {
+    format!("the launcher refused PMI `{request}`: {answer:?}")
+}
+
+impl Link {
+    /// Sends `request` and reads the answer, by `deadline`.
+    fn ask(&mut self, request: &Request, deadline: Instant) -> Result<Answer, String> {
+        let line = request.encode().map_err(|e| e.to_string())?;
+        self.writer
+            .write_all(line.as_bytes())
+            .map_err(|e| format!("cannot write to the launcher's PMI connection: {e}"))?;
+        self.answer(request, deadline)
+    }
+
+    /// Reads the answer to `request`, by `deadline`.
+    fn answer(&mut self, request: &Request, deadline: Instant) -> Result<Answer, String> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        self.reader
+            .get_ref()
+            .set_read_timeout(Some(left.max(Duration::from_millis(10))))
+            .map_err(|e| format!("the launcher's PMI connection: {e}"))?;
+        let mut line = Vec::new();
+        let what = || format!("{request:?}");
+        match read_line(&mut self.reader, &mut line, MAX_LINE) {
+            Ok(Got::Line) => {}
+            Ok(Got::End) => {
+                return Err(format!(
+                    "the launcher closed its PMI connection (waiting for the answer to {})",
+                    what()
+                ));
+            }
+            Ok(Got::Overlong) => {
+                return Err(format!("a PMI answer to {} is too long", what()));
+            }
+            Err(e) => {
+                return Err(format!(
+                    "no PMI answer to {} from the launcher in time: {e}",
+                    what()
+                ));
+            }
+        }
+        let text = std::str::from_utf8(&line).map_err(|_| "a PMI answer is not UTF-8")?;
+        Answer::parse(text).map_err(|e| e.to_string())
+    }
+
+    fn put(&mut self, key: &str, value: &str, deadline: Instant) -> Result<(), String> {
+        if key.len() > self.maxes.key || value.len() > self.maxes.value {
+            return Err(format!(
+                "{key} ({} bytes) does not fit the launcher's key-value space \
+                 (keys of {} bytes, values of {})",
+                value.len(),
+                self.maxes.key,
+                self.maxes.value
+            ));
+        }
+        let kvs = self.kvs.clone();
+        match self.ask(
+            &Request::Put {
+                kvs: &kvs,
+                key,
+                value,
+            },
+            deadline,
+        )? {
+            Answer::PutResult { rc: 0, .. } => Ok(()),
+            other => Err(refused(&format!("put {key}"), &other)),
+        }
+    }
+
+    fn get(&mut self, key: &str, deadline: Instant) -> Result<String, String> {
+        let kvs = self.kvs.clone();
+        match self.ask(&Request::Get { kvs: &kvs, key }, deadline)? {
+            Answer::GetResult {
+                rc: 0,
+                value: Some(v),
+                ..
+            } => Ok(v),
+            other => Err(refused(&format!("get {key}"), &other)),
+        }
+    }
+
+    fn barrier(&mut self, deadline: Instant) -> Result<(), String> {
+        match self.ask(&Request::BarrierIn, deadline)? {
+            Answer::BarrierOut => Ok(()),
+            other => Err(refused("barrier_in", &other)),
+        }
+    }
+}
+
+impl Bootstrap for Pmi {
+    fn exchange(
+        &self,
+        _place: &Placement,
+        card: &str,
+        deadline: Instant,
+    ) -> Result<Vec<String>, String> {
+        let mut link = crate::sync::lock(&self.link);
+        link.put(&card_key(self.rank), card, deadline)?;
+        link.barrier(deadline)?;
+        (0..self.size)
+            .map(|r| {
+                if r == self.rank {
+                    Ok(card.to_string())
+                } else {
+                    link.get(&card_key(r), deadline)
+                }
+            })
+            .collect()
+    }
+
+    fn joined(&self, _place: &Placement) -> Result<(), String> {
+        // A writer of its own for the hook, which may run while another
+        // thread holds the link (it may be the thread that failed).
+        let writer = crate::sync::lock(&self.link)
+            .writer
+            .try_clone()
+            .map_err(|e| format!("the launcher's PMI connection: {e}"))?;
+        let writer = Mutex::new(writer);
+        crate::proc::exit::at_exit(move |ending| {
+            if ending.culprit.lost() {
+                return;
+            }
+            // The launcher tears the job down at once: first a moment for
+            // it to forward this process's last lines, and for the peers
+            // to take the `Abort` the process layer sent them and say why
+            // they end.
+            std::thread::sleep(ABORT_PAUSE);
+            let code = crate::proc::exit::ABORT_EXIT_CODE;
+            if let Ok(line) = (Request::Abort { code }).encode() {
+                let _ = crate::sync::lock(&writer).write_all(line.as_bytes());
+            }
+        });
+        Ok(())
+    }
+
+    fn ending(&self) {}
+
+    fn tell_ended(&self) {
+        let mut link = crate::sync::lock(&self.link);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        match link.ask(&Request::Finalize, deadline) {
+            Ok(Answer::FinalizeAck) => {}
+            Ok(other) => eprintln!(
+                "converse: process {}: {}",
+                self.rank,
+                refused("finalize", &other)
+            ),
+            Err(e) => eprintln!("converse: process {}: {e}", self.rank),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone())
+    }
+
+    #[test]
+    fn launchers_without_pmi1_are_named_when_they_start_several_processes() {
+        let why = foreign_launcher(env(&[("OMPI_COMM_WORLD_SIZE", "4")])).unwrap();
+        assert!(
+            why.contains("Open MPI") && why.contains("one of 4"),
+            "{why}"
+        );
+        let step = [("SLURM_STEP_ID", "0"), ("SLURM_STEP_NUM_TASKS", "8")];
+        assert!(foreign_launcher(env(&step)).unwrap().contains("srun"));
+        // One process is a plain one-process job.
+        assert_eq!(
+            foreign_launcher(env(&[("OMPI_COMM_WORLD_SIZE", "1")])),
+            None
+        );
+        assert_eq!(foreign_launcher(env(&[])), None);
+    }
+
+    #[test]
+    fn a_batch_scripts_environment_is_no_step() {
+        // The batch script itself: no step id, or Slurm's batch step id.
+        assert_eq!(
+            foreign_launcher(env(&[("SLURM_STEP_NUM_TASKS", "8")])),
+            None
+        );
+        let batch = [
+            ("SLURM_STEP_ID", "4294967291"),
+            ("SLURM_STEP_NUM_TASKS", "8"),
+        ];
+        assert_eq!(foreign_launcher(env(&batch)), None);
+        let junk = [("SLURM_STEP_ID", "batch"), ("SLURM_STEP_NUM_TASKS", "8")];
+        assert_eq!(foreign_launcher(env(&junk)), None);
+    }
+}

@@ -1,0 +1,203 @@
+//! Jobs started by MPICH's `mpiexec` instead of `convrun`: the same test
+//! programs, bootstrapped through the launcher's PMI-1 key-value space
+//! (`converse::rt::launch::pmi`), over shm and tcp. Each case says
+//! `skipped` when `mpiexec` is not installed (`.ci/run` installs MPICH
+//! and sets `CONVERSE_TEST_MPI`, which makes a missing one a failure).
+use std::time::{Duration, Instant};
+
+use crate::Case;
+use crate::common::{Finished, launch_with, me};
+use crate::launcher::{Running, expect_gone, expect_stderr};
+
+/// A job's hang guard.
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The launcher, if this machine has one.
+fn mpiexec() -> Option<&'static str> {
+    let found = std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join("mpiexec").is_file()));
+    if found {
+        Some("mpiexec")
+    } else if std::env::var_os("CONVERSE_TEST_MPI").is_some() {
+        panic!("CONVERSE_TEST_MPI is set but there is no mpiexec on PATH");
+    } else {
+        println!("    skipped: no mpiexec on PATH (install mpich)");
+        None
+    }
+}
+
+/// `mpiexec -n RANKS this-binary NAME EXTRA... FLAGS...`.
+fn mpi_job(launcher: &str, ranks: usize, name: &str, extra: &[&str], flags: &[&str]) -> Finished {
+    let me = me();
+    let n = ranks.to_string();
+    let mut args = vec!["-n", &n, &me, name];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(flags);
+    launch_with(launcher, &args, LIMIT, |_| {})
+}
+
+/// The core runtime's programs give the same answers under `mpiexec` as
+/// under `convrun`: 3 ranks of 1 PE and 2 ranks of 2 PEs, over shm and
+/// tcp, `+p` given or left to the launcher.
+fn mpiexec_core() {
+    let Some(launcher) = mpiexec() else { return };
+    let mut failures = Vec::new();
+    for netmod in ["shm", "tcp"] {
+        for (ranks, ppn, give_p) in [(3usize, 1usize, false), (2, 2, true)] {
+            let pes = ranks * ppn;
+            let (p, n) = (pes.to_string(), ppn.to_string());
+            let mut flags = vec!["++ppn", &n, "++netmod", netmod];
+            if give_p {
+                flags.extend_from_slice(&["+p", &p]);
+            }
+            for (name, extra) in [
+                ("core_topology", vec![p.as_str(), n.as_str()]),
+                ("core_sends", vec![]),
+                ("core_large", vec![]),
+                ("core_node_sends", vec![]),
+                ("core_bcast", vec![]),
+                ("core_reduce", vec![]),
+                ("core_groups", vec![]),
+                ("core_qd", vec![]),
+                ("core_threads", vec![]),
+                ("core_bcast", vec!["src"]),
+                ("core_groups", vec!["src"]),
+            ] {
+                let f = mpi_job(launcher, ranks, name, &extra, &flags);
+                let ok = format!("ok {name}");
+                let banner = format!(
+                    "converse: {pes} PEs in {ranks} processes of {ppn} PE{}, netmod {netmod}",
+                    if ppn == 1 { "" } else { "s" }
+                );
+                let lines: Vec<&str> = f.stdout.lines().collect();
+                if f.code != Some(0)
+                    || !lines.contains(&ok.as_str())
+                    || !lines.contains(&banner.as_str())
+                {
+                    failures.push(format!(
+                        "=== {name} under mpiexec -n {ranks} {flags:?}: expected code 0, `{banner}` and `{ok}`, got {:?}\n--- stdout\n{}\n--- stderr\n{}",
+                        f.code, f.stdout, f.stderr
+                    ));
+                }
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// `exit(7)` on the last PE ends every rank, and `mpiexec` with 7.
+fn mpiexec_exit() {
+    let Some(launcher) = mpiexec() else { return };
+    for netmod in ["shm", "tcp"] {
+        let f = mpi_job(
+            launcher,
+            3,
+            "core_exit",
+            &["handler"],
+            &["++netmod", netmod],
+        );
+        f.expect_code(7).expect_line("exiting from PE 2 with 7");
+    }
+}
+
+/// `+p` that is not the ranks times `++ppn` is refused, naming both.
+fn mpiexec_layout_mismatch() {
+    let Some(launcher) = mpiexec() else { return };
+    let f = mpi_job(launcher, 2, "core_sends", &[], &["+p", "3"]);
+    assert_ne!(f.code, Some(0), "{}", f.stderr);
+    expect_stderr(
+        &f,
+        "the launcher started 2 processes but +p 3 is not a multiple of them",
+    );
+    let f = mpi_job(launcher, 2, "core_sends", &[], &["+p", "6", "++ppn", "2"]);
+    assert_ne!(f.code, Some(0), "{}", f.stderr);
+    expect_stderr(
+        &f,
+        "the launcher started 2 processes but +p 6 ++ppn 2 makes 3",
+    );
+}
+
+/// An abort and a panic on a PE of rank 1 end every rank with the PE and
+/// the cause printed; the job's code is not 0.
+fn mpiexec_faults() {
+    let Some(launcher) = mpiexec() else { return };
+    for (program, says) in [
+        ("lx_abort", "converse: PE 1 aborting: lx_abort says boom"),
+        (
+            "lx_panic",
+            "converse: PE 1 (process 1) panicked: lx_panic says boom at ",
+        ),
+    ] {
+        let me = me();
+        let mut job = Running::start_program(launcher, &["-n", "3", &me, program], false);
+        job.wait_pids(3, None, LIMIT);
+        let pids = job.pids.clone();
+        let f = job.finish(LIMIT);
+        expect_gone(&pids, Duration::from_secs(2), &f);
+        assert_ne!(f.code, Some(0), "{program}: {}", f.stderr);
+        expect_stderr(&f, says);
+    }
+}
+
+/// A rank killed with SIGKILL ends the job within 5 s.
+fn mpiexec_sigkill() {
+    let Some(launcher) = mpiexec() else { return };
+    for netmod in ["shm", "tcp"] {
+        let me = me();
+        let mut job = Running::start_program(
+            launcher,
+            &["-n", "3", &me, "lx_idle", "++netmod", netmod],
+            false,
+        );
+        job.wait_pids(3, Some("converse: 3 PEs"), LIMIT);
+        std::thread::sleep(Duration::from_millis(200));
+        let pid = job.pid_of(1);
+        let t = Instant::now();
+        // SAFETY: kill(2) on a process of the job.
+        unsafe {
+            libc::kill(pid, libc::SIGKILL);
+        }
+        let pids = job.pids.clone();
+        let f = job.finish(Duration::from_secs(20));
+        let took = t.elapsed();
+        expect_gone(&pids, Duration::from_secs(2), &f);
+        assert_ne!(f.code, Some(0), "{}", f.stderr);
+        assert!(
+            took < Duration::from_secs(5),
+            "over {netmod}, the job took {took:?} to end after rank 1 was killed\n--- stderr\n{}",
+            f.stderr
+        );
+    }
+}
+
+/// `convrun ++mpiexec` starts the job through `mpiexec`, saying the
+/// command it ran.
+fn mpiexec_convrun() {
+    if mpiexec().is_none() {
+        return;
+    }
+    let me = me();
+    let f = crate::common::convrun(
+        &["+p", "4", "++ppn", "2", "++mpiexec", &me, "core_sends"],
+        LIMIT,
+    );
+    f.expect_code(0)
+        .expect_line("converse: 4 PEs in 2 processes of 2 PEs, netmod shm")
+        .expect_line("ok core_sends");
+    expect_stderr(
+        &f,
+        &format!("convrun: running mpiexec -n 2 {me} core_sends +p 4 ++ppn 2"),
+    );
+}
+
+/// The driver cases.
+pub fn cases() -> Vec<Case> {
+    vec![
+        ("mpiexec_core", mpiexec_core),
+        ("mpiexec_exit", mpiexec_exit),
+        ("mpiexec_layout_mismatch", mpiexec_layout_mismatch),
+        ("mpiexec_faults", mpiexec_faults),
+        ("mpiexec_sigkill", mpiexec_sigkill),
+        ("mpiexec_convrun", mpiexec_convrun),
+    ]
+}
