@@ -13,6 +13,8 @@
 #![warn(missing_docs)]
 
 pub mod frame;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod netmod;
 pub mod shm;
 mod sync;

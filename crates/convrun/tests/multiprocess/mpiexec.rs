@@ -9,6 +9,14 @@ use crate::Case;
 use crate::common::{Finished, launch_with, me};
 use crate::launcher::{Running, expect_gone, expect_stderr};
 
+/// The network modules the cases run over: shm and tcp, and with the `mpi`
+/// feature (MPI start-up instead of PMI-1) the MPI module too.
+const NETMODS: &[&str] = if cfg!(feature = "mpi") {
+    &["shm", "tcp", "mpi"]
+} else {
+    &["shm", "tcp"]
+};
+
 /// A job's hang guard.
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -42,7 +50,7 @@ fn mpi_job(launcher: &str, ranks: usize, name: &str, extra: &[&str], flags: &[&s
 fn mpiexec_core() {
     let Some(launcher) = mpiexec() else { return };
     let mut failures = Vec::new();
-    for netmod in ["shm", "tcp"] {
+    for &netmod in NETMODS {
         for (ranks, ppn, give_p) in [(3usize, 1usize, false), (2, 2, true)] {
             let pes = ranks * ppn;
             let (p, n) = (pes.to_string(), ppn.to_string());
@@ -121,28 +129,34 @@ fn mpiexec_layout_mismatch() {
 /// the cause printed; the job's code is not 0.
 fn mpiexec_faults() {
     let Some(launcher) = mpiexec() else { return };
-    for (program, says) in [
-        ("lx_abort", "converse: PE 1 aborting: lx_abort says boom"),
-        (
-            "lx_panic",
-            "converse: PE 1 (process 1) panicked: lx_panic says boom at ",
-        ),
-    ] {
-        let me = me();
-        let mut job = Running::start_program(launcher, &["-n", "3", &me, program], false);
-        job.wait_pids(3, None, LIMIT);
-        let pids = job.pids.clone();
-        let f = job.finish(LIMIT);
-        expect_gone(&pids, Duration::from_secs(2), &f);
-        assert_ne!(f.code, Some(0), "{program}: {}", f.stderr);
-        expect_stderr(&f, says);
+    for &netmod in NETMODS {
+        for (program, says) in [
+            ("lx_abort", "converse: PE 1 aborting: lx_abort says boom"),
+            (
+                "lx_panic",
+                "converse: PE 1 (process 1) panicked: lx_panic says boom at ",
+            ),
+        ] {
+            let me = me();
+            let mut job = Running::start_program(
+                launcher,
+                &["-n", "3", &me, program, "++netmod", netmod],
+                false,
+            );
+            job.wait_pids(3, None, LIMIT);
+            let pids = job.pids.clone();
+            let f = job.finish(LIMIT);
+            expect_gone(&pids, Duration::from_secs(2), &f);
+            assert_ne!(f.code, Some(0), "{program} over {netmod}: {}", f.stderr);
+            expect_stderr(&f, says);
+        }
     }
 }
 
 /// A rank killed with SIGKILL ends the job within 5 s.
 fn mpiexec_sigkill() {
     let Some(launcher) = mpiexec() else { return };
-    for netmod in ["shm", "tcp"] {
+    for &netmod in NETMODS {
         let me = me();
         let mut job = Running::start_program(
             launcher,
@@ -181,8 +195,12 @@ fn mpiexec_convrun() {
         &["+p", "4", "++ppn", "2", "++mpiexec", &me, "core_sends"],
         LIMIT,
     );
+    // The default module on one host: shm, or mpi where the build has it.
+    let netmod = if cfg!(feature = "mpi") { "mpi" } else { "shm" };
     f.expect_code(0)
-        .expect_line("converse: 4 PEs in 2 processes of 2 PEs, netmod shm")
+        .expect_line(&format!(
+            "converse: 4 PEs in 2 processes of 2 PEs, netmod {netmod}"
+        ))
         .expect_line("ok core_sends");
     expect_stderr(
         &f,

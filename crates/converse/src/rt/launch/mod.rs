@@ -35,6 +35,8 @@
 //! any thread (`JOINED`) for the ending calls.
 mod convrun;
 mod modules;
+#[cfg(feature = "mpi")]
+mod mpi;
 mod pmi;
 
 use std::sync::{Arc, OnceLock};
@@ -77,7 +79,14 @@ type Detect = fn(&Config) -> Result<Option<Placement>, String>;
 
 /// The bootstraps of this build, tried in turn: the first that finds its
 /// environment places the process.
-const BOOTSTRAPS: &[Detect] = &[|_| convrun::placement(), pmi::placement];
+/// With the `mpi` feature, MPI's comes before PMI-1's: the MPI library
+/// talks to the launcher itself.
+const BOOTSTRAPS: &[Detect] = &[
+    |_| convrun::placement(),
+    #[cfg(feature = "mpi")]
+    mpi::placement,
+    pmi::placement,
+];
 
 /// The bootstrap of the job this process joined.
 static JOINED: OnceLock<Arc<dyn Bootstrap>> = OnceLock::new();

@@ -88,6 +88,13 @@ pub(super) const MODULES: &[Kind] = &[
         init: tcp,
         remove_leftovers: |_, _| {},
     },
+    #[cfg(feature = "mpi")]
+    Kind {
+        name: "mpi",
+        card_prefix: "mpi:",
+        init: mpi,
+        remove_leftovers: |_, _| {},
+    },
 ];
 
 /// `++netmod` names that pick a module per pair of processes: (name, the
@@ -159,6 +166,33 @@ impl Joining for Arc<TcpModule> {
     }
     fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
         TcpModule::accept_peers(self, peers, deadline)
+    }
+}
+
+/// The MPI module: MPI is initialized by then (the `mpi` bootstrap, the
+/// only one that starts jobs where it can run).
+#[cfg(feature = "mpi")]
+fn mpi(init: &Init) -> Result<Box<dyn Joining>, NetError> {
+    if !super::mpi::initialized() {
+        return Err(NetError::local(
+            "++netmod mpi needs a job started by an MPI launcher (mpiexec, srun)",
+        ));
+    }
+    let module = crate::net::mpi::MpiModule::new(init.me, init.nodes, init.max_payload);
+    Ok(Box::new(Arc::new(module)))
+}
+
+#[cfg(feature = "mpi")]
+impl Joining for Arc<crate::net::mpi::MpiModule> {
+    fn module(&self) -> Arc<dyn NetModule> {
+        self.clone()
+    }
+    fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>) {
+        crate::net::mpi::MpiModule::set_upcalls(self, upcalls);
+    }
+    fn accept_peers(&self, _peers: &[usize], _deadline: Instant) -> Result<(), NetError> {
+        // MPI connects every pair itself.
+        Ok(())
     }
 }
 
@@ -266,7 +300,12 @@ mod tests {
             assert!(MODULES.iter().all(|k| k.name != *name));
             let _ = (index_of(within), index_of(between));
         }
-        assert_eq!(names(), ["shm", "tcp", "auto"]);
+        let mut want = vec!["shm", "tcp"];
+        if cfg!(feature = "mpi") {
+            want.push("mpi");
+        }
+        want.push("auto");
+        assert_eq!(names(), want);
     }
 
     #[test]
@@ -296,7 +335,10 @@ mod tests {
         let e = routes("carrier-pigeon", 0, 4, None).unwrap_err();
         assert_eq!(
             e,
-            "unknown network module `carrier-pigeon` (this build has: shm, tcp, auto)"
+            format!(
+                "unknown network module `carrier-pigeon` (this build has: {})",
+                names().join(", ")
+            )
         );
     }
 

@@ -1,0 +1,807 @@
+//! The MPI network module (feature `mpi`): frames between the processes
+//! of a job started by an MPI launcher travel as MPI messages over
+//! `MPI_COMM_WORLD`, through the system's MPI library (the `mpi` crate's
+//! bindings). Also the few job-wide MPI calls start-up needs ([`init`],
+//! [`allgather`], [`finalize`], [`abort`]).
+//!
+//! # The byte stream as MPI messages
+//!
+//! Each process's frames to a peer form a byte stream, as over tcp, cut
+//! into MPI messages of one tag: a frame of up to [`EAGER_MAX`] bytes
+//! (header and body) goes as one message; a larger one as its 16-byte
+//! header, then its body (and a request's further data, each piece one
+//! more message). MPI keeps the messages from one process in order when a
+//! receive matches any of them (`MPI_ANY_SOURCE`, `MPI_ANY_TAG`), so the
+//! receiver sees each peer's stream in order, whatever the interleaving
+//! between peers. It matches the next message with `MPI_Improbe` and
+//! receives it with `MPI_Mrecv`: a message that continues a frame's body
+//! lands straight in the message buffer (no copy); any other goes through
+//! the peer's reassembler (`frame`), as tcp's bytes do. A large body thus
+//! moves by MPI's own large-message protocol (MPICH's rendezvous: the
+//! Nemesis spec's plain-rendezvous LMT, or whatever the library's
+//! transport does for a large send).
+//!
+//! # Threads
+//!
+//! MPI is initialized with `MPI_THREAD_SERIALIZED`, and every MPI call of
+//! the process is made holding `MPI_LOCK`: any thread may call (a PE
+//! sending, an idle PE polling, the progress thread), one at a time. An
+//! idle PE polls without waiting ([`NetModule::try_progress`] skips when
+//! another thread holds the module); the progress thread, when no PE
+//! polls, probes with a backoff: it spins briefly, then sleeps from 1 µs
+//! doubling to [`MAX_NAP`] between probes, so a parked job costs a small
+//! fraction of a core and a message that arrives after a long idle period
+//! waits at most that long before it is seen.
+//!
+//! # Invariants
+//!
+//! - Frames to a peer are started (`MPI_Isend`) in the order sent; a frame
+//!   whose request has an `OnDataAvail` continuation holds the frames
+//!   after it back until the continuation says complete, so its further
+//!   data follows it on the stream.
+//! - The buffer of a started send lives in the module until `MPI_Test`
+//!   says the send is complete.
+//! - Nothing from a peer is trusted: its stream goes through the
+//!   reassembler, which checks every header; a fault fails that VC naming
+//!   the peer.
+//!
+//! # Concurrency
+//!
+//! Locks, always taken in this order: the receive side (the reassemblers),
+//! the send side (`State`: every VC's queue and sends in flight), then
+//! `MPI_LOCK`. Upcalls run with the receive side locked only, so one may
+//! send.
+use std::collections::VecDeque;
+use std::os::raw::{c_int, c_void};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use mpi::ffi;
+
+use crate::frame::{FRAME_HEADER_SIZE, FrameBody, FrameHeader, Reassembler};
+use crate::netmod::{
+    NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls, check_iov_len,
+};
+use crate::sync::lock;
+
+/// Every MPI call of the process is made holding this (see "Threads").
+static MPI_LOCK: Mutex<()> = Mutex::new(());
+
+/// True once MPI is finalized or aborting: no MPI call may follow.
+static CLOSED: AtomicBool = AtomicBool::new(false);
+
+/// The largest frame sent as one MPI message; a larger one goes as its
+/// header, then its body.
+pub const EAGER_MAX: usize = 16 << 10;
+
+/// The longest sleep of the progress thread between probes while nothing
+/// arrives.
+pub const MAX_NAP: Duration = Duration::from_millis(1);
+
+/// The one tag of the module's messages.
+const TAG: c_int = 7;
+
+/// Most messages received in one progress pass (others wait for the next).
+const RECEIVES_PER_PASS: usize = 64;
+
+/// An MPI handle (request or matched message), moved between threads:
+/// used only under `MPI_LOCK`.
+struct Handle<T>(T);
+// SAFETY: MPI handles are process-wide values, not tied to the thread that
+// made them; with MPI_THREAD_SERIALIZED any thread may use one, as long as
+// no two threads call MPI at once, which MPI_LOCK ensures.
+unsafe impl<T> Send for Handle<T> {}
+
+fn world() -> ffi::MPI_Comm {
+    // SAFETY: reading an immutable constant of the MPI bindings.
+    unsafe { ffi::RSMPI_COMM_WORLD }
+}
+
+fn bytes_type() -> ffi::MPI_Datatype {
+    // SAFETY: reading an immutable constant of the MPI bindings.
+    unsafe { ffi::RSMPI_UINT8_T }
+}
+
+/// Fails unless an MPI call returned `MPI_SUCCESS`.
+fn check(rc: c_int, what: &str) -> Result<(), NetError> {
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(NetError::local(format!("mpi: {what} failed (error {rc})")))
+    }
+}
+
+/// Initializes MPI (`MPI_Init_thread`, serialized threads) and returns
+/// this process's rank and the job's size. Called once, by start-up, on
+/// the thread that starts the process.
+pub fn init() -> Result<(usize, usize), NetError> {
+    let _mpi = lock(&MPI_LOCK);
+    let mut flag: c_int = 0;
+    // SAFETY: MPI_Initialized writes the flag; allowed before MPI_Init.
+    let rc = unsafe { ffi::MPI_Initialized(&mut flag) };
+    check(rc, "MPI_Initialized")?;
+    if flag != 0 {
+        return Err(NetError::local("mpi: MPI is initialized already"));
+    }
+    let mut provided: c_int = 0;
+    // SAFETY: null argc/argv are allowed by MPI-2 and later; `provided`
+    // is written.
+    let rc = unsafe {
+        ffi::MPI_Init_thread(
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            ffi::RSMPI_THREAD_SERIALIZED,
+            &mut provided,
+        )
+    };
+    check(rc, "MPI_Init_thread")?;
+    // SAFETY: reading an immutable constant of the MPI bindings.
+    if provided < unsafe { ffi::RSMPI_THREAD_SERIALIZED } {
+        return Err(NetError::local(format!(
+            "mpi: the MPI library gives thread level {provided}, below MPI_THREAD_SERIALIZED"
+        )));
+    }
+    let (mut rank, mut size): (c_int, c_int) = (0, 0);
+    // SAFETY: MPI is initialized; both calls write one int.
+    unsafe {
+        check(ffi::MPI_Comm_rank(world(), &mut rank), "MPI_Comm_rank")?;
+        check(ffi::MPI_Comm_size(world(), &mut size), "MPI_Comm_size")?;
+    }
+    Ok((rank as usize, size as usize))
+}
+
+/// Every process's `bytes`, in rank order (`MPI_Allgather` of the
+/// lengths, then `MPI_Allgatherv`). Collective: every process calls it.
+pub fn allgather(bytes: &[u8]) -> Result<Vec<Vec<u8>>, NetError> {
+    let _mpi = lock(&MPI_LOCK);
+    let (mut size, mine) = (0 as c_int, bytes.len() as c_int);
+    // SAFETY: MPI is initialized; writes one int.
+    let rc = unsafe { ffi::MPI_Comm_size(world(), &mut size) };
+    check(rc, "MPI_Comm_size")?;
+    let mut lens = vec![0 as c_int; size as usize];
+    // SAFETY: one int sent, `size` ints received into `lens`.
+    let rc = unsafe {
+        ffi::MPI_Allgather(
+            (&mine as *const c_int).cast(),
+            1,
+            ffi::RSMPI_INT32_T,
+            lens.as_mut_ptr().cast(),
+            1,
+            ffi::RSMPI_INT32_T,
+            world(),
+        )
+    };
+    check(rc, "MPI_Allgather")?;
+    let mut displs = Vec::with_capacity(lens.len());
+    let mut total: usize = 0;
+    for &l in &lens {
+        if l < 0 {
+            return Err(NetError::local("mpi: a negative length gathered"));
+        }
+        displs.push(total as c_int);
+        total += l as usize;
+    }
+    if total > c_int::MAX as usize {
+        return Err(NetError::local("mpi: more than 2 GiB to gather"));
+    }
+    let mut all = vec![0u8; total];
+    // SAFETY: `bytes` is sent; `all` holds the sum of `lens` bytes at
+    // `displs`, as computed just above.
+    let rc = unsafe {
+        ffi::MPI_Allgatherv(
+            bytes.as_ptr().cast(),
+            mine,
+            bytes_type(),
+            all.as_mut_ptr().cast(),
+            lens.as_ptr(),
+            displs.as_ptr(),
+            bytes_type(),
+            world(),
+        )
+    };
+    check(rc, "MPI_Allgatherv")?;
+    Ok(lens
+        .iter()
+        .zip(&displs)
+        .map(|(&l, &d)| all[d as usize..d as usize + l as usize].to_vec())
+        .collect())
+}
+
+/// Ends MPI in this process (`MPI_Finalize`), once; every process of the
+/// job calls it at its normal end. No MPI call may follow.
+pub fn finalize() {
+    let _mpi = lock(&MPI_LOCK);
+    if !CLOSED.swap(true, Ordering::AcqRel) {
+        // SAFETY: MPI is initialized and not finalized (CLOSED was false).
+        unsafe {
+            ffi::MPI_Finalize();
+        }
+    }
+}
+
+/// Ends the whole job with `code` (`MPI_Abort`). Waits at most a second
+/// for another thread's MPI call to end; goes ahead without the lock
+/// after that (the process is ending either way).
+pub fn abort(code: i32) {
+    let until = Instant::now() + Duration::from_secs(1);
+    let guard = loop {
+        match MPI_LOCK.try_lock() {
+            Ok(g) => break Some(g),
+            Err(std::sync::TryLockError::Poisoned(p)) => break Some(p.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) if Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(5))
+            }
+            Err(std::sync::TryLockError::WouldBlock) => break None,
+        }
+    };
+    if !CLOSED.swap(true, Ordering::AcqRel) {
+        // SAFETY: MPI is initialized and not finalized; MPI_Abort does not
+        // return on MPICH (it ends the process), and if it does the
+        // caller exits next.
+        unsafe {
+            ffi::MPI_Abort(world(), code);
+        }
+    }
+    drop(guard);
+}
+
+/// A frame being sent: its MPI sends, and what they read from.
+struct InFlight {
+    requests: Vec<Handle<ffi::MPI_Request>>,
+    /// Header and body packed into one message (a small frame), or the
+    /// header of a large one: bytes an MPI send reads, on the heap.
+    packed: Option<Vec<u8>>,
+    /// The frame, whose header and data a large frame's sends read from.
+    frame: OutFrame,
+    bytes: usize,
+}
+
+/// The send side of the VC to one peer.
+#[derive(Default)]
+struct Vc {
+    /// Frames not started yet.
+    queue: VecDeque<OutFrame>,
+    /// Started frames, oldest first.
+    inflight: VecDeque<InFlight>,
+    /// The newest started frame has a continuation: start nothing after
+    /// it until it completes.
+    held: bool,
+    /// Bytes accepted and not yet sent.
+    backlog: usize,
+    terminating: bool,
+    terminated_told: bool,
+}
+
+/// The MPI network module of one process.
+pub struct MpiModule {
+    me: usize,
+    nodes: usize,
+    send: Mutex<Vec<Vc>>,
+    recv: Mutex<Vec<Reassembler>>,
+    upcalls: OnceLock<Arc<dyn Upcalls>>,
+    /// Receiving paused: the layer above had no room.
+    paused: AtomicBool,
+    woken: AtomicBool,
+    /// The thread waiting in [`NetModule::poll`], to wake.
+    poller: Mutex<Option<Thread>>,
+}
+
+impl MpiModule {
+    /// The module of process `me` of `nodes` (MPI initialized: [`init`]).
+    pub fn new(me: usize, nodes: usize, max_payload: usize) -> MpiModule {
+        MpiModule {
+            me,
+            nodes,
+            send: Mutex::new((0..nodes).map(|_| Vc::default()).collect()),
+            recv: Mutex::new(
+                (0..nodes)
+                    .map(|p| Reassembler::new(p, max_payload))
+                    .collect(),
+            ),
+            upcalls: OnceLock::new(),
+            paused: AtomicBool::new(false),
+            woken: AtomicBool::new(false),
+            poller: Mutex::new(None),
+        }
+    }
+
+    /// Who hears about frames and VC events; before any traffic.
+    pub fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>) {
+        let _ = self.upcalls.set(upcalls);
+    }
+
+    fn upcalls(&self) -> &dyn Upcalls {
+        &**self.upcalls.get().expect("mpi: upcalls set before use")
+    }
+
+    fn check_peer(&self, peer: usize) -> Result<(), NetError> {
+        if peer >= self.nodes || peer == self.me {
+            return Err(NetError::local(format!(
+                "mpi: no VC to process {peer} (job of {} processes, this is {})",
+                self.nodes, self.me
+            )));
+        }
+        Ok(())
+    }
+
+    /// Queues `frame` for `peer` and starts what may start.
+    fn enqueue(&self, peer: usize, frame: OutFrame) -> Result<(), NetError> {
+        self.check_peer(peer)?;
+        let done = {
+            let mut vcs = lock(&self.send);
+            let vc = &mut vcs[peer];
+            vc.backlog += frame.total();
+            vc.queue.push_back(frame);
+            start_queued(peer, vc)?;
+            test_inflight(vc)
+        };
+        self.complete(peer, done)
+    }
+
+    /// Runs the completions of `done` (frames whose sends all finished),
+    /// outside the locks; a continuation's further data goes next.
+    fn complete(&self, peer: usize, done: Vec<OutFrame>) -> Result<(), NetError> {
+        for frame in done {
+            // The frame that holds the VC is the one with a continuation
+            // (the newest started); others complete without touching it.
+            let held_by_it = frame
+                .req
+                .as_ref()
+                .is_some_and(SendRequest::has_continuation);
+            let more = frame.complete();
+            if !held_by_it {
+                continue;
+            }
+            let mut vcs = lock(&self.send);
+            let vc = &mut vcs[peer];
+            if let Some(more) = more {
+                vc.backlog += more.total();
+                vc.queue.push_front(more);
+            }
+            vc.held = false;
+            start_queued(peer, vc)?;
+        }
+        Ok(())
+    }
+
+    /// Tests every VC's sends; runs completions; reports drained
+    /// terminating VCs. True if any send completed.
+    fn progress_sends(&self) -> Result<bool, NetError> {
+        let mut moved = false;
+        for peer in (0..self.nodes).filter(|&p| p != self.me) {
+            let (done, drained) = {
+                let mut vcs = lock(&self.send);
+                let vc = &mut vcs[peer];
+                if vc.inflight.is_empty() && vc.queue.is_empty() && !vc.terminating {
+                    continue;
+                }
+                let done = test_inflight(vc);
+                start_queued(peer, vc)?;
+                let drained = vc.terminating
+                    && !vc.terminated_told
+                    && vc.inflight.is_empty()
+                    && vc.queue.is_empty();
+                if drained {
+                    vc.terminated_told = true;
+                }
+                (done, drained)
+            };
+            moved |= !done.is_empty();
+            self.complete(peer, done)?;
+            if drained {
+                self.upcalls().vc_terminated(peer);
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Receives what has arrived (up to a pass's worth). `wait_for_recv`:
+    /// take the receive side even if another thread has it.
+    fn progress_recv(&self, wait_for_recv: bool) -> bool {
+        let mut rx = if wait_for_recv {
+            lock(&self.recv)
+        } else {
+            match self.recv.try_lock() {
+                Ok(rx) => rx,
+                Err(_) => return false,
+            }
+        };
+        let mut moved = false;
+        for _ in 0..RECEIVES_PER_PASS {
+            if !self.upcalls().room() {
+                self.paused.store(true, Ordering::Release);
+                break;
+            }
+            let Some((peer, count, message)) = probe() else {
+                break;
+            };
+            moved = true;
+            if peer >= self.nodes || peer == self.me {
+                // Not one of ours: MPI_COMM_WORLD is the job's alone, so
+                // this cannot be; take it off the queue and say so.
+                let _ = receive_vec(message, count);
+                eprintln!(
+                    "converse: process {}: an MPI message from rank {peer}, which is no peer",
+                    self.me
+                );
+                continue;
+            }
+            let mut frames: Vec<(FrameHeader, FrameBody)> = Vec::new();
+            let mut message = Some(message);
+            let reasm = &mut rx[peer];
+            let direct = reasm.receive_body(
+                &mut |space| {
+                    if count > space.len() {
+                        return Err(());
+                    }
+                    let m = message.take().expect("one receive per message");
+                    // SAFETY: `space` has room for `count` bytes; MPI
+                    // writes exactly `count` (the matched message's size).
+                    unsafe { receive_into(m, space.as_mut_ptr().cast(), count) };
+                    // SAFETY: MPI initialized the first `count` bytes.
+                    Ok(unsafe { std::slice::from_raw_parts_mut(space.as_mut_ptr().cast(), count) })
+                },
+                |h, b| frames.push((h, b)),
+            );
+            let result = match direct {
+                Some(Ok(_)) => Ok(()),
+                Some(Err(())) | None => {
+                    let m = message.take().expect("not received yet");
+                    let bytes = receive_vec(m, count);
+                    reasm.handle(&bytes, |h, b| frames.push((h, b)))
+                }
+            };
+            for (h, b) in frames {
+                self.upcalls().arrived(peer, h, b);
+            }
+            if let Err(e) = result {
+                self.upcalls().vc_failed(peer, e.to_string());
+            }
+        }
+        moved
+    }
+
+    fn progress(&self, wait_for_recv: bool) -> Result<bool, NetError> {
+        if CLOSED.load(Ordering::Acquire) {
+            return Ok(false);
+        }
+        let sent = self.progress_sends()?;
+        let paused = self.paused.load(Ordering::Acquire);
+        let received = !paused && self.progress_recv(wait_for_recv);
+        Ok(sent || received)
+    }
+}
+
+/// Starts the queued frames of `vc` (to `peer`) that may start.
+fn start_queued(peer: usize, vc: &mut Vc) -> Result<(), NetError> {
+    while !vc.held {
+        let Some(frame) = vc.queue.pop_front() else {
+            break;
+        };
+        let held = frame
+            .req
+            .as_ref()
+            .is_some_and(SendRequest::has_continuation);
+        let flight = start(peer, frame)?;
+        vc.inflight.push_back(flight);
+        vc.held = held;
+    }
+    Ok(())
+}
+
+/// Starts the MPI sends of `frame` to `peer`.
+fn start(peer: usize, frame: OutFrame) -> Result<InFlight, NetError> {
+    let bytes = frame.total();
+    let (hdr, data) = frame.rest();
+    let mut flight = InFlight {
+        requests: Vec::with_capacity(2),
+        packed: None,
+        bytes,
+        frame: OutFrame {
+            header: None,
+            data: SendData::Bytes(Vec::new()),
+            written: 0,
+            req: None,
+        },
+    };
+    let _mpi = lock(&MPI_LOCK);
+    if CLOSED.load(Ordering::Acquire) {
+        return Err(NetError::peer(peer, "mpi: MPI is finalized"));
+    }
+    if bytes <= EAGER_MAX {
+        let mut packed = Vec::with_capacity(bytes);
+        packed.extend_from_slice(hdr);
+        packed.extend_from_slice(data);
+        flight.requests.push(isend(peer, &packed)?);
+        flight.packed = Some(packed);
+    } else {
+        if !hdr.is_empty() {
+            // The header is inline in the frame, which moves: its bytes go
+            // from a buffer of their own.
+            let header = hdr.to_vec();
+            flight.requests.push(isend(peer, &header)?);
+            flight.packed = Some(header);
+        }
+        if data.len() > c_int::MAX as usize {
+            return Err(NetError::peer(peer, "mpi: a piece above 2 GiB"));
+        }
+        if !data.is_empty() {
+            flight.requests.push(isend(peer, data)?);
+        }
+    }
+    // The data sends read from `frame`'s data buffer, which stays where
+    // it is (heap memory) when the frame moves into the flight.
+    flight.frame = frame;
+    Ok(flight)
+}
+
+/// `MPI_Isend` of `buf` to `peer`; the caller keeps `buf` alive and in
+/// place until the request completes, and holds MPI_LOCK.
+fn isend(peer: usize, buf: &[u8]) -> Result<Handle<ffi::MPI_Request>, NetError> {
+    // SAFETY: reading an immutable constant of the MPI bindings.
+    let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+    // SAFETY: `buf` stays valid and unmoved until the request completes
+    // (the caller's promise); MPI writes `req`.
+    let rc = unsafe {
+        ffi::MPI_Isend(
+            buf.as_ptr() as *const c_void,
+            buf.len() as c_int,
+            bytes_type(),
+            peer as c_int,
+            TAG,
+            world(),
+            &mut req,
+        )
+    };
+    check(rc, "MPI_Isend").map_err(|e| NetError::peer(peer, e.to_string()))?;
+    Ok(Handle(req))
+}
+
+/// Tests the sends in flight of `vc`, oldest first; returns the frames
+/// whose sends all completed (in order), their requests yet to complete.
+fn test_inflight(vc: &mut Vc) -> Vec<OutFrame> {
+    let mut done = Vec::new();
+    let _mpi = lock(&MPI_LOCK);
+    if CLOSED.load(Ordering::Acquire) {
+        return done;
+    }
+    while let Some(front) = vc.inflight.front_mut() {
+        front.requests.retain_mut(|r| {
+            let mut flag: c_int = 0;
+            // SAFETY: a request of a started send; MPI_Test frees it when
+            // complete (and sets it to MPI_REQUEST_NULL).
+            unsafe { ffi::MPI_Test(&mut r.0, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
+            flag == 0
+        });
+        if !front.requests.is_empty() {
+            break;
+        }
+        let flight = vc.inflight.pop_front().expect("the front");
+        vc.backlog -= flight.bytes;
+        drop(flight.packed);
+        done.push(flight.frame);
+    }
+    done
+}
+
+/// The next message for this process, matched: (its source, its size,
+/// the handle to receive it with).
+fn probe() -> Option<(usize, usize, Handle<ffi::MPI_Message>)> {
+    let _mpi = lock(&MPI_LOCK);
+    if CLOSED.load(Ordering::Acquire) {
+        return None;
+    }
+    let mut flag: c_int = 0;
+    // SAFETY: reading immutable constants of the MPI bindings.
+    let mut message = unsafe { ffi::RSMPI_MESSAGE_NULL };
+    // SAFETY: MPI_Status is plain data; MPI_Improbe fills it.
+    let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+    // SAFETY: MPI is initialized; the call writes the flag, the message
+    // handle and the status.
+    unsafe {
+        ffi::MPI_Improbe(
+            ffi::RSMPI_ANY_SOURCE,
+            TAG,
+            world(),
+            &mut flag,
+            &mut message,
+            &mut status,
+        );
+    }
+    if flag == 0 {
+        return None;
+    }
+    let mut count: c_int = 0;
+    // SAFETY: `status` is the matched message's.
+    unsafe { ffi::MPI_Get_count(&status, bytes_type(), &mut count) };
+    Some((
+        status.MPI_SOURCE as usize,
+        count.max(0) as usize,
+        Handle(message),
+    ))
+}
+
+/// Receives matched `message` of `count` bytes into `dst`.
+///
+/// # Safety
+/// `dst` must be valid for writes of `count` bytes.
+unsafe fn receive_into(message: Handle<ffi::MPI_Message>, dst: *mut u8, count: usize) {
+    let mut m = message.0;
+    let _mpi = lock(&MPI_LOCK);
+    // SAFETY: the caller's promise for `dst`; `m` is a matched message of
+    // `count` bytes, received once.
+    unsafe {
+        ffi::MPI_Mrecv(
+            dst.cast(),
+            count as c_int,
+            bytes_type(),
+            &mut m,
+            ffi::RSMPI_STATUS_IGNORE,
+        );
+    }
+}
+
+/// Receives matched `message` of `count` bytes into a new buffer.
+fn receive_vec(message: Handle<ffi::MPI_Message>, count: usize) -> Vec<u8> {
+    let mut v = vec![0u8; count];
+    // SAFETY: `v` holds `count` bytes.
+    unsafe { receive_into(message, v.as_mut_ptr(), count) };
+    v
+}
+
+impl NetModule for MpiModule {
+    fn name(&self) -> &'static str {
+        "mpi"
+    }
+
+    fn business_card(&self) -> String {
+        format!("mpi:{}", self.me)
+    }
+
+    fn connect_to_root(&self, peer: usize, card: &str) -> Result<(), NetError> {
+        self.vc_init(peer, card)
+    }
+
+    fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError> {
+        self.check_peer(peer)?;
+        // Ranks are process numbers: a card names its own.
+        match card
+            .strip_prefix("mpi:")
+            .and_then(|r| r.parse::<usize>().ok())
+        {
+            Some(rank) if rank == peer => Ok(()),
+            _ => Err(NetError::peer(
+                peer,
+                format!("mpi: process {peer}'s card `{card}` is not `mpi:{peer}`"),
+            )),
+        }
+    }
+
+    fn vc_destroy(&self, peer: usize) {
+        if peer < self.nodes {
+            lock(&self.send)[peer] = Vc::default();
+        }
+    }
+
+    fn vc_terminate(&self, peer: usize) {
+        if peer < self.nodes {
+            lock(&self.send)[peer].terminating = true;
+            self.wake();
+        }
+    }
+
+    fn ordering(&self) -> bool {
+        true
+    }
+
+    fn isend_contig(
+        &self,
+        peer: usize,
+        req: SendRequest,
+        header: FrameHeader,
+        data: SendData,
+    ) -> Result<(), NetError> {
+        self.enqueue(peer, OutFrame::frame(header, data, Some(req)))
+    }
+
+    fn istart_contig(
+        &self,
+        peer: usize,
+        header: FrameHeader,
+        data: SendData,
+    ) -> Result<Option<SendRequest>, NetError> {
+        let req = SendRequest::new();
+        self.enqueue(peer, OutFrame::frame(header, data, Some(req.clone())))?;
+        Ok((!req.is_complete()).then_some(req))
+    }
+
+    fn send_noncontig(
+        &self,
+        peer: usize,
+        req: SendRequest,
+        header: FrameHeader,
+        iov: &[&[u8]],
+    ) -> Result<(), NetError> {
+        check_iov_len(self.name(), peer, &header, iov)?;
+        self.isend_contig(peer, req, header, SendData::Bytes(iov.concat()))
+    }
+
+    fn poll(&self, _dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
+        let deadline = timeout.map(|t| Instant::now() + t);
+        *lock(&self.poller) = Some(std::thread::current());
+        let mut nap = Duration::from_micros(1);
+        let mut spins = 0u32;
+        loop {
+            if self.progress(true)? {
+                return Ok(true);
+            }
+            if self.woken.swap(false, Ordering::AcqRel) {
+                return Ok(false);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Ok(false);
+            }
+            // Spin a little (an answer often comes within microseconds),
+            // then nap longer and longer, up to MAX_NAP.
+            if spins < 64 {
+                spins += 1;
+                std::hint::spin_loop();
+                continue;
+            }
+            let left = deadline.map_or(nap, |d| d.saturating_duration_since(now));
+            std::thread::park_timeout(nap.min(left));
+            nap = (nap * 2).min(MAX_NAP);
+        }
+    }
+
+    fn try_progress(&self) -> bool {
+        self.progress(false).unwrap_or(false)
+    }
+
+    fn post_contig(
+        &self,
+        peer: usize,
+        header: FrameHeader,
+        data: SendData,
+    ) -> Result<bool, NetError> {
+        // MPI sends start at once; nothing waits for a flush.
+        self.enqueue(peer, OutFrame::frame(header, data, None))?;
+        Ok(false)
+    }
+
+    fn flush_all(&self) -> bool {
+        self.progress_sends().unwrap_or(false)
+    }
+
+    fn has_queued(&self) -> bool {
+        lock(&self.send)
+            .iter()
+            .any(|vc| !vc.queue.is_empty() || !vc.inflight.is_empty())
+    }
+
+    fn backlog(&self, peer: usize) -> usize {
+        lock(&self.send).get(peer).map_or(0, |vc| vc.backlog)
+    }
+
+    fn resume_receiving(&self) {
+        self.paused.store(false, Ordering::Release);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        self.woken.store(true, Ordering::Release);
+        if let Some(t) = lock(&self.poller).as_ref() {
+            t.unpark();
+        }
+    }
+
+    fn finalize(&self) {
+        // MPI itself ends with the process's bootstrap ([`finalize`]):
+        // start-up used it too, and it may outlive this module.
+    }
+}
+
+const _: () = assert!(FRAME_HEADER_SIZE <= EAGER_MAX);

@@ -1,0 +1,171 @@
+//! The bootstrap of a process started by an MPI launcher, in a build with
+//! the `mpi` feature: MPI itself says the rank and the size
+//! (`MPI_Init_thread`), and the processes exchange the job key, the
+//! segment id, their hosts and their business cards with `MPI_Allgather`
+//! — whatever launcher started them (MPICH's `mpiexec`, Open MPI's
+//! `mpirun`, Slurm's `srun`, Flux), as long as it is the MPI library's.
+//! The default network module is then `mpi`.
+//!
+//! # Invariants
+//!
+//! - MPI is initialized only when a launcher's variables say this process
+//!   is one of several ranks (a plain run never touches MPI), before the
+//!   `pmi` bootstrap could take the launcher's connection.
+//! - The job key is drawn by rank 0 and travels over MPI only.
+//! - The process ends MPI as it ends: `MPI_Finalize` at its normal end,
+//!   `MPI_Abort` when it is the culprit of an abnormal one (after a
+//!   moment for its last lines and its peers' notices).
+//!
+//! # Concurrency
+//!
+//! Start-up runs on the thread that starts the process; the ending calls
+//! come from any thread (`converse_net::mpi` serializes MPI calls).
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use launch_wire::JobKey;
+
+use super::{Bootstrap, Placement};
+use crate::net::mpi;
+use crate::proc::args::Config;
+
+/// True once this bootstrap initialized MPI.
+static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// How long a failing process waits before `MPI_Abort` ends the job.
+const ABORT_PAUSE: Duration = Duration::from_millis(100);
+
+/// Variables by which MPI launchers give the job's size.
+const SIZE_VARS: &[&str] = &[
+    "PMI_SIZE",
+    "OMPI_COMM_WORLD_SIZE",
+    "PMIX_SIZE",
+    "SLURM_STEP_NUM_TASKS",
+    "FLUX_JOB_SIZE",
+];
+
+/// True once MPI is initialized by this bootstrap.
+pub(super) fn initialized() -> bool {
+    INITIALIZED.load(Ordering::Acquire)
+}
+
+/// The MPI bootstrap of one process.
+struct Mpi;
+
+/// The placement MPI gave this process, if an MPI launcher started it as
+/// one of several.
+pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
+    let several = SIZE_VARS.iter().any(|v| {
+        std::env::var(v)
+            .ok()
+            .and_then(|n| n.parse::<usize>().ok())
+            .is_some_and(|n| n > 1)
+    });
+    if !several || INITIALIZED.load(Ordering::Acquire) {
+        return Ok(None);
+    }
+    let (rank, size) = mpi::init().map_err(|e| e.to_string())?;
+    INITIALIZED.store(true, Ordering::Release);
+    if size <= 1 {
+        return Ok(None);
+    }
+    if size > crate::proc::args::MAX_PES {
+        return Err(format!(
+            "{size} MPI ranks: a job has at most {} processes",
+            crate::proc::args::MAX_PES
+        ));
+    }
+    let host = rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned();
+    // Rank 0's record carries the key and the segment id; every record
+    // its host.
+    let mine = if rank == 0 {
+        let key = JobKey::generate().map_err(|e| format!("cannot draw the job key: {e}"))?;
+        let nonce = launch_wire::Nonce::generate()
+            .map_err(|e| format!("cannot draw the segment id: {e}"))?;
+        let shm_id = u64::from_le_bytes(nonce.as_bytes()[..8].try_into().expect("8 of 16 bytes"));
+        format!("{host}\n{}\n{shm_id:016x}", key.to_hex())
+    } else {
+        host.clone()
+    };
+    let records = mpi::allgather(mine.as_bytes()).map_err(|e| e.to_string())?;
+    let records: Vec<String> = records
+        .into_iter()
+        .map(|r| String::from_utf8_lossy(&r).into_owned())
+        .collect();
+    let mut root = records[0].split('\n');
+    let (_, key, shm_id) = (root.next(), root.next(), root.next());
+    let key = key
+        .and_then(JobKey::from_hex)
+        .ok_or("rank 0 sent no job key")?;
+    let shm_id = shm_id
+        .and_then(|s| u64::from_str_radix(s, 16).ok())
+        .ok_or("rank 0 sent no segment id")?;
+    let mut names: Vec<&str> = Vec::new();
+    let hosts: Vec<usize> = records
+        .iter()
+        .map(|r| {
+            let name = r.split('\n').next().unwrap_or("");
+            names.iter().position(|n| *n == name).unwrap_or_else(|| {
+                names.push(name);
+                names.len() - 1
+            })
+        })
+        .collect();
+    let ppn = config
+        .ppn
+        .or(config.pes.map(|p| p / size))
+        .unwrap_or(1)
+        .max(1);
+    let mine_on_host = hosts.iter().filter(|&&h| h == hosts[rank]).count();
+    Ok(Some(Placement {
+        node: rank,
+        nodes: size,
+        key,
+        shm_id,
+        netmod: config.netmod.clone().unwrap_or_else(|| "mpi".into()),
+        host,
+        hosts: Some(hosts),
+        timeout: Duration::from_secs(config.timeout.unwrap_or(super::DEFAULT_TIMEOUT_SECS)),
+        host_pes: Some(mine_on_host * ppn),
+        boot: Arc::new(Mpi),
+    }))
+}
+
+impl Bootstrap for Mpi {
+    fn exchange(
+        &self,
+        _place: &Placement,
+        card: &str,
+        _deadline: Instant,
+    ) -> Result<Vec<String>, String> {
+        let cards = mpi::allgather(card.as_bytes()).map_err(|e| e.to_string())?;
+        cards
+            .into_iter()
+            .enumerate()
+            .map(|(r, c)| {
+                String::from_utf8(c).map_err(|_| format!("rank {r}'s business card is not UTF-8"))
+            })
+            .collect()
+    }
+
+    fn joined(&self, _place: &Placement) -> Result<(), String> {
+        crate::proc::exit::at_exit(|ending| {
+            if ending.culprit.lost() {
+                return;
+            }
+            std::thread::sleep(ABORT_PAUSE);
+            mpi::abort(crate::proc::exit::ABORT_EXIT_CODE);
+        });
+        Ok(())
+    }
+
+    fn ending(&self) {}
+
+    fn tell_ended(&self) {
+        mpi::finalize();
+    }
+}
