@@ -21,12 +21,18 @@
 //!   raised, the peer spinning on it copies them out and answers the same
 //!   way; `raw_shm_stream_<size>`: the peer fills two shared slots in turn,
 //!   the driver empties them.
+//! - `mpi_oneway_<size>` and `mpi_bw_<size>` (feature `mpi`: `cargo bench
+//!   -p convrun --features mpi --bench netmod -- mpi`): the same job under
+//!   `mpiexec -n 2` over `++netmod mpi`. Baselines `raw_mpi_oneway_<size>`
+//!   and `raw_mpi_stream_<size>`: two ranks bounce and stream the same
+//!   bytes with blocking `MPI_Send`/`MPI_Recv` (the `mpi` crate, in the
+//!   same run).
 //! - `convrun_startup_p4`: `convrun +p 4` of a program that ends at once.
 //!   Baseline `spawn_4`: starting the same binary as 4 plain processes
 //!   (without the runtime) and waiting for them.
 //!
-//! `cargo bench -p convrun --bench netmod -- shm` (or `tcp`, `startup`)
-//! prints only those figures.
+//! `cargo bench -p convrun --bench netmod -- shm` (or `tcp`, `startup`,
+//! `mpi`) prints only those figures.
 //!
 //! This one binary is also the program of the jobs and the raw peer it
 //! starts (by its first argument).
@@ -69,6 +75,8 @@ fn main() {
         Some("job-noop") => job_noop(),
         Some("raw-peer") => raw_peer(&args[2]),
         Some("raw-shm-peer") => raw_shm_peer(&args[2]),
+        #[cfg(feature = "mpi")]
+        Some("raw-mpi") => raw_mpi(),
         Some("noop") => {}
         _ => driver(),
     }
@@ -96,6 +104,11 @@ fn driver() {
         let raw = raw_shm_figures();
         job_figures("shm", &raw);
     }
+    #[cfg(feature = "mpi")]
+    if wanted("mpi") {
+        let raw = raw_mpi_figures();
+        job_figures("mpi", &raw);
+    }
     if wanted("startup") {
         startup_figure();
     }
@@ -105,14 +118,27 @@ fn driver() {
 /// `raw`'s. Over shm the latency figure is one-way (half the round trip),
 /// as MPICH's reports it.
 fn job_figures(netmod: &str, raw: &Raw) {
-    let out = Command::new(CONVRUN)
-        .args(["+p", "2", "++netmod", netmod, &me(), "job-pingpong"])
+    let me = me();
+    // The MPI module runs under the MPI launcher; the others under convrun.
+    let (launcher, args) = if netmod == "mpi" {
+        (
+            "mpiexec",
+            vec!["-n", "2", &me, "job-pingpong", "++netmod", "mpi"],
+        )
+    } else {
+        (
+            CONVRUN,
+            vec!["+p", "2", "++netmod", netmod, &me, "job-pingpong"],
+        )
+    };
+    let out = Command::new(launcher)
+        .args(&args)
         .stderr(Stdio::inherit())
         .output()
-        .expect("convrun starts");
+        .expect("the launcher starts");
     assert!(out.status.success(), "the {netmod} ping-pong job failed");
     let text = String::from_utf8_lossy(&out.stdout);
-    let oneway = netmod == "shm";
+    let oneway = netmod == "shm" || netmod == "mpi";
     for l in text.lines() {
         let w: Vec<&str> = l.split_whitespace().collect();
         match w.as_slice() {
@@ -360,6 +386,83 @@ fn raw_peer(addr: &str) {
     }
     // Give the driver a moment before the socket closes.
     std::thread::sleep(Duration::from_millis(10));
+}
+
+// ---- the raw MPI baseline --------------------------------------------------------
+
+/// Runs the raw MPI ping-pong and stream (`raw-mpi`) under `mpiexec -n 2`
+/// and reads rank 0's figures.
+#[cfg(feature = "mpi")]
+fn raw_mpi_figures() -> Raw {
+    let out = Command::new("mpiexec")
+        .args(["-n", "2", &me(), "raw-mpi"])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("mpiexec starts");
+    assert!(out.status.success(), "the raw MPI ping-pong failed");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (mut rtt, mut bw) = (Vec::new(), Vec::new());
+    for l in text.lines() {
+        let w: Vec<&str> = l.split_whitespace().collect();
+        match w.as_slice() {
+            ["rtt", size, us] => rtt.push((size.parse().unwrap(), us.parse().unwrap())),
+            ["bw", size, gbps] => bw.push((size.parse().unwrap(), gbps.parse().unwrap())),
+            _ => {}
+        }
+    }
+    Raw { rtt, bw }
+}
+
+/// One rank of the raw MPI baseline: rank 0 bounces each size with rank 1
+/// and takes rank 1's stream, printing what the job prints.
+#[cfg(feature = "mpi")]
+fn raw_mpi() {
+    use mpi::traits::*;
+    let universe = mpi::initialize().expect("MPI initializes");
+    let world = universe.world();
+    let me = world.rank();
+    let peer = world.process_at_rank(1 - me);
+    for size in RTT_SIZES {
+        let rounds = rounds_for(size);
+        let warm = 10.min(rounds);
+        let mut buf = vec![1u8; size];
+        let mut t0 = Instant::now();
+        for i in 0..warm + rounds {
+            if i == warm {
+                t0 = Instant::now();
+            }
+            if me == 0 {
+                peer.send(&buf[..]);
+                peer.receive_into(&mut buf[..]);
+            } else {
+                peer.receive_into(&mut buf[..]);
+                peer.send(&buf[..]);
+            }
+        }
+        if me == 0 {
+            let us = t0.elapsed().as_secs_f64() / rounds as f64 * 1e6;
+            println!("rtt {size} {us:.3}");
+        }
+    }
+    for size in BW_SIZES {
+        let count = (stream_bytes() / size).max(4);
+        let mut buf = vec![2u8; size];
+        if me == 0 {
+            let t0 = Instant::now();
+            for _ in 0..count {
+                peer.send(&buf[..]);
+            }
+            let mut ack = [0u8; 1];
+            peer.receive_into(&mut ack[..]);
+            let secs = t0.elapsed().as_secs_f64();
+            println!("bw {size} {:.3}", (count * size) as f64 / secs / 1e9);
+        } else {
+            for _ in 0..count {
+                peer.receive_into(&mut buf[..]);
+            }
+            peer.send(&[1u8][..]);
+        }
+    }
 }
 
 // ---- the raw shared-memory baseline --------------------------------------------
