@@ -29,7 +29,8 @@
 //! idle PE polls without waiting ([`NetModule::try_progress`] skips when
 //! another thread holds the module); the progress thread, when no PE
 //! polls, probes with a backoff: it spins briefly, then sleeps from 1 µs
-//! doubling to [`MAX_NAP`] between probes, so a parked job costs a small
+//! doubling to [`BUSY_NAP`] between probes while traffic is recent
+//! ([`RECENT`]), then on to [`MAX_NAP`], so a parked job costs a small
 //! fraction of a core and a message that arrives after a long idle period
 //! waits at most that long before it is seen.
 //!
@@ -79,6 +80,14 @@ pub const EAGER_MAX: usize = 16 << 10;
 /// The longest sleep of the progress thread between probes while nothing
 /// arrives.
 pub const MAX_NAP: Duration = Duration::from_millis(1);
+
+/// The longest sleep between probes while traffic is recent (within
+/// [`RECENT`]): a job that pauses between messages (a PE computing, a large
+/// message being copied) is still answered within this.
+pub const BUSY_NAP: Duration = Duration::from_micros(20);
+
+/// How long after the last traffic the naps stay at most [`BUSY_NAP`].
+pub const RECENT: Duration = Duration::from_millis(20);
 
 /// The one tag of the module's messages.
 const TAG: c_int = 7;
@@ -286,6 +295,8 @@ pub struct MpiModule {
     woken: AtomicBool,
     /// The thread waiting in [`NetModule::poll`], to wake.
     poller: Mutex<Option<Thread>>,
+    /// When the progress thread last saw something move.
+    last_moved: Mutex<Instant>,
 }
 
 impl MpiModule {
@@ -304,6 +315,7 @@ impl MpiModule {
             paused: AtomicBool::new(false),
             woken: AtomicBool::new(false),
             poller: Mutex::new(None),
+            last_moved: Mutex::new(Instant::now()),
         }
     }
 
@@ -733,8 +745,10 @@ impl NetModule for MpiModule {
         *lock(&self.poller) = Some(std::thread::current());
         let mut nap = Duration::from_micros(1);
         let mut spins = 0u32;
+        let last_moved = *lock(&self.last_moved);
         loop {
             if self.progress(true)? {
+                *lock(&self.last_moved) = Instant::now();
                 return Ok(true);
             }
             if self.woken.swap(false, Ordering::AcqRel) {
@@ -753,7 +767,12 @@ impl NetModule for MpiModule {
             }
             let left = deadline.map_or(nap, |d| d.saturating_duration_since(now));
             std::thread::park_timeout(nap.min(left));
-            nap = (nap * 2).min(MAX_NAP);
+            let cap = if now.duration_since(last_moved) < RECENT {
+                BUSY_NAP
+            } else {
+                MAX_NAP
+            };
+            nap = (nap * 2).min(cap);
         }
     }
 
