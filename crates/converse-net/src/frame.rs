@@ -501,9 +501,13 @@ impl Reassembler {
     }
 
     /// True between frames: no header fragment kept, no body in progress.
-    #[cfg(test)]
     pub fn is_idle(&self) -> bool {
         self.pending_len == 0 && self.active.is_none()
+    }
+
+    /// True while a frame's body is being received (its header is in).
+    pub fn in_body(&self) -> bool {
+        self.active.is_some()
     }
 
     /// At the end of the stream: an error if it ended inside a frame.

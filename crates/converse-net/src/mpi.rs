@@ -7,19 +7,24 @@
 //! # The byte stream as MPI messages
 //!
 //! Each process's frames to a peer form a byte stream, as over tcp, cut
-//! into MPI messages of one tag: a frame of up to [`EAGER_MAX`] bytes
-//! (header and body) goes as one message; a larger one as its 16-byte
-//! header, then its body (and a request's further data, each piece one
-//! more message). MPI keeps the messages from one process in order when a
-//! receive matches any of them (`MPI_ANY_SOURCE`, `MPI_ANY_TAG`), so the
-//! receiver sees each peer's stream in order, whatever the interleaving
-//! between peers. It matches the next message with `MPI_Improbe` and
-//! receives it with `MPI_Mrecv`: a message that continues a frame's body
-//! lands straight in the message buffer (no copy); any other goes through
-//! the peer's reassembler (`frame`), as tcp's bytes do. A large body thus
-//! moves by MPI's own large-message protocol (MPICH's rendezvous: the
-//! Nemesis spec's plain-rendezvous LMT, or whatever the library's
-//! transport does for a large send).
+//! into MPI messages: a frame of up to [`EAGER_MAX`] bytes (header and
+//! body) goes as one message, a larger one as its 16-byte header, then its
+//! body (and a request's further data, each piece one more message). A
+//! message that begins with a header has the tag `TAG_START`, one that
+//! continues a body `TAG_BODY`.
+//!
+//! The receiver keeps one receive of `TAG_START` from any process posted
+//! (`MPI_Irecv` into a buffer of [`EAGER_MAX`] bytes), so that taking a
+//! small frame costs one `MPI_Test`; its bytes go through the sender's
+//! reassembler (`frame`), as tcp's do. While a peer's frame body is
+//! incomplete, the receiver matches that peer's `TAG_BODY` messages
+//! (`MPI_Improbe`, then `MPI_Mrecv` straight into the message buffer: no
+//! copy). MPI keeps one sender's messages of one tag in order; a
+//! `TAG_START` message from a peer whose body is still incomplete is kept
+//! aside until the body is in, so each peer's stream is read in order. A
+//! large body thus moves by MPI's own large-message protocol (MPICH's
+//! rendezvous: the Nemesis spec's plain-rendezvous LMT, or whatever the
+//! library's transport does for a large send).
 //!
 //! # Threads
 //!
@@ -89,8 +94,11 @@ pub const BUSY_NAP: Duration = Duration::from_micros(20);
 /// How long after the last traffic the naps stay at most [`BUSY_NAP`].
 pub const RECENT: Duration = Duration::from_millis(20);
 
-/// The one tag of the module's messages.
-const TAG: c_int = 7;
+/// The tag of a message that begins with a frame header (a whole small
+/// frame, or a large frame's header).
+const TAG_START: c_int = 7;
+/// The tag of a message that continues a frame's body.
+const TAG_BODY: c_int = 8;
 
 /// Most messages received in one progress pass (others wait for the next).
 const RECEIVES_PER_PASS: usize = 64;
@@ -288,7 +296,7 @@ pub struct MpiModule {
     me: usize,
     nodes: usize,
     send: Mutex<Vec<Vc>>,
-    recv: Mutex<Vec<Reassembler>>,
+    recv: Mutex<Recv>,
     upcalls: OnceLock<Arc<dyn Upcalls>>,
     /// Receiving paused: the layer above had no room.
     paused: AtomicBool,
@@ -306,11 +314,14 @@ impl MpiModule {
             me,
             nodes,
             send: Mutex::new((0..nodes).map(|_| Vc::default()).collect()),
-            recv: Mutex::new(
-                (0..nodes)
+            recv: Mutex::new(Recv {
+                reasm: (0..nodes)
                     .map(|p| Reassembler::new(p, max_payload))
                     .collect(),
-            ),
+                aside: (0..nodes).map(|_| VecDeque::new()).collect(),
+                in_body: Vec::new(),
+                posted: None,
+            }),
             upcalls: OnceLock::new(),
             paused: AtomicBool::new(false),
             woken: AtomicBool::new(false),
@@ -412,7 +423,7 @@ impl MpiModule {
     /// Receives what has arrived (up to a pass's worth). `wait_for_recv`:
     /// take the receive side even if another thread has it.
     fn progress_recv(&self, wait_for_recv: bool) -> bool {
-        let mut rx = if wait_for_recv {
+        let mut guard = if wait_for_recv {
             lock(&self.recv)
         } else {
             match self.recv.try_lock() {
@@ -420,59 +431,90 @@ impl MpiModule {
                 Err(_) => return false,
             }
         };
+        let rx = &mut *guard;
+        if rx.posted.is_none() {
+            rx.posted = Posted::post(vec![0u8; POSTED_LEN].into_boxed_slice());
+        }
         let mut moved = false;
+        let mut frames: Vec<(FrameHeader, FrameBody)> = Vec::new();
         for _ in 0..RECEIVES_PER_PASS {
             if !self.upcalls().room() {
                 self.paused.store(true, Ordering::Release);
                 break;
             }
-            let Some((peer, count, message)) = probe() else {
-                break;
-            };
-            moved = true;
-            if peer >= self.nodes || peer == self.me {
-                // Not one of ours: MPI_COMM_WORLD is the job's alone, so
-                // this cannot be; take it off the queue and say so.
-                let _ = receive_vec(message, count);
-                eprintln!(
-                    "converse: process {}: an MPI message from rank {peer}, which is no peer",
-                    self.me
-                );
-                continue;
-            }
-            let mut frames: Vec<(FrameHeader, FrameBody)> = Vec::new();
-            let mut message = Some(message);
-            let reasm = &mut rx[peer];
-            let direct = reasm.receive_body(
-                &mut |space| {
-                    if count > space.len() {
-                        return Err(());
+            let mut progressed = false;
+            // Bodies first: they come before their senders' later frames.
+            let mut i = 0;
+            while i < rx.in_body.len() {
+                let peer = rx.in_body[i];
+                let Some((count, message)) = probe_body(peer) else {
+                    i += 1;
+                    continue;
+                };
+                progressed = true;
+                let result = receive_body_message(&mut rx.reasm[peer], message, count, &mut frames);
+                self.deliver(peer, &mut frames, result);
+                if !rx.reasm[peer].in_body() {
+                    rx.in_body.swap_remove(i);
+                    // What came meanwhile, in order, until a body is
+                    // incomplete again.
+                    while !rx.reasm[peer].in_body() {
+                        let Some(bytes) = rx.aside[peer].pop_front() else {
+                            break;
+                        };
+                        let result = rx.reasm[peer].handle(&bytes, |h, b| frames.push((h, b)));
+                        self.deliver(peer, &mut frames, result);
                     }
-                    let m = message.take().expect("one receive per message");
-                    // SAFETY: `space` has room for `count` bytes; MPI
-                    // writes exactly `count` (the matched message's size).
-                    unsafe { receive_into(m, space.as_mut_ptr().cast(), count) };
-                    // SAFETY: MPI initialized the first `count` bytes.
-                    Ok(unsafe { std::slice::from_raw_parts_mut(space.as_mut_ptr().cast(), count) })
-                },
-                |h, b| frames.push((h, b)),
-            );
-            let result = match direct {
-                Some(Ok(_)) => Ok(()),
-                Some(Err(())) | None => {
-                    let m = message.take().expect("not received yet");
-                    let bytes = receive_vec(m, count);
-                    reasm.handle(&bytes, |h, b| frames.push((h, b)))
+                    if rx.reasm[peer].in_body() {
+                        rx.in_body.push(peer);
+                    }
+                } else {
+                    i += 1;
                 }
-            };
-            for (h, b) in frames {
-                self.upcalls().arrived(peer, h, b);
             }
-            if let Err(e) = result {
-                self.upcalls().vc_failed(peer, e.to_string());
+            let got = rx.posted.as_mut().and_then(Posted::test);
+            if let Some((peer, count)) = got {
+                progressed = true;
+                let buf = rx.posted.take().expect("tested").take_buf();
+                let bytes = &buf[..count.min(buf.len())];
+                if peer >= self.nodes || peer == self.me {
+                    eprintln!(
+                        "converse: process {}: an MPI message from rank {peer}, which is no peer",
+                        self.me
+                    );
+                } else if rx.reasm[peer].in_body() || !rx.aside[peer].is_empty() {
+                    rx.aside[peer].push_back(bytes.to_vec());
+                } else {
+                    let result = rx.reasm[peer].handle(bytes, |h, b| frames.push((h, b)));
+                    self.deliver(peer, &mut frames, result);
+                    if rx.reasm[peer].in_body() && !rx.in_body.contains(&peer) {
+                        rx.in_body.push(peer);
+                    }
+                }
+                rx.posted = Posted::post(buf);
             }
+            if !progressed {
+                break;
+            }
+            moved = true;
         }
         moved
+    }
+
+    /// Hands `frames` (all from `peer`) to the layer above, then reports
+    /// `result`'s fault, if any.
+    fn deliver(
+        &self,
+        peer: usize,
+        frames: &mut Vec<(FrameHeader, FrameBody)>,
+        result: Result<(), crate::frame::FrameError>,
+    ) {
+        for (h, b) in frames.drain(..) {
+            self.upcalls().arrived(peer, h, b);
+        }
+        if let Err(e) = result {
+            self.upcalls().vc_failed(peer, e.to_string());
+        }
     }
 
     fn progress(&self, wait_for_recv: bool) -> Result<bool, NetError> {
@@ -522,25 +564,25 @@ fn start(peer: usize, frame: OutFrame) -> Result<InFlight, NetError> {
     if CLOSED.load(Ordering::Acquire) {
         return Err(NetError::peer(peer, "mpi: MPI is finalized"));
     }
-    if bytes <= EAGER_MAX {
+    if !hdr.is_empty() && bytes <= EAGER_MAX {
         let mut packed = Vec::with_capacity(bytes);
         packed.extend_from_slice(hdr);
         packed.extend_from_slice(data);
-        flight.requests.push(isend(peer, &packed)?);
+        flight.requests.push(isend(peer, TAG_START, &packed)?);
         flight.packed = Some(packed);
     } else {
         if !hdr.is_empty() {
             // The header is inline in the frame, which moves: its bytes go
             // from a buffer of their own.
             let header = hdr.to_vec();
-            flight.requests.push(isend(peer, &header)?);
+            flight.requests.push(isend(peer, TAG_START, &header)?);
             flight.packed = Some(header);
         }
         if data.len() > c_int::MAX as usize {
             return Err(NetError::peer(peer, "mpi: a piece above 2 GiB"));
         }
         if !data.is_empty() {
-            flight.requests.push(isend(peer, data)?);
+            flight.requests.push(isend(peer, TAG_BODY, data)?);
         }
     }
     // The data sends read from `frame`'s data buffer, which stays where
@@ -551,7 +593,7 @@ fn start(peer: usize, frame: OutFrame) -> Result<InFlight, NetError> {
 
 /// `MPI_Isend` of `buf` to `peer`; the caller keeps `buf` alive and in
 /// place until the request completes, and holds MPI_LOCK.
-fn isend(peer: usize, buf: &[u8]) -> Result<Handle<ffi::MPI_Request>, NetError> {
+fn isend(peer: usize, tag: c_int, buf: &[u8]) -> Result<Handle<ffi::MPI_Request>, NetError> {
     // SAFETY: reading an immutable constant of the MPI bindings.
     let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
     // SAFETY: `buf` stays valid and unmoved until the request completes
@@ -562,7 +604,7 @@ fn isend(peer: usize, buf: &[u8]) -> Result<Handle<ffi::MPI_Request>, NetError> 
             buf.len() as c_int,
             bytes_type(),
             peer as c_int,
-            TAG,
+            tag,
             world(),
             &mut req,
         )
@@ -598,9 +640,9 @@ fn test_inflight(vc: &mut Vc) -> Vec<OutFrame> {
     done
 }
 
-/// The next message for this process, matched: (its source, its size,
-/// the handle to receive it with).
-fn probe() -> Option<(usize, usize, Handle<ffi::MPI_Message>)> {
+/// The next body message from `peer`, matched: (its size, the handle to
+/// receive it with).
+fn probe_body(peer: usize) -> Option<(usize, Handle<ffi::MPI_Message>)> {
     let _mpi = lock(&MPI_LOCK);
     if CLOSED.load(Ordering::Acquire) {
         return None;
@@ -614,8 +656,8 @@ fn probe() -> Option<(usize, usize, Handle<ffi::MPI_Message>)> {
     // handle and the status.
     unsafe {
         ffi::MPI_Improbe(
-            ffi::RSMPI_ANY_SOURCE,
-            TAG,
+            peer as c_int,
+            TAG_BODY,
             world(),
             &mut flag,
             &mut message,
@@ -628,11 +670,106 @@ fn probe() -> Option<(usize, usize, Handle<ffi::MPI_Message>)> {
     let mut count: c_int = 0;
     // SAFETY: `status` is the matched message's.
     unsafe { ffi::MPI_Get_count(&status, bytes_type(), &mut count) };
-    Some((
-        status.MPI_SOURCE as usize,
-        count.max(0) as usize,
-        Handle(message),
-    ))
+    Some((count.max(0) as usize, Handle(message)))
+}
+
+/// The posted receive of frame starts: its request and its buffer. Dropped
+/// before it completes, it cancels the receive, so MPI never writes to a
+/// freed buffer.
+struct Posted {
+    request: Handle<ffi::MPI_Request>,
+    buf: Box<[u8]>,
+    /// The receive completed (the request is freed).
+    done: bool,
+}
+
+impl Posted {
+    /// Posts a receive of `TAG_START` from any process into `buf`.
+    fn post(buf: Box<[u8]>) -> Option<Posted> {
+        let _mpi = lock(&MPI_LOCK);
+        if CLOSED.load(Ordering::Acquire) {
+            return None;
+        }
+        // SAFETY: reading an immutable constant of the MPI bindings.
+        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        // SAFETY: `buf` (heap memory, moved into the `Posted` with the
+        // request) stays in place until the receive completes or is
+        // cancelled (`Posted::cancel`).
+        unsafe {
+            ffi::MPI_Irecv(
+                buf.as_ptr() as *mut c_void,
+                buf.len() as c_int,
+                bytes_type(),
+                ffi::RSMPI_ANY_SOURCE,
+                TAG_START,
+                world(),
+                &mut req,
+            );
+        }
+        Some(Posted {
+            request: Handle(req),
+            buf,
+            done: false,
+        })
+    }
+
+    /// If the receive completed: (the sender, the bytes received).
+    fn test(&mut self) -> Option<(usize, usize)> {
+        let _mpi = lock(&MPI_LOCK);
+        if CLOSED.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut flag: c_int = 0;
+        // SAFETY: MPI_Status is plain data; MPI_Test fills it.
+        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        // SAFETY: the posted request; MPI_Test frees it when complete.
+        unsafe { ffi::MPI_Test(&mut self.request.0, &mut flag, &mut status) };
+        if flag == 0 {
+            return None;
+        }
+        self.done = true;
+        let mut count: c_int = 0;
+        // SAFETY: `status` is the completed receive's.
+        unsafe { ffi::MPI_Get_count(&status, bytes_type(), &mut count) };
+        Some((status.MPI_SOURCE as usize, count.max(0) as usize))
+    }
+
+    /// The buffer, once the receive completed, for the next one.
+    fn take_buf(&mut self) -> Box<[u8]> {
+        debug_assert!(self.done);
+        std::mem::take(&mut self.buf)
+    }
+}
+
+impl Drop for Posted {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let _mpi = lock(&MPI_LOCK);
+        if CLOSED.load(Ordering::Acquire) {
+            // MPI is finalized or aborting: it writes nothing any more.
+            return;
+        }
+        // SAFETY: the posted, incomplete request: cancelled, then waited
+        // for, which frees it; `buf` outlives both calls.
+        unsafe {
+            ffi::MPI_Cancel(&mut self.request.0);
+            ffi::MPI_Wait(&mut self.request.0, ffi::RSMPI_STATUS_IGNORE);
+        }
+    }
+}
+
+/// The receive side: each peer's reassembler, the posted receive of
+/// frame starts, and frame starts kept aside while their sender's body is
+/// incomplete.
+struct Recv {
+    reasm: Vec<Reassembler>,
+    /// Per peer, frame starts that came while its body was incomplete.
+    aside: Vec<VecDeque<Vec<u8>>>,
+    /// The peers whose body is incomplete.
+    in_body: Vec<usize>,
+    posted: Option<Posted>,
 }
 
 /// Receives matched `message` of `count` bytes into `dst`.
@@ -661,6 +798,43 @@ fn receive_vec(message: Handle<ffi::MPI_Message>, count: usize) -> Vec<u8> {
     // SAFETY: `v` holds `count` bytes.
     unsafe { receive_into(message, v.as_mut_ptr(), count) };
     v
+}
+
+/// Bytes of the posted receive's buffer.
+const POSTED_LEN: usize = EAGER_MAX;
+
+/// Receives matched body `message` of `count` bytes into `reasm`'s frame
+/// body (straight into the message buffer when it fits, else through the
+/// reassembler's copy), its completed frames added to `frames`.
+fn receive_body_message(
+    reasm: &mut Reassembler,
+    message: Handle<ffi::MPI_Message>,
+    count: usize,
+    frames: &mut Vec<(FrameHeader, FrameBody)>,
+) -> Result<(), crate::frame::FrameError> {
+    let mut message = Some(message);
+    let direct = reasm.receive_body(
+        &mut |space| {
+            if count > space.len() {
+                return Err(());
+            }
+            let m = message.take().expect("one receive per message");
+            // SAFETY: `space` has room for `count` bytes; MPI writes
+            // exactly `count` (the matched message's size).
+            unsafe { receive_into(m, space.as_mut_ptr().cast(), count) };
+            // SAFETY: MPI initialized the first `count` bytes.
+            Ok(unsafe { std::slice::from_raw_parts_mut(space.as_mut_ptr().cast(), count) })
+        },
+        |h, b| frames.push((h, b)),
+    );
+    match direct {
+        Some(Ok(_)) => Ok(()),
+        Some(Err(())) | None => {
+            let m = message.take().expect("not received yet");
+            let bytes = receive_vec(m, count);
+            reasm.handle(&bytes, |h, b| frames.push((h, b)))
+        }
+    }
 }
 
 impl NetModule for MpiModule {
@@ -818,8 +992,10 @@ impl NetModule for MpiModule {
     }
 
     fn finalize(&self) {
-        // MPI itself ends with the process's bootstrap ([`finalize`]):
-        // start-up used it too, and it may outlive this module.
+        // The posted receive must not outlive the module. MPI itself ends
+        // with the process's bootstrap ([`finalize`]): start-up used it
+        // too.
+        drop(lock(&self.recv).posted.take());
     }
 }
 
