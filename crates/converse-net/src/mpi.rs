@@ -517,14 +517,23 @@ impl MpiModule {
         }
     }
 
-    fn progress(&self, wait_for_recv: bool) -> Result<bool, NetError> {
+    /// Sends and receives, in the order `dir` says (`net_module_poll`'s
+    /// `in_or_out`).
+    fn progress(&self, wait_for_recv: bool, dir: PollDir) -> Result<bool, NetError> {
         if CLOSED.load(Ordering::Acquire) {
             return Ok(false);
         }
-        let sent = self.progress_sends()?;
-        let paused = self.paused.load(Ordering::Acquire);
-        let received = !paused && self.progress_recv(wait_for_recv);
-        Ok(sent || received)
+        let receive = || !self.paused.load(Ordering::Acquire) && self.progress_recv(wait_for_recv);
+        Ok(match dir {
+            PollDir::OutFirst => {
+                let sent = self.progress_sends()?;
+                receive() || sent
+            }
+            PollDir::InFirst => {
+                let received = receive();
+                self.progress_sends()? || received
+            }
+        })
     }
 }
 
@@ -914,14 +923,14 @@ impl NetModule for MpiModule {
         self.isend_contig(peer, req, header, SendData::Bytes(iov.concat()))
     }
 
-    fn poll(&self, _dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
+    fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
         let deadline = timeout.map(|t| Instant::now() + t);
         *lock(&self.poller) = Some(std::thread::current());
         let mut nap = Duration::from_micros(1);
         let mut spins = 0u32;
         let last_moved = *lock(&self.last_moved);
         loop {
-            if self.progress(true)? {
+            if self.progress(true, dir)? {
                 *lock(&self.last_moved) = Instant::now();
                 return Ok(true);
             }
@@ -951,7 +960,7 @@ impl NetModule for MpiModule {
     }
 
     fn try_progress(&self) -> bool {
-        self.progress(false).unwrap_or(false)
+        self.progress(false, PollDir::InFirst).unwrap_or(false)
     }
 
     fn post_contig(

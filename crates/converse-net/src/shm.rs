@@ -791,8 +791,23 @@ impl ShmModule {
         })
     }
 
+    #[inline]
     fn progress(&self, blocking_locks: bool) -> bool {
+        self.progress_dir(blocking_locks, PollDir::InFirst)
+    }
+
+    /// [`ShmModule::progress`], in direction `dir`: `InFirst` receives
+    /// before it sends on each VC; `OutFirst` sends what every VC has
+    /// queued before it receives anything (`net_module_poll`'s
+    /// `in_or_out`).
+    #[inline]
+    fn progress_dir(&self, blocking_locks: bool, dir: PollDir) -> bool {
         let mut moved = false;
+        if dir == PollDir::OutFirst {
+            for vc in self.vcs.iter().filter_map(|v| v.get()) {
+                moved |= self.drain_vc(vc);
+            }
+        }
         // Plain loads first: an idle PE calls this in its spin loop, and
         // most calls find nothing.
         let resume =
@@ -810,14 +825,23 @@ impl ShmModule {
             if let Some(g) = guard {
                 moved |= self.receive(vc, g);
             }
-            if vc.queued.load(Ordering::Relaxed) > 0 {
-                if let Ok(mut side) = vc.send.try_lock() {
-                    moved |= self.drain(vc, &mut side);
-                    let closed = side.closed;
-                    drop(side);
-                    if closed {
-                        self.check_terminated(vc);
-                    }
+            moved |= self.drain_vc(vc);
+        }
+        moved
+    }
+
+    /// Sends what `vc` has queued, as far as the ring takes it, unless
+    /// another thread is sending on it.
+    #[inline]
+    fn drain_vc(&self, vc: &Vc) -> bool {
+        let mut moved = false;
+        if vc.queued.load(Ordering::Relaxed) > 0 {
+            if let Ok(mut side) = vc.send.try_lock() {
+                moved = self.drain(vc, &mut side);
+                let closed = side.closed;
+                drop(side);
+                if closed {
+                    self.check_terminated(vc);
                 }
             }
         }
@@ -1026,9 +1050,9 @@ impl NetModule for ShmModule {
         self.wake();
     }
 
-    fn poll(&self, _dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
+    fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
         let _one = lock(&self.poll);
-        if self.progress(true) {
+        if self.progress_dir(true, dir) {
             return Ok(true);
         }
         // Sleep on the futex word unless something arrived meanwhile.
