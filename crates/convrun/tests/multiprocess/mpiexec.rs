@@ -62,6 +62,7 @@ fn mpiexec_core() {
                 ("core_topology", vec![p.as_str(), n.as_str()]),
                 ("core_sends", vec![]),
                 ("core_large", vec![]),
+                ("core_huge", vec![]),
                 ("core_node_sends", vec![]),
                 ("core_bcast", vec![]),
                 ("core_reduce", vec![]),

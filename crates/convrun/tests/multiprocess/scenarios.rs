@@ -1655,6 +1655,69 @@ fn deliberate_panic() {
 }
 
 // ---------------------------------------------------------------------------
+// core_huge: messages from 0 B to 64 MiB to another process and back
+// ---------------------------------------------------------------------------
+
+/// Payload sizes of `core_huge`: around the modules' thresholds (a cell,
+/// MPI's eager limit, the single-copy threshold) and up to 64 MiB.
+const HUGE_SIZES: [usize; 10] = [
+    0,
+    1,
+    (16 << 10) - 40,
+    (16 << 10) + 1,
+    (64 << 10) + 7,
+    (1 << 20) + (64 << 10) + 1,
+    (4 << 20) - 1,
+    (16 << 20) + 3,
+    64 << 20,
+    5,
+];
+
+/// PE 0 sends each size of [`HUGE_SIZES`] to the last PE (in another
+/// process), one at a time; it checks the bytes and sends them back, and
+/// PE 0 checks them again.
+fn huge() -> i32 {
+    run_normal(|_| {
+        let (p, me) = (num_pes(), my_pe());
+        let last = p - 1;
+        let step = Rc::new(Cell::new(0usize));
+        let h = Rc::new(Cell::new(0usize));
+        let handler = {
+            let (step, h) = (step.clone(), h.clone());
+            converse::register_handler(move |msg: Message| {
+                let i = step.get();
+                check!(i < HUGE_SIZES.len(), "more messages than sizes");
+                let what = format!("size {} (message {i})", HUGE_SIZES[i]);
+                check_pattern(msg.payload(), HUGE_SIZES[i], i as u64 * 7 + 1, &what);
+                if converse::my_pe() == last {
+                    step.set(i + 1);
+                    converse::sync_send_and_free(0, msg);
+                    return;
+                }
+                step.set(i + 1);
+                if i + 1 == HUGE_SIZES.len() {
+                    cmi_printf!("ok core_huge\n");
+                    converse::exit(0);
+                }
+                let next = Message::from_payload(
+                    h.get(),
+                    &pattern(HUGE_SIZES[i + 1], (i as u64 + 1) * 7 + 1),
+                );
+                converse::sync_send_and_free(last, next);
+            })
+        };
+        h.set(handler);
+        if me == 0 {
+            check!(node_of(last) != node_of(0), "core_huge needs two processes");
+            converse::sync_send_and_free(
+                last,
+                Message::from_payload(handler, &pattern(HUGE_SIZES[0], 1)),
+            );
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------
 // The registry and the driver
 // ---------------------------------------------------------------------------
 
@@ -1666,6 +1729,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "core_topology" => topology(),
         "core_sends" => sends(),
         "core_large" => large(),
+        "core_huge" => huge(),
         "core_node_sends" => node_sends(),
         "core_bcast" => bcast(check_src),
         "core_reduce" => reduce(),
@@ -1778,6 +1842,12 @@ fn core_large() {
     Jobs::default().ok("core_large", &[]).check();
 }
 
+/// Messages of 0 B to 64 MiB between two processes, contents checked both
+/// ways, over shm, tcp and both (`mpiexec_core` runs it over mpi).
+fn core_huge() {
+    Jobs::default().ok("core_huge", &[]).check();
+}
+
 fn core_node_sends() {
     Jobs::default().ok("core_node_sends", &[]).check();
 }
@@ -1883,6 +1953,7 @@ pub fn cases() -> Vec<Case> {
         ("core_topology", core_topology),
         ("core_sends", core_sends),
         ("core_large", core_large),
+        ("core_huge", core_huge),
         ("core_node_sends", core_node_sends),
         ("core_bcast", core_bcast),
         ("core_reduce", core_reduce),
