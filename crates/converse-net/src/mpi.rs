@@ -59,7 +59,7 @@
 //! send.
 use std::collections::VecDeque;
 use std::os::raw::{c_int, c_void};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
@@ -266,7 +266,9 @@ pub fn abort(code: i32) {
 
 /// A frame being sent: its MPI sends, and what they read from.
 struct InFlight {
-    requests: Vec<Handle<ffi::MPI_Request>>,
+    /// Its sends (one or two; an unused slot is `MPI_REQUEST_NULL`, which
+    /// tests complete).
+    requests: [Handle<ffi::MPI_Request>; 2],
     /// Header and body packed into one message (a small frame), or the
     /// header of a large one: bytes an MPI send reads, on the heap.
     packed: Option<Vec<u8>>,
@@ -289,6 +291,18 @@ struct Vc {
     backlog: usize,
     terminating: bool,
     terminated_told: bool,
+    /// Counted in `MpiModule::busy` (see [`Vc::needs_progress`]).
+    counted_busy: bool,
+}
+
+impl Vc {
+    /// True while the VC has sends to start or test, or a termination to
+    /// report.
+    fn needs_progress(&self) -> bool {
+        !self.inflight.is_empty()
+            || !self.queue.is_empty()
+            || (self.terminating && !self.terminated_told)
+    }
 }
 
 /// The MPI network module of one process.
@@ -305,6 +319,9 @@ pub struct MpiModule {
     poller: Mutex<Option<Thread>>,
     /// When the progress thread last saw something move.
     last_moved: Mutex<Instant>,
+    /// VCs that need progress ([`Vc::needs_progress`]), kept under the
+    /// send lock: a poll that finds none skips the send side unlocked.
+    busy: AtomicUsize,
 }
 
 impl MpiModule {
@@ -327,6 +344,7 @@ impl MpiModule {
             woken: AtomicBool::new(false),
             poller: Mutex::new(None),
             last_moved: Mutex::new(Instant::now()),
+            busy: AtomicUsize::new(0),
         }
     }
 
@@ -349,6 +367,20 @@ impl MpiModule {
         Ok(())
     }
 
+    /// Brings `busy` up to date with `vc` (call with the send lock held,
+    /// after changing the VC).
+    fn recount(&self, vc: &mut Vc) {
+        let busy = vc.needs_progress();
+        if busy != vc.counted_busy {
+            vc.counted_busy = busy;
+            if busy {
+                self.busy.fetch_add(1, Ordering::AcqRel);
+            } else {
+                self.busy.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
     /// Queues `frame` for `peer` and starts what may start.
     fn enqueue(&self, peer: usize, frame: OutFrame) -> Result<(), NetError> {
         self.check_peer(peer)?;
@@ -357,8 +389,11 @@ impl MpiModule {
             let vc = &mut vcs[peer];
             vc.backlog += frame.total();
             vc.queue.push_back(frame);
-            start_queued(peer, vc)?;
-            test_inflight(vc)
+            let started = start_queued(peer, vc);
+            let done = test_inflight(vc);
+            self.recount(vc);
+            started?;
+            done
         };
         self.complete(peer, done)
     }
@@ -384,7 +419,9 @@ impl MpiModule {
                 vc.queue.push_front(more);
             }
             vc.held = false;
-            start_queued(peer, vc)?;
+            let started = start_queued(peer, vc);
+            self.recount(vc);
+            started?;
         }
         Ok(())
     }
@@ -393,15 +430,20 @@ impl MpiModule {
     /// terminating VCs. True if any send completed.
     fn progress_sends(&self) -> Result<bool, NetError> {
         let mut moved = false;
+        if self.busy.load(Ordering::Acquire) == 0 {
+            return Ok(false);
+        }
         for peer in (0..self.nodes).filter(|&p| p != self.me) {
             let (done, drained) = {
                 let mut vcs = lock(&self.send);
                 let vc = &mut vcs[peer];
-                if vc.inflight.is_empty() && vc.queue.is_empty() && !vc.terminating {
+                if !vc.needs_progress() {
                     continue;
                 }
+                let inflight = vc.inflight.len();
                 let done = test_inflight(vc);
-                start_queued(peer, vc)?;
+                moved |= vc.inflight.len() < inflight;
+                let started = start_queued(peer, vc);
                 let drained = vc.terminating
                     && !vc.terminated_told
                     && vc.inflight.is_empty()
@@ -409,9 +451,10 @@ impl MpiModule {
                 if drained {
                     vc.terminated_told = true;
                 }
+                self.recount(vc);
+                started?;
                 (done, drained)
             };
-            moved |= !done.is_empty();
             self.complete(peer, done)?;
             if drained {
                 self.upcalls().vc_terminated(peer);
@@ -558,8 +601,10 @@ fn start_queued(peer: usize, vc: &mut Vc) -> Result<(), NetError> {
 fn start(peer: usize, frame: OutFrame) -> Result<InFlight, NetError> {
     let bytes = frame.total();
     let (hdr, data) = frame.rest();
+    // SAFETY: reading an immutable constant of the MPI bindings.
+    let null = || Handle(unsafe { ffi::RSMPI_REQUEST_NULL });
     let mut flight = InFlight {
-        requests: Vec::with_capacity(2),
+        requests: [null(), null()],
         packed: None,
         bytes,
         frame: OutFrame {
@@ -577,21 +622,21 @@ fn start(peer: usize, frame: OutFrame) -> Result<InFlight, NetError> {
         let mut packed = Vec::with_capacity(bytes);
         packed.extend_from_slice(hdr);
         packed.extend_from_slice(data);
-        flight.requests.push(isend(peer, TAG_START, &packed)?);
+        flight.requests[0] = isend(peer, TAG_START, &packed)?;
         flight.packed = Some(packed);
     } else {
         if !hdr.is_empty() {
             // The header is inline in the frame, which moves: its bytes go
             // from a buffer of their own.
             let header = hdr.to_vec();
-            flight.requests.push(isend(peer, TAG_START, &header)?);
+            flight.requests[0] = isend(peer, TAG_START, &header)?;
             flight.packed = Some(header);
         }
         if data.len() > c_int::MAX as usize {
             return Err(NetError::peer(peer, "mpi: a piece above 2 GiB"));
         }
         if !data.is_empty() {
-            flight.requests.push(isend(peer, TAG_BODY, data)?);
+            flight.requests[1] = isend(peer, TAG_BODY, data)?;
         }
     }
     // The data sends read from `frame`'s data buffer, which stays where
@@ -623,7 +668,8 @@ fn isend(peer: usize, tag: c_int, buf: &[u8]) -> Result<Handle<ffi::MPI_Request>
 }
 
 /// Tests the sends in flight of `vc`, oldest first; returns the frames
-/// whose sends all completed (in order), their requests yet to complete.
+/// whose sends all completed and that have a request to complete (in
+/// order; a frame without one needs nothing more).
 fn test_inflight(vc: &mut Vc) -> Vec<OutFrame> {
     let mut done = Vec::new();
     let _mpi = lock(&MPI_LOCK);
@@ -631,20 +677,24 @@ fn test_inflight(vc: &mut Vc) -> Vec<OutFrame> {
         return done;
     }
     while let Some(front) = vc.inflight.front_mut() {
-        front.requests.retain_mut(|r| {
+        let mut all = true;
+        for r in &mut front.requests {
             let mut flag: c_int = 0;
-            // SAFETY: a request of a started send; MPI_Test frees it when
-            // complete (and sets it to MPI_REQUEST_NULL).
+            // SAFETY: a request of a started send, or MPI_REQUEST_NULL;
+            // MPI_Test frees a completed one (setting it to
+            // MPI_REQUEST_NULL, which tests complete from then on).
             unsafe { ffi::MPI_Test(&mut r.0, &mut flag, ffi::RSMPI_STATUS_IGNORE) };
-            flag == 0
-        });
-        if !front.requests.is_empty() {
+            all &= flag != 0;
+        }
+        if !all {
             break;
         }
         let flight = vc.inflight.pop_front().expect("the front");
         vc.backlog -= flight.bytes;
         drop(flight.packed);
-        done.push(flight.frame);
+        if flight.frame.req.is_some() {
+            done.push(flight.frame);
+        }
     }
     done
 }
@@ -876,13 +926,22 @@ impl NetModule for MpiModule {
 
     fn vc_destroy(&self, peer: usize) {
         if peer < self.nodes {
-            lock(&self.send)[peer] = Vc::default();
+            let mut vcs = lock(&self.send);
+            let vc = &mut vcs[peer];
+            *vc = Vc {
+                counted_busy: vc.counted_busy,
+                ..Vc::default()
+            };
+            self.recount(vc);
         }
     }
 
     fn vc_terminate(&self, peer: usize) {
         if peer < self.nodes {
-            lock(&self.send)[peer].terminating = true;
+            let mut vcs = lock(&self.send);
+            vcs[peer].terminating = true;
+            self.recount(&mut vcs[peer]);
+            drop(vcs);
             self.wake();
         }
     }
