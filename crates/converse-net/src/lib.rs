@@ -13,6 +13,7 @@
 #![warn(missing_docs)]
 
 pub mod frame;
+pub mod lmt;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod netmod;

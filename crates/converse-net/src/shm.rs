@@ -76,6 +76,7 @@
 //!   and looks at `head` again; a consumer that freed cells fences (once
 //!   per batch) and, if it sees `waiting`, clears it and wakes the
 //!   producer's process the same way.
+use crate::lmt::{COOKIE_LEN, Cookie, Packet};
 use crate::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
@@ -112,8 +113,6 @@ const RING: usize = RING_META + CELLS * CELL_BYTES;
 /// 10-17× faster one way and 2-3× in a stream than `process_vm_readv`
 /// (2026-11-23, 2-core EPYC host; at 4 MiB the single copy was faster).
 pub(crate) const LMT_MIN: usize = (1 << 20) + (64 << 10);
-/// Size of an `LmtRts` cookie: address, length, id.
-const COOKIE: usize = 24;
 
 const OFF_ATTACHED: usize = 64;
 const OFF_WAKE: usize = 128;
@@ -695,12 +694,14 @@ impl ShmModule {
     /// The single-copy transfer's packets (see the module comment).
     fn on_lmt(&self, vc: &Vc, h: FrameHeader, body: &[u8]) {
         let peer = vc.peer;
-        match h.kind {
-            FrameKind::LmtRts if body.len() == COOKIE => {
-                let word =
-                    |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"));
-                let (addr, len, id) = (word(0), word(8) as usize, word(16));
-                if len > self.max_payload || len < converse_msg::MSG_HEADER_SIZE {
+        let packet = match Packet::parse(h.kind, body, peer, self.max_payload) {
+            Ok(p) => p,
+            Err(why) => return self.upcalls().vc_failed(peer, why),
+        };
+        match packet {
+            Packet::Rts(Cookie { addr, len, id }) => {
+                let len = len as usize;
+                if len < converse_msg::MSG_HEADER_SIZE {
                     return self.upcalls().vc_failed(
                         peer,
                         format!(
@@ -723,18 +724,10 @@ impl ShmModule {
                     }
                 };
                 self.lmt_reads.fetch_add(1, Ordering::Relaxed);
-                let mut done = vec![0u8; 8];
-                done.copy_from_slice(&id.to_le_bytes());
-                let header = FrameHeader {
-                    kind: FrameKind::LmtDone,
-                    flags: 0,
-                    len: 8,
-                    src: self.me as u32,
-                    tag: 0,
-                };
+                let done = Packet::Done { id };
                 let _ = self.send_pending(
                     vc,
-                    Pending::frame(header, SendData::Bytes(done), None),
+                    Pending::frame(done.header(self.me), SendData::Bytes(done.encode()), None),
                     true,
                 );
                 let msg_header = FrameHeader {
@@ -744,8 +737,7 @@ impl ShmModule {
                 };
                 self.upcalls().message(peer, msg_header, msg);
             }
-            FrameKind::LmtDone if body.len() == 8 => {
-                let id = u64::from_le_bytes(body.try_into().expect("8 bytes"));
+            Packet::Done { id } => {
                 let back = lock(&self.lent).remove(&id);
                 if let Some(msg) = back {
                     vc.lent_bytes.fetch_sub(msg.len(), Ordering::AcqRel);
@@ -758,11 +750,13 @@ impl ShmModule {
                     );
                 }
             }
-            kind => self.upcalls().vc_failed(
+            // This module's transfers are in Get mode: no CTS, no cookie
+            // changes.
+            other => self.upcalls().vc_failed(
                 peer,
                 format!(
-                    "malformed data from process {peer}: a {kind:?} packet of {} bytes",
-                    body.len()
+                    "malformed data from process {peer}: a {:?} packet, which shm's Get-mode transfers never send",
+                    other.kind()
                 ),
             ),
         }
@@ -1000,21 +994,22 @@ impl NetModule for ShmModule {
             if vc.single_copy && msg.len() >= LMT_MIN {
                 // Lend the buffer; the peer reads it and says when done.
                 let id = self.next_lmt.fetch_add(1, Ordering::Relaxed);
-                let mut cookie = Vec::with_capacity(COOKIE);
-                cookie.extend_from_slice(&(msg.as_bytes().as_ptr() as u64).to_le_bytes());
-                cookie.extend_from_slice(&(msg.len() as u64).to_le_bytes());
-                cookie.extend_from_slice(&id.to_le_bytes());
+                let rts = Packet::Rts(Cookie {
+                    addr: msg.as_bytes().as_ptr() as u64,
+                    len: msg.len() as u64,
+                    id,
+                });
                 let SendData::Message(msg) = data else {
                     unreachable!()
                 };
                 vc.lent_bytes.fetch_add(msg.len(), Ordering::AcqRel);
                 lock(&self.lent).insert(id, msg);
-                let rts = FrameHeader {
+                let rts_header = FrameHeader {
+                    len: COOKIE_LEN as u32,
                     kind: FrameKind::LmtRts,
-                    len: COOKIE as u32,
                     ..header
                 };
-                let p = Pending::frame(rts, SendData::Bytes(cookie), None);
+                let p = Pending::frame(rts_header, SendData::Bytes(rts.encode()), None);
                 return self.send_pending(vc, p, true).map(|empty| !empty);
             }
         }

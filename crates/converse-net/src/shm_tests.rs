@@ -983,7 +983,7 @@ fn a_cookie_pointing_at_unmapped_memory_is_reported() {
     {
         b.istart_contig(
             0,
-            header(FrameKind::LmtRts, COOKIE, 0),
+            header(FrameKind::LmtRts, COOKIE_LEN, 0),
             SendData::Bytes(cookie(addr, len as u64, 5)),
         )
         .unwrap();
@@ -1004,7 +1004,7 @@ fn a_cookie_pointing_at_unmapped_memory_is_reported() {
     // A length beyond the receiver's limit is refused before reading.
     b.istart_contig(
         0,
-        header(FrameKind::LmtRts, COOKIE, 0),
+        header(FrameKind::LmtRts, COOKIE_LEN, 0),
         SendData::Bytes(cookie(8, MAX_PAYLOAD as u64 + 1, 6)),
     )
     .unwrap();
@@ -1012,7 +1012,7 @@ fn a_cookie_pointing_at_unmapped_memory_is_reported() {
     assert_eq!(
         ra.events()[2],
         format!(
-            "failed 1: malformed data from process 1: a large message of {} bytes",
+            "failed 1: malformed data from process 1: a large message of {} bytes (at most {MAX_PAYLOAD})",
             MAX_PAYLOAD + 1
         )
     );
