@@ -253,6 +253,11 @@ impl Control {
 /// whole or not at all.
 fn challenge(stream: &TcpStream) -> std::io::Result<Nonce> {
     stream.set_nonblocking(true)?;
+    // The launcher writes `welcome`, then `cards` once every process said
+    // hello, with nothing read in between: with Nagle's algorithm the
+    // second line waits for the process's delayed ACK of the first (40 ms
+    // on Linux).
+    stream.set_nodelay(true)?;
     let nonce = Nonce::generate()?;
     let line = ToProcess::Challenge(nonce).encode();
     match (&*stream).write(line.as_bytes())? {

@@ -95,6 +95,9 @@ impl Bootstrap for Convrun {
             Card::new(card).map_err(|e| format!("cannot send the business card `{card}`: {e}"))?;
         let mut link = connect(&self.launcher, deadline)
             .map_err(|e| format!("cannot reach the launcher at {}: {e}", self.launcher))?;
+        // Short lines each way, some back to back: no Nagle delay.
+        link.set_nodelay(true)
+            .map_err(|e| format!("launcher socket: {e}"))?;
         let mut reader = BufReader::new(
             link.try_clone()
                 .map_err(|e| format!("launcher socket: {e}"))?,
