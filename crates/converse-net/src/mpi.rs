@@ -21,7 +21,13 @@
 //! (`MPI_Improbe`, then `MPI_Mrecv` straight into the message buffer: no
 //! copy). MPI keeps one sender's messages of one tag in order; a
 //! `TAG_START` message from a peer whose body is still incomplete is kept
-//! aside until the body is in, so each peer's stream is read in order. A
+//! aside until the body is in, so each peer's stream is read in order.
+//! `vc_terminate` ends a process's stream with a `TAG_START` message of no
+//! bytes (no frame is that short), its close: the VC is terminated once
+//! this side's sends and close are done and the peer's close came, as a
+//! tcp connection is once both directions are shut; a close that comes
+//! before this side terminates fails the VC, as tcp's end of stream does.
+//! A
 //! large body thus moves by MPI's own large-message protocol (MPICH's
 //! rendezvous: the Nemesis spec's plain-rendezvous LMT, or whatever the
 //! library's transport does for a large send).
@@ -290,6 +296,9 @@ struct Vc {
     /// Bytes accepted and not yet sent.
     backlog: usize,
     terminating: bool,
+    /// This side's close (a `TAG_START` message of no bytes, after every
+    /// frame) is started.
+    close_sent: bool,
     terminated_told: bool,
     /// Counted in `MpiModule::busy` (see [`Vc::needs_progress`]).
     counted_busy: bool,
@@ -322,6 +331,8 @@ pub struct MpiModule {
     /// VCs that need progress ([`Vc::needs_progress`]), kept under the
     /// send lock: a poll that finds none skips the send side unlocked.
     busy: AtomicUsize,
+    /// Per peer: its close came (after all its frames).
+    peer_closed: Box<[AtomicBool]>,
 }
 
 impl MpiModule {
@@ -345,6 +356,7 @@ impl MpiModule {
             poller: Mutex::new(None),
             last_moved: Mutex::new(Instant::now()),
             busy: AtomicUsize::new(0),
+            peer_closed: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
         }
     }
 
@@ -387,6 +399,9 @@ impl MpiModule {
         let done = {
             let mut vcs = lock(&self.send);
             let vc = &mut vcs[peer];
+            if vc.terminating {
+                return Err(NetError::peer(peer, "mpi: send on a closed connection"));
+            }
             vc.backlog += frame.total();
             vc.queue.push_back(frame);
             let started = start_queued(peer, vc);
@@ -443,11 +458,21 @@ impl MpiModule {
                 let inflight = vc.inflight.len();
                 let done = test_inflight(vc);
                 moved |= vc.inflight.len() < inflight;
-                let started = start_queued(peer, vc);
+                let mut started = start_queued(peer, vc);
+                if vc.terminating && !vc.close_sent && vc.queue.is_empty() && !vc.held {
+                    match start_close(peer) {
+                        Ok(flight) => {
+                            vc.inflight.push_back(flight);
+                            vc.close_sent = true;
+                        }
+                        Err(e) => started = Err(e),
+                    }
+                }
                 let drained = vc.terminating
+                    && vc.close_sent
                     && !vc.terminated_told
                     && vc.inflight.is_empty()
-                    && vc.queue.is_empty();
+                    && self.peer_closed[peer].load(Ordering::Acquire);
                 if drained {
                     vc.terminated_told = true;
                 }
@@ -505,8 +530,7 @@ impl MpiModule {
                         let Some(bytes) = rx.aside[peer].pop_front() else {
                             break;
                         };
-                        let result = rx.reasm[peer].handle(&bytes, |h, b| frames.push((h, b)));
-                        self.deliver(peer, &mut frames, result);
+                        self.take_start(&mut rx.reasm[peer], peer, &bytes, &mut frames);
                     }
                     if rx.reasm[peer].in_body() {
                         rx.in_body.push(peer);
@@ -528,8 +552,7 @@ impl MpiModule {
                 } else if rx.reasm[peer].in_body() || !rx.aside[peer].is_empty() {
                     rx.aside[peer].push_back(bytes.to_vec());
                 } else {
-                    let result = rx.reasm[peer].handle(bytes, |h, b| frames.push((h, b)));
-                    self.deliver(peer, &mut frames, result);
+                    self.take_start(&mut rx.reasm[peer], peer, bytes, &mut frames);
                     if rx.reasm[peer].in_body() && !rx.in_body.contains(&peer) {
                         rx.in_body.push(peer);
                     }
@@ -542,6 +565,35 @@ impl MpiModule {
             moved = true;
         }
         moved
+    }
+
+    /// Takes a `TAG_START` message from `peer`, in its stream's order: a
+    /// frame start for its reassembler, or (no bytes) the peer's close.
+    fn take_start(
+        &self,
+        reasm: &mut Reassembler,
+        peer: usize,
+        bytes: &[u8],
+        frames: &mut Vec<(FrameHeader, FrameBody)>,
+    ) {
+        if bytes.is_empty() {
+            return self.on_close(peer);
+        }
+        let result = reasm.handle(bytes, |h, b| frames.push((h, b)));
+        self.deliver(peer, frames, result);
+    }
+
+    /// `peer` closed its side: everything it sent came before. Expected
+    /// once this process terminates the VC too (the layer above's exit
+    /// protocol); otherwise the VC failed, as a tcp connection closed by
+    /// its peer does.
+    fn on_close(&self, peer: usize) {
+        self.peer_closed[peer].store(true, Ordering::Release);
+        let terminating = lock(&self.send)[peer].terminating;
+        if !terminating {
+            self.upcalls()
+                .vc_failed(peer, "connection closed by the peer".into());
+        }
     }
 
     /// Hands `frames` (all from `peer`) to the layer above, then reports
@@ -643,6 +695,28 @@ fn start(peer: usize, frame: OutFrame) -> Result<InFlight, NetError> {
     // it is (heap memory) when the frame moves into the flight.
     flight.frame = frame;
     Ok(flight)
+}
+
+/// Starts this process's close to `peer`: a `TAG_START` message of no
+/// bytes, which no frame can be (a frame has a header).
+fn start_close(peer: usize) -> Result<InFlight, NetError> {
+    let _mpi = lock(&MPI_LOCK);
+    if CLOSED.load(Ordering::Acquire) {
+        return Err(NetError::peer(peer, "mpi: MPI is finalized"));
+    }
+    // SAFETY: reading an immutable constant of the MPI bindings.
+    let null = Handle(unsafe { ffi::RSMPI_REQUEST_NULL });
+    Ok(InFlight {
+        requests: [isend(peer, TAG_START, &[])?, null],
+        packed: None,
+        frame: OutFrame {
+            header: None,
+            data: SendData::Bytes(Vec::new()),
+            written: 0,
+            req: None,
+        },
+        bytes: 0,
+    })
 }
 
 /// `MPI_Isend` of `buf` to `peer`; the caller keeps `buf` alive and in
@@ -916,12 +990,33 @@ impl NetModule for MpiModule {
             .strip_prefix("mpi:")
             .and_then(|r| r.parse::<usize>().ok())
         {
-            Some(rank) if rank == peer => Ok(()),
-            _ => Err(NetError::peer(
-                peer,
-                format!("mpi: process {peer}'s card `{card}` is not `mpi:{peer}`"),
-            )),
+            Some(rank) if rank == peer => {}
+            _ => {
+                return Err(NetError::peer(
+                    peer,
+                    format!("mpi: process {peer}'s card `{card}` is not `mpi:{peer}`"),
+                ));
+            }
         }
+        // A terminated VC is used again (the spec's "may be used for
+        // communication again later"): MPI has no connection to make, so
+        // the VC goes back to its state after its first `vc_init`.
+        let mut vcs = lock(&self.send);
+        let vc = &mut vcs[peer];
+        if vc.terminating {
+            if !vc.terminated_told {
+                return Err(NetError::peer(
+                    peer,
+                    "mpi: the VC is still terminating (its sends have not drained)",
+                ));
+            }
+            vc.terminating = false;
+            vc.close_sent = false;
+            vc.terminated_told = false;
+            self.peer_closed[peer].store(false, Ordering::Release);
+            self.recount(vc);
+        }
+        Ok(())
     }
 
     fn vc_destroy(&self, peer: usize) {
