@@ -73,9 +73,7 @@ use std::time::{Duration, Instant};
 use mpi::ffi;
 
 use crate::frame::{FRAME_HEADER_SIZE, FrameBody, FrameHeader, Reassembler};
-use crate::netmod::{
-    NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls, check_iov_len,
-};
+use crate::netmod::{NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls};
 use crate::sync::lock;
 
 /// Every MPI call of the process is made holding this (see "Threads").
@@ -1064,17 +1062,6 @@ impl NetModule for MpiModule {
         let req = SendRequest::new();
         self.enqueue(peer, OutFrame::frame(header, data, Some(req.clone())))?;
         Ok((!req.is_complete()).then_some(req))
-    }
-
-    fn send_noncontig(
-        &self,
-        peer: usize,
-        req: SendRequest,
-        header: FrameHeader,
-        iov: &[&[u8]],
-    ) -> Result<(), NetError> {
-        check_iov_len(self.name(), peer, &header, iov)?;
-        self.isend_contig(peer, req, header, SendData::Bytes(iov.concat()))
     }
 
     fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {

@@ -1155,13 +1155,10 @@ fn launcher_exit_before_join() {
 // Faults
 // ---------------------------------------------------------------------------
 
-fn sigkill_case(p: &str, ppn: &str, flags: &[&str], nodes: usize, victim: usize, victim_pes: &str) {
-    let me = me();
-    let mut args = vec!["+p", p, "++ppn", ppn];
-    args.extend_from_slice(flags);
-    args.extend_from_slice(&[&me, "lx_idle"]);
-    let mut job = Running::start(&args, false);
-    job.wait_pids(nodes, Some("converse: "), LIMIT);
+/// Kills process `victim` of the started `job` with SIGKILL (after a
+/// moment for the job to settle) and waits for the job to end: within 5 s,
+/// every process gone within `grace` after the launcher.
+pub(crate) fn kill_and_wait(job: Running, victim: usize, grace: Duration) -> Finished {
     std::thread::sleep(Duration::from_millis(200));
     let pid = job.pid_of(victim);
     let t = Instant::now();
@@ -1172,12 +1169,23 @@ fn sigkill_case(p: &str, ppn: &str, flags: &[&str], nodes: usize, victim: usize,
     let pids = job.pids.clone();
     let f = job.finish(Duration::from_secs(20));
     let took = t.elapsed();
-    expect_gone(&pids, Duration::from_secs(1), &f);
+    expect_gone(&pids, grace, &f);
     assert!(
         took < Duration::from_secs(5),
         "the job took {took:?} to end after process {victim} was killed\n--- stderr\n{}",
         f.stderr
     );
+    f
+}
+
+fn sigkill_case(p: &str, ppn: &str, flags: &[&str], nodes: usize, victim: usize, victim_pes: &str) {
+    let me = me();
+    let mut args = vec!["+p", p, "++ppn", ppn];
+    args.extend_from_slice(flags);
+    args.extend_from_slice(&[&me, "lx_idle"]);
+    let mut job = Running::start(&args, false);
+    job.wait_pids(nodes, Some("converse: "), LIMIT);
+    let f = kill_and_wait(job, victim, Duration::from_secs(1));
     // Every other process ended by itself, saying which process was lost.
     let lost = format!("process {victim} ({victim_pes})");
     for node in (0..nodes).filter(|&n| n != victim) {

@@ -3,11 +3,11 @@
 //! (`converse::rt::launch::pmi`), over shm and tcp. Each case says
 //! `skipped` when `mpiexec` is not installed (`.ci/run` installs MPICH
 //! and sets `CONVERSE_TEST_MPI`, which makes a missing one a failure).
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::Case;
 use crate::common::{Finished, launch_with, me};
-use crate::launcher::{Running, expect_gone, expect_stderr};
+use crate::launcher::{Running, expect_gone, expect_stderr, kill_and_wait};
 
 /// The network modules the cases run over: shm and tcp, and with the `mpi`
 /// feature (MPI start-up instead of PMI-1) the MPI module too.
@@ -165,23 +165,8 @@ fn mpiexec_sigkill() {
             false,
         );
         job.wait_pids(3, Some("converse: 3 PEs"), LIMIT);
-        std::thread::sleep(Duration::from_millis(200));
-        let pid = job.pid_of(1);
-        let t = Instant::now();
-        // SAFETY: kill(2) on a process of the job.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-        }
-        let pids = job.pids.clone();
-        let f = job.finish(Duration::from_secs(20));
-        let took = t.elapsed();
-        expect_gone(&pids, Duration::from_secs(2), &f);
-        assert_ne!(f.code, Some(0), "{}", f.stderr);
-        assert!(
-            took < Duration::from_secs(5),
-            "over {netmod}, the job took {took:?} to end after rank 1 was killed\n--- stderr\n{}",
-            f.stderr
-        );
+        let f = kill_and_wait(job, 1, Duration::from_secs(2));
+        assert_ne!(f.code, Some(0), "over {netmod}: {}", f.stderr);
     }
 }
 

@@ -127,6 +127,56 @@ pub(crate) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     Ok(None)
 }
 
+/// What the first process of a job started by an MPI or PMI launcher
+/// draws for all: the job key and the segment id (drawn apart: segment
+/// names are listable by anyone).
+pub(super) fn draw_job_secrets() -> Result<(launch_wire::JobKey, u64), String> {
+    let key =
+        launch_wire::JobKey::generate().map_err(|e| format!("cannot draw the job key: {e}"))?;
+    let nonce =
+        launch_wire::Nonce::generate().map_err(|e| format!("cannot draw the segment id: {e}"))?;
+    let shm_id = u64::from_le_bytes(nonce.as_bytes()[..8].try_into().expect("8 of 16 bytes"));
+    Ok((key, shm_id))
+}
+
+/// This host's name, as the processes of a launcher's job tell hosts
+/// apart.
+pub(super) fn host_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// The hosts of a launcher's job from each process's host name, in order:
+/// every process's host numbered by first appearance, how many hosts, and
+/// the PEs on the host of process `rank` (`++ppn` of them per process, from
+/// `config`).
+pub(super) fn host_layout<S: AsRef<str>>(
+    names: &[S],
+    rank: usize,
+    config: &Config,
+) -> (Vec<usize>, usize, usize) {
+    let mut seen: Vec<&str> = Vec::new();
+    let hosts: Vec<usize> = names
+        .iter()
+        .map(|n| {
+            let n = n.as_ref();
+            seen.iter().position(|s| *s == n).unwrap_or_else(|| {
+                seen.push(n);
+                seen.len() - 1
+            })
+        })
+        .collect();
+    let ppn = config
+        .ppn
+        .or(config.pes.map(|p| p / names.len().max(1)))
+        .unwrap_or(1)
+        .max(1);
+    let on_my_host = hosts.iter().filter(|&&h| h == hosts[rank]).count();
+    (hosts, seen.len(), on_my_host * ppn)
+}
+
 /// Every network module name `++netmod` takes in this build (for the
 /// launcher, which checks its command line with it).
 pub fn netmod_names() -> Vec<&'static str> {
@@ -258,5 +308,28 @@ pub(crate) fn ending() {
 pub(crate) fn tell_ended() {
     if let Some(boot) = JOINED.get() {
         boot.tell_ended();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hosts_are_numbered_by_first_appearance_and_count_their_pes() {
+        let names = ["b", "a", "b", "c", "a"];
+        let config = Config {
+            ppn: Some(2),
+            ..Config::default()
+        };
+        assert_eq!(host_layout(&names, 0, &config), (vec![0, 1, 0, 2, 1], 3, 4));
+        assert_eq!(host_layout(&names, 3, &config).2, 2);
+        // Without ++ppn: +p over the processes, else one PE each.
+        let config = Config {
+            pes: Some(15),
+            ..Config::default()
+        };
+        assert_eq!(host_layout(&names, 1, &config).2, 6);
+        assert_eq!(host_layout(&names, 1, &Config::default()).2, 2);
     }
 }

@@ -76,17 +76,11 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
             crate::proc::args::MAX_PES
         ));
     }
-    let host = rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned();
+    let host = super::host_name();
     // Rank 0's record carries the key and the segment id; every record
     // its host.
     let mine = if rank == 0 {
-        let key = JobKey::generate().map_err(|e| format!("cannot draw the job key: {e}"))?;
-        let nonce = launch_wire::Nonce::generate()
-            .map_err(|e| format!("cannot draw the segment id: {e}"))?;
-        let shm_id = u64::from_le_bytes(nonce.as_bytes()[..8].try_into().expect("8 of 16 bytes"));
+        let (key, shm_id) = super::draw_job_secrets()?;
         format!("{host}\n{}\n{shm_id:016x}", key.to_hex())
     } else {
         host.clone()
@@ -104,23 +98,11 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     let shm_id = shm_id
         .and_then(|s| u64::from_str_radix(s, 16).ok())
         .ok_or("rank 0 sent no segment id")?;
-    let mut names: Vec<&str> = Vec::new();
-    let hosts: Vec<usize> = records
+    let names: Vec<&str> = records
         .iter()
-        .map(|r| {
-            let name = r.split('\n').next().unwrap_or("");
-            names.iter().position(|n| *n == name).unwrap_or_else(|| {
-                names.push(name);
-                names.len() - 1
-            })
-        })
+        .map(|r| r.split('\n').next().unwrap_or(""))
         .collect();
-    let ppn = config
-        .ppn
-        .or(config.pes.map(|p| p / size))
-        .unwrap_or(1)
-        .max(1);
-    let mine_on_host = hosts.iter().filter(|&&h| h == hosts[rank]).count();
+    let (hosts, _, host_pes) = super::host_layout(&names, rank, config);
     Ok(Some(Placement {
         node: rank,
         nodes: size,
@@ -130,7 +112,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         host,
         hosts: Some(hosts),
         timeout: Duration::from_secs(config.timeout.unwrap_or(super::DEFAULT_TIMEOUT_SECS)),
-        host_pes: Some(mine_on_host * ppn),
+        host_pes: Some(host_pes),
         boot: Arc::new(Mpi),
     }))
 }

@@ -193,15 +193,9 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         Answer::MyKvsname(k) => k,
         other => return Err(refused("get_my_kvsname", &other)),
     };
-    let host = rustix::system::uname()
-        .nodename()
-        .to_string_lossy()
-        .into_owned();
+    let host = super::host_name();
     if rank == 0 {
-        let key = JobKey::generate().map_err(|e| format!("cannot draw the job key: {e}"))?;
-        let nonce = launch_wire::Nonce::generate()
-            .map_err(|e| format!("cannot draw the segment id: {e}"))?;
-        let shm_id = u64::from_le_bytes(nonce.as_bytes()[..8].try_into().expect("8 of 16 bytes"));
+        let (key, shm_id) = super::draw_job_secrets()?;
         link.put(KEY_KEY, &key.to_hex(), deadline)?;
         link.put(SHM_KEY, &format!("{shm_id:016x}"), deadline)?;
     }
@@ -212,31 +206,21 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     let shm_id = u64::from_str_radix(&link.get(SHM_KEY, deadline)?, 16)
         .map_err(|_| "the segment id in the launcher's key-value space is not hexadecimal")?;
     // Hosts are told apart by name, numbered in order of first appearance.
-    let mut names: Vec<String> = Vec::new();
-    let mut hosts = Vec::with_capacity(size);
-    for r in 0..size {
-        let name = if r == rank {
-            host.clone()
-        } else {
-            link.get(&host_key(r), deadline)?
-        };
-        let at = names.iter().position(|n| *n == name).unwrap_or_else(|| {
-            names.push(name);
-            names.len() - 1
-        });
-        hosts.push(at);
-    }
+    let names = (0..size)
+        .map(|r| {
+            if r == rank {
+                Ok(host.clone())
+            } else {
+                link.get(&host_key(r), deadline)
+            }
+        })
+        .collect::<Result<Vec<String>, String>>()?;
+    let (hosts, host_count, host_pes) = super::host_layout(&names, rank, config);
     let netmod = match &config.netmod {
         Some(m) => m.clone(),
-        None if names.len() == 1 => "shm".into(),
+        None if host_count == 1 => "shm".into(),
         None => "auto".into(),
     };
-    let ppn = config
-        .ppn
-        .or(config.pes.map(|p| p / size))
-        .unwrap_or(1)
-        .max(1);
-    let mine = hosts.iter().filter(|&&h| h == hosts[rank]).count();
     Ok(Some(Placement {
         node: rank,
         nodes: size,
@@ -246,7 +230,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         host,
         hosts: Some(hosts),
         timeout,
-        host_pes: Some(mine * ppn),
+        host_pes: Some(host_pes),
         boot: Arc::new(Pmi {
             link: Mutex::new(link),
             rank,
