@@ -274,6 +274,9 @@ struct Vc {
     /// Large messages may be read from this peer in one copy.
     single_copy: bool,
     terminated: AtomicBool,
+    /// The card the VC was made from (a terminated VC is used again only
+    /// for the same one).
+    card: String,
 }
 
 /// The shm network module of one process.
@@ -929,6 +932,7 @@ impl NetModule for ShmModule {
             tail: AtomicU64::new(0),
             single_copy,
             terminated: AtomicBool::new(false),
+            card: card.to_string(),
         };
         self.vcs[peer]
             .set(vc)
@@ -943,6 +947,26 @@ impl NetModule for ShmModule {
     }
 
     fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError> {
+        // A terminated VC is used again (the spec's "may be used for
+        // communication again later"): its rings stay mapped and in
+        // step (the segment's name is gone once every process mapped it,
+        // so it could not be mapped again), so it only opens its sending
+        // side again.
+        if let Some(vc) = self.vcs.get(peer).and_then(|v| v.get()) {
+            if vc.terminated.load(Ordering::Acquire) {
+                if vc.card != card {
+                    return Err(NetError::peer(
+                        peer,
+                        format!("shm: card `{card}` is not the one VC {peer} was made from"),
+                    ));
+                }
+                let mut side = lock(&vc.send);
+                side.terminate = false;
+                side.closed = false;
+                vc.terminated.store(false, Ordering::Release);
+                return Ok(());
+            }
+        }
         self.connect_to_root(peer, card)
     }
 

@@ -1471,3 +1471,53 @@ fn poll_honours_its_direction() {
         job.assert_clean();
     }
 }
+
+/// A terminated VC is used again after `vc_init` with the same card (the
+/// spec's "may be used for communication again later"); another card is
+/// refused.
+#[test]
+fn a_terminated_vc_is_used_again() {
+    let (job, (a, ra), (b, rb)) = pair();
+    let send = |from: &ShmModule, to: usize, tag: u32| {
+        from.istart_contig(
+            to,
+            header(FrameKind::Control, 9, tag),
+            SendData::Bytes(pattern(tag, 9)),
+        )
+        .unwrap();
+    };
+    send(&a, 1, 1);
+    send(&b, 0, 2);
+    poll_until(&[&a, &b], || ra.count() == 1 && rb.count() == 1);
+    a.vc_terminate(1);
+    b.vc_terminate(0);
+    poll_until(&[&a, &b], || {
+        ra.events() == ["terminated 1"] && rb.events() == ["terminated 0"]
+    });
+    assert!(
+        a.istart_contig(
+            1,
+            header(FrameKind::Control, 1, 3),
+            SendData::Bytes(vec![0])
+        )
+        .is_err(),
+        "a terminated VC refuses sends"
+    );
+    assert!(
+        a.vc_init(1, "shm:/converse-0-1:1:2").is_err(),
+        "another card"
+    );
+    a.vc_init(1, &b.business_card()).unwrap();
+    b.vc_init(0, &a.business_card()).unwrap();
+    send(&a, 1, 4);
+    send(&b, 0, 5);
+    poll_until(&[&a, &b], || ra.count() == 2 && rb.count() == 2);
+    assert_eq!(lock(&rb.got)[1].header.tag, 4);
+    assert!(lock(&rb.got)[1].body == pattern(4, 9));
+    assert_eq!(lock(&ra.got)[1].header.tag, 5);
+    // And terminated again.
+    a.vc_terminate(1);
+    poll_until(&[&a], || ra.events().len() == 2);
+    drop((a, b));
+    job.assert_clean();
+}
