@@ -18,6 +18,19 @@
 //! handshakes only once in `accept_peers`, after all its `vc_init`s).
 //! Each VC then carries frames (`frame`) both ways.
 //!
+//! # Connecting again
+//!
+//! A terminated VC may be used again (the spec: "the VC may be used for
+//! communication again later"): `vc_init` on both sides connects it again
+//! the same way round, through the same handshake. Once start-up is over
+//! the listening socket is in the poll set, so `poll` accepts (a stranger
+//! is refused as at start-up) and moves the handshakes of connections
+//! started or accepted after start-up, with a short poll timeout while any
+//! is pending. The new connection replaces the VC's (`Vc::stream` is
+//! behind a lock every use takes for reading) and both sides start afresh.
+//! A connection whose handshake ends before this side's `vc_init` is kept
+//! for it.
+//!
 //! # Sending
 //!
 //! A send tries to write at once from the sender's thread (`writev` of the
@@ -55,7 +68,7 @@ use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard};
 use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
@@ -76,6 +89,9 @@ const HELLO_WAIT: Duration = Duration::from_secs(5);
 /// How long `connect_to_root` waits for its peer's answer.
 const CONNECT_WAIT: Duration = Duration::from_secs(10);
 
+/// The longest `poll` waits while a VC is being connected again.
+const REJOIN_POLL: Duration = Duration::from_millis(1);
+
 /// Connections in their handshake at once beyond which newcomers are
 /// refused at once (strangers cannot hold unbounded memory or
 /// descriptors).
@@ -83,6 +99,9 @@ const MAX_PENDING_HELLOS: usize = 256;
 
 /// The waker's token; VCs use their peer's number.
 const WAKER: Token = Token(usize::MAX);
+/// The listening socket's token, once start-up is over (connections that
+/// connect a terminated VC again).
+const LISTENER: Token = Token(usize::MAX - 1);
 /// Receive buffer of a VC (between frame bodies).
 const RECV_BUF: usize = 64 << 10;
 /// How long a gathering send keeps writing into a full socket, from the
@@ -93,6 +112,11 @@ const BATCH_ITEMS: usize = 64;
 const BATCH_BYTES: usize = 256 << 10;
 
 type Pending = OutFrame;
+
+/// A VC's connection, for one use (see `Vc::stream`).
+fn stream(vc: &Vc) -> RwLockReadGuard<'_, mio::net::TcpStream> {
+    vc.stream.read().unwrap_or_else(|e| e.into_inner())
+}
 
 impl OutFrame {
     /// Writes what it can; `Ok(true)` once all is written. Adds the bytes
@@ -154,7 +178,9 @@ struct RecvSide {
 /// A virtual connection to one peer process.
 struct Vc {
     peer: usize,
-    stream: mio::net::TcpStream,
+    /// The connection; replaced when a terminated VC is connected again
+    /// (write-locked then, read-locked by every use).
+    stream: RwLock<mio::net::TcpStream>,
     send: Mutex<SendSide>,
     recv: Mutex<RecvSide>,
     /// Bytes queued in `send` and not yet written: written under the send
@@ -190,6 +216,20 @@ pub struct TcpModule {
     /// The layer above has room again after refusing it: read every VC at
     /// the next poll (their edges were consumed while it had none).
     resume: AtomicBool,
+    /// After start-up: handshakes of terminated VCs connected again (see
+    /// "Connecting again" in the module comment). Connections this process
+    /// started, with the instant they must be over by.
+    rejoining: Mutex<Vec<(Connecting, Instant)>>,
+    /// Connections accepted after start-up, in their handshake.
+    accepting: Mutex<Vec<Accepting>>,
+    /// Per peer: a terminated VC that `vc_init` asked to connect again, by
+    /// the peer's connection (the peer is higher-numbered).
+    rejoin_expected: Box<[AtomicBool]>,
+    /// The listening socket is in the poll set (start-up is over).
+    listening: AtomicBool,
+    /// Connections of terminated VCs whose handshake ended before this
+    /// side's `vc_init` asked for them: taken by that `vc_init`.
+    parked: Mutex<Vec<(usize, TcpStream)>>,
 }
 
 impl TcpModule {
@@ -231,6 +271,11 @@ impl TcpModule {
             upcalls: OnceLock::new(),
             max_payload,
             resume: AtomicBool::new(false),
+            rejoining: Mutex::new(Vec::new()),
+            accepting: Mutex::new(Vec::new()),
+            rejoin_expected: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
+            listening: AtomicBool::new(false),
+            parked: Mutex::new(Vec::new()),
         })
     }
 
@@ -266,7 +311,7 @@ impl TcpModule {
     fn handshakes(&self, expected: &[usize], deadline: Instant) -> Result<(), NetError> {
         let mut connecting = std::mem::take(&mut *lock(&self.connecting));
         if expected.is_empty() && connecting.is_empty() {
-            return Ok(());
+            return self.listen_after_startup();
         }
         self.listener
             .set_nonblocking(true)
@@ -348,6 +393,167 @@ impl TcpModule {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
+        self.listen_after_startup()
+    }
+
+    /// Start-up is over: the listening socket joins the poll set, where
+    /// the connections that connect a terminated VC again come in (and
+    /// strangers are refused, as during start-up).
+    fn listen_after_startup(&self) -> Result<(), NetError> {
+        if self.listening.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        self.listener
+            .set_nonblocking(true)
+            .and_then(|()| {
+                self.registry.register(
+                    &mut SourceFd(&self.listener.as_raw_fd()),
+                    LISTENER,
+                    Interest::READABLE,
+                )
+            })
+            .map_err(|e| NetError::local(format!("tcp: listening after start-up: {e}")))
+    }
+
+    /// After start-up: accepts what waits on the listener and moves every
+    /// handshake of a VC connected again one step. True if anything moved.
+    fn drive_rejoins(&self) -> bool {
+        let mut moved = false;
+        let mut accepting = lock(&self.accepting);
+        loop {
+            match self.listener.accept() {
+                Ok((stream, from)) => {
+                    moved = true;
+                    if accepting.len() >= MAX_PENDING_HELLOS {
+                        self.refuse(from, "too many connections are in their handshake at once");
+                        continue;
+                    }
+                    let far = Instant::now() + HELLO_WAIT;
+                    match Accepting::new(stream, from, HELLO_WAIT, far) {
+                        Ok(conn) => accepting.push(conn),
+                        Err(e) => self.refuse(from, &e.to_string()),
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        let mut i = 0;
+        while i < accepting.len() {
+            let expects = |c: usize| {
+                let terminated = self
+                    .vcs
+                    .get(c)
+                    .and_then(|v| v.get())
+                    .is_some_and(|vc| vc.terminated.load(Ordering::Acquire));
+                if c > self.me && terminated {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "it claims to be process {c}, whose VC is not terminated (or that \
+                         process is not the one to connect)"
+                    ))
+                }
+            };
+            match accepting[i].advance(&self.key, self.me, self.nodes, expects) {
+                Step::Waiting => i += 1,
+                Step::Progress => {
+                    moved = true;
+                    i += 1;
+                }
+                Step::Done => {
+                    moved = true;
+                    let conn = accepting.swap_remove(i);
+                    let peer = conn.connector().expect("a finished handshake");
+                    if self.rejoin_expected[peer].swap(false, Ordering::AcqRel) {
+                        if let Err(e) = self.rejoin_vc(peer, conn.into_stream()) {
+                            self.upcalls().vc_failed(peer, e.to_string());
+                        }
+                    } else {
+                        // Before this side's `vc_init`: kept for it (the
+                        // peer's first frames wait in the socket).
+                        let mut parked = lock(&self.parked);
+                        if parked.iter().any(|(p, _)| *p == peer) {
+                            self.refuse(conn.from(), "a second connection for one VC");
+                        } else {
+                            parked.push((peer, conn.into_stream()));
+                        }
+                    }
+                }
+                Step::Failed(why) => {
+                    moved = true;
+                    let conn = accepting.swap_remove(i);
+                    self.refuse(conn.from(), &why);
+                }
+            }
+        }
+        drop(accepting);
+        let mut rejoining = lock(&self.rejoining);
+        let mut i = 0;
+        while i < rejoining.len() {
+            let peer = rejoining[i].0.peer();
+            match rejoining[i].0.advance(&self.key) {
+                Step::Waiting if Instant::now() < rejoining[i].1 => i += 1,
+                Step::Waiting => {
+                    rejoining.swap_remove(i);
+                    self.upcalls()
+                        .vc_failed(peer, "tcp: no answer to connecting again".into());
+                }
+                Step::Progress => {
+                    moved = true;
+                    i += 1;
+                }
+                Step::Done => {
+                    moved = true;
+                    let (conn, _) = rejoining.swap_remove(i);
+                    if let Err(e) = self.rejoin_vc(peer, conn.into_stream()) {
+                        self.upcalls().vc_failed(peer, e.to_string());
+                    }
+                }
+                Step::Failed(why) => {
+                    moved = true;
+                    rejoining.swap_remove(i);
+                    self.upcalls().vc_failed(peer, format!("tcp: {why}"));
+                }
+            }
+        }
+        moved
+    }
+
+    /// True while a VC is being connected again (poll must not sleep
+    /// long: those sockets are not in the poll set).
+    fn rejoins_pending(&self) -> bool {
+        !lock(&self.rejoining).is_empty() || !lock(&self.accepting).is_empty()
+    }
+
+    /// Makes `stream` the connection of terminated VC `peer`, which is
+    /// open again from now on.
+    fn rejoin_vc(&self, peer: usize, stream: TcpStream) -> Result<(), NetError> {
+        let fail = |e: io::Error| NetError::peer(peer, format!("tcp: {e}"));
+        let vc = self.vc(peer)?;
+        stream.set_nonblocking(true).map_err(fail)?;
+        stream.set_nodelay(true).map_err(fail)?;
+        let mut stream = mio::net::TcpStream::from_std(stream);
+        self.registry
+            .register(
+                &mut stream,
+                Token(peer),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .map_err(fail)?;
+        let mut slot = vc.stream.write().unwrap_or_else(|e| e.into_inner());
+        let mut recv = lock(&vc.recv);
+        let mut send = lock(&vc.send);
+        *slot = stream;
+        *recv = RecvSide {
+            reasm: Reassembler::new(peer, self.max_payload),
+            buf: std::mem::take(&mut recv.buf),
+            eof: false,
+        };
+        *send = SendSide::default();
+        vc.queued.store(0, Ordering::Release);
+        vc.read_closed.store(false, Ordering::Release);
+        vc.terminated.store(false, Ordering::Release);
         Ok(())
     }
 
@@ -421,7 +627,7 @@ impl TcpModule {
             .map_err(fail)?;
         let vc = Arc::new(Vc {
             peer,
-            stream,
+            stream: RwLock::new(stream),
             send: Mutex::new(SendSide::default()),
             recv: Mutex::new(RecvSide {
                 reasm: Reassembler::new(peer, self.max_payload),
@@ -512,7 +718,7 @@ impl TcpModule {
                     .into_iter()
                     .map(IoSlice::new)
                     .collect();
-                match (&vc.stream).write_vectored(&slices) {
+                match (&*stream(vc)).write_vectored(&slices) {
                     Ok(0) => break Some(io::Error::from(io::ErrorKind::WriteZero)),
                     Ok(n) => {
                         written += n;
@@ -616,7 +822,7 @@ impl TcpModule {
             let Some(front) = side.queue.front_mut() else {
                 break Ok(());
             };
-            match front.write_to(&vc.stream, &mut sent) {
+            match front.write_to(&stream(vc), &mut sent) {
                 Ok(true) => {
                     let done = side.queue.pop_front().expect("front exists");
                     let before = side.queue.len();
@@ -656,7 +862,7 @@ impl TcpModule {
             }
         }
         let mut n = loop {
-            match (&vc.stream).write_vectored(&iov) {
+            match (&*stream(vc)).write_vectored(&iov) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -705,7 +911,7 @@ impl TcpModule {
         };
         if side.queue.is_empty() && side.terminate && !side.write_closed {
             side.write_closed = true;
-            let _ = vc.stream.shutdown(Shutdown::Write);
+            let _ = stream(vc).shutdown(Shutdown::Write);
             drop(side);
             self.check_terminated(vc);
         }
@@ -722,7 +928,7 @@ impl TcpModule {
         if closed && !vc.terminated.swap(true, Ordering::AcqRel) {
             let _ = self
                 .registry
-                .deregister(&mut SourceFd(&vc.stream.as_raw_fd()));
+                .deregister(&mut SourceFd(&stream(vc).as_raw_fd()));
             self.upcalls().vc_terminated(vc.peer);
         }
     }
@@ -750,12 +956,12 @@ impl TcpModule {
             // The recv-active fast path: straight into the frame's body,
             // which is not zeroed first.
             let direct = side.reasm.receive_body(
-                &mut |space| rustix::io::read(&vc.stream, space).map(|(filled, _)| filled),
+                &mut |space| rustix::io::read(&*stream(vc), space).map(|(filled, _)| filled),
                 |h, body| upcalls.arrived(peer, h, body),
             );
             let result = match direct {
                 Some(read) => read.map(|n| (n, true)).map_err(io::Error::from),
-                None => (&vc.stream).read(&mut side.buf).map(|n| (n, false)),
+                None => (&*stream(vc)).read(&mut side.buf).map(|n| (n, false)),
             };
             match result {
                 Ok((0, _)) => {
@@ -785,7 +991,7 @@ impl TcpModule {
                     {
                         side.eof = true;
                         drop(guard);
-                        let _ = vc.stream.shutdown(Shutdown::Both);
+                        let _ = stream(vc).shutdown(Shutdown::Both);
                         upcalls.vc_failed(peer, e.to_string());
                         return true;
                     }
@@ -820,6 +1026,40 @@ impl NetModule for TcpModule {
     }
 
     fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError> {
+        if let Some(vc) = self.vcs.get(peer).and_then(|v| v.get()) {
+            // A VC used again after it terminated: connected again the
+            // same way round, its handshake driven by `poll`.
+            if !vc.terminated.load(Ordering::Acquire) {
+                return Err(NetError::peer(peer, "tcp: connected twice"));
+            }
+            if peer < self.me {
+                let addr = card.strip_prefix("tcp:").ok_or_else(|| {
+                    NetError::peer(peer, format!("tcp: `{card}` is no tcp business card"))
+                })?;
+                let addrs: Vec<SocketAddr> = addr
+                    .to_socket_addrs()
+                    .map_err(|e| {
+                        NetError::peer(peer, format!("tcp: cannot resolve `{addr}`: {e}"))
+                    })?
+                    .collect();
+                let conn = Connecting::start(self.me, self.nodes, peer, &addrs).map_err(|why| {
+                    NetError::peer(peer, format!("tcp: cannot connect to {addr} ({why})"))
+                })?;
+                lock(&self.rejoining).push((conn, Instant::now() + CONNECT_WAIT));
+            } else {
+                let parked = {
+                    let mut parked = lock(&self.parked);
+                    let at = parked.iter().position(|(p, _)| *p == peer);
+                    at.map(|i| parked.swap_remove(i).1)
+                };
+                match parked {
+                    Some(stream) => self.rejoin_vc(peer, stream)?,
+                    None => self.rejoin_expected[peer].store(true, Ordering::Release),
+                }
+            }
+            self.wake();
+            return Ok(());
+        }
         // Lower-numbered peers are connected to now (their handshakes end
         // in `accept_peers`); higher ones connect to this process.
         if peer < self.me {
@@ -833,8 +1073,8 @@ impl NetModule for TcpModule {
         if let Ok(vc) = self.vc(peer) {
             let _ = self
                 .registry
-                .deregister(&mut SourceFd(&vc.stream.as_raw_fd()));
-            let _ = vc.stream.shutdown(Shutdown::Both);
+                .deregister(&mut SourceFd(&stream(vc).as_raw_fd()));
+            let _ = stream(vc).shutdown(Shutdown::Both);
         }
     }
 
@@ -888,6 +1128,13 @@ impl NetModule for TcpModule {
     }
 
     fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
+        // A VC being connected again moves on its own clock, not on events.
+        let rejoins = self.listening.load(Ordering::Acquire) && self.rejoins_pending();
+        let timeout = if rejoins {
+            Some(timeout.map_or(REJOIN_POLL, |t| t.min(REJOIN_POLL)))
+        } else {
+            timeout
+        };
         let mut poll = lock(&self.poll);
         let mut events = Events::with_capacity(64);
         match poll.poll(&mut events, timeout) {
@@ -897,6 +1144,9 @@ impl NetModule for TcpModule {
         }
         drop(poll);
         let mut moved = false;
+        if rejoins || events.iter().any(|e| e.token() == LISTENER) {
+            moved |= self.drive_rejoins();
+        }
         if self.resume.swap(false, Ordering::AcqRel) {
             // Receiving paused for room: read every VC now, events or not.
             for vc in self.vcs.iter().filter_map(|v| v.get()) {
@@ -905,7 +1155,7 @@ impl NetModule for TcpModule {
         }
         for event in events.iter() {
             let Token(peer) = event.token();
-            if peer == WAKER.0 {
+            if peer == WAKER.0 || peer == LISTENER.0 {
                 continue;
             }
             let Some(vc) = self.vcs.get(peer).and_then(|v| v.get()) else {
@@ -992,8 +1242,8 @@ impl NetModule for TcpModule {
         for vc in self.vcs.iter().filter_map(|v| v.get()) {
             let _ = self
                 .registry
-                .deregister(&mut SourceFd(&vc.stream.as_raw_fd()));
-            let _ = vc.stream.shutdown(Shutdown::Both);
+                .deregister(&mut SourceFd(&stream(vc).as_raw_fd()));
+            let _ = stream(vc).shutdown(Shutdown::Both);
         }
     }
 }
@@ -1415,6 +1665,73 @@ mod tests {
     }
 
     /// A process that never connects is named when the deadline passes.
+    /// A terminated VC is connected again by `vc_init` on both sides, in
+    /// either order, its handshake driven by `poll` (the spec's "may be
+    /// used for communication again later"); frames flow both ways on the
+    /// new connection, and a stranger is still refused.
+    #[test]
+    fn a_terminated_vc_is_connected_again() {
+        for acceptor_first in [true, false] {
+            let ((a, ra), (b, rb)) = pair();
+            let send = |m: &TcpModule, to: usize, tag: u32| {
+                m.istart_contig(
+                    to,
+                    header(FrameKind::Control, 3, tag),
+                    SendData::Bytes(vec![tag as u8; 3]),
+                )
+                .unwrap();
+            };
+            send(&b, 0, 1);
+            poll_until(&[&a, &b], || lock(&ra.frames).len() == 1);
+            a.vc_terminate(1);
+            b.vc_terminate(0);
+            poll_until(&[&a, &b], || {
+                lock(&ra.events).as_slice() == ["terminated 1"]
+                    && lock(&rb.events).as_slice() == ["terminated 0"]
+            });
+            assert!(
+                b.istart_contig(
+                    0,
+                    header(FrameKind::Control, 1, 9),
+                    SendData::Bytes(vec![0])
+                )
+                .is_err()
+            );
+            // A stranger that says it is process 1 cannot prove the key.
+            let mut stranger = TcpStream::connect(addr_of(&a)).unwrap();
+            let _ = stranger.write_all(&[0u8; 40]);
+            if acceptor_first {
+                a.vc_init(1, &b.business_card()).unwrap();
+                b.vc_init(0, &a.business_card()).unwrap();
+            } else {
+                b.vc_init(0, &a.business_card()).unwrap();
+                poll_until(&[&a, &b], || !lock(&a.parked).is_empty());
+                a.vc_init(1, &b.business_card()).unwrap();
+            }
+            // Sends wait until the new connection is up.
+            poll_until(&[&a, &b], || {
+                a.vc(1)
+                    .is_ok_and(|vc| !vc.terminated.load(Ordering::Acquire))
+                    && b.vc(0)
+                        .is_ok_and(|vc| !vc.terminated.load(Ordering::Acquire))
+            });
+            send(&a, 1, 2);
+            send(&b, 0, 3);
+            poll_until(&[&a, &b], || {
+                lock(&ra.frames).len() == 2 && lock(&rb.frames).len() == 1
+            });
+            assert_eq!(lock(&ra.frames)[1].1.tag, 3);
+            assert_eq!(lock(&rb.frames)[0].1.tag, 2);
+            assert_eq!(lock(&rb.frames)[0].2, [2, 2, 2]);
+            assert!(
+                lock(&ra.events).iter().all(|e| !e.starts_with("failed")),
+                "{:?}",
+                lock(&ra.events)
+            );
+            drop(stranger);
+        }
+    }
+
     #[test]
     fn a_missing_peer_is_named() {
         let (a, _ra) = module(0, 3);
