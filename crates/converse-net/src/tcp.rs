@@ -26,8 +26,10 @@
 //! the listening socket is in the poll set, so `poll` accepts (a stranger
 //! is refused as at start-up) and moves the handshakes of connections
 //! started or accepted after start-up, with a short poll timeout while any
-//! is pending. The new connection replaces the VC's (`Vc::stream` is
-//! behind a lock every use takes for reading) and both sides start afresh.
+//! is pending. The new connection replaces the VC's while both of the
+//! VC's locks are held: every use of a VC's connection holds one of them
+//! (its descriptor is read from an atomic on the hot path, no lock of its
+//! own), so none is under way. Both sides then start afresh.
 //! A connection whose handshake ends before this side's `vc_init` is kept
 //! for it.
 //!
@@ -67,8 +69,8 @@ use crate::sync::lock;
 use std::collections::VecDeque;
 use std::io::{self, IoSlice, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock, RwLockReadGuard};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use mio::unix::SourceFd;
@@ -113,15 +115,24 @@ const BATCH_BYTES: usize = 256 << 10;
 
 type Pending = OutFrame;
 
-/// A VC's connection, for one use (see `Vc::stream`).
-fn stream(vc: &Vc) -> RwLockReadGuard<'_, mio::net::TcpStream> {
-    vc.stream.read().unwrap_or_else(|e| e.into_inner())
+/// A VC's connection, for one use: called holding the VC's `send` or
+/// `recv` lock (see "Connecting again" in the module comment).
+fn io(vc: &Vc) -> std::mem::ManuallyDrop<std::net::TcpStream> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: `fd` is the open descriptor of the stream in `owner`, which
+    // closes it only when the VC is connected again (`rejoin_vc`, holding
+    // both of the VC's locks, after the VC terminated: no I/O is under
+    // way, and every I/O holds one of the locks) or dropped. The
+    // `ManuallyDrop` never closes it.
+    std::mem::ManuallyDrop::new(unsafe {
+        std::net::TcpStream::from_raw_fd(vc.fd.load(Ordering::Acquire))
+    })
 }
 
 impl OutFrame {
     /// Writes what it can; `Ok(true)` once all is written. Adds the bytes
     /// written to `sent`.
-    fn write_to(&mut self, mut stream: &mio::net::TcpStream, sent: &mut usize) -> io::Result<bool> {
+    fn write_to(&mut self, mut stream: &std::net::TcpStream, sent: &mut usize) -> io::Result<bool> {
         let total = self.total();
         while self.written < total {
             let n = match self.rest() {
@@ -178,9 +189,11 @@ struct RecvSide {
 /// A virtual connection to one peer process.
 struct Vc {
     peer: usize,
-    /// The connection; replaced when a terminated VC is connected again
-    /// (write-locked then, read-locked by every use).
-    stream: RwLock<mio::net::TcpStream>,
+    /// The connection's descriptor, for I/O ([`io`]); replaced when a
+    /// terminated VC is connected again.
+    fd: AtomicI32,
+    /// The connection, which owns `fd` (closed when replaced or dropped).
+    owner: Mutex<mio::net::TcpStream>,
     send: Mutex<SendSide>,
     recv: Mutex<RecvSide>,
     /// Bytes queued in `send` and not yet written: written under the send
@@ -222,6 +235,9 @@ pub struct TcpModule {
     rejoining: Mutex<Vec<(Connecting, Instant)>>,
     /// Connections accepted after start-up, in their handshake.
     accepting: Mutex<Vec<Accepting>>,
+    /// About how many are in `rejoining` and `accepting` (never too low
+    /// for long: a poll reads it without their locks).
+    rejoin_count: AtomicUsize,
     /// Per peer: a terminated VC that `vc_init` asked to connect again, by
     /// the peer's connection (the peer is higher-numbered).
     rejoin_expected: Box<[AtomicBool]>,
@@ -273,6 +289,7 @@ impl TcpModule {
             resume: AtomicBool::new(false),
             rejoining: Mutex::new(Vec::new()),
             accepting: Mutex::new(Vec::new()),
+            rejoin_count: AtomicUsize::new(0),
             rejoin_expected: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
             listening: AtomicBool::new(false),
             parked: Mutex::new(Vec::new()),
@@ -487,6 +504,7 @@ impl TcpModule {
                 }
             }
         }
+        let accepting_left = accepting.len();
         drop(accepting);
         let mut rejoining = lock(&self.rejoining);
         let mut i = 0;
@@ -517,13 +535,17 @@ impl TcpModule {
                 }
             }
         }
+        // Under `rejoining`'s lock: a `vc_init` that pushes after this
+        // adds its own.
+        self.rejoin_count
+            .store(accepting_left + rejoining.len(), Ordering::Release);
         moved
     }
 
     /// True while a VC is being connected again (poll must not sleep
     /// long: those sockets are not in the poll set).
     fn rejoins_pending(&self) -> bool {
-        !lock(&self.rejoining).is_empty() || !lock(&self.accepting).is_empty()
+        self.rejoin_count.load(Ordering::Acquire) > 0
     }
 
     /// Makes `stream` the connection of terminated VC `peer`, which is
@@ -541,10 +563,12 @@ impl TcpModule {
                 Interest::READABLE | Interest::WRITABLE,
             )
             .map_err(fail)?;
-        let mut slot = vc.stream.write().unwrap_or_else(|e| e.into_inner());
         let mut recv = lock(&vc.recv);
         let mut send = lock(&vc.send);
-        *slot = stream;
+        let mut owner = lock(&vc.owner);
+        vc.fd.store(stream.as_raw_fd(), Ordering::Release);
+        // The old connection closes here: no I/O holds it (both locks).
+        *owner = stream;
         *recv = RecvSide {
             reasm: Reassembler::new(peer, self.max_payload),
             buf: std::mem::take(&mut recv.buf),
@@ -627,7 +651,8 @@ impl TcpModule {
             .map_err(fail)?;
         let vc = Arc::new(Vc {
             peer,
-            stream: RwLock::new(stream),
+            fd: AtomicI32::new(stream.as_raw_fd()),
+            owner: Mutex::new(stream),
             send: Mutex::new(SendSide::default()),
             recv: Mutex::new(RecvSide {
                 reasm: Reassembler::new(peer, self.max_payload),
@@ -718,7 +743,7 @@ impl TcpModule {
                     .into_iter()
                     .map(IoSlice::new)
                     .collect();
-                match (&*stream(vc)).write_vectored(&slices) {
+                match (&*io(vc)).write_vectored(&slices) {
                     Ok(0) => break Some(io::Error::from(io::ErrorKind::WriteZero)),
                     Ok(n) => {
                         written += n;
@@ -822,7 +847,7 @@ impl TcpModule {
             let Some(front) = side.queue.front_mut() else {
                 break Ok(());
             };
-            match front.write_to(&stream(vc), &mut sent) {
+            match front.write_to(&io(vc), &mut sent) {
                 Ok(true) => {
                     let done = side.queue.pop_front().expect("front exists");
                     let before = side.queue.len();
@@ -862,7 +887,7 @@ impl TcpModule {
             }
         }
         let mut n = loop {
-            match (&*stream(vc)).write_vectored(&iov) {
+            match (&*io(vc)).write_vectored(&iov) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                 Ok(n) => break n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -911,7 +936,7 @@ impl TcpModule {
         };
         if side.queue.is_empty() && side.terminate && !side.write_closed {
             side.write_closed = true;
-            let _ = stream(vc).shutdown(Shutdown::Write);
+            let _ = io(vc).shutdown(Shutdown::Write);
             drop(side);
             self.check_terminated(vc);
         }
@@ -923,12 +948,11 @@ impl TcpModule {
         // The receiver publishes `read_closed` before it takes `send` to
         // look at `terminate`; this takes `send` before it reads
         // `read_closed`: of two racing checks, the later one sees both.
-        let write_closed = lock(&vc.send).write_closed;
-        let closed = write_closed && vc.read_closed.load(Ordering::SeqCst);
+        let send = lock(&vc.send);
+        let closed = send.write_closed && vc.read_closed.load(Ordering::SeqCst);
         if closed && !vc.terminated.swap(true, Ordering::AcqRel) {
-            let _ = self
-                .registry
-                .deregister(&mut SourceFd(&stream(vc).as_raw_fd()));
+            let _ = self.registry.deregister(&mut SourceFd(&io(vc).as_raw_fd()));
+            drop(send);
             self.upcalls().vc_terminated(vc.peer);
         }
     }
@@ -956,12 +980,12 @@ impl TcpModule {
             // The recv-active fast path: straight into the frame's body,
             // which is not zeroed first.
             let direct = side.reasm.receive_body(
-                &mut |space| rustix::io::read(&*stream(vc), space).map(|(filled, _)| filled),
+                &mut |space| rustix::io::read(&*io(vc), space).map(|(filled, _)| filled),
                 |h, body| upcalls.arrived(peer, h, body),
             );
             let result = match direct {
                 Some(read) => read.map(|n| (n, true)).map_err(io::Error::from),
-                None => (&*stream(vc)).read(&mut side.buf).map(|n| (n, false)),
+                None => (&*io(vc)).read(&mut side.buf).map(|n| (n, false)),
             };
             match result {
                 Ok((0, _)) => {
@@ -990,8 +1014,8 @@ impl TcpModule {
                         reasm.handle(&buf[..n], |h, body| upcalls.arrived(peer, h, body))
                     {
                         side.eof = true;
+                        let _ = io(vc).shutdown(Shutdown::Both);
                         drop(guard);
-                        let _ = stream(vc).shutdown(Shutdown::Both);
                         upcalls.vc_failed(peer, e.to_string());
                         return true;
                     }
@@ -1046,6 +1070,7 @@ impl NetModule for TcpModule {
                     NetError::peer(peer, format!("tcp: cannot connect to {addr} ({why})"))
                 })?;
                 lock(&self.rejoining).push((conn, Instant::now() + CONNECT_WAIT));
+                self.rejoin_count.fetch_add(1, Ordering::AcqRel);
             } else {
                 let parked = {
                     let mut parked = lock(&self.parked);
@@ -1071,10 +1096,9 @@ impl NetModule for TcpModule {
 
     fn vc_destroy(&self, peer: usize) {
         if let Ok(vc) = self.vc(peer) {
-            let _ = self
-                .registry
-                .deregister(&mut SourceFd(&stream(vc).as_raw_fd()));
-            let _ = stream(vc).shutdown(Shutdown::Both);
+            let _send = lock(&vc.send);
+            let _ = self.registry.deregister(&mut SourceFd(&io(vc).as_raw_fd()));
+            let _ = io(vc).shutdown(Shutdown::Both);
         }
     }
 
@@ -1240,10 +1264,9 @@ impl NetModule for TcpModule {
 
     fn finalize(&self) {
         for vc in self.vcs.iter().filter_map(|v| v.get()) {
-            let _ = self
-                .registry
-                .deregister(&mut SourceFd(&stream(vc).as_raw_fd()));
-            let _ = stream(vc).shutdown(Shutdown::Both);
+            let _send = lock(&vc.send);
+            let _ = self.registry.deregister(&mut SourceFd(&io(vc).as_raw_fd()));
+            let _ = io(vc).shutdown(Shutdown::Both);
         }
     }
 }
