@@ -11,7 +11,8 @@
 //! | `get_business_card` | [`NetModule::business_card`] |
 //! | `connect_to_root` | [`NetModule::connect_to_root`] |
 //! | `vc_init` / `vc_destroy` | [`NetModule::vc_init`] / [`NetModule::vc_destroy`] |
-//! | `vc_terminate` | [`NetModule::vc_terminate`]: never blocks; [`Upcalls::vc_terminated`] once pending sends drained |
+//! | `vc_terminate` | [`NetModule::vc_terminate`]: never blocks; [`Upcalls::vc_terminated`] once pending sends drained; `vc_init` on a terminated VC connects it again |
+//! | LMT packets (RTS, CTS, COOKIE, DONE) | `lmt` (shm's large messages use the Get mode) |
 //! | `get_ordering` | [`NetModule::ordering`] |
 //! | `iSendContig` (request made by the caller) | [`NetModule::isend_contig`] |
 //! | `iStartContigMsg` (request only if not sent at once) | [`NetModule::istart_contig`] |
@@ -330,7 +331,9 @@ pub trait NetModule: Send + Sync {
     fn connect_to_root(&self, peer: usize, card: &str) -> Result<(), NetError>;
 
     /// Prepares the VC to `peer` from its business card (`vc_init`). A
-    /// module may connect here or at first use.
+    /// module may connect here or at first use. On a VC that terminated,
+    /// both sides' `vc_init` make it usable again (the spec: "the VC may
+    /// be used for communication again later"); on a live one it fails.
     fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError>;
 
     /// Forgets the VC to `peer` (`vc_destroy`); it must be terminated.
