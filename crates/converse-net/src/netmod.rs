@@ -22,6 +22,7 @@
 //! | `net_module_poll(in_or_out)` | [`NetModule::poll`] with [`PollDir`] |
 //! | `MPIDI_CH3U_Handle_connection` | [`Upcalls`] |
 //! | `finalize` | [`NetModule::finalize`] |
+//! | `ckpt_shutdown` | [`NetModule::ckpt_shutdown`]: `finalize`, as MPICH's tcp module has it |
 //!
 //! Where the spec hands the module a pointer and a length that stay valid
 //! until the request completes, the Rust calls hand it an owned buffer
@@ -438,4 +439,12 @@ pub trait NetModule: Send + Sync {
 
     /// Closes everything (`finalize`).
     fn finalize(&self);
+
+    /// Closes everything before the process is checkpointed
+    /// (`ckpt_shutdown`): as in MPICH's tcp module, this is `finalize`,
+    /// and a restarted process makes its modules anew (`net_module_init`)
+    /// and connects its VCs again.
+    fn ckpt_shutdown(&self) {
+        self.finalize();
+    }
 }

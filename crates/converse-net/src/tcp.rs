@@ -1692,6 +1692,19 @@ mod tests {
     /// either order, its handshake driven by `poll` (the spec's "may be
     /// used for communication again later"); frames flow both ways on the
     /// new connection, and a stranger is still refused.
+    /// `ckpt_shutdown` closes every connection, as `finalize` does: the
+    /// peer sees its VC closed.
+    #[test]
+    fn ckpt_shutdown_closes_every_connection() {
+        let ((a, _ra), (b, rb)) = pair();
+        a.ckpt_shutdown();
+        poll_until(&[&b], || {
+            lock(&rb.events)
+                .iter()
+                .any(|e| e == "failed 0: connection closed by the peer")
+        });
+    }
+
     #[test]
     fn a_terminated_vc_is_connected_again() {
         for acceptor_first in [true, false] {
