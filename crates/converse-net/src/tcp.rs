@@ -340,36 +340,22 @@ impl TcpModule {
             if missing > 0 {
                 progressed |= self.accept_new(&mut pending, deadline)?;
             }
-            let mut i = 0;
-            while i < pending.len() {
-                let expects = |c: usize| self.expects(expected, c);
-                match pending[i].advance(&self.key, self.me, self.nodes, expects) {
-                    Step::Waiting => i += 1,
-                    Step::Progress => {
-                        progressed = true;
-                        i += 1;
-                    }
-                    Step::Done => {
-                        progressed = true;
-                        let conn = pending.swap_remove(i);
-                        let peer = conn.connector().expect("a finished handshake");
-                        // Two proven connections from one process cannot
-                        // both be it: the first stands.
-                        match self.expects(expected, peer) {
-                            Ok(()) => {
-                                self.install_vc(peer, conn.into_stream())?;
-                                missing -= 1;
-                            }
-                            Err(why) => self.refuse(conn.from(), &why),
+            progressed |= self.advance_accepting(
+                &mut pending,
+                |c| self.expects(expected, c),
+                |conn, peer| {
+                    // Two proven connections from one process cannot both
+                    // be it: the first stands.
+                    match self.expects(expected, peer) {
+                        Ok(()) => {
+                            self.install_vc(peer, conn.into_stream())?;
+                            missing -= 1;
                         }
+                        Err(why) => self.refuse(conn.from(), &why),
                     }
-                    Step::Failed(why) => {
-                        progressed = true;
-                        let conn = pending.swap_remove(i);
-                        self.refuse(conn.from(), &why);
-                    }
-                }
-            }
+                    Ok(())
+                },
+            )?;
             let mut i = 0;
             while i < connecting.len() {
                 match connecting[i].advance(&self.key) {
@@ -455,55 +441,39 @@ impl TcpModule {
                 Err(_) => break,
             }
         }
-        let mut i = 0;
-        while i < accepting.len() {
-            let expects = |c: usize| {
-                let terminated = self
-                    .vcs
-                    .get(c)
-                    .and_then(|v| v.get())
-                    .is_some_and(|vc| vc.terminated.load(Ordering::Acquire));
-                if c > self.me && terminated {
-                    Ok(())
+        let expects = |c: usize| {
+            let terminated = self
+                .vcs
+                .get(c)
+                .and_then(|v| v.get())
+                .is_some_and(|vc| vc.terminated.load(Ordering::Acquire));
+            if c > self.me && terminated {
+                Ok(())
+            } else {
+                Err(format!(
+                    "it claims to be process {c}, whose VC is not terminated (or that \
+                     process is not the one to connect)"
+                ))
+            }
+        };
+        let rejoined = self.advance_accepting(&mut accepting, expects, |conn, peer| {
+            if self.rejoin_expected[peer].swap(false, Ordering::AcqRel) {
+                if let Err(e) = self.rejoin_vc(peer, conn.into_stream()) {
+                    self.upcalls().vc_failed(peer, e.to_string());
+                }
+            } else {
+                // Before this side's `vc_init`: kept for it (the peer's
+                // first frames wait in the socket).
+                let mut parked = lock(&self.parked);
+                if parked.iter().any(|(p, _)| *p == peer) {
+                    self.refuse(conn.from(), "a second connection for one VC");
                 } else {
-                    Err(format!(
-                        "it claims to be process {c}, whose VC is not terminated (or that \
-                         process is not the one to connect)"
-                    ))
-                }
-            };
-            match accepting[i].advance(&self.key, self.me, self.nodes, expects) {
-                Step::Waiting => i += 1,
-                Step::Progress => {
-                    moved = true;
-                    i += 1;
-                }
-                Step::Done => {
-                    moved = true;
-                    let conn = accepting.swap_remove(i);
-                    let peer = conn.connector().expect("a finished handshake");
-                    if self.rejoin_expected[peer].swap(false, Ordering::AcqRel) {
-                        if let Err(e) = self.rejoin_vc(peer, conn.into_stream()) {
-                            self.upcalls().vc_failed(peer, e.to_string());
-                        }
-                    } else {
-                        // Before this side's `vc_init`: kept for it (the
-                        // peer's first frames wait in the socket).
-                        let mut parked = lock(&self.parked);
-                        if parked.iter().any(|(p, _)| *p == peer) {
-                            self.refuse(conn.from(), "a second connection for one VC");
-                        } else {
-                            parked.push((peer, conn.into_stream()));
-                        }
-                    }
-                }
-                Step::Failed(why) => {
-                    moved = true;
-                    let conn = accepting.swap_remove(i);
-                    self.refuse(conn.from(), &why);
+                    parked.push((peer, conn.into_stream()));
                 }
             }
-        }
+            Ok(())
+        });
+        moved |= rejoined.unwrap_or(true);
         let accepting_left = accepting.len();
         drop(accepting);
         let mut rejoining = lock(&self.rejoining);
@@ -551,18 +521,8 @@ impl TcpModule {
     /// Makes `stream` the connection of terminated VC `peer`, which is
     /// open again from now on.
     fn rejoin_vc(&self, peer: usize, stream: TcpStream) -> Result<(), NetError> {
-        let fail = |e: io::Error| NetError::peer(peer, format!("tcp: {e}"));
         let vc = self.vc(peer)?;
-        stream.set_nonblocking(true).map_err(fail)?;
-        stream.set_nodelay(true).map_err(fail)?;
-        let mut stream = mio::net::TcpStream::from_std(stream);
-        self.registry
-            .register(
-                &mut stream,
-                Token(peer),
-                Interest::READABLE | Interest::WRITABLE,
-            )
-            .map_err(fail)?;
+        let stream = self.ready_stream(peer, stream)?;
         let mut recv = lock(&vc.recv);
         let mut send = lock(&vc.send);
         let mut owner = lock(&vc.owner);
@@ -579,6 +539,41 @@ impl TcpModule {
         vc.read_closed.store(false, Ordering::Release);
         vc.terminated.store(false, Ordering::Release);
         Ok(())
+    }
+
+    /// Moves every accepted connection of `pending` one step through its
+    /// handshake (`expects` says which processes may connect now); hands
+    /// each finished one to `done` with the process it proved to be, and
+    /// refuses those that failed. True if any moved.
+    fn advance_accepting(
+        &self,
+        pending: &mut Vec<Accepting>,
+        expects: impl Fn(usize) -> Result<(), String>,
+        mut done: impl FnMut(Accepting, usize) -> Result<(), NetError>,
+    ) -> Result<bool, NetError> {
+        let mut moved = false;
+        let mut i = 0;
+        while i < pending.len() {
+            match pending[i].advance(&self.key, self.me, self.nodes, &expects) {
+                Step::Waiting => i += 1,
+                Step::Progress => {
+                    moved = true;
+                    i += 1;
+                }
+                Step::Done => {
+                    moved = true;
+                    let conn = pending.swap_remove(i);
+                    let peer = conn.connector().expect("a finished handshake");
+                    done(conn, peer)?;
+                }
+                Step::Failed(why) => {
+                    moved = true;
+                    let conn = pending.swap_remove(i);
+                    self.refuse(conn.from(), &why);
+                }
+            }
+        }
+        Ok(moved)
     }
 
     /// Accepts every connection waiting on the listener into `pending`;
@@ -634,9 +629,14 @@ impl TcpModule {
         );
     }
 
-    /// Makes `stream` the VC to `peer`: non-blocking, no Nagle, registered
-    /// for both directions.
-    fn install_vc(&self, peer: usize, stream: TcpStream) -> Result<(), NetError> {
+    /// `stream`, connected to `peer`, made ready to be a VC's: blocking
+    /// reads off, non-blocking, no Nagle, registered for both directions
+    /// under the peer's token.
+    fn ready_stream(
+        &self,
+        peer: usize,
+        stream: TcpStream,
+    ) -> Result<mio::net::TcpStream, NetError> {
         let fail = |e: io::Error| NetError::peer(peer, format!("tcp: {e}"));
         stream.set_read_timeout(None).map_err(fail)?;
         stream.set_nonblocking(true).map_err(fail)?;
@@ -649,6 +649,13 @@ impl TcpModule {
                 Interest::READABLE | Interest::WRITABLE,
             )
             .map_err(fail)?;
+        Ok(stream)
+    }
+
+    /// Makes `stream` the VC to `peer`: non-blocking, no Nagle, registered
+    /// for both directions.
+    fn install_vc(&self, peer: usize, stream: TcpStream) -> Result<(), NetError> {
+        let stream = self.ready_stream(peer, stream)?;
         let vc = Arc::new(Vc {
             peer,
             fd: AtomicI32::new(stream.as_raw_fd()),
