@@ -120,6 +120,18 @@ fn world() -> ffi::MPI_Comm {
     unsafe { ffi::RSMPI_COMM_WORLD }
 }
 
+/// `MPI_REQUEST_NULL`: no request (it tests complete).
+fn null_request() -> ffi::MPI_Request {
+    // SAFETY: reading an immutable constant of the MPI bindings.
+    unsafe { ffi::RSMPI_REQUEST_NULL }
+}
+
+/// A status for MPI to fill.
+fn new_status() -> ffi::MPI_Status {
+    // SAFETY: MPI_Status is plain data (integers); all zeros is a value.
+    unsafe { std::mem::zeroed() }
+}
+
 fn bytes_type() -> ffi::MPI_Datatype {
     // SAFETY: reading an immutable constant of the MPI bindings.
     unsafe { ffi::RSMPI_UINT8_T }
@@ -651,8 +663,7 @@ fn start_queued(peer: usize, vc: &mut Vc) -> Result<(), NetError> {
 fn start(peer: usize, frame: OutFrame) -> Result<InFlight, NetError> {
     let bytes = frame.total();
     let (hdr, data) = frame.rest();
-    // SAFETY: reading an immutable constant of the MPI bindings.
-    let null = || Handle(unsafe { ffi::RSMPI_REQUEST_NULL });
+    let null = || Handle(null_request());
     let mut flight = InFlight {
         requests: [null(), null()],
         packed: None,
@@ -702,8 +713,7 @@ fn start_close(peer: usize) -> Result<InFlight, NetError> {
     if CLOSED.load(Ordering::Acquire) {
         return Err(NetError::peer(peer, "mpi: MPI is finalized"));
     }
-    // SAFETY: reading an immutable constant of the MPI bindings.
-    let null = Handle(unsafe { ffi::RSMPI_REQUEST_NULL });
+    let null = Handle(null_request());
     Ok(InFlight {
         requests: [isend(peer, TAG_START, &[])?, null],
         packed: None,
@@ -720,8 +730,7 @@ fn start_close(peer: usize) -> Result<InFlight, NetError> {
 /// `MPI_Isend` of `buf` to `peer`; the caller keeps `buf` alive and in
 /// place until the request completes, and holds MPI_LOCK.
 fn isend(peer: usize, tag: c_int, buf: &[u8]) -> Result<Handle<ffi::MPI_Request>, NetError> {
-    // SAFETY: reading an immutable constant of the MPI bindings.
-    let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+    let mut req = null_request();
     // SAFETY: `buf` stays valid and unmoved until the request completes
     // (the caller's promise); MPI writes `req`.
     let rc = unsafe {
@@ -779,10 +788,9 @@ fn probe_body(peer: usize) -> Option<(usize, Handle<ffi::MPI_Message>)> {
         return None;
     }
     let mut flag: c_int = 0;
-    // SAFETY: reading immutable constants of the MPI bindings.
+    // SAFETY: reading an immutable constant of the MPI bindings.
     let mut message = unsafe { ffi::RSMPI_MESSAGE_NULL };
-    // SAFETY: MPI_Status is plain data; MPI_Improbe fills it.
-    let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+    let mut status = new_status();
     // SAFETY: MPI is initialized; the call writes the flag, the message
     // handle and the status.
     unsafe {
@@ -821,8 +829,7 @@ impl Posted {
         if CLOSED.load(Ordering::Acquire) {
             return None;
         }
-        // SAFETY: reading an immutable constant of the MPI bindings.
-        let mut req = unsafe { ffi::RSMPI_REQUEST_NULL };
+        let mut req = null_request();
         // SAFETY: `buf` (heap memory, moved into the `Posted` with the
         // request) stays in place until the receive completes or is
         // cancelled (`Posted::cancel`).
@@ -851,8 +858,7 @@ impl Posted {
             return None;
         }
         let mut flag: c_int = 0;
-        // SAFETY: MPI_Status is plain data; MPI_Test fills it.
-        let mut status: ffi::MPI_Status = unsafe { std::mem::zeroed() };
+        let mut status = new_status();
         // SAFETY: the posted request; MPI_Test frees it when complete.
         unsafe { ffi::MPI_Test(&mut self.request.0, &mut flag, &mut status) };
         if flag == 0 {

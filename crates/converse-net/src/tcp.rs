@@ -423,24 +423,10 @@ impl TcpModule {
     fn drive_rejoins(&self) -> bool {
         let mut moved = false;
         let mut accepting = lock(&self.accepting);
-        loop {
-            match self.listener.accept() {
-                Ok((stream, from)) => {
-                    moved = true;
-                    if accepting.len() >= MAX_PENDING_HELLOS {
-                        self.refuse(from, "too many connections are in their handshake at once");
-                        continue;
-                    }
-                    let far = Instant::now() + HELLO_WAIT;
-                    match Accepting::new(stream, from, HELLO_WAIT, far) {
-                        Ok(conn) => accepting.push(conn),
-                        Err(e) => self.refuse(from, &e.to_string()),
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(_) => break,
-            }
-        }
+        // Each on its own clock; a failing accept leaves the listener for
+        // the next poll.
+        let far = Instant::now() + HELLO_WAIT;
+        moved |= self.accept_new(&mut accepting, far).unwrap_or(false);
         let expects = |c: usize| {
             let terminated = self
                 .vcs

@@ -2,9 +2,11 @@
 //!
 //! This one test binary is both sides:
 //!
-//! - Started by `convrun` (`CONVERSE_LAUNCHER` is set), it is a process of a
-//!   job: it runs the child program named by its first argument (see
-//!   [`child_main`]), and its exit code is the process's.
+//! - Started by `convrun` (`CONVERSE_LAUNCHER` is set), by `mpiexec`
+//!   (`PMI_RANK`), or by a case that makes a launcher's environment itself
+//!   (`CONVERSE_TEST_CHILD`), it is a process of a job: it runs the child
+//!   program named by its first argument (see [`child_main`]), and its exit
+//!   code is the process's.
 //! - Started by `cargo test`, it is the driver: it runs every case below
 //!   (each starts jobs through `convrun` with this binary as the program)
 //!   and reports like a test harness. `cargo test -p convrun --test
@@ -47,8 +49,12 @@ fn child_main() -> ! {
 }
 
 fn main() {
-    // Started by convrun, or by mpiexec (a PMI rank).
-    if std::env::var_os("CONVERSE_LAUNCHER").is_some() || std::env::var_os("PMI_RANK").is_some() {
+    // Started by convrun, by mpiexec (a PMI rank), or as a child by a case
+    // that makes the environment itself (`CONVERSE_TEST_CHILD`).
+    if ["CONVERSE_LAUNCHER", "PMI_RANK", "CONVERSE_TEST_CHILD"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some())
+    {
         child_main();
     }
     // Filter: the first argument that is not an option (as libtest does).

@@ -194,6 +194,90 @@ fn mpiexec_convrun() {
     );
 }
 
+/// A process that looks started by a PMI launcher but whose environment or
+/// launcher is wrong fails at once with one line naming the cause (no
+/// `mpiexec` needed: the environment is made here).
+fn pmi_bad_launcher() {
+    use std::os::fd::AsRawFd;
+    if cfg!(feature = "mpi") {
+        // MPI's own start-up takes these environments there.
+        println!("    skipped: the PMI-1 bootstrap (built without the mpi feature)");
+        return;
+    }
+    let me = me();
+    let run = |vars: &[(&str, String)], extra: &[&str], what: &str, says: &str| {
+        let f = launch_with(&me, &[&["core_sends"][..], extra].concat(), LIMIT, |cmd| {
+            cmd.env("CONVERSE_TEST_CHILD", "1");
+            for (k, v) in vars {
+                cmd.env(k, v);
+            }
+        });
+        assert_ne!(f.code, Some(0), "{what}: {}", f.stderr);
+        assert!(
+            f.elapsed < Duration::from_secs(10),
+            "{what}: took {:?}",
+            f.elapsed
+        );
+        expect_stderr(&f, says);
+    };
+    let env = |fd: String, rank: &str| {
+        vec![
+            ("PMI_FD", fd),
+            ("PMI_RANK", rank.to_string()),
+            ("PMI_SIZE", "2".to_string()),
+        ]
+    };
+    run(
+        &env("abc".into(), "0"),
+        &[],
+        "a descriptor that is no number",
+        "PMI_FD=abc is no descriptor",
+    );
+    run(
+        &env("977".into(), "0"),
+        &[],
+        "a closed descriptor",
+        "PMI_FD=977 is not open",
+    );
+    run(
+        &env("977".into(), "3"),
+        &[],
+        "a rank outside the job",
+        "PMI_RANK=3 of PMI_SIZE=2 is no place in a job",
+    );
+    run(
+        &[("OMPI_COMM_WORLD_SIZE", "4".to_string())],
+        &[],
+        "Open MPI without the mpi feature",
+        "started by Open MPI's mpirun as one of 4 processes",
+    );
+    // A launcher that never answers, then one that answers garbage: the
+    // child inherits one end of a socket pair.
+    for (answer, says) in [
+        (&b""[..], "no PMI answer to Init from the launcher in time"),
+        (
+            &b"cmd=launch_missiles\n"[..],
+            "an unknown PMI answer `cmd=launch_missiles`",
+        ),
+    ] {
+        let (ours, theirs) = std::os::unix::net::UnixStream::pair().unwrap();
+        std::io::Write::write_all(&mut &ours, answer).unwrap();
+        let fd = theirs.as_raw_fd();
+        // SAFETY: fcntl(2) on a descriptor this process owns: clears its
+        // close-on-exec flag so that the child inherits it.
+        unsafe {
+            libc::fcntl(fd, libc::F_SETFD, 0);
+        }
+        run(
+            &env(fd.to_string(), "0"),
+            &["++timeout", "1"],
+            "a launcher",
+            says,
+        );
+        drop((ours, theirs));
+    }
+}
+
 /// The driver cases.
 pub fn cases() -> Vec<Case> {
     vec![
@@ -203,5 +287,6 @@ pub fn cases() -> Vec<Case> {
         ("mpiexec_faults", mpiexec_faults),
         ("mpiexec_sigkill", mpiexec_sigkill),
         ("mpiexec_convrun", mpiexec_convrun),
+        ("pmi_bad_launcher", pmi_bad_launcher),
     ]
 }
