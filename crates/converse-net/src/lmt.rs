@@ -3,13 +3,17 @@
 //! clear-to-send with the receiver's (`LmtCts`), a cookie changed during a
 //! transfer (`LmtCookie`), and the end of a transfer (`LmtDone`). A module
 //! sends them as frames of their kind (`frame`) and reads them back with
-//! [`Packet::parse`]; what it does with them is its own (shm's Get mode
-//! is the user today: `LmtRts` lends the sender's buffer, `LmtDone` gives
-//! it back).
+//! [`Packet::parse`]; what it does with them is its own. shm uses them in
+//! its [`Mode::Get`] (`LmtRts` lends the sender's buffer, the receiver
+//! reads it, `LmtDone` gives it back) and [`Mode::Put`] (`LmtRts` asks for
+//! a buffer, `LmtCts` gives the receiver's, the sender writes it, `LmtDone`
+//! tells the receiver it is full).
 //!
 //! A cookie is what the other side needs to move the bytes: here the
-//! address and length of a buffer in the sending process and the
-//! transfer's id (the spec leaves its contents to the module).
+//! address and length of a buffer and the transfer's id (the spec leaves
+//! its contents to the module). The id's low bit says the mode
+//! ([`transfer_id`]): a `LmtDone` then names one transfer on a VC whichever
+//! way it runs, and an `LmtRts` says which mode its sender chose.
 //!
 //! # Invariants
 //!
@@ -21,6 +25,65 @@
 //!   frame stream around it and however it is cut (the reassembler's
 //!   business; tested below).
 use crate::frame::{FrameHeader, FrameKind};
+
+/// How a module moves a message too large for its ordinary path (the
+/// spec's transfer modes; its `Null` mode, the frame stream itself, is
+/// what a module without LMT does, as tcp and mpi).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Mode {
+    /// The receiver reads the sender's buffer (shm: `process_vm_readv`):
+    /// RTS with the sender's cookie, DONE back. The default: no round
+    /// trip before the bytes move, and the sender's stream goes on.
+    #[default]
+    Get,
+    /// The sender writes into the receiver's buffer (shm:
+    /// `process_vm_writev`): RTS, CTS with the receiver's cookie, DONE.
+    /// The receiver allocates the message only when it answers, and the
+    /// sender's later messages to that process wait for the CTS.
+    Put,
+    /// Both sides copy through shared buffers, no handshake (shm: the
+    /// cells, the sender filling while the receiver empties).
+    Cooperative,
+}
+
+impl Mode {
+    /// Every mode, by the name `++lmt` takes.
+    pub const NAMES: [(&'static str, Mode); 3] = [
+        ("get", Mode::Get),
+        ("put", Mode::Put),
+        ("coop", Mode::Cooperative),
+    ];
+
+    /// The mode `name` spells (`get`, `put`, `coop`), if any.
+    pub fn parse(name: &str) -> Option<Mode> {
+        Self::NAMES
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|&(_, m)| m)
+    }
+
+    /// The name `++lmt` spells it by.
+    pub fn name(self) -> &'static str {
+        Self::NAMES
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map(|&(n, _)| n)
+            .expect("every mode is named")
+    }
+}
+
+/// The id of a sender's `n`th transfer in `mode` (Get or Put): even for
+/// Get, odd for Put. A `LmtDone` goes to the sender in Get mode and to the
+/// receiver in Put mode, so on one VC the transfers each side started
+/// could share a number; their ids cannot.
+pub fn transfer_id(n: u64, mode: Mode) -> u64 {
+    (n << 1) | u64::from(mode == Mode::Put)
+}
+
+/// The mode a transfer id says ([`transfer_id`]).
+pub fn mode_of(id: u64) -> Mode {
+    if id & 1 == 1 { Mode::Put } else { Mode::Get }
+}
 
 /// A buffer in one process that the other may read or write (the spec's
 /// cookie): its address there, its length, and the transfer's id.
@@ -253,6 +316,21 @@ mod tests {
             if let Err(e) = Packet::parse(kind, &body, 9, 1000) {
                 prop_assert!(e.contains("process 9"), "{}", e);
             }
+        }
+    }
+
+    #[test]
+    fn modes_are_named_and_ids_say_their_mode() {
+        for (name, mode) in Mode::NAMES {
+            assert_eq!(Mode::parse(name), Some(mode));
+            assert_eq!(mode.name(), name);
+        }
+        assert_eq!(Mode::parse("rdma"), None);
+        assert_eq!(Mode::default(), Mode::Get);
+        for n in [0, 1, 7, u64::MAX >> 1] {
+            assert_eq!(mode_of(transfer_id(n, Mode::Get)), Mode::Get);
+            assert_eq!(mode_of(transfer_id(n, Mode::Put)), Mode::Put);
+            assert_ne!(transfer_id(n, Mode::Get), transfer_id(n, Mode::Put));
         }
     }
 

@@ -1,6 +1,7 @@
 //! The shm network module: processes on one host exchange frames through
 //! rings of cells in shared memory (after Nemesis's shared-memory channel),
-//! and large messages are read in one copy with `process_vm_readv`.
+//! and large messages move in one copy with `process_vm_readv` (or
+//! `process_vm_writev`).
 //!
 //! # Segments
 //!
@@ -48,15 +49,33 @@
 //! a message costs the two cache-line transfers of its own lines, not two
 //! more for indices).
 //!
-//! # Single-copy large messages (the spec's Get mode)
+//! # Single-copy large messages (the spec's LMT)
 //!
-//! A message of `LMT_MIN` bytes or more goes as an `LmtRts` frame whose
-//! body is the cookie (address, length, id) of the sender's buffer, which
-//! the sender keeps. The receiver allocates the message and reads it with
-//! `process_vm_readv` straight into it, then answers `LmtDone(id)`, and the
-//! sender drops its buffer. At start-up each VC probes the peer's segment
-//! header with `process_vm_readv`; where the system forbids it (ptrace
-//! restrictions), large messages go through the cells instead.
+//! A message of `LMT_MIN` bytes or more moves in the mode the module was
+//! given (`lmt::Mode`, `++lmt`):
+//!
+//! - **Get** (the default): an `LmtRts` frame whose body is the cookie
+//!   (address, length, id) of the sender's buffer, which the sender keeps.
+//!   The receiver allocates the message and reads it with
+//!   `process_vm_readv` straight into it, then answers `LmtDone(id)`, and
+//!   the sender drops its buffer.
+//! - **Put**: an `LmtRts` with the length and id only. The receiver
+//!   allocates the message (zeroed: until the sender says it wrote every
+//!   byte, nothing of another process's is trusted to be there) and answers
+//!   `LmtCts` with its address; the sender writes it with
+//!   `process_vm_writev`, drops its buffer and sends `LmtDone(id)`, on
+//!   which the receiver hands the message up. The messages the sender
+//!   posts to that process after the RTS wait in the VC's `behind` queue
+//!   until the CTS has come and the DONE is queued, so the receiver gets
+//!   nothing from it between the RTS and the DONE but LMT packets, and the
+//!   message keeps its place. LMT packets themselves (a CTS, a Get's DONE)
+//!   never wait there: two processes each waiting for the other's CTS
+//!   would wait forever.
+//! - **Cooperative**: through the cells, as any other frame.
+//!
+//! At start-up each VC probes the peer's segment header with
+//! `process_vm_readv`; where the system forbids it (ptrace restrictions),
+//! large messages go through the cells whatever the mode.
 //!
 //! # Concurrency protocol
 //!
@@ -76,7 +95,7 @@
 //!   and looks at `head` again; a consumer that freed cells fences (once
 //!   per batch) and, if it sees `waiting`, clears it and wakes the
 //!   producer's process the same way.
-use crate::lmt::{COOKIE_LEN, Cookie, Packet};
+use crate::lmt::{COOKIE_LEN, Cookie, Mode, Packet, mode_of, transfer_id};
 use crate::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
@@ -85,7 +104,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering,
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-use rustix::fs::Mode;
+use rustix::fs::Mode as FileMode;
 use rustix::mm::{MapFlags, ProtFlags};
 use rustix::shm::OFlags;
 use rustix::thread::futex;
@@ -249,6 +268,12 @@ struct SendSide {
     /// The consumer's `head` as last loaded (never ahead of the real one).
     head_seen: u64,
     queue: VecDeque<Pending>,
+    /// The Put transfer whose RTS is queued or written and whose CTS has
+    /// not come: what is posted meanwhile waits in `behind`.
+    put_wait: Option<u64>,
+    /// Frames posted while a Put transfer waits for its CTS, in order; a
+    /// further Put's RTS among them carries its id.
+    behind: VecDeque<(Option<u64>, Pending)>,
     terminate: bool,
     closed: bool,
     failed: bool,
@@ -267,6 +292,15 @@ struct Vc {
     /// in the backlog; the VC terminates only once they are back).
     lent_bytes: AtomicUsize,
     queued: AtomicUsize,
+    /// Bytes in the send side's `behind` queue.
+    held: AtomicUsize,
+    /// The Put transfer this process is receiving from the peer: its id,
+    /// the frame header of the message, and the message the peer writes
+    /// (taken only with the `recv` lock held).
+    put_in: Mutex<Option<(u64, FrameHeader, Message)>>,
+    /// `put_in` is set (read on every frame: a plain flag, written with
+    /// the `recv` lock held).
+    receiving_put: AtomicBool,
     /// The number of the next cell this process publishes in the peer's
     /// ring (written under `send`; read without it to see whether the
     /// ring has room).
@@ -300,6 +334,10 @@ pub struct ShmModule {
     /// Large messages read from a peer in one copy (a statistic: tests
     /// check which path a message took).
     lmt_reads: AtomicU64,
+    /// Large messages written into a peer in one copy (Put mode).
+    lmt_writes: AtomicU64,
+    /// How large messages move.
+    lmt_mode: Mode,
     resume: AtomicBool,
     /// `wake` was called and no wait has seen it yet.
     woken: AtomicBool,
@@ -324,7 +362,7 @@ impl ShmModule {
         let fd = rustix::shm::open(
             name.as_str(),
             OFlags::CREATE | OFlags::EXCL | OFlags::RDWR,
-            Mode::RUSR | Mode::WUSR,
+            FileMode::RUSR | FileMode::WUSR,
         )
         .map_err(|e| err(format!("cannot create {name}: {e}")))?;
         let len = segment_len(nodes);
@@ -377,10 +415,18 @@ impl ShmModule {
             lent: Mutex::new(HashMap::new()),
             next_lmt: AtomicU64::new(1),
             lmt_reads: AtomicU64::new(0),
+            lmt_writes: AtomicU64::new(0),
+            lmt_mode: Mode::Get,
             resume: AtomicBool::new(false),
             woken: AtomicBool::new(false),
             poll: Mutex::new(()),
         })
+    }
+
+    /// The module, moving large messages in `mode` (Get unless told).
+    pub fn with_lmt_mode(mut self, mode: Mode) -> ShmModule {
+        self.lmt_mode = mode;
+        self
     }
 
     /// Sets who hears about frames and connection events.
@@ -472,6 +518,34 @@ impl ShmModule {
         Ok(())
     }
 
+    /// Writes `from` at `addr` in process `pid`. All of it, or an error.
+    fn write_remote(pid: i32, addr: u64, from: &[u8]) -> std::io::Result<()> {
+        let mut done = 0;
+        while done < from.len() {
+            let local = libc::iovec {
+                iov_base: from[done..].as_ptr() as *mut c_void,
+                iov_len: from.len() - done,
+            };
+            let remote = libc::iovec {
+                iov_base: (addr as usize + done) as *mut c_void,
+                iov_len: from.len() - done,
+            };
+            // SAFETY: `local` covers memory we only read; the kernel checks
+            // `remote` against the other process's mappings (what lands
+            // there is that process's business: it asked for these bytes
+            // at that address).
+            let n = unsafe { libc::process_vm_writev(pid, &local, 1, &remote, 1, 0) };
+            if n < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            done += n as usize;
+        }
+        Ok(())
+    }
+
     /// Queues `p` on `vc` and writes what the ring takes. A frame posted
     /// (`now` false) onto an empty queue is written at once too: the peer
     /// may be waiting for it, and a burst still packs cells once the ring
@@ -481,6 +555,11 @@ impl ShmModule {
         let mut side = lock(&vc.send);
         if side.failed || side.closed || side.terminate {
             return Err(NetError::peer(vc.peer, "shm: send on a closed connection"));
+        }
+        if side.put_wait.is_some() {
+            vc.held.fetch_add(p.total(), Ordering::Relaxed);
+            side.behind.push_back((None, p));
+            return Ok(false);
         }
         let queued = vc.queued.fetch_add(p.total(), Ordering::Relaxed) + p.total();
         side.queue.push_back(p);
@@ -576,10 +655,182 @@ impl ShmModule {
         if moved {
             vc.theirs.wake_owner();
         }
-        if side.queue.is_empty() && side.terminate && !side.closed {
+        if side.queue.is_empty() && side.put_wait.is_none() && side.terminate && !side.closed {
             side.closed = true;
         }
         moved
+    }
+
+    /// Queues an LMT packet on `vc` ahead of whatever waits behind a Put
+    /// transfer (see the module comment) and writes what the ring takes.
+    fn send_packet(&self, vc: &Vc, packet: Packet) -> Result<(), NetError> {
+        let mut side = lock(&vc.send);
+        if side.failed {
+            return Err(NetError::peer(vc.peer, "shm: send on a failed connection"));
+        }
+        let p = Pending::frame(
+            packet.header(self.me),
+            SendData::Bytes(packet.encode()),
+            None,
+        );
+        vc.queued.fetch_add(p.total(), Ordering::Relaxed);
+        side.queue.push_back(p);
+        self.drain(vc, &mut side);
+        Ok(())
+    }
+
+    /// Lends `msg` to the peer of `vc` as transfer `id` and queues its RTS,
+    /// behind what waits for an earlier Put's CTS if any (Put mode).
+    fn post_lmt(
+        &self,
+        vc: &Vc,
+        id: u64,
+        header: FrameHeader,
+        msg: Message,
+    ) -> Result<bool, NetError> {
+        let rts = Packet::Rts(Cookie {
+            // Get: where the receiver reads. Put: the receiver's buffer is
+            // the one that counts; the sender's address is not shown.
+            addr: match mode_of(id) {
+                Mode::Put => 0,
+                _ => msg.as_bytes().as_ptr() as u64,
+            },
+            len: msg.len() as u64,
+            id,
+        });
+        let rts_header = FrameHeader {
+            len: COOKIE_LEN as u32,
+            kind: FrameKind::LmtRts,
+            ..header
+        };
+        let p = Pending::frame(rts_header, SendData::Bytes(rts.encode()), None);
+        let mut side = lock(&vc.send);
+        if side.failed || side.closed || side.terminate {
+            return Err(NetError::peer(vc.peer, "shm: send on a closed connection"));
+        }
+        vc.lent_bytes.fetch_add(msg.len(), Ordering::AcqRel);
+        lock(&self.lent).insert(id, msg);
+        if side.put_wait.is_some() {
+            // Behind the waiting transfer; its RTS goes when that is done.
+            vc.held.fetch_add(p.total(), Ordering::Relaxed);
+            side.behind
+                .push_back(((mode_of(id) == Mode::Put).then_some(id), p));
+            return Ok(true);
+        }
+        if mode_of(id) == Mode::Put {
+            side.put_wait = Some(id);
+        }
+        vc.queued.fetch_add(p.total(), Ordering::Relaxed);
+        side.queue.push_back(p);
+        self.drain(vc, &mut side);
+        Ok(!side.queue.is_empty() || side.put_wait.is_some())
+    }
+
+    /// The CTS of Put transfer `cookie.id` came: writes the lent message
+    /// into the peer's buffer, queues the DONE and lets what waited behind
+    /// the transfer go (up to the next Put's RTS).
+    fn on_cts(&self, vc: &Vc, cookie: Cookie) -> Result<(), String> {
+        let peer = vc.peer;
+        let Cookie { addr, len, id } = cookie;
+        if lock(&vc.send).put_wait != Some(id) {
+            return Err(format!(
+                "malformed data from process {peer}: clear to send transfer {id}, which waits for none"
+            ));
+        }
+        let msg = lock(&self.lent).remove(&id).ok_or_else(|| {
+            format!("malformed data from process {peer}: clear to send transfer {id}, which was never lent")
+        })?;
+        if msg.len() as u64 != len {
+            return Err(format!(
+                "malformed data from process {peer}: clear to send transfer {id} into {len} bytes, for a message of {}",
+                msg.len()
+            ));
+        }
+        Self::write_remote(vc.pid, addr, msg.as_bytes()).map_err(|e| {
+            format!(
+                "cannot write a large message into process {peer} (pid {}): {e}",
+                vc.pid
+            )
+        })?;
+        self.lmt_writes.fetch_add(1, Ordering::Relaxed);
+        vc.lent_bytes.fetch_sub(msg.len(), Ordering::AcqRel);
+        drop(msg);
+        let done = Packet::Done { id };
+        let mut side = lock(&vc.send);
+        let p = Pending::frame(done.header(self.me), SendData::Bytes(done.encode()), None);
+        vc.queued.fetch_add(p.total(), Ordering::Relaxed);
+        side.queue.push_back(p);
+        side.put_wait = None;
+        while let Some((put, p)) = side.behind.pop_front() {
+            vc.held.fetch_sub(p.total(), Ordering::Relaxed);
+            vc.queued.fetch_add(p.total(), Ordering::Relaxed);
+            side.queue.push_back(p);
+            if put.is_some() {
+                side.put_wait = put;
+                break;
+            }
+        }
+        self.drain(vc, &mut side);
+        let closed = side.closed;
+        drop(side);
+        if closed {
+            self.check_terminated(vc);
+        }
+        Ok(())
+    }
+
+    /// The RTS of Put transfer `id` of `len` bytes came: allocates the
+    /// message and answers with its address.
+    fn on_put_rts(&self, vc: &Vc, h: FrameHeader, len: usize, id: u64) -> Result<(), String> {
+        let peer = vc.peer;
+        let mut put_in = lock(&vc.put_in);
+        if let Some((earlier, ..)) = &*put_in {
+            return Err(format!(
+                "malformed data from process {peer}: Put transfer {id} before transfer {earlier} was done"
+            ));
+        }
+        // Zeroed (calloc: fresh pages cost no pass): the bytes are the
+        // peer's to write, and a peer that says DONE without writing them
+        // must not show this process's old heap.
+        let msg = Message::alloc(len);
+        // The peer writes the buffer (`process_vm_writev`) while it sits in
+        // `put_in`, untouched here until the DONE: a message's bytes never
+        // move, whoever holds it.
+        let addr = msg.as_bytes().as_ptr() as u64;
+        let msg_header = FrameHeader {
+            kind: FrameKind::Message,
+            len: len as u32,
+            ..h
+        };
+        *put_in = Some((id, msg_header, msg));
+        vc.receiving_put.store(true, Ordering::Relaxed);
+        drop(put_in);
+        let cts = Packet::Cts(Cookie {
+            addr,
+            len: len as u64,
+            id,
+        });
+        self.send_packet(vc, cts).map_err(|e| e.to_string())
+    }
+
+    /// The DONE of Put transfer `id`: the message is full.
+    fn on_put_done(&self, vc: &Vc, id: u64) -> Result<(), String> {
+        let peer = vc.peer;
+        let mut put_in = lock(&vc.put_in);
+        match put_in.take() {
+            Some((want, header, msg)) if want == id => {
+                vc.receiving_put.store(false, Ordering::Relaxed);
+                drop(put_in);
+                self.upcalls().message(peer, header, msg);
+                Ok(())
+            }
+            other => {
+                *put_in = other;
+                Err(format!(
+                    "malformed data from process {peer}: done with Put transfer {id}, which this process is not receiving"
+                ))
+            }
+        }
     }
 
     fn flush(&self, vc: &Vc) -> bool {
@@ -614,7 +865,18 @@ impl ShmModule {
         // Frames in stream order, the large-message packets included (they
         // stand for messages and keep their place).
         let mut dispatch = |h: FrameHeader, body: FrameBody| match h.kind {
-            FrameKind::LmtRts | FrameKind::LmtDone => self.on_lmt(vc, h, body.as_slice()),
+            FrameKind::LmtRts | FrameKind::LmtCts | FrameKind::LmtCookie | FrameKind::LmtDone => {
+                self.on_lmt(vc, h, body.as_slice())
+            }
+            // Between a Put's RTS and its DONE the sender holds its other
+            // frames back (see the module comment).
+            _ if vc.receiving_put.load(Ordering::Relaxed) => self.upcalls().vc_failed(
+                vc.peer,
+                format!(
+                    "malformed data from process {}: a {:?} frame in the middle of a Put transfer",
+                    vc.peer, h.kind
+                ),
+            ),
             _ => self.upcalls().arrived(vc.peer, h, body),
         };
         loop {
@@ -701,67 +963,58 @@ impl ShmModule {
             Ok(p) => p,
             Err(why) => return self.upcalls().vc_failed(peer, why),
         };
-        match packet {
+        let outcome = match packet {
+            Packet::Rts(Cookie { len, .. }) if (len as usize) < converse_msg::MSG_HEADER_SIZE => {
+                Err(format!(
+                    "malformed data from process {peer}: a large message of {len} bytes"
+                ))
+            }
+            Packet::Rts(Cookie { len, id, .. }) if mode_of(id) == Mode::Put => {
+                self.on_put_rts(vc, h, len as usize, id)
+            }
+            Packet::Cts(cookie) => self.on_cts(vc, cookie),
+            Packet::Done { id } if mode_of(id) == Mode::Put => self.on_put_done(vc, id),
             Packet::Rts(Cookie { addr, len, id }) => {
                 let len = len as usize;
-                if len < converse_msg::MSG_HEADER_SIZE {
-                    return self.upcalls().vc_failed(
-                        peer,
+                Message::filled_by(len, |to, len| Self::read_remote_raw(vc.pid, addr, to, len))
+                    .map_err(|e| {
                         format!(
-                            "malformed data from process {peer}: a large message of {len} bytes"
-                        ),
-                    );
-                }
-                let read =
-                    Message::filled_by(len, |to, len| Self::read_remote_raw(vc.pid, addr, to, len));
-                let msg = match read {
-                    Ok(msg) => msg,
-                    Err(e) => {
-                        return self.upcalls().vc_failed(
-                            peer,
-                            format!(
-                                "cannot read a large message from process {peer} (pid {}): {e}",
-                                vc.pid
-                            ),
-                        );
-                    }
-                };
-                self.lmt_reads.fetch_add(1, Ordering::Relaxed);
-                let done = Packet::Done { id };
-                let _ = self.send_pending(
-                    vc,
-                    Pending::frame(done.header(self.me), SendData::Bytes(done.encode()), None),
-                    true,
-                );
-                let msg_header = FrameHeader {
-                    kind: FrameKind::Message,
-                    len: len as u32,
-                    ..h
-                };
-                self.upcalls().message(peer, msg_header, msg);
+                            "cannot read a large message from process {peer} (pid {}): {e}",
+                            vc.pid
+                        )
+                    })
+                    .and_then(|msg| {
+                        self.lmt_reads.fetch_add(1, Ordering::Relaxed);
+                        self.send_packet(vc, Packet::Done { id })
+                            .map_err(|e| e.to_string())?;
+                        let msg_header = FrameHeader {
+                            kind: FrameKind::Message,
+                            len: len as u32,
+                            ..h
+                        };
+                        self.upcalls().message(peer, msg_header, msg);
+                        Ok(())
+                    })
             }
-            Packet::Done { id } => {
-                let back = lock(&self.lent).remove(&id);
-                if let Some(msg) = back {
+            Packet::Done { id } => match lock(&self.lent).remove(&id) {
+                Some(msg) => {
                     vc.lent_bytes.fetch_sub(msg.len(), Ordering::AcqRel);
                     drop(msg);
                     self.check_terminated(vc);
-                } else {
-                    self.upcalls().vc_failed(
-                        peer,
-                        format!("malformed data from process {peer}: done with large message {id}, which was never lent"),
-                    );
+                    Ok(())
                 }
-            }
-            // This module's transfers are in Get mode: no CTS, no cookie
-            // changes.
-            other => self.upcalls().vc_failed(
-                peer,
-                format!(
-                    "malformed data from process {peer}: a {:?} packet, which shm's Get-mode transfers never send",
-                    other.kind()
-                ),
-            ),
+                None => Err(format!(
+                    "malformed data from process {peer}: done with large message {id}, which was never lent"
+                )),
+            },
+            // No mode of this module changes a cookie during a transfer
+            // (each moves its bytes in one system call).
+            Packet::Cookie(_) => Err(format!(
+                "malformed data from process {peer}: a cookie change, which shm's transfers never send"
+            )),
+        };
+        if let Err(why) = outcome {
+            self.upcalls().vc_failed(peer, why);
         }
     }
 
@@ -884,7 +1137,7 @@ impl NetModule for ShmModule {
                 ),
             ));
         }
-        let fd = rustix::shm::open(name, OFlags::RDWR, Mode::empty())
+        let fd = rustix::shm::open(name, OFlags::RDWR, FileMode::empty())
             .map_err(|e| NetError::peer(peer, format!("shm: cannot open {name}: {e}")))?;
         let len = segment_len(self.nodes);
         let size = rustix::fs::fstat(&fd)
@@ -929,6 +1182,9 @@ impl NetModule for ShmModule {
             )),
             lent_bytes: AtomicUsize::new(0),
             queued: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
+            put_in: Mutex::new(None),
+            receiving_put: AtomicBool::new(false),
             tail: AtomicU64::new(0),
             single_copy,
             terminated: AtomicBool::new(false),
@@ -1015,26 +1271,14 @@ impl NetModule for ShmModule {
     ) -> Result<bool, NetError> {
         let vc = self.vc(peer)?;
         if let (FrameKind::Message, SendData::Message(msg)) = (header.kind, &data) {
-            if vc.single_copy && msg.len() >= LMT_MIN {
-                // Lend the buffer; the peer reads it and says when done.
-                let id = self.next_lmt.fetch_add(1, Ordering::Relaxed);
-                let rts = Packet::Rts(Cookie {
-                    addr: msg.as_bytes().as_ptr() as u64,
-                    len: msg.len() as u64,
-                    id,
-                });
+            if vc.single_copy && msg.len() >= LMT_MIN && self.lmt_mode != Mode::Cooperative {
+                // Lend the buffer until the peer has read it (Get) or it
+                // has been written into the peer (Put).
+                let n = self.next_lmt.fetch_add(1, Ordering::Relaxed);
                 let SendData::Message(msg) = data else {
                     unreachable!()
                 };
-                vc.lent_bytes.fetch_add(msg.len(), Ordering::AcqRel);
-                lock(&self.lent).insert(id, msg);
-                let rts_header = FrameHeader {
-                    len: COOKIE_LEN as u32,
-                    kind: FrameKind::LmtRts,
-                    ..header
-                };
-                let p = Pending::frame(rts_header, SendData::Bytes(rts.encode()), None);
-                return self.send_pending(vc, p, true).map(|empty| !empty);
+                return self.post_lmt(vc, transfer_id(n, self.lmt_mode), header, msg);
             }
         }
         let p = Pending::frame(header, data, None);
@@ -1060,7 +1304,9 @@ impl NetModule for ShmModule {
 
     fn backlog(&self, peer: usize) -> usize {
         self.vcs.get(peer).and_then(|v| v.get()).map_or(0, |vc| {
-            vc.queued.load(Ordering::Relaxed) + vc.lent_bytes.load(Ordering::Relaxed)
+            vc.queued.load(Ordering::Relaxed)
+                + vc.held.load(Ordering::Relaxed)
+                + vc.lent_bytes.load(Ordering::Relaxed)
         })
     }
 

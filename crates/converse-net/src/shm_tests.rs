@@ -159,8 +159,19 @@ fn connect(mods: &[&ShmModule]) {
 
 /// A job of `nodes` connected processes.
 fn job(nodes: usize) -> (Job, Vec<Side>) {
+    job_in(nodes, Mode::Get)
+}
+
+/// A job of `nodes` connected processes whose large messages move in
+/// `mode`.
+fn job_in(nodes: usize, mode: Mode) -> (Job, Vec<Side>) {
     let job = Job::new(nodes);
-    let mods: Vec<_> = (0..nodes).map(|me| job.module(me)).collect();
+    let mods: Vec<_> = (0..nodes)
+        .map(|me| {
+            let (m, r) = job.module(me);
+            (m.with_lmt_mode(mode), r)
+        })
+        .collect();
     connect(&mods.iter().map(|(m, _)| m).collect::<Vec<_>>());
     job.assert_clean();
     let sides = mods.into_iter().map(|(m, r)| (Arc::new(m), r)).collect();
@@ -169,7 +180,12 @@ fn job(nodes: usize) -> (Job, Vec<Side>) {
 
 /// Two connected processes, 0 and 1.
 fn pair() -> (Job, Side, Side) {
-    let (job, mut sides) = job(2);
+    pair_in(Mode::Get)
+}
+
+/// Two connected processes, 0 and 1, whose large messages move in `mode`.
+fn pair_in(mode: Mode) -> (Job, Side, Side) {
+    let (job, mut sides) = job_in(2, mode);
     let b = sides.pop().unwrap();
     let a = sides.pop().unwrap();
     (job, a, b)
@@ -665,6 +681,210 @@ fn a_large_message_keeps_its_place_among_the_frames() {
     job.assert_clean();
 }
 
+/// Posts a message of `len` bytes tagged `tag` from `from` to `to`, and
+/// returns its bytes.
+fn post_message(from: &ShmModule, to: usize, len: usize, tag: u32) -> Vec<u8> {
+    let msg = message(len, tag);
+    let bytes = msg.as_bytes().to_vec();
+    from.post_contig(
+        to,
+        header(FrameKind::Message, len, tag),
+        SendData::Message(msg),
+    )
+    .unwrap();
+    bytes
+}
+
+/// Posts a small Control frame tagged `tag` from `from` to `to`.
+fn post_small(from: &ShmModule, to: usize, tag: u32) {
+    from.post_contig(
+        to,
+        header(FrameKind::Control, 5, tag),
+        SendData::Bytes(b"small".to_vec()),
+    )
+    .unwrap();
+    from.flush_all();
+}
+
+#[test]
+fn put_mode_writes_a_large_message_into_the_receivers_buffer_in_its_place() {
+    let (job, (a, ra), (b, rb)) = pair_in(Mode::Put);
+    let mut want = Vec::new();
+    for (i, len) in [LMT_MIN, (5 << 20) + 3, MAX_PAYLOAD]
+        .into_iter()
+        .enumerate()
+    {
+        let tag = 2 * i as u32;
+        let bytes = post_message(&b, 0, len, tag);
+        // Only the RTS goes before the CTS: what follows waits.
+        post_small(&b, 0, tag + 1);
+        assert_eq!(lock(&b.lent).len(), 1, "lent until written");
+        assert_eq!(cells_in(&a, 1), 1, "the RTS alone is in the ring");
+        assert!(b.backlog(0) > len, "the message and the small frame count");
+        poll_until(&[&a, &b], || ra.count() == 2 * i + 2);
+        let got = lock(&ra.got);
+        let (big, small) = (&got[2 * i], &got[2 * i + 1]);
+        assert!(big.as_message, "handed up as a message");
+        assert_eq!(
+            big.header,
+            FrameHeader {
+                kind: FrameKind::Message,
+                flags: 0,
+                len: len as u32,
+                src: 7,
+                tag
+            }
+        );
+        assert!(big.body == bytes, "{len} bytes arrive whole");
+        assert_eq!(
+            (small.header.tag, &small.body[..]),
+            (tag + 1, &b"small"[..])
+        );
+        want.push(tag);
+    }
+    assert_eq!(
+        b.lmt_writes.load(Ordering::SeqCst),
+        3,
+        "written in one copy"
+    );
+    assert_eq!(a.lmt_reads.load(Ordering::SeqCst), 0, "none read");
+    poll_until(&[&a, &b], || b.backlog(0) == 0);
+    assert!(lock(&b.lent).is_empty());
+    assert!(lock(&a.vc(1).unwrap().put_in).is_none());
+    assert!(ra.events().is_empty() && rb.events().is_empty());
+    job.assert_clean();
+}
+
+#[test]
+fn put_transfers_queue_behind_one_another_and_both_ways_at_once() {
+    let (job, (a, ra), (b, rb)) = pair_in(Mode::Put);
+    // Each side sends two large messages and a small frame to the other
+    // before either has polled: both wait for a CTS the other must send
+    // while waiting itself.
+    let mut want = Vec::new();
+    for (from, to) in [(&a, 1), (&b, 0)] {
+        let first = post_message(from, to, LMT_MIN + 1, 1);
+        let second = post_message(from, to, 2 * LMT_MIN, 2);
+        post_small(from, to, 3);
+        want.push((first, second));
+    }
+    poll_until(&[&a, &b], || ra.count() == 3 && rb.count() == 3);
+    for (rec, (first, second)) in [&rb, &ra].into_iter().zip(&want) {
+        let got = lock(&rec.got);
+        let tags: Vec<u32> = got.iter().map(|g| g.header.tag).collect();
+        assert_eq!(tags, [1, 2, 3], "in the order posted");
+        assert!(got[0].body == *first && got[1].body == *second);
+    }
+    assert_eq!(a.lmt_writes.load(Ordering::SeqCst), 2);
+    assert_eq!(b.lmt_writes.load(Ordering::SeqCst), 2);
+    assert!(ra.events().is_empty() && rb.events().is_empty());
+    job.assert_clean();
+}
+
+#[test]
+fn a_put_in_flight_holds_terminate_until_it_is_done() {
+    let (job, (a, ra), (b, rb)) = pair_in(Mode::Put);
+    let bytes = post_message(&b, 0, LMT_MIN, 4);
+    b.vc_terminate(0);
+    a.vc_terminate(1);
+    assert!(rb.events().is_empty(), "the message is still lent");
+    poll_until(&[&a, &b], || {
+        rb.events() == ["terminated 0"] && ra.events() == ["terminated 1"]
+    });
+    // Its DONE went before the sender's side closed.
+    poll_until(&[&a], || ra.count() == 1);
+    assert!(lock(&ra.got)[0].body == bytes);
+    job.assert_clean();
+}
+
+#[test]
+fn cooperative_mode_moves_a_large_message_through_the_cells() {
+    let (job, (a, ra), (b, _rb)) = pair_in(Mode::Cooperative);
+    let bytes = post_message(&b, 0, 3 << 20, 5);
+    assert!(lock(&b.lent).is_empty(), "nothing lent");
+    poll_until(&[&a, &b], || ra.count() == 1);
+    assert!(lock(&ra.got)[0].as_message && lock(&ra.got)[0].body == bytes);
+    assert_eq!(a.lmt_reads.load(Ordering::SeqCst), 0);
+    assert_eq!(b.lmt_writes.load(Ordering::SeqCst), 0);
+    job.assert_clean();
+}
+
+#[test]
+fn put_packets_out_of_turn_are_reported_naming_the_peer() {
+    let lmt = |m: &ShmModule, kind: FrameKind, body: Vec<u8>| {
+        m.istart_contig(
+            if m.me == 0 { 1 } else { 0 },
+            header(kind, body.len(), 0),
+            SendData::Bytes(body),
+        )
+        .unwrap();
+    };
+    // A CTS for a transfer that waits for none; a DONE of a Put this
+    // process is not receiving; a cookie change.
+    for (kind, body, why) in [
+        (
+            FrameKind::LmtCts,
+            cookie(8, 4096, 3),
+            "clear to send transfer 3, which waits for none",
+        ),
+        (
+            FrameKind::LmtDone,
+            5u64.to_le_bytes().to_vec(),
+            "done with Put transfer 5, which this process is not receiving",
+        ),
+        (
+            FrameKind::LmtCookie,
+            cookie(8, 4096, 3),
+            "a cookie change, which shm's transfers never send",
+        ),
+    ] {
+        let (job, (a, ra), (b, _rb)) = pair_in(Mode::Put);
+        lmt(&b, kind, body);
+        assert_eq!(
+            first_event(&a, &ra),
+            format!("failed 1: malformed data from process 1: {why}")
+        );
+        job.assert_clean();
+    }
+    // Another frame between a Put's RTS and its DONE.
+    let (job, (a, ra), (b, _rb)) = pair_in(Mode::Put);
+    lmt(&b, FrameKind::LmtRts, cookie(0, 4096, 1));
+    lmt(&b, FrameKind::Control, vec![1, 2]);
+    assert_eq!(
+        first_event(&a, &ra),
+        "failed 1: malformed data from process 1: a Control frame in the middle of a Put transfer"
+    );
+    job.assert_clean();
+    // A CTS of the wrong length, and one into memory the receiver does not
+    // have: the sender refuses before writing, then fails to write.
+    for (addr, len, why) in [
+        (
+            8,
+            5,
+            format!(
+                "malformed data from process 0: clear to send transfer 3 into 5 bytes, for a message of {LMT_MIN}"
+            ),
+        ),
+        (
+            8,
+            LMT_MIN as u64,
+            format!(
+                "cannot write a large message into process 0 (pid {})",
+                std::process::id()
+            ),
+        ),
+    ] {
+        let (job, (a, _ra), (b, rb)) = pair_in(Mode::Put);
+        post_message(&b, 0, LMT_MIN, 1);
+        // The first transfer of process 1: id 1 << 1 | 1.
+        lmt(&a, FrameKind::LmtCts, cookie(addr, len, 3));
+        poll_until(&[&b], || !rb.events().is_empty());
+        let e = &rb.events()[0];
+        assert!(e.starts_with(&format!("failed 0: {why}")), "{e}");
+        job.assert_clean();
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Full rings, flow control
 
@@ -926,12 +1146,12 @@ fn done_with_a_message_never_lent_is_reported() {
     b.istart_contig(
         0,
         header(FrameKind::LmtDone, 8, 0),
-        SendData::Bytes(999u64.to_le_bytes().to_vec()),
+        SendData::Bytes(998u64.to_le_bytes().to_vec()),
     )
     .unwrap();
     assert_eq!(
         first_event(&a, &ra),
-        "failed 1: malformed data from process 1: done with large message 999, which was never lent"
+        "failed 1: malformed data from process 1: done with large message 998, which was never lent"
     );
     job.assert_clean();
 }
@@ -984,7 +1204,7 @@ fn a_cookie_pointing_at_unmapped_memory_is_reported() {
         b.istart_contig(
             0,
             header(FrameKind::LmtRts, COOKIE_LEN, 0),
-            SendData::Bytes(cookie(addr, len as u64, 5)),
+            SendData::Bytes(cookie(addr, len as u64, 4)),
         )
         .unwrap();
         poll_until(&[&a], || ra.events().len() == i + 1);

@@ -228,12 +228,13 @@ impl Converse {
                         topo.num_nodes()
                     )));
                 }
-                let net = crate::rt::launch::join(place, topo).map_err(|e| {
-                    ArgError::Launch(format!(
-                        "process {} could not join the job: {e}",
-                        place.node
-                    ))
-                })?;
+                let net = crate::rt::launch::join(place, topo, flags.lmt.unwrap_or_default())
+                    .map_err(|e| {
+                        ArgError::Launch(format!(
+                            "process {} could not join the job: {e}",
+                            place.node
+                        ))
+                    })?;
                 let mut job = Job::with_nodes(topo, place.node..place.node + 1, program_args);
                 job.net = Some(Arc::new(net));
                 if let Some(host_pes) = place.host_pes {
@@ -259,8 +260,15 @@ impl Converse {
         if let Some(net) = &job.net {
             net.start(&job);
             if job.first_node == 0 {
+                // A large-message mode other than the default is said.
+                let lmt = match job.config.lmt {
+                    Some(mode) if mode != Default::default() => {
+                        format!(" (large messages: {})", mode.name())
+                    }
+                    _ => String::new(),
+                };
                 println!(
-                    "converse: {} PEs in {} processes of {} PE{}, netmod {}",
+                    "converse: {} PEs in {} processes of {} PE{}, netmod {}{lmt}",
                     topo.num_pes(),
                     topo.num_nodes(),
                     ppn,

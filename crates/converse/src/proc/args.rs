@@ -9,6 +9,9 @@
 //! Pure functions; no shared state.
 use std::fmt;
 
+/// How the shm network module moves large messages (`++lmt`).
+pub use crate::net::lmt::Mode as LmtMode;
+
 /// The job's configuration as the runtime flags give it: one value read by
 /// every subsystem (`Job::config`), each field `None` where the command line
 /// is silent (the subsystem that reads it owns the default).
@@ -34,6 +37,9 @@ pub struct Config {
     /// `++timeout S`: start-up deadline of a job started by an MPI or PMI
     /// launcher, in seconds (as `convrun`'s own `++timeout`).
     pub timeout: Option<u64>,
+    /// `++lmt get|put|coop`: how the shm module moves large messages
+    /// between processes (`converse_net::lmt::Mode`; Get unless given).
+    pub lmt: Option<LmtMode>,
 }
 
 /// The former name of [`Config`].
@@ -100,7 +106,7 @@ impl fmt::Display for ArgError {
             ArgError::UnknownFlag(flag) => write!(
                 f,
                 "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M, ++spantree-branch K, +stacksize S, \
-                 ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
+                 ++netmod NAME, ++timeout S, ++lmt get|put|coop, ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
             ),
             ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
             ArgError::BadValue {
@@ -151,6 +157,7 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
         server: None,
         netmod: None,
         timeout: None,
+        lmt: None,
     };
     let mut rest = Vec::with_capacity(args.len());
     let mut words = args.iter();
@@ -234,6 +241,15 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
                 });
             }
             flags.netmod = Some(value);
+            continue;
+        }
+        if name == "++lmt" {
+            let value = value_of(name, glued, &mut words)?;
+            flags.lmt = Some(LmtMode::parse(&value).ok_or_else(|| ArgError::BadValue {
+                flag: name.to_string(),
+                value: value.clone(),
+                expected: "get, put or coop",
+            })?);
             continue;
         }
         if name == "++timeout" {
@@ -324,13 +340,14 @@ const SERVER_FLAGS: [&str; 7] = [
 ];
 
 /// The other flags that take a value, which may also be glued on (`+p4`).
-const COUNT_FLAGS: [&str; 6] = [
+const COUNT_FLAGS: [&str; 7] = [
     "++spantree-branch",
     "++ppn",
     "+stacksize",
     "+p",
     "++netmod",
     "++timeout",
+    "++lmt",
 ];
 
 /// True if the runtime flag `word` takes its value as the next word: the
@@ -398,6 +415,7 @@ mod tests {
                 server: None,
                 netmod: None,
                 timeout: None,
+                lmt: None,
             }
         );
         assert_eq!(rest, words("prog a b"));
@@ -412,6 +430,7 @@ mod tests {
                 server: None,
                 netmod: None,
                 timeout: None,
+                lmt: None,
             }
         );
         assert_eq!(rest, words("prog x"));
@@ -423,7 +442,15 @@ mod tests {
         let (f, rest) = parse(&words("prog ++netmod shm z ++timeout=30")).unwrap();
         assert_eq!((f.netmod.as_deref(), f.timeout), (Some("shm"), Some(30)));
         assert_eq!(rest, words("prog z"));
-        for bad in ["prog ++netmod a,b", "prog ++timeout 0", "prog ++timeout x"] {
+        let (f, rest) = parse(&words("prog ++lmt put z ++lmt=coop")).unwrap();
+        assert_eq!(f.lmt, Some(LmtMode::Cooperative));
+        assert_eq!(rest, words("prog z"));
+        for bad in [
+            "prog ++netmod a,b",
+            "prog ++timeout 0",
+            "prog ++timeout x",
+            "prog ++lmt rdma",
+        ] {
             assert!(
                 matches!(parse(&words(bad)), Err(ArgError::BadValue { .. })),
                 "{bad}"
@@ -507,6 +534,7 @@ mod tests {
                 server: None,
                 netmod: None,
                 timeout: None,
+                lmt: None,
             }
         );
         assert_eq!(rest, words("prog 12 -v"));

@@ -1848,6 +1848,25 @@ fn core_huge() {
     Jobs::default().ok("core_huge", &[]).check();
 }
 
+/// `core_huge` between two processes over shm in each large-message mode
+/// (`++lmt`; Get, the default, runs in `core_huge`), the mode said in the
+/// start-up line.
+fn core_huge_in_every_lmt_mode() {
+    let mut failures = Vec::new();
+    for mode in ["get", "put", "coop"] {
+        let f = start_job("shm", 2, 1, "core_huge", &["++lmt", mode]);
+        let said = if mode == "get" {
+            "netmod shm\n".to_string()
+        } else {
+            format!("netmod shm (large messages: {mode})\n")
+        };
+        if f.code != Some(0) || !f.stdout.contains("ok core_huge") || !f.stdout.contains(&said) {
+            failures.push(format!("=== core_huge ++lmt {mode}:\n{}", output(&f)));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 fn core_node_sends() {
     Jobs::default().ok("core_node_sends", &[]).check();
 }
@@ -1954,6 +1973,7 @@ pub fn cases() -> Vec<Case> {
         ("core_sends", core_sends),
         ("core_large", core_large),
         ("core_huge", core_huge),
+        ("core_huge_in_every_lmt_mode", core_huge_in_every_lmt_mode),
         ("core_node_sends", core_node_sends),
         ("core_bcast", core_bcast),
         ("core_reduce", core_reduce),

@@ -205,7 +205,11 @@ impl Drop for StartupOver<'_> {
 
 /// Joins the job: network modules, card exchange through the bootstrap,
 /// VCs. Returns the network, connected to every other process.
-pub(crate) fn join(place: &Placement, topo: Topology) -> Result<Network, String> {
+pub(crate) fn join(
+    place: &Placement,
+    topo: Topology,
+    lmt: crate::net::lmt::Mode,
+) -> Result<Network, String> {
     // A deadline beyond what `Instant` holds is no deadline.
     let deadline = Instant::now()
         .checked_add(place.timeout)
@@ -228,6 +232,7 @@ pub(crate) fn join(place: &Placement, topo: Topology) -> Result<Network, String>
         shm_id: place.shm_id,
         host: &place.host,
         max_payload: crate::net::frame::DEFAULT_MAX_PAYLOAD,
+        lmt,
     };
     // (index in MODULES, the module), in MODULES order.
     let mut started: Vec<(usize, Box<dyn Joining>)> = Vec::new();

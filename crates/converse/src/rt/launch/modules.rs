@@ -40,6 +40,8 @@ pub(super) struct Init<'a> {
     pub host: &'a str,
     /// Most payload bytes of a frame.
     pub max_payload: usize,
+    /// How shm moves large messages (`++lmt`).
+    pub lmt: crate::net::lmt::Mode,
 }
 
 /// A network module as start-up drives it: the contract, and the calls
@@ -111,7 +113,7 @@ fn shm(init: &Init) -> Result<Box<dyn Joining>, NetError> {
         init.shm_id,
         init.max_payload,
     )
-    .map(|m| Box::new(Arc::new(m)) as Box<dyn Joining>)
+    .map(|m| Box::new(Arc::new(m.with_lmt_mode(init.lmt))) as Box<dyn Joining>)
 }
 
 fn shm_leftovers(shm_id: u64, nodes: usize) {
