@@ -78,8 +78,65 @@ fn flood(per_pair: u64) -> i32 {
         .unwrap()
 }
 
+/// Large messages [`LARGE_MSGS`] of [`LARGE_BYTES`] each that PE 0 sends
+/// to PE 1 (in another process), whose handler is slow.
+const LARGE_MSGS: u64 = 64;
+const LARGE_BYTES: usize = 4 << 20;
+/// How long PE 1's handler takes per message.
+const SLOW_HANDLER: std::time::Duration = std::time::Duration::from_millis(2);
+/// Peak resident memory allowed per process in `flood_large`: the 256 MiB
+/// sent would need that much held somewhere without flow control.
+const LARGE_RSS_LIMIT_KIB: u64 = 96 << 10;
+
+/// PE 0 sends [`LARGE_MSGS`] large messages to PE 1, which takes
+/// [`SLOW_HANDLER`] over each: the receiver must not be flooded (the
+/// senders wait; the receiver reads only what its budget allows).
+fn flood_large() -> i32 {
+    Converse::new()
+        .run(move |_| {
+            GOT.initialize(Cell::new(0));
+            let done = converse::register_handler(move |_m: Message| {
+                println!(
+                    "rss node {} peak {} KiB",
+                    converse::my_node(),
+                    peak_rss_kib()
+                );
+                converse::exit(0);
+            });
+            let count = converse::register_handler(move |m: Message| {
+                let got = GOT.with(|g| {
+                    g.set(g.get() + 1);
+                    g.get()
+                });
+                // Its number, in order, and its last byte: the bytes came.
+                assert_eq!(m.payload_len(), LARGE_BYTES);
+                assert_eq!(m.payload()[..8], (got - 1).to_le_bytes());
+                assert_eq!(m.payload()[LARGE_BYTES - 1], got as u8);
+                std::thread::sleep(SLOW_HANDLER);
+                if got == LARGE_MSGS {
+                    println!(
+                        "rss node {} peak {} KiB",
+                        converse::my_node(),
+                        peak_rss_kib()
+                    );
+                    converse::sync_send_and_free(0, Message::new(done, 0));
+                }
+            });
+            if converse::my_pe() == 0 {
+                for i in 0..LARGE_MSGS {
+                    let mut m = Message::new(count, LARGE_BYTES);
+                    m.payload_mut()[..8].copy_from_slice(&i.to_le_bytes());
+                    m.payload_mut()[LARGE_BYTES - 1] = (i + 1) as u8;
+                    converse::sync_send_and_free(1, m);
+                }
+            }
+        })
+        .unwrap()
+}
+
 pub fn child(name: &str, args: &[String]) -> Option<i32> {
     match name {
+        "flood_large" => Some(flood_large()),
         "flood" => Some(flood(
             args.first()
                 .and_then(|a| a.parse().ok())
@@ -136,6 +193,48 @@ fn flood_case() {
     }
 }
 
+/// A slow receiver of large messages is not flooded, over each module and
+/// each of shm's large-message modes: both processes' peak memory stays
+/// far below what was sent.
+fn flood_large_case() {
+    let runs: &[(&str, &[&str])] = &[
+        ("shm", &[]),
+        ("shm", &["++lmt", "put"]),
+        ("shm", &["++lmt", "coop"]),
+        ("tcp", &[]),
+    ];
+    for (netmod, extra) in runs {
+        let me = common::me();
+        let mut args = vec!["+p", "2"];
+        args.extend(common::netmod_args(netmod));
+        args.extend_from_slice(&[&me, "flood_large"]);
+        args.extend_from_slice(extra);
+        let f = common::convrun(&args, std::time::Duration::from_secs(120));
+        f.expect_code(0);
+        let peaks: Vec<u64> = f
+            .stdout
+            .lines()
+            .filter_map(|l| l.strip_prefix("rss node "))
+            .map(|l| l.split_whitespace().nth(2).unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(peaks.len(), 2, "both processes reported\n{}", f.stdout);
+        println!(
+            "    flood_large {netmod} {extra:?}: peak RSS {peaks:?} KiB in {:.1} s",
+            f.elapsed.as_secs_f64()
+        );
+        for kib in peaks {
+            assert!(
+                kib < LARGE_RSS_LIMIT_KIB,
+                "peak RSS {kib} KiB over the bound ({netmod} {extra:?})\n{}",
+                f.stdout
+            );
+        }
+    }
+}
+
 pub fn cases() -> Vec<Case> {
-    vec![("flood_bounded_memory", flood_case)]
+    vec![
+        ("flood_bounded_memory", flood_case),
+        ("flood_large_receiver_not_flooded", flood_large_case),
+    ]
 }
