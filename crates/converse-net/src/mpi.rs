@@ -13,9 +13,10 @@
 //! message that begins with a header has the tag `TAG_START`, one that
 //! continues a body `TAG_BODY`.
 //!
-//! The receiver keeps one receive of `TAG_START` from any process posted
-//! (`MPI_Irecv` into a buffer of [`EAGER_MAX`] bytes), so that taking a
-//! small frame costs one `MPI_Test`; its bytes go through the sender's
+//! The receiver keeps two receives of `TAG_START` from any process posted
+//! (`MPI_Irecv` into buffers of [`EAGER_MAX`] bytes; MPI matches them in
+//! the order posted), so that taking a small frame costs one `MPI_Test`
+//! and posting its buffer again waits until the frame has been handed up; its bytes go through the sender's
 //! reassembler (`frame`), as tcp's do. While a peer's frame body is
 //! incomplete, the receiver matches that peer's `TAG_BODY` messages
 //! (`MPI_Improbe`, then `MPI_Mrecv` straight into the message buffer: no
@@ -358,7 +359,8 @@ impl MpiModule {
                     .collect(),
                 aside: (0..nodes).map(|_| VecDeque::new()).collect(),
                 in_body: Vec::new(),
-                posted: None,
+                posted: VecDeque::new(),
+                spare: Vec::new(),
             }),
             upcalls: OnceLock::new(),
             paused: AtomicBool::new(false),
@@ -510,9 +512,7 @@ impl MpiModule {
             }
         };
         let rx = &mut *guard;
-        if rx.posted.is_none() {
-            rx.posted = Posted::post(vec![0u8; POSTED_LEN].into_boxed_slice());
-        }
+        rx.post_receives();
         let mut moved = false;
         let mut frames: Vec<(FrameHeader, FrameBody)> = Vec::new();
         for _ in 0..RECEIVES_PER_PASS {
@@ -549,10 +549,13 @@ impl MpiModule {
                     i += 1;
                 }
             }
-            let got = rx.posted.as_mut().and_then(Posted::test);
+            if rx.posted.is_empty() {
+                rx.post_receives();
+            }
+            let got = rx.posted.front_mut().and_then(Posted::test);
             if let Some((peer, count)) = got {
                 progressed = true;
-                let buf = rx.posted.take().expect("tested").take_buf();
+                let buf = rx.posted.pop_front().expect("tested").take_buf();
                 let bytes = &buf[..count.min(buf.len())];
                 if peer >= self.nodes || peer == self.me {
                     eprintln!(
@@ -567,7 +570,9 @@ impl MpiModule {
                         rx.in_body.push(peer);
                     }
                 }
-                rx.posted = Posted::post(buf);
+                // Posted again at the next pass (or once the others are
+                // used): not between this frame and its handler.
+                rx.spare.push(buf);
             }
             if !progressed {
                 break;
@@ -906,8 +911,33 @@ struct Recv {
     aside: Vec<VecDeque<Vec<u8>>>,
     /// The peers whose body is incomplete.
     in_body: Vec<usize>,
-    posted: Option<Posted>,
+    /// The posted receives of frame starts, in the order posted (the
+    /// order MPI matches them in).
+    posted: VecDeque<Posted>,
+    /// Buffers of completed receives, to post again.
+    spare: Vec<Box<[u8]>>,
 }
+
+impl Recv {
+    /// Posts receives until [`POSTED_RECEIVES`] are posted.
+    fn post_receives(&mut self) {
+        while self.posted.len() < POSTED_RECEIVES {
+            let buf = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| vec![0u8; POSTED_LEN].into_boxed_slice());
+            match Posted::post(buf) {
+                Some(p) => self.posted.push_back(p),
+                None => break,
+            }
+        }
+    }
+}
+
+/// Receives of frame starts kept posted: with two, the one after a
+/// completed receive is already posted, so posting that buffer again waits
+/// until after the frame has been handed up.
+const POSTED_RECEIVES: usize = 2;
 
 /// Receives matched `message` of `count` bytes into `dst`.
 ///
@@ -1151,7 +1181,7 @@ impl NetModule for MpiModule {
         // The posted receive must not outlive the module. MPI itself ends
         // with the process's bootstrap ([`finalize`]): start-up used it
         // too.
-        drop(lock(&self.recv).posted.take());
+        lock(&self.recv).posted.clear();
     }
 }
 
