@@ -405,6 +405,14 @@ pub trait NetModule: Send + Sync {
     /// thread is reading is skipped. Returns true if anything arrived.
     fn try_progress(&self) -> bool;
 
+    /// How long the progress thread leaves this module to the PEs that poll
+    /// it ([`NetModule::try_progress`]) before it looks again whether they
+    /// still do: the longest an arrival waits while every PE stopped
+    /// polling to run handlers. 1 ms unless a module says otherwise.
+    fn watch_check(&self) -> Duration {
+        Duration::from_millis(1)
+    }
+
     /// Queues a frame for `peer` to be written by a later
     /// [`NetModule::flush_all`] (or at once if the queue already holds a
     /// batch), so that a burst of small messages costs a few system calls,

@@ -60,7 +60,8 @@
 //! While idle PEs spin they poll every module themselves
 //! ([`Network::try_progress`]) and the progress threads stay out of their
 //! way; a progress thread watches its module once no PE has polled for
-//! [`WATCH_CHECK`], or at once when a PE parks ([`Network::pe_parking`]).
+//! the module's check period (`NetModule::watch_check`: 1 ms, tcp 100 µs),
+//! or at once when a PE parks ([`Network::pe_parking`]).
 use crate::sync::lock;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
@@ -232,8 +233,8 @@ const SEND_LOW_WATER: usize = SEND_HIGH_WATER / 2 + (64 << 10);
 /// posted, so that a burst of them costs one system call, not one each.
 pub(crate) const BORROWED_SEND_MIN: usize = 64 << 10;
 
-/// How long the progress thread waits between looks at whether PEs still
-/// poll: the longest an arrival waits when every PE is busy in handlers.
+/// How long the progress thread waits in its module while sends are queued
+/// that no PE flushed, before it flushes them again.
 const WATCH_CHECK: Duration = Duration::from_millis(1);
 
 impl Shared {
@@ -963,7 +964,7 @@ fn watch_module(module: &dyn NetModule, watch: &Watch, stop: &AtomicBool, shared
             } else {
                 watch
                     .wake
-                    .wait_timeout(flag, WATCH_CHECK)
+                    .wait_timeout(flag, module.watch_check())
                     .unwrap_or_else(|e| e.into_inner())
                     .0
             };
