@@ -44,8 +44,6 @@
 //!   `CmiWaitTest`, `CmiRdmaCallbackFn`;
 //! - the CMI chapter's global pointers: `GlobalPtr`, `CmiGptrCreate`,
 //!   `CmiGptrDref`, `CmiSyncGet` (and its `CmiGet`/`CmiPut`);
-//! - random numbers: `CrnStream`, `CrnSrand`, `CrnRand`, `CrnDrand`,
-//!   `CrnInitStream`, `CrnDouble`, `CrnInt`, `CrnFloat`;
 //! - persistent communication: `PersistentHandle`, `PersistentReq`,
 //!   `CmiCreatePersistent`, `CmiCreateReceiverPersistent`,
 //!   `CmiRegisterReceivePersistent`, `CmiDestroyPersistent`,
@@ -138,6 +136,7 @@ pub use rt::handlers::{
     register_handler_local,
 };
 pub use rt::lock::{NodeLock, NodeLockGuard, node_barrier, unlock};
+pub use rt::random;
 pub use rt::{
     my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes, num_pes,
     rank_of,

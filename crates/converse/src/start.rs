@@ -228,8 +228,8 @@ impl Converse {
                         topo.num_nodes()
                     )));
                 }
-                let net = crate::rt::launch::join(place, topo, flags.lmt.unwrap_or_default())
-                    .map_err(|e| {
+                let net =
+                    crate::rt::launch::join(place, topo, flags.lmt.as_deref()).map_err(|e| {
                         ArgError::Launch(format!(
                             "process {} could not join the job: {e}",
                             place.node
@@ -261,10 +261,8 @@ impl Converse {
             net.start(&job);
             if job.first_node == 0 {
                 // A large-message mode other than the default is said.
-                let lmt = match job.config.lmt {
-                    Some(mode) if mode != Default::default() => {
-                        format!(" (large messages: {})", mode.name())
-                    }
+                let lmt = match job.config.lmt.as_deref() {
+                    Some(mode) if mode != "get" => format!(" (large messages: {mode})"),
                     _ => String::new(),
                 };
                 println!(

@@ -52,19 +52,6 @@ const NOT_YET: &[(&str, &[&str])] = &[
         &["GlobalPtr", "CmiGptrCreate", "CmiGptrDref", "CmiSyncGet"],
     ),
     (
-        "random numbers",
-        &[
-            "CrnStream",
-            "CrnSrand",
-            "CrnRand",
-            "CrnDrand",
-            "CrnInitStream",
-            "CrnDouble",
-            "CrnInt",
-            "CrnFloat",
-        ],
-    ),
-    (
         "persistent communication",
         &[
             "PersistentHandle",

@@ -9,8 +9,10 @@
 //! Pure functions; no shared state.
 use std::fmt;
 
-/// How the shm network module moves large messages (`++lmt`).
-pub use crate::net::lmt::Mode as LmtMode;
+/// The names `++lmt` takes: the shm module's large-message modes
+/// (`converse_net::lmt::Mode`; start-up turns the name into the mode, and
+/// a test there keeps the two lists equal).
+pub const LMT_MODES: [&str; 3] = ["get", "put", "coop"];
 
 /// The job's configuration as the runtime flags give it: one value read by
 /// every subsystem (`Job::config`), each field `None` where the command line
@@ -38,8 +40,8 @@ pub struct Config {
     /// launcher, in seconds (as `convrun`'s own `++timeout`).
     pub timeout: Option<u64>,
     /// `++lmt get|put|coop`: how the shm module moves large messages
-    /// between processes (`converse_net::lmt::Mode`; Get unless given).
-    pub lmt: Option<LmtMode>,
+    /// between processes (one of [`LMT_MODES`]; `get` unless given).
+    pub lmt: Option<String>,
 }
 
 /// The former name of [`Config`].
@@ -245,11 +247,14 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
         }
         if name == "++lmt" {
             let value = value_of(name, glued, &mut words)?;
-            flags.lmt = Some(LmtMode::parse(&value).ok_or_else(|| ArgError::BadValue {
-                flag: name.to_string(),
-                value: value.clone(),
-                expected: "get, put or coop",
-            })?);
+            if !LMT_MODES.contains(&value.as_str()) {
+                return Err(ArgError::BadValue {
+                    flag: name.to_string(),
+                    value,
+                    expected: "get, put or coop",
+                });
+            }
+            flags.lmt = Some(value);
             continue;
         }
         if name == "++timeout" {
@@ -443,7 +448,7 @@ mod tests {
         assert_eq!((f.netmod.as_deref(), f.timeout), (Some("shm"), Some(30)));
         assert_eq!(rest, words("prog z"));
         let (f, rest) = parse(&words("prog ++lmt put z ++lmt=coop")).unwrap();
-        assert_eq!(f.lmt, Some(LmtMode::Cooperative));
+        assert_eq!(f.lmt.as_deref(), Some("coop"));
         assert_eq!(rest, words("prog z"));
         for bad in [
             "prog ++netmod a,b",

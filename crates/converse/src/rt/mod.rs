@@ -14,6 +14,7 @@ pub mod launch;
 pub mod lock;
 pub(crate) mod network;
 pub(crate) mod pe;
+pub mod random;
 
 /// The calling PE's number, `0..num_pes()` (`CmiMyPe`).
 ///

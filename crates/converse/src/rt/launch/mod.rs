@@ -208,8 +208,14 @@ impl Drop for StartupOver<'_> {
 pub(crate) fn join(
     place: &Placement,
     topo: Topology,
-    lmt: crate::net::lmt::Mode,
+    lmt: Option<&str>,
 ) -> Result<Network, String> {
+    // `++lmt` was checked against the same names (`args::LMT_MODES`).
+    let lmt = match lmt {
+        Some(name) => crate::net::lmt::Mode::parse(name)
+            .ok_or_else(|| format!("++lmt {name}: no such large-message mode"))?,
+        None => Default::default(),
+    };
     // A deadline beyond what `Instant` holds is no deadline.
     let deadline = Instant::now()
         .checked_add(place.timeout)

@@ -291,6 +291,16 @@ mod tests {
     const SHM: usize = 0;
     const TCP: usize = 1;
 
+    /// The names `++lmt` takes are the modes' names, and the other way.
+    #[test]
+    fn lmt_flag_names_are_the_modes() {
+        let modes: Vec<&str> = crate::net::lmt::Mode::NAMES
+            .iter()
+            .map(|(n, _)| *n)
+            .collect();
+        assert_eq!(crate::proc::args::LMT_MODES.to_vec(), modes);
+    }
+
     #[test]
     fn the_table_is_consistent() {
         assert_eq!((MODULES[SHM].name, MODULES[TCP].name), ("shm", "tcp"));
