@@ -39,11 +39,6 @@
 //! - isomalloc: `CmiIsomalloc`, `CmiIsomallocFree`, `CmiIsomallocPup`,
 //!   `CmiIsomallocLength`, `CmiIsomallocInRange`;
 //! - thread migration: `CthPup`;
-//! - one-sided communication: `CmiRegisterMemory`, `CmiUnRegisterMemory`,
-//!   `CmiDMAAlloc`, `CmiPut`, `CmiGet`, `CmiPutCb`, `CmiGetCb`,
-//!   `CmiWaitTest`, `CmiRdmaCallbackFn`;
-//! - the CMI chapter's global pointers: `GlobalPtr`, `CmiGptrCreate`,
-//!   `CmiGptrDref`, `CmiSyncGet` (and its `CmiGet`/`CmiPut`);
 //! - persistent communication: `PersistentHandle`, `PersistentReq`,
 //!   `CmiCreatePersistent`, `CmiCreateReceiverPersistent`,
 //!   `CmiRegisterReceivePersistent`, `CmiDestroyPersistent`,

@@ -80,6 +80,7 @@ pub fn register_module_init(name: &'static str, init: fn()) -> bool {
 /// then the libraries' module inits run, in order.
 fn init_pe(me: &Pe, modules: &[ModuleInit]) {
     crate::cmi::route::init_pe(me);
+    crate::cmi::rdma::init_pe(me);
     crate::ccd::quiescence::init_pe(me);
     crate::ccs::init_pe(me);
     for (_, init) in modules {

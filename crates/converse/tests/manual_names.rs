@@ -34,24 +34,6 @@ const NOT_YET: &[(&str, &[&str])] = &[
     ),
     ("thread migration", &["CthPup"]),
     (
-        "one-sided communication (RDMA)",
-        &[
-            "CmiRegisterMemory",
-            "CmiUnRegisterMemory",
-            "CmiDMAAlloc",
-            "CmiPut",
-            "CmiGet",
-            "CmiPutCb",
-            "CmiGetCb",
-            "CmiWaitTest",
-            "CmiRdmaCallbackFn",
-        ],
-    ),
-    (
-        "global pointers (CMI chapter)",
-        &["GlobalPtr", "CmiGptrCreate", "CmiGptrDref", "CmiSyncGet"],
-    ),
-    (
         "persistent communication",
         &[
             "PersistentHandle",

@@ -33,6 +33,7 @@
 pub mod bcast;
 pub mod group;
 pub mod pgrp;
+pub mod rdma;
 pub mod reduce;
 pub(crate) mod route;
 pub(crate) mod send;

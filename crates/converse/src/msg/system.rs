@@ -41,10 +41,16 @@ pub(crate) enum Kind {
     CcsReply = 10,
     /// `perf_monitor`: start sampling, or a PE's sample (`ccs::perf`).
     CcsPerf = 11,
+    /// A one-sided put for the receiving PE's process (`cmi::rdma`).
+    RdmaPut = 12,
+    /// A one-sided get from the receiving PE's process.
+    RdmaGet = 13,
+    /// The answer to a one-sided operation, for the PE that started it.
+    RdmaDone = 14,
 }
 
 /// Number of kinds (the highest `Kind` value).
-const KINDS: usize = 11;
+const KINDS: usize = 14;
 
 impl Kind {
     pub fn from_raw(raw: u32) -> Option<Kind> {
@@ -60,6 +66,9 @@ impl Kind {
             9 => Kind::CcsRequest,
             10 => Kind::CcsReply,
             11 => Kind::CcsPerf,
+            12 => Kind::RdmaPut,
+            13 => Kind::RdmaGet,
+            14 => Kind::RdmaDone,
             _ => return None,
         })
     }

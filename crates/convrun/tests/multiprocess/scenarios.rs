@@ -1718,6 +1718,140 @@ fn huge() -> i32 {
 }
 
 // ---------------------------------------------------------------------------
+// core_rdma: one-sided puts and gets from PE 0 into every other PE's memory
+// ---------------------------------------------------------------------------
+
+/// Sizes PE 0 puts and gets at the last PE (another process); the other PEs
+/// get the small ones.
+const RDMA_SIZES: [usize; 7] = [0, 1, 7, 4096 + 3, (64 << 10) + 5, (1 << 20) + 9, 64 << 20];
+const RDMA_SMALL: usize = 5;
+
+/// Every PE but 0 registers a buffer (`dma_alloc`) and tells PE 0 where it
+/// is; PE 0 puts patterns there and gets them back (handles and
+/// callbacks), then checks that reaching past a buffer is refused.
+fn rdma() -> i32 {
+    use converse::cmi::rdma;
+    thread_local! {
+        static BUF: RefCell<Option<rdma::DmaBuffer>> = const { RefCell::new(None) };
+        static WHERE: RefCell<Vec<(usize, u64, usize)>> = const { RefCell::new(Vec::new()) };
+    }
+    run_normal(|_| {
+        let (p, me) = (num_pes(), my_pe());
+        let last = p - 1;
+        let at = converse::register_handler(|m: Message| {
+            let w: Vec<u64> = m
+                .payload()
+                .chunks(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            WHERE.with(|v| v.borrow_mut().push((w[0] as usize, w[1], w[2] as usize)));
+        });
+        if me != 0 {
+            let len = if me == last {
+                (64 << 20) + 64
+            } else {
+                (64 << 10) + 64
+            };
+            let buf = rdma::dma_alloc(len);
+            let words = [me as u64, buf.addr(), len as u64];
+            BUF.with(|b| *b.borrow_mut() = Some(buf));
+            converse::sync_send_and_free(0, msg_words(at, &words, &[]));
+            return;
+        }
+        while WHERE.with(|v| v.borrow().len()) < p - 1 {
+            converse::deliver_specific_msg(at);
+        }
+        let targets = WHERE.with(|v| v.borrow().clone());
+        for &(pe, addr, len) in &targets {
+            let sizes = if pe == last {
+                &RDMA_SIZES[..]
+            } else {
+                &RDMA_SIZES[..RDMA_SMALL]
+            };
+            for (i, &size) in sizes.iter().enumerate() {
+                let what = format!("{size} bytes at PE {pe}");
+                let data = pattern(size, (pe * 31 + i) as u64);
+                // At the buffer's end, so that its last byte is used too.
+                let spot = addr + (len - size) as u64;
+                let h = rdma::put(pe, &data, spot);
+                if let Err(e) = h.wait() {
+                    fail(&format!("put of {what}: {e}"));
+                }
+                let h = rdma::get(pe, spot, size);
+                match h.wait() {
+                    Ok(got) => {
+                        check_pattern(&got, size, (pe * 31 + i) as u64, &format!("get of {what}"))
+                    }
+                    Err(e) => fail(&format!("get of {what}: {e}")),
+                }
+            }
+            // Callbacks: each runs once, on this PE, after its operation.
+            let ran = Rc::new(Cell::new(0));
+            let data = pattern(100, 7);
+            {
+                let ran = ran.clone();
+                rdma::put_cb(pe, &data, addr, move |r| {
+                    check!(r.is_ok(), "put_cb to PE {pe}: {r:?}");
+                    check!(my_pe() == 0, "put_cb ran on PE {}", my_pe());
+                    ran.set(ran.get() + 1);
+                });
+            }
+            {
+                let ran = ran.clone();
+                rdma::get_cb(pe, addr, 100, move |r| {
+                    check!(my_pe() == 0, "get_cb ran on PE {}", my_pe());
+                    match r {
+                        Ok(got) => check_pattern(&got, 100, 7, "get_cb"),
+                        Err(e) => fail(&format!("get_cb from PE {pe}: {e}")),
+                    }
+                    ran.set(ran.get() + 10);
+                });
+            }
+            while ran.get() < 11 {
+                converse::schedule_count(1);
+            }
+            check!(
+                ran.get() == 11,
+                "callbacks ran {} (1 put, 10 get)",
+                ran.get()
+            );
+            // The same memory through a global pointer: it dereferences
+            // only in its own process.
+            let g = rdma::GlobalPtr { pe, addr, len };
+            check!(
+                g.dref().is_some() == (node_of(pe) == node_of(0)),
+                "dref of a pointer to PE {pe}: {:?}",
+                g.dref()
+            );
+            check!(g.put(b"global").wait().is_ok(), "global put to PE {pe}");
+            check!(
+                g.sync_get(6).ok().as_deref() == Some(&b"global"[..]),
+                "global sync_get from PE {pe}"
+            );
+            // Past the end of the buffer, and somewhere never registered.
+            for (spot, n) in [(addr + len as u64 - 3, 10), (8, 1)] {
+                match rdma::get(pe, spot, n).wait() {
+                    Ok(_) => fail(&format!(
+                        "a get of {n} bytes at {spot:#x} on PE {pe} was allowed"
+                    )),
+                    Err(e) => check!(
+                        e.target_pe == pe && e.why.contains("refused: no range registered"),
+                        "get outside: {e}"
+                    ),
+                }
+                let h = rdma::put(pe, &[1; 10][..n], spot);
+                check!(
+                    h.wait().is_err(),
+                    "a put of {n} bytes at {spot:#x} on PE {pe} was allowed"
+                );
+            }
+        }
+        cmi_printf!("ok core_rdma\n");
+        converse::exit(0);
+    })
+}
+
+// ---------------------------------------------------------------------------
 // The registry and the driver
 // ---------------------------------------------------------------------------
 
@@ -1730,6 +1864,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "core_sends" => sends(),
         "core_large" => large(),
         "core_huge" => huge(),
+        "core_rdma" => rdma(),
         "core_node_sends" => node_sends(),
         "core_bcast" => bcast(check_src),
         "core_reduce" => reduce(),
@@ -1867,6 +2002,13 @@ fn core_huge_in_every_lmt_mode() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// One-sided puts and gets (0 B to 64 MiB) from PE 0 into every other
+/// PE's registered memory, in this process and others, over shm, tcp and
+/// both: contents, callbacks, refusals.
+fn core_rdma() {
+    Jobs::default().ok("core_rdma", &[]).check();
+}
+
 fn core_node_sends() {
     Jobs::default().ok("core_node_sends", &[]).check();
 }
@@ -1974,6 +2116,7 @@ pub fn cases() -> Vec<Case> {
         ("core_large", core_large),
         ("core_huge", core_huge),
         ("core_huge_in_every_lmt_mode", core_huge_in_every_lmt_mode),
+        ("core_rdma", core_rdma),
         ("core_node_sends", core_node_sends),
         ("core_bcast", core_bcast),
         ("core_reduce", core_reduce),

@@ -1,0 +1,852 @@
+//! One-sided communication (the manual's "Converse One Sided Communication
+//! Interface"): a PE reads ([`get`]) or writes ([`put`]) memory that a
+//! process registered ([`register_memory`], [`dma_alloc`]) without the PE
+//! that owns it calling anything; completion is learnt from a handle
+//! ([`PutHandle::wait_test`]) or a callback that runs as a message on the
+//! initiating PE ([`put_cb`], [`get_cb`]).
+//!
+//! # What registration means
+//!
+//! No network this runtime drives pins memory, so registering a range
+//! records it in the process's table of ranges that one-sided operations
+//! may touch; that table is what makes them safe. A put or get whose bytes
+//! are not all inside one registered range of the target's process is
+//! refused there and the initiating PE gets an error naming the target PE,
+//! the address and the size: never a wild read or write.
+//!
+//! # How the bytes move
+//!
+//! - Target PE in this process: the initiating PE copies at once (the
+//!   manual's hardware case); the handle is complete when the call returns.
+//! - Target PE in another process (shm, tcp, mpi alike, emulated as the
+//!   manual says "for machines which do not have a one-sided hardware"): a
+//!   runtime message carries the request (and a put's bytes); any PE of the
+//!   target's process handles it on the target PE's behalf when its
+//!   scheduler runs it (here: the target PE), checks the range, copies, and
+//!   answers with the bytes (get) or an acknowledgement (put).
+//!
+//! # Invariants
+//!
+//! - Bytes of registered memory are copied by the runtime with relaxed
+//!   atomic loads and stores (a word at a time), so a copy racing the
+//!   owner's own access through [`DmaBuffer`] gives unspecified bytes,
+//!   never undefined behaviour. Memory registered with the `unsafe`
+//!   [`register_memory`] is the caller's to keep valid.
+//! - A copy holds the registration table's read lock; unregistering takes
+//!   its write lock, so once [`unregister_memory`] returns (or a
+//!   [`DmaBuffer`] is dropped) no one-sided operation touches the range.
+//! - Each operation completes exactly once: its handle turns complete, or
+//!   its callback runs, on the initiating PE.
+//!
+//! # Concurrency
+//!
+//! The registration table is process-wide (an `RwLock`). Operations in
+//! flight are per PE, in a thread-local of the PE's thread (keyed by the
+//! PE, since a thread may run PEs of several jobs in turn), touched only
+//! there.
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::{PoisonError, RwLock, RwLockReadGuard};
+
+use crate::msg::message::Message;
+use crate::msg::message::MessageRaw as _;
+use crate::msg::system::{self, Kind, Reader};
+use crate::rt::pe::{self, Pe};
+
+/// The registered ranges of this process: start address -> length.
+static REGISTERED: RwLock<BTreeMap<u64, u64>> = RwLock::new(BTreeMap::new());
+
+fn registered() -> RwLockReadGuard<'static, BTreeMap<u64, u64>> {
+    REGISTERED.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Why a one-sided operation failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RdmaError {
+    /// The PE whose memory it addressed.
+    pub target_pe: usize,
+    /// What went wrong.
+    pub why: String,
+}
+
+impl fmt::Display for RdmaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "one-sided operation on PE {}: {}",
+            self.target_pe, self.why
+        )
+    }
+}
+
+impl std::error::Error for RdmaError {}
+
+/// True if `[addr, addr + len)` lies inside one registered range (of `map`).
+fn covered(map: &BTreeMap<u64, u64>, addr: u64, len: u64) -> bool {
+    let Some(end) = addr.checked_add(len) else {
+        return false;
+    };
+    map.range(..=addr)
+        .next_back()
+        .is_some_and(|(&start, &rlen)| end <= start + rlen)
+}
+
+/// Registers `len` bytes at `addr` for one-sided operations from any PE
+/// (`CmiRegisterMemory`). Fails if the range overlaps one registered
+/// already, or wraps around the address space.
+///
+/// # Safety
+/// Until [`unregister_memory`] of the same range returns, the range must
+/// stay allocated, and puts and gets from any PE may write and read it at
+/// any time: the program must not hold Rust references to it across them
+/// (read and write it through raw pointers, or use [`dma_alloc`], which
+/// needs none of this).
+#[doc(alias = "CmiRegisterMemory")]
+pub unsafe fn register_memory(addr: *mut u8, len: usize) -> Result<(), RdmaError> {
+    register(addr as u64, len as u64)
+}
+
+fn register(addr: u64, len: u64) -> Result<(), RdmaError> {
+    let here = || pe::try_current().map_or(usize::MAX, |pe| pe.pe);
+    let end = addr.checked_add(len).ok_or_else(|| RdmaError {
+        target_pe: here(),
+        why: format!("cannot register {len} bytes at {addr:#x}: the range wraps around"),
+    })?;
+    let mut map = REGISTERED.write().unwrap_or_else(PoisonError::into_inner);
+    let before = map.range(..end).next_back();
+    if let Some((&start, &rlen)) = before {
+        if start + rlen > addr || (len == 0 && start == addr) {
+            return Err(RdmaError {
+                target_pe: here(),
+                why: format!(
+                    "cannot register {len} bytes at {addr:#x}: it overlaps the registered range of {rlen} bytes at {start:#x}"
+                ),
+            });
+        }
+    }
+    map.insert(addr, len);
+    Ok(())
+}
+
+/// Unregisters the range registered at `addr` (`CmiUnRegisterMemory`):
+/// `len` must be its length. Waits for one-sided copies into or out of it
+/// that are under way; none starts after.
+#[doc(alias = "CmiUnRegisterMemory")]
+pub fn unregister_memory(addr: *mut u8, len: usize) -> Result<(), RdmaError> {
+    unregister(addr as u64, len as u64)
+}
+
+fn unregister(addr: u64, len: u64) -> Result<(), RdmaError> {
+    let mut map = REGISTERED.write().unwrap_or_else(PoisonError::into_inner);
+    match map.get(&addr) {
+        Some(&l) if l == len => {
+            map.remove(&addr);
+            Ok(())
+        }
+        found => Err(RdmaError {
+            target_pe: pe::try_current().map_or(usize::MAX, |pe| pe.pe),
+            why: match found {
+                Some(l) => format!(
+                    "cannot unregister {len} bytes at {addr:#x}: {l} bytes are registered there"
+                ),
+                None => {
+                    format!("cannot unregister {len} bytes at {addr:#x}: no range registered there")
+                }
+            },
+        }),
+    }
+}
+
+/// Copies `src` to `dst` with relaxed atomic stores.
+///
+/// # Safety
+/// `dst` must be valid for writes of `src.len()` bytes, and every access
+/// to it that may race must be atomic too.
+unsafe fn store_bytes(dst: *mut u8, src: &[u8]) {
+    let mut i = 0;
+    while i < src.len() {
+        // SAFETY: `dst + i` is inside the caller's range.
+        let at = unsafe { dst.add(i) };
+        if (at as usize) % 8 == 0 && src.len() - i >= 8 {
+            let word = u64::from_ne_bytes(src[i..i + 8].try_into().expect("8 bytes"));
+            // SAFETY: aligned, in range; atomics only (the caller's promise).
+            unsafe { AtomicU64::from_ptr(at.cast()) }.store(word, Ordering::Relaxed);
+            i += 8;
+        } else {
+            // SAFETY: in range; atomics only.
+            unsafe { AtomicU8::from_ptr(at) }.store(src[i], Ordering::Relaxed);
+            i += 1;
+        }
+    }
+}
+
+/// Copies from `src` into `dst` with relaxed atomic loads.
+///
+/// # Safety
+/// `src` must be valid for reads of `dst.len()` bytes, and every access to
+/// it that may race must be atomic too.
+unsafe fn load_bytes(src: *const u8, dst: &mut [u8]) {
+    let mut i = 0;
+    while i < dst.len() {
+        // SAFETY: `src + i` is inside the caller's range.
+        let at = unsafe { src.add(i) };
+        if (at as usize) % 8 == 0 && dst.len() - i >= 8 {
+            // SAFETY: aligned, in range; atomics only.
+            let word = unsafe { AtomicU64::from_ptr(at as *mut u64) }.load(Ordering::Relaxed);
+            dst[i..i + 8].copy_from_slice(&word.to_ne_bytes());
+            i += 8;
+        } else {
+            // SAFETY: in range; atomics only.
+            dst[i] = unsafe { AtomicU8::from_ptr(at as *mut u8) }.load(Ordering::Relaxed);
+            i += 1;
+        }
+    }
+}
+
+/// Writes `bytes` at `addr` of this process if a registered range holds
+/// them all; else says why (for the initiator of a put to `target`).
+fn write_registered(target: usize, addr: u64, bytes: &[u8]) -> Result<(), String> {
+    let map = registered();
+    if !covered(&map, addr, bytes.len() as u64) {
+        return Err(refusal("put", target, addr, bytes.len()));
+    }
+    // SAFETY: the range is registered (its owner keeps it valid until it
+    // unregisters, which waits for this read lock to go) and registered
+    // memory is accessed atomically.
+    unsafe { store_bytes(addr as usize as *mut u8, bytes) };
+    Ok(())
+}
+
+/// Reads `len` bytes at `addr` of this process if a registered range holds
+/// them all.
+fn read_registered(target: usize, addr: u64, len: usize) -> Result<Vec<u8>, String> {
+    let map = registered();
+    if !covered(&map, addr, len as u64) {
+        return Err(refusal("get", target, addr, len));
+    }
+    let mut out = vec![0u8; len];
+    // SAFETY: as in `write_registered`.
+    unsafe { load_bytes(addr as usize as *const u8, &mut out) };
+    Ok(out)
+}
+
+fn refusal(what: &str, target: usize, addr: u64, len: usize) -> String {
+    format!(
+        "a {what} of {len} bytes at {addr:#x} refused: no range registered in PE {target}'s process holds it"
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Registered buffers
+
+/// Memory the runtime allocated and registered (`CmiDMAAlloc`): zeroed,
+/// 8-byte aligned, unregistered and freed on drop. Its bytes are read and
+/// written with copies ([`DmaBuffer::read`], [`DmaBuffer::write`]), never
+/// lent out as references, since puts from other PEs may change them at
+/// any time.
+#[doc(alias = "CmiDMAAlloc")]
+pub struct DmaBuffer {
+    words: Box<[AtomicU64]>,
+    len: usize,
+}
+
+/// Allocates and registers `len` bytes (`CmiDMAAlloc`).
+#[doc(alias = "CmiDMAAlloc")]
+pub fn dma_alloc(len: usize) -> DmaBuffer {
+    DmaBuffer::new(len)
+}
+
+impl DmaBuffer {
+    /// `len` zeroed bytes, registered.
+    pub fn new(len: usize) -> DmaBuffer {
+        let words: Box<[AtomicU64]> = (0..len.div_ceil(8).max(1))
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        let buf = DmaBuffer { words, len };
+        register(buf.addr(), len as u64).expect("a fresh allocation overlaps no registered range");
+        buf
+    }
+
+    /// Its address, as a [`put`] or [`get`] names it.
+    pub fn addr(&self) -> u64 {
+        self.words.as_ptr() as u64
+    }
+
+    /// Its length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True if it has no bytes.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Copies bytes from `offset` into `out`.
+    ///
+    /// # Panics
+    /// If they are not all inside the buffer.
+    pub fn read(&self, offset: usize, out: &mut [u8]) {
+        self.check(offset, out.len());
+        // SAFETY: in bounds (checked); the words are atomics.
+        unsafe { load_bytes((self.addr() as usize as *const u8).add(offset), out) }
+    }
+
+    /// Its bytes, copied.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = vec![0; self.len];
+        self.read(0, &mut v);
+        v
+    }
+
+    /// Copies `bytes` in at `offset`.
+    ///
+    /// # Panics
+    /// If they do not all fit inside the buffer.
+    pub fn write(&self, offset: usize, bytes: &[u8]) {
+        self.check(offset, bytes.len());
+        // SAFETY: in bounds (checked); the words are atomics.
+        unsafe { store_bytes((self.addr() as usize as *mut u8).add(offset), bytes) }
+    }
+
+    fn check(&self, offset: usize, len: usize) {
+        assert!(
+            offset.checked_add(len).is_some_and(|end| end <= self.len),
+            "DmaBuffer: {len} bytes at offset {offset} of a buffer of {}",
+            self.len
+        );
+    }
+}
+
+impl Drop for DmaBuffer {
+    fn drop(&mut self) {
+        let _ = unregister(self.addr(), self.len as u64);
+    }
+}
+
+impl fmt::Debug for DmaBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "DmaBuffer({} bytes at {:#x})", self.len, self.addr())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Operations
+
+/// Where an operation's outcome goes.
+type Outcome = Result<Vec<u8>, RdmaError>;
+
+/// An operation in flight on its initiating PE.
+struct Pending {
+    target: usize,
+    slot: Rc<RefCell<Option<Outcome>>>,
+    callback: Option<Box<dyn FnOnce(Outcome)>>,
+}
+
+#[derive(Default)]
+struct InFlight {
+    /// The PE this state belongs to (its `Pe`'s address).
+    pe: usize,
+    next_id: u64,
+    ops: HashMap<u64, Pending>,
+}
+
+thread_local! {
+    static IN_FLIGHT: RefCell<InFlight> = RefCell::new(InFlight::default());
+}
+
+fn with_in_flight<R>(pe: &Pe, f: impl FnOnce(&mut InFlight) -> R) -> R {
+    let key = pe as *const Pe as usize;
+    IN_FLIGHT.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.pe != key {
+            *s = InFlight {
+                pe: key,
+                ..InFlight::default()
+            };
+        }
+        f(&mut s)
+    })
+}
+
+/// What a handle waits on.
+#[derive(Clone)]
+struct Slot(Rc<RefCell<Option<Outcome>>>);
+
+impl Slot {
+    fn is_done(&self) -> bool {
+        self.0.borrow().is_some()
+    }
+
+    /// Runs this PE's scheduler (or yields this user-level thread) until
+    /// the outcome is in, then takes it.
+    fn wait(self, target: usize) -> Outcome {
+        while !self.is_done() {
+            if pe::with(|pe| pe.job.is_exiting()) {
+                return Err(RdmaError {
+                    target_pe: target,
+                    why: "the job ended before the operation completed".into(),
+                });
+            }
+            if crate::cth::Thread::current().is_main_flow() {
+                crate::csd::schedule_count(1);
+            } else {
+                crate::cth::yield_now();
+            }
+        }
+        self.0.borrow_mut().take().expect("done")
+    }
+}
+
+/// A put in flight (`CmiPut`'s handle).
+#[must_use = "a put's handle says when it is done and whether it failed"]
+pub struct PutHandle {
+    slot: Slot,
+    target: usize,
+}
+
+impl PutHandle {
+    /// True once the put is done, or failed (`CmiWaitTest`).
+    #[doc(alias = "CmiWaitTest")]
+    pub fn wait_test(&self) -> bool {
+        self.slot.is_done()
+    }
+
+    /// Waits until the put is done: the bytes are in the target's memory.
+    /// On the main flow of a PE it runs the scheduler meanwhile; on a
+    /// user-level thread it yields.
+    pub fn wait(self) -> Result<(), RdmaError> {
+        self.slot.wait(self.target).map(|_| ())
+    }
+}
+
+/// A get in flight (`CmiGet`'s handle); the bytes come with its end.
+#[must_use = "a get's handle holds the bytes it fetched"]
+pub struct GetHandle {
+    slot: Slot,
+    target: usize,
+}
+
+impl GetHandle {
+    /// True once the get is done, or failed (`CmiWaitTest`).
+    #[doc(alias = "CmiWaitTest")]
+    pub fn wait_test(&self) -> bool {
+        self.slot.is_done()
+    }
+
+    /// Waits until the get is done and returns its bytes (as
+    /// [`PutHandle::wait`] waits).
+    pub fn wait(self) -> Result<Vec<u8>, RdmaError> {
+        self.slot.wait(self.target)
+    }
+}
+
+/// Starts an operation on `target_pe` from the calling PE: copies at once
+/// if the target is in this process, else sends `request` there. Returns
+/// the slot its outcome goes to.
+fn start(
+    target_pe: usize,
+    what: &str,
+    local: impl FnOnce() -> Outcome,
+    request: impl FnOnce(u64) -> Message,
+    callback: Option<Box<dyn FnOnce(Outcome)>>,
+) -> Slot {
+    pe::with(|pe| {
+        pe.check_pe(target_pe, what);
+        let slot = Slot(Rc::new(RefCell::new(None)));
+        let id = with_in_flight(pe, |s| {
+            s.next_id += 1;
+            s.next_id
+        });
+        let in_process = pe.job.local_pe(target_pe).is_some() || target_pe == pe.pe;
+        if in_process && callback.is_none() {
+            *slot.0.borrow_mut() = Some(local());
+            return slot;
+        }
+        with_in_flight(pe, |s| {
+            s.ops.insert(
+                id,
+                Pending {
+                    target: target_pe,
+                    slot: slot.0.clone(),
+                    callback,
+                },
+            )
+        });
+        if in_process {
+            // The copy now; the callback as a message on this PE.
+            let outcome = local();
+            let msg = reply(id, outcome);
+            send(pe, pe.pe, msg);
+        } else {
+            send(pe, target_pe, request(id));
+        }
+        slot
+    })
+}
+
+fn send(pe: &Pe, dest: usize, mut msg: Message) {
+    msg.set_src_pe(pe.pe);
+    pe.count_created(1);
+    pe.push_to_pe(dest, msg);
+}
+
+/// The answer to operation `id`: its bytes (a get's; none for a put) or
+/// why it failed.
+fn reply(id: u64, outcome: Outcome) -> Message {
+    match outcome {
+        Ok(bytes) => system::message(Kind::RdmaDone, &[id, 0], &bytes),
+        Err(e) => system::message(Kind::RdmaDone, &[id, 1], e.why.as_bytes()),
+    }
+}
+
+/// Writes `src` at `remote_addr` in PE `target_pe`'s process (`CmiPut`;
+/// the calling PE is the manual's `sourceId`). `src` is copied before the
+/// call returns. The handle completes once the bytes are there, or the
+/// target refused them (a range it has not registered).
+#[doc(alias = "CmiPut")]
+pub fn put(target_pe: usize, src: &[u8], remote_addr: u64) -> PutHandle {
+    PutHandle {
+        slot: start_put(target_pe, src, remote_addr, None),
+        target: target_pe,
+    }
+}
+
+/// As [`put`]; `callback` then runs as a message on the calling PE, with
+/// the outcome (`CmiPutCb`, whose `CmiRdmaCallbackFn` and `param` a
+/// closure stands for).
+#[doc(alias = "CmiPutCb")]
+#[doc(alias = "CmiRdmaCallbackFn")]
+pub fn put_cb(
+    target_pe: usize,
+    src: &[u8],
+    remote_addr: u64,
+    callback: impl FnOnce(Result<(), RdmaError>) + 'static,
+) {
+    let cb: Box<dyn FnOnce(Outcome)> = Box::new(move |o: Outcome| callback(o.map(|_| ())));
+    let _ = start_put(target_pe, src, remote_addr, Some(cb));
+}
+
+fn start_put(
+    target_pe: usize,
+    src: &[u8],
+    remote_addr: u64,
+    callback: Option<Box<dyn FnOnce(Outcome)>>,
+) -> Slot {
+    start(
+        target_pe,
+        "one-sided put to",
+        || {
+            write_registered(target_pe, remote_addr, src)
+                .map(|()| Vec::new())
+                .map_err(|why| RdmaError { target_pe, why })
+        },
+        |id| system::message(Kind::RdmaPut, &[id, remote_addr, src.len() as u64], src),
+        callback,
+    )
+}
+
+/// Reads `len` bytes at `remote_addr` in PE `target_pe`'s process
+/// (`CmiGet`; the calling PE is the manual's `sourceId`, and the bytes come
+/// with the handle's end rather than at a local address).
+#[doc(alias = "CmiGet")]
+pub fn get(target_pe: usize, remote_addr: u64, len: usize) -> GetHandle {
+    GetHandle {
+        slot: start_get(target_pe, remote_addr, len, None),
+        target: target_pe,
+    }
+}
+
+/// As [`get`]; `callback` then runs as a message on the calling PE with
+/// the bytes, or why they could not be read (`CmiGetCb`).
+#[doc(alias = "CmiGetCb")]
+pub fn get_cb(
+    target_pe: usize,
+    remote_addr: u64,
+    len: usize,
+    callback: impl FnOnce(Result<Vec<u8>, RdmaError>) + 'static,
+) {
+    let _ = start_get(target_pe, remote_addr, len, Some(Box::new(callback)));
+}
+
+fn start_get(
+    target_pe: usize,
+    remote_addr: u64,
+    len: usize,
+    callback: Option<Box<dyn FnOnce(Outcome)>>,
+) -> Slot {
+    start(
+        target_pe,
+        "one-sided get from",
+        || read_registered(target_pe, remote_addr, len).map_err(|why| RdmaError { target_pe, why }),
+        |id| system::message(Kind::RdmaGet, &[id, remote_addr, len as u64], &[]),
+        callback,
+    )
+}
+
+// ---------------------------------------------------------------------------
+// Global pointers (the CMI chapter)
+
+/// A pointer to registered memory of one PE that any PE may read and write
+/// (`GlobalPtr`): the PE, the address in its process, the length. Plain
+/// data: send it in a message ([`GlobalPtr::to_bytes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct GlobalPtr {
+    /// The PE whose memory it points to.
+    pub pe: usize,
+    /// The address there.
+    pub addr: u64,
+    /// How many bytes it covers.
+    pub len: usize,
+}
+
+impl GlobalPtr {
+    /// Bytes of [`GlobalPtr::to_bytes`].
+    pub const BYTES: usize = 24;
+
+    /// A global pointer to `len` bytes at `lptr` on the calling PE
+    /// (`CmiGptrCreate`), registering them ([`register_memory`]).
+    ///
+    /// # Safety
+    /// As for [`register_memory`]: the memory stays valid, and is touched
+    /// only through raw pointers, until it is unregistered.
+    #[doc(alias = "CmiGptrCreate")]
+    pub unsafe fn create(lptr: *mut u8, len: usize) -> Result<GlobalPtr, RdmaError> {
+        // SAFETY: the caller's promise.
+        unsafe { register_memory(lptr, len) }?;
+        Ok(GlobalPtr {
+            pe: pe::with(|pe| pe.pe),
+            addr: lptr as u64,
+            len,
+        })
+    }
+
+    /// A global pointer to `buf`, on the calling PE.
+    pub fn to_buffer(buf: &DmaBuffer) -> GlobalPtr {
+        GlobalPtr {
+            pe: pe::with(|pe| pe.pe),
+            addr: buf.addr(),
+            len: buf.len(),
+        }
+    }
+
+    /// The local address it points to (`CmiGptrDref`), if the calling PE
+    /// is in the process of the pointer's PE; `None` elsewhere, where the
+    /// address means nothing.
+    #[doc(alias = "CmiGptrDref")]
+    pub fn dref(&self) -> Option<*mut u8> {
+        pe::with(|pe| {
+            (self.pe == pe.pe || pe.job.local_pe(self.pe).is_some())
+                .then_some(self.addr as usize as *mut u8)
+        })
+    }
+
+    /// Copies its first `len` bytes here, waiting until they come
+    /// (`CmiSyncGet`; as [`GetHandle::wait`] waits).
+    #[doc(alias = "CmiSyncGet")]
+    pub fn sync_get(&self, len: usize) -> Result<Vec<u8>, RdmaError> {
+        self.get(len).wait()
+    }
+
+    /// Starts copying its first `len` bytes here (the CMI chapter's
+    /// `CmiGet` on a global pointer).
+    pub fn get(&self, len: usize) -> GetHandle {
+        self.check(len);
+        get(self.pe, self.addr, len)
+    }
+
+    /// Starts copying `data` to where it points (the CMI chapter's `CmiPut`
+    /// on a global pointer).
+    pub fn put(&self, data: &[u8]) -> PutHandle {
+        self.check(data.len());
+        put(self.pe, data, self.addr)
+    }
+
+    fn check(&self, len: usize) {
+        assert!(
+            len <= self.len,
+            "global pointer to {} bytes on PE {}: {len} bytes asked for",
+            self.len,
+            self.pe
+        );
+    }
+
+    /// Its bytes, to send in a message.
+    pub fn to_bytes(&self) -> [u8; Self::BYTES] {
+        let mut b = [0u8; Self::BYTES];
+        b[..8].copy_from_slice(&(self.pe as u64).to_le_bytes());
+        b[8..16].copy_from_slice(&self.addr.to_le_bytes());
+        b[16..].copy_from_slice(&(self.len as u64).to_le_bytes());
+        b
+    }
+
+    /// The pointer `to_bytes` gave, if `bytes` are one.
+    pub fn from_bytes(bytes: &[u8]) -> Option<GlobalPtr> {
+        let b: &[u8; Self::BYTES] = bytes.try_into().ok()?;
+        let word = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"));
+        Some(GlobalPtr {
+            pe: usize::try_from(word(0)).ok()?,
+            addr: word(8),
+            len: usize::try_from(word(16)).ok()?,
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The messages
+
+/// Registers the one-sided messages' handlers on `pe`.
+pub(crate) fn init_pe(pe: &Pe) {
+    let d = &pe.dispatch;
+    d.on(Kind::RdmaPut, |pe, _, msg| on_put(pe, &msg));
+    d.on(Kind::RdmaGet, |pe, _, msg| on_get(pe, &msg));
+    d.on(Kind::RdmaDone, |pe, _, msg| on_done(pe, &msg));
+}
+
+/// A put for this PE's process: write, answer.
+fn on_put(pe: &Pe, msg: &Message) {
+    let mut r = Reader::new(msg, "one-sided put");
+    let (id, addr, len) = (r.word(), r.word(), r.word());
+    let bytes = r.rest();
+    if bytes.len() as u64 != len {
+        r.malformed(&format!("it says {len} bytes and carries {}", bytes.len()));
+    }
+    let outcome = write_registered(pe.pe, addr, bytes)
+        .map(|()| Vec::new())
+        .map_err(|why| RdmaError {
+            target_pe: pe.pe,
+            why,
+        });
+    send(pe, msg.src_pe(), reply(id, outcome));
+}
+
+/// A get from this PE's process: read, answer with the bytes.
+fn on_get(pe: &Pe, msg: &Message) {
+    let mut r = Reader::new(msg, "one-sided get");
+    let (id, addr, len) = (r.word(), r.word(), r.word());
+    let outcome = match usize::try_from(len) {
+        Ok(len) if len <= crate::msg::message::MAX_MESSAGE_SIZE => {
+            read_registered(pe.pe, addr, len)
+        }
+        _ => Err(format!(
+            "a get of {len} bytes is larger than the largest message"
+        )),
+    }
+    .map_err(|why| RdmaError {
+        target_pe: pe.pe,
+        why,
+    });
+    send(pe, msg.src_pe(), reply(id, outcome));
+}
+
+/// The answer to one of this PE's operations.
+fn on_done(pe: &Pe, msg: &Message) {
+    let mut r = Reader::new(msg, "one-sided answer");
+    let (id, status) = (r.word(), r.word());
+    let rest = r.rest();
+    let Some(op) = with_in_flight(pe, |s| s.ops.remove(&id)) else {
+        r.malformed(&format!("PE {} has no one-sided operation {id}", pe.pe));
+    };
+    let outcome = match status {
+        0 => Ok(rest.to_vec()),
+        _ => Err(RdmaError {
+            target_pe: op.target,
+            why: String::from_utf8_lossy(rest).into_owned(),
+        }),
+    };
+    match op.callback {
+        Some(cb) => cb(outcome),
+        None => *op.slot.borrow_mut() = Some(outcome),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_are_covered_only_whole() {
+        let mut map = BTreeMap::new();
+        map.insert(100, 50);
+        map.insert(200, 0);
+        assert!(covered(&map, 100, 50));
+        assert!(covered(&map, 120, 30));
+        assert!(covered(&map, 150, 0));
+        assert!(!covered(&map, 120, 31));
+        assert!(!covered(&map, 99, 2));
+        assert!(!covered(&map, 151, 0));
+        assert!(covered(&map, 200, 0));
+        assert!(!covered(&map, 200, 1));
+        assert!(!covered(&map, u64::MAX, 2));
+    }
+
+    #[test]
+    fn registrations_may_not_overlap_and_unregister_exactly() {
+        // Addresses no allocation of this test process has (a high page of
+        // the canonical range): only the table is touched.
+        let base = 0x7fff_0000_0000u64;
+        register(base, 4096).unwrap();
+        let e = register(base + 4095, 10).unwrap_err();
+        assert!(
+            e.why
+                .contains("overlaps the registered range of 4096 bytes"),
+            "{e}"
+        );
+        register(base + 4096, 10).unwrap();
+        let e = unregister(base, 10).unwrap_err();
+        assert!(e.why.contains("4096 bytes are registered there"), "{e}");
+        unregister(base, 4096).unwrap();
+        unregister(base + 4096, 10).unwrap();
+        let e = unregister(base, 4096).unwrap_err();
+        assert!(e.why.contains("no range registered there"), "{e}");
+        assert!(register(u64::MAX - 1, 4).is_err());
+    }
+
+    #[test]
+    fn a_dma_buffer_is_registered_while_it_lives() {
+        let buf = dma_alloc(100);
+        buf.write(3, b"hello");
+        assert_eq!(read_registered(0, buf.addr() + 3, 5).unwrap(), b"hello");
+        write_registered(0, buf.addr() + 95, b"world").unwrap();
+        let mut out = [0u8; 5];
+        buf.read(95, &mut out);
+        assert_eq!(&out, b"world");
+        let e = write_registered(0, buf.addr() + 96, b"world").unwrap_err();
+        assert!(e.contains("a put of 5 bytes at"), "{e}");
+        assert!(
+            e.contains("refused: no range registered in PE 0's process holds it"),
+            "{e}"
+        );
+        let addr = buf.addr();
+        drop(buf);
+        assert!(read_registered(0, addr, 1).is_err(), "gone with the buffer");
+    }
+
+    #[test]
+    fn a_global_pointer_round_trips_as_bytes() {
+        let g = GlobalPtr {
+            pe: 3,
+            addr: 0xdead_beef,
+            len: 77,
+        };
+        assert_eq!(GlobalPtr::from_bytes(&g.to_bytes()), Some(g));
+        assert_eq!(GlobalPtr::from_bytes(&[0; 23]), None);
+    }
+
+    #[test]
+    fn atomic_copies_handle_every_alignment() {
+        let buf = dma_alloc(64);
+        for off in 0..16 {
+            for len in 0..40 {
+                let data: Vec<u8> = (0..len).map(|i| (i * 7 + off) as u8).collect();
+                buf.write(off, &data);
+                let mut back = vec![0; len];
+                buf.read(off, &mut back);
+                assert_eq!(back, data, "offset {off} length {len}");
+            }
+        }
+    }
+}

@@ -1,0 +1,105 @@
+//! One-sided communication within one process (`converse::cmi::rdma`): the
+//! copies happen at once, handles turn complete (`wait_test`), callbacks
+//! run once as messages on the initiating PE, memory registered with
+//! `register_memory` works as a `DmaBuffer` does, and whatever is not
+//! registered is refused. (Between processes: the `core_rdma` case of
+//! `convrun`'s multi-process tests.)
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Mutex;
+
+use converse::cmi::rdma::{self, DmaBuffer, GlobalPtr};
+use converse::{Converse, Message};
+
+/// Where PEs 1 and 2 keep their memory: (PE, address, length).
+static WHERE: Mutex<Vec<(usize, u64, usize)>> = Mutex::new(Vec::new());
+
+thread_local! {
+    static BUF: RefCell<Option<DmaBuffer>> = const { RefCell::new(None) };
+}
+
+#[test]
+fn puts_and_gets_within_one_process() {
+    WHERE.lock().unwrap().clear();
+    let code = Converse::new()
+        .args(["prog", "+p", "3"])
+        .run(|_| {
+            let ready = converse::register_handler(|_m: Message| {});
+            let me = converse::my_pe();
+            if me == 1 {
+                let buf = rdma::dma_alloc(1 << 20);
+                WHERE.lock().unwrap().push((1, buf.addr(), buf.len()));
+                BUF.with(|b| *b.borrow_mut() = Some(buf));
+                converse::sync_send_and_free(0, Message::new(ready, 0));
+            } else if me == 2 {
+                // Memory of the program's own, registered by hand (the
+                // C-style way); never freed: the job may touch it to the end.
+                let mem: &'static mut [u8] = Box::leak(vec![0u8; 4096].into_boxed_slice());
+                // SAFETY: leaked, so valid for ever; no reference to it is
+                // used again.
+                unsafe { rdma::register_memory(mem.as_mut_ptr(), mem.len()) }.unwrap();
+                WHERE.lock().unwrap().push((2, mem.as_ptr() as u64, 4096));
+                converse::sync_send_and_free(0, Message::new(ready, 0));
+            } else {
+                for _ in 0..2 {
+                    converse::deliver_specific_msg(ready);
+                }
+                let targets = WHERE.lock().unwrap().clone();
+                for (pe, addr, len) in targets {
+                    let data: Vec<u8> = (0..len).map(|i| (i * 13 + pe) as u8).collect();
+                    let h = rdma::put(pe, &data, addr);
+                    assert!(h.wait_test(), "in-process puts copy at once");
+                    h.wait().unwrap();
+                    let h = rdma::get(pe, addr + 1, len - 1);
+                    assert!(h.wait_test());
+                    assert_eq!(h.wait().unwrap(), data[1..]);
+                    // Callbacks run later, once each, as messages here.
+                    let ran = Rc::new(Cell::new(0));
+                    let r = ran.clone();
+                    rdma::put_cb(pe, b"xyz", addr, move |res| {
+                        res.unwrap();
+                        assert_eq!(converse::my_pe(), 0);
+                        r.set(r.get() + 1);
+                    });
+                    let r = ran.clone();
+                    rdma::get_cb(pe, addr, 3, move |res| {
+                        assert_eq!(res.unwrap(), b"xyz");
+                        r.set(r.get() + 10);
+                    });
+                    assert_eq!(ran.get(), 0, "not before they run as messages");
+                    while ran.get() < 11 {
+                        converse::schedule_count(1);
+                    }
+                    assert_eq!(ran.get(), 11);
+                    // A global pointer to the same memory: same process,
+                    // so it dereferences here too.
+                    let g = GlobalPtr { pe, addr, len };
+                    let g = GlobalPtr::from_bytes(&g.to_bytes()).unwrap();
+                    assert_eq!(g.dref(), Some(addr as usize as *mut u8));
+                    g.put(b"global").wait().unwrap();
+                    assert_eq!(g.sync_get(6).unwrap(), b"global");
+                    // Past the end; never registered.
+                    let e = rdma::get(pe, addr + len as u64, 1).wait().unwrap_err();
+                    assert_eq!(e.target_pe, pe);
+                    assert!(e.why.contains("a get of 1 bytes at"), "{e}");
+                    assert!(e.to_string().contains("no range registered in PE"), "{e}");
+                    let e = rdma::put(pe, &[0; 2], addr + len as u64 - 1)
+                        .wait()
+                        .unwrap_err();
+                    assert!(e.why.contains("a put of 2 bytes"), "{e}");
+                    let ran = Rc::new(Cell::new(false));
+                    let r = ran.clone();
+                    rdma::get_cb(pe, 16, 4, move |res| {
+                        assert!(res.is_err());
+                        r.set(true);
+                    });
+                    while !ran.get() {
+                        converse::schedule_count(1);
+                    }
+                }
+                converse::exit(0);
+            }
+        })
+        .expect("the job starts");
+    assert_eq!(code, 0);
+}
