@@ -393,6 +393,52 @@ pub trait NetModule: Send + Sync {
         false
     }
 
+    /// True if this module can copy straight between this process's memory
+    /// and process `peer`'s ([`NetModule::write_peer_memory`],
+    /// [`NetModule::read_peer_memory`]): shm where the system lets a
+    /// process read and write another's (`process_vm_readv`/`writev`).
+    fn copies_peer_memory(&self, _peer: usize) -> bool {
+        false
+    }
+
+    /// Copies `len` bytes at `src` to address `addr` of process `peer`, in
+    /// one copy. Fails naming the peer and the cause (a module that cannot:
+    /// see [`NetModule::copies_peer_memory`]).
+    ///
+    /// # Safety
+    /// `src` must be valid for reads of `len` bytes while the copy runs.
+    unsafe fn write_peer_memory(
+        &self,
+        peer: usize,
+        _addr: u64,
+        _src: *const u8,
+        _len: usize,
+    ) -> Result<(), NetError> {
+        Err(NetError::peer(
+            peer,
+            format!("{}: no copies into another process's memory", self.name()),
+        ))
+    }
+
+    /// Copies `len` bytes at address `addr` of process `peer` to `dst`, in
+    /// one copy; all of them, or an error naming the peer and the cause.
+    ///
+    /// # Safety
+    /// `dst` must be valid for writes of `len` bytes, and nothing may read
+    /// them while the copy runs.
+    unsafe fn read_peer_memory(
+        &self,
+        peer: usize,
+        _addr: u64,
+        _dst: *mut u8,
+        _len: usize,
+    ) -> Result<(), NetError> {
+        Err(NetError::peer(
+            peer,
+            format!("{}: no copies from another process's memory", self.name()),
+        ))
+    }
+
     /// Makes progress on sends and receives (`net_module_poll`), waiting up
     /// to `timeout` for something to happen (`None`: wait until something
     /// does or [`NetModule::wake`] is called). Returns true if anything

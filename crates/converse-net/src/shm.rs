@@ -520,15 +520,30 @@ impl ShmModule {
 
     /// Writes `from` at `addr` in process `pid`. All of it, or an error.
     fn write_remote(pid: i32, addr: u64, from: &[u8]) -> std::io::Result<()> {
+        // SAFETY: a slice is valid for reads of its length.
+        unsafe { Self::write_remote_raw(pid, addr, from.as_ptr(), from.len()) }
+    }
+
+    /// Writes the `len` bytes at `from` at `addr` in process `pid`.
+    ///
+    /// # Safety
+    /// `from` must be valid for reads of `len` bytes.
+    unsafe fn write_remote_raw(
+        pid: i32,
+        addr: u64,
+        from: *const u8,
+        len: usize,
+    ) -> std::io::Result<()> {
         let mut done = 0;
-        while done < from.len() {
+        while done < len {
             let local = libc::iovec {
-                iov_base: from[done..].as_ptr() as *mut c_void,
-                iov_len: from.len() - done,
+                // SAFETY: `done < len`: inside the caller's range.
+                iov_base: unsafe { from.add(done) } as *mut c_void,
+                iov_len: len - done,
             };
             let remote = libc::iovec {
                 iov_base: (addr as usize + done) as *mut c_void,
-                iov_len: from.len() - done,
+                iov_len: len - done,
             };
             // SAFETY: `local` covers memory we only read; the kernel checks
             // `remote` against the other process's mappings (what lands
@@ -1293,6 +1308,49 @@ impl NetModule for ShmModule {
             }
         }
         moved
+    }
+
+    fn copies_peer_memory(&self, peer: usize) -> bool {
+        self.vc(peer).is_ok_and(|vc| vc.single_copy)
+    }
+
+    unsafe fn write_peer_memory(
+        &self,
+        peer: usize,
+        addr: u64,
+        src: *const u8,
+        len: usize,
+    ) -> Result<(), NetError> {
+        let vc = self.vc(peer)?;
+        // SAFETY: the caller's promise for `src`.
+        unsafe { Self::write_remote_raw(vc.pid, addr, src, len) }.map_err(|e| {
+            NetError::peer(
+                peer,
+                format!(
+                    "shm: cannot write {len} bytes at {addr:#x} into process {peer} (pid {}): {e}",
+                    vc.pid
+                ),
+            )
+        })
+    }
+
+    unsafe fn read_peer_memory(
+        &self,
+        peer: usize,
+        addr: u64,
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<(), NetError> {
+        let vc = self.vc(peer)?;
+        Self::read_remote_raw(vc.pid, addr, dst, len).map_err(|e| {
+            NetError::peer(
+                peer,
+                format!(
+                    "shm: cannot read {len} bytes at {addr:#x} of process {peer} (pid {}): {e}",
+                    vc.pid
+                ),
+            )
+        })
     }
 
     fn has_queued(&self) -> bool {

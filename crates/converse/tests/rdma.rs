@@ -71,6 +71,15 @@ fn puts_and_gets_within_one_process() {
                         converse::schedule_count(1);
                     }
                     assert_eq!(ran.get(), 11);
+                    // From and into this PE's registered memory.
+                    let mine = std::sync::Arc::new(rdma::dma_alloc(len));
+                    mine.write(0, &data);
+                    rdma::put_from(pe, &mine, 1, len - 1, addr).wait().unwrap();
+                    let back = std::sync::Arc::new(rdma::dma_alloc(len + 5));
+                    rdma::get_into(pe, addr, &back, 5, len - 1).wait().unwrap();
+                    let mut got = vec![0; len - 1];
+                    back.read(5, &mut got);
+                    assert_eq!(got, data[1..]);
                     // A global pointer to the same memory: same process,
                     // so it dereferences here too.
                     let g = GlobalPtr { pe, addr, len };

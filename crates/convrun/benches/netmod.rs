@@ -27,6 +27,12 @@
 //!   and `raw_mpi_stream_<size>`: two ranks bounce and stream the same
 //!   bytes with blocking `MPI_Send`/`MPI_Recv` (the `mpi` crate, in the
 //!   same run).
+//! - `rdma_get_<size>` (`-- rdma`): PE 0 gets `<size>` bytes of PE 1's
+//!   registered memory into its own (`cmi::rdma::get_into` a `DmaBuffer`,
+//!   then `wait`), PE 1 in another process over shm (single copy from 16
+//!   KiB on). Baseline `raw_process_vm_readv_<size>`: PE 0 reads the same
+//!   bytes into the same buffer with `process_vm_readv` itself, in the
+//!   same run.
 //! - `convrun_startup_p4`: `convrun +p 4` of a program that ends at once.
 //!   Baseline `spawn_4`: starting the same binary as 4 plain processes
 //!   (without the runtime) and waiting for them.
@@ -73,6 +79,7 @@ fn main() {
     match args.get(1).map(String::as_str) {
         Some("job-pingpong") => job_pingpong(),
         Some("job-noop") => job_noop(),
+        Some("job-rdma") => job_rdma(),
         Some("raw-peer") => raw_peer(&args[2]),
         Some("raw-shm-peer") => raw_shm_peer(&args[2]),
         #[cfg(feature = "mpi")]
@@ -108,6 +115,9 @@ fn driver() {
     if wanted("mpi") {
         let raw = raw_mpi_figures();
         job_figures("mpi", &raw);
+    }
+    if wanted("rdma") {
+        rdma_figures();
     }
     if wanted("startup") {
         startup_figure();
@@ -207,6 +217,99 @@ fn startup_figure() {
         t.elapsed().as_secs_f64() * 1e3
     });
     common::line("convrun_startup_p4", convrun, "ms", "spawn_4", spawn, "ms");
+}
+
+/// Sizes of the one-sided gets.
+const RDMA_SIZES: [usize; 5] = [8, 4 << 10, 64 << 10, 1 << 20, 4 << 20];
+
+/// Runs the one-sided job over shm and prints its figures.
+fn rdma_figures() {
+    let out = Command::new(CONVRUN)
+        .args(["+p", "2", "++netmod", "shm", &me(), "job-rdma"])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("convrun starts");
+    assert!(out.status.success(), "the one-sided job failed");
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        if let ["rdma", size, us, raw] = l.split_whitespace().collect::<Vec<_>>().as_slice() {
+            let name = common::size_name(size.parse().unwrap());
+            common::line(
+                &format!("rdma_get_{name}"),
+                us.parse().unwrap(),
+                "us",
+                &format!("raw_process_vm_readv_{name}"),
+                raw.parse().unwrap(),
+                "us",
+            );
+        }
+    }
+}
+
+/// PE 1 registers a buffer and tells PE 0 where it is (and its process's
+/// pid); PE 0 times gets of it, and `process_vm_readv`s of the same bytes.
+fn job_rdma() {
+    use converse::cmi::rdma;
+    thread_local! {
+        static BUF: std::cell::RefCell<Option<rdma::DmaBuffer>> = const { std::cell::RefCell::new(None) };
+    }
+    let code = Converse::new()
+        .run(|_| {
+            let at = converse::register_handler(|m: Message| {
+                TAKEN.with(|t| *t.borrow_mut() = Some(m));
+            });
+            if converse::my_pe() == 1 {
+                let buf = rdma::dma_alloc(4 << 20);
+                let mut m = Message::new(at, 16);
+                m.payload_mut()[..8].copy_from_slice(&buf.addr().to_le_bytes());
+                m.payload_mut()[8..].copy_from_slice(&u64::from(std::process::id()).to_le_bytes());
+                BUF.with(|b| *b.borrow_mut() = Some(buf));
+                converse::sync_send_and_free(0, m);
+                return;
+            }
+            converse::deliver_specific_msg(at);
+            let m = TAKEN
+                .with(|t| t.borrow_mut().take())
+                .expect("the address came");
+            let word =
+                |i: usize| u64::from_le_bytes(m.payload()[i * 8..i * 8 + 8].try_into().unwrap());
+            let (addr, pid) = (word(0), word(1) as i32);
+            let local = std::sync::Arc::new(rdma::dma_alloc(4 << 20));
+            for size in RDMA_SIZES {
+                let rounds = rounds_for(size);
+                let warm = 10.min(rounds);
+                let mut t0 = Instant::now();
+                for i in 0..warm + rounds {
+                    if i == warm {
+                        t0 = Instant::now();
+                    }
+                    rdma::get_into(1, addr, &local, 0, size)
+                        .wait()
+                        .expect("the get works");
+                }
+                let us = t0.elapsed().as_secs_f64() / rounds as f64 * 1e6;
+                let t0 = Instant::now();
+                for _ in 0..rounds {
+                    let l = libc::iovec {
+                        iov_base: local.addr() as usize as *mut libc::c_void,
+                        iov_len: size,
+                    };
+                    let r = libc::iovec {
+                        iov_base: addr as usize as *mut libc::c_void,
+                        iov_len: size,
+                    };
+                    // SAFETY: `l` is our registered buffer (4 MiB, at least
+                    // `size`; nothing here reads it meanwhile); the kernel
+                    // checks `r` against the other process.
+                    let n = unsafe { libc::process_vm_readv(pid, &l, 1, &r, 1, 0) };
+                    assert_eq!(n, size as isize, "process_vm_readv");
+                }
+                let raw = t0.elapsed().as_secs_f64() / rounds as f64 * 1e6;
+                println!("rdma {size} {us:.3} {raw:.3}");
+            }
+            converse::exit(0);
+        })
+        .unwrap();
+    std::process::exit(code)
 }
 
 // ---- the job -----------------------------------------------------------------

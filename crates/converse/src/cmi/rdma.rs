@@ -2,7 +2,7 @@
 //! Interface"): a PE reads ([`get`]) or writes ([`put`]) memory that a
 //! process registered ([`register_memory`], [`dma_alloc`]) without the PE
 //! that owns it calling anything; completion is learnt from a handle
-//! ([`PutHandle::wait_test`]) or a callback that runs as a message on the
+//! ([`RdmaHandle::wait_test`]) or a callback that runs as a message on the
 //! initiating PE ([`put_cb`], [`get_cb`]).
 //!
 //! # What registration means
@@ -18,12 +18,18 @@
 //!
 //! - Target PE in this process: the initiating PE copies at once (the
 //!   manual's hardware case); the handle is complete when the call returns.
-//! - Target PE in another process (shm, tcp, mpi alike, emulated as the
-//!   manual says "for machines which do not have a one-sided hardware"): a
-//!   runtime message carries the request (and a put's bytes); any PE of the
-//!   target's process handles it on the target PE's behalf when its
-//!   scheduler runs it (here: the target PE), checks the range, copies, and
-//!   answers with the bytes (get) or an acknowledgement (put).
+//! - Target PE in another process: a runtime message carries the request
+//!   to the target PE, which checks the range when its scheduler runs the
+//!   message and answers. Over tcp and mpi (the manual's emulation "for
+//!   machines which do not have a one-sided hardware") the bytes travel in
+//!   the messages: a put's with the request, a get's with the answer. Over
+//!   shm where one process may read and write another's memory, an
+//!   operation of [`SINGLE_COPY_MIN`] bytes or more moves them in one copy
+//!   done by the target's process, which alone can check and hold its
+//!   registration: a get's answer is written (`process_vm_writev`) straight
+//!   into a buffer the initiator made for it and keeps until the answer;
+//!   a put's bytes are read (`process_vm_readv`) from the initiator's copy
+//!   of them. The request carries that buffer's address.
 //!
 //! # Invariants
 //!
@@ -49,7 +55,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
-use std::sync::{PoisonError, RwLock, RwLockReadGuard};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use crate::msg::message::Message;
 use crate::msg::message::MessageRaw as _;
@@ -336,6 +342,10 @@ impl fmt::Debug for DmaBuffer {
 // ---------------------------------------------------------------------------
 // Operations
 
+/// Operations between processes from this many bytes on move in one copy
+/// where the network allows it (see "How the bytes move").
+pub const SINGLE_COPY_MIN: usize = 16 << 10;
+
 /// Where an operation's outcome goes.
 type Outcome = Result<Vec<u8>, RdmaError>;
 
@@ -344,6 +354,120 @@ struct Pending {
     target: usize,
     slot: Rc<RefCell<Option<Outcome>>>,
     callback: Option<Box<dyn FnOnce(Outcome)>>,
+    /// A single-copy operation's buffer, which the target's process reads
+    /// (put) or writes (get) until it answers: kept here, untouched, until
+    /// then.
+    buffer: Option<Vec<u8>>,
+    /// A registered buffer of this process that the operation reads or
+    /// writes: kept alive (and so registered) until the answer.
+    keep: Option<Arc<DmaBuffer>>,
+    /// A get into a registered buffer whose bytes come in the answer: where
+    /// they go (offset) and how many are due.
+    deliver_into: Option<(usize, usize)>,
+}
+
+/// What an operation does at its target.
+enum Op<'a> {
+    /// Writes `src` at `addr`.
+    Put { src: &'a [u8], addr: u64 },
+    /// Reads `len` bytes at `addr`, returned in a new vector.
+    Get { addr: u64, len: usize },
+    /// Writes `len` bytes of the registered `from`, at `offset`, at `addr`.
+    PutFrom {
+        from: &'a Arc<DmaBuffer>,
+        offset: usize,
+        len: usize,
+        addr: u64,
+    },
+    /// Reads `len` bytes at `addr` into the registered `into`, at `offset`.
+    GetInto {
+        addr: u64,
+        len: usize,
+        into: &'a Arc<DmaBuffer>,
+        offset: usize,
+    },
+}
+
+impl Op<'_> {
+    fn len(&self) -> usize {
+        match *self {
+            Op::Put { src, .. } => src.len(),
+            Op::Get { len, .. } | Op::PutFrom { len, .. } | Op::GetInto { len, .. } => len,
+        }
+    }
+
+    fn what(&self) -> &'static str {
+        match self {
+            Op::Put { .. } | Op::PutFrom { .. } => "one-sided put to",
+            Op::Get { .. } | Op::GetInto { .. } => "one-sided get from",
+        }
+    }
+
+    /// The registered buffer of this process it uses, if any.
+    fn local_buffer(&self) -> Option<(&Arc<DmaBuffer>, usize)> {
+        match *self {
+            Op::PutFrom { from, offset, .. } => Some((from, offset)),
+            Op::GetInto { into, offset, .. } => Some((into, offset)),
+            _ => None,
+        }
+    }
+
+    /// The operation done here, on memory of this process.
+    fn local(&self, target_pe: usize) -> Outcome {
+        match *self {
+            Op::Put { src, addr } => write_registered(target_pe, addr, src).map(|()| Vec::new()),
+            Op::Get { addr, len } => read_registered(target_pe, addr, len),
+            Op::PutFrom {
+                from,
+                offset,
+                len,
+                addr,
+            } => {
+                let mut bytes = vec![0; len];
+                from.read(offset, &mut bytes);
+                write_registered(target_pe, addr, &bytes).map(|()| Vec::new())
+            }
+            Op::GetInto {
+                addr,
+                len,
+                into,
+                offset,
+            } => read_registered(target_pe, addr, len).map(|bytes| {
+                into.write(offset, &bytes);
+                Vec::new()
+            }),
+        }
+        .map_err(|why| RdmaError { target_pe, why })
+    }
+
+    /// The request for the target's process (`buffer`: the address of the
+    /// buffer its process copies from or into, 0 for none: the bytes then
+    /// travel in the messages).
+    fn request(&self, id: u64, buffer: u64) -> Message {
+        match *self {
+            Op::Put { src, addr } => system::message(
+                Kind::RdmaPut,
+                &[id, addr, src.len() as u64, buffer],
+                if buffer == 0 { src } else { &[] },
+            ),
+            Op::PutFrom {
+                from,
+                offset,
+                len,
+                addr,
+            } => {
+                let mut bytes = Vec::new();
+                if buffer == 0 {
+                    bytes.resize(len, 0);
+                    from.read(offset, &mut bytes);
+                }
+                system::message(Kind::RdmaPut, &[id, addr, len as u64, buffer], &bytes)
+            }
+            Op::Get { addr, len } | Op::GetInto { addr, len, .. } => {
+                system::message(Kind::RdmaGet, &[id, addr, len as u64, buffer], &[])
+            }
+        }
+    }
 }
 
 #[derive(Default)]
@@ -403,12 +527,12 @@ impl Slot {
 
 /// A put in flight (`CmiPut`'s handle).
 #[must_use = "a put's handle says when it is done and whether it failed"]
-pub struct PutHandle {
+pub struct RdmaHandle {
     slot: Slot,
     target: usize,
 }
 
-impl PutHandle {
+impl RdmaHandle {
     /// True once the put is done, or failed (`CmiWaitTest`).
     #[doc(alias = "CmiWaitTest")]
     pub fn wait_test(&self) -> bool {
@@ -438,34 +562,56 @@ impl GetHandle {
     }
 
     /// Waits until the get is done and returns its bytes (as
-    /// [`PutHandle::wait`] waits).
+    /// [`RdmaHandle::wait`] waits).
     pub fn wait(self) -> Result<Vec<u8>, RdmaError> {
         self.slot.wait(self.target)
     }
 }
 
-/// Starts an operation on `target_pe` from the calling PE: copies at once
-/// if the target is in this process, else sends `request` there. Returns
-/// the slot its outcome goes to.
-fn start(
-    target_pe: usize,
-    what: &str,
-    local: impl FnOnce() -> Outcome,
-    request: impl FnOnce(u64) -> Message,
-    callback: Option<Box<dyn FnOnce(Outcome)>>,
-) -> Slot {
+/// Starts `op` on `target_pe` from the calling PE: copies at once if the
+/// target is in this process, else sends the request there. Returns the
+/// slot its outcome goes to.
+fn start(target_pe: usize, op: Op<'_>, callback: Option<Box<dyn FnOnce(Outcome)>>) -> Slot {
     pe::with(|pe| {
-        pe.check_pe(target_pe, what);
+        pe.check_pe(target_pe, op.what());
+        if let Some((buf, offset)) = op.local_buffer() {
+            buf.check(offset, op.len());
+        }
         let slot = Slot(Rc::new(RefCell::new(None)));
         let id = with_in_flight(pe, |s| {
             s.next_id += 1;
             s.next_id
         });
-        let in_process = pe.job.local_pe(target_pe).is_some() || target_pe == pe.pe;
+        let in_process = target_pe == pe.pe || pe.job.local_pe(target_pe).is_some();
         if in_process && callback.is_none() {
-            *slot.0.borrow_mut() = Some(local());
+            *slot.0.borrow_mut() = Some(op.local(target_pe));
             return slot;
         }
+        let single_copy = !in_process
+            && op.len() >= SINGLE_COPY_MIN
+            && pe
+                .job
+                .remote()
+                .copies_memory_of(pe.job.topo.node_of(target_pe));
+        // A single copy goes between the target's memory and a buffer here
+        // that stays put until the answer: the registered one the
+        // operation names, or a vector's heap block (which stays where it
+        // is while the `Vec` sits in the table).
+        let buffer = match op {
+            Op::Put { src, .. } if single_copy => Some(src.to_vec()),
+            Op::Get { len, .. } if single_copy => Some(vec![0; len]),
+            _ => None,
+        };
+        let buffer_addr = match (&buffer, op.local_buffer()) {
+            _ if !single_copy => 0,
+            (Some(b), _) => b.as_ptr() as u64,
+            (None, Some((buf, offset))) => buf.addr() + offset as u64,
+            (None, None) => 0,
+        };
+        let deliver_into = match op {
+            Op::GetInto { offset, len, .. } if !single_copy => Some((offset, len)),
+            _ => None,
+        };
         with_in_flight(pe, |s| {
             s.ops.insert(
                 id,
@@ -473,16 +619,18 @@ fn start(
                     target: target_pe,
                     slot: slot.0.clone(),
                     callback,
+                    buffer,
+                    keep: op.local_buffer().map(|(b, _)| b.clone()),
+                    deliver_into,
                 },
             )
         });
         if in_process {
             // The copy now; the callback as a message on this PE.
-            let outcome = local();
-            let msg = reply(id, outcome);
+            let msg = reply(id, op.local(target_pe));
             send(pe, pe.pe, msg);
         } else {
-            send(pe, target_pe, request(id));
+            send(pe, target_pe, op.request(id, buffer_addr));
         }
         slot
     })
@@ -498,8 +646,8 @@ fn send(pe: &Pe, dest: usize, mut msg: Message) {
 /// why it failed.
 fn reply(id: u64, outcome: Outcome) -> Message {
     match outcome {
-        Ok(bytes) => system::message(Kind::RdmaDone, &[id, 0], &bytes),
-        Err(e) => system::message(Kind::RdmaDone, &[id, 1], e.why.as_bytes()),
+        Ok(bytes) => system::message(Kind::RdmaDone, &[id, DONE_OK], &bytes),
+        Err(e) => system::message(Kind::RdmaDone, &[id, DONE_FAILED], e.why.as_bytes()),
     }
 }
 
@@ -508,8 +656,8 @@ fn reply(id: u64, outcome: Outcome) -> Message {
 /// call returns. The handle completes once the bytes are there, or the
 /// target refused them (a range it has not registered).
 #[doc(alias = "CmiPut")]
-pub fn put(target_pe: usize, src: &[u8], remote_addr: u64) -> PutHandle {
-    PutHandle {
+pub fn put(target_pe: usize, src: &[u8], remote_addr: u64) -> RdmaHandle {
+    RdmaHandle {
         slot: start_put(target_pe, src, remote_addr, None),
         target: target_pe,
     }
@@ -536,17 +684,11 @@ fn start_put(
     remote_addr: u64,
     callback: Option<Box<dyn FnOnce(Outcome)>>,
 ) -> Slot {
-    start(
-        target_pe,
-        "one-sided put to",
-        || {
-            write_registered(target_pe, remote_addr, src)
-                .map(|()| Vec::new())
-                .map_err(|why| RdmaError { target_pe, why })
-        },
-        |id| system::message(Kind::RdmaPut, &[id, remote_addr, src.len() as u64], src),
-        callback,
-    )
+    let op = Op::Put {
+        src,
+        addr: remote_addr,
+    };
+    start(target_pe, op, callback)
 }
 
 /// Reads `len` bytes at `remote_addr` in PE `target_pe`'s process
@@ -572,19 +714,70 @@ pub fn get_cb(
     let _ = start_get(target_pe, remote_addr, len, Some(Box::new(callback)));
 }
 
+/// Writes `len` bytes of `from` (at `offset`) at `remote_addr` in PE
+/// `target_pe`'s process: the manual's `CmiPut` from registered memory,
+/// which over shm the target's process reads in one copy (nothing is
+/// copied here first). `from` is kept alive until the put is done; its
+/// bytes should not change meanwhile.
+///
+/// # Panics
+/// If the bytes are not all inside `from`.
+pub fn put_from(
+    target_pe: usize,
+    from: &Arc<DmaBuffer>,
+    offset: usize,
+    len: usize,
+    remote_addr: u64,
+) -> RdmaHandle {
+    let op = Op::PutFrom {
+        from,
+        offset,
+        len,
+        addr: remote_addr,
+    };
+    RdmaHandle {
+        slot: start(target_pe, op, None),
+        target: target_pe,
+    }
+}
+
+/// Reads `len` bytes at `remote_addr` in PE `target_pe`'s process into
+/// `into` at `offset`: the manual's `CmiGet` into registered memory, which
+/// over shm the target's process writes in one copy. `into` is kept alive
+/// until the get is done; read the bytes after that.
+///
+/// # Panics
+/// If the bytes do not all fit inside `into`.
+pub fn get_into(
+    target_pe: usize,
+    remote_addr: u64,
+    into: &Arc<DmaBuffer>,
+    offset: usize,
+    len: usize,
+) -> RdmaHandle {
+    let op = Op::GetInto {
+        addr: remote_addr,
+        len,
+        into,
+        offset,
+    };
+    RdmaHandle {
+        slot: start(target_pe, op, None),
+        target: target_pe,
+    }
+}
+
 fn start_get(
     target_pe: usize,
     remote_addr: u64,
     len: usize,
     callback: Option<Box<dyn FnOnce(Outcome)>>,
 ) -> Slot {
-    start(
-        target_pe,
-        "one-sided get from",
-        || read_registered(target_pe, remote_addr, len).map_err(|why| RdmaError { target_pe, why }),
-        |id| system::message(Kind::RdmaGet, &[id, remote_addr, len as u64], &[]),
-        callback,
-    )
+    let op = Op::Get {
+        addr: remote_addr,
+        len,
+    };
+    start(target_pe, op, callback)
 }
 
 // ---------------------------------------------------------------------------
@@ -660,7 +853,7 @@ impl GlobalPtr {
 
     /// Starts copying `data` to where it points (the CMI chapter's `CmiPut`
     /// on a global pointer).
-    pub fn put(&self, data: &[u8]) -> PutHandle {
+    pub fn put(&self, data: &[u8]) -> RdmaHandle {
         self.check(data.len());
         put(self.pe, data, self.addr)
     }
@@ -706,34 +899,79 @@ pub(crate) fn init_pe(pe: &Pe) {
     d.on(Kind::RdmaDone, |pe, _, msg| on_done(pe, &msg));
 }
 
-/// A put for this PE's process: write, answer.
+/// Status words of an answer.
+const DONE_OK: u64 = 0;
+const DONE_FAILED: u64 = 1;
+
+/// A put for this PE's process: write (from the message, or straight from
+/// the initiator's buffer), answer.
 fn on_put(pe: &Pe, msg: &Message) {
     let mut r = Reader::new(msg, "one-sided put");
-    let (id, addr, len) = (r.word(), r.word(), r.word());
+    let (id, addr, len, from) = (r.word(), r.word(), r.word(), r.word());
     let bytes = r.rest();
-    if bytes.len() as u64 != len {
-        r.malformed(&format!("it says {len} bytes and carries {}", bytes.len()));
+    let outcome = if from == 0 {
+        if bytes.len() as u64 != len {
+            r.malformed(&format!("it says {len} bytes and carries {}", bytes.len()));
+        }
+        write_registered(pe.pe, addr, bytes)
+    } else {
+        let node = pe.job.topo.node_of(msg.src_pe());
+        let map = registered();
+        match usize::try_from(len) {
+            Ok(n) if covered(&map, addr, len) => {
+                // SAFETY: the range is registered (kept so while the read
+                // lock is held), and registered memory is never Rust memory
+                // a reference covers (it is touched atomically, or through
+                // raw pointers by its owner's contract).
+                unsafe {
+                    pe.job
+                        .remote()
+                        .read_memory_of(node, from, addr as usize as *mut u8, n)
+                }
+            }
+            _ => Err(refusal("put", pe.pe, addr, len as usize)),
+        }
     }
-    let outcome = write_registered(pe.pe, addr, bytes)
-        .map(|()| Vec::new())
-        .map_err(|why| RdmaError {
-            target_pe: pe.pe,
-            why,
-        });
+    .map(|()| Vec::new())
+    .map_err(|why| RdmaError {
+        target_pe: pe.pe,
+        why,
+    });
     send(pe, msg.src_pe(), reply(id, outcome));
 }
 
-/// A get from this PE's process: read, answer with the bytes.
+/// A get from this PE's process: read, answer with the bytes (or write
+/// them straight into the initiator's buffer).
 fn on_get(pe: &Pe, msg: &Message) {
     let mut r = Reader::new(msg, "one-sided get");
-    let (id, addr, len) = (r.word(), r.word(), r.word());
-    let outcome = match usize::try_from(len) {
-        Ok(len) if len <= crate::msg::message::MAX_MESSAGE_SIZE => {
-            read_registered(pe.pe, addr, len)
+    let (id, addr, len, into) = (r.word(), r.word(), r.word(), r.word());
+    let too_long = || RdmaError {
+        target_pe: pe.pe,
+        why: format!("a get of {len} bytes is larger than the largest message"),
+    };
+    let Some(n) = usize::try_from(len)
+        .ok()
+        .filter(|&n| n <= crate::msg::message::MAX_MESSAGE_SIZE)
+    else {
+        return send(pe, msg.src_pe(), reply(id, Err(too_long())));
+    };
+    let outcome = if into == 0 {
+        read_registered(pe.pe, addr, n)
+    } else {
+        let node = pe.job.topo.node_of(msg.src_pe());
+        let map = registered();
+        if covered(&map, addr, len) {
+            // SAFETY: registered (kept so while the read lock is held):
+            // valid for reads of `n` bytes during the copy.
+            unsafe {
+                pe.job
+                    .remote()
+                    .write_memory_of(node, into, addr as usize as *const u8, n)
+            }
+            .map(|()| Vec::new())
+        } else {
+            Err(refusal("get", pe.pe, addr, n))
         }
-        _ => Err(format!(
-            "a get of {len} bytes is larger than the largest message"
-        )),
     }
     .map_err(|why| RdmaError {
         target_pe: pe.pe,
@@ -747,11 +985,27 @@ fn on_done(pe: &Pe, msg: &Message) {
     let mut r = Reader::new(msg, "one-sided answer");
     let (id, status) = (r.word(), r.word());
     let rest = r.rest();
-    let Some(op) = with_in_flight(pe, |s| s.ops.remove(&id)) else {
+    let Some(mut op) = with_in_flight(pe, |s| s.ops.remove(&id)) else {
         r.malformed(&format!("PE {} has no one-sided operation {id}", pe.pe));
     };
-    let outcome = match status {
-        0 => Ok(rest.to_vec()),
+    let single_copy_get = op.buffer.is_some() && rest.is_empty();
+    let outcome = match (status, op.deliver_into) {
+        (DONE_OK, Some((offset, len))) => match (&op.keep, rest.len() == len) {
+            (Some(buf), true) => {
+                buf.write(offset, rest);
+                Ok(Vec::new())
+            }
+            _ => r.malformed(&format!(
+                "the answer to get {id} carries {} bytes, {len} were asked for",
+                rest.len()
+            )),
+        },
+        (DONE_OK, None) if single_copy_get => {
+            // The target's process wrote the bytes into the buffer (a
+            // put's buffer was only read, and its answer is empty anyway).
+            Ok(op.buffer.take().expect("checked"))
+        }
+        (DONE_OK, None) => Ok(rest.to_vec()),
         _ => Err(RdmaError {
             target_pe: op.target,
             why: String::from_utf8_lossy(rest).into_owned(),

@@ -768,6 +768,46 @@ impl Network {
         self.module(node).gathers()
     }
 
+    /// True if the module to process `node` copies straight between the
+    /// two processes' memory (`NetModule::copies_peer_memory`).
+    pub fn copies_memory_of(&self, node: usize) -> bool {
+        self.module(node).copies_peer_memory(node)
+    }
+
+    /// Copies `len` bytes at `src` to `addr` in process `node` (see
+    /// [`Network::copies_memory_of`]).
+    ///
+    /// # Safety
+    /// `src` valid for reads of `len` bytes while the copy runs.
+    pub unsafe fn write_memory_of(
+        &self,
+        node: usize,
+        addr: u64,
+        src: *const u8,
+        len: usize,
+    ) -> Result<(), String> {
+        // SAFETY: the caller's promise.
+        unsafe { self.module(node).write_peer_memory(node, addr, src, len) }
+            .map_err(|e| e.to_string())
+    }
+
+    /// Copies `len` bytes at `addr` of process `node` to `dst`.
+    ///
+    /// # Safety
+    /// As `NetModule::read_peer_memory`: `dst` valid for `len` bytes of
+    /// writes, read by no one meanwhile.
+    pub unsafe fn read_memory_of(
+        &self,
+        node: usize,
+        addr: u64,
+        dst: *mut u8,
+        len: usize,
+    ) -> Result<(), String> {
+        // SAFETY: the caller's promise.
+        unsafe { self.module(node).read_peer_memory(node, addr, dst, len) }
+            .map_err(|e| e.to_string())
+    }
+
     /// Sends a copy of `msg`, stamped as a user message from PE `src`, to
     /// `tag` (a PE, or a node with [`FLAG_NODE`]) on process `peer`: written
     /// from `msg`'s own bytes as far as the network takes them at once, the

@@ -1785,6 +1785,20 @@ fn rdma() -> i32 {
                     Err(e) => fail(&format!("get of {what}: {e}")),
                 }
             }
+            // From and into registered memory of this PE (over shm, the
+            // single copies straight between the two buffers).
+            let size = sizes[sizes.len() - 1];
+            let mine = std::sync::Arc::new(rdma::dma_alloc(size + 8));
+            let data = pattern(size, 99);
+            mine.write(8, &data);
+            let h = rdma::put_from(pe, &mine, 8, size, addr);
+            check!(h.wait().is_ok(), "put_from of {size} bytes to PE {pe}");
+            let back = std::sync::Arc::new(rdma::dma_alloc(size + 3));
+            let h = rdma::get_into(pe, addr, &back, 3, size);
+            check!(h.wait().is_ok(), "get_into of {size} bytes from PE {pe}");
+            let mut got = vec![0; size];
+            back.read(3, &mut got);
+            check_pattern(&got, size, 99, &format!("get_into from PE {pe}"));
             // Callbacks: each runs once, on this PE, after its operation.
             let ran = Rc::new(Cell::new(0));
             let data = pattern(100, 7);
