@@ -36,8 +36,6 @@
 //! in the `converse-ccs` crate). Not yet here, until the issues that add them
 //! land:
 //!
-//! - isomalloc: `CmiIsomalloc`, `CmiIsomallocFree`, `CmiIsomallocPup`,
-//!   `CmiIsomallocLength`, `CmiIsomallocInRange`;
 //! - thread migration: `CthPup`;
 //! - persistent communication: `PersistentHandle`, `PersistentReq`,
 //!   `CmiCreatePersistent`, `CmiCreateReceiverPersistent`,
@@ -72,6 +70,7 @@ pub mod cmi;
 pub mod csd;
 pub mod cth;
 pub mod machine;
+mod mem;
 pub mod msg;
 mod net;
 mod proc;
@@ -130,6 +129,7 @@ pub use rt::handlers::{
     handler_function, handler_of, number_handler, register_handler, register_handler_global,
     register_handler_local,
 };
+pub use rt::isomalloc;
 pub use rt::lock::{NodeLock, NodeLockGuard, node_barrier, unlock};
 pub use rt::random;
 pub use rt::{

@@ -30,6 +30,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[&[&str]] = &[
     &["sync"],
     &["proc"],
+    &["mem"],
     &["msg"],
     &["net"],
     &["csd::cqs", "csd::idle"],

@@ -22,16 +22,6 @@ use std::path::{Path, PathBuf};
 /// Documented names with no Rust equivalent yet, by area (the same list is
 /// in the README and the crate documentation).
 const NOT_YET: &[(&str, &[&str])] = &[
-    (
-        "isomalloc (migratable memory)",
-        &[
-            "CmiIsomalloc",
-            "CmiIsomallocFree",
-            "CmiIsomallocPup",
-            "CmiIsomallocLength",
-            "CmiIsomallocInRange",
-        ],
-    ),
     ("thread migration", &["CthPup"]),
     (
         "persistent communication",

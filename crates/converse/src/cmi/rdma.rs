@@ -34,9 +34,13 @@
 //! # Invariants
 //!
 //! - Bytes of registered memory are copied by the runtime with relaxed
-//!   atomic loads and stores (a word at a time), so a copy racing the
-//!   owner's own access through [`DmaBuffer`] gives unspecified bytes,
-//!   never undefined behaviour. Memory registered with the `unsafe`
+//!   atomic loads and stores (a word at a time where aligned, bytes at the
+//!   edges), and [`DmaBuffer`] reads and writes the same way, so no
+//!   access to it is a plain data race. Two that overlap at different
+//!   alignments are mixed-size atomics, which Rust's memory model leaves
+//!   undefined: as with MPI's one-sided windows, a program must not let an
+//!   operation race its own accesses to the same bytes (wait for the
+//!   handle, or the callback, first). Memory registered with the `unsafe`
 //!   [`register_memory`] is the caller's to keep valid.
 //! - A copy holds the registration table's read lock; unregistering takes
 //!   its write lock, so once [`unregister_memory`] returns (or a

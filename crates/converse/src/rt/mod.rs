@@ -8,6 +8,7 @@
 //! `ccs` (the layering test in `tests/layering.rs` checks it).
 pub mod globals;
 pub(crate) mod handlers;
+pub mod isomalloc;
 pub(crate) mod job;
 #[doc(hidden)]
 pub mod launch;

@@ -1866,6 +1866,142 @@ fn rdma() -> i32 {
 }
 
 // ---------------------------------------------------------------------------
+// core_isomalloc: unique addresses across processes; a block that migrates
+// ---------------------------------------------------------------------------
+
+/// Every PE allocates blocks and reports their ranges to PE 0, which checks
+/// that no two overlap; then a block holding a linked list travels from
+/// PE 0 to the last PE (another process), is changed there, and comes
+/// back, its internal pointers valid all the way.
+fn isomalloc_case() -> i32 {
+    use converse::isomalloc::{self, PackedBlock};
+    #[repr(C)]
+    struct Node {
+        value: u64,
+        next: *mut Node,
+    }
+    /// The list's values, following its pointers.
+    fn walk(block: std::ptr::NonNull<u8>) -> Vec<u64> {
+        let mut v = Vec::new();
+        let mut at = block.as_ptr() as *const Node;
+        while !at.is_null() {
+            // SAFETY: a list built below, in a live block.
+            unsafe {
+                v.push((*at).value);
+                at = (*at).next;
+            }
+        }
+        v
+    }
+    thread_local! {
+        static RANGES: RefCell<Vec<(u64, u64)>> = const { RefCell::new(Vec::new()) };
+    }
+    run_normal(|_| {
+        let (p, me) = (num_pes(), my_pe());
+        let last = p - 1;
+        let ranges = converse::register_handler(move |m: Message| {
+            let w: Vec<u64> = m
+                .payload()
+                .chunks(8)
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            RANGES.with(|r| r.borrow_mut().extend(w.chunks(2).map(|c| (c[0], c[1]))));
+        });
+        let traveller = {
+            converse::register_handler(move |m: Message| {
+                let packed =
+                    PackedBlock::from_bytes(m.payload()).unwrap_or_else(|| fail("a packed block"));
+                let block = isomalloc::isomalloc_unpack(&packed)
+                    .unwrap_or_else(|e| fail(&format!("unpack on PE {}: {e}", my_pe())));
+                check!(block.as_ptr() as u64 == packed.addr, "moved");
+                let got = walk(block);
+                // Each hop adds one to every value: the first says how
+                // many hops so far.
+                let hop = got.first().copied().unwrap_or(0) as usize;
+                let want: Vec<u64> = (0..50).map(|i| i + hop as u64).collect();
+                check!(got == want, "hop {hop} on PE {}: {got:?}", my_pe());
+                // One more to every value, through the pointers.
+                let mut at = block.as_ptr() as *mut Node;
+                while !at.is_null() {
+                    // SAFETY: the list, in the live block.
+                    unsafe {
+                        (*at).value += 1;
+                        at = (*at).next;
+                    }
+                }
+                if hop + 1 == 10 {
+                    // SAFETY: not used after.
+                    check!(unsafe { isomalloc::isomalloc_free(block) }.is_ok(), "free");
+                    cmi_printf!("ok core_isomalloc\n");
+                    converse::exit(0);
+                }
+                // SAFETY: not used here after.
+                let packed = unsafe { isomalloc::isomalloc_pack(block) }
+                    .unwrap_or_else(|e| fail(&format!("pack: {e}")));
+                let next = if my_pe() == 0 { last } else { 0 };
+                converse::sync_send_and_free(
+                    next,
+                    Message::from_payload(traveller_id(), &packed.to_bytes()),
+                );
+            })
+        };
+        TRAVELLER.with(|t| t.set(traveller));
+        // Blocks of several sizes on every PE, reported to PE 0.
+        let mut words = Vec::new();
+        for k in 0..8 {
+            let size = 1 + k * 5000;
+            let b = isomalloc::isomalloc(size)
+                .unwrap_or_else(|e| fail(&format!("isomalloc on PE {me}: {e}")));
+            let len = isomalloc::isomalloc_length(b.as_ptr()).unwrap_or(0);
+            check!(len >= size, "length {len} for {size}");
+            words.extend([b.as_ptr() as u64, len as u64]);
+        }
+        converse::sync_send_and_free(0, msg_words(ranges, &words, &[]));
+        if me != 0 {
+            return;
+        }
+        while RANGES.with(|r| r.borrow().len()) < 8 * p {
+            converse::deliver_specific_msg(ranges);
+        }
+        let mut all = RANGES.with(|r| r.borrow().clone());
+        all.sort();
+        for w in all.windows(2) {
+            check!(w[0].0 + w[0].1 <= w[1].0, "blocks overlap: {w:?}");
+        }
+        // The traveller: 50 nodes in one block.
+        let block = isomalloc::isomalloc(50 * std::mem::size_of::<Node>())
+            .unwrap_or_else(|e| fail(&format!("isomalloc: {e}")));
+        let nodes = block.as_ptr() as *mut Node;
+        for i in 0..50 {
+            // SAFETY: inside the fresh block.
+            unsafe {
+                nodes.add(i).write(Node {
+                    value: i as u64,
+                    next: if i < 49 {
+                        nodes.add(i + 1)
+                    } else {
+                        std::ptr::null_mut()
+                    },
+                })
+            };
+        }
+        // SAFETY: not used here after.
+        let packed = unsafe { isomalloc::isomalloc_pack(block) }
+            .unwrap_or_else(|e| fail(&format!("pack: {e}")));
+        converse::sync_send_and_free(last, Message::from_payload(traveller, &packed.to_bytes()));
+    })
+}
+
+thread_local! {
+    /// `core_isomalloc`'s traveller handler, for its own sends.
+    static TRAVELLER: Cell<usize> = const { Cell::new(0) };
+}
+
+fn traveller_id() -> usize {
+    TRAVELLER.with(Cell::get)
+}
+
+// ---------------------------------------------------------------------------
 // The registry and the driver
 // ---------------------------------------------------------------------------
 
@@ -1879,6 +2015,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "core_large" => large(),
         "core_huge" => huge(),
         "core_rdma" => rdma(),
+        "core_isomalloc" => isomalloc_case(),
         "core_node_sends" => node_sends(),
         "core_bcast" => bcast(check_src),
         "core_reduce" => reduce(),
@@ -2023,6 +2160,13 @@ fn core_rdma() {
     Jobs::default().ok("core_rdma", &[]).check();
 }
 
+/// Isomalloc blocks of every PE never overlap, in this process or others;
+/// a block with a linked list inside goes back and forth between PE 0 and
+/// the last PE (another process) ten times, its pointers valid.
+fn core_isomalloc() {
+    Jobs::default().ok("core_isomalloc", &[]).check();
+}
+
 fn core_node_sends() {
     Jobs::default().ok("core_node_sends", &[]).check();
 }
@@ -2131,6 +2275,7 @@ pub fn cases() -> Vec<Case> {
         ("core_huge", core_huge),
         ("core_huge_in_every_lmt_mode", core_huge_in_every_lmt_mode),
         ("core_rdma", core_rdma),
+        ("core_isomalloc", core_isomalloc),
         ("core_node_sends", core_node_sends),
         ("core_bcast", core_bcast),
         ("core_reduce", core_reduce),
