@@ -93,7 +93,7 @@ impl PackedBlock {
     }
 
     /// The block `to_bytes` gave, if `bytes` can be one (at least its
-    /// address; [`adopt`] checks the rest).
+    /// address; unpacking checks the rest).
     pub fn from_bytes(bytes: &[u8]) -> Option<PackedBlock> {
         let addr = u64::from_le_bytes(bytes.get(..8)?.try_into().ok()?);
         Some(PackedBlock {
