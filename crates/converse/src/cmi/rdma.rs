@@ -918,6 +918,8 @@ fn on_put(pe: &Pe, msg: &Message) {
             r.malformed(&format!("it says {len} bytes and carries {}", bytes.len()));
         }
         write_registered(pe.pe, addr, bytes)
+    } else if pe.job.local_pe(msg.src_pe()).is_some() {
+        Err(from_this_process("put"))
     } else {
         let node = pe.job.topo.node_of(msg.src_pe());
         let map = registered();
@@ -936,8 +938,20 @@ fn on_put(pe: &Pe, msg: &Message) {
             _ => Err(refusal("put", pe.pe, addr, len as usize)),
         }
     }
-    .map(|()| Vec::new())
-    .map_err(|why| RdmaError {
+    .map(|()| Vec::new());
+    answer(pe, msg, id, outcome);
+}
+
+/// Why a single-copy request that claims to come from this process is
+/// refused (its initiator copies itself; such a message is no one's).
+fn from_this_process(what: &str) -> String {
+    format!("a single-copy {what} from a PE of this process (those copy at once)")
+}
+
+/// Answers operation `id` (of `msg`'s sender) with `outcome`: bytes, or why
+/// this PE's process refused it.
+fn answer(pe: &Pe, msg: &Message, id: u64, outcome: Result<Vec<u8>, String>) {
+    let outcome = outcome.map_err(|why| RdmaError {
         target_pe: pe.pe,
         why,
     });
@@ -949,18 +963,17 @@ fn on_put(pe: &Pe, msg: &Message) {
 fn on_get(pe: &Pe, msg: &Message) {
     let mut r = Reader::new(msg, "one-sided get");
     let (id, addr, len, into) = (r.word(), r.word(), r.word(), r.word());
-    let too_long = || RdmaError {
-        target_pe: pe.pe,
-        why: format!("a get of {len} bytes is larger than the largest message"),
-    };
     let Some(n) = usize::try_from(len)
         .ok()
         .filter(|&n| n <= crate::msg::message::MAX_MESSAGE_SIZE)
     else {
-        return send(pe, msg.src_pe(), reply(id, Err(too_long())));
+        let why = format!("a get of {len} bytes is larger than the largest message");
+        return answer(pe, msg, id, Err(why));
     };
     let outcome = if into == 0 {
         read_registered(pe.pe, addr, n)
+    } else if pe.job.local_pe(msg.src_pe()).is_some() {
+        Err(from_this_process("get"))
     } else {
         let node = pe.job.topo.node_of(msg.src_pe());
         let map = registered();
@@ -976,12 +989,8 @@ fn on_get(pe: &Pe, msg: &Message) {
         } else {
             Err(refusal("get", pe.pe, addr, n))
         }
-    }
-    .map_err(|why| RdmaError {
-        target_pe: pe.pe,
-        why,
-    });
-    send(pe, msg.src_pe(), reply(id, outcome));
+    };
+    answer(pe, msg, id, outcome);
 }
 
 /// The answer to one of this PE's operations.

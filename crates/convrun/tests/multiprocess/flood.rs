@@ -146,6 +146,15 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
     }
 }
 
+/// The peak RSS (KiB) each process printed (`rss node N peak K KiB`).
+fn peaks_of(stdout: &str) -> Vec<u64> {
+    stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("rss node "))
+        .map(|l| l.split_whitespace().nth(2).unwrap().parse().unwrap())
+        .collect()
+}
+
 fn flood_case() {
     for netmod in NETMODS {
         // Over auto, 3 processes: 0 and 2 over shm, 1 over tcp to both.
@@ -166,12 +175,7 @@ fn flood_case() {
             args.extend_from_slice(&[&me, "flood"]);
             let f = common::convrun(&args, std::time::Duration::from_secs(300));
             f.expect_code(0);
-            let peaks: Vec<u64> = f
-                .stdout
-                .lines()
-                .filter_map(|l| l.strip_prefix("rss node "))
-                .map(|l| l.split_whitespace().nth(2).unwrap().parse().unwrap())
-                .collect();
+            let peaks = peaks_of(&f.stdout);
             assert_eq!(
                 peaks.len(),
                 pes / ppn,
@@ -211,12 +215,7 @@ fn flood_large_case() {
         args.extend_from_slice(extra);
         let f = common::convrun(&args, std::time::Duration::from_secs(120));
         f.expect_code(0);
-        let peaks: Vec<u64> = f
-            .stdout
-            .lines()
-            .filter_map(|l| l.strip_prefix("rss node "))
-            .map(|l| l.split_whitespace().nth(2).unwrap().parse().unwrap())
-            .collect();
+        let peaks = peaks_of(&f.stdout);
         assert_eq!(peaks.len(), 2, "both processes reported\n{}", f.stdout);
         println!(
             "    flood_large {netmod} {extra:?}: peak RSS {peaks:?} KiB in {:.1} s",
