@@ -29,7 +29,7 @@
 //!   same run).
 //! - `rdma_get_<size>` (`-- rdma`): PE 0 gets `<size>` bytes of PE 1's
 //!   registered memory into its own (`cmi::rdma::get_into` a `DmaBuffer`,
-//!   then `wait`), PE 1 in another process over shm (single copy from 16
+//!   then `wait`), PE 1 in another process over shm (single copy from 4
 //!   KiB on). Baseline `raw_process_vm_readv_<size>`: PE 0 reads the same
 //!   bytes into the same buffer with `process_vm_readv` itself, in the
 //!   same run.

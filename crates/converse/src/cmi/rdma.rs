@@ -348,7 +348,7 @@ impl fmt::Debug for DmaBuffer {
 
 /// Operations between processes from this many bytes on move in one copy
 /// where the network allows it (see "How the bytes move").
-pub const SINGLE_COPY_MIN: usize = 16 << 10;
+pub const SINGLE_COPY_MIN: usize = 4 << 10;
 
 /// Where an operation's outcome goes.
 type Outcome = Result<Vec<u8>, RdmaError>;
