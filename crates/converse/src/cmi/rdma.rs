@@ -276,7 +276,11 @@ impl DmaBuffer {
             .map(|_| AtomicU64::new(0))
             .collect();
         let buf = DmaBuffer { words, len };
-        register(buf.addr(), len as u64).expect("a fresh allocation overlaps no registered range");
+        if let Err(e) = register(buf.addr(), len as u64) {
+            // Only a range registered and then freed without being
+            // unregistered can overlap fresh memory.
+            panic!("dma_alloc: {e} (memory freed while still registered?)");
+        }
         buf
     }
 
@@ -307,8 +311,16 @@ impl DmaBuffer {
 
     /// Its bytes, copied.
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = vec![0; self.len];
-        self.read(0, &mut v);
+        self.read_vec(0, self.len)
+    }
+
+    /// `len` of its bytes from `offset`, copied.
+    ///
+    /// # Panics
+    /// If they are not all inside the buffer.
+    pub fn read_vec(&self, offset: usize, len: usize) -> Vec<u8> {
+        let mut v = vec![0; len];
+        self.read(offset, &mut v);
         v
     }
 
@@ -427,9 +439,7 @@ impl Op<'_> {
                 len,
                 addr,
             } => {
-                let mut bytes = vec![0; len];
-                from.read(offset, &mut bytes);
-                write_registered(target_pe, addr, &bytes).map(|()| Vec::new())
+                write_registered(target_pe, addr, &from.read_vec(offset, len)).map(|()| Vec::new())
             }
             Op::GetInto {
                 addr,
@@ -460,11 +470,12 @@ impl Op<'_> {
                 len,
                 addr,
             } => {
-                let mut bytes = Vec::new();
-                if buffer == 0 {
-                    bytes.resize(len, 0);
-                    from.read(offset, &mut bytes);
-                }
+                // With a single copy the target reads `from` itself.
+                let bytes = if buffer == 0 {
+                    from.read_vec(offset, len)
+                } else {
+                    Vec::new()
+                };
                 system::message(Kind::RdmaPut, &[id, addr, len as u64, buffer], &bytes)
             }
             Op::Get { addr, len } | Op::GetInto { addr, len, .. } => {

@@ -534,6 +534,32 @@ mod tests {
     }
 
     #[test]
+    fn a_packed_block_that_is_no_block_is_refused() {
+        let page = page_size();
+        for (addr, len) in [
+            (REGION_BASE, 0),
+            (REGION_BASE + 1, page),
+            (REGION_BASE, page + 1),
+            (0x1000, page),
+            (REGION_BASE + REGION_LEN - page, 2 * page),
+            (u64::MAX as usize - page + 1, page),
+        ] {
+            let block = PackedBlock {
+                addr: addr as u64,
+                bytes: vec![0; len],
+            };
+            let e = adopt(&block, 4, false).unwrap_err();
+            assert!(e.0.contains("is no isomalloc block"), "{e}");
+        }
+        assert_eq!(PackedBlock::from_bytes(&[1, 2, 3]), None, "no address");
+        let b = PackedBlock {
+            addr: 0x1234,
+            bytes: vec![9; 5],
+        };
+        assert_eq!(PackedBlock::from_bytes(&b.to_bytes()), Some(b));
+    }
+
+    #[test]
     fn freeing_coalesces_and_a_stranger_cannot_come_back() {
         let mut s = Slice::new(REGION_BASE, 8 * PAGE);
         let a = s.alloc(2 * PAGE).unwrap();
