@@ -292,10 +292,20 @@ pub fn receive_into<E>(space: &mut [MaybeUninit<u8>], read: ReadInto<'_, E>) -> 
 /// network's reassembly) without zeroing its buffer first. Bytes `0..init`
 /// are initialized; it becomes a [`Message`] once all are.
 pub struct MessageBuf {
-    chunks: Box<[std::mem::MaybeUninit<Chunk>]>,
+    space: Space,
     len: usize,
     /// Bytes from the start known to be initialized.
     init: usize,
+}
+
+/// Where a [`MessageBuf`] is received.
+enum Space {
+    /// A new buffer of its own.
+    Fresh(Box<[MaybeUninit<Chunk>]>),
+    /// A [`ReusableBuffer`] no message used any more: its bytes are
+    /// initialized already (with an earlier message's), and this holds its
+    /// only reference while the bytes are written.
+    Reused(Arc<[Chunk]>),
 }
 
 impl MessageBuf {
@@ -310,13 +320,28 @@ impl MessageBuf {
             "MessageBuf::new({len})"
         );
         let n = chunks_for(len);
-        let mut chunks: Box<[std::mem::MaybeUninit<Chunk>]> = Box::new_uninit_slice(n);
+        let mut chunks: Box<[MaybeUninit<Chunk>]> = Box::new_uninit_slice(n);
         // The last chunk's bytes past `len` are never written.
         chunks[n - 1].write(Chunk([0; CHUNK]));
         MessageBuf {
-            chunks,
+            space: Space::Fresh(chunks),
             len,
             init: 0,
+        }
+    }
+
+    /// The buffer's first byte, writable (as `MaybeUninit`: a fresh
+    /// buffer's bytes are not initialized yet).
+    #[inline]
+    fn start(&mut self) -> *mut MaybeUninit<u8> {
+        match &mut self.space {
+            Space::Fresh(chunks) => chunks.as_mut_ptr().cast(),
+            // Unique while receiving (`ReusableBuffer::receive` checked it
+            // and gave its reference away).
+            Space::Reused(chunks) => Arc::get_mut(chunks)
+                .expect("a reused buffer is ours alone while it is received into")
+                .as_mut_ptr()
+                .cast(),
         }
     }
 
@@ -347,12 +372,13 @@ impl MessageBuf {
             at <= self.init && n <= self.len - at,
             "MessageBuf::write_at"
         );
+        let start = self.start();
         // SAFETY: `at + n <= len <= chunks * CHUNK` bytes of the buffer
         // (checked); `MaybeUninit` memory may be written freely; `src` is
         // readable for `n` bytes (the caller's promise) and cannot overlap
         // a buffer we own uniquely.
         unsafe {
-            std::ptr::copy_nonoverlapping(src, self.chunks.as_mut_ptr().cast::<u8>().add(at), n);
+            std::ptr::copy_nonoverlapping(src, start.cast::<u8>().add(at), n);
         }
         self.init = self.init.max(at + n);
     }
@@ -370,7 +396,7 @@ impl MessageBuf {
     #[inline]
     pub fn receive_at<E>(&mut self, at: usize, read: ReadInto<'_, E>) -> Result<usize, E> {
         assert!(at <= self.init, "MessageBuf::receive_at");
-        let start = self.chunks.as_mut_ptr().cast::<MaybeUninit<u8>>();
+        let start = self.start();
         // SAFETY: bytes `at..len` lie in the buffer (`at <= init <= len`),
         // which is ours alone (borrowed mutably); any byte is a valid
         // `MaybeUninit<u8>`.
@@ -389,21 +415,90 @@ impl MessageBuf {
     /// If some of its bytes were never written.
     #[inline]
     pub fn finish(self) -> Message {
+        self.finish_reusable().0
+    }
+
+    /// The whole message and, if it was received into a
+    /// [`ReusableBuffer`], that buffer again (for its owner to keep: it can
+    /// take the next message once this one is gone).
+    ///
+    /// # Panics
+    /// If some of its bytes were never written.
+    #[inline]
+    pub fn finish_reusable(self) -> (Message, Option<ReusableBuffer>) {
         assert_eq!(
             self.init, self.len,
             "MessageBuf::finish before the last byte"
         );
-        // SAFETY: bytes `0..len` are initialized (checked) and the last
-        // chunk's tail was zeroed in `new`; `Chunk` is plain bytes, so
-        // every chunk is a valid value.
-        let chunks = unsafe { self.chunks.assume_init() };
-        Message {
-            buf: Buf::Owned(chunks),
+        let (buf, reusable) = match self.space {
+            // SAFETY: bytes `0..len` are initialized (checked) and the last
+            // chunk's tail was zeroed in `new`; `Chunk` is plain bytes, so
+            // every chunk is a valid value.
+            Space::Fresh(chunks) => (Buf::Owned(unsafe { chunks.assume_init() }), None),
+            Space::Reused(chunks) => {
+                let again = ReusableBuffer(chunks.clone());
+                (Buf::Shared(SharedChunks::new(chunks)), Some(again))
+            }
+        };
+        let msg = Message {
+            buf,
             first: 0,
             len: self.len as u32,
             src: 0,
             from_net: false,
+        };
+        (msg, reusable)
+    }
+}
+
+/// A message buffer received into again and again (a persistent channel's
+/// pre-agreed buffer): [`ReusableBuffer::receive`] writes the next message
+/// into it, with no allocation, once no message made from it lives.
+///
+/// A message received into it shares the buffer with it (it is a shared
+/// message: [`Message::is_shared`] is true, and its first write copies it,
+/// as for a broadcast copy), so the buffer is busy exactly while that
+/// message, or a clone of it, lives.
+#[derive(Clone)]
+pub struct ReusableBuffer(Arc<[Chunk]>);
+
+impl ReusableBuffer {
+    /// A zeroed buffer for messages of up to `capacity` bytes (header
+    /// included).
+    ///
+    /// # Panics
+    /// If `capacity` is shorter than a header or longer than the largest
+    /// message.
+    pub fn new(capacity: usize) -> ReusableBuffer {
+        assert!(
+            (MSG_HEADER_SIZE..=MAX_MESSAGE_SIZE).contains(&capacity),
+            "ReusableBuffer::new({capacity})"
+        );
+        ReusableBuffer(Arc::from(zeroed_buffer(chunks_for(capacity))))
+    }
+
+    /// The longest message it takes, in bytes.
+    pub fn capacity(&self) -> usize {
+        self.0.len() * CHUNK
+    }
+
+    /// True if no message made from it lives: the next
+    /// [`receive`](ReusableBuffer::receive) succeeds.
+    pub fn is_free(&mut self) -> bool {
+        Arc::get_mut(&mut self.0).is_some()
+    }
+
+    /// A [`MessageBuf`] of `len` bytes in this buffer, if no message made
+    /// from it lives and `len` fits; otherwise the buffer back.
+    pub fn receive(mut self, len: usize) -> Result<MessageBuf, ReusableBuffer> {
+        if len < MSG_HEADER_SIZE || len > self.capacity() || !self.is_free() {
+            return Err(self);
         }
+        Ok(MessageBuf {
+            space: Space::Reused(self.0),
+            len,
+            init: 0,
+        })
     }
 }
 
@@ -674,7 +769,7 @@ impl MessageRaw for Message {
         fill: impl FnOnce(*mut u8, usize) -> Result<(), E>,
     ) -> Result<Message, E> {
         let mut buf = MessageBuf::new(len);
-        fill(buf.chunks.as_mut_ptr().cast::<u8>(), len)?;
+        fill(buf.start().cast::<u8>(), len)?;
         // `fill` wrote bytes `0..len` (its contract): what `finish` relies
         // on to take the buffer as initialized.
         buf.init = len;
@@ -773,6 +868,51 @@ impl fmt::Debug for Message {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A message of `payload` received into `buf` as the network would.
+    fn receive_into_reusable(
+        buf: ReusableBuffer,
+        payload: &[u8],
+    ) -> Result<(Message, ReusableBuffer), ReusableBuffer> {
+        let bytes = Message::from_payload(3, payload).as_bytes().to_vec();
+        let mut space = buf.receive(bytes.len())?;
+        space.write_at(0, &bytes[..10]);
+        space.write_at(10, &bytes[10..]);
+        let (msg, again) = space.finish_reusable();
+        Ok((msg, again.expect("received into a reusable buffer")))
+    }
+
+    #[test]
+    fn reusable_buffer_takes_one_message_at_a_time_and_no_allocation() {
+        let buf = ReusableBuffer::new(MSG_HEADER_SIZE + 40);
+        assert_eq!(buf.capacity(), MSG_HEADER_SIZE + 48);
+        let (first, buf) = receive_into_reusable(buf, b"first message").ok().unwrap();
+        let addr = first.as_bytes().as_ptr();
+        assert_eq!(first.payload(), b"first message");
+        assert!(first.is_shared());
+        // Busy while the message (or a clone) lives.
+        let clone = first.clone();
+        drop(first);
+        let buf = receive_into_reusable(buf, b"x")
+            .err()
+            .expect("still in use");
+        drop(clone);
+        // Free again: the next message lands at the same address.
+        let (second, mut buf) = receive_into_reusable(buf, b"second").ok().unwrap();
+        assert_eq!(second.as_bytes().as_ptr(), addr);
+        assert_eq!(second.payload(), b"second");
+        assert_eq!(second.len(), MSG_HEADER_SIZE + 6);
+        // A write copies the message out of the shared buffer first.
+        let mut written = second.clone();
+        written.payload_mut()[0] = b'S';
+        assert_eq!(second.payload(), b"second");
+        assert_ne!(written.as_bytes().as_ptr(), addr);
+        drop((second, written));
+        assert!(buf.is_free());
+        // Too long for it: refused, not truncated.
+        let long = vec![7u8; 49];
+        assert!(receive_into_reusable(buf, &long).is_err());
+    }
 
     #[test]
     fn header_is_32_bytes_and_payload_aligned() {

@@ -29,7 +29,7 @@
 //! reference, as `Message`'s own do.
 use crate::message::{MsgError, MsgHeader};
 
-pub use crate::message::{MessageBuf, ReadInto, receive_into};
+pub use crate::message::{MessageBuf, ReadInto, ReusableBuffer, receive_into};
 
 /// Header flag: the message is a bundle built by `multiple_send`; its payload
 /// is a sequence of 16-byte-aligned sub-messages.

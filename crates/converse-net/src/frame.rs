@@ -40,7 +40,9 @@
 //!   short (a truncated packet) instead of dropping it silently.
 use std::fmt;
 
-use converse_msg::raw::{MessageBuf, ReadInto, receive_into};
+use std::sync::Arc;
+
+use converse_msg::raw::{MessageBuf, ReadInto, ReusableBuffer, receive_into};
 use converse_msg::{MSG_HEADER_SIZE, Message};
 
 /// Size of a frame header, in bytes.
@@ -267,6 +269,18 @@ impl FrameBody {
     }
 }
 
+/// Where the layer above keeps buffers that a `Message` frame may be
+/// received into instead of a new one (a persistent channel's pre-agreed
+/// buffers): asked once per `Message` frame, when its header is complete.
+pub trait MessageBuffers: Send + Sync {
+    /// A buffer of its own for the message `header` announces, if the layer
+    /// above has one free for it; `None` for a new buffer.
+    fn take(&self, header: &FrameHeader) -> Option<ReusableBuffer>;
+    /// The buffer [`MessageBuffers::take`] gave for `header`'s message, once
+    /// the message is whole (the message, delivered next, still holds it).
+    fn give_back(&self, header: &FrameHeader, buffer: ReusableBuffer);
+}
+
 /// A body being received: a message's buffer, or bytes (a `Vec` whose
 /// length is what was received, in a capacity of the whole body). Neither
 /// is zeroed first.
@@ -286,10 +300,22 @@ struct Active {
 impl Active {
     /// An empty body for the frame `header` announces (a `Message`
     /// frame's `len` is at least a message header: checked by the caller).
-    fn new(header: FrameHeader) -> Active {
+    fn new(header: FrameHeader, buffers: Option<&dyn MessageBuffers>) -> Active {
         let len = header.len as usize;
         let body = match header.kind {
-            FrameKind::Message => ActiveBody::Message(MessageBuf::new(len)),
+            FrameKind::Message => ActiveBody::Message(
+                buffers
+                    .and_then(|b| b.take(&header))
+                    .and_then(|buffer| match buffer.receive(len) {
+                        Ok(space) => Some(space),
+                        // Busy or too short after all: back to its owner.
+                        Err(buffer) => {
+                            buffers.expect("it gave one").give_back(&header, buffer);
+                            None
+                        }
+                    })
+                    .unwrap_or_else(|| MessageBuf::new(len)),
+            ),
             _ => ActiveBody::Bytes(Vec::with_capacity(len)),
         };
         Active {
@@ -349,10 +375,15 @@ impl Active {
         n
     }
 
-    fn into_body(self) -> FrameBody {
+    /// The whole body, and the reusable buffer it was received into (if
+    /// it was).
+    fn into_body(self) -> (FrameBody, Option<ReusableBuffer>) {
         match self.body {
-            ActiveBody::Message(m) => FrameBody::Message(m.finish()),
-            ActiveBody::Bytes(b) => FrameBody::Bytes(b),
+            ActiveBody::Message(m) => {
+                let (msg, reused) = m.finish_reusable();
+                (FrameBody::Message(msg), reused)
+            }
+            ActiveBody::Bytes(b) => (FrameBody::Bytes(b), None),
         }
     }
 
@@ -372,6 +403,8 @@ pub struct Reassembler {
     active: Option<Active>,
     /// Set once a fault was found: the stream is out of step for good.
     failed: Option<FrameFault>,
+    /// Buffers of the layer above that messages may be received into.
+    buffers: Option<Arc<dyn MessageBuffers>>,
 }
 
 impl Reassembler {
@@ -385,7 +418,21 @@ impl Reassembler {
             pending_len: 0,
             active: None,
             failed: None,
+            buffers: None,
         }
+    }
+
+    /// Receives messages into the buffers `buffers` gives, where it gives
+    /// one (see [`MessageBuffers`]).
+    pub fn with_buffers(mut self, buffers: Option<Arc<dyn MessageBuffers>>) -> Reassembler {
+        self.set_buffers(buffers);
+        self
+    }
+
+    /// As [`with_buffers`](Reassembler::with_buffers), on a reassembler
+    /// made already (before its first frame).
+    pub fn set_buffers(&mut self, buffers: Option<Arc<dyn MessageBuffers>>) {
+        self.buffers = buffers;
     }
 
     fn error(&mut self, fault: FrameFault) -> FrameError {
@@ -440,7 +487,7 @@ impl Reassembler {
             if header.kind == FrameKind::Message && len < MSG_HEADER_SIZE {
                 return Err(self.error(FrameFault::ShortMessage { len }));
             }
-            self.active = Some(Active::new(header));
+            self.active = Some(Active::new(header, self.buffers.as_deref()));
             self.deliver_if_complete(&mut deliver);
         }
         Ok(())
@@ -449,7 +496,12 @@ impl Reassembler {
     fn deliver_if_complete(&mut self, deliver: &mut impl FnMut(FrameHeader, FrameBody)) {
         if self.active.as_ref().is_some_and(Active::is_complete) {
             let done = self.active.take().expect("checked");
-            deliver(done.header, done.into_body());
+            let header = done.header;
+            let (body, reused) = done.into_body();
+            if let (Some(buffers), Some(buffer)) = (&self.buffers, reused) {
+                buffers.give_back(&header, buffer);
+            }
+            deliver(header, body);
         }
     }
 
@@ -759,6 +811,78 @@ mod tests {
                 max: 1024
             }
         );
+    }
+
+    /// Buffers for frames tagged 99: one, handed out when free.
+    struct OneBuffer(std::sync::Mutex<Option<ReusableBuffer>>);
+
+    impl MessageBuffers for OneBuffer {
+        fn take(&self, header: &FrameHeader) -> Option<ReusableBuffer> {
+            (header.tag == 99).then(|| self.0.lock().unwrap().take())?
+        }
+        fn give_back(&self, _: &FrameHeader, buffer: ReusableBuffer) {
+            *self.0.lock().unwrap() = Some(buffer);
+        }
+    }
+
+    #[test]
+    fn messages_are_received_into_the_layer_aboves_buffers_when_free() {
+        let buffers = Arc::new(OneBuffer(std::sync::Mutex::new(Some(ReusableBuffer::new(
+            256,
+        )))));
+        let mut r = Reassembler::new(1, 1024).with_buffers(Some(buffers.clone()));
+        let msg = Message::from_payload(4, b"persistent");
+        let frame = |tag| encode_frame(FrameKind::Message, 0, 1, tag, msg.as_bytes());
+        let mut got = Vec::new();
+        // Cut in the middle of the body: received across two calls.
+        let f = frame(99);
+        for part in [&f[..20], &f[20..]] {
+            r.handle(part, |_, body| match body {
+                FrameBody::Message(m) => got.push(m),
+                FrameBody::Bytes(_) => panic!("a message frame"),
+            })
+            .unwrap();
+        }
+        let first = got.pop().unwrap();
+        assert_eq!(first.payload(), b"persistent");
+        assert!(first.is_shared(), "received into the reusable buffer");
+        assert!(buffers.0.lock().unwrap().is_some(), "given back");
+        // While it lives, the next one gets a buffer of its own; another
+        // tag never asks.
+        for tag in [99, 5] {
+            r.handle(&frame(tag), |_, body| match body {
+                FrameBody::Message(m) => got.push(m),
+                FrameBody::Bytes(_) => panic!("a message frame"),
+            })
+            .unwrap();
+        }
+        assert!(
+            got.iter()
+                .all(|m| !m.is_shared() && m.payload() == b"persistent")
+        );
+        let addr = first.as_bytes().as_ptr();
+        drop(first);
+        r.handle(&frame(99), |_, body| match body {
+            FrameBody::Message(m) => got.push(m),
+            FrameBody::Bytes(_) => panic!("a message frame"),
+        })
+        .unwrap();
+        let again = got.pop().unwrap();
+        assert_eq!(again.as_bytes().as_ptr(), addr, "the same buffer, reused");
+        // Too long for the buffer: a buffer of its own, the reusable one
+        // given back untouched.
+        drop(again);
+        let long = Message::from_payload(4, &[1; 300]);
+        r.handle(
+            &encode_frame(FrameKind::Message, 0, 1, 99, long.as_bytes()),
+            |_, body| match body {
+                FrameBody::Message(m) => got.push(m),
+                FrameBody::Bytes(_) => panic!("a message frame"),
+            },
+        )
+        .unwrap();
+        assert_eq!(got.pop().unwrap().payload(), &[1; 300][..]);
+        assert!(buffers.0.lock().unwrap().as_mut().unwrap().is_free());
     }
 
     #[test]

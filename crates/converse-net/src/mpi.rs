@@ -374,6 +374,10 @@ impl MpiModule {
 
     /// Who hears about frames and VC events; before any traffic.
     pub fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>) {
+        let buffers = upcalls.message_buffers();
+        for reasm in &mut lock(&self.recv).reasm {
+            reasm.set_buffers(buffers.clone());
+        }
         let _ = self.upcalls.set(upcalls);
     }
 

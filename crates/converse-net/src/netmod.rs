@@ -43,7 +43,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::frame::{FRAME_HEADER_SIZE, FrameBody, FrameHeader};
+use super::frame::{FRAME_HEADER_SIZE, FrameBody, FrameHeader, MessageBuffers};
 use converse_msg::Message;
 
 /// A fault of a network module, naming the process it concerns.
@@ -307,6 +307,12 @@ pub trait Upcalls: Send + Sync {
             FrameBody::Message(msg) => self.message(peer, header, msg),
             FrameBody::Bytes(bytes) => self.frame(peer, header, bytes),
         }
+    }
+    /// Buffers the layer above keeps for messages (persistent channels'),
+    /// which the module's reassembly receives into where they fit; `None`
+    /// (the default): every message gets a new buffer.
+    fn message_buffers(&self) -> Option<Arc<dyn MessageBuffers>> {
+        None
     }
     /// Whether the layer above takes more frames now (flow control). While
     /// it says no, the module leaves received bytes in the network; it

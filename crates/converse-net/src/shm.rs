@@ -438,6 +438,11 @@ impl ShmModule {
         &**self.upcalls.get().expect("shm: upcalls set before use")
     }
 
+    /// The layer above's message buffers, for a new VC's reassembly.
+    fn message_buffers(&self) -> Option<Arc<dyn crate::frame::MessageBuffers>> {
+        self.upcalls.get().and_then(|u| u.message_buffers())
+    }
+
     /// Waits until every process of `peers` (those whose VC this module
     /// carries) has mapped this one's segment, then removes its name. Fails
     /// naming the count missing after `deadline`.
@@ -1192,7 +1197,7 @@ impl NetModule for ShmModule {
             theirs,
             send: Mutex::new(SendSide::default()),
             recv: Mutex::new((
-                Reassembler::new(peer, self.max_payload),
+                Reassembler::new(peer, self.max_payload).with_buffers(self.message_buffers()),
                 Vec::with_capacity(CELL_DATA),
             )),
             lent_bytes: AtomicUsize::new(0),

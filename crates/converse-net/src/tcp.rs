@@ -310,6 +310,11 @@ impl TcpModule {
         &**self.upcalls.get().expect("tcp: upcalls set before use")
     }
 
+    /// The layer above's message buffers, for a new VC's reassembly.
+    fn message_buffers(&self) -> Option<Arc<dyn crate::frame::MessageBuffers>> {
+        self.upcalls.get().and_then(|u| u.message_buffers())
+    }
+
     /// Ends start-up's connections: accepts those of the processes of
     /// `peers` (those whose VC this module carries) numbered above this
     /// one, refusing strays, and ends the handshakes `vc_init` started with
@@ -520,7 +525,7 @@ impl TcpModule {
         // The old connection closes here: no I/O holds it (both locks).
         *owner = stream;
         *recv = RecvSide {
-            reasm: Reassembler::new(peer, self.max_payload),
+            reasm: Reassembler::new(peer, self.max_payload).with_buffers(self.message_buffers()),
             buf: std::mem::take(&mut recv.buf),
             eof: false,
         };
@@ -652,7 +657,8 @@ impl TcpModule {
             owner: Mutex::new(stream),
             send: Mutex::new(SendSide::default()),
             recv: Mutex::new(RecvSide {
-                reasm: Reassembler::new(peer, self.max_payload),
+                reasm: Reassembler::new(peer, self.max_payload)
+                    .with_buffers(self.message_buffers()),
                 buf: vec![0; RECV_BUF].into_boxed_slice(),
                 eof: false,
             }),

@@ -36,11 +36,7 @@
 //! in the `converse-ccs` crate). Not yet here, until the issues that add them
 //! land:
 //!
-//! - thread migration: `CthPup`;
-//! - persistent communication: `PersistentHandle`, `PersistentReq`,
-//!   `CmiCreatePersistent`, `CmiCreateReceiverPersistent`,
-//!   `CmiRegisterReceivePersistent`, `CmiDestroyPersistent`,
-//!   `CmiDestroyAllPersistent`, `CmiUsePersistentHandle`.
+//! - thread migration: `CthPup`.
 //!
 //! The test `tests/manual_names.rs` checks this against the specification.
 //!

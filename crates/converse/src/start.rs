@@ -81,6 +81,7 @@ pub fn register_module_init(name: &'static str, init: fn()) -> bool {
 fn init_pe(me: &Pe, modules: &[ModuleInit]) {
     crate::cmi::route::init_pe(me);
     crate::cmi::rdma::init_pe(me);
+    crate::cmi::persistent::init_pe(me);
     crate::ccd::quiescence::init_pe(me);
     crate::ccs::init_pe(me);
     for (_, init) in modules {
@@ -432,6 +433,7 @@ fn teardown(job: &Job) {
             // anything, PE-private values included.
             crate::cth::unwind_suspended(&me);
             me.drop_globals();
+            crate::cmi::persistent::end_pe(&me);
         }
     }));
     record_unwind(job, result);

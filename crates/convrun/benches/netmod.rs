@@ -33,6 +33,13 @@
 //!   KiB on). Baseline `raw_process_vm_readv_<size>`: PE 0 reads the same
 //!   bytes into the same buffer with `process_vm_readv` itself, in the
 //!   same run.
+//! - `persistent_oneway_<size>` (`-- persistent`): half the round trip of
+//!   a message bounced between PE 0 and PE 1 (two processes over shm) on
+//!   persistent channels (`cmi::persistent`: each side's
+//!   `use_persistent` names its handle to the other). Baseline
+//!   `ordinary_oneway_<size>`: the same bounce with plain
+//!   `sync_send_and_free`, in the same job, in turns with it (the best of
+//!   5 turns each).
 //! - `convrun_startup_p4`: `convrun +p 4` of a program that ends at once.
 //!   Baseline `spawn_4`: starting the same binary as 4 plain processes
 //!   (without the runtime) and waiting for them.
@@ -80,6 +87,7 @@ fn main() {
         Some("job-pingpong") => job_pingpong(),
         Some("job-noop") => job_noop(),
         Some("job-rdma") => job_rdma(),
+        Some("job-persistent") => job_persistent(),
         Some("raw-peer") => raw_peer(&args[2]),
         Some("raw-shm-peer") => raw_shm_peer(&args[2]),
         #[cfg(feature = "mpi")]
@@ -118,6 +126,9 @@ fn driver() {
     }
     if wanted("rdma") {
         rdma_figures();
+    }
+    if wanted("persistent") {
+        persistent_figures();
     }
     if wanted("startup") {
         startup_figure();
@@ -307,6 +318,94 @@ fn job_rdma() {
                 println!("rdma {size} {us:.3} {raw:.3}");
             }
             converse::exit(0);
+        })
+        .unwrap();
+    std::process::exit(code)
+}
+
+/// Sizes of the persistent bounces (payload bytes; the channel's limit is
+/// the message, header included).
+const PERSISTENT_SIZES: [usize; 2] = [8, 4 << 10];
+
+/// Runs the persistent-channel job over shm and prints its figures.
+fn persistent_figures() {
+    let out = Command::new(CONVRUN)
+        .args(["+p", "2", "++netmod", "shm", &me(), "job-persistent"])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("convrun starts");
+    assert!(out.status.success(), "the persistent job failed");
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        if let ["persistent", size, us, plain] = l.split_whitespace().collect::<Vec<_>>().as_slice()
+        {
+            let name = common::size_name(size.parse().unwrap());
+            common::line(
+                &format!("persistent_oneway_{name}"),
+                us.parse().unwrap(),
+                "us",
+                &format!("ordinary_oneway_{name}"),
+                plain.parse().unwrap(),
+                "us",
+            );
+        }
+    }
+}
+
+/// PE 0 and PE 1 each make a persistent channel to the other, then bounce
+/// a message in turns with and without them; PE 0 prints the best one-way
+/// time of each.
+fn job_persistent() {
+    use converse::cmi::persistent;
+    let code = Converse::new()
+        .run_user_scheduler(|_| {
+            let me = converse::my_pe();
+            let peer = 1 - me;
+            let ball = converse::register_handler(|m: Message| {
+                TAKEN.with(|t| *t.borrow_mut() = Some(m));
+            });
+            let take = || loop {
+                if let Some(m) = TAKEN.with(|t| t.borrow_mut().take()) {
+                    return m;
+                }
+                converse::deliver_specific_msg(ball);
+            };
+            let channel = persistent::create_persistent(peer, (4 << 10) + 64);
+            while !channel.is_ready() {
+                converse::schedule_count(1);
+            }
+            for size in PERSISTENT_SIZES {
+                let rounds = rounds_for(size);
+                let mut best = [f64::MAX; 2];
+                for turn in 0..10 {
+                    let on = turn % 2 == 0;
+                    persistent::use_persistent(if on {
+                        std::slice::from_ref(&channel)
+                    } else {
+                        &[]
+                    });
+                    let t0 = Instant::now();
+                    let mut held = (me == 0).then(|| Message::new(ball, size));
+                    for _ in 0..rounds {
+                        if let Some(m) = held.take() {
+                            converse::sync_send_and_free(peer, m);
+                        }
+                        let m = take();
+                        if me == 0 {
+                            held = Some(m);
+                        } else {
+                            converse::sync_send_and_free(peer, m);
+                        }
+                    }
+                    let us = t0.elapsed().as_secs_f64() / rounds as f64 * 1e6 / 2.0;
+                    let slot = &mut best[usize::from(!on)];
+                    *slot = slot.min(us);
+                }
+                if me == 0 {
+                    println!("persistent {size} {:.3} {:.3}", best[0], best[1]);
+                }
+            }
+            persistent::use_persistent(&[]);
+            channel.destroy();
         })
         .unwrap();
     std::process::exit(code)

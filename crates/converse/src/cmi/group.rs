@@ -220,10 +220,8 @@ pub(crate) fn with_members(pe: &Pe, gid: u32, work: Deferred) {
         // The definition is on its way if the group exists; if it does not,
         // only its creator can tell, and nothing else would ever end the
         // wait: ask it.
-        let mut query = system::message(Kind::GroupQuery, &[gid as u64], &[]);
-        query.set_src_pe(pe.pe);
-        pe.count_created(1);
-        pe.push_to_pe(creator, query);
+        let query = system::message(Kind::GroupQuery, &[gid as u64], &[]);
+        pe.send_runtime(creator, query);
     }
 }
 

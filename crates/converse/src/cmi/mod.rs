@@ -32,6 +32,7 @@
 //! lock-free inbox and wake it (see `rt::job`).
 pub mod bcast;
 pub mod group;
+pub mod persistent;
 pub mod pgrp;
 pub mod rdma;
 pub mod reduce;

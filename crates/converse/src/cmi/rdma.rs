@@ -62,7 +62,6 @@ use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use crate::msg::message::Message;
-use crate::msg::message::MessageRaw as _;
 use crate::msg::system::{self, Kind, Reader};
 use crate::rt::pe::{self, Pe};
 
@@ -643,18 +642,12 @@ fn start(target_pe: usize, op: Op<'_>, callback: Option<Box<dyn FnOnce(Outcome)>
         if in_process {
             // The copy now; the callback as a message on this PE.
             let msg = reply(id, op.local(target_pe));
-            send(pe, pe.pe, msg);
+            pe.send_runtime(pe.pe, msg);
         } else {
-            send(pe, target_pe, op.request(id, buffer_addr));
+            pe.send_runtime(target_pe, op.request(id, buffer_addr));
         }
         slot
     })
-}
-
-fn send(pe: &Pe, dest: usize, mut msg: Message) {
-    msg.set_src_pe(pe.pe);
-    pe.count_created(1);
-    pe.push_to_pe(dest, msg);
 }
 
 /// The answer to operation `id`: its bytes (a get's; none for a put) or
@@ -966,7 +959,7 @@ fn answer(pe: &Pe, msg: &Message, id: u64, outcome: Result<Vec<u8>, String>) {
         target_pe: pe.pe,
         why,
     });
-    send(pe, msg.src_pe(), reply(id, outcome));
+    pe.send_runtime(msg.src_pe(), reply(id, outcome));
 }
 
 /// A get from this PE's process: read, answer with the bytes (or write

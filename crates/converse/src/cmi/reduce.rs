@@ -776,10 +776,8 @@ pub fn dynamic_reduction_id_remote(handler: usize, dest: Option<usize>, data: &[
             return send_dynamic_id(pe, handler, dest, data);
         }
         let dest_word = dest.map_or(u64::MAX, |d| d as u64);
-        let mut msg = system::message(Kind::DynamicIdRequest, &[handler as u64, dest_word], data);
-        msg.set_src_pe(pe.pe);
-        pe.count_created(1);
-        pe.push_to_pe(0, msg);
+        let msg = system::message(Kind::DynamicIdRequest, &[handler as u64, dest_word], data);
+        pe.send_runtime(0, msg);
     })
 }
 

@@ -26,6 +26,7 @@ use crate::msg::message::Message;
 use crate::msg::message::MessageRaw as _;
 use crate::rt::network::BORROWED_SEND_MIN;
 use crate::rt::pe::Pe;
+use crate::rt::persistent::FLAG_PERSISTENT;
 
 /// A PE's send-path state; touched only by this module.
 #[derive(Default)]
@@ -35,6 +36,9 @@ pub(crate) struct SendState {
     /// Messages to other processes were posted and not yet flushed: the
     /// next look for work writes them (`next_pe_arrival`).
     net_posted: Cell<bool>,
+    /// The persistent handles the PE made and the ones its sends use
+    /// (`cmi::persistent`).
+    pub(crate) persistent: crate::cmi::persistent::Using,
 }
 
 impl Pe {
@@ -44,7 +48,15 @@ impl Pe {
         self.check_pe(dest, "send to");
         self.stamp_user_message(&mut msg);
         self.count_created(1);
-        self.push_to_pe(dest, msg);
+        match self.send.persistent.channel_for(dest, msg.len()) {
+            // A ready handle names a PE of another process.
+            Some(channel) => {
+                if self.job.remote().send_on_channel(dest, channel, msg) {
+                    self.send.net_posted.set(true);
+                }
+            }
+            None => self.push_to_pe(dest, msg),
+        }
         self.throttle(Congested::Pe(dest));
     }
 
@@ -56,8 +68,13 @@ impl Pe {
         // One length compare on the common path (small, or in-process).
         if msg.len() >= BORROWED_SEND_MIN && self.job.net.is_some() {
             self.check_pe(dest, "send to");
+            // On a persistent channel if one is in use for it.
+            let (flags, tag) = match self.send.persistent.channel_for(dest, msg.len()) {
+                Some(channel) => (FLAG_PERSISTENT, channel as usize),
+                None => (0, dest),
+            };
             if self.job.local_pe(dest).is_none()
-                && self.send_borrowed(0, self.job.topo.node_of(dest), dest, msg)
+                && self.send_borrowed(flags, self.job.topo.node_of(dest), tag, msg)
             {
                 self.throttle(Congested::Pe(dest));
                 return;
@@ -189,6 +206,14 @@ impl Pe {
         if msg.header().flags != 0 {
             msg.header_mut().flags = 0;
         }
+    }
+
+    /// Sends a runtime message (a system message, as built): stamped with
+    /// this PE as its sender and counted for quiescence detection.
+    pub(crate) fn send_runtime(&self, dest: usize, mut msg: Message) {
+        msg.set_src_pe(self.pe);
+        self.count_created(1);
+        self.push_to_pe(dest, msg);
     }
 
     /// Puts `msg` in PE `dest`'s inbox (its self-send queue if `dest` is this

@@ -47,10 +47,17 @@ pub(crate) enum Kind {
     RdmaGet = 13,
     /// The answer to a one-sided operation, for the PE that started it.
     RdmaDone = 14,
+    /// A sender asks the receiving PE for a persistent channel
+    /// (`cmi::persistent`).
+    PersistentOpen = 15,
+    /// The channel's number, for the sender.
+    PersistentOpened = 16,
+    /// The sender ends a channel to the receiving PE.
+    PersistentClose = 17,
 }
 
 /// Number of kinds (the highest `Kind` value).
-const KINDS: usize = 14;
+const KINDS: usize = 17;
 
 impl Kind {
     pub fn from_raw(raw: u32) -> Option<Kind> {
@@ -69,6 +76,9 @@ impl Kind {
             12 => Kind::RdmaPut,
             13 => Kind::RdmaGet,
             14 => Kind::RdmaDone,
+            15 => Kind::PersistentOpen,
+            16 => Kind::PersistentOpened,
+            17 => Kind::PersistentClose,
             _ => return None,
         })
     }

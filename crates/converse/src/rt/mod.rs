@@ -15,6 +15,7 @@ pub mod launch;
 pub mod lock;
 pub(crate) mod network;
 pub(crate) mod pe;
+pub(crate) mod persistent;
 pub mod random;
 
 /// The calling PE's number, `0..num_pes()` (`CmiMyPe`).

@@ -12,8 +12,10 @@
 //! # What travels
 //!
 //! - A Converse message is one `Message` frame: `src` the sending PE, `tag`
-//!   the destination PE (or node, with [`FLAG_NODE`]), the message's bytes
-//!   as the body. The receiver checks everything (the body is a whole
+//!   the destination PE (or node, with [`FLAG_NODE`]; or, with
+//!   `FLAG_PERSISTENT`, a persistent channel of the receiving process,
+//!   which names the PE: `rt::persistent`), the message's bytes as the
+//!   body. The receiver checks everything (the body is a whole
 //!   message, the sender is a PE of the job, the destination lives here)
 //!   and hands it to the job through [`Receiver`] (the job's only face
 //!   here), which puts it in the destination's inbox as an in-process send
@@ -71,10 +73,11 @@ use std::time::Duration;
 use crate::msg::handler::HandlerIdent;
 use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{MSG_HEADER_SIZE, Message};
-use crate::net::frame::{FrameHeader, FrameKind};
+use crate::net::frame::{FrameHeader, FrameKind, MessageBuffers};
 use crate::net::netmod::{NetModule, PollDir, SendData, SendRequest, Upcalls};
 use crate::proc::exit::{ABORT_EXIT_CODE, Culprit, Ending};
 use crate::proc::topology::Topology;
+use crate::rt::persistent::FLAG_PERSISTENT;
 
 /// Frame flag of a `Message` frame: `tag` is a node, not a PE.
 pub(crate) const FLAG_NODE: u8 = 1;
@@ -344,7 +347,20 @@ impl Shared {
         msg.mark_from_net();
         self.in_flight
             .fetch_add(msg.len() + MSG_OVERHEAD, Ordering::AcqRel);
-        let dest = h.tag as usize;
+        let dest = if h.flags & FLAG_PERSISTENT != 0 {
+            match crate::rt::persistent::receivers().destination(h.tag) {
+                Some(pe) => pe,
+                None => self.fault(
+                    peer,
+                    &format!(
+                        "malformed message: it came on persistent channel {}, which is not open in this process",
+                        h.tag
+                    ),
+                ),
+            }
+        } else {
+            h.tag as usize
+        };
         if h.flags & FLAG_NODE != 0 {
             if job.to_node(dest, msg).is_err() {
                 self.fault(
@@ -555,6 +571,10 @@ impl Upcalls for Shared {
         self.deliver(peer, header, msg)
     }
 
+    fn message_buffers(&self) -> Option<Arc<dyn MessageBuffers>> {
+        Some(crate::rt::persistent::receivers().clone())
+    }
+
     fn room(&self) -> bool {
         self.in_flight.load(Ordering::Acquire) <= RECV_BUDGET
             || self.draining.load(Ordering::Acquire)
@@ -752,6 +772,14 @@ impl Network {
     /// if bytes wait for [`Network::flush`].
     pub fn send_to_pe(&self, dest: usize, msg: Message) -> bool {
         self.send_message(dest, 0, self.shared.topo.node_of(dest), msg)
+    }
+
+    /// Sends `msg` to PE `dest` of another process on persistent channel
+    /// `channel` of that process (see `rt::persistent`); as
+    /// [`Network::send_to_pe`].
+    pub fn send_on_channel(&self, dest: usize, channel: u32, msg: Message) -> bool {
+        let node = self.shared.topo.node_of(dest);
+        self.send_message(channel as usize, FLAG_PERSISTENT, node, msg)
     }
 
     /// Sends `msg` to node `node` (another process); as

@@ -1866,6 +1866,154 @@ fn rdma() -> i32 {
 }
 
 // ---------------------------------------------------------------------------
+// core_persistent: sends on persistent channels, both ways of making one
+// ---------------------------------------------------------------------------
+
+/// Longest message (header included) of `core_persistent`'s channels.
+const PERSISTENT_MAX: usize = 256;
+/// Messages per channel; every fifth is too long for it.
+const PERSISTENT_MSGS: u64 = 40;
+
+/// A `core_persistent` message's payload length: 100 bytes, or 1000 (over
+/// the channel's limit) for every fifth.
+fn persistent_len(seq: u64) -> usize {
+    if seq % 5 == 4 { 1000 } else { 100 }
+}
+
+/// Every PE but 0 opens a channel to itself and sends the request to PE 0;
+/// PE 0 makes a channel to each of them itself too, and sends a stream on
+/// each (some messages over the limit). The receivers check order and
+/// contents, and that messages from another process within the limit came
+/// in the channels' buffers (shared, at most 4 addresses a channel: no
+/// allocation per message) and the longer ones did not.
+fn persistent() -> i32 {
+    use converse::cmi::persistent::{self, PersistentReq};
+    thread_local! {
+        static REQS: RefCell<Vec<PersistentReq>> = const { RefCell::new(Vec::new()) };
+        static REPORTS: Cell<usize> = const { Cell::new(0) };
+        /// Receiver: next sequence number, in-buffer messages, their
+        /// addresses.
+        static SEEN: RefCell<(u64, u64, std::collections::BTreeSet<usize>)> =
+            const { RefCell::new((0, 0, std::collections::BTreeSet::new())) };
+    }
+    run_normal(|_| {
+        let (p, me) = (num_pes(), my_pe());
+        let req_h = converse::register_handler(|m: Message| {
+            let req = PersistentReq::from_bytes(m.payload())
+                .unwrap_or_else(|| fail("a malformed persistent request"));
+            REQS.with(|r| r.borrow_mut().push(req));
+        });
+        let report_h = converse::register_handler(|m: Message| {
+            let w = all_words(&m);
+            let (from, in_buffer, addresses) = (w[0] as usize, w[1], w[2]);
+            if node_of(from) != node_of(0) {
+                check!(
+                    in_buffer >= 2,
+                    "PE {from}: {in_buffer} messages came in a channel's buffer"
+                );
+                check!(
+                    addresses <= 2 * persistent::buffers_per_channel(PERSISTENT_MAX) as u64,
+                    "PE {from}: messages came at {addresses} addresses (two channels)"
+                );
+            } else {
+                check!(
+                    in_buffer == 0,
+                    "PE {from}: same-process messages in a buffer"
+                );
+            }
+            REPORTS.with(|r| r.set(r.get() + 1));
+        });
+        let data_h = converse::register_handler(move |m: Message| {
+            let me = my_pe();
+            let seq = word(&m, 0);
+            let (expected, _, _) = SEEN.with(|s| s.borrow().clone());
+            check!(
+                seq == expected,
+                "PE {me}: message {seq} came when {expected} was due"
+            );
+            let n = seq % PERSISTENT_MSGS;
+            check_pattern(
+                &m.payload()[8..],
+                persistent_len(n),
+                seq,
+                "persistent message",
+            );
+            let remote = node_of(0) != node_of(me);
+            if remote && m.len() > PERSISTENT_MAX {
+                check!(
+                    !m.is_shared(),
+                    "PE {me}: message {seq} over the limit came in a buffer"
+                );
+            }
+            SEEN.with(|s| {
+                let mut s = s.borrow_mut();
+                s.0 += 1;
+                if m.is_shared() {
+                    s.1 += 1;
+                    s.2.insert(m.as_bytes().as_ptr() as usize);
+                }
+            });
+            if seq + 1 == 2 * PERSISTENT_MSGS {
+                let (_, in_buffer, addresses) = SEEN.with(|s| s.borrow().clone());
+                let words = [me as u64, in_buffer, addresses.len() as u64];
+                converse::sync_send_and_free(0, msg_words(report_h, &words, &[]));
+            }
+        });
+        if me != 0 {
+            let req = persistent::create_receiver_persistent(PERSISTENT_MAX);
+            check!(
+                req.pe == me && req.max_bytes == PERSISTENT_MAX,
+                "request {req:?}"
+            );
+            converse::sync_send_and_free(0, Message::from_payload(req_h, &req.to_bytes()));
+            return;
+        }
+        while REQS.with(|r| r.borrow().len()) < p - 1 {
+            converse::deliver_specific_msg(req_h);
+        }
+        let reqs = REQS.with(|r| r.borrow().clone());
+        for req in reqs {
+            let pe = req.pe;
+            let remote = node_of(pe) != node_of(0);
+            // Sender-made: ready once PE `pe` answers (never in-process).
+            let made = persistent::create_persistent(pe, PERSISTENT_MAX);
+            while remote && !made.is_ready() {
+                converse::schedule_count(1);
+            }
+            check!(
+                made.is_ready() == remote,
+                "{made:?} ready: {}",
+                made.is_ready()
+            );
+            // Receiver-made: ready at once.
+            let registered = persistent::register_receive_persistent(req);
+            check!(registered.is_ready() == remote, "{registered:?}");
+            for (round, handle) in [made, registered].into_iter().enumerate() {
+                persistent::use_persistent(std::slice::from_ref(&handle));
+                for n in 0..PERSISTENT_MSGS {
+                    let seq = round as u64 * PERSISTENT_MSGS + n;
+                    let msg = msg_words(data_h, &[seq], &pattern(persistent_len(n), seq));
+                    if n % 2 == 0 {
+                        converse::sync_send(pe, &msg);
+                    } else {
+                        converse::sync_send_and_free(pe, msg);
+                    }
+                }
+                persistent::use_persistent(&[]);
+                handle.destroy();
+                check!(!handle.is_ready() && handle.is_destroyed(), "{handle:?}");
+            }
+        }
+        persistent::destroy_all_persistent();
+        while REPORTS.with(Cell::get) < p - 1 {
+            converse::deliver_specific_msg(report_h);
+        }
+        cmi_printf!("ok core_persistent\n");
+        converse::exit(0);
+    })
+}
+
+// ---------------------------------------------------------------------------
 // core_isomalloc: unique addresses across processes; a block that migrates
 // ---------------------------------------------------------------------------
 
@@ -2016,6 +2164,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "core_huge" => huge(),
         "core_rdma" => rdma(),
         "core_isomalloc" => isomalloc_case(),
+        "core_persistent" => persistent(),
         "core_node_sends" => node_sends(),
         "core_bcast" => bcast(check_src),
         "core_reduce" => reduce(),
@@ -2167,6 +2316,13 @@ fn core_isomalloc() {
     Jobs::default().ok("core_isomalloc", &[]).check();
 }
 
+/// Persistent channels from PE 0 to every other PE, made by the sender
+/// and by the receiver, over shm, tcp and both: order, contents, and the
+/// receivers' buffers reused (over the limit: the ordinary way).
+fn core_persistent() {
+    Jobs::default().ok("core_persistent", &[]).check();
+}
+
 fn core_node_sends() {
     Jobs::default().ok("core_node_sends", &[]).check();
 }
@@ -2276,6 +2432,7 @@ pub fn cases() -> Vec<Case> {
         ("core_huge_in_every_lmt_mode", core_huge_in_every_lmt_mode),
         ("core_rdma", core_rdma),
         ("core_isomalloc", core_isomalloc),
+        ("core_persistent", core_persistent),
         ("core_node_sends", core_node_sends),
         ("core_bcast", core_bcast),
         ("core_reduce", core_reduce),
