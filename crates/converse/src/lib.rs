@@ -29,14 +29,11 @@
 //! assert_eq!(code, 0);
 //! ```
 //!
-//! The functions, macros and types of the Converse manual and its CMI
-//! chapter have Rust equivalents here, with the exceptions below; search the
-//! documentation for the C name (`CmiSyncSend`, `CsdEnqueueGeneral`, …): it
-//! is a `doc(alias)` of its Rust counterpart (the CCS client's functions are
-//! in the `converse-ccs` crate). Not yet here, until the issues that add them
-//! land:
-//!
-//! - thread migration: `CthPup`.
+//! Every function, macro and type of the Converse manual and its CMI
+//! chapter has a Rust equivalent here; search the documentation for the C
+//! name (`CmiSyncSend`, `CsdEnqueueGeneral`, …): it is a `doc(alias)` of
+//! its Rust counterpart (the CCS client's functions are in the
+//! `converse-ccs` crate).
 //!
 //! The test `tests/manual_names.rs` checks this against the specification.
 //!

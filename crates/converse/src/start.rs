@@ -82,6 +82,7 @@ fn init_pe(me: &Pe, modules: &[ModuleInit]) {
     crate::cmi::route::init_pe(me);
     crate::cmi::rdma::init_pe(me);
     crate::cmi::persistent::init_pe(me);
+    crate::cth::migrate::init_pe(me);
     crate::ccd::quiescence::init_pe(me);
     crate::ccs::init_pe(me);
     for (_, init) in modules {

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 /// Documented names with no Rust equivalent yet, by area (the same list is
 /// in the README and the crate documentation).
-const NOT_YET: &[(&str, &[&str])] = &[("thread migration", &["CthPup"])];
+const NOT_YET: &[(&str, &[&str])] = &[];
 
 /// Prefixes of Converse names; the character after the prefix must be an
 /// upper-case letter (so prose such as "Converse" alone is not a name).

@@ -6,7 +6,7 @@
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use super::{Thread, check_can_block, suspend};
+use super::{Thread, check_can_block};
 
 /// A one-shot event on one PE: threads [`wait`](Event::wait) until someone
 /// [`set`](Event::set)s it. The building block for futures and similar
@@ -54,7 +54,7 @@ impl Event {
                     waiters.push(me);
                 }
             }
-            suspend();
+            crate::cth::suspend_as(false);
         }
     }
 
@@ -104,7 +104,7 @@ pub fn sleep(ms: f64) {
         if leave_main_flow_if_exiting() {
             return;
         }
-        suspend();
+        crate::cth::suspend_as(false);
     }
 }
 

@@ -66,6 +66,7 @@
 //! are the primitives and stay allowed everywhere, as in Converse.
 pub mod ctv;
 mod event;
+pub mod migrate;
 pub(crate) mod stack;
 
 use std::any::Any;
@@ -91,9 +92,31 @@ pub(crate) enum Switch {
     Suspend,
     /// Resume this thread next.
     Transfer(Thread),
+    /// Pack this (migratable) thread and send it to this PE
+    /// ([`migrate::migrate_self`]).
+    Migrate(usize),
 }
 
-type Co = Coroutine<(), Switch, (), corosensei::stack::DefaultStack>;
+/// A thread's coroutine. Its stack is a [`stack::StackView`] (bounds
+/// only; the memory is the thread's [`StackOwner`]), so that a suspended
+/// one is plain data (see `migrate`).
+type Co = Coroutine<(), Switch, (), stack::StackView>;
+
+/// The memory of a thread's stack.
+enum StackOwner {
+    /// From the PE's pool, back to it when the thread ends.
+    Pooled(corosensei::stack::DefaultStack),
+    /// An isomalloc block (a migratable thread's), its lowest page a guard
+    /// page; freed when the thread ends, packed when it moves.
+    Iso(IsoStack),
+}
+
+/// A migratable thread's stack block: freed when dropped (a packed one is
+/// forgotten instead: it left the process).
+struct IsoStack {
+    block: usize,
+    len: usize,
+}
 
 /// Where a thread is in its life.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -106,6 +129,9 @@ enum State {
     Suspended,
     /// Returned or freed; may not run again.
     Finished,
+    /// Packed to move to another PE ([`Thread::pack`]): this handle is
+    /// spent; the thread lives on where it was unpacked.
+    Moved,
 }
 
 /// A user-level thread (`CthThread`): a handle, cheap to clone, compared by
@@ -134,6 +160,14 @@ struct Inner {
     /// The coroutine; `None` for a flow without one (main, stand-ins) and
     /// while the thread runs.
     co: RefCell<Option<Co>>,
+    /// The coroutine's stack memory (`None` for a flow without one, and
+    /// once given back). Declared after `co`: a coroutine dropped
+    /// unfinished unwinds on this memory first.
+    stack: RefCell<Option<StackOwner>>,
+    /// Roughly where the stack pointer was when the thread last suspended
+    /// through [`suspend`] itself holding nothing of the runtime's across
+    /// the switch (0 otherwise): what a migration packs from.
+    clean_sp: Cell<usize>,
     /// Whether this thread has a coroutine at all.
     native: bool,
     /// The coroutine's yielder, set when its body starts. Valid while the
@@ -300,16 +334,19 @@ impl Inner {
     fn new(
         id: u64,
         pe: usize,
-        co: Option<Co>,
+        co: Option<(Co, StackOwner)>,
         guard: (usize, usize),
         stack_size: usize,
         migratable: bool,
     ) -> Inner {
         let native = co.is_none();
+        let (co, stack) = co.unzip();
         Inner {
             id,
             pe,
             co: RefCell::new(co),
+            stack: RefCell::new(stack),
+            clean_sp: Cell::new(0),
             native,
             yielder: Cell::new(std::ptr::null()),
             stack_size,
@@ -387,10 +424,14 @@ impl Thread {
         Thread::create_impl(body, stack_size, false)
     }
 
-    /// As [`create`](Thread::create), marking the thread as one that may
-    /// later move to another PE (`CthCreateMigratable`). Only a hint for now:
-    /// threads do not migrate yet. `body` is a closure, as in
-    /// [`create`](Thread::create) (`CthVoidFn` and its argument).
+    /// As [`create`](Thread::create), for a thread that may move to
+    /// another PE, of this process or another (`CthCreateMigratable`): its
+    /// stack is an isomalloc block, at an address no other PE uses, so it
+    /// can be packed while the thread is suspended ([`Thread::pack`],
+    /// [`migrate::migrate_self`]) and unpacked at the same address
+    /// elsewhere. `body` is a closure, as in [`create`](Thread::create)
+    /// (`CthVoidFn` and its argument); see [`migrate`] for what may live on
+    /// the stack of a thread that moves.
     #[doc(alias = "CthCreateMigratable")]
     #[doc(alias = "CthVoidFn")]
     pub fn create_migratable(body: impl FnOnce() + 'static, stack_size: usize) -> Thread {
@@ -404,9 +445,18 @@ impl Thread {
         } else {
             stack_size.max(crate::proc::args::MIN_STACK)
         };
-        let stack = pe.cth.stacks.borrow_mut().take(size, pe.pe);
-        let guard = stack::guard_of(&stack);
-        let co = Co::with_stack(stack, move |yielder, ()| {
+        let (view, owner, guard) = if migratable {
+            migrate::iso_stack(&pe, size)
+        } else {
+            let stack = pe.cth.stacks.borrow_mut().take(size, pe.pe);
+            let guard = stack::guard_of(&stack);
+            (
+                stack::StackView::of(&stack),
+                StackOwner::Pooled(stack),
+                guard,
+            )
+        };
+        let co = Co::with_stack(view, move |yielder, ()| {
             pe::with(|pe| {
                 let me = pe.cth.current();
                 me.0.yielder.set(yielder as *const Yielder<(), Switch>);
@@ -416,7 +466,7 @@ impl Thread {
         let thread = Thread(Rc::new(Inner::new(
             pe.cth.fresh_id(),
             pe.pe,
-            Some(co),
+            Some((co, owner)),
             guard,
             size,
             migratable,
@@ -476,11 +526,16 @@ impl Thread {
     /// priority (`CthAwakenPrio`).
     #[doc(alias = "CthAwakenPrio")]
     pub fn awaken_prio(&self, queueing: Queueing) {
-        if self.0.state.get() == State::Finished {
-            abort(&format!(
+        match self.0.state.get() {
+            State::Finished => abort(&format!(
                 "awaken of {}, which has finished",
                 self.describe()
-            ));
+            )),
+            State::Moved => abort(&format!(
+                "awaken of {}, which was packed to move to another PE (awaken it where it was unpacked)",
+                self.describe()
+            )),
+            _ => {}
         }
         if self.0.free_pending.get() {
             abort(&format!(
@@ -527,6 +582,10 @@ impl Thread {
         match self.0.state.get() {
             State::Finished => abort(&format!(
                 "resume of {}, which has finished",
+                self.describe()
+            )),
+            State::Moved => abort(&format!(
+                "resume of {}, which was packed to move to another PE",
                 self.describe()
             )),
             State::Running if !self.0.native => abort(&format!(
@@ -621,22 +680,60 @@ pub(crate) enum Task {
 /// [`Thread::free`] is freed here and never returns.
 #[doc(alias = "CthSuspend")]
 pub fn suspend() {
-    let pe = pe::current();
-    let me = pe.cth.current();
-    let strategy = me.0.strategy.borrow().clone();
-    if let Some(s) = strategy {
-        let next = (s.choose)();
-        if next != me {
-            next.check_resumable();
-            transfer(&pe, &me, next);
+    suspend_as(true)
+}
+
+/// [`suspend`], from a caller of the runtime's (`clean` false) whose frame
+/// holds handles across it (an `Event` wait, a yield): such a suspension
+/// may not be packed.
+pub(crate) fn suspend_as(clean: bool) {
+    // A coroutine thread's plain suspension holds nothing of the runtime's
+    // across the switch (`suspend_clean`): it may resume on another PE.
+    let yielder = {
+        let pe = pe::current();
+        let me = pe.cth.current();
+        let strategy = me.0.strategy.borrow().clone();
+        if let Some(s) = strategy {
+            let next = (s.choose)();
+            if next != me {
+                next.check_resumable();
+                transfer(&pe, &me, next);
+            }
+            return;
         }
-        return;
-    }
-    if me.0.native {
-        suspend_main_flow(&pe, &me);
+        if me.0.native {
+            suspend_main_flow(&pe, &me);
+            return;
+        }
+        me.0.yielder.get()
+    };
+    suspend_clean(yielder, Switch::Suspend, clean);
+}
+
+/// Suspends the running coroutine thread, whose yielder is `yielder`, with
+/// `switch` for its trampoline, holding no handle of the runtime's (no
+/// `Pe`, no `Thread`) across the switch: the thread may be packed while
+/// suspended and resume on another PE (see `migrate`), and nothing on this
+/// frame may then refer to the PE it left. Records roughly where the stack
+/// pointer is, for packing.
+/// `clean` false: the caller's callers hold handles across it after all
+/// (no packing then).
+#[inline(never)]
+fn suspend_clean(yielder: *const Yielder<(), Switch>, switch: Switch, clean: bool) {
+    let here = 0u8;
+    let sp = if clean {
+        std::ptr::addr_of!(here) as usize
     } else {
-        yield_to_trampoline(&me, Switch::Suspend);
-    }
+        0
+    };
+    pe::with(|pe| pe.cth.current.borrow().0.clean_sp.set(sp));
+    // SAFETY: `yielder` is the running coroutine thread's (read from it
+    // just now by the caller), set when its body started and living on its
+    // stack until the body returns, which it has not; this runs on that
+    // coroutine's own stack, as corosensei requires.
+    unsafe { (*yielder).suspend(switch) };
+    // Resumed: possibly on another PE, or in another process. Touch nothing
+    // from before the switch but the stack itself.
 }
 
 /// Gives up control until the scheduler comes back to this thread
@@ -647,7 +744,7 @@ pub fn yield_now() {
     let me = pe.cth.current();
     if me.0.free_pending.get() {
         // A freed thread gives up control for good.
-        suspend();
+        suspend_as(false);
         return;
     }
     if me.0.native && pe.job.is_exiting() {
@@ -660,7 +757,7 @@ pub fn yield_now() {
         return;
     }
     me.awaken();
-    suspend();
+    suspend_as(false);
 }
 
 /// Most switches between threads that yield to each other need not go back
@@ -731,7 +828,7 @@ pub fn yield_prio(queueing: Queueing) {
     if !me.0.free_pending.get() {
         me.awaken_prio(queueing);
     }
-    suspend();
+    suspend_as(false);
 }
 
 /// Aborts with an explanation if the calling code may not block: a handler
@@ -908,7 +1005,7 @@ impl Drop for Resumed<'_> {
 /// handler or a nested scheduler call (their guards live on its stack).
 /// They are the thread's own: saved with it when it suspends, the resumer's
 /// put back, and re-applied on top of the next resumer's when it resumes.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, PartialEq, Eq)]
 struct Depths {
     handler: u32,
     sched: u32,
@@ -983,14 +1080,15 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
             CoroutineResult::Return(()) => {
                 t.0.state.set(State::Finished);
                 pe.cth.untrack(t.0.slot.replace(NO_SLOT));
-                pe.cth
-                    .stacks
-                    .borrow_mut()
-                    .put(co.into_stack(), t.0.stack_size);
+                drop(co);
+                give_back_stack(pe, &t.0);
                 return;
             }
             CoroutineResult::Yield(switch) => {
                 t.0.state.set(State::Suspended);
+                if !matches!(switch, Switch::Suspend | Switch::Migrate(_)) {
+                    t.0.clean_sp.set(0);
+                }
                 if t.0.free_pending.get() {
                     destroy(pe, &t, co);
                 } else {
@@ -998,6 +1096,10 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
                 }
                 match switch {
                     Switch::Suspend => return,
+                    Switch::Migrate(dest) => {
+                        migrate::send_to(pe, &t, dest);
+                        return;
+                    }
                     Switch::Transfer(next) if next.0.native => {
                         wake_main_flow(&next);
                         return;
@@ -1063,10 +1165,29 @@ fn destroy(pe: &Pe, t: &Thread, mut co: Co) {
     t.0.state.set(State::Finished);
     pe.cth.untrack(t.0.slot.replace(NO_SLOT));
     as_thread(pe, &t.0, || co.force_unwind());
-    pe.cth
-        .stacks
-        .borrow_mut()
-        .put(co.into_stack(), t.0.stack_size);
+    drop(co);
+    give_back_stack(pe, &t.0);
+}
+
+/// A finished thread's stack (its coroutine dropped already): a pooled one
+/// back to the pool, an isomalloc one freed.
+fn give_back_stack(pe: &Pe, inner: &Inner) {
+    match inner.stack.borrow_mut().take() {
+        Some(StackOwner::Pooled(stack)) => pe.cth.stacks.borrow_mut().put(stack, inner.stack_size),
+        // Its `Drop` frees the block.
+        Some(iso) => drop(iso),
+        None => {}
+    }
+}
+
+impl Drop for IsoStack {
+    fn drop(&mut self) {
+        // A block this thread owns; nothing runs on it any more (its
+        // coroutine is dropped first: see `Inner::stack`).
+        if let Err(e) = crate::mem::isomalloc::free(self.block) {
+            crate::proc::exit::abort(&format!("freeing a migratable thread's stack: {e}"));
+        }
+    }
 }
 
 /// Runs `f` (which unwinds `inner`'s stack) as that thread would run: it is

@@ -59,8 +59,7 @@ impl StackPool {
             self.pooled -= 1;
             return stack;
         }
-        install_overflow_handler();
-        ensure_alt_stack();
+        prepare_overflow_report();
         DefaultStack::new(size).unwrap_or_else(|e| {
             crate::proc::exit::abort(&format!(
                 "cannot map a {size}-byte stack for a user-level thread on PE {pe}: {e} (every live thread holds a stack mapping, and the kernel limits a process's mappings: vm.max_map_count; keep fewer threads alive at once)"
@@ -127,7 +126,7 @@ pub(crate) fn running() -> RunningStack {
     RUNNING.with(Cell::get)
 }
 
-fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     static PAGE: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *PAGE.get_or_init(|| {
         // SAFETY: sysconf with a valid name has no preconditions.
@@ -140,6 +139,52 @@ fn page_size() -> usize {
 pub(crate) fn guard_of(stack: &DefaultStack) -> (usize, usize) {
     let start = stack.limit().get();
     (start, start + page_size())
+}
+
+/// What a thread's coroutine knows of its stack: the bounds, as plain
+/// words. The memory is owned beside the coroutine (by the thread's
+/// `StackOwner`), so a suspended coroutine is plain data: one whose stack
+/// is an isomalloc block can move to another PE, or process, as bytes
+/// (`cth::migrate`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(C)]
+pub(crate) struct StackView {
+    /// The highest address (stacks grow down).
+    pub base: usize,
+    /// The lowest, guard page included.
+    pub limit: usize,
+}
+
+impl StackView {
+    /// The bounds of a stack mapped with its guard page.
+    pub fn of(stack: &DefaultStack) -> StackView {
+        StackView {
+            base: stack.base().get(),
+            limit: stack.limit().get(),
+        }
+    }
+}
+
+// SAFETY: the bounds are those of a mapped stack (a `DefaultStack`'s, or an
+// isomalloc block with its lowest page made a guard page), aligned as the
+// trait requires (page-aligned), and the thread that owns the coroutine
+// keeps that memory mapped until the coroutine is dropped or has finished
+// (`StackOwner` is dropped after the coroutine).
+unsafe impl Stack for StackView {
+    fn base(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.base).expect("a mapped stack")
+    }
+
+    fn limit(&self) -> corosensei::stack::StackPointer {
+        corosensei::stack::StackPointer::new(self.limit).expect("a mapped stack")
+    }
+}
+
+/// Makes sure an overflow of a thread stack made now is reported: the
+/// handler is installed and this OS thread has an alternate signal stack.
+pub(crate) fn prepare_overflow_report() {
+    install_overflow_handler();
+    ensure_alt_stack();
 }
 
 /// The actions SIGSEGV and SIGBUS had before ours, to hand other faults to.

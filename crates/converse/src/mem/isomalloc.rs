@@ -372,6 +372,27 @@ pub fn length(at: usize) -> Option<usize> {
 /// # Safety
 /// No reference into the block may be used after: its pages go.
 pub unsafe fn release(at: usize) -> Result<PackedBlock, IsoError> {
+    let len = length(at)
+        .ok_or_else(|| IsoError(format!("{at:#x} is no block living in this process")))?;
+    let mut bytes = vec![0u8; len];
+    // SAFETY: a live block of `len` bytes (mapped readable and writable);
+    // the caller keeps everyone else off it.
+    unsafe { std::ptr::copy_nonoverlapping(at as *const u8, bytes.as_mut_ptr(), len) };
+    // SAFETY: the caller's promise.
+    unsafe { release_unread(at) }?;
+    Ok(PackedBlock {
+        addr: at as u64,
+        bytes,
+    })
+}
+
+/// Takes the block at `at` out of this process as [`release`] does,
+/// without reading it (its owner packs what it needs of it itself);
+/// returns its length.
+///
+/// # Safety
+/// No reference into the block may be used after: its pages go.
+pub unsafe fn release_unread(at: usize) -> Result<usize, IsoError> {
     let mut s = space();
     let len = match s.guests.get(&at) {
         Some(&len) => len,
@@ -381,9 +402,6 @@ pub unsafe fn release(at: usize) -> Result<PackedBlock, IsoError> {
             .find_map(|sl| sl.block(at))
             .ok_or_else(|| IsoError(format!("{at:#x} is no block living in this process")))?,
     };
-    let mut bytes = vec![0u8; len];
-    // SAFETY: a live block of `len` bytes (mapped readable and writable).
-    unsafe { std::ptr::copy_nonoverlapping(at as *const u8, bytes.as_mut_ptr(), len) };
     set_access(at, len, false)?;
     if s.guests.remove(&at).is_none() {
         for slice in s.slices.values_mut() {
@@ -392,10 +410,7 @@ pub unsafe fn release(at: usize) -> Result<PackedBlock, IsoError> {
             }
         }
     }
-    Ok(PackedBlock {
-        addr: at as u64,
-        bytes,
-    })
+    Ok(len)
 }
 
 /// Maps `block` at its address in this process and fills it: the block
@@ -405,6 +420,21 @@ pub unsafe fn release(at: usize) -> Result<PackedBlock, IsoError> {
 pub fn adopt(block: &PackedBlock, pes: usize, home_is_here: bool) -> Result<usize, IsoError> {
     let at = usize::try_from(block.addr).map_err(|_| IsoError("address out of range".into()))?;
     let len = block.bytes.len();
+    adopt_unfilled(at, len, pes, home_is_here)?;
+    // SAFETY: just mapped readable and writable, `len` bytes.
+    unsafe { std::ptr::copy_nonoverlapping(block.bytes.as_ptr(), at as *mut u8, len) };
+    Ok(at)
+}
+
+/// Maps the `len`-byte block at `at` that [`release_unread`] (or
+/// [`release`]) took out of its process, zeroed, for the caller to fill (see
+/// [`adopt`]).
+pub fn adopt_unfilled(
+    at: usize,
+    len: usize,
+    pes: usize,
+    home_is_here: bool,
+) -> Result<(), IsoError> {
     let page = page_size();
     let end = at.checked_add(len);
     if len == 0
@@ -440,10 +470,30 @@ pub fn adopt(block: &PackedBlock, pes: usize, home_is_here: bool) -> Result<usiz
         }
         s.guests.insert(at, len);
     }
-    set_access(at, len, true)?;
-    // SAFETY: just mapped readable and writable, `len` bytes.
-    unsafe { std::ptr::copy_nonoverlapping(block.bytes.as_ptr(), at as *mut u8, len) };
-    Ok(at)
+    set_access(at, len, true)
+}
+
+/// Sets the access of `len` bytes at `at`, pages of a live block: usable,
+/// or none at all (a guard page).
+///
+/// # Safety
+/// The pages must belong to a block the caller owns, and nothing may touch
+/// pages made inaccessible.
+pub unsafe fn protect(at: usize, len: usize, usable: bool) -> Result<(), IsoError> {
+    let prot = if usable {
+        libc::PROT_READ | libc::PROT_WRITE
+    } else {
+        libc::PROT_NONE
+    };
+    // SAFETY: the caller's promise: pages of one of its blocks.
+    let rc = unsafe { libc::mprotect(at as *mut libc::c_void, len, prot) };
+    if rc != 0 {
+        return Err(IsoError(format!(
+            "cannot protect {len} bytes at {at:#x}: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -54,10 +54,13 @@ pub(crate) enum Kind {
     PersistentOpened = 16,
     /// The sender ends a channel to the receiving PE.
     PersistentClose = 17,
+    /// A migratable thread, packed, to go on on the receiving PE
+    /// (`cth::migrate`).
+    ThreadMigrate = 18,
 }
 
 /// Number of kinds (the highest `Kind` value).
-const KINDS: usize = 17;
+const KINDS: usize = 18;
 
 impl Kind {
     pub fn from_raw(raw: u32) -> Option<Kind> {
@@ -79,6 +82,7 @@ impl Kind {
             15 => Kind::PersistentOpen,
             16 => Kind::PersistentOpened,
             17 => Kind::PersistentClose,
+            18 => Kind::ThreadMigrate,
             _ => return None,
         })
     }

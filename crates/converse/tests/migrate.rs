@@ -1,0 +1,225 @@
+//! Migratable threads in an in-process job (`converse::cth::migrate`): a
+//! thread that moves itself from PE to PE a thousand times keeps its stack
+//! (an array, pointers into it) and the isomalloc blocks it points to; a
+//! suspended thread packed by hand, carried in a message and unpacked on
+//! another PE goes on there; what cannot be packed is refused with the
+//! reason. Across processes: `core_migrate` in `convrun`'s multi-process
+//! tests.
+mod common;
+
+use std::sync::Mutex;
+
+use converse::cth::migrate::{self, PackedThread};
+use converse::{Converse, Message, Thread, isomalloc};
+
+/// What the test threads saw: (hops, PEs visited in order).
+static SEEN: Mutex<Vec<usize>> = Mutex::new(Vec::new());
+
+/// A list node in isomalloc memory.
+#[repr(C)]
+struct Node {
+    value: u64,
+    next: *mut Node,
+}
+
+/// A list of `n` nodes, each its own isomalloc block.
+fn make_list(n: u64) -> *mut Node {
+    let mut head: *mut Node = std::ptr::null_mut();
+    for value in (0..n).rev() {
+        let block = isomalloc::isomalloc(size_of::<Node>())
+            .expect("isomalloc")
+            .cast::<Node>();
+        // SAFETY: a fresh block of a page, aligned, ours.
+        unsafe { block.as_ptr().write(Node { value, next: head }) };
+        head = block.as_ptr();
+    }
+    head
+}
+
+/// The list's values, in order.
+fn read_list(mut at: *const Node) -> Vec<u64> {
+    let mut out = Vec::new();
+    while !at.is_null() {
+        // SAFETY: nodes made by `make_list`, alive.
+        unsafe {
+            out.push((*at).value);
+            at = (*at).next;
+        }
+    }
+    out
+}
+
+const HOPS: usize = 1000;
+
+#[test]
+fn a_thread_moves_between_pes_a_thousand_times_keeping_its_stack_and_list() {
+    SEEN.lock().unwrap().clear();
+    let code = common::within(120, || {
+        Converse::new()
+            .args(["prog", "+p", "3"])
+            .run(|_| {
+                if converse::my_pe() != 0 {
+                    return;
+                }
+                let t = Thread::create_migratable(
+                    || {
+                        let n = converse::num_pes();
+                        // On the stack: an array, and a pointer into it.
+                        let mut array = [0u64; 512];
+                        for (i, x) in array.iter_mut().enumerate() {
+                            *x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                        }
+                        let middle: *const u64 = &array[256];
+                        let list = make_list(20);
+                        let mut visited = Vec::new();
+                        for hop in 0..HOPS {
+                            let dest = (converse::my_pe() + 1 + hop % 2) % n;
+                            migrate::migrate_self(dest);
+                            assert_eq!(converse::my_pe(), dest, "hop {hop} arrived");
+                            visited.push(dest);
+                            // SAFETY: points into `array`, which moved with
+                            // the stack to the same address.
+                            assert_eq!(unsafe { *middle }, array[256]);
+                            assert!(
+                                array
+                                    .iter()
+                                    .enumerate()
+                                    .all(|(i, &x)| x
+                                        == (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                                "hop {hop}: the stack array changed"
+                            );
+                            assert_eq!(read_list(list), (0..20).collect::<Vec<_>>(), "hop {hop}");
+                        }
+                        *SEEN.lock().unwrap() = visited;
+                        converse::exit(0);
+                    },
+                    64 << 10,
+                );
+                assert!(t.is_migratable());
+                t.awaken();
+            })
+            .expect("the job starts")
+    });
+    assert_eq!(code, 0);
+    let seen = SEEN.lock().unwrap().clone();
+    assert_eq!(seen.len(), HOPS);
+    let mut pe = 0;
+    for (hop, &at) in seen.iter().enumerate() {
+        pe = (pe + 1 + hop % 2) % 3;
+        assert_eq!(at, pe, "hop {hop}");
+    }
+}
+
+#[test]
+fn a_packed_thread_travels_in_a_message_and_goes_on_where_it_is_unpacked() {
+    SEEN.lock().unwrap().clear();
+    let code = common::within(60, || {
+        Converse::new()
+            .args(["prog", "+p", "2"])
+            .run(|_| {
+                let arrive = converse::register_handler(|m: Message| {
+                    let packed = PackedThread::from_bytes(m.payload()).expect("a packed thread");
+                    let t = packed.unpack().expect("unpacks here");
+                    assert!(t.is_migratable() && !t.is_finished());
+                    t.awaken();
+                });
+                if converse::my_pe() != 0 {
+                    return;
+                }
+                let t = Thread::create_migratable(
+                    || {
+                        let words: Vec<usize> = vec![converse::my_pe()];
+                        let on = words[0];
+                        converse::suspend();
+                        SEEN.lock().unwrap().extend([on, converse::my_pe()]);
+                        converse::exit(0);
+                    },
+                    0,
+                );
+                // Not suspended yet: refused.
+                let err = t.pack().unwrap_err();
+                assert!(err.0.contains("not suspended"), "{err}");
+                // Let it run up to its suspend, then move it.
+                t.awaken();
+                let main = Thread::current();
+                let packer = Thread::create(
+                    move || {
+                        let packed = t.pack().expect("a suspended migratable thread packs");
+                        assert!(t.pack().unwrap_err().0.contains("packed already"));
+                        converse::sync_send_and_free(
+                            1,
+                            Message::from_payload(arrive, packed.as_bytes()),
+                        );
+                        drop(main);
+                    },
+                    0,
+                );
+                packer.awaken();
+            })
+            .expect("the job starts")
+    });
+    assert_eq!(code, 0);
+    assert_eq!(*SEEN.lock().unwrap(), vec![0, 1]);
+}
+
+#[test]
+fn what_cannot_move_is_refused_with_the_reason() {
+    let code = common::within(60, || {
+        Converse::new()
+            .args(["prog", "+p", "1"])
+            .run(|_| {
+                // Not migratable.
+                let plain = Thread::create(converse::suspend, 0);
+                plain.awaken();
+                // Waiting inside the runtime.
+                let event = std::rc::Rc::new(converse::Event::new());
+                let waiting = {
+                    let event = event.clone();
+                    Thread::create_migratable(move || event.wait(), 0)
+                };
+                waiting.awaken();
+                // With a thread-private variable.
+                let ctv = std::rc::Rc::new(converse::Ctv::new(|| 0u32));
+                let with_ctv = {
+                    let ctv = ctv.clone();
+                    Thread::create_migratable(
+                        move || {
+                            ctv.set(7);
+                            converse::suspend();
+                        },
+                        0,
+                    )
+                };
+                with_ctv.awaken();
+                let checker = Thread::create(
+                    move || {
+                        let why = |t: &Thread| t.pack().unwrap_err().0;
+                        assert!(
+                            why(&plain).contains("not a migratable thread"),
+                            "{}",
+                            why(&plain)
+                        );
+                        assert!(
+                            why(&waiting).contains("inside the runtime"),
+                            "{}",
+                            why(&waiting)
+                        );
+                        assert!(
+                            why(&with_ctv).contains("thread-private"),
+                            "{}",
+                            why(&with_ctv)
+                        );
+                        assert!(why(&Thread::current()).contains("not a migratable"));
+                        // Garbage is no packed thread.
+                        assert!(PackedThread::from_bytes(b"not a thread").is_err());
+                        event.set();
+                        converse::exit(0);
+                    },
+                    0,
+                );
+                checker.awaken();
+            })
+            .expect("the job starts")
+    });
+    assert_eq!(code, 0);
+}
