@@ -10,7 +10,13 @@ mod common;
 use std::sync::Mutex;
 
 use converse::cth::migrate::{self, PackedThread};
+use converse::cth::{ThreadHeap, on_thread_heap};
 use converse::{Converse, Message, Thread, isomalloc};
+
+// What a migratable thread allocates inside `on_thread_heap` comes from its
+// own heap, which moves with it.
+#[global_allocator]
+static HEAP: ThreadHeap = ThreadHeap;
 
 /// What the test threads saw: (hops, PEs visited in order).
 static SEEN: Mutex<Vec<usize>> = Mutex::new(Vec::new());
@@ -108,6 +114,68 @@ fn a_thread_moves_between_pes_a_thousand_times_keeping_its_stack_and_list() {
         pe = (pe + 1 + hop % 2) % 3;
         assert_eq!(at, pe, "hop {hop}");
     }
+}
+
+/// A list of boxes, as a Rust program builds one.
+struct Link {
+    value: u64,
+    next: Option<Box<Link>>,
+}
+
+static HEAP_SEEN: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+
+#[test]
+fn what_a_thread_allocates_on_its_heap_moves_with_it() {
+    HEAP_SEEN.lock().unwrap().clear();
+    let code = common::within(120, || {
+        Converse::new()
+            .args(["prog", "+p", "2"])
+            .run(|_| {
+                if converse::my_pe() != 0 {
+                    return;
+                }
+                let t = Thread::create_migratable(
+                    || {
+                        on_thread_heap(|| {
+                            let mut list: Option<Box<Link>> = None;
+                            for value in 0..200 {
+                                list = Some(Box::new(Link { value, next: list }));
+                            }
+                            let words: Vec<u64> = (0..1000).collect();
+                            let head = list.as_deref().map(|l| l as *const Link as *const u8);
+                            assert!(isomalloc::isomalloc_in_range(head.unwrap()));
+                            assert!(isomalloc::isomalloc_in_range(words.as_ptr().cast()));
+                            for hop in 0..100 {
+                                migrate::migrate_self(1 - converse::my_pe());
+                                let mut at = list.as_deref();
+                                let mut expect = 200;
+                                while let Some(l) = at {
+                                    expect -= 1;
+                                    assert_eq!(l.value, expect, "hop {hop}");
+                                    at = l.next.as_deref();
+                                }
+                                assert_eq!(expect, 0);
+                                assert!(words.iter().enumerate().all(|(i, &w)| w == i as u64));
+                            }
+                            // Freed where it is now, on the thread's heap.
+                            drop(list);
+                            HEAP_SEEN.lock().unwrap().push(words.iter().sum());
+                        });
+                        // Outside the scope: the system's memory.
+                        let plain = Box::new(5u64);
+                        assert!(!isomalloc::isomalloc_in_range(
+                            (&*plain as *const u64).cast()
+                        ));
+                        converse::exit(0);
+                    },
+                    0,
+                );
+                t.awaken();
+            })
+            .expect("the job starts")
+    });
+    assert_eq!(code, 0);
+    assert_eq!(*HEAP_SEEN.lock().unwrap(), vec![(0..1000u64).sum::<u64>()]);
 }
 
 #[test]

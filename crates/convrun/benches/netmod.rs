@@ -40,6 +40,12 @@
 //!   `ordinary_oneway_<size>`: the same bounce with plain
 //!   `sync_send_and_free`, in the same job, in turns with it (the best of
 //!   5 turns each).
+//! - `cth_migrate` (`-- migrate`): a migratable thread with a 64 KiB stack
+//!   moves itself between PE 0 and PE 1, two processes over shm
+//!   (`++no-aslr`): pack, send, unpack and resume, per move (its used
+//!   stack and its heap travel). Baseline `oneway_64KiB`: half the round
+//!   trip of a 64 KiB message bounced between the same PEs, in the same
+//!   job.
 //! - `convrun_startup_p4`: `convrun +p 4` of a program that ends at once.
 //!   Baseline `spawn_4`: starting the same binary as 4 plain processes
 //!   (without the runtime) and waiting for them.
@@ -88,6 +94,7 @@ fn main() {
         Some("job-noop") => job_noop(),
         Some("job-rdma") => job_rdma(),
         Some("job-persistent") => job_persistent(),
+        Some("job-migrate") => job_migrate(),
         Some("raw-peer") => raw_peer(&args[2]),
         Some("raw-shm-peer") => raw_shm_peer(&args[2]),
         #[cfg(feature = "mpi")]
@@ -129,6 +136,9 @@ fn driver() {
     }
     if wanted("persistent") {
         persistent_figures();
+    }
+    if wanted("migrate") {
+        migrate_figures();
     }
     if wanted("startup") {
         startup_figure();
@@ -406,6 +416,98 @@ fn job_persistent() {
             }
             persistent::use_persistent(&[]);
             channel.destroy();
+        })
+        .unwrap();
+    std::process::exit(code)
+}
+
+/// Runs the migration job over shm and prints its figure.
+fn migrate_figures() {
+    let out = Command::new(CONVRUN)
+        .args([
+            "++no-aslr",
+            "+p",
+            "2",
+            "++netmod",
+            "shm",
+            &me(),
+            "job-migrate",
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("convrun starts");
+    assert!(out.status.success(), "the migration job failed");
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        if let ["migrate", us, msg_us] = l.split_whitespace().collect::<Vec<_>>().as_slice() {
+            common::line(
+                "cth_migrate",
+                us.parse().unwrap(),
+                "us",
+                "oneway_64KiB",
+                msg_us.parse().unwrap(),
+                "us",
+            );
+        }
+    }
+}
+
+/// PE 0 bounces a 64 KiB message with PE 1, then a migratable thread
+/// moves itself between them; PE 0 prints the time per move and per
+/// one-way message.
+fn job_migrate() {
+    use converse::cth::migrate::migrate_self;
+    thread_local! {
+        static DONE: std::cell::Cell<f64> = const { std::cell::Cell::new(0.0) };
+    }
+    let code = Converse::new()
+        .run_user_scheduler(|_| {
+            let me = converse::my_pe();
+            let ball = converse::register_handler(|m: Message| {
+                TAKEN.with(|t| *t.borrow_mut() = Some(m));
+            });
+            let rounds = rounds_for(64 << 10);
+            let take = || loop {
+                if let Some(m) = TAKEN.with(|t| t.borrow_mut().take()) {
+                    return m;
+                }
+                converse::deliver_specific_msg(ball);
+            };
+            let t0 = Instant::now();
+            let mut held = (me == 0).then(|| Message::new(ball, 64 << 10));
+            for _ in 0..rounds {
+                if let Some(m) = held.take() {
+                    converse::sync_send_and_free(1, m);
+                }
+                let m = take();
+                if me == 0 {
+                    held = Some(m);
+                } else {
+                    converse::sync_send_and_free(0, m);
+                }
+            }
+            let msg_us = t0.elapsed().as_secs_f64() / rounds as f64 * 1e6 / 2.0;
+            if me == 0 {
+                let moves = rounds as usize;
+                converse::Thread::create_migratable(
+                    move || {
+                        let t0 = Instant::now();
+                        for i in 0..moves {
+                            migrate_self(if i % 2 == 0 { 1 } else { 0 });
+                        }
+                        let us = t0.elapsed().as_secs_f64() / moves as f64 * 1e6;
+                        // Back on PE 0 (an even number of moves).
+                        DONE.with(|d| d.set(us));
+                    },
+                    64 << 10,
+                )
+                .awaken();
+                while DONE.with(std::cell::Cell::get) == 0.0 {
+                    converse::schedule_count(1);
+                }
+                println!("migrate {:.3} {msg_us:.3}", DONE.with(std::cell::Cell::get));
+                converse::exit(0);
+            }
+            converse::schedule_forever();
         })
         .unwrap();
     std::process::exit(code)

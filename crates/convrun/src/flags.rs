@@ -18,7 +18,7 @@
 //! `convrun` would have started.
 use crate::fail;
 
-pub const USAGE: &str = "usage: convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod shm|tcp|auto] [++remote-shell CMD] [++timeout S] [++virtual-hosts N] [++mpiexec] [++verbose] program [args...]";
+pub const USAGE: &str = "usage: convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod shm|tcp|auto] [++remote-shell CMD] [++timeout S] [++virtual-hosts N] [++mpiexec] [++no-aslr] [++verbose] program [args...]";
 
 pub struct Options {
     pub pes: usize,
@@ -38,6 +38,10 @@ pub struct Options {
     /// `++mpiexec`: start the job through `mpiexec` (or the
     /// `++remote-shell` command) instead of starting the processes.
     pub mpiexec: bool,
+    /// `++no-aslr`: start the processes with address-space randomisation
+    /// off, so that the program's code is at the same address in all of
+    /// them (what migrating threads between processes needs).
+    pub no_aslr: bool,
     /// Program and its arguments (runtime flags included).
     pub command: Vec<String>,
 }
@@ -83,6 +87,7 @@ pub fn parse_args(args: Vec<String>) -> Options {
         verbose: false,
         virtual_hosts: None,
         mpiexec: false,
+        no_aslr: false,
         command: Vec::new(),
     };
     let mut words = args.into_iter();
@@ -100,6 +105,7 @@ pub fn parse_args(args: Vec<String>) -> Options {
             "++local" => o.local = true,
             "++verbose" => o.verbose = true,
             "++mpiexec" => o.mpiexec = true,
+            "++no-aslr" => o.no_aslr = true,
             "++virtual-hosts" => o.virtual_hosts = Some(parse_count(w.as_str(), words.next())),
             "++help" | "--help" | "-h" if o.command.is_empty() => {
                 println!("{USAGE}");

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod shm|tcp|auto]
-//!         [++remote-shell CMD] [++timeout S] [++virtual-hosts N] [++verbose]
+//!         [++remote-shell CMD] [++timeout S] [++virtual-hosts N] [++no-aslr] [++verbose]
 //!         program [args...]
 //! ```
 //!
@@ -114,6 +114,16 @@ fn random_u64() -> u64 {
 fn main() {
     let opts = flags::parse_args(std::env::args().skip(1).collect());
     if opts.mpiexec {
+        if opts.no_aslr {
+            // Inherited by `mpiexec` and the processes it starts here.
+            // SAFETY: a plain system call on this process's own flags.
+            if unsafe { libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong) } == -1 {
+                fail(&format!(
+                    "++no-aslr: cannot turn address-space randomisation off: {}",
+                    std::io::Error::last_os_error()
+                ));
+            }
+        }
         mpiexec::run(&opts);
     }
     signals::install();

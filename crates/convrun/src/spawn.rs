@@ -137,10 +137,33 @@ fn spawn(
         c.args(&opts.command[1..]);
         c.envs(envs.iter().map(|(k, v)| (k, v)));
         c.stdin(Stdio::null());
+        if opts.no_aslr {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: `personality` is async-signal-safe and touches no
+            // memory of the parent's; the child execs right after.
+            unsafe {
+                c.pre_exec(|| {
+                    if libc::personality(libc::ADDR_NO_RANDOMIZE as libc::c_ulong) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
         c
     } else {
         let dir = std::env::current_dir().map_or_else(|_| ".".into(), |d| d.display().to_string());
-        let remote = remote_command(&dir, &remote_env(envs), &opts.command);
+        // Remotely, through `setarch` (util-linux).
+        let command: Vec<String> = if opts.no_aslr {
+            ["setarch", std::env::consts::ARCH, "-R"]
+                .iter()
+                .map(|s| s.to_string())
+                .chain(opts.command.iter().cloned())
+                .collect()
+        } else {
+            opts.command.clone()
+        };
+        let remote = remote_command(&dir, &remote_env(envs), &command);
         if opts.verbose {
             eprintln!(
                 "convrun: process {node} on {}: {} {} <command>",

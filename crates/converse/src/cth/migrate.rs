@@ -10,8 +10,7 @@
 //! only by bounds (`stack::StackView`), so a suspended coroutine is five
 //! plain words: the stack's bounds, the saved stack pointer, the initial
 //! one, and a code address. [`Thread::pack`] takes those words and the
-//! used part of the stack (from a little below where the thread
-//! suspended to the top), gives the block's pages back (its range stays
+//! used part of the stack (from the saved stack pointer to the top), gives the block's pages back (its range stays
 //! reserved for it), and returns a [`PackedThread`]. [`PackedThread::unpack`]
 //! maps the block at the same address where it is called, copies the stack
 //! back and makes a suspended thread of the words: awaken it and it returns
@@ -24,7 +23,8 @@
 //! Everything on the stack moves with it, bit for bit; what it points to
 //! does not. So, across a migration, a thread's locals may hold plain data,
 //! pointers into its own stack and into isomalloc blocks (which it packs
-//! and unpacks itself, or allocates through `ThreadHeap`, whose
+//! and unpacks itself, or allocates through [`ThreadHeap`](crate::cth::ThreadHeap) inside
+//! [`on_thread_heap`](crate::cth::on_thread_heap), whose
 //! blocks move with the thread); not `Rc`s, references or handles of the
 //! PE it leaves (a [`Thread`], a message), nor addresses of thread-locals.
 //! The runtime's own frames hold nothing across the switch: a thread is
@@ -38,7 +38,8 @@
 //! The stack holds return addresses and the coroutine a code address, so
 //! the program's code must sit at the same address in every process, as
 //! Charm++ requires too: run the job with address-space randomisation off
-//! (`setarch -R convrun …`, or the system's `kernel.randomize_va_space=0`).
+//! (`convrun ++no-aslr …`, `setarch -R`, or the system's
+//! `kernel.randomize_va_space=0`).
 //! A packed thread carries a code address of this module; unpacking in a
 //! process whose code is elsewhere fails saying so, before touching
 //! anything.
@@ -66,16 +67,16 @@ const CO_SIZE: usize = size_of::<Co>();
 const _: () = assert!(CO_SIZE == 5 * size_of::<usize>());
 const CO_WORDS: usize = CO_SIZE / size_of::<usize>();
 
-/// Bytes below the recorded stack pointer that packing keeps: the frames
-/// of the switch itself lie below the suspending function's local.
-const BELOW_SP: usize = 16 << 10;
+/// Bytes below the saved stack pointer that packing keeps too (nothing
+/// there is live: the switch saved everything above it; this is slack).
+const BELOW_SP: usize = 256;
 
 /// First bytes of a packed thread.
 const MAGIC: &[u8; 8] = b"CTHMIG01";
 
 /// Words after the magic: code address, block, length, first packed byte,
-/// yielder, stack size, recorded stack pointer, coroutine bytes.
-const HEADER_WORDS: usize = 8;
+/// yielder, stack size, coroutine bytes.
+const HEADER_WORDS: usize = 7;
 const HEADER: usize = MAGIC.len() + HEADER_WORDS * 8;
 
 /// Why a thread could not be packed or unpacked.
@@ -111,9 +112,13 @@ struct Parsed<'a> {
     from: usize,
     yielder: usize,
     stack_size: usize,
-    clean_sp: usize,
     co: [u8; CO_SIZE],
     stack: &'a [u8],
+    /// The heap's header (0: none), whether the thread was inside
+    /// `on_thread_heap`, and the heap's blocks.
+    heap: usize,
+    heap_on: bool,
+    heap_blocks: Vec<(usize, &'a [u8])>,
 }
 
 /// An address of this program's code, the same in two processes exactly
@@ -174,19 +179,57 @@ fn parse(bytes: &[u8]) -> Result<Parsed<'_>, MigrateError> {
     if word(0) != code_marker() {
         return Err(bad(format!(
             "the thread was packed by a process whose code is at another address (its {:#x}, this one's {:#x}): \
-             run the job with address-space randomisation off (`setarch -R convrun ...`), so that \
-             every process has its code where the others do",
+             run the job with address-space randomisation off (`convrun ++no-aslr ...`, or under \
+             `setarch -R`), so that every process has its code where the others do",
             word(0),
             code_marker()
         )));
     }
     let (block, len, from, yielder) = (us(1)?, us(2)?, us(3)?, us(4)?);
-    let (stack_size, clean_sp, co_len) = (us(5)?, us(6)?, us(7)?);
+    let (stack_size, co_len) = (us(5)?, us(6)?);
     let page = stack::page_size();
     let end = block
         .checked_add(len)
         .ok_or_else(|| bad("stack bounds overflow"))?;
-    let stack = &bytes[HEADER + CO_SIZE..];
+    let rest = &bytes[HEADER + CO_SIZE..];
+    let stack_len = end.saturating_sub(from);
+    if from > end || rest.len() < stack_len {
+        return Err(bad("a malformed packed thread: its stack is cut short"));
+    }
+    let (stack, mut tail) = rest.split_at(stack_len);
+    fn take_word(tail: &mut &[u8]) -> Result<usize, MigrateError> {
+        let (w, more) = tail
+            .split_at_checked(8)
+            .ok_or_else(|| bad("a packed thread cut short"))?;
+        *tail = more;
+        usize::try_from(u64::from_le_bytes(w.try_into().expect("8 bytes")))
+            .map_err(|_| bad("a word out of range"))
+    }
+    let heap = take_word(&mut tail)?;
+    let heap_on = take_word(&mut tail)? != 0;
+    let count = take_word(&mut tail)?;
+    let mut heap_blocks = Vec::new();
+    for _ in 0..count {
+        let (at, n) = (take_word(&mut tail)?, take_word(&mut tail)?);
+        let ok = at % page == 0
+            && n % page == 0
+            && n > 0
+            && space::in_region(at)
+            && at.checked_add(n).is_some_and(|e| space::in_region(e - 1));
+        let (b, more) = tail.split_at_checked(n).filter(|_| ok).ok_or_else(|| {
+            bad(format!(
+                "a malformed heap block of {n} bytes at {at:#x} in a packed thread"
+            ))
+        })?;
+        tail = more;
+        heap_blocks.push((at, b));
+    }
+    if !tail.is_empty()
+        || (heap != 0) != (count > 0)
+        || heap_blocks.first().is_some_and(|b| b.0 != heap)
+    {
+        return Err(bad("a malformed packed thread: its heap does not add up"));
+    }
     let sane = co_len == CO_SIZE
         && block % page == 0
         && len % page == 0
@@ -195,7 +238,6 @@ fn parse(bytes: &[u8]) -> Result<Parsed<'_>, MigrateError> {
         && space::in_region(end - 1)
         && (block + page..end).contains(&from)
         && (from..end).contains(&yielder)
-        && (from..end).contains(&clean_sp)
         && stack.len() == end - from
         && stack_size <= len;
     if !sane {
@@ -226,9 +268,11 @@ fn parse(bytes: &[u8]) -> Result<Parsed<'_>, MigrateError> {
         from,
         yielder,
         stack_size,
-        clean_sp,
         co,
         stack,
+        heap,
+        heap_on,
+        heap_blocks,
     })
 }
 
@@ -299,7 +343,7 @@ fn pack(pe: &Pe, t: &Thread) -> Result<PackedThread, MigrateError> {
     if inner.queued.get() || inner.free_pending.get() {
         return refuse("it is awakened (in the scheduler queue) or freed");
     }
-    if inner.clean_sp.get() == 0 {
+    if !inner.clean.get() {
         return refuse(
             "it is suspended inside the runtime (a wait, a yield, a transfer), not by its own suspend()",
         );
@@ -323,13 +367,20 @@ fn pack(pe: &Pe, t: &Thread) -> Result<PackedThread, MigrateError> {
         .expect("a suspended thread has its coroutine");
     let page = stack::page_size();
     let end = block + len;
-    let from = inner
-        .clean_sp
-        .get()
-        .saturating_sub(BELOW_SP)
-        .max(block + page)
-        & !15;
-    let from = from.max(block + page);
+    // SAFETY: `Co` is five words (checked at compile time), so it has no
+    // padding; a suspended coroutine whose stack is a `StackView` holds
+    // nothing but those words (see the module comment). Transmuting moves
+    // it out without dropping it: its stack is not unwound, it travels.
+    let raw: [u8; CO_SIZE] = unsafe { std::mem::transmute::<Co, [u8; CO_SIZE]>(co) };
+    // The lowest of its words inside the stack is the saved stack pointer:
+    // what lies below it is dead. A little more is kept, to be safe.
+    let saved_sp = raw
+        .chunks_exact(size_of::<usize>())
+        .map(|c| usize::from_le_bytes(c.try_into().expect("a word")))
+        .filter(|w| (block + page..end).contains(w))
+        .min()
+        .expect("a suspended coroutine's stack pointer lies in its stack");
+    let from = (saved_sp.saturating_sub(BELOW_SP) & !15).max(block + page);
     let mut bytes = Vec::with_capacity(HEADER + CO_SIZE + (end - from));
     bytes.extend_from_slice(MAGIC);
     for w in [
@@ -339,21 +390,39 @@ fn pack(pe: &Pe, t: &Thread) -> Result<PackedThread, MigrateError> {
         from as u64,
         inner.yielder.get() as usize as u64,
         inner.stack_size as u64,
-        inner.clean_sp.get() as u64,
         CO_SIZE as u64,
     ] {
         bytes.extend_from_slice(&w.to_le_bytes());
     }
-    // SAFETY: `Co` is five words (checked at compile time), so it has no
-    // padding; a suspended coroutine whose stack is a `StackView` holds
-    // nothing but those words (see the module comment). Transmuting moves
-    // it out without dropping it: its stack is not unwound, it travels.
-    let raw: [u8; CO_SIZE] = unsafe { std::mem::transmute::<Co, [u8; CO_SIZE]>(co) };
     bytes.extend_from_slice(&raw);
     // SAFETY: `from..end` lies in the block's usable part (above the guard
     // page), mapped readable and writable; the thread is suspended, so
     // nothing writes it meanwhile.
     bytes.extend_from_slice(unsafe { std::slice::from_raw_parts(from as *const u8, end - from) });
+    // The heap: its header, whether the thread is inside its scope, and
+    // its blocks (which leave this process).
+    let heap = inner.heap.replace(0);
+    let heap_blocks = if heap == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the thread's own heap, the thread suspended.
+        unsafe { super::heap::blocks(heap) }
+    };
+    for w in [heap, usize::from(inner.heap_on.get()), heap_blocks.len()] {
+        bytes.extend_from_slice(&(w as u64).to_le_bytes());
+    }
+    for at in heap_blocks {
+        // SAFETY: a block of the thread's heap; nothing uses it while the
+        // thread is suspended, and the thread leaves with it.
+        match unsafe { space::release(at) } {
+            Ok(block) => {
+                bytes.extend_from_slice(&block.addr.to_le_bytes());
+                bytes.extend_from_slice(&(block.bytes.len() as u64).to_le_bytes());
+                bytes.extend_from_slice(&block.bytes);
+            }
+            Err(e) => abort(&format!("packing the heap of {}: {e}", t.describe())),
+        }
+    }
     // The block leaves this process; the owner must not free it.
     std::mem::forget(inner.stack.borrow_mut().take());
     // SAFETY: nothing refers into the stack any more: the coroutine was
@@ -369,10 +438,20 @@ fn pack(pe: &Pe, t: &Thread) -> Result<PackedThread, MigrateError> {
 fn unpack(pe: &Pe, bytes: &[u8]) -> Result<Thread, MigrateError> {
     let p = parse(bytes)?;
     let pes = pe.job.topo.num_pes();
-    let home = space::home_pe(p.block, pes);
-    let home_is_here = home < pes && (home == pe.pe || pe.job.local_pe(home).is_some());
-    space::adopt_unfilled(p.block, p.len, pes, home_is_here)
+    let home_is_here = |at: usize| {
+        let home = space::home_pe(at, pes);
+        home < pes && (home == pe.pe || pe.job.local_pe(home).is_some())
+    };
+    space::adopt_unfilled(p.block, p.len, pes, home_is_here(p.block))
         .map_err(|e| bad(format!("unpacking a thread: {e}")))?;
+    for &(at, b) in &p.heap_blocks {
+        let block = space::PackedBlock {
+            addr: at as u64,
+            bytes: b.to_vec(),
+        };
+        space::adopt(&block, pes, home_is_here(at))
+            .map_err(|e| bad(format!("unpacking a thread's heap: {e}")))?;
+    }
     let page = stack::page_size();
     // SAFETY: the block was just mapped here, readable and writable, `len`
     // bytes; `from..block+len` lies in it (checked by `parse`).
@@ -405,7 +484,9 @@ fn unpack(pe: &Pe, bytes: &[u8]) -> Result<Thread, MigrateError> {
     );
     inner.state.set(State::Suspended);
     inner.yielder.set(p.yielder as *const _);
-    inner.clean_sp.set(p.clean_sp);
+    inner.clean.set(true);
+    inner.heap.set(p.heap);
+    inner.heap_on.set(p.heap_on);
     let thread = Thread(std::rc::Rc::new(inner));
     pe.cth.track(&thread);
     Ok(thread)
@@ -429,9 +510,11 @@ pub fn migrate_self(dest_pe: usize) {
                 me.describe()
             ));
         }
+        me.0.clean.set(true);
+        me.0.migrate_to.set(Some(dest_pe));
         me.0.yielder.get()
     });
-    super::suspend_clean(yielder, Switch::Migrate(dest_pe), true);
+    super::suspend_clean(yielder, Switch::Suspend);
 }
 
 /// The trampoline's half of [`migrate_self`]: `t` just suspended to move

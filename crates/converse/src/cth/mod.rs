@@ -66,6 +66,7 @@
 //! are the primitives and stay allowed everywhere, as in Converse.
 pub mod ctv;
 mod event;
+mod heap;
 pub mod migrate;
 pub(crate) mod stack;
 
@@ -81,6 +82,7 @@ use crate::rt::pe::{self, Pe};
 
 pub use ctv::Ctv;
 pub use event::{Event, sleep};
+pub use heap::{ThreadHeap, on_thread_heap};
 
 /// Default stack size of a user-level thread when neither `create` nor
 /// `+stacksize` gives one.
@@ -92,10 +94,11 @@ pub(crate) enum Switch {
     Suspend,
     /// Resume this thread next.
     Transfer(Thread),
-    /// Pack this (migratable) thread and send it to this PE
-    /// ([`migrate::migrate_self`]).
-    Migrate(usize),
 }
+// One pointer (the variant without data takes the null niche): every switch
+// moves one through corosensei. A move (`migrate::migrate_self`) is a
+// `Suspend` with the thread's `migrate_to` set.
+const _: () = assert!(std::mem::size_of::<Switch>() == std::mem::size_of::<usize>());
 
 /// A thread's coroutine. Its stack is a [`stack::StackView`] (bounds
 /// only; the memory is the thread's [`StackOwner`]), so that a suspended
@@ -164,10 +167,17 @@ struct Inner {
     /// once given back). Declared after `co`: a coroutine dropped
     /// unfinished unwinds on this memory first.
     stack: RefCell<Option<StackOwner>>,
-    /// Roughly where the stack pointer was when the thread last suspended
-    /// through [`suspend`] itself holding nothing of the runtime's across
-    /// the switch (0 otherwise): what a migration packs from.
-    clean_sp: Cell<usize>,
+    /// The thread last suspended through its own call of [`suspend`] (or
+    /// `migrate_self`), nothing of the runtime's held across the switch:
+    /// it may be packed.
+    clean: Cell<bool>,
+    /// A migratable thread's heap (`heap`): its header's address, 0 until
+    /// its first allocation.
+    heap: Cell<usize>,
+    /// The thread is inside `heap::on_thread_heap`.
+    heap_on: Cell<bool>,
+    /// The thread suspended to move to this PE (`migrate::migrate_self`).
+    migrate_to: Cell<Option<usize>>,
     /// Whether this thread has a coroutine at all.
     native: bool,
     /// The coroutine's yielder, set when its body starts. Valid while the
@@ -346,7 +356,10 @@ impl Inner {
             pe,
             co: RefCell::new(co),
             stack: RefCell::new(stack),
-            clean_sp: Cell::new(0),
+            clean: Cell::new(false),
+            heap: Cell::new(0),
+            heap_on: Cell::new(false),
+            migrate_to: Cell::new(None),
             native,
             yielder: Cell::new(std::ptr::null()),
             stack_size,
@@ -705,28 +718,18 @@ pub(crate) fn suspend_as(clean: bool) {
             suspend_main_flow(&pe, &me);
             return;
         }
+        me.0.clean.set(clean);
         me.0.yielder.get()
     };
-    suspend_clean(yielder, Switch::Suspend, clean);
+    suspend_clean(yielder, Switch::Suspend);
 }
 
 /// Suspends the running coroutine thread, whose yielder is `yielder`, with
 /// `switch` for its trampoline, holding no handle of the runtime's (no
 /// `Pe`, no `Thread`) across the switch: the thread may be packed while
 /// suspended and resume on another PE (see `migrate`), and nothing on this
-/// frame may then refer to the PE it left. Records roughly where the stack
-/// pointer is, for packing.
-/// `clean` false: the caller's callers hold handles across it after all
-/// (no packing then).
-#[inline(never)]
-fn suspend_clean(yielder: *const Yielder<(), Switch>, switch: Switch, clean: bool) {
-    let here = 0u8;
-    let sp = if clean {
-        std::ptr::addr_of!(here) as usize
-    } else {
-        0
-    };
-    pe::with(|pe| pe.cth.current.borrow().0.clean_sp.set(sp));
+/// frame may then refer to the PE it left.
+fn suspend_clean(yielder: *const Yielder<(), Switch>, switch: Switch) {
     // SAFETY: `yielder` is the running coroutine thread's (read from it
     // just now by the caller), set when its body started and living on its
     // stack until the body returns, which it has not; this runs on that
@@ -1064,7 +1067,11 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
         if own.handler != 0 || own.sched != 0 {
             Depths::stacked(base, own).apply(pe);
         }
-        let result = co.resume(());
+        let result = if t.0.migratable {
+            resume_routed(pe, &t.0, &mut co)
+        } else {
+            co.resume(())
+        };
         let now = Depths::of(pe);
         if now.handler != base.handler || now.sched != base.sched {
             t.0.depths.set(Depths {
@@ -1086,8 +1093,8 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
             }
             CoroutineResult::Yield(switch) => {
                 t.0.state.set(State::Suspended);
-                if !matches!(switch, Switch::Suspend | Switch::Migrate(_)) {
-                    t.0.clean_sp.set(0);
+                if !matches!(switch, Switch::Suspend) {
+                    t.0.clean.set(false);
                 }
                 if t.0.free_pending.get() {
                     destroy(pe, &t, co);
@@ -1095,9 +1102,10 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
                     *t.0.co.borrow_mut() = Some(co);
                 }
                 match switch {
-                    Switch::Suspend => return,
-                    Switch::Migrate(dest) => {
-                        migrate::send_to(pe, &t, dest);
+                    Switch::Suspend => {
+                        if let Some(dest) = t.0.migrate_to.take() {
+                            migrate::send_to(pe, &t, dest);
+                        }
                         return;
                     }
                     Switch::Transfer(next) if next.0.native => {
@@ -1109,6 +1117,21 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
             }
         }
     }
+}
+
+/// Resumes the migratable thread `inner` (its coroutine `co`) with its
+/// allocations going where its heap scope says (`heap`), and no longer
+/// once it has switched out (unwinding included).
+#[inline(never)]
+fn resume_routed(pe: &Pe, inner: &Inner, co: &mut Co) -> CoroutineResult<Switch, ()> {
+    struct Reroute(heap::Routing);
+    impl Drop for Reroute {
+        fn drop(&mut self) {
+            heap::set_routing(self.0);
+        }
+    }
+    let _reroute = Reroute(heap::set_routing(heap::routing_of(inner, pe)));
+    co.resume(())
 }
 
 /// At PE teardown: unwinds every coroutine thread still suspended, so that
@@ -1172,6 +1195,11 @@ fn destroy(pe: &Pe, t: &Thread, mut co: Co) {
 /// A finished thread's stack (its coroutine dropped already): a pooled one
 /// back to the pool, an isomalloc one freed.
 fn give_back_stack(pe: &Pe, inner: &Inner) {
+    let heap = inner.heap.replace(0);
+    if heap != 0 {
+        // SAFETY: the thread's own heap; the thread has finished.
+        unsafe { heap::orphan(heap) };
+    }
     match inner.stack.borrow_mut().take() {
         Some(StackOwner::Pooled(stack)) => pe.cth.stacks.borrow_mut().put(stack, inner.stack_size),
         // Its `Drop` frees the block.

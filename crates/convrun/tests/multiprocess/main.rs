@@ -27,6 +27,11 @@ use std::time::Instant;
 /// A driver case: a name and the function that runs (and asserts) it.
 pub type Case = (&'static str, fn());
 
+// What a migratable thread allocates inside `on_thread_heap` moves with it
+// (`core_migrate`).
+#[global_allocator]
+static HEAP: converse::cth::ThreadHeap = converse::cth::ThreadHeap;
+
 fn child_main() -> ! {
     let mut args = std::env::args();
     let _exe = args.next();

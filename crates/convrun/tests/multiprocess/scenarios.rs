@@ -2014,6 +2014,81 @@ fn persistent() -> i32 {
 }
 
 // ---------------------------------------------------------------------------
+// core_migrate: a thread that moves itself through every PE, processes too
+// ---------------------------------------------------------------------------
+
+/// Moves `core_migrate`'s thread makes.
+const MIGRATE_HOPS: usize = 1000;
+
+/// A list of boxes on the thread's heap.
+struct MigrateLink {
+    value: u64,
+    next: Option<Box<MigrateLink>>,
+}
+
+/// A migratable thread made on PE 0 builds a list on its heap and an array
+/// on its stack, then moves itself from PE to PE (every other hop to the
+/// last PE, another process) `MIGRATE_HOPS` times, checking both after
+/// every move; it ends the job from wherever it is.
+fn migrate() -> i32 {
+    use converse::cth::migrate::migrate_self;
+    run_normal(|_| {
+        if my_pe() != 0 {
+            return;
+        }
+        let t = Thread::create_migratable(
+            || {
+                let p = num_pes();
+                let mut array = [0u64; 300];
+                for (i, x) in array.iter_mut().enumerate() {
+                    *x = i as u64 * 7919;
+                }
+                converse::cth::on_thread_heap(|| {
+                    let mut list: Option<Box<MigrateLink>> = None;
+                    for value in 0..100 {
+                        list = Some(Box::new(MigrateLink { value, next: list }));
+                    }
+                    let mut crossings = 0;
+                    for hop in 0..MIGRATE_HOPS {
+                        let from = my_pe();
+                        let dest = if hop % 2 == 0 { p - 1 } else { (from + 1) % p };
+                        migrate_self(dest);
+                        check!(my_pe() == dest, "hop {hop}: on PE {} not {dest}", my_pe());
+                        if node_of(from) != node_of(dest) {
+                            crossings += 1;
+                        }
+                        let mut at = list.as_deref();
+                        let mut expect = 100;
+                        while let Some(l) = at {
+                            expect -= 1;
+                            check!(
+                                l.value == expect,
+                                "hop {hop}: list value {} not {expect}",
+                                l.value
+                            );
+                            at = l.next.as_deref();
+                        }
+                        check!(expect == 0, "hop {hop}: the list lost {expect} links");
+                        check!(
+                            array.iter().enumerate().all(|(i, &x)| x == i as u64 * 7919),
+                            "hop {hop}: the stack array changed"
+                        );
+                    }
+                    check!(
+                        num_nodes() == 1 || crossings >= MIGRATE_HOPS / 2,
+                        "only {crossings} moves crossed processes"
+                    );
+                });
+                cmi_printf!("ok core_migrate\n");
+                converse::exit(0);
+            },
+            64 << 10,
+        );
+        t.awaken();
+    })
+}
+
+// ---------------------------------------------------------------------------
 // core_isomalloc: unique addresses across processes; a block that migrates
 // ---------------------------------------------------------------------------
 
@@ -2165,6 +2240,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "core_rdma" => rdma(),
         "core_isomalloc" => isomalloc_case(),
         "core_persistent" => persistent(),
+        "core_migrate" => migrate(),
         "core_node_sends" => node_sends(),
         "core_bcast" => bcast(check_src),
         "core_reduce" => reduce(),
@@ -2182,9 +2258,22 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
 /// Starts child program `name` as a job of `pes` PEs in processes of `ppn`
 /// over `netmod`, as `common::job` does but with a shorter hang guard.
 fn start_job(netmod: &str, pes: usize, ppn: usize, name: &str, extra: &[&str]) -> Finished {
+    start_job_with(&[], netmod, pes, ppn, name, extra)
+}
+
+/// [`start_job`] with more launcher flags.
+fn start_job_with(
+    launcher: &[&str],
+    netmod: &str,
+    pes: usize,
+    ppn: usize,
+    name: &str,
+    extra: &[&str],
+) -> Finished {
     let me = common::me();
     let (p, n) = (pes.to_string(), ppn.to_string());
-    let mut args = vec!["+p", &p, "++ppn", &n];
+    let mut args = launcher.to_vec();
+    args.extend_from_slice(&["+p", &p, "++ppn", &n]);
     args.extend(common::netmod_args(netmod));
     args.extend_from_slice(&[&me, name]);
     args.extend_from_slice(extra);
@@ -2323,6 +2412,31 @@ fn core_persistent() {
     Jobs::default().ok("core_persistent", &[]).check();
 }
 
+/// `core_migrate` on every netmod and layout with `++no-aslr`; and
+/// without it, between two processes, the move refused naming the cause.
+fn core_migrate() {
+    let mut failures = Vec::new();
+    for netmod in common::NETMODS {
+        for &(pes, ppn) in common::layouts(netmod) {
+            let f = start_job_with(&["++no-aslr"], netmod, pes, ppn, "core_migrate", &[]);
+            if f.code != Some(0) || !f.stdout.contains("ok core_migrate") {
+                failures.push(format!(
+                    "=== core_migrate over {netmod}, +p {pes} ++ppn {ppn}:\n{}",
+                    output(&f)
+                ));
+            }
+        }
+    }
+    let f = start_job("shm", 2, 1, "core_migrate", &[]);
+    if f.code == Some(0) || !f.stderr.contains("address-space randomisation off") {
+        failures.push(format!(
+            "=== core_migrate without ++no-aslr: expected a refusal naming the cause\n{}",
+            output(&f)
+        ));
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 fn core_node_sends() {
     Jobs::default().ok("core_node_sends", &[]).check();
 }
@@ -2433,6 +2547,7 @@ pub fn cases() -> Vec<Case> {
         ("core_rdma", core_rdma),
         ("core_isomalloc", core_isomalloc),
         ("core_persistent", core_persistent),
+        ("core_migrate", core_migrate),
         ("core_node_sends", core_node_sends),
         ("core_bcast", core_bcast),
         ("core_reduce", core_reduce),
