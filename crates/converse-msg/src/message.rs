@@ -304,9 +304,18 @@ enum Space {
     Fresh(Box<[MaybeUninit<Chunk>]>),
     /// A [`ReusableBuffer`] no message used any more: its bytes are
     /// initialized already (with an earlier message's), and this holds its
-    /// only reference while the bytes are written.
-    Reused(Arc<[Chunk]>),
+    /// only reference while the bytes are written; `start` is its first
+    /// chunk, taken through that unique reference.
+    Reused {
+        chunks: Arc<[Chunk]>,
+        start: *mut Chunk,
+    },
 }
+
+// SAFETY: `start` points into `chunks`, which the `Space` owns alone (its
+// only reference, checked when it was made): moving the `Space` to another
+// thread moves that ownership with it, as for the `Box` of `Fresh`.
+unsafe impl Send for Space {}
 
 impl MessageBuf {
     /// A buffer for a message of `len` bytes.
@@ -338,11 +347,20 @@ impl MessageBuf {
             Space::Fresh(chunks) => chunks.as_mut_ptr().cast(),
             // Unique while receiving (`ReusableBuffer::receive` checked it
             // and gave its reference away).
-            Space::Reused(chunks) => Arc::get_mut(chunks)
-                .expect("a reused buffer is ours alone while it is received into")
-                .as_mut_ptr()
-                .cast(),
+            Space::Reused { start, .. } => start.cast(),
         }
+    }
+
+    /// The length of the message it receives.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true: a message has at least its header.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        false
     }
 
     /// Writes `bytes` at `at`, which must be at most the initialized
@@ -435,7 +453,7 @@ impl MessageBuf {
             // chunk's tail was zeroed in `new`; `Chunk` is plain bytes, so
             // every chunk is a valid value.
             Space::Fresh(chunks) => (Buf::Owned(unsafe { chunks.assume_init() }), None),
-            Space::Reused(chunks) => {
+            Space::Reused { chunks, .. } => {
                 let again = ReusableBuffer(chunks.clone());
                 (Buf::Shared(SharedChunks::new(chunks)), Some(again))
             }
@@ -491,11 +509,20 @@ impl ReusableBuffer {
     /// A [`MessageBuf`] of `len` bytes in this buffer, if no message made
     /// from it lives and `len` fits; otherwise the buffer back.
     pub fn receive(mut self, len: usize) -> Result<MessageBuf, ReusableBuffer> {
-        if len < MSG_HEADER_SIZE || len > self.capacity() || !self.is_free() {
+        if len < MSG_HEADER_SIZE || len > self.capacity() {
             return Err(self);
         }
+        // Ours alone: no message made from it lives (and it hands out no
+        // weak references), so nothing else reads it while it is written.
+        let Some(chunks) = Arc::get_mut(&mut self.0) else {
+            return Err(self);
+        };
+        let start = chunks.as_mut_ptr();
         Ok(MessageBuf {
-            space: Space::Reused(self.0),
+            space: Space::Reused {
+                chunks: self.0,
+                start,
+            },
             len,
             init: 0,
         })

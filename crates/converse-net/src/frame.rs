@@ -273,9 +273,10 @@ impl FrameBody {
 /// received into instead of a new one (a persistent channel's pre-agreed
 /// buffers): asked once per `Message` frame, when its header is complete.
 pub trait MessageBuffers: Send + Sync {
-    /// A buffer of its own for the message `header` announces, if the layer
-    /// above has one free for it; `None` for a new buffer.
-    fn take(&self, header: &FrameHeader) -> Option<ReusableBuffer>;
+    /// One of its buffers, ready to receive the message `header` announces
+    /// ([`ReusableBuffer::receive`]), if the layer above has one free for
+    /// it; `None` for a new buffer.
+    fn take(&self, header: &FrameHeader) -> Option<MessageBuf>;
     /// The buffer [`MessageBuffers::take`] gave for `header`'s message, once
     /// the message is whole (the message, delivered next, still holds it).
     fn give_back(&self, header: &FrameHeader, buffer: ReusableBuffer);
@@ -306,14 +307,7 @@ impl Active {
             FrameKind::Message => ActiveBody::Message(
                 buffers
                     .and_then(|b| b.take(&header))
-                    .and_then(|buffer| match buffer.receive(len) {
-                        Ok(space) => Some(space),
-                        // Busy or too short after all: back to its owner.
-                        Err(buffer) => {
-                            buffers.expect("it gave one").give_back(&header, buffer);
-                            None
-                        }
-                    })
+                    .filter(|space| space.len() == len)
                     .unwrap_or_else(|| MessageBuf::new(len)),
             ),
             _ => ActiveBody::Bytes(Vec::with_capacity(len)),
@@ -817,8 +811,19 @@ mod tests {
     struct OneBuffer(std::sync::Mutex<Option<ReusableBuffer>>);
 
     impl MessageBuffers for OneBuffer {
-        fn take(&self, header: &FrameHeader) -> Option<ReusableBuffer> {
-            (header.tag == 99).then(|| self.0.lock().unwrap().take())?
+        fn take(&self, header: &FrameHeader) -> Option<MessageBuf> {
+            if header.tag != 99 {
+                return None;
+            }
+            let mut slot = self.0.lock().unwrap();
+            let buffer = slot.take()?;
+            match buffer.receive(header.len as usize) {
+                Ok(space) => Some(space),
+                Err(buffer) => {
+                    *slot = Some(buffer);
+                    None
+                }
+            }
         }
         fn give_back(&self, _: &FrameHeader, buffer: ReusableBuffer) {
             *self.0.lock().unwrap() = Some(buffer);

@@ -43,7 +43,7 @@ use std::sync::{Arc, LazyLock, Mutex, RwLock};
 use crate::msg::message::MSG_HEADER_SIZE;
 use crate::net::frame::{FrameHeader, FrameKind, MessageBuffers};
 use crate::sync::lock;
-use converse_msg::raw::ReusableBuffer;
+use converse_msg::raw::{MessageBuf, ReusableBuffer};
 
 /// Frame flag of a `Message` frame: `tag` is a persistent channel of the
 /// receiving process, not a PE.
@@ -183,27 +183,27 @@ impl Receivers {
 }
 
 impl MessageBuffers for Receivers {
-    fn take(&self, header: &FrameHeader) -> Option<ReusableBuffer> {
+    fn take(&self, header: &FrameHeader) -> Option<MessageBuf> {
         if header.kind != FrameKind::Message || header.flags & FLAG_PERSISTENT == 0 {
             return None;
         }
+        let len = header.len as usize;
         self.with_channel(header.tag, |channel| {
-            if header.len as usize > channel.max_bytes {
+            if len > channel.max_bytes {
                 return None;
             }
             let mut buffers = lock(&channel.buffers);
             let (free, made) = &mut *buffers;
             // Held ones go to the back, in the order they came back.
             for _ in 0..free.len() {
-                let mut buffer = free.pop_front().expect("counted");
-                if buffer.is_free() {
-                    return Some(buffer);
+                match free.pop_front().expect("counted").receive(len) {
+                    Ok(space) => return Some(space),
+                    Err(held) => free.push_back(held),
                 }
-                free.push_back(buffer);
             }
             if *made < buffers_per_channel(channel.max_bytes) {
                 *made += 1;
-                return Some(ReusableBuffer::new(channel.max_bytes));
+                return ReusableBuffer::new(channel.max_bytes).receive(len).ok();
             }
             None
         })
@@ -250,8 +250,7 @@ mod tests {
         assert_eq!(buffers_per_channel(64 << 10), 16);
         for _ in 0..count {
             let h = header(id, FLAG_PERSISTENT, 64);
-            let buffer = r.take(&h).expect("a buffer");
-            let mut space = buffer.receive(64).ok().expect("free");
+            let mut space = r.take(&h).expect("a buffer");
             let bytes = Message::new(0, 32).as_bytes().to_vec();
             // SAFETY: a vector is valid for reads of its length.
             unsafe { space.write_raw_at(0, bytes.as_ptr(), bytes.len()) };
