@@ -737,6 +737,25 @@ fn scenario(name: &str) -> i32 {
                 t.awaken_prio(Queueing::IFifo(3));
             }
         }),
+        // 22h1. Moving a thread that is not migratable; awakening a
+        // thread handle that was packed to move.
+        "migrate_plain_thread" => job(&["+p", "2"], |_| {
+            if converse::my_pe() == 0 {
+                converse::Thread::create(|| converse::cth::migrate::migrate_self(1), 0).awaken();
+            }
+        }),
+        "awaken_moved" => job(&["+p", "1"], |_| {
+            let t = converse::Thread::create_migratable(converse::suspend, 0);
+            t.awaken();
+            converse::Thread::create(
+                move || {
+                    let _packed = t.pack().expect("packs");
+                    t.awaken();
+                },
+                0,
+            )
+            .awaken();
+        }),
         // 22h2. `finish` called from a user-level thread of an
         // `init_returns` job (it must come from the main flow).
         "finish_from_a_thread" => {
@@ -1642,6 +1661,32 @@ fn awakening_a_thread_twice_aborts() {
         &[
             "converse: PE 1 aborting:",
             "thread 1 of PE 1 awakened twice",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn moving_a_thread_that_is_not_migratable_aborts_saying_so() {
+    let out = run_scenario("migrate_plain_thread");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "migrate_self from thread 1 of PE 0, which is not a migratable thread",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn awakening_a_thread_packed_to_move_aborts() {
+    let out = run_scenario("awaken_moved");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "awaken of thread 1 of PE 0, which was packed to move to another PE",
         ],
     );
     out.expect_absent(RETURNED);

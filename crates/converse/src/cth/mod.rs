@@ -39,10 +39,15 @@
 //!   again before it runs aborts with a clear message.
 //! - `current` is the thread whose code runs now; the trampoline restores the
 //!   previous value when a thread yields, returns or unwinds.
-//! - A thread is freed (its stack back in the pool) when it returns, or, after
-//!   [`Thread::free`], when it next suspends. Threads still suspended when
-//!   the PE ends are unwound at teardown (their stacks hold handles to the
-//!   PE), while the PE is still installed.
+//! - A thread is freed (its stack back in the pool, or a migratable one's
+//!   isomalloc stack freed and its heap orphaned) when it returns, or,
+//!   after [`Thread::free`], when it next suspends. Threads still suspended
+//!   when the PE ends are unwound at teardown (their stacks hold handles to
+//!   the PE), while the PE is still installed.
+//! - A coroutine knows its stack by bounds only (`stack::StackView`); the
+//!   memory is the thread's `StackOwner`, dropped after the coroutine. A
+//!   migratable thread packed to move ([`Thread::pack`]) leaves this handle
+//!   `Moved`, without coroutine or stack.
 //! - The PE's handler and scheduler depths a thread leaves raised when it
 //!   suspends inside a handler or a nested scheduler are the thread's own
 //!   (`Depths`): saved with it, taken off the PE, and put back on top of
@@ -138,7 +143,8 @@ enum State {
 }
 
 /// A user-level thread (`CthThread`): a handle, cheap to clone, compared by
-/// identity. Threads live on one PE and cannot be sent to another.
+/// identity. A thread lives on one PE; a migratable one can be packed and
+/// moved to another ([`migrate`]), which spends this handle.
 ///
 /// The manual's `CthThread` is a pointer to an opaque `CthThreadStruct`;
 /// here both are this handle.

@@ -69,6 +69,8 @@ fn mpiexec_core() {
                 ("core_groups", vec![]),
                 ("core_qd", vec![]),
                 ("core_threads", vec![]),
+                ("core_rdma", vec![]),
+                ("core_persistent", vec![]),
                 ("core_bcast", vec!["src"]),
                 ("core_groups", vec!["src"]),
             ] {
