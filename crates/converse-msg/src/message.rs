@@ -492,7 +492,15 @@ impl ReusableBuffer {
             (MSG_HEADER_SIZE..=MAX_MESSAGE_SIZE).contains(&capacity),
             "ReusableBuffer::new({capacity})"
         );
-        ReusableBuffer(Arc::from(zeroed_buffer(chunks_for(capacity))))
+        // Zeroed where it is, not built elsewhere and copied in.
+        let mut chunks = Arc::<[Chunk]>::new_uninit_slice(chunks_for(capacity));
+        let space = Arc::get_mut(&mut chunks).expect("just made");
+        // SAFETY: `space` is the new slice, writable; zero bytes are a
+        // valid `Chunk` (plain bytes), so every element is initialized after.
+        unsafe {
+            std::ptr::write_bytes(space.as_mut_ptr(), 0, space.len());
+            ReusableBuffer(chunks.assume_init())
+        }
     }
 
     /// The longest message it takes, in bytes.

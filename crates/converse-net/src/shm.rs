@@ -349,6 +349,11 @@ fn err(e: impl std::fmt::Display) -> NetError {
     NetError::local(format!("shm: {e}"))
 }
 
+/// Takes transfer `id`'s message out of `lent`, releasing the lock at once.
+fn take_lent(lent: &Mutex<HashMap<u64, Message>>, id: u64) -> Option<Message> {
+    lock(lent).remove(&id)
+}
+
 impl ShmModule {
     /// `net_module_init`: creates this process's segment.
     pub fn init(
@@ -1016,7 +1021,10 @@ impl ShmModule {
                         Ok(())
                     })
             }
-            Packet::Done { id } => match lock(&self.lent).remove(&id) {
+            // The lent map's lock is released before `check_terminated`
+            // takes the send side's: `post_lmt` takes them the other way
+            // round (a `match` on the locked call would hold both).
+            Packet::Done { id } => match take_lent(&self.lent, id) {
                 Some(msg) => {
                     vc.lent_bytes.fetch_sub(msg.len(), Ordering::AcqRel);
                     drop(msg);

@@ -22,6 +22,13 @@ use std::time::{Duration, Instant};
 
 use converse::{ABORT_EXIT_CODE, ArgError, Converse, MSG_HEADER_SIZE, Message, MsgError, Queueing};
 
+// For the migratable threads' heap scenarios (`on_thread_heap`).
+#[global_allocator]
+static HEAP: converse::cth::ThreadHeap = converse::cth::ThreadHeap;
+
+/// A box of a migratable thread's heap, kept where the thread leaves it.
+static STASH: std::sync::Mutex<Option<Box<u64>>> = std::sync::Mutex::new(None);
+
 /// Environment variable naming the scenario the child process runs.
 const SCENARIO_VAR: &str = "CONVERSE_FAULT_SCENARIO";
 /// The port the `ccs_killport` scenario registers.
@@ -743,6 +750,27 @@ fn scenario(name: &str) -> i32 {
             if converse::my_pe() == 0 {
                 converse::Thread::create(|| converse::cth::migrate::migrate_self(1), 0).awaken();
             }
+        }),
+        // Memory of a thread's heap freed after the heap left with it.
+        "free_after_the_heap_left" => job(&["+p", "1"], |_| {
+            let t = converse::Thread::create_migratable(
+                || {
+                    converse::cth::on_thread_heap(|| {
+                        *STASH.lock().unwrap() = Some(Box::new(5));
+                    });
+                    converse::suspend();
+                },
+                0,
+            );
+            t.awaken();
+            converse::Thread::create(
+                move || {
+                    let _packed = t.pack().expect("packs");
+                    drop(STASH.lock().unwrap().take());
+                },
+                0,
+            )
+            .awaken();
         }),
         "awaken_moved" => job(&["+p", "1"], |_| {
             let t = converse::Thread::create_migratable(converse::suspend, 0);
@@ -1674,6 +1702,20 @@ fn moving_a_thread_that_is_not_migratable_aborts_saying_so() {
         &[
             "converse: PE 0 aborting:",
             "migrate_self from thread 1 of PE 0, which is not a migratable thread",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn freeing_memory_of_a_heap_that_left_with_its_thread_aborts_saying_so() {
+    let out = run_scenario("free_after_the_heap_left");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting:",
+            "from a migratable thread's heap, was freed in process",
+            "after the heap left it with its thread",
         ],
     );
     out.expect_absent(RETURNED);

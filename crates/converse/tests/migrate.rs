@@ -178,6 +178,65 @@ fn what_a_thread_allocates_on_its_heap_moves_with_it() {
     assert_eq!(*HEAP_SEEN.lock().unwrap(), vec![(0..1000u64).sum::<u64>()]);
 }
 
+fn on_heap(p: *const u8) -> bool {
+    isomalloc::isomalloc_in_range(p)
+}
+
+#[test]
+fn heap_scopes_nest_and_keep_to_their_own_thread() {
+    let code = common::within(60, || {
+        Converse::new()
+            .args(["prog", "+p", "1"])
+            .run(|_| {
+                // A thread that suspends inside its scope, for good.
+                let sleeper = Thread::create_migratable(
+                    || {
+                        on_thread_heap(|| {
+                            let _kept = Box::new(1u8);
+                            converse::suspend();
+                        })
+                    },
+                    0,
+                );
+                sleeper.awaken();
+                let t = Thread::create_migratable(
+                    move || {
+                        on_thread_heap(|| {
+                            let a = Box::new(1u64);
+                            on_thread_heap(|| {
+                                let b = Box::new(2u64);
+                                assert!(on_heap((&*b as *const u64).cast()));
+                            });
+                            // The inner scope's end leaves the outer one on.
+                            let c = Box::new(3u64);
+                            assert!(on_heap((&*c as *const u64).cast()));
+                            assert!(on_heap((&*a as *const u64).cast()));
+                            // isomalloc itself inside a scope: its
+                            // bookkeeping stays off the thread's heap.
+                            let block = isomalloc::isomalloc(100).expect("isomalloc");
+                            // SAFETY: just allocated, not used after.
+                            unsafe { isomalloc::isomalloc_free(block) }.expect("free");
+                            // The sleeper's last handle dropped here: the
+                            // PE keeps it (it has run) and unwinds it as
+                            // itself when the PE ends, its scope's end
+                            // among it; this thread's scope is untouched.
+                            drop(sleeper);
+                            let d = Box::new(4u64);
+                            assert!(on_heap((&*d as *const u64).cast()));
+                        });
+                        let e = Box::new(5u64);
+                        assert!(!on_heap((&*e as *const u64).cast()));
+                        converse::exit(0);
+                    },
+                    0,
+                );
+                t.awaken();
+            })
+            .expect("the job starts")
+    });
+    assert_eq!(code, 0);
+}
+
 #[test]
 fn a_packed_thread_travels_in_a_message_and_goes_on_where_it_is_unpacked() {
     SEEN.lock().unwrap().clear();

@@ -35,9 +35,12 @@
 //!   user send to PE `d` (`sync_send`, `sync_send_and_free` and the calls
 //!   built on them) of at most `max_bytes` bytes goes on the handle for
 //!   `d`, if one is named.
-//! - [`PersistentHandle::destroy`] sends `PersistentClose` after the
-//!   handle's last message: the connection keeps order, so the channel
-//!   closes only after all of its messages arrived.
+//! - [`PersistentHandle::destroy`] of a handle made by
+//!   [`create_persistent`] sends `PersistentClose` after the handle's last
+//!   message: the connection keeps order, so the channel closes only after
+//!   all of its messages arrived. A receiver's channel may serve several
+//!   senders (a `PersistentReq` is plain data), so it stays open until the
+//!   job ends.
 //!
 //! # Invariants
 //!
@@ -55,7 +58,7 @@ use std::rc::{Rc, Weak};
 use crate::msg::message::{MSG_HEADER_SIZE, Message};
 use crate::msg::system::{self, Kind, Reader};
 use crate::rt::pe::{self, Pe};
-use crate::rt::persistent::receivers;
+use crate::rt::persistent::{MAX_CHANNEL_BYTES, receivers};
 
 pub use crate::rt::persistent::buffers_per_channel;
 
@@ -76,6 +79,10 @@ struct Handle {
     remote: bool,
     /// The channel's number in the destination's process; 0 until known.
     channel: Cell<u32>,
+    /// The channel was made for this handle alone (`create_persistent`):
+    /// `destroy` closes it. A receiver's channel (registered from a
+    /// `PersistentReq`, maybe by several senders) stays open.
+    closes: bool,
     destroyed: Cell<bool>,
 }
 
@@ -207,10 +214,12 @@ impl PersistentHandle {
         self.0.destroyed.get()
     }
 
-    /// Ends the channel (`CmiDestroyPersistent`): later sends to its PE go
-    /// the ordinary way, and the receiver's buffers are freed once the
-    /// messages holding them are. Destroying a handle twice does nothing
-    /// more.
+    /// Ends the handle (`CmiDestroyPersistent`): later sends to its PE go
+    /// the ordinary way. A channel made by [`create_persistent`] closes too
+    /// (the receiver's buffers are freed once the messages holding them
+    /// are); one a receiver made ([`create_receiver_persistent`]), which
+    /// several senders may register, stays open until the job ends.
+    /// Destroying a handle twice does nothing more.
     ///
     /// # Panics
     /// On a PE other than the handle's (it cannot be sent there: it is
@@ -232,7 +241,7 @@ fn destroy(pe: &Pe, h: &Handle) {
         .retain(|x| !std::ptr::eq(&*x.0, h));
     using.on.set(!using.handles.borrow().is_empty());
     let channel = h.channel.get();
-    if channel != 0 {
+    if channel != 0 && h.closes {
         close(pe, h.dest_pe, channel);
     }
 }
@@ -262,7 +271,7 @@ fn close(pe: &Pe, dest: usize, channel: u32) {
 pub fn create_persistent(dest_pe: usize, max_bytes: usize) -> PersistentHandle {
     pe::with(|pe| {
         pe.check_pe(dest_pe, "create_persistent to");
-        let max_bytes = max_bytes.max(MSG_HEADER_SIZE);
+        let max_bytes = checked_max(pe, max_bytes, "create_persistent");
         let using = &pe.send.persistent;
         let remote = pe.job.local_pe(dest_pe).is_none();
         let handle = PersistentHandle(Rc::new(Handle {
@@ -271,6 +280,7 @@ pub fn create_persistent(dest_pe: usize, max_bytes: usize) -> PersistentHandle {
             max_bytes,
             remote,
             channel: Cell::new(0),
+            closes: true,
             destroyed: Cell::new(false),
         }));
         using.track(&handle);
@@ -289,7 +299,7 @@ pub fn create_persistent(dest_pe: usize, max_bytes: usize) -> PersistentHandle {
 #[doc(alias = "CmiCreateReceiverPersistent")]
 pub fn create_receiver_persistent(max_bytes: usize) -> PersistentReq {
     pe::with(|pe| {
-        let max_bytes = max_bytes.max(MSG_HEADER_SIZE);
+        let max_bytes = checked_max(pe, max_bytes, "create_receiver_persistent");
         let channel = receivers().open(pe.pe, max_bytes, job_key(pe));
         PersistentReq {
             pe: pe.pe,
@@ -315,6 +325,7 @@ pub fn register_receive_persistent(req: PersistentReq) -> PersistentHandle {
             max_bytes: req.max_bytes.max(MSG_HEADER_SIZE),
             remote: pe.job.local_pe(req.pe).is_none(),
             channel: Cell::new(req.channel),
+            closes: false,
             destroyed: Cell::new(false),
         }));
         using.track(&handle);
@@ -354,6 +365,18 @@ pub fn destroy_all_persistent() {
     })
 }
 
+/// `max_bytes` of a channel `what` makes on `pe`: at least a header, and
+/// aborts the job if longer than any message that crosses processes.
+fn checked_max(pe: &Pe, max_bytes: usize, what: &str) -> usize {
+    if max_bytes > MAX_CHANNEL_BYTES {
+        crate::proc::exit::abort(&format!(
+            "{what} on PE {}: a channel for messages of {max_bytes} bytes; the longest that crosses processes is {MAX_CHANNEL_BYTES}",
+            pe.pe
+        ));
+    }
+    max_bytes.max(MSG_HEADER_SIZE)
+}
+
 /// The job's identity, for channels opened by an in-process job.
 fn job_key(pe: &Pe) -> usize {
     std::sync::Arc::as_ptr(&pe.job) as *const () as usize
@@ -381,7 +404,7 @@ fn on_open(pe: &Pe, msg: &Message) {
     let (id, max_bytes) = (r.word(), r.word());
     let max_bytes = usize::try_from(max_bytes)
         .ok()
-        .filter(|&n| n <= crate::msg::message::MAX_MESSAGE_SIZE)
+        .filter(|&n| n <= MAX_CHANNEL_BYTES)
         .unwrap_or_else(|| r.malformed(&format!("a channel for messages of {max_bytes} bytes")));
     let channel = receivers().open(pe.pe, max_bytes, job_key(pe));
     let answer = system::message(Kind::PersistentOpened, &[id, u64::from(channel)], &[]);
@@ -416,7 +439,7 @@ fn on_opened(pe: &Pe, msg: &Message) {
     }
 }
 
-/// The sender ended a channel to this PE.
+/// The sender ended a channel to this PE (one it made: see `closes`).
 fn on_close(pe: &Pe, msg: &Message) {
     let mut r = Reader::new(msg, "persistent channel close");
     let channel = r.word();

@@ -34,12 +34,18 @@
 //!
 //! - The header's lock (a spin flag) guards the header; a free may come
 //!   from any OS thread of the process (memory handed to another PE).
-//! - While the allocator works, the calling OS thread's routing is off, so
-//!   what isomalloc's own bookkeeping allocates goes to the system.
+//! - While the allocator works, or isomalloc's state is locked
+//!   (`mem::isomalloc::PauseRouting`), the calling OS thread's routing is
+//!   paused, so what isomalloc's own bookkeeping allocates goes to the
+//!   system, never into a heap that may leave with its thread.
+//! - Packing holds the heap's lock until its pages are gone; a free that
+//!   comes later, in the process the heap left, aborts saying so. (A free
+//!   on another OS thread at the very moment of packing is not caught:
+//!   what the thread allocates is the thread's to free.)
 //! - A heap whose thread ended ("orphaned") is freed with its last
 //!   allocation.
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use std::cell::{Cell, UnsafeCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::mem::isomalloc as space;
@@ -61,13 +67,21 @@ const FIRST_CHUNK: usize = 64 << 10;
 /// Chunks a heap has at most (each twice the last: far beyond any memory).
 const MAX_CHUNKS: usize = 40;
 /// Bytes before every allocation: the heap's address, then the class index
-/// (small) or the large block's address with bit 0 set.
+/// times two (small: an even tag) or the large block's address with bit 0
+/// set (odd; blocks are page-aligned).
 const PREFIX: usize = 16;
 
-/// The heap's header, at the start of its first chunk.
+/// The heap's header, at the start of its first chunk: a lock and the
+/// state it guards.
 #[repr(C)]
 struct Header {
     lock: AtomicBool,
+    state: UnsafeCell<State>,
+}
+
+/// A heap's state (under its header's lock).
+#[repr(C)]
+struct State {
     orphaned: bool,
     live: usize,
     chunks: [(usize, usize); MAX_CHUNKS],
@@ -116,26 +130,56 @@ pub(crate) const NO_ROUTING: Routing = Routing {
 /// # Panics
 /// If the caller is no migratable thread.
 pub fn on_thread_heap<R>(f: impl FnOnce() -> R) -> R {
+    /// Ends the scope, on whichever PE the thread is then (it may have
+    /// moved inside: nothing from before the call of `f` is held but
+    /// `outer`, a plain value).
+    struct Off {
+        outer: bool,
+    }
+    impl Drop for Off {
+        fn drop(&mut self) {
+            end_scope(self.outer, self as *const Off as usize);
+        }
+    }
+    let _off = Off {
+        outer: begin_scope(),
+    };
+    f()
+}
+
+/// Starts an [`on_thread_heap`] scope; returns whether one was open
+/// already. Not inlined: the thread-local accesses must not be merged
+/// with those after the scope, which may run on another OS thread.
+#[inline(never)]
+fn begin_scope() -> bool {
     crate::rt::pe::with(|pe| {
         let me = pe.cth.current();
         assert!(
             me.is_migratable(),
             "on_thread_heap outside a migratable thread"
         );
-        me.0.heap_on.set(true);
+        let outer = me.0.heap_on.replace(true);
         set_routing(routing_of(&me.0, pe));
-    });
-    /// Ends the scope, on whichever PE the thread is then (it may have
-    /// moved inside: nothing from before is held here).
-    struct Off;
-    impl Drop for Off {
-        fn drop(&mut self) {
-            set_routing(NO_ROUTING);
-            crate::rt::pe::with(|pe| pe.cth.current().0.heap_on.set(false));
-        }
+        outer
+    })
+}
+
+/// Ends an [`on_thread_heap`] scope whose guard is at `guard` (on its
+/// thread's stack), putting back the scope that was open before (`outer`).
+/// When the guard is dropped by another thread's code (a suspended thread
+/// whose last handle is dropped is unwound there), the running thread's
+/// scope is not touched.
+#[inline(never)]
+fn end_scope(outer: bool, guard: usize) {
+    let Some(pe) = crate::rt::pe::try_current() else {
+        return;
+    };
+    let me = pe.cth.current();
+    if !me.0.stack_holds(guard) {
+        return;
     }
-    let _off = Off;
-    f()
+    me.0.heap_on.set(outer);
+    set_routing(routing_of(&me.0, &pe));
 }
 
 /// The routing for `inner` (a thread about to run on `pe`): its heap if it
@@ -170,16 +214,17 @@ impl Locked {
         Locked(header)
     }
 
-    fn h(&mut self) -> &mut Header {
-        // SAFETY: locked, live (see `new`).
-        unsafe { &mut *self.0 }
+    fn h(&mut self) -> &mut State {
+        // SAFETY: locked (so ours alone), live (see `new`); the state is
+        // in an `UnsafeCell`, apart from the lock others spin on.
+        unsafe { &mut *(*self.0).state.get() }
     }
 }
 
 impl Drop for Locked {
     fn drop(&mut self) {
         // SAFETY: as in `h`; the heap was not freed while locked (`free_all`
-        // forgets the guard).
+        // and packing forget the guard).
         unsafe { (*self.0).lock.store(false, Ordering::Release) };
     }
 }
@@ -192,18 +237,21 @@ fn new_heap(pe: usize, pes: usize) -> Option<*mut Header> {
     // SAFETY: a fresh, zeroed, writable block of FIRST_CHUNK bytes, page
     // aligned: room for the header, which is plain data.
     unsafe {
+        let mut chunks = [(0, 0); MAX_CHUNKS];
+        chunks[0] = (at, FIRST_CHUNK);
         header.write(Header {
             lock: AtomicBool::new(false),
-            orphaned: false,
-            live: 0,
-            chunks: [(0, 0); MAX_CHUNKS],
-            chunk_count: 1,
-            bump: start,
-            bump_end: at + FIRST_CHUNK,
-            free: [0; CLASSES.len()],
-            large: 0,
+            state: UnsafeCell::new(State {
+                orphaned: false,
+                live: 0,
+                chunks,
+                chunk_count: 1,
+                bump: start,
+                bump_end: at + FIRST_CHUNK,
+                free: [0; CLASSES.len()],
+                large: 0,
+            }),
         });
-        (*header).chunks[0] = (at, FIRST_CHUNK);
     }
     Some(header)
 }
@@ -234,7 +282,7 @@ unsafe fn heap_alloc(header: *mut Header, layout: Layout, pe: usize, pes: usize)
             slot
         };
         // SAFETY: a slot of CLASSES[class] >= PREFIX bytes of this heap.
-        unsafe { write_prefix(slot + PREFIX, header as usize, class) };
+        unsafe { write_prefix(slot + PREFIX, header as usize, class << 1) };
         slot + PREFIX
     } else {
         // Its own block: links, then the prefix, then the data, aligned.
@@ -274,7 +322,7 @@ unsafe fn write_prefix(data: usize, header: usize, tag: usize) {
 }
 
 /// A new chunk with room for `need` bytes; false if none can be had.
-fn grow(h: &mut Header, need: usize, pe: usize, pes: usize) -> bool {
+fn grow(h: &mut State, need: usize, pe: usize, pes: usize) -> bool {
     if h.chunk_count == MAX_CHUNKS {
         return false;
     }
@@ -296,11 +344,21 @@ fn grow(h: &mut Header, need: usize, pe: usize, pes: usize) -> bool {
 /// `ptr` was returned by [`heap_alloc`] and not freed since.
 unsafe fn heap_free(ptr: *mut u8) {
     let data = ptr as usize;
-    // SAFETY: the prefix written by `heap_alloc`.
+    // Its heap's pages may have left with the thread: then say so rather
+    // than fault on them.
+    if !space::is_live(data - PREFIX) {
+        crate::proc::exit::abort(&format!(
+            "memory at {data:#x}, from a migratable thread's heap, was freed in process {} after the heap \
+             left it with its thread (what a thread allocates in on_thread_heap moves with it: free it \
+             in the thread)",
+            std::process::id()
+        ));
+    }
+    // SAFETY: the prefix written by `heap_alloc`, in a live block.
     let [header, tag] = unsafe { *((data - PREFIX) as *const [usize; 2]) };
     let header = header as *mut Header;
     // SAFETY: the heap the allocation came from, live while it has live
-    // allocations.
+    // allocations (and in this process: checked above).
     let mut g = unsafe { Locked::new(header) };
     let h = g.h();
     if tag & 1 == 1 {
@@ -320,10 +378,11 @@ unsafe fn heap_free(ptr: *mut u8) {
         let _ = space::free(block);
     } else {
         let slot = data - PREFIX;
+        let class = tag >> 1;
         // SAFETY: the slot is this heap's and free now: its first word
         // links it.
-        unsafe { *(slot as *mut usize) = h.free[tag] };
-        h.free[tag] = slot;
+        unsafe { *(slot as *mut usize) = h.free[class] };
+        h.free[class] = slot;
     }
     h.live -= 1;
     if h.orphaned && h.live == 0 {
@@ -341,8 +400,10 @@ unsafe fn heap_free(ptr: *mut u8) {
 unsafe fn free_all(header: *mut Header) {
     // SAFETY: the caller's promise: the header is readable until its own
     // chunk (chunk 0) goes, last.
-    let (chunks, count, mut large) =
-        unsafe { ((*header).chunks, (*header).chunk_count, (*header).large) };
+    let (chunks, count, mut large) = unsafe {
+        let h = &*(*header).state.get();
+        (h.chunks, h.chunk_count, h.large)
+    };
     while large != 0 {
         // SAFETY: a large block of the heap; its second word links the next.
         let next = unsafe { (*(large as *const [usize; 2]))[1] };
@@ -354,23 +415,47 @@ unsafe fn free_all(header: *mut Header) {
     }
 }
 
-/// The blocks of the heap at `header` (chunks, then large blocks), for
-/// packing.
+/// Packs every block of the heap at `header` (chunks, then large blocks)
+/// and takes them out of this process, holding the heap's lock throughout
+/// (a free from another OS thread waits, and then finds the heap gone: see
+/// `dealloc`). The packed header shows the lock held: [`unpacked`] opens
+/// it where the heap arrives.
 ///
 /// # Safety
 /// `header` is a live heap's header, its thread suspended.
-pub(crate) unsafe fn blocks(header: usize) -> Vec<usize> {
+pub(crate) unsafe fn pack(header: usize) -> Result<Vec<space::PackedBlock>, space::IsoError> {
     // SAFETY: the caller's promise.
     let mut g = unsafe { Locked::new(header as *mut Header) };
     let h = g.h();
-    let mut out: Vec<usize> = h.chunks[..h.chunk_count].iter().map(|c| c.0).collect();
+    let mut blocks: Vec<usize> = h.chunks[..h.chunk_count].iter().map(|c| c.0).collect();
     let mut large = h.large;
     while large != 0 {
-        out.push(large);
+        blocks.push(large);
         // SAFETY: a large block of the heap.
         large = unsafe { (*(large as *const [usize; 2]))[1] };
     }
-    out
+    // The lock stays taken: the pages go with the thread.
+    std::mem::forget(g);
+    blocks
+        .into_iter()
+        // SAFETY: blocks of the heap, which nothing else touches while its
+        // lock is held; they leave with the thread.
+        .map(|at| unsafe { space::release(at) })
+        .collect()
+}
+
+/// The heap at `header` arrived with its thread (its blocks adopted here):
+/// opens the lock it left with.
+///
+/// # Safety
+/// `header` is the header of a heap just unpacked here.
+pub(crate) unsafe fn unpacked(header: usize) {
+    // SAFETY: the caller's promise.
+    unsafe {
+        (*(header as *const Header))
+            .lock
+            .store(false, Ordering::Release)
+    };
 }
 
 /// The thread of the heap at `header` ended: free it now if nothing of it
@@ -399,11 +484,11 @@ unsafe impl GlobalAlloc for ThreadHeap {
     #[inline]
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let r = ROUTING.with(Cell::get);
-        if r.heap.is_null() {
+        if r.heap.is_null() || space::routing_paused() {
             // SAFETY: forwarded as is.
             return unsafe { System.alloc(layout) };
         }
-        let off = set_routing(NO_ROUTING);
+        let _paused = space::PauseRouting::new();
         // SAFETY: `r.heap` is the running thread's heap cell (its `Inner`
         // lives while it runs, see `routing_of`).
         let cell = unsafe { &*r.heap };
@@ -412,14 +497,12 @@ unsafe impl GlobalAlloc for ThreadHeap {
             header = new_heap(r.pe, r.pes).map_or(0, |h| h as usize);
             cell.set(header);
         }
-        let p = if header == 0 {
+        if header == 0 {
             std::ptr::null_mut()
         } else {
-            // SAFETY: the thread's live heap; routing is off.
+            // SAFETY: the thread's live heap; routing is paused.
             unsafe { heap_alloc(header as *mut Header, layout, r.pe, r.pes) }
-        };
-        set_routing(off);
-        p
+        }
     }
 
     #[inline]
@@ -428,11 +511,11 @@ unsafe impl GlobalAlloc for ThreadHeap {
             // SAFETY: forwarded as is: not ours, so the system's.
             return unsafe { System.dealloc(ptr, layout) };
         }
-        let off = set_routing(NO_ROUTING);
+        let _paused = space::PauseRouting::new();
         // SAFETY: a pointer of the isomalloc range that the global
-        // allocator returned: one of a heap's allocations.
+        // allocator returned: one of a heap's allocations (checked to be
+        // still in this process by `heap_free`).
         unsafe { heap_free(ptr) };
-        set_routing(off);
     }
 }
 
@@ -455,14 +538,23 @@ mod tests {
             assert_eq!(big as usize % 64, 0);
             assert!(space::in_region(a as usize) && space::in_region(big as usize));
             std::ptr::write_bytes(big, 7, 100_000);
-            assert_eq!(blocks(header).len(), 2, "a chunk and a large block");
+            assert_eq!((*(*h).state.get()).chunk_count, 1);
+            assert_ne!((*(*h).state.get()).large, 0, "a large block");
             heap_free(a);
             // The freed slot is taken again.
             assert_eq!(heap_alloc(h, small, 0, 1), a);
             // Many more: new chunks.
             let many: Vec<*mut u8> = (0..10_000).map(|_| heap_alloc(h, small, 0, 1)).collect();
-            assert!(blocks(header).len() > 2);
+            assert!((*(*h).state.get()).chunk_count > 1, "more chunks");
             for p in many {
+                heap_free(p);
+            }
+            // Every size class, odd and even, comes back to its own list.
+            for size in [1, 20, 40, 100, 200, 400, 1000, 2000, 4000] {
+                let l = Layout::from_size_align(size, 8).unwrap();
+                let p = heap_alloc(h, l, 0, 1);
+                heap_free(p);
+                assert_eq!(heap_alloc(h, l, 0, 1), p, "{size} bytes");
                 heap_free(p);
             }
             heap_free(big);

@@ -27,6 +27,16 @@
 //! [`on_thread_heap`](crate::cth::on_thread_heap), whose
 //! blocks move with the thread); not `Rc`s, references or handles of the
 //! PE it leaves (a [`Thread`], a message), nor addresses of thread-locals.
+//! Nor may a thread's own code keep a thread-local's address across a
+//! move: the move resumes it on another OS thread, and the compiler may
+//! reuse an address computed before the call (it assumes a function runs
+//! on one thread). Reading a thread-local through a function that is not
+//! inlined into the moving code is safe: `my_pe`, `my_node` and `my_rank`
+//! are never inlined for this reason, and the runtime's frames read none
+//! across the switch (`on_thread_heap`'s end goes through a function that
+//! is never inlined). A program's own thread-locals, read before and after
+//! a move in one function, must be read through such a function too.
+//!
 //! The runtime's own frames hold nothing across the switch: a thread is
 //! packed only if it suspended through [`suspend`](crate::cth::suspend)
 //! called by its own code (or [`migrate_self`]), at no handler or nested
@@ -406,22 +416,16 @@ fn pack(pe: &Pe, t: &Thread) -> Result<PackedThread, MigrateError> {
         Vec::new()
     } else {
         // SAFETY: the thread's own heap, the thread suspended.
-        unsafe { super::heap::blocks(heap) }
+        unsafe { super::heap::pack(heap) }
+            .unwrap_or_else(|e| abort(&format!("packing the heap of {}: {e}", t.describe())))
     };
     for w in [heap, usize::from(inner.heap_on.get()), heap_blocks.len()] {
         bytes.extend_from_slice(&(w as u64).to_le_bytes());
     }
-    for at in heap_blocks {
-        // SAFETY: a block of the thread's heap; nothing uses it while the
-        // thread is suspended, and the thread leaves with it.
-        match unsafe { space::release(at) } {
-            Ok(block) => {
-                bytes.extend_from_slice(&block.addr.to_le_bytes());
-                bytes.extend_from_slice(&(block.bytes.len() as u64).to_le_bytes());
-                bytes.extend_from_slice(&block.bytes);
-            }
-            Err(e) => abort(&format!("packing the heap of {}: {e}", t.describe())),
-        }
+    for block in heap_blocks {
+        bytes.extend_from_slice(&block.addr.to_le_bytes());
+        bytes.extend_from_slice(&(block.bytes.len() as u64).to_le_bytes());
+        bytes.extend_from_slice(&block.bytes);
     }
     // The block leaves this process; the owner must not free it.
     std::mem::forget(inner.stack.borrow_mut().take());
@@ -465,6 +469,8 @@ fn unpack(pe: &Pe, bytes: &[u8]) -> Result<Thread, MigrateError> {
             pe.pe
         ));
     }
+    // An overflow of it here is reported as any thread's.
+    stack::prepare_overflow_report();
     // SAFETY: the bytes of a `Co` packed by this program (same code
     // address, so the same build), checked against the stack they belong
     // to (`parse`); every word is non-zero, so the coroutine's non-null
@@ -485,10 +491,15 @@ fn unpack(pe: &Pe, bytes: &[u8]) -> Result<Thread, MigrateError> {
     inner.state.set(State::Suspended);
     inner.yielder.set(p.yielder as *const _);
     inner.clean.set(true);
+    if p.heap != 0 {
+        // SAFETY: the heap's blocks were adopted above; its header is the
+        // first one's start (checked by `parse`).
+        unsafe { super::heap::unpacked(p.heap) };
+    }
     inner.heap.set(p.heap);
     inner.heap_on.set(p.heap_on);
     let thread = Thread(std::rc::Rc::new(inner));
-    pe.cth.track(&thread);
+    pe.cth.track(&thread, true);
     Ok(thread)
 }
 

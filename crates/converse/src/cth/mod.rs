@@ -216,15 +216,28 @@ struct Inner {
 /// `Inner::slot` of a thread not in `LiveThreads`.
 const NO_SLOT: usize = usize::MAX;
 
-/// A slab of weak handles: O(1) insert and remove, slots reused.
+/// A slab of the PE's unfinished coroutine threads: O(1) insert and
+/// remove, slots reused.
 #[derive(Default)]
 struct LiveThreads {
-    entries: Vec<Option<std::rc::Weak<Inner>>>,
+    entries: Vec<Option<LiveEntry>>,
     free: Vec<usize>,
 }
 
+/// How the PE holds an unfinished thread.
+enum LiveEntry {
+    /// Never run: weakly (dropping its last handle frees it; nothing ran
+    /// on its stack).
+    New(std::rc::Weak<Inner>),
+    /// Started: strongly, until it finishes, moves, or the PE ends. Its
+    /// stack may hold guards of the PE's state (a handler's depth), which
+    /// only unwind correctly as that thread (`as_thread`): dropping its
+    /// last handle must not unwind it from wherever that happens.
+    Started(Rc<Inner>),
+}
+
 impl LiveThreads {
-    fn insert(&mut self, t: std::rc::Weak<Inner>) -> usize {
+    fn insert(&mut self, t: LiveEntry) -> usize {
         match self.free.pop() {
             Some(slot) => {
                 self.entries[slot] = Some(t);
@@ -242,6 +255,13 @@ impl LiveThreads {
             if entry.take().is_some() {
                 self.free.push(slot);
             }
+        }
+    }
+
+    /// The thread at `slot` has started: hold it strongly.
+    fn started(&mut self, slot: usize, t: &Thread) {
+        if let Some(entry @ Some(LiveEntry::New(_))) = self.entries.get_mut(slot) {
+            *entry = Some(LiveEntry::Started(t.0.clone()));
         }
     }
 }
@@ -292,8 +312,9 @@ pub(crate) struct CthState {
     direct_gen: Cell<u64>,
     /// The PE's unfinished coroutine threads (a slab indexed by
     /// `Inner::slot`), so that teardown can unwind the suspended ones (see
-    /// [`unwind_suspended`]). A thread leaves it when it finishes or is
-    /// dropped.
+    /// [`unwind_suspended`]). A thread leaves it when it finishes, moves,
+    /// or (never run) is dropped; a started one is held strongly (see
+    /// `LiveEntry`).
     live: RefCell<LiveThreads>,
 }
 
@@ -320,9 +341,15 @@ impl CthState {
         self.current.borrow().clone()
     }
 
-    /// Records a new coroutine thread in `live`.
-    fn track(&self, t: &Thread) {
-        let slot = self.live.borrow_mut().insert(Rc::downgrade(&t.0));
+    /// Records a new coroutine thread in `live` (`started`: one that has
+    /// run already, as a thread that moved here).
+    fn track(&self, t: &Thread, started: bool) {
+        let entry = if started {
+            LiveEntry::Started(t.0.clone())
+        } else {
+            LiveEntry::New(Rc::downgrade(&t.0))
+        };
+        let slot = self.live.borrow_mut().insert(entry);
         t.0.slot.set(slot);
     }
 
@@ -394,6 +421,29 @@ impl Drop for Inner {
             if let Some(pe) = pe::try_current() {
                 pe.cth.untrack(slot);
             }
+        }
+        // Its heap goes once nothing of it is in use (a finished thread's
+        // was orphaned already).
+        let heap = self.heap.replace(0);
+        if heap != 0 {
+            // SAFETY: the thread's own heap, in this process; the thread
+            // will not run again.
+            unsafe { heap::orphan(heap) };
+        }
+    }
+}
+
+impl Inner {
+    /// True if `addr` lies in this thread's stack (a coroutine's; never a
+    /// flow without one).
+    fn stack_holds(&self, addr: usize) -> bool {
+        match &*self.stack.borrow() {
+            Some(StackOwner::Iso(IsoStack { block, len })) => (*block..block + len).contains(&addr),
+            Some(StackOwner::Pooled(stack)) => {
+                let view = stack::StackView::of(stack);
+                (view.limit..view.base).contains(&addr)
+            }
+            None => false,
         }
     }
 }
@@ -490,7 +540,7 @@ impl Thread {
             size,
             migratable,
         )));
-        pe.cth.track(&thread);
+        pe.cth.track(&thread, false);
         thread
     }
 
@@ -1066,7 +1116,9 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
             abort(&format!("resume of {}, which is running", t.describe()))
         };
         stack::set_running(stack::RunningStack::new(t.0.guard, t.0.stack_size, pe.pe));
-        t.0.state.set(State::Running);
+        if t.0.state.replace(State::Running) == State::New {
+            pe.cth.live.borrow_mut().started(t.0.slot.get(), &t);
+        }
         drop(pe.cth.current.replace(t.clone()));
         // The thread's own depths on top of the resumer's.
         let own = t.0.depths.get();
@@ -1146,9 +1198,13 @@ fn resume_routed(pe: &Pe, inner: &Inner, co: &mut Co) -> CoroutineResult<Switch,
 pub(crate) fn unwind_suspended(pe: &Pe) {
     let live = std::mem::take(&mut *pe.cth.live.borrow_mut());
     let mut first_panic = None;
-    for weak in live.entries.into_iter().flatten() {
-        let Some(inner) = weak.upgrade() else {
-            continue;
+    for entry in live.entries.into_iter().flatten() {
+        let inner = match entry {
+            LiveEntry::Started(inner) => inner,
+            LiveEntry::New(weak) => match weak.upgrade() {
+                Some(inner) => inner,
+                None => continue,
+            },
         };
         inner.slot.set(NO_SLOT);
         let co = inner.co.borrow_mut().take();
@@ -1235,6 +1291,7 @@ fn as_thread(pe: &Pe, inner: &Rc<Inner>, f: impl FnOnce()) {
         previous: Option<Thread>,
         depths: Depths,
         stack: stack::RunningStack,
+        routing: heap::Routing,
     }
     impl Drop for Back<'_> {
         fn drop(&mut self) {
@@ -1243,6 +1300,8 @@ fn as_thread(pe: &Pe, inner: &Rc<Inner>, f: impl FnOnce()) {
             }
             self.depths.apply(self.pe);
             stack::set_running(self.stack);
+            // What the unwound thread's heap scopes set, undone.
+            heap::set_routing(self.routing);
         }
     }
     let base = Depths::of(pe);
@@ -1251,6 +1310,7 @@ fn as_thread(pe: &Pe, inner: &Rc<Inner>, f: impl FnOnce()) {
         previous: Some(pe.cth.current.replace(Thread(inner.clone()))),
         depths: base,
         stack: stack::running(),
+        routing: heap::set_routing(heap::NO_ROUTING),
     };
     Depths::stacked(base, inner.depths.replace(Depths::default())).apply(pe);
     stack::set_running(stack::RunningStack::new(

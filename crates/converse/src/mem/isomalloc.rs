@@ -238,10 +238,74 @@ static SPACE: Mutex<Space> = Mutex::new(Space {
     guests: BTreeMap::new(),
 });
 
-fn space() -> std::sync::MutexGuard<'static, Space> {
-    SPACE
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+thread_local! {
+    /// Nonzero while this OS thread holds the space's lock (or works on a
+    /// thread heap): its allocations must then go to the system allocator,
+    /// never to a migratable thread's heap (`cth::heap`), which is itself
+    /// isomalloc memory (a map node of this process's bookkeeping there
+    /// would leave with the thread; a heap growing there would take this
+    /// lock again).
+    static PAUSE_ROUTING: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// True while this OS thread's allocations must not go to a thread heap
+/// (see `PAUSE_ROUTING`).
+#[inline]
+pub fn routing_paused() -> bool {
+    PAUSE_ROUTING.with(|p| p.get() != 0)
+}
+
+/// Keeps this OS thread's allocations off thread heaps while it lives.
+pub struct PauseRouting(());
+
+impl PauseRouting {
+    /// Pauses routing until dropped (nests).
+    pub fn new() -> PauseRouting {
+        PAUSE_ROUTING.with(|p| p.set(p.get() + 1));
+        PauseRouting(())
+    }
+}
+
+impl Default for PauseRouting {
+    fn default() -> PauseRouting {
+        PauseRouting::new()
+    }
+}
+
+impl Drop for PauseRouting {
+    fn drop(&mut self) {
+        PAUSE_ROUTING.with(|p| p.set(p.get() - 1));
+    }
+}
+
+/// The space, locked, with routing to thread heaps paused meanwhile.
+struct Locked {
+    // Declared first: unlocked before routing resumes.
+    guard: std::sync::MutexGuard<'static, Space>,
+    _pause: PauseRouting,
+}
+
+impl std::ops::Deref for Locked {
+    type Target = Space;
+    fn deref(&self) -> &Space {
+        &self.guard
+    }
+}
+
+impl std::ops::DerefMut for Locked {
+    fn deref_mut(&mut self) -> &mut Space {
+        &mut self.guard
+    }
+}
+
+fn space() -> Locked {
+    let pause = PauseRouting::new();
+    Locked {
+        guard: SPACE
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+        _pause: pause,
+    }
 }
 
 impl Space {
@@ -355,6 +419,21 @@ pub fn free(at: usize) -> Result<(), IsoError> {
         "{at:#x} is no block isomalloc gave out in process {} (freed already?)",
         std::process::id()
     )))
+}
+
+/// True if `addr` lies inside a block living in this process (readable
+/// and writable now).
+pub fn is_live(addr: usize) -> bool {
+    let within = |map: &BTreeMap<usize, usize>| {
+        map.range(..=addr)
+            .next_back()
+            .is_some_and(|(&a, &l)| addr < a + l)
+    };
+    let s = space();
+    within(&s.guests)
+        || s.slices
+            .values()
+            .any(|sl| sl.holds(addr) && within(&sl.blocks))
 }
 
 /// The length of the block at `at`, if it is one living in this process.

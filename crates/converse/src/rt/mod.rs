@@ -23,6 +23,9 @@ pub mod random;
 /// # Panics
 /// If the calling thread is no PE (true of every query here).
 #[doc(alias = "CmiMyPe")]
+// Never inlined: after a migratable thread moves (`cth::migrate`), a
+// caller must read the PE of the OS thread it runs on now.
+#[inline(never)]
 pub fn my_pe() -> usize {
     pe::with(|pe| pe.pe)
 }
@@ -36,6 +39,9 @@ pub fn num_pes() -> usize {
 
 /// The node the calling PE belongs to (`CmiMyNode`).
 #[doc(alias = "CmiMyNode")]
+// Never inlined: after a migratable thread moves (`cth::migrate`), a
+// caller must read the PE of the OS thread it runs on now.
+#[inline(never)]
 pub fn my_node() -> usize {
     pe::with(|pe| pe.node)
 }
@@ -48,6 +54,9 @@ pub fn num_nodes() -> usize {
 
 /// The calling PE's rank inside its node (`CmiMyRank`).
 #[doc(alias = "CmiMyRank")]
+// Never inlined: after a migratable thread moves (`cth::migrate`), a
+// caller must read the PE of the OS thread it runs on now.
+#[inline(never)]
 pub fn my_rank() -> usize {
     pe::with(|pe| pe.rank)
 }

@@ -353,7 +353,7 @@ impl Shared {
                 None => self.fault(
                     peer,
                     &format!(
-                        "malformed message: it came on persistent channel {}, which is not open in this process",
+                        "malformed message: it came on persistent channel {}, which is not open in this process (closed by its sender's destroy before this message, or never opened)",
                         h.tag
                     ),
                 ),

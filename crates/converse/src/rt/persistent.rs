@@ -21,11 +21,14 @@
 //!
 //! - Channel numbers are unique in the process (never 0, never reused),
 //!   whichever job opened them: in-process tests run several jobs at once.
-//! - A channel is closed only by a message that follows its last use on the
-//!   same connection (the sender's `destroy`), or at the end of an
-//!   in-process job (which sends no frames): a frame never names a channel
-//!   that closed before it arrived, so an unknown channel is a malformed
-//!   frame.
+//! - A channel made by its sender (`create_persistent`) is closed only by
+//!   a message that follows its last use on the same connection (that
+//!   sender's `destroy`); one made by its receiver
+//!   (`create_receiver_persistent`), which any number of senders may
+//!   register, stays open until the job ends (the manual gives the
+//!   receiver no call to end it); and an in-process job's close at its
+//!   end (it sends no frames). So a frame never names a channel that
+//!   closed before it arrived, and an unknown channel is a malformed frame.
 //!
 //! # Concurrency
 //!
@@ -53,12 +56,16 @@ pub(crate) const FLAG_PERSISTENT: u8 = 2;
 const CHANNEL_BYTES: usize = 1 << 20;
 
 /// Buffers a channel for messages of up to `max_bytes` keeps at most: 1 MiB
-/// of them, at least 2 and at most 64. A message of the channel that
+/// of them, at least 1 and at most 64. A message of the channel that
 /// arrives while all of them are held (a burst the receiver has not
 /// handled yet) gets a buffer of its own.
 pub fn buffers_per_channel(max_bytes: usize) -> usize {
-    (CHANNEL_BYTES / max_bytes.max(1)).clamp(2, 64)
+    (CHANNEL_BYTES / max_bytes.max(1)).clamp(1, 64)
 }
+
+/// The longest message a channel may carry: the longest that crosses
+/// processes.
+pub const MAX_CHANNEL_BYTES: usize = crate::net::frame::DEFAULT_MAX_PAYLOAD;
 
 /// Channels a thread keeps at hand (see `Receivers::channel`).
 const RECENT_CHANNELS: usize = 16;
@@ -169,6 +176,9 @@ impl Receivers {
                 recent.swap_remove(at);
                 return None;
             }
+            // A miss: closed channels leave the cache too (their numbers
+            // never come again, so a hit would not evict them).
+            recent.retain(|(_, c)| !c.closed.load(Ordering::Acquire));
             let map = self.channels.read().unwrap_or_else(|e| e.into_inner());
             let channel = map.get(&id).cloned()?;
             drop(map);
@@ -246,7 +256,7 @@ mod tests {
         let mut held = Vec::new();
         let count = buffers_per_channel(100);
         assert_eq!(count, 64);
-        assert_eq!(buffers_per_channel(1 << 30), 2);
+        assert_eq!(buffers_per_channel(1 << 30), 1);
         assert_eq!(buffers_per_channel(64 << 10), 16);
         for _ in 0..count {
             let h = header(id, FLAG_PERSISTENT, 64);
