@@ -55,56 +55,58 @@ fn read_list(mut at: *const Node) -> Vec<u64> {
     out
 }
 
+/// Runs a job of `pes` PEs in which PE 0 starts a migratable thread
+/// running `body` (with `stack_size`); the job's exit code.
+fn run_migratable(pes: &str, stack_size: usize, body: fn()) -> i32 {
+    let pes = pes.to_string();
+    common::within(120, move || {
+        Converse::new()
+            .args(["prog", "+p", &pes])
+            .run(move |_| {
+                if converse::my_pe() == 0 {
+                    let t = Thread::create_migratable(body, stack_size);
+                    assert!(t.is_migratable());
+                    t.awaken();
+                }
+            })
+            .expect("the job starts")
+    })
+}
+
 const HOPS: usize = 1000;
 
 #[test]
 fn a_thread_moves_between_pes_a_thousand_times_keeping_its_stack_and_list() {
     SEEN.lock().unwrap().clear();
-    let code = common::within(120, || {
-        Converse::new()
-            .args(["prog", "+p", "3"])
-            .run(|_| {
-                if converse::my_pe() != 0 {
-                    return;
-                }
-                let t = Thread::create_migratable(
-                    || {
-                        let n = converse::num_pes();
-                        // On the stack: an array, and a pointer into it.
-                        let mut array = [0u64; 512];
-                        for (i, x) in array.iter_mut().enumerate() {
-                            *x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-                        }
-                        let middle: *const u64 = &array[256];
-                        let list = make_list(20);
-                        let mut visited = Vec::new();
-                        for hop in 0..HOPS {
-                            let dest = (converse::my_pe() + 1 + hop % 2) % n;
-                            migrate::migrate_self(dest);
-                            assert_eq!(converse::my_pe(), dest, "hop {hop} arrived");
-                            visited.push(dest);
-                            // SAFETY: points into `array`, which moved with
-                            // the stack to the same address.
-                            assert_eq!(unsafe { *middle }, array[256]);
-                            assert!(
-                                array
-                                    .iter()
-                                    .enumerate()
-                                    .all(|(i, &x)| x
-                                        == (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
-                                "hop {hop}: the stack array changed"
-                            );
-                            assert_eq!(read_list(list), (0..20).collect::<Vec<_>>(), "hop {hop}");
-                        }
-                        *SEEN.lock().unwrap() = visited;
-                        converse::exit(0);
-                    },
-                    64 << 10,
-                );
-                assert!(t.is_migratable());
-                t.awaken();
-            })
-            .expect("the job starts")
+    let code = run_migratable("3", 64 << 10, || {
+        let n = converse::num_pes();
+        // On the stack: an array, and a pointer into it.
+        let mut array = [0u64; 512];
+        for (i, x) in array.iter_mut().enumerate() {
+            *x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+        let middle: *const u64 = &array[256];
+        let list = make_list(20);
+        let mut visited = Vec::new();
+        for hop in 0..HOPS {
+            let dest = (converse::my_pe() + 1 + hop % 2) % n;
+            migrate::migrate_self(dest);
+            assert_eq!(converse::my_pe(), dest, "hop {hop} arrived");
+            visited.push(dest);
+            // SAFETY: points into `array`, which moved with
+            // the stack to the same address.
+            assert_eq!(unsafe { *middle }, array[256]);
+            assert!(
+                array
+                    .iter()
+                    .enumerate()
+                    .all(|(i, &x)| x == (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                "hop {hop}: the stack array changed"
+            );
+            assert_eq!(read_list(list), (0..20).collect::<Vec<_>>(), "hop {hop}");
+        }
+        *SEEN.lock().unwrap() = visited;
+        converse::exit(0);
     });
     assert_eq!(code, 0);
     let seen = SEEN.lock().unwrap().clone();
@@ -127,52 +129,38 @@ static HEAP_SEEN: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 #[test]
 fn what_a_thread_allocates_on_its_heap_moves_with_it() {
     HEAP_SEEN.lock().unwrap().clear();
-    let code = common::within(120, || {
-        Converse::new()
-            .args(["prog", "+p", "2"])
-            .run(|_| {
-                if converse::my_pe() != 0 {
-                    return;
+    let code = run_migratable("2", 0, || {
+        on_thread_heap(|| {
+            let mut list: Option<Box<Link>> = None;
+            for value in 0..200 {
+                list = Some(Box::new(Link { value, next: list }));
+            }
+            let words: Vec<u64> = (0..1000).collect();
+            let head = list.as_deref().map(|l| l as *const Link as *const u8);
+            assert!(isomalloc::isomalloc_in_range(head.unwrap()));
+            assert!(isomalloc::isomalloc_in_range(words.as_ptr().cast()));
+            for hop in 0..100 {
+                migrate::migrate_self(1 - converse::my_pe());
+                let mut at = list.as_deref();
+                let mut expect = 200;
+                while let Some(l) = at {
+                    expect -= 1;
+                    assert_eq!(l.value, expect, "hop {hop}");
+                    at = l.next.as_deref();
                 }
-                let t = Thread::create_migratable(
-                    || {
-                        on_thread_heap(|| {
-                            let mut list: Option<Box<Link>> = None;
-                            for value in 0..200 {
-                                list = Some(Box::new(Link { value, next: list }));
-                            }
-                            let words: Vec<u64> = (0..1000).collect();
-                            let head = list.as_deref().map(|l| l as *const Link as *const u8);
-                            assert!(isomalloc::isomalloc_in_range(head.unwrap()));
-                            assert!(isomalloc::isomalloc_in_range(words.as_ptr().cast()));
-                            for hop in 0..100 {
-                                migrate::migrate_self(1 - converse::my_pe());
-                                let mut at = list.as_deref();
-                                let mut expect = 200;
-                                while let Some(l) = at {
-                                    expect -= 1;
-                                    assert_eq!(l.value, expect, "hop {hop}");
-                                    at = l.next.as_deref();
-                                }
-                                assert_eq!(expect, 0);
-                                assert!(words.iter().enumerate().all(|(i, &w)| w == i as u64));
-                            }
-                            // Freed where it is now, on the thread's heap.
-                            drop(list);
-                            HEAP_SEEN.lock().unwrap().push(words.iter().sum());
-                        });
-                        // Outside the scope: the system's memory.
-                        let plain = Box::new(5u64);
-                        assert!(!isomalloc::isomalloc_in_range(
-                            (&*plain as *const u64).cast()
-                        ));
-                        converse::exit(0);
-                    },
-                    0,
-                );
-                t.awaken();
-            })
-            .expect("the job starts")
+                assert_eq!(expect, 0);
+                assert!(words.iter().enumerate().all(|(i, &w)| w == i as u64));
+            }
+            // Freed where it is now, on the thread's heap.
+            drop(list);
+            HEAP_SEEN.lock().unwrap().push(words.iter().sum());
+        });
+        // Outside the scope: the system's memory.
+        let plain = Box::new(5u64);
+        assert!(!isomalloc::isomalloc_in_range(
+            (&*plain as *const u64).cast()
+        ));
+        converse::exit(0);
     });
     assert_eq!(code, 0);
     assert_eq!(*HEAP_SEEN.lock().unwrap(), vec![(0..1000u64).sum::<u64>()]);

@@ -363,20 +363,8 @@ fn set_access(at: usize, len: usize, usable: bool) -> Result<(), IsoError> {
         // contract).
         unsafe { libc::madvise(at as *mut libc::c_void, len, libc::MADV_DONTNEED) };
     }
-    let prot = if usable {
-        libc::PROT_READ | libc::PROT_WRITE
-    } else {
-        libc::PROT_NONE
-    };
     // SAFETY: as above: pages of the reserved range.
-    let rc = unsafe { libc::mprotect(at as *mut libc::c_void, len, prot) };
-    if rc != 0 {
-        return Err(IsoError(format!(
-            "cannot map {len} bytes at {at:#x}: {}",
-            std::io::Error::last_os_error()
-        )));
-    }
-    Ok(())
+    unsafe { protect(at, len, usable) }
 }
 
 /// Allocates `size` bytes (rounded up to pages, at least one) in PE `pe`'s
@@ -552,8 +540,8 @@ pub fn adopt_unfilled(
     set_access(at, len, true)
 }
 
-/// Sets the access of `len` bytes at `at`, pages of a live block: usable,
-/// or none at all (a guard page).
+/// Sets the access of `len` bytes at `at`, pages of the reserved range:
+/// usable, or none at all (a freed block, a guard page).
 ///
 /// # Safety
 /// The pages must belong to a block the caller owns, and nothing may touch
