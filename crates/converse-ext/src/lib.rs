@@ -1,0 +1,23 @@
+//! # converse-ext
+//!
+//! The Converse extensions library (`../shared/spec/converse-extensions-manual.md`),
+//! built on the public API of `converse` only (DESIGN.md §3). Every function,
+//! type and constant of the manual gets a Rust name here, with the C name as
+//! a `#[doc(alias)]`.
+//!
+//! In so far:
+//! - [`cmm`]: tag matching (the manual's chapter 2), a table of values
+//!   stored and retrieved by integer tags with wildcards;
+//! - [`cds`]: the queues of chapter 4 (`CdsFifo`, `CkQ`), thin and
+//!   C-shaped, for porting.
+//!
+//! Still to come (issue 20 and the next): seed load balancing (Cld),
+//! master-slave (Cms), futures, parameter marshalling (Cpm), Converse-POSIX
+//! threads and parallel arrays of threads.
+#![warn(missing_docs)]
+
+pub mod cds;
+pub mod cmm;
+
+pub use cds::{CdsFifo, CkQ};
+pub use cmm::{CmmTable, WILDCARD};
