@@ -9,15 +9,18 @@
 //! - [`cmm`]: tag matching (the manual's chapter 2), a table of values
 //!   stored and retrieved by integer tags with wildcards;
 //! - [`cds`]: the queues of chapter 4 (`CdsFifo`, `CkQ`), thin and
-//!   C-shaped, for porting.
+//!   C-shaped, for porting;
+//! - [`futures`]: futures (chapter 8), set from any PE of any process and
+//!   waited for by a thread of the PE that made them.
 //!
 //! Still to come (issue 20 and the next): seed load balancing (Cld),
-//! master-slave (Cms), futures, parameter marshalling (Cpm), Converse-POSIX
-//! threads and parallel arrays of threads.
+//! master-slave (Cms), a std `Future` adapter for futures, parameter
+//! marshalling (Cpm), Converse-POSIX threads and parallel arrays of threads.
 #![warn(missing_docs)]
 
 pub mod cds;
 pub mod cmm;
+pub mod futures;
 
 pub use cds::{CdsFifo, CkQ};
 pub use cmm::{CmmTable, WILDCARD};

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 const CHAPTERS: &[(&str, &[&str])] = &[
     ("Tag Matching", &["Cmm"]),
     ("Data Structures", &["CdsFifo", "CkQ"]),
+    ("Futures", &["Cfuture"]),
 ];
 
 fn manifest_dir() -> PathBuf {

@@ -2089,6 +2089,50 @@ fn migrate() -> i32 {
 }
 
 // ---------------------------------------------------------------------------
+// ext_futures: futures filled from every PE, other processes included
+// ---------------------------------------------------------------------------
+
+/// A thread on PE 0 makes a future per other PE and sends each its handle;
+/// each PE fills its future with its number, and the thread waits for
+/// them all.
+fn ext_futures() -> i32 {
+    use converse_ext::futures::{self, Cfuture};
+    futures::install();
+    run_normal(|_| {
+        let fill = converse::register_handler(|m: Message| {
+            let f = Cfuture::from_bytes(m.payload())
+                .unwrap_or_else(|| fail("a malformed future handle"));
+            futures::set(f, &(my_pe() as u64).to_le_bytes());
+        });
+        if my_pe() != 0 {
+            return;
+        }
+        Thread::create(
+            move || {
+                let p = num_pes();
+                let mine: Vec<Cfuture> = (1..p).map(|_| futures::create()).collect();
+                for (pe, f) in (1..p).zip(&mine) {
+                    converse::sync_send_and_free(pe, Message::from_payload(fill, &f.to_bytes()));
+                }
+                for (pe, f) in (1..p).zip(&mine) {
+                    let v = futures::wait(*f);
+                    check!(
+                        *v == (pe as u64).to_le_bytes(),
+                        "future of PE {pe} holds {:?}",
+                        &*v
+                    );
+                    futures::destroy(*f);
+                }
+                cmi_printf!("ok ext_futures\n");
+                converse::exit(0);
+            },
+            0,
+        )
+        .awaken();
+    })
+}
+
+// ---------------------------------------------------------------------------
 // core_isomalloc: unique addresses across processes; a block that migrates
 // ---------------------------------------------------------------------------
 
@@ -2241,6 +2285,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "core_isomalloc" => isomalloc_case(),
         "core_persistent" => persistent(),
         "core_migrate" => migrate(),
+        "ext_futures" => ext_futures(),
         "core_node_sends" => node_sends(),
         "core_bcast" => bcast(check_src),
         "core_reduce" => reduce(),
@@ -2437,6 +2482,12 @@ fn core_migrate() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Futures of the extensions library filled from every PE, over shm, tcp
+/// and both.
+fn ext_futures_case() {
+    Jobs::default().ok("ext_futures", &[]).check();
+}
+
 fn core_node_sends() {
     Jobs::default().ok("core_node_sends", &[]).check();
 }
@@ -2548,6 +2599,7 @@ pub fn cases() -> Vec<Case> {
         ("core_isomalloc", core_isomalloc),
         ("core_persistent", core_persistent),
         ("core_migrate", core_migrate),
+        ("ext_futures", ext_futures_case),
         ("core_node_sends", core_node_sends),
         ("core_bcast", core_bcast),
         ("core_reduce", core_reduce),

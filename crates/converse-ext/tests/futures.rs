@@ -1,0 +1,80 @@
+//! Futures in an in-process job: a thread on PE 0 waits for futures that
+//! other PEs fill (by copy, or with a value made by `create_value`), one
+//! filled before the wait returns at once, and the value outlives
+//! `destroy` in the waiter's hands.
+use std::sync::Mutex;
+
+use converse::{Converse, Message, Thread};
+use converse_ext::futures::{self, Cfuture};
+
+/// What PE 0's thread got.
+static GOT: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+
+#[test]
+fn futures_filled_from_other_pes_wake_the_waiting_thread() {
+    GOT.lock().unwrap().clear();
+    futures::install();
+    let code = Converse::new()
+        .args(["prog", "+p", "3"])
+        .run(|_| {
+            // Every other PE fills the future whose handle it gets.
+            let fill = converse::register_handler(|m: Message| {
+                let f = Cfuture::from_bytes(m.payload()).expect("a future");
+                if converse::my_pe() == 1 {
+                    futures::set(f, b"from PE 1");
+                } else {
+                    let mut v = futures::create_value(9);
+                    v.bytes_mut().expect("ours").copy_from_slice(b"from PE 2");
+                    futures::store_value(f, v);
+                }
+            });
+            if converse::my_pe() != 0 {
+                return;
+            }
+            Thread::create(
+                move || {
+                    // Filled here first: no wait.
+                    let local = futures::create();
+                    futures::set(local, b"local");
+                    assert!(futures::is_filled(local));
+                    let mut got = vec![futures::wait(local).to_vec()];
+                    let remote: Vec<Cfuture> = (1..3).map(|_| futures::create()).collect();
+                    for (pe, f) in (1..3).zip(&remote) {
+                        assert!(!futures::is_filled(*f));
+                        converse::sync_send_and_free(
+                            pe,
+                            Message::from_payload(fill, &f.to_bytes()),
+                        );
+                    }
+                    for f in &remote {
+                        let value = futures::wait(*f);
+                        futures::destroy(*f);
+                        // The waiter's copy of the value outlives the future.
+                        got.push(value.to_vec());
+                    }
+                    futures::destroy(local);
+                    *GOT.lock().unwrap() = got;
+                    converse::exit(0);
+                },
+                0,
+            )
+            .awaken();
+        })
+        .expect("the job starts");
+    assert_eq!(code, 0);
+    assert_eq!(
+        *GOT.lock().unwrap(),
+        vec![
+            b"local".to_vec(),
+            b"from PE 1".to_vec(),
+            b"from PE 2".to_vec()
+        ]
+    );
+}
+
+#[test]
+fn a_handle_survives_its_bytes() {
+    let f = Cfuture { pe: 7, id: 1 << 40 };
+    assert_eq!(Cfuture::from_bytes(&f.to_bytes()), Some(f));
+    assert_eq!(Cfuture::from_bytes(&[0; 3]), None);
+}
