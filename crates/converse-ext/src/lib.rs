@@ -10,16 +10,17 @@
 //!   stored and retrieved by integer tags with wildcards;
 //! - [`cds`]: the queues of chapter 4 (`CdsFifo`, `CkQ`), thin and
 //!   C-shaped, for porting;
+//! - [`cms`]: master-slave (chapter 3): PE 0 fires tasks, workers answer;
 //! - [`futures`]: futures (chapter 8), set from any PE of any process and
 //!   waited for by a thread of the PE that made them.
 //!
-//! Still to come (issue 20 and the next): seed load balancing (Cld),
-//! master-slave (Cms), a std `Future` adapter for futures, parameter
+//! Still to come (issue 20 and the next): seed load balancing (Cld), a std `Future` adapter for futures, parameter
 //! marshalling (Cpm), Converse-POSIX threads and parallel arrays of threads.
 #![warn(missing_docs)]
 
 pub mod cds;
 pub mod cmm;
+pub mod cms;
 pub mod futures;
 
 pub use cds::{CdsFifo, CkQ};

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 /// (chapter heading, name prefixes) of the chapters done.
 const CHAPTERS: &[(&str, &[&str])] = &[
     ("Tag Matching", &["Cmm"]),
+    ("Converse Master-Slave Library", &["Cms"]),
     ("Data Structures", &["CdsFifo", "CkQ"]),
     ("Futures", &["Cfuture"]),
 ];

@@ -2133,6 +2133,63 @@ fn ext_futures() -> i32 {
 }
 
 // ---------------------------------------------------------------------------
+// ext_cms: master-slave across processes
+// ---------------------------------------------------------------------------
+
+/// PE 0 fires two phases of tasks (squaring numbers) that the PEs take in
+/// turn, collects them, then takes three more through a consumer; every
+/// response must be the square.
+fn ext_cms() -> i32 {
+    use converse_ext::cms;
+    fn worker(task: &[u8]) -> Vec<u8> {
+        let n = u64::from_le_bytes(task.try_into().expect("a u64"));
+        (n * n).to_le_bytes().to_vec()
+    }
+    fn square(r: &[u8]) -> u64 {
+        u64::from_le_bytes(r.try_into().expect("a u64"))
+    }
+    run_normal(|_| {
+        let tasks = 2 * num_pes();
+        cms::init(worker, tasks);
+        if my_pe() == 0 {
+            for phase in 0..2u64 {
+                for j in 0..tasks {
+                    cms::fire_task(j, &(phase * 100 + j as u64).to_le_bytes());
+                }
+                cms::await_responses();
+                for j in 0..tasks {
+                    let n = phase * 100 + j as u64;
+                    let r =
+                        cms::get_response(j).unwrap_or_else(|| fail(&format!("no response {j}")));
+                    check!(
+                        square(&r) == n * n,
+                        "phase {phase}: response {j} is {}",
+                        square(&r)
+                    );
+                }
+            }
+            for i in 0..3 {
+                cms::fire_task(i, &(7 + i as u64).to_le_bytes());
+            }
+            let seen = Rc::new(Cell::new(0u32));
+            let counted = seen.clone();
+            cms::process_responses(move |r, refnum| {
+                let n = 7 + refnum as u64;
+                check!(
+                    square(&r) == n * n,
+                    "consumer: response {refnum} is {}",
+                    square(&r)
+                );
+                counted.set(counted.get() | 1 << refnum);
+            });
+            check!(seen.get() == 0b111, "the consumer saw {:#b}", seen.get());
+            cmi_printf!("ok ext_cms\n");
+        }
+        cms::exit();
+    })
+}
+
+// ---------------------------------------------------------------------------
 // core_isomalloc: unique addresses across processes; a block that migrates
 // ---------------------------------------------------------------------------
 
@@ -2286,6 +2343,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "core_persistent" => persistent(),
         "core_migrate" => migrate(),
         "ext_futures" => ext_futures(),
+        "ext_cms" => ext_cms(),
         "core_node_sends" => node_sends(),
         "core_bcast" => bcast(check_src),
         "core_reduce" => reduce(),
@@ -2488,6 +2546,11 @@ fn ext_futures_case() {
     Jobs::default().ok("ext_futures", &[]).check();
 }
 
+/// The extensions library's master-slave, over shm, tcp and both.
+fn ext_cms_case() {
+    Jobs::default().ok("ext_cms", &[]).check();
+}
+
 fn core_node_sends() {
     Jobs::default().ok("core_node_sends", &[]).check();
 }
@@ -2600,6 +2663,7 @@ pub fn cases() -> Vec<Case> {
         ("core_persistent", core_persistent),
         ("core_migrate", core_migrate),
         ("ext_futures", ext_futures_case),
+        ("ext_cms", ext_cms_case),
         ("core_node_sends", core_node_sends),
         ("core_bcast", core_bcast),
         ("core_reduce", core_reduce),
