@@ -29,7 +29,9 @@
 //! - Once a header is complete, its body is received into `active`
 //!   (`recv_active`), a buffer of exactly `len` bytes: for a `Message`
 //!   frame, the buffer of the [`Message`] it becomes (so a message is
-//!   copied once, from the wire into its own buffer, and allocated once);
+//!   copied once, from the wire into its own buffer, and allocated once,
+//!   or not at all when the layer above gives one it keeps for it:
+//!   [`MessageBuffers`]);
 //!   for any other kind, a `Vec<u8>`. Neither is zeroed first. A module
 //!   that can receive straight into it (the recv-active fast path: a `read`
 //!   into the uninitialized rest of the body, [`Reassembler::receive_body`])
@@ -304,12 +306,19 @@ impl Active {
     fn new(header: FrameHeader, buffers: Option<&dyn MessageBuffers>) -> Active {
         let len = header.len as usize;
         let body = match header.kind {
-            FrameKind::Message => ActiveBody::Message(
-                buffers
-                    .and_then(|b| b.take(&header))
-                    .filter(|space| space.len() == len)
-                    .unwrap_or_else(|| MessageBuf::new(len)),
-            ),
+            FrameKind::Message => {
+                ActiveBody::Message(match buffers.and_then(|b| b.take(&header)) {
+                    Some(space) => {
+                        assert_eq!(
+                            space.len(),
+                            len,
+                            "MessageBuffers::take: a buffer for another length"
+                        );
+                        space
+                    }
+                    None => MessageBuf::new(len),
+                })
+            }
             _ => ActiveBody::Bytes(Vec::with_capacity(len)),
         };
         Active {
@@ -830,6 +839,14 @@ mod tests {
         }
     }
 
+    /// The message of a `Message` frame's body.
+    fn message(body: FrameBody) -> Message {
+        match body {
+            FrameBody::Message(m) => m,
+            FrameBody::Bytes(_) => panic!("a message frame"),
+        }
+    }
+
     #[test]
     fn messages_are_received_into_the_layer_aboves_buffers_when_free() {
         let buffers = Arc::new(OneBuffer(std::sync::Mutex::new(Some(ReusableBuffer::new(
@@ -842,11 +859,7 @@ mod tests {
         // Cut in the middle of the body: received across two calls.
         let f = frame(99);
         for part in [&f[..20], &f[20..]] {
-            r.handle(part, |_, body| match body {
-                FrameBody::Message(m) => got.push(m),
-                FrameBody::Bytes(_) => panic!("a message frame"),
-            })
-            .unwrap();
+            r.handle(part, |_, body| got.push(message(body))).unwrap();
         }
         let first = got.pop().unwrap();
         assert_eq!(first.payload(), b"persistent");
@@ -855,11 +868,8 @@ mod tests {
         // While it lives, the next one gets a buffer of its own; another
         // tag never asks.
         for tag in [99, 5] {
-            r.handle(&frame(tag), |_, body| match body {
-                FrameBody::Message(m) => got.push(m),
-                FrameBody::Bytes(_) => panic!("a message frame"),
-            })
-            .unwrap();
+            r.handle(&frame(tag), |_, body| got.push(message(body)))
+                .unwrap();
         }
         assert!(
             got.iter()
@@ -867,11 +877,8 @@ mod tests {
         );
         let addr = first.as_bytes().as_ptr();
         drop(first);
-        r.handle(&frame(99), |_, body| match body {
-            FrameBody::Message(m) => got.push(m),
-            FrameBody::Bytes(_) => panic!("a message frame"),
-        })
-        .unwrap();
+        r.handle(&frame(99), |_, body| got.push(message(body)))
+            .unwrap();
         let again = got.pop().unwrap();
         assert_eq!(again.as_bytes().as_ptr(), addr, "the same buffer, reused");
         // Too long for the buffer: a buffer of its own, the reusable one
@@ -880,10 +887,7 @@ mod tests {
         let long = Message::from_payload(4, &[1; 300]);
         r.handle(
             &encode_frame(FrameKind::Message, 0, 1, 99, long.as_bytes()),
-            |_, body| match body {
-                FrameBody::Message(m) => got.push(m),
-                FrameBody::Bytes(_) => panic!("a message frame"),
-            },
+            |_, body| got.push(message(body)),
         )
         .unwrap();
         assert_eq!(got.pop().unwrap().payload(), &[1; 300][..]);

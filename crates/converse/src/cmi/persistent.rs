@@ -246,17 +246,12 @@ fn destroy(pe: &Pe, h: &Handle) {
     }
 }
 
-/// Tells PE `dest`'s process to close `channel` (after everything sent to
-/// it before: one connection, in order).
+/// Tells PE `dest` to close `channel` (after everything sent to it before:
+/// one connection, in order). Only channels to other processes are ever
+/// opened by a sender, so this is always a message.
 fn close(pe: &Pe, dest: usize, channel: u32) {
-    if pe.job.local_pe(dest).is_some() {
-        receivers().close(channel, dest);
-    } else {
-        pe.send_runtime(
-            dest,
-            system::message(Kind::PersistentClose, &[u64::from(channel)], &[]),
-        );
-    }
+    let msg = system::message(Kind::PersistentClose, &[u64::from(channel)], &[]);
+    pe.send_runtime(dest, msg);
 }
 
 /// Creates a persistent channel to PE `dest_pe` for messages of up to

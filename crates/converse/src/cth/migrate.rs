@@ -525,7 +525,7 @@ pub fn migrate_self(dest_pe: usize) {
         me.0.migrate_to.set(Some(dest_pe));
         me.0.yielder.get()
     });
-    super::suspend_clean(yielder, Switch::Suspend);
+    super::suspend_coroutine(yielder, Switch::Suspend);
 }
 
 /// The trampoline's half of [`migrate_self`]: `t` just suspended to move

@@ -757,7 +757,7 @@ pub fn suspend() {
 /// may not be packed.
 pub(crate) fn suspend_as(clean: bool) {
     // A coroutine thread's plain suspension holds nothing of the runtime's
-    // across the switch (`suspend_clean`): it may resume on another PE.
+    // across the switch (`suspend_coroutine`): it may resume on another PE.
     let yielder = {
         let pe = pe::current();
         let me = pe.cth.current();
@@ -777,19 +777,21 @@ pub(crate) fn suspend_as(clean: bool) {
         me.0.clean.set(clean);
         me.0.yielder.get()
     };
-    suspend_clean(yielder, Switch::Suspend);
+    suspend_coroutine(yielder, Switch::Suspend);
 }
 
 /// Suspends the running coroutine thread, whose yielder is `yielder`, with
-/// `switch` for its trampoline, holding no handle of the runtime's (no
-/// `Pe`, no `Thread`) across the switch: the thread may be packed while
-/// suspended and resume on another PE (see `migrate`), and nothing on this
-/// frame may then refer to the PE it left.
-fn suspend_clean(yielder: *const Yielder<(), Switch>, switch: Switch) {
-    // SAFETY: `yielder` is the running coroutine thread's (read from it
-    // just now by the caller), set when its body started and living on its
-    // stack until the body returns, which it has not; this runs on that
-    // coroutine's own stack, as corosensei requires.
+/// `switch` for its trampoline. It holds no handle of the runtime's (no
+/// `Pe`, no `Thread`) across the switch, so a caller that holds none
+/// either ([`suspend`], `migrate::migrate_self`) leaves a stack that may be
+/// packed and resumed on another PE (see `migrate`): nothing on it then
+/// refers to the PE it left.
+fn suspend_coroutine(yielder: *const Yielder<(), Switch>, switch: Switch) {
+    debug_assert!(!yielder.is_null(), "a running coroutine has a yielder");
+    // SAFETY: `yielder` is the running coroutine thread's (the caller read
+    // it from the thread that is `current`), set when its body started and
+    // living on its stack until the body returns, which it has not; this
+    // runs on that coroutine's own stack, as corosensei requires.
     unsafe { (*yielder).suspend(switch) };
     // Resumed: possibly on another PE, or in another process. Touch nothing
     // from before the switch but the stack itself.
@@ -932,13 +934,7 @@ fn transfer(pe: &Pe, me: &Thread, next: Thread) {
 /// Suspends the running coroutine thread `me` with `switch` for its
 /// trampoline.
 fn yield_to_trampoline(me: &Thread, switch: Switch) {
-    let yielder = me.0.yielder.get();
-    debug_assert!(!yielder.is_null(), "a running coroutine has a yielder");
-    // SAFETY: `me` is the running coroutine thread (it is `current`), so its
-    // body has started and set `yielder`, and the yielder lives on its stack
-    // until the body returns, which it has not. `suspend` is called from that
-    // coroutine's own stack, as corosensei requires.
-    unsafe { (*yielder).suspend(switch) };
+    suspend_coroutine(me.0.yielder.get(), switch);
 }
 
 /// The main flow (or a stand-in) suspends: the scheduler runs on top of it
@@ -1262,11 +1258,9 @@ fn give_back_stack(pe: &Pe, inner: &Inner) {
         // SAFETY: the thread's own heap; the thread has finished.
         unsafe { heap::orphan(heap) };
     }
-    match inner.stack.borrow_mut().take() {
-        Some(StackOwner::Pooled(stack)) => pe.cth.stacks.borrow_mut().put(stack, inner.stack_size),
-        // Its `Drop` frees the block.
-        Some(iso) => drop(iso),
-        None => {}
+    // An isomalloc stack is freed by its `Drop`, here.
+    if let Some(StackOwner::Pooled(stack)) = inner.stack.borrow_mut().take() {
+        pe.cth.stacks.borrow_mut().put(stack, inner.stack_size);
     }
 }
 

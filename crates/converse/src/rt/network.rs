@@ -347,19 +347,9 @@ impl Shared {
         msg.mark_from_net();
         self.in_flight
             .fetch_add(msg.len() + MSG_OVERHEAD, Ordering::AcqRel);
-        let dest = if h.flags & FLAG_PERSISTENT != 0 {
-            match crate::rt::persistent::receivers().destination(h.tag) {
-                Some(pe) => pe,
-                None => self.fault(
-                    peer,
-                    &format!(
-                        "malformed message: it came on persistent channel {}, which is not open in this process (closed by its sender's destroy before this message, or never opened)",
-                        h.tag
-                    ),
-                ),
-            }
-        } else {
-            h.tag as usize
+        let dest = match destination(&h) {
+            Ok(dest) => dest,
+            Err(why) => self.fault(peer, &format!("malformed message: {why}")),
         };
         if h.flags & FLAG_NODE != 0 {
             if job.to_node(dest, msg).is_err() {
@@ -518,6 +508,27 @@ fn message_header_for(src: usize, tag: usize, flags: u8, len: usize) -> FrameHea
         src: src as u32,
         tag: tag as u32,
     }
+}
+
+/// The PE (or node, with [`FLAG_NODE`]) a `Message` frame is for, or why
+/// its header names none: with `FLAG_PERSISTENT` the tag is a channel of
+/// this process, which names the PE (and a node flag beside it is
+/// malformed).
+fn destination(h: &FrameHeader) -> Result<usize, String> {
+    if h.flags & FLAG_PERSISTENT == 0 {
+        return Ok(h.tag as usize);
+    }
+    if h.flags & FLAG_NODE != 0 {
+        return Err("it is flagged both for a node and for a persistent channel".to_string());
+    }
+    crate::rt::persistent::receivers()
+        .destination(h.tag)
+        .ok_or_else(|| {
+            format!(
+                "it came on persistent channel {}, which is not open in this process (closed by its sender's destroy before this message, or never opened)",
+                h.tag
+            )
+        })
 }
 
 /// Aborts the job if `msg` is too large to cross processes.
@@ -1081,6 +1092,32 @@ mod tests {
         assert_eq!(decode_handlers(&long[1..]), None, "trailing bytes");
         // A huge count is refused before anything is allocated.
         assert_eq!(decode_handlers(&u32::MAX.to_le_bytes()), None);
+    }
+
+    #[test]
+    fn a_message_frame_names_its_destination_or_why_not() {
+        let header = |flags, tag| FrameHeader {
+            kind: FrameKind::Message,
+            flags,
+            len: MSG_HEADER_SIZE as u32,
+            src: 0,
+            tag,
+        };
+        assert_eq!(destination(&header(0, 5)), Ok(5));
+        assert_eq!(destination(&header(FLAG_NODE, 2)), Ok(2));
+        let channel = crate::rt::persistent::receivers().open(3, 64, 0);
+        assert_eq!(destination(&header(FLAG_PERSISTENT, channel)), Ok(3));
+        let both = destination(&header(FLAG_PERSISTENT | FLAG_NODE, channel)).unwrap_err();
+        assert!(
+            both.contains("both for a node and for a persistent channel"),
+            "{both}"
+        );
+        crate::rt::persistent::receivers().close(channel, 3);
+        let closed = destination(&header(FLAG_PERSISTENT, channel)).unwrap_err();
+        assert!(
+            closed.contains(&format!("persistent channel {channel}, which is not open")),
+            "{closed}"
+        );
     }
 
     #[test]
