@@ -12,13 +12,17 @@
 //!   C-shaped, for porting;
 //! - [`cms`]: master-slave (chapter 3): PE 0 fires tasks, workers answer;
 //! - [`futures`]: futures (chapter 8), set from any PE of any process and
-//!   waited for by a thread of the PE that made them.
+//!   waited for by a thread of the PE that made them;
+//! - [`cld`]: seed load balancing (chapter 7): seeds placed by a strategy
+//!   chosen with `+balancer NAME`, moved while they wait.
 //!
-//! Still to come (issue 20 and the next): seed load balancing (Cld), a std `Future` adapter for futures, parameter
-//! marshalling (Cpm), Converse-POSIX threads and parallel arrays of threads.
+//! Still to come (issue 20 and the next): a std `Future` adapter for
+//! futures, parameter marshalling (Cpm), Converse-POSIX threads and
+//! parallel arrays of threads.
 #![warn(missing_docs)]
 
 pub mod cds;
+pub mod cld;
 pub mod cmm;
 pub mod cms;
 pub mod futures;

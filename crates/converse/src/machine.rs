@@ -25,5 +25,5 @@ pub mod startup {
 }
 pub use crate::rt::{
     my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes, num_pes,
-    rank_of,
+    process_pes, rank_of, runtime_flags,
 };

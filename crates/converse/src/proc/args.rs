@@ -42,6 +42,10 @@ pub struct Config {
     /// `++lmt get|put|coop`: how the shm module moves large messages
     /// between processes (one of [`LMT_MODES`]; `get` unless given).
     pub lmt: Option<String>,
+    /// `+balancer NAME`: the seed load-balancing strategy (the extensions'
+    /// `Cld`), which checks the name against the strategies it has. The
+    /// runtime only carries it.
+    pub balancer: Option<String>,
 }
 
 /// The former name of [`Config`].
@@ -108,7 +112,7 @@ impl fmt::Display for ArgError {
             ArgError::UnknownFlag(flag) => write!(
                 f,
                 "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M, ++spantree-branch K, +stacksize S, \
-                 ++netmod NAME, ++timeout S, ++lmt get|put|coop, ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
+                 ++netmod NAME, ++timeout S, ++lmt get|put|coop, +balancer NAME, ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
             ),
             ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
             ArgError::BadValue {
@@ -160,6 +164,7 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
         netmod: None,
         timeout: None,
         lmt: None,
+        balancer: None,
     };
     let mut rest = Vec::with_capacity(args.len());
     let mut words = args.iter();
@@ -257,6 +262,22 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
             flags.lmt = Some(value);
             continue;
         }
+        if name == "+balancer" {
+            let value = value_of(name, glued, &mut words)?;
+            if value.is_empty()
+                || !value
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+            {
+                return Err(ArgError::BadValue {
+                    flag: name.to_string(),
+                    value,
+                    expected: "a load-balancing strategy's name",
+                });
+            }
+            flags.balancer = Some(value);
+            continue;
+        }
         if name == "++timeout" {
             let value = value_of(name, glued, &mut words)?;
             flags.timeout = Some(value.parse().ok().filter(|&s: &u64| s > 0).ok_or_else(|| {
@@ -345,7 +366,7 @@ const SERVER_FLAGS: [&str; 7] = [
 ];
 
 /// The other flags that take a value, which may also be glued on (`+p4`).
-const COUNT_FLAGS: [&str; 7] = [
+const COUNT_FLAGS: [&str; 8] = [
     "++spantree-branch",
     "++ppn",
     "+stacksize",
@@ -353,6 +374,7 @@ const COUNT_FLAGS: [&str; 7] = [
     "++netmod",
     "++timeout",
     "++lmt",
+    "+balancer",
 ];
 
 /// True if the runtime flag `word` takes its value as the next word: the
@@ -421,6 +443,7 @@ mod tests {
                 netmod: None,
                 timeout: None,
                 lmt: None,
+                balancer: None,
             }
         );
         assert_eq!(rest, words("prog a b"));
@@ -436,6 +459,7 @@ mod tests {
                 netmod: None,
                 timeout: None,
                 lmt: None,
+                balancer: None,
             }
         );
         assert_eq!(rest, words("prog x"));
@@ -540,10 +564,29 @@ mod tests {
                 netmod: None,
                 timeout: None,
                 lmt: None,
+                balancer: None,
             }
         );
         assert_eq!(rest, words("prog 12 -v"));
         assert_eq!(parse(&[]).unwrap().1, Vec::<String>::new());
+    }
+
+    #[test]
+    fn balancer_names_are_carried() {
+        for line in ["prog +balancer rand 5", "prog 5 +balancer=rand"] {
+            let (f, rest) = parse(&words(line)).unwrap();
+            assert_eq!(f.balancer.as_deref(), Some("rand"), "{line}");
+            assert_eq!(rest, words("prog 5"));
+        }
+        assert!(takes_value("+balancer"));
+        assert_eq!(
+            parse(&words("prog +balancer")).unwrap_err(),
+            ArgError::MissingValue("+balancer".into())
+        );
+        assert!(matches!(
+            parse(&words("prog +balancer a/b")).unwrap_err(),
+            ArgError::BadValue { .. }
+        ));
     }
 
     #[test]

@@ -67,6 +67,23 @@ pub fn my_node_size() -> usize {
     pe::with(|pe| pe.job.topo.node_size(pe.node))
 }
 
+/// The PEs of the calling PE's process: all of them in a one-process job,
+/// the PEs of the process's node when the job spans processes. A message
+/// to a PE outside this range leaves the address space (where a library
+/// packs what only makes sense inside it, as the seed balancer's pack
+/// functions do).
+pub fn process_pes() -> std::ops::Range<usize> {
+    pe::with(|pe| pe.job.first_pe..pe.job.first_pe + pe.job.local_pes())
+}
+
+/// The runtime flags of the calling PE's job, as its command line gave them
+/// (`+p`, `++ppn`, `+balancer`, …): a library reads its own from here in its
+/// module init (see
+/// [`register_module_init`](crate::register_module_init)).
+pub fn runtime_flags() -> crate::proc::args::Config {
+    pe::with(|pe| pe.job.config.clone())
+}
+
 fn check_node(node: usize) -> crate::proc::topology::Topology {
     let topo = pe::with(|pe| pe.job.topo);
     if node >= topo.num_nodes() {
