@@ -30,6 +30,12 @@ use converse::{
 use crate::Case;
 use crate::common::{self, Finished};
 
+/// The extensions' tree search through the seed balancer, run across
+/// processes by `ext_cld`.
+#[path = "../../../converse-ext/examples/cld_tree.rs"]
+#[allow(dead_code)]
+mod cld_tree;
+
 /// Exit code of a job whose program found a wrong result.
 const FAIL: i32 = 3;
 /// Exit code of a job whose expected reports did not all arrive in time.
@@ -2190,6 +2196,19 @@ fn ext_cms() -> i32 {
 }
 
 // ---------------------------------------------------------------------------
+// ext_cld: seed load balancing across processes
+// ---------------------------------------------------------------------------
+
+/// The tree search of `converse-ext/examples/cld_tree.rs`: arguments `N
+/// CUTOFF [int]` and a `+balancer`. The example checks the answer, that
+/// every seed ran once, and that seeds were packed exactly when they left
+/// their process; PE 0 prints its figures.
+fn ext_cld() -> i32 {
+    converse_ext::cld::install();
+    run_normal(|args| cld_tree::start(&args[1..]))
+}
+
+// ---------------------------------------------------------------------------
 // core_isomalloc: unique addresses across processes; a block that migrates
 // ---------------------------------------------------------------------------
 
@@ -2344,6 +2363,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "core_migrate" => migrate(),
         "ext_futures" => ext_futures(),
         "ext_cms" => ext_cms(),
+        "ext_cld" => ext_cld(),
         "core_node_sends" => node_sends(),
         "core_bcast" => bcast(check_src),
         "core_reduce" => reduce(),
@@ -2551,6 +2571,59 @@ fn ext_cms_case() {
     Jobs::default().ok("ext_cms", &[]).check();
 }
 
+/// The tree search under every seed-balancing strategy, over shm, tcp and
+/// both: the answer, and for the strategies that move seeds, some seeds
+/// that ran in another process than the one that made them (packed on the
+/// way, which the example checks). An unknown `+balancer` ends the job
+/// with the names it takes.
+fn ext_cld_case() {
+    let mut jobs = Jobs::default();
+    for (strategy, prio) in [
+        ("none", "bits"),
+        ("rand", "bits"),
+        ("neighbor", "bits"),
+        ("workstealing", "bits"),
+        ("workstealing", "int"),
+        ("ring", "bits"),
+    ] {
+        jobs.run(
+            "ext_cld",
+            &["24", "8", prio, "+balancer", strategy],
+            |f, _| {
+                let line = f
+                    .stdout
+                    .lines()
+                    .find(|l| l.starts_with("fib(24) = 46368 from 5167 seeds"));
+                let Some(line) = line else {
+                    return Some("expected the answer line".to_string());
+                };
+                if f.code != Some(0) {
+                    return Some(format!("exit code {:?}", f.code));
+                }
+                let left: u64 = line
+                    .split(" left their process")
+                    .next()
+                    .and_then(|s| s.rsplit(' ').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                let moves = matches!(strategy, "rand" | "workstealing");
+                (moves && left == 0).then(|| "no seed left its process".to_string())
+            },
+        );
+    }
+    let f = start_job("shm", 2, 1, "ext_cld", &["20", "8", "+balancer", "bogus"]);
+    if f.code == Some(0)
+        || !f.stderr.contains("unknown +balancer `bogus`")
+        || !f.stderr.contains("workstealing")
+    {
+        jobs.failures.push(format!(
+            "=== ext_cld +balancer bogus: expected a refusal listing the strategies\n{}",
+            output(&f)
+        ));
+    }
+    jobs.check();
+}
+
 fn core_node_sends() {
     Jobs::default().ok("core_node_sends", &[]).check();
 }
@@ -2664,6 +2737,7 @@ pub fn cases() -> Vec<Case> {
         ("core_migrate", core_migrate),
         ("ext_futures", ext_futures_case),
         ("ext_cms", ext_cms_case),
+        ("ext_cld", ext_cld_case),
         ("core_node_sends", core_node_sends),
         ("core_bcast", core_bcast),
         ("core_reduce", core_reduce),
