@@ -221,7 +221,7 @@ fn a_registered_strategy_is_chosen_by_name() {
         fn name(&self) -> &'static str {
             "to-last"
         }
-        fn place(&self, seed: Message, _info: SeedInfo) {
+        fn place(&self, _cld: &cld::Balancer, seed: Message, _info: SeedInfo) {
             cld::send_seed(converse::num_pes() - 1, seed);
         }
     }

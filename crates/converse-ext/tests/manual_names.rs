@@ -15,6 +15,7 @@ const CHAPTERS: &[(&str, &[&str])] = &[
     ("Converse Master-Slave Library", &["Cms"]),
     ("Data Structures", &["CdsFifo", "CkQ"]),
     ("Futures", &["Cfuture"]),
+    ("Load Balancing", &["Cld", "CLD_"]),
 ];
 
 fn manifest_dir() -> PathBuf {
@@ -43,12 +44,25 @@ fn names(text: &str, prefixes: &[&str]) -> BTreeSet<String> {
         .collect()
 }
 
+/// The Rust sources under `dir`, at any depth.
+fn sources(dir: &std::path::Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("a source directory") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
 /// The doc aliases and public item names of this crate's sources.
 fn present() -> BTreeSet<String> {
     let mut out = BTreeSet::new();
-    let src = manifest_dir().join("src");
-    for entry in std::fs::read_dir(&src).expect("src") {
-        let text = std::fs::read_to_string(entry.expect("entry").path()).expect("source");
+    let mut files = Vec::new();
+    sources(&manifest_dir().join("src"), &mut files);
+    for file in files {
+        let text = std::fs::read_to_string(file).expect("source");
         for line in text.lines() {
             let line = line.trim();
             if let Some(rest) = line.strip_prefix("#[doc(alias = \"") {

@@ -80,7 +80,7 @@ use std::rc::Rc;
 
 use converse::{Cpv, Message, Queueing};
 
-pub use strategies::{DEFAULT_STRATEGY, Strategy, register_strategy, strategy_names};
+pub use strategies::{DEFAULT_STRATEGY, MakeStrategy, Strategy, register_strategy, strategy_names};
 pub use tokens::{TokenId, TokenQueue};
 
 /// Where [`enqueue`] sends a seed.
@@ -177,13 +177,11 @@ struct Functions {
     pack: RefCell<Vec<PackFn>>,
 }
 
-static FUNCTIONS: Cpv<Functions> = Cpv::new();
-
-fn functions() -> Rc<Functions> {
-    if !FUNCTIONS.is_initialized() {
-        FUNCTIONS.initialize(Functions::default());
-    }
-    FUNCTIONS.get()
+/// The calling PE's balancer state, made on first use (registering an
+/// info function may come before [`module_init`]).
+fn functions() -> Rc<Balancer> {
+    module_general_init();
+    Rc::clone(&CLD.get())
 }
 
 /// Registers an info function on the calling PE (`CldRegisterInfoFn`) and
@@ -195,7 +193,7 @@ fn functions() -> Rc<Functions> {
 #[doc(alias = "CldRegisterInfoFn")]
 pub fn register_info_fn(f: InfoFn) -> usize {
     let fns = functions();
-    let mut info = fns.info.borrow_mut();
+    let mut info = fns.functions.info.borrow_mut();
     if info.len() == MAX_INFO_FNS {
         converse::abort(&format!(
             "CldRegisterInfoFn on PE {}: at most {MAX_INFO_FNS} info functions",
@@ -214,32 +212,25 @@ pub fn register_info_fn(f: InfoFn) -> usize {
 #[doc(alias = "CldRegisterPackFn")]
 pub fn register_pack_fn(f: PackFn) -> usize {
     let fns = functions();
-    let mut pack = fns.pack.borrow_mut();
+    let mut pack = fns.functions.pack.borrow_mut();
     pack.push(f);
     pack.len() - 1
 }
 
 /// The pack function registered as `index` on the calling PE, if any.
 pub fn pack_fn(index: usize) -> Option<PackFn> {
-    functions().pack.borrow().get(index).copied()
+    functions().functions.pack.borrow().get(index).copied()
 }
 
 /// The info function registered as `index` on the calling PE, if any.
 pub fn info_fn(index: usize) -> Option<InfoFn> {
-    functions().info.borrow().get(index).copied()
+    functions().functions.info.borrow().get(index).copied()
 }
 
 /// The info function of index `index`, or the job ends naming `what` and
 /// where the index came from.
 fn info_fn_or_abort(index: usize, what: &dyn Fn() -> String) -> InfoFn {
-    info_fn(index).unwrap_or_else(|| {
-        converse::abort(&format!(
-            "{} on PE {}: no info function {index} is registered here ({} are; register them on every PE in the same order)",
-            what(),
-            converse::my_pe(),
-            functions().info.borrow().len()
-        ))
-    })
+    functions().info_fn(index, what)
 }
 
 /// Swaps the seed's handler for `handler`, keeping its own in the info slot
@@ -292,8 +283,15 @@ pub struct Stats {
     pub packs: u64,
 }
 
-/// One PE's balancer.
-struct Cld {
+/// One PE's balancer: the token queue and the balancer's handlers, the
+/// registered info and pack functions, the strategy. A [`Strategy`] gets
+/// it in its calls; everything else reaches it through the module's
+/// functions.
+pub struct Balancer {
+    /// This PE and the job's PE count.
+    me: usize,
+    pes: usize,
+    functions: Functions,
     /// Receives seeds sent to one PE, or broadcast: enqueues them for good
     /// (`CldHandler`).
     handler: Cell<usize>,
@@ -315,9 +313,9 @@ struct Cld {
     stats: Cell<Stats>,
 }
 
-static CLD: Cpv<Rc<Cld>> = Cpv::new();
+static CLD: Cpv<Rc<Balancer>> = Cpv::new();
 
-fn cld(what: &str) -> Rc<Cld> {
+fn cld(what: &str) -> Rc<Balancer> {
     if !CLD.is_initialized() {
         converse::abort(&format!(
             "{what} on PE {} before cld::module_init (call cld::install before the job starts)",
@@ -327,7 +325,26 @@ fn cld(what: &str) -> Rc<Cld> {
     Rc::clone(&CLD.get())
 }
 
-impl Cld {
+impl Balancer {
+    /// The info function of index `index`, or the job ends naming `what`.
+    fn info_fn(&self, index: usize, what: &dyn Fn() -> String) -> InfoFn {
+        let info = self.functions.info.borrow();
+        match info.get(index) {
+            Some(f) => *f,
+            None => converse::abort(&format!(
+                "{} on PE {}: no info function {index} is registered here ({} are; register them on every PE in the same order)",
+                what(),
+                self.me,
+                info.len()
+            )),
+        }
+    }
+
+    /// The number of seeds in this PE's token queue ([`count_tokens`]).
+    pub fn count_tokens(&self) -> usize {
+        self.tokens.borrow().count()
+    }
+
     fn count(&self, f: impl FnOnce(&mut Stats)) {
         let mut s = self.stats.get();
         f(&mut s);
@@ -342,8 +359,9 @@ impl Cld {
     }
 
     /// Keeps `seed` (its handler its own, its info function in the info
-    /// slot) as a token at priority `queueing`.
-    fn put_token(&self, seed: Message, queueing: Queueing) {
+    /// slot) as a token at priority `queueing` (what its info function
+    /// says): [`put_token`] for a strategy that has just asked.
+    pub fn put_token(&self, seed: Message, queueing: Queueing) {
         let id = self.tokens.borrow_mut().put(seed, queueing.clone());
         let mut token = self
             .token_pool
@@ -400,7 +418,10 @@ pub fn module_general_init() {
     if CLD.is_initialized() {
         return;
     }
-    let state = Rc::new(Cld {
+    let state = Rc::new(Balancer {
+        me: converse::my_pe(),
+        pes: converse::num_pes(),
+        functions: Functions::default(),
         handler: Cell::new(0),
         balance_handler: Cell::new(0),
         node_handler: Cell::new(0),
@@ -426,7 +447,7 @@ pub fn module_general_init() {
             let info = arrived_info(&msg, "a movable seed");
             s.count(|c| c.seeds_received += 1);
             s.put_token(msg, info.queueing);
-            s.strategy().received();
+            s.strategy().received(&s);
         }));
     state
         .node_handler
@@ -478,6 +499,24 @@ pub fn install() -> bool {
     converse::register_module_init("converse-ext cld", module_init)
 }
 
+/// The index of the handler that receives seeds sent to one PE or
+/// broadcast, and enqueues them there for good (the manual's `CldHandler`,
+/// registered as `CldHandlerIndex`). [`send_seed`] switches seeds to it.
+#[doc(alias = "CldHandler")]
+#[doc(alias = "CldHandlerIndex")]
+pub fn handler_index() -> usize {
+    cld("CldHandlerIndex").handler.get()
+}
+
+/// The index of the handler that receives movable seeds and puts them in
+/// the token queue (the manual's `CldBalanceHandler`, registered as
+/// `CldBalanceHandlerIndex`). [`multiple_send`] switches seeds to it.
+#[doc(alias = "CldBalanceHandler")]
+#[doc(alias = "CldBalanceHandlerIndex")]
+pub fn balance_handler_index() -> usize {
+    cld("CldBalanceHandlerIndex").balance_handler.get()
+}
+
 /// The name of the job's strategy (`CldGetStrategy`).
 #[doc(alias = "CldGetStrategy")]
 pub fn get_strategy() -> &'static str {
@@ -506,11 +545,11 @@ pub fn count_balance_messages(n: u64) {
 #[doc(alias = "CldEnqueue")]
 pub fn enqueue(dest: Dest, mut msg: Message, info_fn: usize) {
     let state = cld("CldEnqueue");
-    let info = info_fn_or_abort(info_fn, &|| "CldEnqueue".to_string())(&msg);
+    let info = state.info_fn(info_fn, &|| "CldEnqueue".to_string())(&msg);
     set_info_fn(&mut msg, info_fn);
-    let me = converse::my_pe();
+    let me = state.me;
     match dest {
-        Dest::Anywhere if converse::num_pes() > 1 => state.strategy().place(msg, info),
+        Dest::Anywhere if state.pes > 1 => state.strategy().place(&state, msg, info),
         Dest::Anywhere => converse::enqueue_general(msg, info.queueing),
         Dest::Pe(pe) if pe == me => converse::enqueue_general(msg, info.queueing),
         Dest::Pe(pe) => {
@@ -566,7 +605,7 @@ fn check_pe(pe: usize, what: &str) {
 }
 
 /// Packs (if the seed leaves the process), switches to `handler` and sends.
-fn send_with(state: &Cld, pe: usize, seed: Message, info: SeedInfo, handler: usize) {
+fn send_with(state: &Balancer, pe: usize, seed: Message, info: SeedInfo, handler: usize) {
     let leaving = !converse::machine::process_pes().contains(&pe);
     let (mut seed, _) = pack_if(state, seed, info, leaving);
     switch_handler(&mut seed, handler);
@@ -576,7 +615,7 @@ fn send_with(state: &Cld, pe: usize, seed: Message, info: SeedInfo, handler: usi
 /// The seed ready to travel: packed if it is `leaving` the process and has
 /// a pack function, its info asked again after packing (the pack may have
 /// changed it), its info function kept in the info slot.
-fn pack_if(state: &Cld, seed: Message, info: SeedInfo, leaving: bool) -> (Message, SeedInfo) {
+fn pack_if(state: &Balancer, seed: Message, info: SeedInfo, leaving: bool) -> (Message, SeedInfo) {
     match info.pack {
         Some(pack) if leaving => {
             let index = info_fn_index(&seed);
@@ -606,7 +645,7 @@ pub fn node_enqueue(dest: NodeDest, mut msg: Message, info_fn: usize) {
     let nodes = converse::num_nodes();
     let local = converse::machine::process_pes();
     match dest {
-        NodeDest::Anywhere if nodes > 1 => state.strategy().place_node(msg, info),
+        NodeDest::Anywhere if nodes > 1 => state.strategy().place_node(&state, msg, info),
         NodeDest::Anywhere => converse::node_enqueue_general(msg, info.queueing),
         NodeDest::Node(n) if n == me => converse::node_enqueue_general(msg, info.queueing),
         NodeDest::Node(n) => {
@@ -644,12 +683,6 @@ pub fn put_token(seed: Message) {
     let index = info_fn_index(&seed);
     let info = info_fn_or_abort(index, &|| "CldPutToken".to_string())(&seed);
     state.put_token(seed, info.queueing);
-}
-
-/// Puts `seed` in the token queue at priority `queueing` (what its info
-/// function says): [`put_token`] for a strategy that has just asked.
-pub fn put_token_with(seed: Message, queueing: Queueing) {
-    cld("CldPutToken").put_token(seed, queueing);
 }
 
 /// Takes the most urgent seed out of the calling PE's token queue, to move

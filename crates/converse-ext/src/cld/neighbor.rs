@@ -31,7 +31,7 @@ use std::rc::Rc;
 
 use converse::{Condition, Message};
 
-use super::{SeedInfo, Strategy};
+use super::{Balancer, SeedInfo, Strategy};
 
 struct State {
     me: usize,
@@ -94,10 +94,10 @@ impl Strategy for Neighbor {
     fn name(&self) -> &'static str {
         "neighbor"
     }
-    fn place(&self, seed: Message, info: SeedInfo) {
-        super::put_token_with(seed, info.queueing);
+    fn place(&self, cld: &Balancer, seed: Message, info: SeedInfo) {
+        cld.put_token(seed, info.queueing);
     }
-    fn received(&self) {
+    fn received(&self, _cld: &Balancer) {
         self.0.reported.set(None);
     }
 }

@@ -15,7 +15,7 @@
 //! 1. **`CldGetStrategy`** is [`Strategy::name`].
 //! 2. **`CldEnqueue`'s first branch** (`pe == CLD_ANYWHERE` on more than one
 //!    PE) is [`Strategy::place`]: here, like the manual's, it puts the seed
-//!    in the token queue ([`put_token_with`](crate::cld::put_token_with)),
+//!    in the token queue ([`Balancer::put_token`]),
 //!    where it stays movable. The other branches (a given PE, the
 //!    broadcasts, one PE) and the info and pack calls are
 //!    [`enqueue`](crate::cld::enqueue)'s, the same for every strategy.
@@ -39,7 +39,7 @@ use std::rc::Rc;
 
 use converse::{Condition, Message};
 
-use crate::cld::{self, SeedInfo, Strategy};
+use crate::cld::{self, Balancer, SeedInfo, Strategy};
 
 /// The ring balancer of one PE.
 pub struct Ring {
@@ -77,7 +77,7 @@ impl Strategy for Ring {
     fn name(&self) -> &'static str {
         "ring"
     }
-    fn place(&self, seed: Message, info: SeedInfo) {
-        cld::put_token_with(seed, info.queueing);
+    fn place(&self, cld: &Balancer, seed: Message, info: SeedInfo) {
+        cld.put_token(seed, info.queueing);
     }
 }

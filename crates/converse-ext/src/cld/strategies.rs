@@ -21,7 +21,7 @@ use std::sync::Mutex;
 use converse::Message;
 use converse::random::RandomStream;
 
-use super::SeedInfo;
+use super::{Balancer, SeedInfo};
 
 /// A seed-balancing strategy: what `CldEnqueue` does with seeds that may go
 /// anywhere. One object per PE, made by the function given to
@@ -33,26 +33,29 @@ pub trait Strategy {
 
     /// Places `seed`, given to [`Dest::Anywhere`](super::Dest::Anywhere) on
     /// a job of more than one PE: keep it movable
-    /// ([`put_token_with`](super::put_token_with)), keep it for good
+    /// ([`Balancer::put_token`]), keep it for good
     /// ([`converse::enqueue_general`]) or send it for good
     /// ([`send_seed`](super::send_seed)). Its info slot already names its
     /// info function; `info` is what that function said.
-    fn place(&self, seed: Message, info: SeedInfo);
+    fn place(&self, cld: &Balancer, seed: Message, info: SeedInfo);
 
     /// Places a seed given to
     /// [`NodeDest::Anywhere`](super::NodeDest::Anywhere) on a job of more
     /// than one node. By default: this node's queue, which the node's PEs
     /// share.
-    fn place_node(&self, seed: Message, info: SeedInfo) {
+    fn place_node(&self, _cld: &Balancer, seed: Message, info: SeedInfo) {
         converse::node_enqueue_general(seed, info.queueing);
     }
 
     /// Called after movable seeds from another PE were put in this PE's
     /// token queue (one call per seed).
-    fn received(&self) {}
+    fn received(&self, _cld: &Balancer) {}
 }
 
-/// Makes a PE's strategy object.
+/// Makes a PE's strategy object: the strategy's part of the manual's
+/// `CldModuleInit` (its handlers, its periodic work: the `CldBalance()` the
+/// manual's skeleton calls there).
+#[doc(alias = "CldBalance")]
 pub type MakeStrategy = fn() -> Box<dyn Strategy>;
 
 /// The strategy of a job without `+balancer`.
@@ -120,7 +123,7 @@ impl Strategy for Local {
     fn name(&self) -> &'static str {
         "none"
     }
-    fn place(&self, seed: Message, info: SeedInfo) {
+    fn place(&self, _cld: &Balancer, seed: Message, info: SeedInfo) {
         converse::enqueue_general(seed, info.queueing);
     }
 }
@@ -147,7 +150,7 @@ impl Strategy for Random {
     fn name(&self) -> &'static str {
         "rand"
     }
-    fn place(&self, seed: Message, info: SeedInfo) {
+    fn place(&self, _cld: &Balancer, seed: Message, info: SeedInfo) {
         let pe = self.below(converse::num_pes());
         if pe == converse::my_pe() {
             converse::enqueue_general(seed, info.queueing);
@@ -155,7 +158,7 @@ impl Strategy for Random {
             super::send_seed(pe, seed);
         }
     }
-    fn place_node(&self, seed: Message, info: SeedInfo) {
+    fn place_node(&self, _cld: &Balancer, seed: Message, info: SeedInfo) {
         let node = self.below(converse::num_nodes());
         if node == converse::my_node() {
             converse::node_enqueue_general(seed, info.queueing);

@@ -24,7 +24,7 @@
 //! - `order` holds the id of every seed still here, in priority order
 //!   (the scheduler's: `Cqs` with the seed's own [`Queueing`]), plus ids of
 //!   seeds already taken by their token ("stale" ids), which `get` skips.
-//!   Stale ids never outnumber live ones by more than [`SLACK`]: past that,
+//!   Stale ids never outnumber live ones by more than `SLACK`: past that,
 //!   `order` is rebuilt from the live ones, keeping their order.
 //! - `live` is the number of seeds here ([`count`](TokenQueue::count),
 //!   `CldCountTokens`).

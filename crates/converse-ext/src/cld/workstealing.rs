@@ -27,7 +27,7 @@ use std::rc::Rc;
 use converse::random::RandomStream;
 use converse::{Condition, Message};
 
-use super::{SeedInfo, Strategy};
+use super::{Balancer, SeedInfo, Strategy};
 
 /// Fewest tokens a PE keeps before it gives: it gives half of them when it
 /// has at least this many.
@@ -90,15 +90,15 @@ impl Strategy for WorkStealing {
     fn name(&self) -> &'static str {
         "workstealing"
     }
-    fn place(&self, seed: Message, info: SeedInfo) {
-        super::put_token_with(seed, info.queueing);
-        self.0.push_to_waiting();
+    fn place(&self, cld: &Balancer, seed: Message, info: SeedInfo) {
+        cld.put_token(seed, info.queueing);
+        self.0.push_to_waiting(cld);
     }
-    fn received(&self) {
+    fn received(&self, cld: &Balancer) {
         let s = &self.0;
         s.stealing.set(false);
         s.starved.set(false);
-        s.push_to_waiting();
+        s.push_to_waiting(cld);
     }
 }
 
@@ -179,11 +179,11 @@ impl State {
 
     /// Gives half the tokens to the longest-waiting refused PE, if there
     /// are enough to give.
-    fn push_to_waiting(&self) {
+    fn push_to_waiting(&self, cld: &Balancer) {
         if self.waiting.borrow().is_empty() {
             return;
         }
-        let tokens = super::count_tokens();
+        let tokens = cld.count_tokens();
         if tokens < GIVE_FROM {
             return;
         }
