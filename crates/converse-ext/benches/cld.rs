@@ -8,7 +8,7 @@
 //! - `cld_speedup_<strategy>_p<P>`: the tree search (fib(41), cut-off 16:
 //!   about 390,000 seeds, under a second on one PE) on `+p P` against the
 //!   same program on `+p 1`, in the same run, the two alternating, best of
-//!   three each. The line gives both times; the speed-up is their ratio's
+//!   five each (this host's speed drifts between runs). The line gives both times; the speed-up is their ratio's
 //!   inverse, printed after it. On `+p 8` the 8 PEs share this machine's
 //!   2 cores (oversubscribed).
 //! - `cld_enqueue_local` (`+p 1`) and `cld_enqueue_token` (`+p 2`): a
@@ -111,7 +111,7 @@ fn main() {
                 continue;
             }
             let (mut one, mut many) = (f64::INFINITY, f64::INFINITY);
-            for _ in 0..3 {
+            for _ in 0..5 {
                 one = one.min(tree(n, 1, strategy));
                 many = many.min(tree(n, pes, strategy));
             }

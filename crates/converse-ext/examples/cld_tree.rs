@@ -64,17 +64,18 @@ struct Seed {
 
 impl Seed {
     fn encode(&self, handler: usize) -> Message {
-        let mut p = Vec::with_capacity(FIXED + 4 * self.trail.len());
-        p.extend_from_slice(&self.n.to_le_bytes());
-        p.extend_from_slice(&self.pos.to_le_bytes());
-        p.extend_from_slice(&self.made_on.to_le_bytes());
-        p.extend_from_slice(&self.pack_index.to_le_bytes());
-        p.extend_from_slice(&u32::from(self.bits).to_le_bytes());
-        p.extend_from_slice(&(self.trail.len() as u32).to_le_bytes());
-        for t in &self.trail {
-            p.extend_from_slice(&t.to_le_bytes());
+        let mut msg = Message::new(handler, FIXED + 4 * self.trail.len());
+        let p = msg.payload_mut();
+        p[..4].copy_from_slice(&self.n.to_le_bytes());
+        p[4..12].copy_from_slice(&self.pos.to_le_bytes());
+        p[12..16].copy_from_slice(&self.made_on.to_le_bytes());
+        p[16..20].copy_from_slice(&self.pack_index.to_le_bytes());
+        p[20..24].copy_from_slice(&u32::from(self.bits).to_le_bytes());
+        p[24..28].copy_from_slice(&(self.trail.len() as u32).to_le_bytes());
+        for (i, t) in self.trail.iter().enumerate() {
+            p[FIXED + 4 * i..FIXED + 4 * i + 4].copy_from_slice(&t.to_le_bytes());
         }
-        Message::from_payload(handler, &p)
+        msg
     }
 
     fn decode(msg: &Message) -> Seed {

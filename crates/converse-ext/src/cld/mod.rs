@@ -273,7 +273,8 @@ pub struct Stats {
     /// (`CldLoadBalanceMessages`).
     #[doc(alias = "CldLoadBalanceMessages")]
     pub load_balance_messages: u64,
-    /// Parcels [`multiple_send`] sent (`CldMessageChunks`).
+    /// Parcels [`multiple_send`] sent (`CldMessageChunks`); inside a
+    /// process each seed is its own.
     #[doc(alias = "CldMessageChunks")]
     pub message_chunks: u64,
     /// Seeds that arrived here to be balanced further (tokens put by the
@@ -714,9 +715,11 @@ pub fn load() -> usize {
 /// Moves up to `n` seeds from the calling PE's token queue to PE `pe`
 /// (`CldMultipleSend`), where they wait as tokens again, still movable.
 /// Takes them spread over the priorities (see
-/// [`TokenQueue::take_spread`]), packs those leaving the process, and sends
-/// them in parcels of at most 64 seeds or 64 KiB (`CmiMultipleSend`).
-/// Returns how many it moved.
+/// [`TokenQueue::take_spread`]). To another process it packs them and
+/// sends them in parcels of at most 64 seeds or 64 KiB (`CmiMultipleSend`);
+/// inside the process it hands each over as it is (a send there moves the
+/// buffer, where a parcel would copy every seed twice). Returns how many it
+/// moved.
 #[doc(alias = "CldMultipleSend")]
 pub fn multiple_send(pe: usize, n: usize) -> usize {
     let state = cld("CldMultipleSend");
@@ -735,6 +738,14 @@ pub fn multiple_send(pe: usize, n: usize) -> usize {
         let info = info_fn_or_abort(index, &|| "CldMultipleSend".to_string())(&seed);
         let (mut seed, info) = pack_if(&state, seed, info, leaving);
         switch_handler(&mut seed, state.balance_handler.get());
+        if !leaving {
+            // Inside the process a send hands the buffer over; a parcel
+            // would copy every seed in, and each out again when its header
+            // is written on arrival.
+            converse::sync_send_and_free(pe, seed);
+            chunks += 1;
+            continue;
+        }
         if !parcel.is_empty()
             && (parcel.len() == PARCEL_SEEDS || bytes + info.len.max(seed.len()) > PARCEL_BYTES)
         {
