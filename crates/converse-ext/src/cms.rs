@@ -9,10 +9,12 @@
 //! - [`init`] (`CmsInit`) on every PE, at the same place of every PE's
 //!   handler registrations: it registers the module's two handlers and
 //!   the worker function.
-//! - Tasks and responses are bytes. A task goes to the PEs in turn, PE 0
-//!   included (placement by seed load balancing, `Cld`, will replace the
-//!   turns when it lands); its worker runs in a handler there and the
-//!   response travels to PE 0.
+//! - Tasks and responses are bytes. A task is a seed given to the seed
+//!   balancer ([`cld::enqueue`](crate::cld::enqueue) anywhere, as Converse's
+//!   `CmsFireTask` does with `CldEnqueue`): the job's strategy
+//!   (`+balancer`) places it; its worker runs in a handler there and the
+//!   response travels to PE 0. `init` sets the balancer up on the PE if
+//!   [`cld::install`](crate::cld::install) did not.
 //! - While PE 0 waits ([`await_responses`], [`process_responses`]) it runs
 //!   its scheduler, so it works on its own tasks too, as the manual says.
 //! - [`exit`] (`CmsExit`), called on every PE, ends the job from PE 0; on
@@ -51,8 +53,8 @@ struct State {
     max: usize,
     task_handler: usize,
     response_handler: usize,
-    /// Manager: the next PE a task goes to.
-    next_pe: Cell<usize>,
+    /// The tasks' info function for the seed balancer.
+    task_info: usize,
     /// Manager: tasks fired and not answered.
     outstanding: Cell<usize>,
     /// Manager: per task number, in flight?
@@ -83,12 +85,14 @@ fn state(what: &str) -> Rc<State> {
 pub fn init(worker: WorkerFn, max: usize) {
     let task_handler = converse::register_handler(on_task);
     let response_handler = converse::register_handler(on_response);
+    crate::cld::module_init();
+    let task_info = crate::cld::register_info_fn(task_info);
     STATE.initialize(State {
         worker,
         max,
         task_handler,
         response_handler,
-        next_pe: Cell::new(0),
+        task_info,
         outstanding: Cell::new(0),
         in_flight: RefCell::new(vec![false; max]),
         responses: RefCell::new(vec![None; max]),
@@ -124,12 +128,17 @@ pub fn fire_task(reference: usize, task: &[u8]) {
     }
     s.responses.borrow_mut()[reference] = None;
     s.outstanding.set(s.outstanding.get() + 1);
-    let dest = s.next_pe.get();
-    s.next_pe.set((dest + 1) % converse::num_pes());
     let mut payload = Vec::with_capacity(8 + task.len());
     payload.extend_from_slice(&(reference as u64).to_le_bytes());
     payload.extend_from_slice(task);
-    converse::sync_send_and_free(dest, Message::from_payload(s.task_handler, &payload));
+    let seed = Message::from_payload(s.task_handler, &payload);
+    crate::cld::enqueue(crate::cld::Dest::Anywhere, seed, s.task_info);
+}
+
+/// A task seed's info for the balancer: FIFO at the middle priority, one
+/// form only.
+fn task_info(msg: &Message) -> crate::cld::SeedInfo {
+    crate::cld::SeedInfo::new(msg, converse::Queueing::Fifo)
 }
 
 /// Splits a task or response message into its number and bytes.

@@ -35,8 +35,11 @@
 //! handlers only; other PEs reach them through messages.
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::future::{Future, IntoFuture};
 use std::ops::Deref;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::task::{Context, Poll, Waker};
 
 use converse::{Cpv, Event, Message};
 
@@ -98,6 +101,9 @@ impl Deref for FutureValue {
 struct Slot {
     value: Option<FutureValue>,
     filled: Rc<Event>,
+    /// The `std::task` wakers of the async code awaiting it
+    /// ([`ValueFuture`]).
+    wakers: Vec<Waker>,
 }
 
 /// One PE's futures.
@@ -120,6 +126,7 @@ pub fn module_init() {
         return;
     }
     let handler = converse::register_handler(on_set);
+    crate::tasks::module_init();
     STATE.initialize(State {
         next: Cell::new(1),
         slots: RefCell::new(HashMap::new()),
@@ -205,7 +212,7 @@ fn store(future: Cfuture, value: FutureValue) {
 
 /// Fills `future` (of this PE) with `value`, set by PE `from`.
 fn fill(s: &State, future: Cfuture, value: FutureValue, from: usize) {
-    let filled = {
+    let filled: (Rc<Event>, Vec<Waker>) = {
         let mut slots = s.slots.borrow_mut();
         let Some(slot) = slots.get_mut(&future.id) else {
             drop(slots);
@@ -222,9 +229,12 @@ fn fill(s: &State, future: Cfuture, value: FutureValue, from: usize) {
             ));
         }
         slot.value = Some(value);
-        slot.filled.clone()
+        (slot.filled.clone(), std::mem::take(&mut slot.wakers))
     };
-    filled.set();
+    filled.0.set();
+    for w in filled.1 {
+        w.wake();
+    }
 }
 
 /// A remote set arrived.
@@ -309,4 +319,52 @@ pub fn is_filled(future: Cfuture) -> bool {
             .borrow()
             .get(&future.id)
             .is_some_and(|s| s.value.is_some())
+}
+
+/// The value of a [`Cfuture`] as a `std::future::Future`, for async code on
+/// the future's PE (see [`crate::tasks::spawn`]): `future.await` (through
+/// [`IntoFuture`]) gives what [`wait`] gives, without a user-level thread.
+/// Polled on another PE, or after the future was destroyed, it aborts the
+/// job as `wait` does.
+pub struct ValueFuture {
+    future: Cfuture,
+}
+
+impl IntoFuture for Cfuture {
+    type Output = FutureValue;
+    type IntoFuture = ValueFuture;
+    fn into_future(self) -> ValueFuture {
+        ValueFuture { future: self }
+    }
+}
+
+impl Future for ValueFuture {
+    type Output = FutureValue;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<FutureValue> {
+        let future = self.future;
+        let s = state();
+        let me = converse::my_pe();
+        if future.pe != me {
+            converse::abort(&format!(
+                "a Cfuture awaited on PE {me}, but it is future {} of PE {} (only its own PE may wait for it)",
+                future.id, future.pe
+            ));
+        }
+        let mut slots = s.slots.borrow_mut();
+        let Some(slot) = slots.get_mut(&future.id) else {
+            drop(slots);
+            converse::abort(&format!(
+                "a Cfuture awaited on PE {me}: future {} does not exist (destroyed?)",
+                future.id
+            ));
+        };
+        if let Some(v) = &slot.value {
+            return Poll::Ready(v.clone());
+        }
+        if !slot.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            slot.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
 }

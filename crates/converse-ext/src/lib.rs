@@ -14,11 +14,12 @@
 //! - [`futures`]: futures (chapter 8), set from any PE of any process and
 //!   waited for by a thread of the PE that made them;
 //! - [`cld`]: seed load balancing (chapter 7): seeds placed by a strategy
-//!   chosen with `+balancer NAME`, moved while they wait.
+//!   chosen with `+balancer NAME`, moved while they wait;
+//! - [`tasks`]: async code on a PE ([`tasks::spawn`]), which can await a
+//!   [`futures::Cfuture`] (`future.await`).
 //!
-//! Still to come (issue 20 and the next): a std `Future` adapter for
-//! futures, parameter marshalling (Cpm), Converse-POSIX threads and
-//! parallel arrays of threads.
+//! Still to come (the next issue): parameter marshalling (Cpm),
+//! Converse-POSIX threads and parallel arrays of threads.
 #![warn(missing_docs)]
 
 pub mod cds;
@@ -26,6 +27,7 @@ pub mod cld;
 pub mod cmm;
 pub mod cms;
 pub mod futures;
+pub mod tasks;
 
 pub use cds::{CdsFifo, CkQ};
 pub use cmm::{CmmTable, WILDCARD};

@@ -9,9 +9,12 @@ use converse_ext::futures::{self, Cfuture};
 
 /// What PE 0's thread got.
 static GOT: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
+/// The jobs of this file run one at a time (they share `GOT`).
+static SERIAL: Mutex<()> = Mutex::new(());
 
 #[test]
 fn futures_filled_from_other_pes_wake_the_waiting_thread() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     GOT.lock().unwrap().clear();
     futures::install();
     let code = Converse::new()
@@ -77,4 +80,88 @@ fn a_handle_survives_its_bytes() {
     let f = Cfuture { pe: 7, id: 1 << 40 };
     assert_eq!(Cfuture::from_bytes(&f.to_bytes()), Some(f));
     assert_eq!(Cfuture::from_bytes(&[0; 3]), None);
+}
+
+/// Async code on PE 0 awaits futures that PEs 1 and 2 fill, and a future
+/// of its own that a plain OS thread (no PE) wakes: the waker works from
+/// any thread.
+#[test]
+fn async_tasks_await_converse_futures_and_foreign_wakes() {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::task::{Context, Poll};
+    use std::time::Duration;
+
+    use converse_ext::tasks;
+
+    /// Ready once a helper thread, started at the first poll, has slept.
+    struct Slept {
+        done: Arc<AtomicBool>,
+        started: bool,
+    }
+    impl Future for Slept {
+        type Output = ();
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            if self.done.load(Ordering::Acquire) {
+                return Poll::Ready(());
+            }
+            if !self.started {
+                self.started = true;
+                let (done, waker) = (Arc::clone(&self.done), cx.waker().clone());
+                std::thread::spawn(move || {
+                    std::thread::sleep(Duration::from_millis(20));
+                    done.store(true, Ordering::Release);
+                    waker.wake();
+                });
+            }
+            Poll::Pending
+        }
+    }
+
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    GOT.lock().unwrap().clear();
+    futures::install();
+    let code = Converse::new()
+        .args(["prog", "+p", "3"])
+        .run(|_| {
+            let fill = converse::register_handler(|m: Message| {
+                let f = Cfuture::from_bytes(m.payload()).expect("a future");
+                futures::set(f, format!("from PE {}", converse::my_pe()).as_bytes());
+            });
+            if converse::my_pe() != 0 {
+                return;
+            }
+            tasks::spawn(async move {
+                let remote: Vec<Cfuture> = (1..3).map(|_| futures::create()).collect();
+                for (pe, f) in (1..3).zip(&remote) {
+                    converse::sync_send_and_free(pe, Message::from_payload(fill, &f.to_bytes()));
+                }
+                let mut got = Vec::new();
+                for f in remote.iter().rev() {
+                    got.push((*f).await.to_vec());
+                    futures::destroy(*f);
+                }
+                Slept {
+                    done: Arc::new(AtomicBool::new(false)),
+                    started: false,
+                }
+                .await;
+                got.push(b"slept".to_vec());
+                *GOT.lock().unwrap() = got;
+                converse::exit(0);
+            });
+            assert_eq!(tasks::pending(), 1);
+        })
+        .expect("the job starts");
+    assert_eq!(code, 0);
+    assert_eq!(
+        *GOT.lock().unwrap(),
+        [
+            b"from PE 2".to_vec(),
+            b"from PE 1".to_vec(),
+            b"slept".to_vec()
+        ]
+    );
 }

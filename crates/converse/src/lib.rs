@@ -118,6 +118,7 @@ pub use proc::exit::{ABORT_EXIT_CODE, abort};
 pub use proc::io::{error, printf, scan, scan_line};
 pub use proc::timer::{cpu_timer, timer, wall_timer};
 pub use rt::globals::{Cpv, Csv};
+pub use rt::handle::PeHandle;
 pub use rt::handlers::{
     handler_function, handler_of, number_handler, register_handler, register_handler_global,
     register_handler_local,

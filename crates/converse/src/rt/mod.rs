@@ -7,6 +7,7 @@
 //! leaves (`csd::cqs`, `csd::idle`); never `cmi`, `csd`, `cth`, `ccd` or
 //! `ccs` (the layering test in `tests/layering.rs` checks it).
 pub mod globals;
+pub mod handle;
 pub(crate) mod handlers;
 pub mod isomalloc;
 pub(crate) mod job;

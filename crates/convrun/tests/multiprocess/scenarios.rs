@@ -2100,7 +2100,8 @@ fn migrate() -> i32 {
 
 /// A thread on PE 0 makes a future per other PE and sends each its handle;
 /// each PE fills its future with its number, and the thread waits for
-/// them all.
+/// them all; then async code on PE 0 awaits one more, filled by the last
+/// PE.
 fn ext_futures() -> i32 {
     use converse_ext::futures::{self, Cfuture};
     futures::install();
@@ -2129,8 +2130,20 @@ fn ext_futures() -> i32 {
                     );
                     futures::destroy(*f);
                 }
-                cmi_printf!("ok ext_futures\n");
-                converse::exit(0);
+                // Async code awaits one more, filled by the last PE.
+                converse_ext::tasks::spawn(async move {
+                    let last = p - 1;
+                    let f = futures::create();
+                    converse::sync_send_and_free(last, Message::from_payload(fill, &f.to_bytes()));
+                    let v = f.await;
+                    check!(
+                        *v == (last as u64).to_le_bytes(),
+                        "the awaited future holds {:?}",
+                        &*v
+                    );
+                    cmi_printf!("ok ext_futures\n");
+                    converse::exit(0);
+                });
             },
             0,
         )
