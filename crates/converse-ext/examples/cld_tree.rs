@@ -78,18 +78,31 @@ impl Seed {
         msg
     }
 
+    /// The seed in `msg`; a message that is not one (it came from
+    /// elsewhere, so it is checked) ends the job naming its sender.
     fn decode(msg: &Message) -> Seed {
         let p = msg.payload();
-        let u32_at = |at: usize| u32::from_le_bytes(p[at..at + 4].try_into().unwrap());
-        let len = u32_at(24) as usize;
-        assert_eq!(p.len(), FIXED + 4 * len, "a seed's length");
+        let u32_at = |at: usize| {
+            p.get(at..at + 4)
+                .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")))
+        };
+        let len = u32_at(24).unwrap_or(u32::MAX) as usize;
+        if p.len() < FIXED || p.len() != FIXED.saturating_add(len.saturating_mul(4)) {
+            converse::abort(&format!(
+                "a malformed tree seed ({} bytes) from PE {} on PE {}",
+                p.len(),
+                msg.src_pe(),
+                converse::my_pe()
+            ));
+        }
+        let word = |at: usize| u32_at(at).expect("within the checked length");
         Seed {
-            n: u32_at(0),
-            pos: u64::from_le_bytes(p[4..12].try_into().unwrap()),
-            made_on: u32_at(12),
-            pack_index: u32_at(16),
-            bits: u32_at(20) != 0,
-            trail: (0..len).map(|i| u32_at(FIXED + 4 * i)).collect(),
+            n: word(0),
+            pos: u64::from_le_bytes(p[4..12].try_into().expect("8 bytes")),
+            made_on: word(12),
+            pack_index: word(16),
+            bits: word(20) != 0,
+            trail: (0..len).map(|i| word(FIXED + 4 * i)).collect(),
         }
     }
 }
@@ -135,7 +148,13 @@ fn info(msg: &Message) -> SeedInfo {
     } else {
         Queueing::IFifo(-(s.n as i32))
     };
-    let pack = cld::pack_fn(s.pack_index as usize).expect("the pack function is registered");
+    let Some(pack) = cld::pack_fn(s.pack_index as usize) else {
+        converse::abort(&format!(
+            "a tree seed names pack function {}, which is not registered on PE {}",
+            s.pack_index,
+            converse::my_pe()
+        ));
+    };
     SeedInfo::new(msg, queueing).with_pack(pack)
 }
 
@@ -201,7 +220,11 @@ fn tally(f: impl FnOnce(&mut Tally)) {
 /// arguments (`N`, `CUTOFF`, `int`).
 pub fn start(args: &[String]) {
     let n: u32 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(30);
-    let cutoff: u32 = args.get(2).and_then(|a| a.parse().ok()).unwrap_or(12);
+    let cutoff: u32 = args
+        .get(2)
+        .and_then(|a| a.parse().ok())
+        .unwrap_or(12u32)
+        .max(1);
     let bits = args.get(3).is_none_or(|a| a != "int");
     TALLY.initialize(std::cell::Cell::new(Tally::default()));
     let info_index = cld::register_info_fn(info);

@@ -307,7 +307,11 @@ pub fn destroy(future: Cfuture) {
         ));
     }
     let slot = s.slots.borrow_mut().remove(&future.id);
-    drop(slot);
+    // Async code still awaiting it is polled once more, and aborts the job
+    // naming the destroyed future, rather than waiting forever.
+    for w in slot.map(|s| s.wakers).unwrap_or_default() {
+        w.wake();
+    }
 }
 
 /// True if `future` (of the calling PE) holds a value (not in the

@@ -10,11 +10,12 @@
 //! at a time); its handler takes the task out of the table, polls it, and
 //! puts it back unless it is done. The waker is `Send` and `Sync` and
 //! sound from any thread:
-//! - on the task's own PE it sends the poll message to itself (an ordinary
-//!   self-send, counted by quiescence detection);
+//! - on a PE of the job it sends the poll message to the task's PE (an
+//!   ordinary send, counted by quiescence detection);
 //! - on any other thread of the process (a helper thread, an I/O
 //!   callback) it posts the message through a
-//!   [`PeHandle`], as outside input (see there).
+//!   [`PeHandle`], as outside input (see there): quiescence detection
+//!   does not see a task that waits for such a thread.
 //!
 //! # Set-up
 //!
@@ -28,10 +29,14 @@
 //! # Invariants
 //!
 //! - A task is polled only on its PE, by the poll handler, never while
-//!   another poll of it runs (it is out of the table while polled).
+//!   another poll of it runs: its future is out of its table entry while
+//!   polled, and a poll message that comes then (a nested scheduler in the
+//!   task's own code ran it) only marks the entry to be polled again once
+//!   the current poll returns.
 //! - `queued` is true from a wake until the poll it asked for begins: a
 //!   task has at most one poll message in flight, however often it is
-//!   woken.
+//!   woken. The poll clears it with a read-modify-write, so a wake on
+//!   another thread is never lost between the clear and the poll.
 //! - A finished task is dropped on its PE.
 //!
 //! # Concurrency
@@ -51,10 +56,20 @@ use converse::{Cpv, Message, PeHandle};
 
 type Task = Pin<Box<dyn Future<Output = ()>>>;
 
+/// A task in the table.
+struct Entry {
+    /// `None` while it is being polled (it is out of the table then).
+    task: Option<Task>,
+    waker: Arc<TaskWaker>,
+    /// A poll message came while it was being polled (a nested scheduler
+    /// ran it): poll again once this poll returns.
+    repoll: bool,
+}
+
 /// One PE's tasks.
 struct Tasks {
     next: Cell<u64>,
-    live: RefCell<HashMap<u64, (Task, Arc<TaskWaker>)>>,
+    live: RefCell<HashMap<u64, Entry>>,
     handler: usize,
     pe: PeHandle,
 }
@@ -79,7 +94,9 @@ impl Wake for TaskWaker {
             return; // a poll is already asked for
         }
         let msg = Message::from_payload(self.handler, &self.id.to_le_bytes());
-        if self.pe.is_current() {
+        if self.pe.is_in_job() {
+            // On a PE of the job: an ordinary send, counted by quiescence
+            // detection.
             converse::sync_send_and_free(self.pe.pe(), msg);
         } else {
             // A job that ended polls nothing more.
@@ -127,9 +144,14 @@ pub fn spawn(task: impl Future<Output = ()> + 'static) {
         id,
         queued: AtomicBool::new(false),
     });
-    t.live
-        .borrow_mut()
-        .insert(id, (Box::pin(task), Arc::clone(&waker)));
+    t.live.borrow_mut().insert(
+        id,
+        Entry {
+            task: Some(Box::pin(task)),
+            waker: Arc::clone(&waker),
+            repoll: false,
+        },
+    );
     waker.wake_by_ref();
 }
 
@@ -152,13 +174,41 @@ fn on_poll(msg: Message) {
         ));
     };
     let t = tasks();
-    let Some((mut task, waker)) = t.live.borrow_mut().remove(&id) else {
-        return; // finished meanwhile (a wake raced its last poll)
+    let (mut task, waker) = {
+        let mut live = t.live.borrow_mut();
+        let Some(entry) = live.get_mut(&id) else {
+            return; // finished meanwhile (a wake raced its last poll)
+        };
+        match entry.task.take() {
+            Some(task) => (task, Arc::clone(&entry.waker)),
+            None => {
+                // Being polled further up this PE's stack: again after.
+                entry.repoll = true;
+                return;
+            }
+        }
     };
-    waker.queued.store(false, Ordering::Release);
+    // A read-modify-write, not a store: a waker's swap on another thread
+    // either comes after it (and sends) or before it (and this poll sees
+    // what the waker published).
+    waker.queued.swap(false, Ordering::AcqRel);
     let std_waker = Waker::from(Arc::clone(&waker));
     let mut cx = Context::from_waker(&std_waker);
-    if task.as_mut().poll(&mut cx).is_pending() {
-        t.live.borrow_mut().insert(id, (task, waker));
+    let done = task.as_mut().poll(&mut cx).is_ready();
+    let mut live = t.live.borrow_mut();
+    if done {
+        live.remove(&id);
+        return;
+    }
+    let entry = live
+        .get_mut(&id)
+        .expect("a task stays in the table while polled");
+    entry.task = Some(task);
+    if std::mem::take(&mut entry.repoll) {
+        drop(live);
+        // The poll message it asked for was spent while it was out:
+        // ask again.
+        waker.queued.store(false, Ordering::Release);
+        waker.wake_by_ref();
     }
 }

@@ -165,3 +165,48 @@ fn async_tasks_await_converse_futures_and_foreign_wakes() {
         ]
     );
 }
+
+/// A task whose poll wakes it and then runs the scheduler (a nested
+/// scheduler spends the poll message it asked for): it is polled again
+/// after the poll returns, not lost.
+#[test]
+fn a_task_woken_during_its_own_poll_is_polled_again() {
+    use std::future::Future;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    use converse_ext::tasks;
+
+    struct WakeAndSchedule {
+        polls: u32,
+    }
+    impl Future for WakeAndSchedule {
+        type Output = u32;
+        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<u32> {
+            self.polls += 1;
+            if self.polls == 3 {
+                return Poll::Ready(self.polls);
+            }
+            cx.waker().wake_by_ref();
+            // The poll message just sent runs in here.
+            converse::deliver_msgs(16);
+            Poll::Pending
+        }
+    }
+
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    GOT.lock().unwrap().clear();
+    futures::install();
+    let code = Converse::new()
+        .args(["prog", "+p", "1"])
+        .run(|_| {
+            tasks::spawn(async {
+                let polls = WakeAndSchedule { polls: 0 }.await;
+                *GOT.lock().unwrap() = vec![vec![polls as u8]];
+                converse::exit(0);
+            });
+        })
+        .expect("the job starts");
+    assert_eq!(code, 0);
+    assert_eq!(*GOT.lock().unwrap(), [vec![3u8]]);
+}

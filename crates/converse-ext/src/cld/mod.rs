@@ -33,8 +33,11 @@
 //!   load to the next PE in a ring; the manual's worked example of writing
 //!   a balancer, kept as such (see [`ring`]).
 //!
-//! All of them keep urgent work on every PE: a PE that gives seeds away
-//! gives every other one of its most urgent ([`TokenQueue::take_spread`]).
+//! The strategies that move waiting seeds (`neighbor`, `workstealing`,
+//! `ring`) keep urgent work on every PE: a PE that gives seeds away gives
+//! every other one of its most urgent ([`TokenQueue::take_spread`]); `rand`
+//! places each seed once, whatever its priority, and `none` never moves
+//! one.
 //! A program adds its own with [`register_strategy`] and the
 //! [`Strategy`] trait, using the facilities below as the manual's
 //! `cldb.c` offers them: the token queue ([`put_token`], [`get_token`],
@@ -95,7 +98,7 @@ pub enum Dest {
     /// Every PE, the caller included (`CLD_BROADCAST_ALL`).
     #[doc(alias = "CLD_BROADCAST_ALL")]
     BroadcastAll,
-    /// This PE.
+    /// PE `n`.
     Pe(usize),
 }
 
@@ -108,7 +111,7 @@ pub enum NodeDest {
     Broadcast,
     /// Every node (`CLD_BROADCAST_ALL`).
     BroadcastAll,
-    /// This node.
+    /// Node `n`.
     Node(usize),
 }
 
@@ -157,13 +160,14 @@ pub type InfoFn = fn(&Message) -> SeedInfo;
 pub type PackFn = fn(Message) -> Message;
 
 /// Bits of the info slot that keep the switched-away handler: enough for
-/// every handler index (`converse::msg::MAX_HANDLER_INDEX`).
-pub const XHANDLER_BITS: u32 = 20;
+/// every handler index (`converse::msg::MAX_HANDLER_INDEX` is 2^20, and a
+/// valid index).
+pub const XHANDLER_BITS: u32 = 21;
 const XHANDLER_MASK: u32 = (1 << XHANDLER_BITS) - 1;
 /// Info functions a PE may register: what the info slot's top bits hold.
 pub const MAX_INFO_FNS: usize = 1 << (32 - XHANDLER_BITS);
 
-const _: () = assert!(converse::msg::MAX_HANDLER_INDEX == 1 << XHANDLER_BITS);
+const _: () = assert!(converse::msg::MAX_HANDLER_INDEX < 1 << XHANDLER_BITS);
 
 /// Seeds per parcel of [`multiple_send`], and bytes: a parcel is closed
 /// when either is reached ("reasonably sized parcels").
@@ -238,7 +242,7 @@ fn info_fn_or_abort(index: usize, what: &dyn Fn() -> String) -> InfoFn {
 /// arrives, and [`restore_handler`] puts the seed's own back.
 #[doc(alias = "CldSwitchHandler")]
 pub fn switch_handler(msg: &mut Message, handler: usize) {
-    let own = u32::try_from(msg.handler()).expect("a handler index fits 20 bits");
+    let own = u32::try_from(msg.handler()).expect("a handler index fits 21 bits");
     msg.set_info((msg.info() & !XHANDLER_MASK) | (own & XHANDLER_MASK));
     msg.set_handler(handler);
 }
@@ -353,10 +357,36 @@ impl Balancer {
     }
 
     fn strategy(&self) -> &dyn Strategy {
-        self.strategy
-            .get()
-            .expect("module_init chose the strategy")
-            .as_ref()
+        match self.strategy.get() {
+            Some(s) => s.as_ref(),
+            None => converse::abort(&format!(
+                "seed balancing on PE {} before cld::module_init chose a strategy (call cld::install before the job starts, or cld::module_init on every PE)",
+                self.me
+            )),
+        }
+    }
+
+    /// Puts back the seed's own handler after it arrived from another PE;
+    /// the handler came over the wire, so one that is reserved or the
+    /// balancer's own (which would pass the seed around for ever) ends the
+    /// job naming the sender.
+    fn restore_arrived(&self, msg: &mut Message, what: &str) {
+        restore_handler(msg);
+        let h = msg.handler();
+        let ours = [
+            self.handler.get(),
+            self.balance_handler.get(),
+            self.node_handler.get(),
+            self.token_handler.get(),
+        ];
+        if h == 0 || ours.contains(&h) {
+            converse::abort(&format!(
+                "{what} from PE {} on PE {} names handler {h} as its own, which is {}",
+                msg.src_pe(),
+                self.me,
+                if h == 0 { "reserved" } else { "the balancer's" }
+            ));
+        }
     }
 
     /// Keeps `seed` (its handler its own, its info function in the info
@@ -388,8 +418,14 @@ impl Balancer {
         self.queued_tokens
             .set(self.queued_tokens.get().saturating_sub(1));
         {
+            // Only the balancer's own tokens are reused: one that came from
+            // elsewhere may carry flags a fresh local message must not.
             let mut pool = self.token_pool.borrow_mut();
-            if pool.len() < 1024 && token.payload_len() == 8 && !token.is_shared() {
+            if pool.len() < 1024
+                && token.payload_len() == 8
+                && !token.is_shared()
+                && token.header().flags == 0
+            {
                 pool.push(token);
             }
         }
@@ -433,10 +469,11 @@ pub fn module_general_init() {
         strategy: OnceCell::new(),
         stats: Cell::new(Stats::default()),
     });
+    let s = Rc::clone(&state);
     state
         .handler
         .set(converse::register_handler(move |mut msg: Message| {
-            restore_handler(&mut msg);
+            s.restore_arrived(&mut msg, "a seed");
             let info = arrived_info(&msg, "a seed");
             converse::enqueue_general(msg, info.queueing);
         }));
@@ -444,16 +481,17 @@ pub fn module_general_init() {
     state
         .balance_handler
         .set(converse::register_handler(move |mut msg: Message| {
-            restore_handler(&mut msg);
+            s.restore_arrived(&mut msg, "a movable seed");
             let info = arrived_info(&msg, "a movable seed");
             s.count(|c| c.seeds_received += 1);
             s.put_token(msg, info.queueing);
             s.strategy().received(&s);
         }));
+    let s = Rc::clone(&state);
     state
         .node_handler
         .set(converse::register_handler(move |mut msg: Message| {
-            restore_handler(&mut msg);
+            s.restore_arrived(&mut msg, "a node seed");
             let info = arrived_info(&msg, "a node seed");
             converse::node_enqueue_general(msg, info.queueing);
         }));

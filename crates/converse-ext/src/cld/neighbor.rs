@@ -157,12 +157,13 @@ impl State {
         order.sort_by_key(|&i| self.known.borrow()[i]);
         for i in order {
             let theirs = self.known.borrow()[i];
-            if mine <= theirs + 1 || tokens == 0 {
+            if mine <= theirs.saturating_add(1) || tokens == 0 {
                 break;
             }
             let give = ((mine - theirs) / 2).min(tokens);
             let moved = super::multiple_send(self.neighbors[i], give);
-            self.known.borrow_mut()[i] += moved;
+            let known = &mut self.known.borrow_mut()[i];
+            *known = known.saturating_add(moved);
             mine -= moved;
             tokens -= moved;
         }

@@ -170,8 +170,19 @@ impl<T> TokenQueue<T> {
     /// The most urgent seed here (first in the scheduler's order), taken
     /// out to be moved (`CldGetToken`).
     pub fn get(&mut self) -> Option<T> {
-        let first = self.in_order().into_iter().next()?;
-        self.remove(first, None)
+        // One pass for the minimum: a balancer may call this in a loop.
+        let mut best: Option<(BitPrio, i64, u32)> = None;
+        for (i, s) in self.slots.iter().enumerate() {
+            let Some(h) = &s.held else { continue };
+            let p = priority(&h.queueing);
+            let better = best.as_ref().is_none_or(|(bp, bs, _)| {
+                p.prio().cmp(&bp.prio()).then(h.seq.cmp(bs)) == std::cmp::Ordering::Less
+            });
+            if better {
+                best = Some((p, h.seq, i as u32));
+            }
+        }
+        self.remove(best?.2, None)
     }
 
     /// Takes up to `n` seeds out to be moved, spread over the priorities

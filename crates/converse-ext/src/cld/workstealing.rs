@@ -10,6 +10,9 @@
 //! - A PE asked gives half its tokens, if it has two or more
 //!   ([`multiple_send`](super::multiple_send), spread over its
 //!   priorities); otherwise it answers "none" and remembers the asker.
+//! - Requests carry the asker's round number and refusals echo it; a
+//!   refusal of an earlier round (seeds came meanwhile and a new round
+//!   began) is ignored, so two rounds never interleave.
 //! - The asker goes on to the next PE on "none"; after all the others said
 //!   "none" the round ends and the PE is *starved*: it asks no more until
 //!   seeds come to it. Instead, the PEs that refused it push it half their
@@ -44,6 +47,10 @@ struct State {
     starved: Cell<bool>,
     /// PEs asked in the current round.
     asked: Cell<usize>,
+    /// The current round's number: requests carry it and refusals echo it,
+    /// so a refusal from an earlier round (work came, a new round began)
+    /// is ignored.
+    round: Cell<u64>,
     /// PEs this PE told "none", oldest first: pushed seeds when it has some.
     waiting: RefCell<Vec<usize>>,
     rng: RefCell<RandomStream>,
@@ -60,6 +67,7 @@ pub(super) fn make() -> Box<dyn Strategy> {
         stealing: Cell::new(false),
         starved: Cell::new(false),
         asked: Cell::new(0),
+        round: Cell::new(0),
         waiting: RefCell::new(Vec::new()),
         rng: RefCell::new(RandomStream::for_pe(me, 0x57ea1, 0)),
     });
@@ -67,15 +75,17 @@ pub(super) fn make() -> Box<dyn Strategy> {
     state
         .ask_handler
         .set(converse::register_handler(move |msg: Message| {
-            let thief = s.pe_in(&msg, "work-stealing request");
-            s.on_ask(thief);
+            let (thief, round) = s.read(&msg, "work-stealing request");
+            s.on_ask(thief, round);
         }));
     let s = Rc::clone(&state);
     state
         .none_handler
         .set(converse::register_handler(move |msg: Message| {
-            let victim = s.pe_in(&msg, "work-stealing refusal");
-            s.on_none(victim);
+            let (victim, round) = s.read(&msg, "work-stealing refusal");
+            if round == s.round.get() {
+                s.on_none(victim);
+            }
         }));
     if n > 1 {
         let s = Rc::clone(&state);
@@ -103,25 +113,33 @@ impl Strategy for WorkStealing {
 }
 
 impl State {
-    /// The PE number a request or answer carries, checked.
-    fn pe_in(&self, msg: &Message, what: &str) -> usize {
-        let pe = msg
-            .payload()
-            .get(..8)
-            .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")) as usize);
-        match pe {
-            Some(pe) if pe < self.n && pe != self.me => pe,
+    /// The PE and round a request or refusal carries, checked.
+    fn read(&self, msg: &Message, what: &str) -> (usize, u64) {
+        let p = msg.payload();
+        let word = |at: usize| {
+            p.get(at..at + 8)
+                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
+        };
+        match (p.len(), word(0), word(8)) {
+            (16, Some(pe), Some(round)) if pe < self.n as u64 && pe != self.me as u64 => {
+                (pe as usize, round)
+            }
             _ => converse::abort(&format!(
-                "a malformed {what} ({} bytes, naming {pe:?}) from PE {} on PE {}",
-                msg.payload_len(),
+                "a malformed {what} ({} bytes, naming PE {:?}) from PE {} on PE {}",
+                p.len(),
+                word(0),
                 msg.src_pe(),
                 self.me
             )),
         }
     }
 
-    fn send(&self, to: usize, handler: usize) {
-        let msg = Message::from_payload(handler, &(self.me as u64).to_le_bytes());
+    /// Sends this PE's number and `round` to `to`.
+    fn send(&self, to: usize, handler: usize, round: u64) {
+        let mut payload = [0u8; 16];
+        payload[..8].copy_from_slice(&(self.me as u64).to_le_bytes());
+        payload[8..].copy_from_slice(&round.to_le_bytes());
+        let msg = Message::from_payload(handler, &payload);
         converse::sync_send_and_free(to, msg);
         super::count_balance_messages(1);
     }
@@ -131,6 +149,7 @@ impl State {
             return;
         }
         self.asked.set(0);
+        self.round.set(self.round.get() + 1);
         let first = loop {
             let v = (self.rng.borrow_mut().next_u64() % self.n as u64) as usize;
             if v != self.me {
@@ -143,10 +162,10 @@ impl State {
     fn ask(&self, victim: usize) {
         self.stealing.set(true);
         self.asked.set(self.asked.get() + 1);
-        self.send(victim, self.ask_handler.get());
+        self.send(victim, self.ask_handler.get(), self.round.get());
     }
 
-    fn on_ask(&self, thief: usize) {
+    fn on_ask(&self, thief: usize, round: u64) {
         let tokens = super::count_tokens();
         if tokens >= GIVE_FROM {
             self.waiting.borrow_mut().retain(|&p| p != thief);
@@ -157,7 +176,7 @@ impl State {
                 waiting.push(thief);
             }
             drop(waiting);
-            self.send(thief, self.none_handler.get());
+            self.send(thief, self.none_handler.get(), round);
         }
     }
 

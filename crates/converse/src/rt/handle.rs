@@ -60,6 +60,12 @@ impl PeHandle {
         pe::try_current().is_some_and(|p| p.pe == self.pe && Arc::ptr_eq(&p.job, &self.job))
     }
 
+    /// True when the calling thread is a PE (any) of this handle's job:
+    /// there an ordinary send reaches the handle's PE.
+    pub fn is_in_job(&self) -> bool {
+        pe::try_current().is_some_and(|p| Arc::ptr_eq(&p.job, &self.job))
+    }
+
     /// Gives the PE `msg` from any thread: its handler runs on the PE as
     /// for a message that arrived from another PE. Returns false, dropping
     /// the message, when the job is ending.

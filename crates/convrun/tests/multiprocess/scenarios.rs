@@ -2221,6 +2221,22 @@ fn ext_cld() -> i32 {
     run_normal(|args| cld_tree::start(&args[1..]))
 }
 
+/// PE 0 sends the last PE (another process) a forged seed whose own
+/// handler is the balancer's: the job must end naming the sender, not
+/// pass the seed around for ever.
+fn ext_cld_forged() -> i32 {
+    use converse_ext::cld;
+    cld::install();
+    run_normal(|_| {
+        if my_pe() != 0 {
+            return;
+        }
+        let mut m = Message::new(cld::balance_handler_index(), 8);
+        cld::switch_handler(&mut m, cld::handler_index());
+        converse::sync_send_and_free(num_pes() - 1, m);
+    })
+}
+
 // ---------------------------------------------------------------------------
 // core_isomalloc: unique addresses across processes; a block that migrates
 // ---------------------------------------------------------------------------
@@ -2377,6 +2393,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "ext_futures" => ext_futures(),
         "ext_cms" => ext_cms(),
         "ext_cld" => ext_cld(),
+        "ext_cld_forged" => ext_cld_forged(),
         "core_node_sends" => node_sends(),
         "core_bcast" => bcast(check_src),
         "core_reduce" => reduce(),
@@ -2588,7 +2605,7 @@ fn ext_cms_case() {
 /// both: the answer, and for the strategies that move seeds, some seeds
 /// that ran in another process than the one that made them (packed on the
 /// way, which the example checks). An unknown `+balancer` ends the job
-/// with the names it takes.
+/// with the names it takes; a forged seed ends it naming its sender.
 fn ext_cld_case() {
     let mut jobs = Jobs::default();
     for (strategy, prio) in [
@@ -2623,6 +2640,16 @@ fn ext_cld_case() {
                 (moves && left == 0).then(|| "no seed left its process".to_string())
             },
         );
+    }
+    let f = start_job("tcp", 2, 1, "ext_cld_forged", &[]);
+    if f.code == Some(0)
+        || !f.stderr.contains("a seed from PE 0 on PE 1 names handler")
+        || !f.stderr.contains("the balancer's")
+    {
+        jobs.failures.push(format!(
+            "=== ext_cld_forged: expected an abort naming the sender and the handler\n{}",
+            output(&f)
+        ));
     }
     let f = start_job("shm", 2, 1, "ext_cld", &["20", "8", "+balancer", "bogus"]);
     if f.code == Some(0)
