@@ -579,6 +579,11 @@ pub fn count_balance_messages(n: u64) {
 /// enqueued there with its priority. The message is consumed (the C
 /// function frees it).
 ///
+/// A broadcast of a seed that has a pack function, in a job of several
+/// processes, sends the short form to this process's PEs and the packed
+/// form to the others (two list sends, not the runtime's spanning-tree
+/// broadcast), so only the copies that leave are packed.
+///
 /// # Panics
 /// Aborts the job if `info_fn` is not registered or the PE does not exist.
 #[doc(alias = "CldEnqueue")]
@@ -596,14 +601,33 @@ pub fn enqueue(dest: Dest, mut msg: Message, info_fn: usize) {
             send_with(&state, pe, msg, info, state.handler.get());
         }
         Dest::Broadcast | Dest::BroadcastAll => {
-            let leaving = converse::machine::process_pes() != (0..converse::num_pes());
-            let (mut msg, _) = pack_if(&state, msg, info, leaving);
-            switch_handler(&mut msg, state.handler.get());
-            if dest == Dest::Broadcast {
-                converse::sync_broadcast_and_free(msg);
-            } else {
-                converse::sync_broadcast_all_and_free(msg);
+            let n = state.pes;
+            let local = converse::machine::process_pes();
+            if local == (0..n) || info.pack.is_none() {
+                // One form for everyone: the runtime's broadcast.
+                let mut msg = msg;
+                switch_handler(&mut msg, state.handler.get());
+                if dest == Dest::Broadcast {
+                    converse::sync_broadcast_and_free(msg);
+                } else {
+                    converse::sync_broadcast_all_and_free(msg);
+                }
+                return;
             }
+            // The PEs of this process get the short form, the others the
+            // packed one: a pack only for the copies that leave.
+            let skip_me = dest == Dest::Broadcast;
+            let (here, away): (Vec<usize>, Vec<usize>) = (0..n)
+                .filter(|&pe| !(skip_me && pe == me))
+                .partition(|pe| local.contains(pe));
+            if !here.is_empty() {
+                let mut copy = msg.to_owned_copy();
+                switch_handler(&mut copy, state.handler.get());
+                converse::sync_list_send_and_free(&here, copy);
+            }
+            let (mut packed, _) = pack_if(&state, msg, info, true);
+            switch_handler(&mut packed, state.handler.get());
+            converse::sync_list_send_and_free(&away, packed);
         }
     }
 }
@@ -700,13 +724,28 @@ pub fn node_enqueue(dest: NodeDest, mut msg: Message, info_fn: usize) {
             converse::sync_node_send_and_free(n, msg);
         }
         NodeDest::Broadcast | NodeDest::BroadcastAll => {
-            let leaving = local != (0..converse::num_pes());
-            let (mut msg, _) = pack_if(&state, msg, info, leaving);
-            switch_handler(&mut msg, state.node_handler.get());
-            if dest == NodeDest::Broadcast {
-                converse::sync_node_broadcast_and_free(msg);
-            } else {
-                converse::sync_node_broadcast_all_and_free(msg);
+            if local == (0..state.pes) || info.pack.is_none() {
+                let mut msg = msg;
+                switch_handler(&mut msg, state.node_handler.get());
+                if dest == NodeDest::Broadcast {
+                    converse::sync_node_broadcast_and_free(msg);
+                } else {
+                    converse::sync_node_broadcast_all_and_free(msg);
+                }
+                return;
+            }
+            // As for PEs: the short form inside the process, packed outside.
+            let skip_me = dest == NodeDest::Broadcast;
+            let mut short = msg.to_owned_copy();
+            switch_handler(&mut short, state.node_handler.get());
+            let (mut packed, _) = pack_if(&state, msg, info, true);
+            switch_handler(&mut packed, state.node_handler.get());
+            for node in (0..nodes).filter(|&n| !(skip_me && n == me)) {
+                if local.contains(&converse::node_first(node)) {
+                    converse::sync_node_send(node, &short);
+                } else {
+                    converse::sync_node_send(node, &packed);
+                }
             }
         }
     }

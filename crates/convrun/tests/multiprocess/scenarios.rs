@@ -2221,6 +2221,73 @@ fn ext_cld() -> i32 {
     run_normal(|args| cld_tree::start(&args[1..]))
 }
 
+/// The prioritized sends of `cld` across processes: a seed to the last
+/// node's queue, one to the last PE, one broadcast to all PEs and one to
+/// all nodes. Each is packed
+/// (its pack function marks it) exactly when it lands in another process
+/// than PE 0's, and runs with its own handler back; PE 0 counts the runs.
+fn ext_cld_sends() -> i32 {
+    use converse_ext::cld::{self, Dest, NodeDest, SeedInfo};
+    fn pack(mut m: Message) -> Message {
+        m.payload_mut()[1] = 1;
+        m
+    }
+    fn info(m: &Message) -> SeedInfo {
+        SeedInfo::new(m, converse::Queueing::IFifo(-1)).with_pack(pack)
+    }
+    cld::install();
+    run_normal(|_| {
+        let info_fn = cld::register_info_fn(info);
+        let runs = Rc::new(Cell::new(0usize));
+        let r = Rc::clone(&runs);
+        let counted = converse::register_handler(move |_m: Message| {
+            r.set(r.get() + 1);
+            // 1 node seed + 1 PE seed + one broadcast copy per PE and one
+            // per node.
+            if r.get() == 2 + num_pes() + num_nodes() {
+                cmi_printf!("ok ext_cld_sends\n");
+                converse::exit(0);
+            }
+        });
+        let own = Rc::new(Cell::new(0));
+        let o = Rc::clone(&own);
+        own.set(converse::register_handler(move |m: Message| {
+            check!(m.handler() == o.get(), "the seed's own handler is back");
+            let away = !converse::machine::process_pes().contains(&0);
+            check!(
+                (m.payload()[1] == 1) == away,
+                "seed kind {} on PE {}: packed {}, in another process than PE 0 {away}",
+                m.payload()[0],
+                my_pe(),
+                m.payload()[1]
+            );
+            if m.payload()[0] == 0 {
+                check!(
+                    converse::my_node() == num_nodes() - 1,
+                    "the node seed ran on node {}",
+                    converse::my_node()
+                );
+            }
+            if m.payload()[0] == 1 {
+                check!(
+                    my_pe() == num_pes() - 1,
+                    "the PE seed ran on PE {}",
+                    my_pe()
+                );
+            }
+            converse::sync_send_and_free(0, Message::new(counted, 0));
+        }));
+        if my_pe() != 0 {
+            return;
+        }
+        let seed = |kind: u8| Message::from_payload(own.get(), &[kind, 0]);
+        cld::node_enqueue(NodeDest::Node(num_nodes() - 1), seed(0), info_fn);
+        cld::enqueue(Dest::Pe(num_pes() - 1), seed(1), info_fn);
+        cld::enqueue(Dest::BroadcastAll, seed(2), info_fn);
+        cld::node_enqueue(NodeDest::BroadcastAll, seed(3), info_fn);
+    })
+}
+
 /// PE 0 sends the last PE (another process) a forged seed whose own
 /// handler is the balancer's: the job must end naming the sender, not
 /// pass the seed around for ever.
@@ -2394,6 +2461,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "ext_cms" => ext_cms(),
         "ext_cld" => ext_cld(),
         "ext_cld_forged" => ext_cld_forged(),
+        "ext_cld_sends" => ext_cld_sends(),
         "core_node_sends" => node_sends(),
         "core_bcast" => bcast(check_src),
         "core_reduce" => reduce(),
@@ -2641,6 +2709,7 @@ fn ext_cld_case() {
             },
         );
     }
+    jobs.ok("ext_cld_sends", &[]);
     let f = start_job("tcp", 2, 1, "ext_cld_forged", &[]);
     if f.code == Some(0)
         || !f.stderr.contains("a seed from PE 0 on PE 1 names handler")
