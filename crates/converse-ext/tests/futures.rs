@@ -12,61 +12,65 @@ static GOT: Mutex<Vec<Vec<u8>>> = Mutex::new(Vec::new());
 /// The jobs of this file run one at a time (they share `GOT`).
 static SERIAL: Mutex<()> = Mutex::new(());
 
-#[test]
-fn futures_filled_from_other_pes_wake_the_waiting_thread() {
+/// Runs `start` on a job of `pes` PEs (the futures module installed), one
+/// job of this file at a time; returns what the job left in `GOT`.
+fn job(pes: &str, start: impl Fn(&[String]) + Send + Sync + 'static) -> Vec<Vec<u8>> {
     let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     GOT.lock().unwrap().clear();
     futures::install();
     let code = Converse::new()
-        .args(["prog", "+p", "3"])
-        .run(|_| {
-            // Every other PE fills the future whose handle it gets.
-            let fill = converse::register_handler(|m: Message| {
-                let f = Cfuture::from_bytes(m.payload()).expect("a future");
-                if converse::my_pe() == 1 {
-                    futures::set(f, b"from PE 1");
-                } else {
-                    let mut v = futures::create_value(9);
-                    v.bytes_mut().expect("ours").copy_from_slice(b"from PE 2");
-                    futures::store_value(f, v);
-                }
-            });
-            if converse::my_pe() != 0 {
-                return;
-            }
-            Thread::create(
-                move || {
-                    // Filled here first: no wait.
-                    let local = futures::create();
-                    futures::set(local, b"local");
-                    assert!(futures::is_filled(local));
-                    let mut got = vec![futures::wait(local).to_vec()];
-                    let remote: Vec<Cfuture> = (1..3).map(|_| futures::create()).collect();
-                    for (pe, f) in (1..3).zip(&remote) {
-                        assert!(!futures::is_filled(*f));
-                        converse::sync_send_and_free(
-                            pe,
-                            Message::from_payload(fill, &f.to_bytes()),
-                        );
-                    }
-                    for f in &remote {
-                        let value = futures::wait(*f);
-                        futures::destroy(*f);
-                        // The waiter's copy of the value outlives the future.
-                        got.push(value.to_vec());
-                    }
-                    futures::destroy(local);
-                    *GOT.lock().unwrap() = got;
-                    converse::exit(0);
-                },
-                0,
-            )
-            .awaken();
-        })
+        .args(["prog", "+p", pes])
+        .run(start)
         .expect("the job starts");
     assert_eq!(code, 0);
+    std::mem::take(&mut *GOT.lock().unwrap())
+}
+
+#[test]
+fn futures_filled_from_other_pes_wake_the_waiting_thread() {
+    let got = job("3", |_| {
+        // Every other PE fills the future whose handle it gets.
+        let fill = converse::register_handler(|m: Message| {
+            let f = Cfuture::from_bytes(m.payload()).expect("a future");
+            if converse::my_pe() == 1 {
+                futures::set(f, b"from PE 1");
+            } else {
+                let mut v = futures::create_value(9);
+                v.bytes_mut().expect("ours").copy_from_slice(b"from PE 2");
+                futures::store_value(f, v);
+            }
+        });
+        if converse::my_pe() != 0 {
+            return;
+        }
+        Thread::create(
+            move || {
+                // Filled here first: no wait.
+                let local = futures::create();
+                futures::set(local, b"local");
+                assert!(futures::is_filled(local));
+                let mut got = vec![futures::wait(local).to_vec()];
+                let remote: Vec<Cfuture> = (1..3).map(|_| futures::create()).collect();
+                for (pe, f) in (1..3).zip(&remote) {
+                    assert!(!futures::is_filled(*f));
+                    converse::sync_send_and_free(pe, Message::from_payload(fill, &f.to_bytes()));
+                }
+                for f in &remote {
+                    let value = futures::wait(*f);
+                    futures::destroy(*f);
+                    // The waiter's copy of the value outlives the future.
+                    got.push(value.to_vec());
+                }
+                futures::destroy(local);
+                *GOT.lock().unwrap() = got;
+                converse::exit(0);
+            },
+            0,
+        )
+        .awaken();
+    });
     assert_eq!(
-        *GOT.lock().unwrap(),
+        got,
         vec![
             b"local".to_vec(),
             b"from PE 1".to_vec(),
@@ -120,44 +124,37 @@ fn async_tasks_await_converse_futures_and_foreign_wakes() {
         }
     }
 
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    GOT.lock().unwrap().clear();
-    futures::install();
-    let code = Converse::new()
-        .args(["prog", "+p", "3"])
-        .run(|_| {
-            let fill = converse::register_handler(|m: Message| {
-                let f = Cfuture::from_bytes(m.payload()).expect("a future");
-                futures::set(f, format!("from PE {}", converse::my_pe()).as_bytes());
-            });
-            if converse::my_pe() != 0 {
-                return;
+    let got = job("3", |_| {
+        let fill = converse::register_handler(|m: Message| {
+            let f = Cfuture::from_bytes(m.payload()).expect("a future");
+            futures::set(f, format!("from PE {}", converse::my_pe()).as_bytes());
+        });
+        if converse::my_pe() != 0 {
+            return;
+        }
+        tasks::spawn(async move {
+            let remote: Vec<Cfuture> = (1..3).map(|_| futures::create()).collect();
+            for (pe, f) in (1..3).zip(&remote) {
+                converse::sync_send_and_free(pe, Message::from_payload(fill, &f.to_bytes()));
             }
-            tasks::spawn(async move {
-                let remote: Vec<Cfuture> = (1..3).map(|_| futures::create()).collect();
-                for (pe, f) in (1..3).zip(&remote) {
-                    converse::sync_send_and_free(pe, Message::from_payload(fill, &f.to_bytes()));
-                }
-                let mut got = Vec::new();
-                for f in remote.iter().rev() {
-                    got.push((*f).await.to_vec());
-                    futures::destroy(*f);
-                }
-                Slept {
-                    done: Arc::new(AtomicBool::new(false)),
-                    started: false,
-                }
-                .await;
-                got.push(b"slept".to_vec());
-                *GOT.lock().unwrap() = got;
-                converse::exit(0);
-            });
-            assert_eq!(tasks::pending(), 1);
-        })
-        .expect("the job starts");
-    assert_eq!(code, 0);
+            let mut got = Vec::new();
+            for f in remote.iter().rev() {
+                got.push((*f).await.to_vec());
+                futures::destroy(*f);
+            }
+            Slept {
+                done: Arc::new(AtomicBool::new(false)),
+                started: false,
+            }
+            .await;
+            got.push(b"slept".to_vec());
+            *GOT.lock().unwrap() = got;
+            converse::exit(0);
+        });
+        assert_eq!(tasks::pending(), 1);
+    });
     assert_eq!(
-        *GOT.lock().unwrap(),
+        got,
         [
             b"from PE 2".to_vec(),
             b"from PE 1".to_vec(),
@@ -194,19 +191,12 @@ fn a_task_woken_during_its_own_poll_is_polled_again() {
         }
     }
 
-    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    GOT.lock().unwrap().clear();
-    futures::install();
-    let code = Converse::new()
-        .args(["prog", "+p", "1"])
-        .run(|_| {
-            tasks::spawn(async {
-                let polls = WakeAndSchedule { polls: 0 }.await;
-                *GOT.lock().unwrap() = vec![vec![polls as u8]];
-                converse::exit(0);
-            });
-        })
-        .expect("the job starts");
-    assert_eq!(code, 0);
-    assert_eq!(*GOT.lock().unwrap(), [vec![3u8]]);
+    let got = job("1", |_| {
+        tasks::spawn(async {
+            let polls = WakeAndSchedule { polls: 0 }.await;
+            *GOT.lock().unwrap() = vec![vec![polls as u8]];
+            converse::exit(0);
+        });
+    });
+    assert_eq!(got, [vec![3u8]]);
 }
