@@ -260,3 +260,44 @@ fn switching_the_handler_keeps_the_info_function() {
     assert_eq!(m.handler(), 77);
     assert_eq!(cld::info_fn_index(&m), 9);
 }
+
+/// The movable pool is bounded: a strategy that keeps every seed here gets
+/// `MOVABLE_MAX` tokens, the rest wait in the scheduler queue, and all of
+/// them run.
+#[test]
+fn the_movable_pool_is_bounded() {
+    struct KeepHere;
+    impl cld::Strategy for KeepHere {
+        fn name(&self) -> &'static str {
+            "keep-here"
+        }
+        fn place(&self, cld: &cld::Balancer, seed: Message, info: SeedInfo) {
+            cld.keep(seed, info.queueing);
+        }
+    }
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    cld::register_strategy("keep-here", || Box::new(KeepHere));
+    let extra = 100;
+    let code = job(&["t", "+p", "2", "+balancer", "keep-here"], move |_| {
+        let info = cld::register_info_fn(prio_info);
+        let ran = Rc::new(Cell::new(0));
+        let r = Rc::clone(&ran);
+        let total = cld::MOVABLE_MAX + extra;
+        let handler = converse::register_handler(move |_m: Message| {
+            r.set(r.get() + 1);
+            if r.get() == total {
+                assert_eq!(cld::count_tokens(), 0);
+                converse::exit(0);
+            }
+        });
+        if converse::my_pe() != 0 {
+            return;
+        }
+        for t in 0..total {
+            cld::enqueue(Dest::Anywhere, prio_seed(handler, 0, t as u32), info);
+        }
+        assert_eq!(cld::count_tokens(), cld::MOVABLE_MAX);
+        assert_eq!(cld::load(), total);
+    });
+    assert_eq!(code, 0);
+}

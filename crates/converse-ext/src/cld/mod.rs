@@ -169,6 +169,10 @@ pub const MAX_INFO_FNS: usize = 1 << (32 - XHANDLER_BITS);
 
 const _: () = assert!(converse::msg::MAX_HANDLER_INDEX < 1 << XHANDLER_BITS);
 
+/// Most movable seeds (tokens) a PE holds when its strategy places seeds
+/// ([`Balancer::keep`]); seeds beyond wait in the scheduler queue for good.
+pub const MOVABLE_MAX: usize = 1024;
+
 /// Seeds per parcel of [`multiple_send`], and bytes: a parcel is closed
 /// when either is reached ("reasonably sized parcels").
 const PARCEL_SEEDS: usize = 64;
@@ -301,7 +305,7 @@ pub struct Balancer {
     /// (`CldHandler`).
     handler: Cell<usize>,
     /// Receives movable seeds ([`multiple_send`]): puts them in the token
-    /// queue (`CldBalanceHandler`).
+    /// queue, room permitting ([`Balancer::keep`]; `CldBalanceHandler`).
     balance_handler: Cell<usize>,
     /// Receives seeds sent to a node: enqueues them in its node queue.
     node_handler: Cell<usize>,
@@ -386,6 +390,21 @@ impl Balancer {
                 self.me,
                 if h == 0 { "reserved" } else { "the balancer's" }
             ));
+        }
+    }
+
+    /// Keeps a seed the strategy placed here: movable (a token, as
+    /// [`put_token`](Balancer::put_token)) while this PE holds fewer than
+    /// [`MOVABLE_MAX`] tokens, else enqueued for good at its priority. A
+    /// PE running a breadth-first search may otherwise hold most of the
+    /// tree as tokens, and choosing which to move grows with their number;
+    /// a bounded pool is plenty to balance from, and it refills as its
+    /// seeds run or move.
+    pub fn keep(&self, seed: Message, queueing: Queueing) {
+        if self.tokens.borrow().count() < MOVABLE_MAX {
+            self.put_token(seed, queueing);
+        } else {
+            converse::enqueue_general(seed, queueing);
         }
     }
 
@@ -484,7 +503,7 @@ pub fn module_general_init() {
             s.restore_arrived(&mut msg, "a movable seed");
             let info = arrived_info(&msg, "a movable seed");
             s.count(|c| c.seeds_received += 1);
-            s.put_token(msg, info.queueing);
+            s.keep(msg, info.queueing);
             s.strategy().received(&s);
         }));
     let s = Rc::clone(&state);

@@ -17,7 +17,8 @@
 //!   job is quiescent.
 //! - Every 10 ms, and on a report of an idle neighbour, a PE with tokens compares its load with
 //!   each neighbour's last known one, lightest first, and sends a lighter
-//!   one half the difference ([`multiple_send`](super::multiple_send),
+//!   one half the difference, at most `MAX_GIVE` (256) seeds a step
+//!   ([`multiple_send`](super::multiple_send),
 //!   which spreads what it gives over its priorities); it then counts the
 //!   seeds as that neighbour's, until the next report says otherwise.
 //! - Seeds arriving make the PE's next idle edge report again, so a
@@ -32,6 +33,12 @@ use std::rc::Rc;
 use converse::{Condition, Message};
 
 use super::{Balancer, SeedInfo, Strategy};
+
+/// Most seeds given to one neighbour in one step. Half the difference can
+/// be most of a breadth-first tree; moving it all at once costs more than
+/// the work it balances, and the next step (10 ms on) moves more if the
+/// difference stays.
+const MAX_GIVE: usize = 256;
 
 struct State {
     me: usize,
@@ -95,7 +102,7 @@ impl Strategy for Neighbor {
         "neighbor"
     }
     fn place(&self, cld: &Balancer, seed: Message, info: SeedInfo) {
-        cld.put_token(seed, info.queueing);
+        cld.keep(seed, info.queueing);
     }
     fn received(&self, _cld: &Balancer) {
         self.0.reported.set(None);
@@ -160,7 +167,7 @@ impl State {
             if mine <= theirs.saturating_add(1) || tokens == 0 {
                 break;
             }
-            let give = ((mine - theirs) / 2).min(tokens);
+            let give = ((mine - theirs) / 2).min(tokens).min(MAX_GIVE);
             let moved = super::multiple_send(self.neighbors[i], give);
             let known = &mut self.known.borrow_mut()[i];
             *known = known.saturating_add(moved);

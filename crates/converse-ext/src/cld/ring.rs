@@ -15,8 +15,8 @@
 //! 1. **`CldGetStrategy`** is [`Strategy::name`].
 //! 2. **`CldEnqueue`'s first branch** (`pe == CLD_ANYWHERE` on more than one
 //!    PE) is [`Strategy::place`]: here, like the manual's, it puts the seed
-//!    in the token queue ([`Balancer::put_token`]),
-//!    where it stays movable. The other branches (a given PE, the
+//!    in the token queue ([`Balancer::keep`], which bounds the movable
+//!    pool), where it stays movable. The other branches (a given PE, the
 //!    broadcasts, one PE) and the info and pack calls are
 //!    [`enqueue`](crate::cld::enqueue)'s, the same for every strategy.
 //! 3. **`CldHandler` and `CldBalanceHandler`** are the module's: seeds sent
@@ -78,6 +78,6 @@ impl Strategy for Ring {
         "ring"
     }
     fn place(&self, cld: &Balancer, seed: Message, info: SeedInfo) {
-        cld.put_token(seed, info.queueing);
+        cld.keep(seed, info.queueing);
     }
 }

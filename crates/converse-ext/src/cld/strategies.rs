@@ -32,8 +32,8 @@ pub trait Strategy {
     fn name(&self) -> &'static str;
 
     /// Places `seed`, given to [`Dest::Anywhere`](super::Dest::Anywhere) on
-    /// a job of more than one PE: keep it movable
-    /// ([`Balancer::put_token`]), keep it for good
+    /// a job of more than one PE: keep it movable while the pool has room
+    /// ([`Balancer::keep`]) or always ([`Balancer::put_token`]), keep it for good
     /// ([`converse::enqueue_general`]) or send it for good
     /// ([`send_seed`](super::send_seed)). Its info slot already names its
     /// info function; `info` is what that function said.

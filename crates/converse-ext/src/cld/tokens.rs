@@ -20,13 +20,17 @@
 //! Every seed is put and taken (by its token) once, but only a few are
 //! ever moved, and moving is rare (a steal, a periodic step). So putting
 //! and taking are a slab insert and remove, and the priority order is
-//! worked out only when seeds are taken out to be moved: then the live
-//! seeds are sorted by their priority (the scheduler's order, `Cqs`'s)
-//! and, among equals, by a sequence number (FIFO seeds count up, LIFO
-//! seeds count down, so the sort puts them where the scheduler queue has
-//! them). An earlier version kept a second `Cqs` of ids beside the slab;
-//! it cost about 15% of a seed's way through the token queue for order
-//! that is rarely read.
+//! worked out only when seeds are taken out to be moved: then the `k`
+//! most urgent live seeds are selected (linear in the seeds held) and
+//! sorted, by their priority (`Queueing::prio`, the scheduler's order,
+//! compared without allocating) and, among equals, by a sequence number
+//! (FIFO seeds count up, LIFO seeds count down, so the order is where the
+//! scheduler queue has them). An earlier version kept a second `Cqs` of
+//! ids beside the slab; it cost about 20% of a seed's way through the
+//! token queue for order that is rarely read. A version that sorted every
+//! live seed (with an allocated key each) on every move made `neighbor`
+//! four times slower on a breadth-first tree, where a PE holds most of the
+//! tree as tokens.
 //!
 //! # Invariants
 //!
@@ -42,7 +46,7 @@
 //! # Concurrency
 //!
 //! None: each PE owns its queue.
-use converse::{BitPrio, Queueing};
+use converse::Queueing;
 
 /// Names one seed put in a [`TokenQueue`]; what the token message carries.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,14 +101,13 @@ impl<T> Default for TokenQueue<T> {
     }
 }
 
-/// `q`'s priority in the scheduler's one ordering space.
-fn priority(q: &Queueing) -> BitPrio {
-    match q {
-        Queueing::Fifo | Queueing::Lifo => BitPrio::from_int(0),
-        Queueing::IFifo(p) | Queueing::ILifo(p) => BitPrio::from_int(*p),
-        Queueing::LFifo(p) | Queueing::LLifo(p) => BitPrio::from_long(*p),
-        Queueing::BFifo(b) | Queueing::BLifo(b) => b.clone(),
-    }
+/// The scheduler's order of two held seeds: priority, then place among
+/// equals.
+fn urgency<T>(a: &Held<T>, b: &Held<T>) -> std::cmp::Ordering {
+    a.queueing
+        .prio()
+        .cmp(&b.queueing.prio())
+        .then(a.seq.cmp(&b.seq))
 }
 
 fn is_lifo(q: &Queueing) -> bool {
@@ -171,18 +174,14 @@ impl<T> TokenQueue<T> {
     /// out to be moved (`CldGetToken`).
     pub fn get(&mut self) -> Option<T> {
         // One pass for the minimum: a balancer may call this in a loop.
-        let mut best: Option<(BitPrio, i64, u32)> = None;
-        for (i, s) in self.slots.iter().enumerate() {
-            let Some(h) = &s.held else { continue };
-            let p = priority(&h.queueing);
-            let better = best.as_ref().is_none_or(|(bp, bs, _)| {
-                p.prio().cmp(&bp.prio()).then(h.seq.cmp(bs)) == std::cmp::Ordering::Less
-            });
-            if better {
-                best = Some((p, h.seq, i as u32));
-            }
-        }
-        self.remove(best?.2, None)
+        let best = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.held.as_ref().map(|h| (h, i as u32)))
+            .min_by(|a, b| urgency(a.0, b.0))?
+            .1;
+        self.remove(best, None)
     }
 
     /// Takes up to `n` seeds out to be moved, spread over the priorities
@@ -195,8 +194,7 @@ impl<T> TokenQueue<T> {
         if n == 0 {
             return Vec::new();
         }
-        let mut front = self.in_order();
-        front.truncate(2 * n);
+        let front = self.most_urgent(2 * n);
         let mut give: Vec<bool> = (0..front.len()).map(|i| i % 2 == 1).collect();
         let mut short = n - front.len() / 2;
         for i in (0..front.len()).step_by(2).rev() {
@@ -214,20 +212,25 @@ impl<T> TokenQueue<T> {
             .collect()
     }
 
-    /// The live slots, most urgent first.
-    fn in_order(&self) -> Vec<u32> {
-        let mut keyed: Vec<(BitPrio, i64, u32)> = self
+    /// The `k` most urgent live slots, most urgent first: a selection,
+    /// then a sort of those only (a PE may hold most of a breadth-first
+    /// tree as tokens).
+    fn most_urgent(&self, k: usize) -> Vec<u32> {
+        let mut live: Vec<(&Held<T>, u32)> = self
             .slots
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| {
-                s.held
-                    .as_ref()
-                    .map(|h| (priority(&h.queueing), h.seq, i as u32))
-            })
+            .filter_map(|(i, s)| s.held.as_ref().map(|h| (h, i as u32)))
             .collect();
-        keyed.sort_by(|a, b| a.0.prio().cmp(&b.0.prio()).then(a.1.cmp(&b.1)));
-        keyed.into_iter().map(|(_, _, i)| i).collect()
+        if k == 0 {
+            return Vec::new();
+        }
+        if live.len() > k {
+            live.select_nth_unstable_by(k - 1, |a, b| urgency(a.0, b.0));
+            live.truncate(k);
+        }
+        live.sort_unstable_by(|a, b| urgency(a.0, b.0));
+        live.into_iter().map(|(_, i)| i).collect()
     }
 
     /// Empties slot `index` if it holds a seed (of `generation`, when
@@ -373,7 +376,7 @@ mod tests {
     /// seeds out in the order the scheduler's queue would run them.
     #[test]
     fn every_kind_of_priority_follows_the_scheduler_order() {
-        let bits = |b: u32, w: &[u32]| BitPrio::new(b, w).unwrap();
+        let bits = |b: u32, w: &[u32]| converse::BitPrio::new(b, w).unwrap();
         let kinds = [
             Queueing::Fifo,
             Queueing::IFifo(-5),

@@ -101,7 +101,7 @@ impl Strategy for WorkStealing {
         "workstealing"
     }
     fn place(&self, cld: &Balancer, seed: Message, info: SeedInfo) {
-        cld.put_token(seed, info.queueing);
+        cld.keep(seed, info.queueing);
         self.0.push_to_waiting(cld);
     }
     fn received(&self, cld: &Balancer) {

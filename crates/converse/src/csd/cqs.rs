@@ -263,6 +263,32 @@ pub enum Queueing {
     BLifo(BitPrio),
 }
 
+impl Queueing {
+    /// This placement's priority as a comparable view, in the one space the
+    /// queue orders by (FIFO and LIFO: the middle priority). Nothing is
+    /// allocated: a library that keeps its own order of queued items (the
+    /// extensions' seed balancer) compares these.
+    pub fn prio(&self) -> PrioRef<'_> {
+        match self {
+            Queueing::Fifo | Queueing::Lifo => PrioRef::MIDDLE,
+            Queueing::IFifo(p) | Queueing::ILifo(p) => PrioRef {
+                first: int_word(*p),
+                second: 0,
+                more: &[],
+            },
+            Queueing::LFifo(p) | Queueing::LLifo(p) => {
+                let (first, second) = long_words(*p);
+                PrioRef {
+                    first,
+                    second,
+                    more: &[],
+                }
+            }
+            Queueing::BFifo(b) | Queueing::BLifo(b) => b.prio(),
+        }
+    }
+}
+
 /// A borrowed view of a normalised priority, totally ordered as binary
 /// fractions: `a < b` means `a` is more urgent.
 ///
