@@ -16,16 +16,19 @@
 //! - [`cld`]: seed load balancing (chapter 7): seeds placed by a strategy
 //!   chosen with `+balancer NAME`, moved while they wait;
 //! - [`tasks`]: async code on a PE ([`tasks::spawn`]), which can await a
-//!   [`futures::Cfuture`] (`future.await`).
+//!   [`futures::Cfuture`] (`future.await`);
+//! - [`cpthreads`]: Converse-POSIX threads (chapter 9), the pthreads API
+//!   over Converse threads.
 //!
-//! Still to come (the next issue): parameter marshalling (Cpm),
-//! Converse-POSIX threads and parallel arrays of threads.
+//! Still to come (issue 21): parameter marshalling (Cpm) and parallel
+//! arrays of threads (CPath).
 #![warn(missing_docs)]
 
 pub mod cds;
 pub mod cld;
 pub mod cmm;
 pub mod cms;
+pub mod cpthreads;
 pub mod futures;
 pub mod tasks;
 

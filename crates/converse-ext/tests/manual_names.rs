@@ -16,6 +16,7 @@ const CHAPTERS: &[(&str, &[&str])] = &[
     ("Data Structures", &["CdsFifo", "CkQ"]),
     ("Futures", &["Cfuture"]),
     ("Load Balancing", &["Cld", "CLD_"]),
+    ("Converse-POSIX threads", &["Cpthread", "pthread_"]),
 ];
 
 fn manifest_dir() -> PathBuf {

@@ -2288,6 +2288,18 @@ fn ext_cld_sends() -> i32 {
     })
 }
 
+/// A pthread function called in the start function: the job ends with the
+/// manual's explanation (pthreads only in pthreads; §9.5).
+fn ext_cpthreads_outside() -> i32 {
+    use converse_ext::cpthreads;
+    cpthreads::install();
+    run_normal(|_| {
+        let attr = cpthreads::PthreadAttr::new();
+        let t = cpthreads::pthread_create(&attr, || Box::new(())).expect("a thread");
+        let _ = cpthreads::pthread_join(t);
+    })
+}
+
 /// PE 0 sends the last PE (another process) a forged seed whose own
 /// handler is the balancer's: the job must end naming the sender, not
 /// pass the seed around for ever.
@@ -2462,6 +2474,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "ext_cld" => ext_cld(),
         "ext_cld_forged" => ext_cld_forged(),
         "ext_cld_sends" => ext_cld_sends(),
+        "ext_cpthreads_outside" => ext_cpthreads_outside(),
         "core_node_sends" => node_sends(),
         "core_bcast" => bcast(check_src),
         "core_reduce" => reduce(),
@@ -2733,6 +2746,21 @@ fn ext_cld_case() {
     jobs.check();
 }
 
+/// Converse-POSIX threads refuse a blocking call outside a pthread, with
+/// the manual's explanation (the threads themselves are tested in
+/// `converse-ext/tests/cpthreads.rs`).
+fn ext_cpthreads_case() {
+    let f = start_job("shm", 2, 1, "ext_cpthreads_outside", &[]);
+    assert!(
+        f.code != Some(0)
+            && f.stderr.contains("pthread_join on PE ")
+            && f.stderr.contains("outside a pthread")
+            && f.stderr.contains("Cpthreads_start_main"),
+        "expected a refusal naming the call and the remedy\n{}",
+        output(&f)
+    );
+}
+
 fn core_node_sends() {
     Jobs::default().ok("core_node_sends", &[]).check();
 }
@@ -2847,6 +2875,7 @@ pub fn cases() -> Vec<Case> {
         ("ext_futures", ext_futures_case),
         ("ext_cms", ext_cms_case),
         ("ext_cld", ext_cld_case),
+        ("ext_cpthreads", ext_cpthreads_case),
         ("core_node_sends", core_node_sends),
         ("core_bcast", core_bcast),
         ("core_reduce", core_reduce),
