@@ -30,7 +30,11 @@
 //! [`pthread_exit`] and an acted-on cancellation unwind the thread's stack
 //! (with `std::panic::resume_unwind`, which runs destructors and prints
 //! nothing) to the frame that started it, which records the result. A
-//! panic of the program's own goes on up as before. Cancellation is
+//! panic of the program's own goes on up as before. Destructors that run
+//! during that unwind must not block (lock a held mutex, wait, join): the
+//! runtime sees an unwinding thread that suspends as one that has ended.
+//! Once acted on, cancellation is disabled, as POSIX says, so a
+//! destructor reaching a cancellation point does not start another. Cancellation is
 //! *deferred* only (`PTHREAD_CANCEL_DEFERRED`): it acts at the
 //! cancellation points [`pthread_testcancel`], [`pthread_join`],
 //! [`PthreadCond::wait`] and [`PthreadCond::timedwait`]; asynchronous
@@ -50,8 +54,12 @@
 //!
 //! - A record lives from `pthread_create` until the thread has finished and
 //!   was joined, or has finished while detached.
-//! - A mutex's `owner` is the pthread holding it; each waiter in its queue
-//!   is suspended in `lock` until `unlock` makes it the owner.
+//! - A mutex's `owner` is the pthread holding it (every mutex call checks
+//!   it is made in a pthread); each waiter in its queue is suspended in
+//!   `lock` until `unlock` makes it the owner.
+//! - A thread detached while another joins it still wakes its joiner when
+//!   it ends; a condition wait that is over (returned or unwound) is never
+//!   woken by its timer.
 //!
 //! # Concurrency
 //!
@@ -324,6 +332,10 @@ fn unwind_with(r: &Record, exit: Exit) -> ! {
 /// Acts on a pending cancellation of `r` (a cancellation point).
 fn cancellation_point(r: &Record) {
     if r.cancel_enabled.get() && r.cancel_pending.get() {
+        // As POSIX: once acted on, cancellation is disabled, so a
+        // destructor that reaches a cancellation point during the unwind
+        // does not start a second one.
+        r.cancel_enabled.set(false);
         unwind_with(r, Exit::Canceled);
     }
 }
@@ -392,16 +404,17 @@ fn finish(r: &Rc<Record>, exit: Exit) {
             }
         }
     }
-    r.specific.borrow_mut().clear();
+    // Values set by the last round's destructors: dropped after the borrow.
+    let left = std::mem::take(&mut *r.specific.borrow_mut());
+    drop(left);
     *r.exit.borrow_mut() = Some(exit);
     r.finished.set(true);
+    let joiner = r.joiner.borrow_mut().take();
+    if let Some(j) = joiner {
+        j.wake();
+    }
     if r.detached.get() {
         s.threads.borrow_mut().remove(&r.thread.id());
-    } else {
-        let joiner = r.joiner.borrow_mut().take();
-        if let Some(j) = joiner {
-            j.wake();
-        }
     }
 }
 
@@ -601,9 +614,14 @@ pub fn pthread_key_delete(key: PthreadKey) -> Result<(), PthreadError> {
         Some(k @ Some(_)) => *k = None,
         _ => return Err(PthreadError::Invalid),
     }
-    for r in s.threads.borrow().values() {
-        r.specific.borrow_mut().remove(&key.0);
-    }
+    // The values are dropped after the borrows end: a value's `Drop` may
+    // call back into this module.
+    let records: Vec<Rc<Record>> = s.threads.borrow().values().cloned().collect();
+    let values: Vec<Rc<dyn Any>> = records
+        .iter()
+        .filter_map(|r| r.specific.borrow_mut().remove(&key.0))
+        .collect();
+    drop(values);
     Ok(())
 }
 
@@ -619,10 +637,11 @@ pub fn pthread_setspecific(
     if !matches!(s.keys.borrow().get(key.0), Some(Some(_))) {
         return Err(PthreadError::Invalid);
     }
-    match value {
+    let old = match value {
         Some(v) => r.specific.borrow_mut().insert(key.0, v),
         None => r.specific.borrow_mut().remove(&key.0),
     };
+    drop(old); // after the borrow: its `Drop` may call back in
     Ok(())
 }
 
@@ -666,23 +685,40 @@ impl PthreadOnce {
 /// it has finished.
 #[doc(alias = "Cpthread_once")]
 pub fn pthread_once(once: &PthreadOnce, init: impl FnOnce()) {
-    match once.state.get() {
-        ONCE_DONE => {}
-        ONCE_RUNNING => {
-            let r = me("pthread_once");
-            converse::check_can_block("pthread_once");
-            while once.state.get() != ONCE_DONE {
-                once.waiters.borrow_mut().push(Rc::clone(&r));
-                r.block();
-            }
-        }
-        _ => {
-            once.state.set(ONCE_RUNNING);
-            init();
-            once.state.set(ONCE_DONE);
-            let waiters: Vec<Rc<Record>> = once.waiters.borrow_mut().drain(..).collect();
+    /// Ends a run of the init: done, or (it unwound: an exit or a cancel)
+    /// not run, as POSIX says; either way the waiters look again.
+    struct Finish<'a> {
+        once: &'a PthreadOnce,
+        done: bool,
+    }
+    impl Drop for Finish<'_> {
+        fn drop(&mut self) {
+            let state = if self.done { ONCE_DONE } else { ONCE_NEW };
+            self.once.state.set(state);
+            let waiters: Vec<Rc<Record>> = self.once.waiters.borrow_mut().drain(..).collect();
             for r in waiters {
                 r.wake();
+            }
+        }
+    }
+    let mut init = Some(init);
+    loop {
+        match once.state.get() {
+            ONCE_DONE => return,
+            ONCE_RUNNING => {
+                let r = me("pthread_once");
+                converse::check_can_block("pthread_once");
+                while once.state.get() == ONCE_RUNNING {
+                    once.waiters.borrow_mut().push(Rc::clone(&r));
+                    r.block();
+                }
+            }
+            _ => {
+                once.state.set(ONCE_RUNNING);
+                let mut finish = Finish { once, done: false };
+                (init.take().expect("the init runs at most once here"))();
+                finish.done = true;
+                return;
             }
         }
     }
@@ -753,6 +789,7 @@ impl PthreadMutex {
     #[doc(alias = "pthread_mutex_lock")]
     #[doc(alias = "Cpthread_mutex_lock")]
     pub fn lock(&self) -> Result<(), PthreadError> {
+        let r = crate::cpthreads::me("pthread_mutex_lock");
         let me = Thread::current();
         match self.owner.get() {
             None => {
@@ -769,7 +806,6 @@ impl PthreadMutex {
                 }
             }
             Some(_) => {
-                let r = crate::cpthreads::me("pthread_mutex_lock");
                 converse::check_can_block("pthread_mutex_lock");
                 self.waiters.borrow_mut().push_back(Rc::clone(&r));
                 // `unlock` makes the first waiter the owner before it
@@ -786,6 +822,7 @@ impl PthreadMutex {
     #[doc(alias = "pthread_mutex_trylock")]
     #[doc(alias = "Cpthread_mutex_trylock")]
     pub fn trylock(&self) -> Result<(), PthreadError> {
+        me("pthread_mutex_trylock");
         let me = Thread::current().id();
         match self.owner.get() {
             None => {
@@ -806,6 +843,7 @@ impl PthreadMutex {
     #[doc(alias = "pthread_mutex_unlock")]
     #[doc(alias = "Cpthread_mutex_unlock")]
     pub fn unlock(&self) -> Result<(), PthreadError> {
+        me("pthread_mutex_unlock");
         if self.owner.get() != Some(Thread::current().id()) {
             return Err(PthreadError::NotOwner);
         }
@@ -829,10 +867,10 @@ impl PthreadMutex {
     }
 
     /// Checks it may be destroyed (`pthread_mutex_destroy`): `EBUSY` while
-    /// it is held. Dropping it frees it.
+    /// it is held. Dropping it frees it; it stays usable after an error.
     #[doc(alias = "pthread_mutex_destroy")]
     #[doc(alias = "Cpthread_mutex_destroy")]
-    pub fn destroy(self) -> Result<(), PthreadError> {
+    pub fn destroy(&self) -> Result<(), PthreadError> {
         if self.owner.get().is_some() {
             return Err(PthreadError::Busy);
         }
@@ -851,6 +889,8 @@ struct CondWaiter {
     /// Woken by `signal`/`broadcast` (not by a cancel or a timeout).
     signaled: Cell<bool>,
     timed_out: Cell<bool>,
+    /// The wait is over (returned or unwound): a late timer does nothing.
+    done: Cell<bool>,
 }
 
 /// A condition variable of the calling PE's pthreads (`pthread_cond_t`).
@@ -903,13 +943,14 @@ impl PthreadCond {
             record: Rc::clone(&r),
             signaled: Cell::new(false),
             timed_out: Cell::new(false),
+            done: Cell::new(false),
         });
         self.waiters.borrow_mut().push_back(Rc::clone(&waiter));
         if let Some(t) = timeout {
             let w = Rc::clone(&waiter);
             converse::call_fn_after(
                 move |_| {
-                    if !w.signaled.get() {
+                    if !w.signaled.get() && !w.done.get() {
                         w.timed_out.set(true);
                         w.record.wake();
                     }
@@ -929,6 +970,7 @@ impl PthreadCond {
                 break;
             }
         }
+        waiter.done.set(true);
         if !waiter.signaled.get() {
             self.waiters
                 .borrow_mut()
@@ -969,7 +1011,7 @@ impl PthreadCond {
     /// threads wait on it.
     #[doc(alias = "pthread_cond_destroy")]
     #[doc(alias = "Cpthread_cond_destroy")]
-    pub fn destroy(self) -> Result<(), PthreadError> {
+    pub fn destroy(&self) -> Result<(), PthreadError> {
         if self.waiters.borrow().is_empty() {
             Ok(())
         } else {

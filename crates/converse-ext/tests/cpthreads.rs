@@ -387,3 +387,127 @@ fn deferred_cancellation_timed_waits_and_once() {
     }
     on_every_pe(2, 1, main);
 }
+
+/// Corner cases a review found: a cancelled timed wait's timer, an init of
+/// `pthread_once` that exits, detaching a thread being joined, a
+/// destructor at a cancellation point during a cancel, a value whose drop
+/// calls back in, a recursive mutex through a condition wait.
+#[test]
+fn exits_and_cancels_leave_nothing_behind() {
+    fn main() -> u64 {
+        let attr = PthreadAttr::new();
+
+        // Cancelled in a timed wait: its timer, firing later, wakes nobody.
+        let shared = Rc::new((PthreadMutex::default(), PthreadCond::new()));
+        let s = Rc::clone(&shared);
+        let t = pthread_create(&attr, move || {
+            s.0.lock().unwrap();
+            let _ = s.1.timedwait(&s.0, Duration::from_millis(10));
+            Box::new(())
+        })
+        .unwrap();
+        pthread_yield();
+        pthread_cancel(t).unwrap();
+        assert!(matches!(pthread_join(t).unwrap(), Exit::Canceled));
+        let until = converse::wall_timer() + 0.03;
+        while converse::wall_timer() < until {
+            pthread_yield(); // the timer fires meanwhile
+        }
+
+        // An init that exits leaves the once not run: the next caller runs it.
+        let once = Rc::new(PthreadOnce::new());
+        let o = Rc::clone(&once);
+        let quitter = pthread_create(&attr, move || {
+            pthread_once(&o, || pthread_exit(Box::new(1u64)));
+            Box::new(0u64)
+        })
+        .unwrap();
+        match pthread_join(quitter).unwrap() {
+            Exit::Returned(v) => assert_eq!(value::<u64>(v), 1),
+            Exit::Canceled => panic!("cancelled"),
+        }
+        let ran = Cell::new(false);
+        pthread_once(&once, || ran.set(true));
+        assert!(ran.get());
+
+        // Detached while joined: the joiner still wakes, with the result.
+        let slow = pthread_create(&attr, || {
+            pthread_yield();
+            pthread_yield();
+            Box::new(3u64)
+        })
+        .unwrap();
+        let joiner = pthread_create(&attr, move || match pthread_join(slow).unwrap() {
+            Exit::Returned(v) => v,
+            Exit::Canceled => Box::new(0u64),
+        })
+        .unwrap();
+        pthread_yield(); // the joiner waits
+        pthread_detach(slow).unwrap();
+        match pthread_join(joiner).unwrap() {
+            Exit::Returned(v) => assert_eq!(value::<u64>(v), 3),
+            Exit::Canceled => panic!("cancelled"),
+        }
+
+        // A destructor that tests for cancellation during the cancel's
+        // unwind: cancellation is off by then.
+        struct Tests;
+        impl Drop for Tests {
+            fn drop(&mut self) {
+                pthread_testcancel();
+            }
+        }
+        let t = pthread_create(&attr, || {
+            let _guard = Tests;
+            loop {
+                pthread_testcancel();
+                pthread_yield();
+            }
+        })
+        .unwrap();
+        pthread_yield();
+        pthread_cancel(t).unwrap();
+        assert!(matches!(pthread_join(t).unwrap(), Exit::Canceled));
+
+        // A value whose drop calls back into the module.
+        struct CallsBack(cpthreads::PthreadKey);
+        impl Drop for CallsBack {
+            fn drop(&mut self) {
+                let _ = pthread_getspecific(self.0);
+            }
+        }
+        let other = pthread_key_create(None).unwrap();
+        let key = pthread_key_create(None).unwrap();
+        pthread_setspecific(key, Some(Rc::new(CallsBack(other)))).unwrap();
+        pthread_key_delete(key).unwrap();
+        pthread_setspecific(other, Some(Rc::new(CallsBack(other)))).unwrap();
+        pthread_setspecific(other, None).unwrap();
+
+        // A recursive mutex held twice through a condition wait.
+        let rec = Rc::new((
+            PthreadMutex::new(&PthreadMutexAttr {
+                kind: MutexKind::Recursive,
+            }),
+            PthreadCond::new(),
+        ));
+        let r = Rc::clone(&rec);
+        let signaller = pthread_create(&attr, move || {
+            r.0.lock().unwrap(); // free while the main thread waits
+            r.1.signal();
+            r.0.unlock().unwrap();
+            Box::new(())
+        })
+        .unwrap();
+        rec.0.lock().unwrap();
+        rec.0.lock().unwrap();
+        rec.1.wait(&rec.0).unwrap();
+        rec.0.unlock().unwrap();
+        assert!(rec.0.is_locked(), "held at depth 2 again after the wait");
+        rec.0.unlock().unwrap();
+        assert!(!rec.0.is_locked());
+        pthread_join(signaller).unwrap();
+        assert_eq!(rec.1.destroy(), Ok(()));
+        7
+    }
+    on_every_pe(2, 7, main);
+}
