@@ -276,6 +276,17 @@ struct State {
     keys: RefCell<Vec<Option<Option<KeyDestructor>>>>,
 }
 
+impl State {
+    /// The record of `thread`, a pthread of this PE (`ESRCH` if none).
+    fn record(&self, thread: Pthread) -> Result<Rc<Record>, PthreadError> {
+        self.threads
+            .borrow()
+            .get(&thread.0)
+            .cloned()
+            .ok_or(PthreadError::NoSuchThread)
+    }
+}
+
 static STATE: Cpv<State> = Cpv::new();
 
 /// Sets up pthreads on the calling PE (`CpthreadModuleInit`): call it on
@@ -457,12 +468,7 @@ pub fn pthread_join(thread: Pthread) -> Result<Exit, PthreadError> {
     if thread.0 == Thread::current().id() {
         return Err(PthreadError::Deadlock);
     }
-    let target = s
-        .threads
-        .borrow()
-        .get(&thread.0)
-        .cloned()
-        .ok_or(PthreadError::NoSuchThread)?;
+    let target = s.record(thread)?;
     if target.detached.get() || target.joiner.borrow().is_some() {
         return Err(PthreadError::Invalid);
     }
@@ -494,12 +500,7 @@ pub fn pthread_join(thread: Pthread) -> Result<Exit, PthreadError> {
 #[doc(alias = "Cpthread_detach")]
 pub fn pthread_detach(thread: Pthread) -> Result<(), PthreadError> {
     let s = state("pthread_detach");
-    let target = s
-        .threads
-        .borrow()
-        .get(&thread.0)
-        .cloned()
-        .ok_or(PthreadError::NoSuchThread)?;
+    let target = s.record(thread)?;
     if target.detached.replace(true) {
         return Err(PthreadError::Invalid);
     }
@@ -540,12 +541,7 @@ pub enum CancelType {
 #[doc(alias = "Cpthread_cancel")]
 pub fn pthread_cancel(thread: Pthread) -> Result<(), PthreadError> {
     let s = state("pthread_cancel");
-    let target = s
-        .threads
-        .borrow()
-        .get(&thread.0)
-        .cloned()
-        .ok_or(PthreadError::NoSuchThread)?;
+    let target = s.record(thread)?;
     if target.finished.get() {
         return Ok(());
     }
