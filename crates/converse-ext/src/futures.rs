@@ -264,30 +264,40 @@ fn on_set(msg: Message) {
 /// Aborts the job on another PE, or if the future was destroyed.
 #[doc(alias = "CfutureWait")]
 pub fn wait(future: Cfuture) -> FutureValue {
+    use std::ops::ControlFlow;
+    loop {
+        let next = with_own_slot(future, "CfutureWait", |slot| match &slot.value {
+            Some(v) => ControlFlow::Break(v.clone()),
+            None => ControlFlow::Continue(slot.filled.clone()),
+        });
+        match next {
+            ControlFlow::Break(value) => return value,
+            ControlFlow::Continue(filled) => filled.wait(),
+        }
+    }
+}
+
+/// Runs `f` on the slot of `future`, which must reside on the calling PE
+/// and exist; otherwise the job ends naming `what`, the PE and the future.
+fn with_own_slot<R>(future: Cfuture, what: &str, f: impl FnOnce(&mut Slot) -> R) -> R {
     let s = state();
     let me = converse::my_pe();
     if future.pe != me {
         converse::abort(&format!(
-            "CfutureWait on PE {me} of future {} of PE {} (only its own PE may wait for it)",
+            "{what} on PE {me} of future {} of PE {} (only its own PE may wait for it)",
             future.id, future.pe
         ));
     }
-    loop {
-        let filled = {
-            let slots = s.slots.borrow();
-            let Some(slot) = slots.get(&future.id) else {
-                drop(slots);
-                converse::abort(&format!(
-                    "CfutureWait on PE {me} of future {}, which does not exist (destroyed?)",
-                    future.id
-                ));
-            };
-            if let Some(v) = &slot.value {
-                return v.clone();
-            }
-            slot.filled.clone()
-        };
-        filled.wait();
+    let mut slots = s.slots.borrow_mut();
+    match slots.get_mut(&future.id) {
+        Some(slot) => f(slot),
+        None => {
+            drop(slots);
+            converse::abort(&format!(
+                "{what} on PE {me} of future {}, which does not exist (destroyed?)",
+                future.id
+            ))
+        }
     }
 }
 
@@ -346,29 +356,14 @@ impl Future for ValueFuture {
     type Output = FutureValue;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<FutureValue> {
-        let future = self.future;
-        let s = state();
-        let me = converse::my_pe();
-        if future.pe != me {
-            converse::abort(&format!(
-                "a Cfuture awaited on PE {me}, but it is future {} of PE {} (only its own PE may wait for it)",
-                future.id, future.pe
-            ));
-        }
-        let mut slots = s.slots.borrow_mut();
-        let Some(slot) = slots.get_mut(&future.id) else {
-            drop(slots);
-            converse::abort(&format!(
-                "a Cfuture awaited on PE {me}: future {} does not exist (destroyed?)",
-                future.id
-            ));
-        };
-        if let Some(v) = &slot.value {
-            return Poll::Ready(v.clone());
-        }
-        if !slot.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            slot.wakers.push(cx.waker().clone());
-        }
-        Poll::Pending
+        with_own_slot(self.future, "a Cfuture awaited", |slot| {
+            if let Some(v) = &slot.value {
+                return Poll::Ready(v.clone());
+            }
+            if !slot.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                slot.wakers.push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
     }
 }
