@@ -28,9 +28,11 @@ pub mod cds;
 pub mod cld;
 pub mod cmm;
 pub mod cms;
+pub mod cpm;
 pub mod cpthreads;
 pub mod futures;
 pub mod tasks;
 
 pub use cds::{CdsFifo, CkQ};
 pub use cmm::{CmmTable, WILDCARD};
+pub use cpm::invokable;

@@ -1,0 +1,789 @@
+//! Automatic parameter marshalling (the manual's chapter 6, `Cpm`): call a
+//! function on another PE in one line.
+//!
+//! ```ignore
+//! use converse_ext::cpm::{self, invokable};
+//!
+//! #[invokable]
+//! fn print_integer(n: i32) {
+//!     converse::printf(format_args!("{n}\n"));
+//! }
+//!
+//! // On any PE of a running job: PE 3 calls print_integer(8).
+//! Cpm_print_integer(cpm::send(3), 8);
+//! ```
+//!
+//! # The model (the manual's §6.3, step by step)
+//!
+//! 1. A *destination* is built: [`send`], [`enqueue`] and its kinds,
+//!    [`make_thread`], or one of the program's own ([`Destination`],
+//!    [`DestinationSend`]).
+//! 2. The *launcher* `Cpm_f` (written by [`invokable`]) allocates one
+//!    message: an envelope of the destination's [`env_size`] bytes, then
+//!    the arguments packed with postcard. Its handler is `f`'s *invoker*.
+//! 3. It calls the destination's send function, which may put what it
+//!    needs in the envelope ([`env`]), switch the handler, and sends.
+//! 4. On arrival the built-in destinations' handlers restore the invoker
+//!    and detour the message (through the scheduler's queue, or into a new
+//!    thread); the invoker unpacks the arguments and calls `f`.
+//!
+//! The payload is `[envelope length: u32 LE][envelope][arguments]`.
+//!
+//! [`env_size`]: Destination::env_size
+//!
+//! # Registration: the same handler numbers on every PE
+//!
+//! An invoker is a handler, so every PE registers every invokable, in the
+//! same order. `#[invokable]` adds the function to a list before `main`
+//! (a constructor, as C++ static initializers do) and installs this
+//! module's init as a core module-init hook; on each PE the hook registers
+//! the module's own handlers, then the listed invokables sorted by full
+//! path (`crate::module::function`). The order is thus the same in every
+//! process of a job, whatever order the linker ran the constructors in,
+//! and whichever crates declared them. The manual's
+//! `CpmInitializeThisModule` is implicit. The explicit form,
+//! `#[invokable(explicit)]` and [`register`] on every PE at the same place
+//! of its registrations, is for platforms without constructors and for
+//! programs that want to choose the order.
+//!
+//! A library's invokables are listed if the program links the code that
+//! holds them, which calling their launcher does.
+//!
+//! # Invariants
+//!
+//! - A message's envelope length is within its payload, and an invoker
+//!   unpacks exactly the rest; otherwise the job aborts naming the sending
+//!   PE and the function (bytes from the wire are not trusted).
+//! - An envelope restored by a built-in handler never names a built-in
+//!   handler again (a forged message cannot loop).
+//!
+//! # Concurrency
+//!
+//! The lists of invokables are process-wide (`Mutex`), written before
+//! `main` and by [`register`]; each PE's handler numbers are its own (a
+//! `Cpv`). Messages are the only way between PEs.
+use std::cell::RefCell;
+use std::sync::{Mutex, OnceLock};
+
+use converse::{BitPrio, Cpv, Message, Queueing, Thread};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use converse_macros::invokable;
+
+/// A function made invokable by [`invokable`]: its full path and its
+/// invoker. `#[invokable] fn f` declares one as `CPM_F`.
+#[derive(Debug)]
+pub struct Invokable {
+    name: &'static str,
+    invoker: fn(Message),
+    /// Its number in the process-wide list, taken when it is first
+    /// registered on some PE.
+    slot: OnceLock<usize>,
+}
+
+impl Invokable {
+    /// An invokable of name `name` (its full path) whose invoker is
+    /// `invoker`; `#[invokable]` writes the call.
+    pub const fn new(name: &'static str, invoker: fn(Message)) -> Invokable {
+        Invokable {
+            name,
+            invoker,
+            slot: OnceLock::new(),
+        }
+    }
+
+    /// The function's full path.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn slot(&'static self) -> usize {
+        *self.slot.get_or_init(|| {
+            let mut all = lock(&SLOTS);
+            all.push(self);
+            all.len() - 1
+        })
+    }
+}
+
+/// Every invokable registered on some PE of this process, by slot.
+static SLOTS: Mutex<Vec<&'static Invokable>> = Mutex::new(Vec::new());
+/// The invokables the constructors listed, registered by every PE's init.
+static AUTOMATIC: Mutex<Vec<&'static Invokable>> = Mutex::new(Vec::new());
+
+fn lock<T>(m: &'static Mutex<T>) -> std::sync::MutexGuard<'static, T> {
+    // A panic while the list was held leaves it whole (pushes only).
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// One PE's state.
+struct State {
+    /// Slot → handler number on this PE (`UNREGISTERED` if not).
+    handlers: RefCell<Vec<usize>>,
+    /// The handler of [`enqueue`] destinations on arrival.
+    enqueue_handler: usize,
+    /// The handler of [`make_thread`] destinations on arrival.
+    thread_handler: usize,
+}
+
+const UNREGISTERED: usize = usize::MAX;
+
+static STATE: Cpv<State> = Cpv::new();
+
+/// Sets the module up on the calling PE (`CpmModuleInit`): registers its
+/// handlers, then every invokable a constructor listed, sorted by full
+/// path. Call it on every PE at the same place of its registrations, or
+/// let [`install`] do it (an `#[invokable]` installs it). A second call on
+/// a PE does nothing.
+#[doc(alias = "CpmModuleInit")]
+#[doc(alias = "CpmInitializeThisModule")]
+pub fn module_init() {
+    if STATE.is_initialized() {
+        return;
+    }
+    let enqueue_handler = converse::register_handler(on_enqueue);
+    let thread_handler = converse::register_handler(on_make_thread);
+    STATE.initialize(State {
+        handlers: RefCell::new(Vec::new()),
+        enqueue_handler,
+        thread_handler,
+    });
+    for invokable in automatic_order(lock(&AUTOMATIC).clone()) {
+        register(invokable);
+    }
+}
+
+/// The listed invokables in registration order: sorted by full path, once
+/// each. Two different functions of the same path cannot both register.
+fn automatic_order(mut listed: Vec<&'static Invokable>) -> Vec<&'static Invokable> {
+    listed.sort_by_key(|i| i.name);
+    listed.dedup_by(|a, b| std::ptr::eq(*a, *b));
+    if let Some(w) = listed.windows(2).find(|w| w[0].name == w[1].name) {
+        converse::abort(&format!(
+            "two invokables are named {}: the handler order would depend on the linker",
+            w[0].name
+        ));
+    }
+    listed
+}
+
+/// Registers [`module_init`] as a core module-init hook, run on every PE
+/// before the start function. `#[invokable]` calls it before `main`.
+pub fn install() {
+    converse::register_module_init("converse-ext cpm", module_init);
+}
+
+/// Registers `invokable`'s invoker on the calling PE (the explicit form
+/// of `CpmInitializeThisModule`, for `#[invokable(explicit)]`): call it on
+/// every PE at the same place of its registrations. Sets the module up
+/// first if needed; registering one twice on a PE does nothing.
+#[doc(alias = "CpmInitializeThisModule")]
+pub fn register(invokable: &'static Invokable) {
+    module_init();
+    let slot = invokable.slot();
+    let s = STATE.get();
+    let known = s.handlers.borrow().get(slot).copied();
+    if known.is_some_and(|h| h != UNREGISTERED) {
+        return;
+    }
+    let handler = converse::register_handler(invokable.invoker);
+    let mut handlers = s.handlers.borrow_mut();
+    if handlers.len() <= slot {
+        handlers.resize(slot + 1, UNREGISTERED);
+    }
+    handlers[slot] = handler;
+}
+
+/// The handler number of `invokable`'s invoker on the calling PE.
+///
+/// # Panics
+/// Aborts the job if it is not registered on this PE.
+pub fn handler_index(invokable: &'static Invokable) -> usize {
+    let me = converse::my_pe();
+    let registered = STATE.is_initialized().then(|| {
+        let slot = invokable.slot();
+        STATE.get().handlers.borrow().get(slot).copied()
+    });
+    match registered.flatten() {
+        Some(h) if h != UNREGISTERED => h,
+        _ => converse::abort(&format!(
+            "Cpm: {} is not registered on PE {me} (an #[invokable(explicit)] needs \
+             converse_ext::cpm::register on every PE)",
+            invokable.name
+        )),
+    }
+}
+
+/// Where a destination sends: one PE, or a broadcast (`CPM_ALL`,
+/// `CPM_OTHERS`). A `usize` converts to one PE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// One PE.
+    Pe(usize),
+    /// Every PE, this one included.
+    #[doc(alias = "CPM_ALL")]
+    All,
+    /// Every PE but this one.
+    #[doc(alias = "CPM_OTHERS")]
+    Others,
+}
+
+/// Every PE, this one included (`CPM_ALL`).
+pub const CPM_ALL: Target = Target::All;
+/// Every PE but this one (`CPM_OTHERS`).
+pub const CPM_OTHERS: Target = Target::Others;
+
+impl From<usize> for Target {
+    fn from(pe: usize) -> Target {
+        Target::Pe(pe)
+    }
+}
+
+/// Sends `msg` to `target` and frees it (`CmiSyncSendAndFree`, or the
+/// broadcasts): what a send function ends with.
+///
+/// # Panics
+/// Aborts the job if `target` is a PE that does not exist.
+pub fn send_to(target: Target, msg: Message) {
+    match target {
+        Target::Pe(pe) => {
+            let pes = converse::num_pes();
+            if pe >= pes {
+                converse::abort(&format!(
+                    "Cpm on PE {}: a destination names PE {pe}, but the job has PEs 0..{pes}",
+                    converse::my_pe()
+                ));
+            }
+            converse::sync_send_and_free(pe, msg)
+        }
+        Target::All => converse::sync_broadcast_all_and_free(msg),
+        Target::Others => converse::sync_broadcast_and_free(msg),
+    }
+}
+
+/// A destination (`CpmDestination`): how much envelope it needs and its
+/// send function. Implement it for the manual's "new types of
+/// destinations" (§6.3), or use [`DestinationSend`], its C shape.
+#[doc(alias = "CpmDestination")]
+pub trait Destination {
+    /// Bytes of envelope the send function needs (the C `envsize`).
+    fn env_size(&self) -> usize;
+    /// The send function (the C `sendfn`): `msg`'s handler is the
+    /// invoker, its envelope [`env_size`](Destination::env_size) zero
+    /// bytes ([`env`]); it must see that the message reaches a PE and
+    /// that the invoker runs there, with the message as it was launched.
+    fn send(&self, msg: Message);
+}
+
+impl<D: Destination + ?Sized> Destination for &D {
+    fn env_size(&self) -> usize {
+        (**self).env_size()
+    }
+    fn send(&self, msg: Message) {
+        (**self).send(msg)
+    }
+}
+
+impl<D: Destination + ?Sized> Destination for Box<D> {
+    fn env_size(&self) -> usize {
+        (**self).env_size()
+    }
+    fn send(&self, msg: Message) {
+        (**self).send(msg)
+    }
+}
+
+/// The manual's destination structure (`CpmDestinationSend`): a send
+/// function, an envelope size and a target, for destinations written as
+/// in C.
+#[doc(alias = "CpmDestinationSend")]
+#[derive(Clone, Copy, Debug)]
+pub struct DestinationSend {
+    /// The send function (`sendfn`), given this structure.
+    pub send_fn: fn(&DestinationSend, Message),
+    /// The envelope's size in bytes (`envsize`).
+    pub env_size: usize,
+    /// Where it goes (`pe`).
+    pub pe: Target,
+}
+
+impl Destination for DestinationSend {
+    fn env_size(&self) -> usize {
+        self.env_size
+    }
+    fn send(&self, msg: Message) {
+        (self.send_fn)(self, msg)
+    }
+}
+
+/// The envelope of a Cpm message (`CpmEnv`): the bytes a send function
+/// may write and its handlers read.
+///
+/// # Panics
+/// Aborts the job if `msg` is not a well-formed Cpm message.
+#[doc(alias = "CpmEnv")]
+pub fn env(msg: &mut Message) -> &mut [u8] {
+    let range = env_range(msg);
+    &mut msg.payload_mut()[range]
+}
+
+/// The envelope of a Cpm message, to read ([`env`]).
+pub fn env_ref(msg: &Message) -> &[u8] {
+    &msg.payload()[env_range(msg)]
+}
+
+/// Where a message's envelope lies in its payload.
+fn env_range(msg: &Message) -> std::ops::Range<usize> {
+    let payload = msg.payload();
+    let len = payload
+        .first_chunk::<4>()
+        .map(|b| u32::from_le_bytes(*b) as usize);
+    match len {
+        Some(len) if len <= payload.len() - 4 => 4..4 + len,
+        _ => malformed(msg, "Cpm", "its envelope overruns it"),
+    }
+}
+
+fn malformed(msg: &Message, what: &str, why: &str) -> ! {
+    converse::abort(&format!(
+        "a malformed {what} message from PE {} on PE {} ({} payload bytes): {why}",
+        msg.src_pe(),
+        converse::my_pe(),
+        msg.payload_len()
+    ))
+}
+
+/// Messages packed on the stack up to this many argument bytes (no
+/// allocation but the message's own).
+const STACK_PACK: usize = 256;
+
+/// What the launchers and invokers call; not for programs.
+#[doc(hidden)]
+pub mod __private {
+    pub use converse::Message;
+
+    use super::*;
+
+    /// An argument of an invokable: one that serde packs and unpacks into
+    /// an owned value.
+    #[diagnostic::on_unimplemented(
+        message = "`{Self}` cannot be an argument of an #[invokable] function: it cannot travel to another PE",
+        label = "not `Serialize + DeserializeOwned`",
+        note = "arguments are packed with serde: derive `Serialize` and `Deserialize` for the type, and pass owned values (the manual's pointer types become `Box`, `Vec` or `String`)"
+    )]
+    pub trait InvokableArg {}
+    impl<T: Serialize + DeserializeOwned> InvokableArg for T {}
+
+    /// Fails to compile, with `InvokableArg`'s message, for a `T` that
+    /// cannot travel.
+    #[inline(always)]
+    pub fn assert_invokable_arg<T: InvokableArg>() {}
+
+    /// The constructor's call: lists `invokable` for every PE's init.
+    pub fn add_automatic(invokable: &'static Invokable) {
+        lock(&AUTOMATIC).push(invokable);
+        install();
+    }
+
+    /// The launcher's body: packs `args` behind `destination`'s envelope
+    /// and calls its send function.
+    pub fn launch<A: Serialize + ?Sized>(
+        invokable: &'static Invokable,
+        destination: &impl Destination,
+        args: &A,
+    ) {
+        let handler = handler_index(invokable);
+        let env = destination.env_size();
+        let env_len = u32::try_from(env).unwrap_or_else(|_| {
+            converse::abort(&format!(
+                "Cpm_{}: an envelope of {env} bytes",
+                short_name(invokable)
+            ))
+        });
+        let mut stack = [0u8; STACK_PACK];
+        let heap;
+        let packed: &[u8] = match postcard::to_slice(args, &mut stack) {
+            Ok(used) => used,
+            Err(postcard::Error::SerializeBufferFull) => {
+                heap = postcard::to_allocvec(args).unwrap_or_else(|e| cannot_pack(invokable, e));
+                &heap
+            }
+            Err(e) => cannot_pack(invokable, e),
+        };
+        let mut msg = Message::new(handler, 4 + env + packed.len());
+        let payload = msg.payload_mut();
+        payload[..4].copy_from_slice(&env_len.to_le_bytes());
+        payload[4 + env..].copy_from_slice(packed);
+        destination.send(msg);
+    }
+
+    fn cannot_pack(invokable: &Invokable, e: postcard::Error) -> ! {
+        converse::abort(&format!(
+            "Cpm_{} on PE {}: the arguments cannot be packed: {e}",
+            short_name(invokable),
+            converse::my_pe()
+        ))
+    }
+
+    /// The invoker's first step: the arguments, unpacked from `msg`.
+    pub fn unpack<T: DeserializeOwned>(msg: &Message, invokable: &Invokable) -> T {
+        let start = env_range(msg).end;
+        match postcard::take_from_bytes::<T>(&msg.payload()[start..]) {
+            Ok((args, [])) => args,
+            Ok((_, rest)) => malformed(
+                msg,
+                "Cpm",
+                &format!(
+                    "{} bytes after the arguments of {}",
+                    rest.len(),
+                    invokable.name
+                ),
+            ),
+            Err(e) => malformed(
+                msg,
+                "Cpm",
+                &format!("the arguments of {} do not unpack: {e}", invokable.name),
+            ),
+        }
+    }
+}
+
+fn short_name(invokable: &Invokable) -> &'static str {
+    invokable.name.rsplit("::").next().unwrap_or(invokable.name)
+}
+
+/// Straight to `pe`'s handler, with maximum priority (`CpmSend`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Direct {
+    /// Where it goes.
+    pub target: Target,
+}
+
+/// The message goes to `pe` and is handled on arrival (`CpmSend`); `pe`
+/// may be [`CPM_ALL`] or [`CPM_OTHERS`].
+#[doc(alias = "CpmSend")]
+pub fn send(pe: impl Into<Target>) -> Direct {
+    Direct { target: pe.into() }
+}
+
+impl Destination for Direct {
+    fn env_size(&self) -> usize {
+        0
+    }
+    fn send(&self, msg: Message) {
+        send_to(self.target, msg)
+    }
+}
+
+/// Through the target PE's scheduler queue, with a queueing strategy and
+/// priority (`CpmEnqueue` and its kinds).
+#[derive(Clone, Debug)]
+pub struct Enqueue {
+    /// Where it goes.
+    pub target: Target,
+    /// How it is queued there.
+    pub queueing: Queueing,
+}
+
+/// The message goes to `pe` and is enqueued there per `queueing`
+/// (`CpmEnqueue`: the C queueing, priobits and prioptr are one
+/// [`Queueing`]).
+#[doc(alias = "CpmEnqueue")]
+pub fn enqueue(pe: impl Into<Target>, queueing: Queueing) -> Enqueue {
+    Enqueue {
+        target: pe.into(),
+        queueing,
+    }
+}
+
+/// Enqueued on `pe` at the middle priority, FIFO (`CpmEnqueueFIFO`).
+#[doc(alias = "CpmEnqueueFIFO")]
+pub fn enqueue_fifo(pe: impl Into<Target>) -> Enqueue {
+    enqueue(pe, Queueing::Fifo)
+}
+
+/// Enqueued on `pe` at the middle priority, LIFO (`CpmEnqueueLIFO`).
+#[doc(alias = "CpmEnqueueLIFO")]
+pub fn enqueue_lifo(pe: impl Into<Target>) -> Enqueue {
+    enqueue(pe, Queueing::Lifo)
+}
+
+/// Enqueued on `pe` at integer priority `prio`, FIFO (`CpmEnqueueIFIFO`).
+#[doc(alias = "CpmEnqueueIFIFO")]
+pub fn enqueue_ififo(pe: impl Into<Target>, prio: i32) -> Enqueue {
+    enqueue(pe, Queueing::IFifo(prio))
+}
+
+/// Enqueued on `pe` at integer priority `prio`, LIFO (`CpmEnqueueILIFO`).
+#[doc(alias = "CpmEnqueueILIFO")]
+pub fn enqueue_ilifo(pe: impl Into<Target>, prio: i32) -> Enqueue {
+    enqueue(pe, Queueing::ILifo(prio))
+}
+
+/// Enqueued on `pe` at bit-vector priority `prio`, FIFO
+/// (`CpmEnqueueBFIFO`; the C priobits and prioptr are one [`BitPrio`]).
+#[doc(alias = "CpmEnqueueBFIFO")]
+pub fn enqueue_bfifo(pe: impl Into<Target>, prio: BitPrio) -> Enqueue {
+    enqueue(pe, Queueing::BFifo(prio))
+}
+
+/// Enqueued on `pe` at bit-vector priority `prio`, LIFO
+/// (`CpmEnqueueBLIFO`).
+#[doc(alias = "CpmEnqueueBLIFO")]
+pub fn enqueue_blifo(pe: impl Into<Target>, prio: BitPrio) -> Enqueue {
+    enqueue(pe, Queueing::BLifo(prio))
+}
+
+impl Destination for Enqueue {
+    fn env_size(&self) -> usize {
+        4 + queueing_len(&self.queueing)
+    }
+    fn send(&self, mut msg: Message) {
+        let invoker = msg.handler() as u32;
+        let e = env(&mut msg);
+        e[..4].copy_from_slice(&invoker.to_le_bytes());
+        write_queueing(&self.queueing, &mut e[4..]);
+        msg.set_handler(state("CpmEnqueue").enqueue_handler);
+        send_to(self.target, msg)
+    }
+}
+
+fn state(what: &str) -> std::rc::Rc<State> {
+    if !STATE.is_initialized() {
+        converse::abort(&format!(
+            "{what} on PE {} before cpm::module_init",
+            converse::my_pe()
+        ));
+    }
+    STATE.get()
+}
+
+/// The invoker a built-in handler restores from the envelope's first
+/// word, refusing the built-in handlers themselves.
+fn restored_invoker(msg: &Message, s: &State, what: &str) -> usize {
+    let e = env_ref(msg);
+    let Some(word) = e.first_chunk::<4>() else {
+        malformed(msg, what, "no handler in its envelope")
+    };
+    let h = u32::from_le_bytes(*word) as usize;
+    if h == s.enqueue_handler || h == s.thread_handler {
+        malformed(msg, what, "its envelope names a Cpm handler");
+    }
+    h
+}
+
+/// [`Enqueue`] on arrival: restores the invoker, enqueues.
+fn on_enqueue(mut msg: Message) {
+    let s = state("a CpmEnqueue message");
+    let invoker = restored_invoker(&msg, &s, "CpmEnqueue");
+    let queueing =
+        read_queueing(&env_ref(&msg)[4..]).unwrap_or_else(|why| malformed(&msg, "CpmEnqueue", why));
+    msg.set_handler(invoker);
+    converse::enqueue_general(msg, queueing);
+}
+
+/// Bytes of a queueing in an envelope: a kind byte, then the priority.
+fn queueing_len(q: &Queueing) -> usize {
+    1 + match q {
+        Queueing::Fifo | Queueing::Lifo => 0,
+        Queueing::IFifo(_) | Queueing::ILifo(_) => 4,
+        Queueing::LFifo(_) | Queueing::LLifo(_) => 8,
+        Queueing::BFifo(p) | Queueing::BLifo(p) => 4 + 4 * p.words().len(),
+    }
+}
+
+fn write_queueing(q: &Queueing, out: &mut [u8]) {
+    let (kind, rest) = out.split_at_mut(1);
+    kind[0] = match q {
+        Queueing::Fifo => 0,
+        Queueing::Lifo => 1,
+        Queueing::IFifo(p) | Queueing::ILifo(p) => {
+            rest[..4].copy_from_slice(&p.to_le_bytes());
+            if matches!(q, Queueing::IFifo(_)) {
+                2
+            } else {
+                3
+            }
+        }
+        Queueing::LFifo(p) | Queueing::LLifo(p) => {
+            rest[..8].copy_from_slice(&p.to_le_bytes());
+            if matches!(q, Queueing::LFifo(_)) {
+                4
+            } else {
+                5
+            }
+        }
+        Queueing::BFifo(p) | Queueing::BLifo(p) => {
+            rest[..4].copy_from_slice(&p.bits().to_le_bytes());
+            for (w, chunk) in p.words().iter().zip(rest[4..].chunks_exact_mut(4)) {
+                chunk.copy_from_slice(&w.to_le_bytes());
+            }
+            if matches!(q, Queueing::BFifo(_)) {
+                6
+            } else {
+                7
+            }
+        }
+    };
+}
+
+/// The queueing [`write_queueing`] wrote, checked.
+fn read_queueing(bytes: &[u8]) -> Result<Queueing, &'static str> {
+    let (&kind, rest) = bytes.split_first().ok_or("no queueing in its envelope")?;
+    let int = || {
+        rest.try_into()
+            .map(i32::from_le_bytes)
+            .map_err(|_| "a bad integer priority")
+    };
+    let long = || {
+        rest.try_into()
+            .map(i64::from_le_bytes)
+            .map_err(|_| "a bad long priority")
+    };
+    let bits = || {
+        let (bits, words) = rest
+            .split_first_chunk::<4>()
+            .ok_or("a bad bit-vector priority")?;
+        if words.len() % 4 != 0 {
+            return Err("a bad bit-vector priority");
+        }
+        let words: Vec<u32> = words
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        BitPrio::new(u32::from_le_bytes(*bits), &words).map_err(|_| "a bad bit-vector priority")
+    };
+    Ok(match kind {
+        0 if rest.is_empty() => Queueing::Fifo,
+        1 if rest.is_empty() => Queueing::Lifo,
+        2 => Queueing::IFifo(int()?),
+        3 => Queueing::ILifo(int()?),
+        4 => Queueing::LFifo(long()?),
+        5 => Queueing::LLifo(long()?),
+        6 => Queueing::BFifo(bits()?),
+        7 => Queueing::BLifo(bits()?),
+        _ => return Err("an unknown queueing in its envelope"),
+    })
+}
+
+/// Into a new user-level thread on the target PE (`CpmMakeThread`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MakeThread {
+    /// Where it goes.
+    pub target: Target,
+    /// The thread's stack size in bytes; 0 for the job's default.
+    pub stack_size: usize,
+}
+
+/// The message goes to `pe`, where a new thread calls the function
+/// (`CpmMakeThread`), with the job's default stack size.
+#[doc(alias = "CpmMakeThread")]
+pub fn make_thread(pe: impl Into<Target>) -> MakeThread {
+    make_thread_size(pe, 0)
+}
+
+/// As [`make_thread`], with a stack of `stack_size` bytes
+/// (`CpmMakeThreadSize`).
+#[doc(alias = "CpmMakeThreadSize")]
+pub fn make_thread_size(pe: impl Into<Target>, stack_size: usize) -> MakeThread {
+    MakeThread {
+        target: pe.into(),
+        stack_size,
+    }
+}
+
+impl Destination for MakeThread {
+    fn env_size(&self) -> usize {
+        12
+    }
+    fn send(&self, mut msg: Message) {
+        let invoker = msg.handler() as u32;
+        let e = env(&mut msg);
+        e[..4].copy_from_slice(&invoker.to_le_bytes());
+        e[4..12].copy_from_slice(&(self.stack_size as u64).to_le_bytes());
+        msg.set_handler(state("CpmMakeThread").thread_handler);
+        send_to(self.target, msg)
+    }
+}
+
+/// [`MakeThread`] on arrival: a new thread runs the invoker.
+fn on_make_thread(mut msg: Message) {
+    let s = state("a CpmMakeThread message");
+    let invoker = restored_invoker(&msg, &s, "CpmMakeThread");
+    let size = env_ref(&msg)
+        .get(4..12)
+        .and_then(|b| b.try_into().ok())
+        .map(u64::from_le_bytes)
+        .unwrap_or_else(|| malformed(&msg, "CpmMakeThread", "no stack size in its envelope"));
+    let Ok(size) = usize::try_from(size) else {
+        malformed(
+            &msg,
+            "CpmMakeThread",
+            "a stack size beyond the address space",
+        )
+    };
+    let Some(run) = converse::handler_function(invoker) else {
+        malformed(
+            &msg,
+            "CpmMakeThread",
+            &format!("its envelope names handler {invoker}, which is not registered"),
+        )
+    };
+    msg.set_handler(invoker);
+    Thread::create(move || run(msg), size).awaken();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ordered(names: &[&'static str]) -> Vec<&'static str> {
+        let listed: Vec<&'static Invokable> = names
+            .iter()
+            .map(|n| &*Box::leak(Box::new(Invokable::new(n, |_| {}))))
+            .collect();
+        automatic_order(listed).iter().map(|i| i.name).collect()
+    }
+
+    #[test]
+    fn the_registration_order_is_the_paths_whatever_the_listing_order() {
+        let a = ordered(&["b::f", "a::g", "a::f", "c::x::y"]);
+        let b = ordered(&["c::x::y", "a::f", "b::f", "a::g"]);
+        assert_eq!(a, ["a::f", "a::g", "b::f", "c::x::y"]);
+        assert_eq!(a, b);
+    }
+
+    #[test]
+    fn queueings_round_trip_through_an_envelope() {
+        let prio = BitPrio::new(40, &[0xdead_beef, 0xff00_0000]).unwrap();
+        for q in [
+            Queueing::Fifo,
+            Queueing::Lifo,
+            Queueing::IFifo(-7),
+            Queueing::ILifo(i32::MAX),
+            Queueing::LFifo(i64::MIN),
+            Queueing::LLifo(3),
+            Queueing::BFifo(prio.clone()),
+            Queueing::BLifo(BitPrio::new(0, &[]).unwrap()),
+        ] {
+            let mut bytes = vec![0; queueing_len(&q)];
+            write_queueing(&q, &mut bytes);
+            assert_eq!(read_queueing(&bytes), Ok(q));
+        }
+    }
+
+    #[test]
+    fn forged_queueings_are_refused() {
+        for bad in [
+            &[][..],
+            &[9],
+            &[0, 1],
+            &[2, 1, 2],
+            &[6, 40, 0, 0, 0, 1, 2, 3, 4],
+            &[6, 1, 0, 0],
+        ] {
+            assert!(read_queueing(bad).is_err(), "{bad:?}");
+        }
+    }
+}
