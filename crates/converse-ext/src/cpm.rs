@@ -49,6 +49,49 @@
 //! A library's invokables are listed if the program links the code that
 //! holds them, which calling their launcher does.
 //!
+//! # What cannot be invokable: compile errors
+//!
+//! An argument whose type cannot travel is refused where it is declared,
+//! with this module's message ("`NotSerde` cannot be an argument of an
+//! #[invokable] function: it cannot travel to another PE", and a note
+//! saying to derive serde's traits):
+//!
+//! ```compile_fail,E0277
+//! struct NotSerde(std::rc::Rc<u8>);
+//!
+//! #[converse_ext::invokable]
+//! fn takes(x: NotSerde) {}
+//! ```
+//!
+//! The manual's simple types derive serde's traits; its pointer types are
+//! owned values:
+//!
+//! ```
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct Coordinate { x: f64, y: f64 }
+//!
+//! #[converse_ext::invokable]
+//! fn takes(c: Coordinate, p: Box<i32>, name: &str, values: &[u32]) {}
+//! ```
+//!
+//! A function that returns a value, is generic, or takes `&mut` is
+//! refused with a message saying why:
+//!
+//! ```compile_fail
+//! #[converse_ext::invokable]
+//! fn answers(x: i32) -> i32 { x }
+//! ```
+//!
+//! ```compile_fail
+//! #[converse_ext::invokable]
+//! fn generic<T: serde::Serialize>(x: T) {}
+//! ```
+//!
+//! ```compile_fail
+//! #[converse_ext::invokable]
+//! fn mutates(x: &mut Vec<u8>) {}
+//! ```
+//!
 //! # Invariants
 //!
 //! - A message's envelope length is within its payload, and an invoker
@@ -200,17 +243,17 @@ pub fn register(invokable: &'static Invokable) {
 /// # Panics
 /// Aborts the job if it is not registered on this PE.
 pub fn handler_index(invokable: &'static Invokable) -> usize {
-    let me = converse::my_pe();
-    let registered = STATE.is_initialized().then(|| {
-        let slot = invokable.slot();
-        STATE.get().handlers.borrow().get(slot).copied()
+    let registered = STATE.try_get().and_then(|s| {
+        let slot = *invokable.slot.get()?;
+        s.handlers.borrow().get(slot).copied()
     });
-    match registered.flatten() {
+    match registered {
         Some(h) if h != UNREGISTERED => h,
         _ => converse::abort(&format!(
-            "Cpm: {} is not registered on PE {me} (an #[invokable(explicit)] needs \
+            "Cpm: {} is not registered on PE {} (an #[invokable(explicit)] needs \
              converse_ext::cpm::register on every PE)",
-            invokable.name
+            invokable.name,
+            converse::my_pe()
         )),
     }
 }
@@ -294,10 +337,12 @@ impl<D: Destination + ?Sized> Destination for Box<D> {
     }
 }
 
-/// The manual's destination structure (`CpmDestinationSend`): a send
+/// The manual's destination structure (`CpmDestinationSend`, a pointer to
+/// `struct CpmDestinationSend_s`): a send
 /// function, an envelope size and a target, for destinations written as
 /// in C.
 #[doc(alias = "CpmDestinationSend")]
+#[doc(alias = "CpmDestinationSend_s")]
 #[derive(Clone, Copy, Debug)]
 pub struct DestinationSend {
     /// The send function (`sendfn`), given this structure.
@@ -354,9 +399,42 @@ fn malformed(msg: &Message, what: &str, why: &str) -> ! {
     ))
 }
 
-/// Messages packed on the stack up to this many argument bytes (no
-/// allocation but the message's own).
-const STACK_PACK: usize = 256;
+/// A type an invokable's argument may have: any that serde packs and
+/// unpacks into an owned value (`Serialize + DeserializeOwned`; implemented
+/// for all of them).
+///
+/// This replaces the manual's type declarations and pack functions
+/// (§6.2): a "simple" type (`CpmDeclareSimple`, with `CpmPack_T` and
+/// `CpmUnpack_T`) derives serde's `Serialize` and `Deserialize`; a
+/// "pointer" type (`CpmDeclarePointer`, with `CpmPtrSize_T`, `CpmPtrPack_T`,
+/// `CpmPtrUnpack_T` and `CpmPtrFree_T`) is an owned value (`Box<T>`,
+/// `Vec<T>`, `String`), freed when the function returns. The built-in
+/// `CpmDim` and array argument pair is one `&[T]` (or `Vec<T>`), `CpmStr`
+/// a `&str` (or `String`); `int` and `double` (`CpmPack_int`,
+/// `CpmPack_double`) are `i32` and `f64`. postcard's format is the
+/// network interchange format: little-endian varints, the same on every
+/// host.
+#[doc(alias = "CpmDeclareSimple")]
+#[doc(alias = "CpmDeclarePointer")]
+#[doc(alias = "CpmPack_typeof")]
+#[doc(alias = "CpmUnpack_typeof")]
+#[doc(alias = "CpmPtrSize_typeof")]
+#[doc(alias = "CpmPtrPack_typeof")]
+#[doc(alias = "CpmPtrUnpack_typeof")]
+#[doc(alias = "CpmPtrFree_typeof")]
+#[doc(alias = "CpmPack_int")]
+#[doc(alias = "CpmUnpack_int")]
+#[doc(alias = "CpmPack_double")]
+#[doc(alias = "CpmUnpack_double")]
+#[doc(alias = "CpmDim")]
+#[doc(alias = "CpmStr")]
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be an argument of an #[invokable] function: it cannot travel to another PE",
+    label = "not `Serialize + DeserializeOwned`",
+    note = "arguments are packed with serde: derive `Serialize` and `Deserialize` for the type, and pass owned values (the manual's pointer types become `Box`, `Vec` or `String`)"
+)]
+pub trait InvokableArg {}
+impl<T: Serialize + DeserializeOwned> InvokableArg for T {}
 
 /// What the launchers and invokers call; not for programs.
 #[doc(hidden)]
@@ -364,16 +442,6 @@ pub mod __private {
     pub use converse::Message;
 
     use super::*;
-
-    /// An argument of an invokable: one that serde packs and unpacks into
-    /// an owned value.
-    #[diagnostic::on_unimplemented(
-        message = "`{Self}` cannot be an argument of an #[invokable] function: it cannot travel to another PE",
-        label = "not `Serialize + DeserializeOwned`",
-        note = "arguments are packed with serde: derive `Serialize` and `Deserialize` for the type, and pass owned values (the manual's pointer types become `Box`, `Vec` or `String`)"
-    )]
-    pub trait InvokableArg {}
-    impl<T: Serialize + DeserializeOwned> InvokableArg for T {}
 
     /// Fails to compile, with `InvokableArg`'s message, for a `T` that
     /// cannot travel.
@@ -401,20 +469,17 @@ pub mod __private {
                 short_name(invokable)
             ))
         });
-        let mut stack = [0u8; STACK_PACK];
-        let heap;
-        let packed: &[u8] = match postcard::to_slice(args, &mut stack) {
-            Ok(used) => used,
-            Err(postcard::Error::SerializeBufferFull) => {
-                heap = postcard::to_allocvec(args).unwrap_or_else(|e| cannot_pack(invokable, e));
-                &heap
-            }
-            Err(e) => cannot_pack(invokable, e),
-        };
-        let mut msg = Message::new(handler, 4 + env + packed.len());
+        // Sized first, then packed straight into the message: no buffer
+        // between (measured: a 256-byte stack buffer and a copy cost more
+        // than the sizing pass for the small argument lists Cpm sends).
+        let size = postcard::experimental::serialized_size(args)
+            .unwrap_or_else(|e| cannot_pack(invokable, e));
+        let mut msg = Message::new(handler, 4 + env + size);
         let payload = msg.payload_mut();
         payload[..4].copy_from_slice(&env_len.to_le_bytes());
-        payload[4 + env..].copy_from_slice(packed);
+        if let Err(e) = postcard::to_slice(args, &mut payload[4 + env..]) {
+            cannot_pack(invokable, e)
+        }
         destination.send(msg);
     }
 
@@ -477,7 +542,14 @@ impl Destination for Direct {
 }
 
 /// Through the target PE's scheduler queue, with a queueing strategy and
-/// priority (`CpmEnqueue` and its kinds).
+/// priority (`CpmEnqueue` and its kinds). Its send function is the
+/// manual's `CpmEnqueueFIFO1` for every queueing (the queueing and
+/// priority travel in the envelope, after the invoker), its handler on
+/// arrival `CpmEnqueueFIFO2` (registered by [`module_init`]: the manual's
+/// `CpmEnqueueFIFO2_Index`).
+#[doc(alias = "CpmEnqueueFIFO1")]
+#[doc(alias = "CpmEnqueueFIFO2")]
+#[doc(alias = "CpmEnqueueFIFO2_Index")]
 #[derive(Clone, Debug)]
 pub struct Enqueue {
     /// Where it goes.

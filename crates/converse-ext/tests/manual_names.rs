@@ -17,6 +17,27 @@ const CHAPTERS: &[(&str, &[&str])] = &[
     ("Futures", &["Cfuture"]),
     ("Load Balancing", &["Cld", "CLD_"]),
     ("Converse-POSIX threads", &["Cpthread", "pthread_"]),
+    ("Automatic Parameter Marshalling", &["Cpm", "CPM_"]),
+];
+
+/// Words of the manual that name nothing of the library: the module's
+/// name and plurals in its prose, the launchers its scanner writes for the
+/// examples' functions (ported in `examples/cpm_manual.rs`, where
+/// `#[invokable]` writes them) and the pack functions the examples write
+/// for their own types (serde's derives here).
+const NOT_LIBRARY_NAMES: &[&str] = &[
+    "Cpm",
+    "Cpm_",
+    "CpmDestinations",
+    "Cpm_myfunc",
+    "Cpm_print_integer",
+    "Cpm_print_program_arguments",
+    "CpmPack_coordinate",
+    "CpmUnpack_coordinate",
+    "CpmPtrSize_intptr",
+    "CpmPtrPack_intptr",
+    "CpmPtrUnpack_intptr",
+    "CpmPtrFree_intptr",
 ];
 
 fn manifest_dir() -> PathBuf {
@@ -62,6 +83,8 @@ fn present() -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     let mut files = Vec::new();
     sources(&manifest_dir().join("src"), &mut files);
+    // `#[invokable]` (the manual's `CpmInvokable`) lives in the macro crate.
+    sources(&manifest_dir().join("../converse-macros/src"), &mut files);
     for file in files {
         let text = std::fs::read_to_string(file).expect("source");
         for line in text.lines() {
@@ -99,7 +122,7 @@ fn every_name_of_the_chapters_done_has_a_rust_name() {
         let wanted = names(chapter(&manual, heading), prefixes);
         assert!(!wanted.is_empty(), "no names found in `{heading}`");
         for name in wanted {
-            if !present.contains(&name) {
+            if !present.contains(&name) && !NOT_LIBRARY_NAMES.contains(&name.as_str()) {
                 missing.push(format!("{name} ({heading})"));
             }
         }

@@ -50,6 +50,7 @@ use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type, parse_macro_input};
 
 /// Makes an ordinary function invokable on other PEs (`CpmInvokable`):
 /// see the crate documentation for what it writes.
+#[doc(alias = "CpmInvokable")]
 #[proc_macro_attribute]
 pub fn invokable(attr: TokenStream, item: TokenStream) -> TokenStream {
     let explicit = match parse_options(attr.into()) {
@@ -109,37 +110,37 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
     let refuse = |span: Span, why: &str| {
         Err(syn::Error::new(
             span,
-            format!("an #[invokable] function cannot be {why}"),
+            format!("an #[invokable] function cannot {why}"),
         ))
     };
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
         return refuse(
             sig.generics.span(),
-            "generic: its invoker is one handler, the same on every PE",
+            "be generic: its invoker is one handler, the same on every PE",
         );
     }
     if let Some(t) = &sig.asyncness {
         return refuse(
             t.span(),
-            "async: it runs in a handler (use converse_ext::tasks::spawn inside it)",
+            "be async: it runs in a handler (use converse_ext::tasks::spawn inside it)",
         );
     }
     if let Some(t) = &sig.unsafety {
         return refuse(
             t.span(),
-            "unsafe: a message from another PE calls it, with no one to uphold its contract",
+            "be unsafe: a message from another PE calls it, with no one to uphold its contract",
         );
     }
     if let Some(abi) = &sig.abi {
-        return refuse(abi.span(), "extern: it is called from Rust");
+        return refuse(abi.span(), "be extern: it is called from Rust");
     }
     if let Some(v) = &sig.variadic {
-        return refuse(v.span(), "variadic");
+        return refuse(v.span(), "be variadic");
     }
     if let ReturnType::Type(_, ty) = &sig.output {
         return refuse(
             ty.span(),
-            "returning a value: its caller is on another PE (answer with another \
+            "return a value: its caller is on another PE (answer with another \
              invokable, or fill a converse_ext::futures::Cfuture)",
         );
     }
@@ -147,18 +148,18 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
     for input in &sig.inputs {
         let pat = match input {
             FnArg::Receiver(r) => {
-                return refuse(r.span(), "a method: there is no `self` on the other PE");
+                return refuse(r.span(), "be a method: there is no `self` on the other PE");
             }
             FnArg::Typed(pat) => pat,
         };
         let Pat::Ident(ident) = &*pat.pat else {
             return refuse(
                 pat.pat.span(),
-                "given a pattern argument: name each argument (`x: T`)",
+                "take a pattern argument: name each argument (`x: T`)",
             );
         };
         if ident.by_ref.is_some() || ident.subpat.is_some() {
-            return refuse(ident.span(), "given a pattern argument: name each argument");
+            return refuse(ident.span(), "take a pattern argument: name each argument");
         }
         let ty = (*pat.ty).clone();
         let (wire, borrowed) = wire_type(&ty)?;

@@ -120,19 +120,27 @@ impl<T: 'static> Cpv<T> {
     /// If the variable was not initialized on this PE.
     #[doc(alias = "CpvAccess")]
     pub fn get(&self) -> Rc<T> {
-        let slot = self.slot.get();
-        let value: Option<Rc<dyn Any>> =
-            pe::with(|pe| pe.globals.borrow().get(slot).cloned().flatten());
-        match value {
-            Some(v) => v
-                .downcast::<T>()
-                .unwrap_or_else(|_| unreachable!("a slot holds values of one type")),
-            None => panic!(
+        self.try_get().unwrap_or_else(|| {
+            panic!(
                 "Cpv<{}> used on PE {} before initialize()",
                 std::any::type_name::<T>(),
                 crate::my_pe()
-            ),
-        }
+            )
+        })
+    }
+
+    /// The calling PE's value if it was initialized there: one look-up
+    /// where [`is_initialized`](Cpv::is_initialized) then
+    /// [`get`](Cpv::get) take two, for a library's hot path that names
+    /// its own error.
+    pub fn try_get(&self) -> Option<Rc<T>> {
+        let slot = self.slot.get();
+        let value: Option<Rc<dyn Any>> =
+            pe::with(|pe| pe.globals.borrow().get(slot).cloned().flatten());
+        value.map(|v| {
+            v.downcast::<T>()
+                .unwrap_or_else(|_| unreachable!("a slot holds values of one type"))
+        })
     }
 
     /// Runs `f` with the calling PE's value (`CpvAccess`).

@@ -2317,6 +2317,142 @@ fn ext_cld_forged() -> i32 {
 }
 
 // ---------------------------------------------------------------------------
+// ext_cpm: #[invokable] functions across processes
+// ---------------------------------------------------------------------------
+
+/// The destinations `ext_cpm` launches through, by number.
+const CPM_KINDS: [&str; 9] = [
+    "send",
+    "fifo",
+    "ififo",
+    "blifo",
+    "enqueue",
+    "thread",
+    "thread_size",
+    "all",
+    "others",
+];
+
+/// Where an `ext_cpm` invocation ran, told to PE 0.
+#[converse_ext::invokable]
+fn cpm_ran(kind: u8, from: usize, on: usize, in_thread: bool, numbers: Vec<usize>) {
+    thread_local! {
+        static GOT: RefCell<BTreeMap<(u8, usize, usize), bool>> = const { RefCell::new(BTreeMap::new()) };
+    }
+    let mine = cpm_handler_numbers();
+    check!(
+        numbers == mine,
+        "PE {on} has handler numbers {numbers:?} for the invokables, PE 0 {mine:?}"
+    );
+    let p = num_pes();
+    let done = GOT.with_borrow_mut(|got| {
+        check!(
+            got.insert((kind, from, on), in_thread).is_none(),
+            "{} from PE {from} ran twice on PE {on}",
+            CPM_KINDS[kind as usize]
+        );
+        let expected = (CPM_KINDS.len() - 1) * p * p + p * (p - 1);
+        got.len() == expected
+    });
+    if !done {
+        return;
+    }
+    GOT.with_borrow(|got| {
+        for (&(kind, from, on), &in_thread) in got {
+            let name = CPM_KINDS[kind as usize];
+            check!(
+                in_thread == name.starts_with("thread"),
+                "{name} from PE {from} on PE {on}: in a thread {in_thread}"
+            );
+        }
+    });
+    cmi_printf!("ok ext_cpm\n");
+    converse::exit(0);
+}
+
+/// Runs where the destination says, and tells PE 0.
+#[converse_ext::invokable]
+fn cpm_run(kind: u8, from: usize, text: &str) {
+    check!(text == "marshalled", "the text arrived as {text:?}");
+    let in_thread = !Thread::current().is_main_flow();
+    Cpm_cpm_ran(
+        converse_ext::cpm::send(0),
+        kind,
+        from,
+        my_pe(),
+        in_thread,
+        cpm_handler_numbers(),
+    );
+}
+
+/// Never registered: launching it must abort.
+#[converse_ext::invokable(explicit)]
+fn cpm_unregistered() {}
+
+/// The handler numbers of this file's invokables and `cpm-peer`'s.
+fn cpm_handler_numbers() -> Vec<usize> {
+    use converse_ext::cpm;
+    let mut n = vec![
+        cpm::handler_index(&CPM_CPM_RAN),
+        cpm::handler_index(&CPM_CPM_RUN),
+    ];
+    n.extend(cpm_peer::handler_numbers());
+    n
+}
+
+/// Every PE invokes `cpm_run` on every PE through every destination; each
+/// run tells PE 0, which checks that each ran once, where and how it
+/// should, and that every PE has the same handler numbers for two crates'
+/// invokables.
+fn ext_cpm() -> i32 {
+    use converse_ext::cpm::{self, CPM_ALL, CPM_OTHERS};
+    run_normal(|_| {
+        let me = my_pe();
+        let text = "marshalled";
+        for pe in 0..num_pes() {
+            Cpm_cpm_run(cpm::send(pe), 0, me, text);
+            Cpm_cpm_run(cpm::enqueue_fifo(pe), 1, me, text);
+            Cpm_cpm_run(cpm::enqueue_ififo(pe, -2), 2, me, text);
+            let prio = converse::BitPrio::new(40, &[7, 0xff00_0000]).unwrap();
+            Cpm_cpm_run(cpm::enqueue_blifo(pe, prio), 3, me, text);
+            Cpm_cpm_run(cpm::enqueue(pe, converse::Queueing::LLifo(9)), 4, me, text);
+            Cpm_cpm_run(cpm::make_thread(pe), 5, me, text);
+            Cpm_cpm_run(cpm::make_thread_size(pe, 128 << 10), 6, me, text);
+        }
+        Cpm_cpm_run(cpm::send(CPM_ALL), 7, me, text);
+        Cpm_cpm_run(cpm::enqueue_lifo(CPM_OTHERS), 8, me, text);
+    })
+}
+
+/// PE 0 sends the last PE (another process) an invocation whose envelope
+/// length overruns the message, then (with `args`) one whose arguments do
+/// not unpack: the job must end naming the sender.
+fn ext_cpm_forged() -> i32 {
+    run_normal(move |args| {
+        if my_pe() != 0 {
+            return;
+        }
+        let bad_args = args.get(2).is_some_and(|a| a == "args");
+        let handler = converse_ext::cpm::handler_index(&CPM_CPM_RUN);
+        let payload: &[u8] = if bad_args {
+            &[0, 0, 0, 0, 1, 0xff, 0xff]
+        } else {
+            &[200, 0, 0, 0, 1, 2]
+        };
+        converse::sync_send_and_free(num_pes() - 1, Message::from_payload(handler, payload));
+    })
+}
+
+/// Launching an `#[invokable(explicit)]` function nobody registered.
+fn ext_cpm_unregistered() -> i32 {
+    run_normal(|_| {
+        if my_pe() == 0 {
+            Cpm_cpm_unregistered(converse_ext::cpm::send(0));
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------
 // core_isomalloc: unique addresses across processes; a block that migrates
 // ---------------------------------------------------------------------------
 
@@ -2472,6 +2608,9 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "ext_futures" => ext_futures(),
         "ext_cms" => ext_cms(),
         "ext_cld" => ext_cld(),
+        "ext_cpm" => ext_cpm(),
+        "ext_cpm_forged" => ext_cpm_forged(),
+        "ext_cpm_unregistered" => ext_cpm_unregistered(),
         "ext_cld_forged" => ext_cld_forged(),
         "ext_cld_sends" => ext_cld_sends(),
         "ext_cpthreads_outside" => ext_cpthreads_outside(),
@@ -2677,6 +2816,43 @@ fn ext_futures_case() {
     Jobs::default().ok("ext_futures", &[]).check();
 }
 
+/// `#[invokable]` functions through every destination from every PE,
+/// over shm, tcp and both; forged invocations and an unregistered
+/// invokable end the job naming the sender, or the function.
+fn ext_cpm_case() {
+    let mut jobs = Jobs::default();
+    jobs.ok("ext_cpm", &[]);
+    for (extra, why) in [
+        ("envelope", "its envelope overruns it"),
+        ("args", "the arguments of"),
+    ] {
+        let f = start_job("tcp", 2, 1, "ext_cpm_forged", &[extra]);
+        if f.code == Some(0)
+            || !f
+                .stderr
+                .contains("a malformed Cpm message from PE 0 on PE 1")
+            || !f.stderr.contains(why)
+        {
+            jobs.failures.push(format!(
+                "=== ext_cpm_forged {extra}: expected an abort naming the sender and {why:?}\n{}",
+                output(&f)
+            ));
+        }
+    }
+    let f = start_job("shm", 2, 1, "ext_cpm_unregistered", &[]);
+    if f.code == Some(0)
+        || !f
+            .stderr
+            .contains("cpm_unregistered is not registered on PE 0")
+    {
+        jobs.failures.push(format!(
+            "=== ext_cpm_unregistered: expected an abort naming the function\n{}",
+            output(&f)
+        ));
+    }
+    jobs.check();
+}
+
 /// The extensions library's master-slave, over shm, tcp and both.
 fn ext_cms_case() {
     Jobs::default().ok("ext_cms", &[]).check();
@@ -2875,6 +3051,7 @@ pub fn cases() -> Vec<Case> {
         ("ext_futures", ext_futures_case),
         ("ext_cms", ext_cms_case),
         ("ext_cld", ext_cld_case),
+        ("ext_cpm", ext_cpm_case),
         ("ext_cpthreads", ext_cpthreads_case),
         ("core_node_sends", core_node_sends),
         ("core_bcast", core_bcast),
