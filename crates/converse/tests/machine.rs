@@ -280,8 +280,10 @@ fn cpv_values_are_private_to_each_pe() {
     let code = common::run_user(4, 2, move |_| {
         let me = my_pe();
         assert!(!PE_VALUE.is_initialized());
+        assert!(PE_VALUE.try_get().is_none());
         PE_VALUE.initialize(Cell::new(me * 10));
         assert!(PE_VALUE.is_initialized());
+        assert_eq!(PE_VALUE.try_get().map(|v| v.get()), Some(me * 10));
         PE_NAME.initialize(format!("PE {me}"));
         // Every PE updates its own value many times while the others do too.
         for _ in 0..1000 {
