@@ -22,7 +22,7 @@
 //!    message: an envelope of the destination's [`env_size`] bytes, then
 //!    the arguments packed with postcard. Its handler is `f`'s *invoker*.
 //! 3. It calls the destination's send function, which may put what it
-//!    needs in the envelope ([`env`]), switch the handler, and sends.
+//!    needs in the envelope ([`env()`]), switch the handler, and sends.
 //! 4. On arrival the built-in destinations' handlers restore the invoker
 //!    and detour the message (through the scheduler's queue, or into a new
 //!    thread); the invoker unpacks the arguments and calls `f`.
@@ -314,7 +314,7 @@ pub trait Destination {
     fn env_size(&self) -> usize;
     /// The send function (the C `sendfn`): `msg`'s handler is the
     /// invoker, its envelope [`env_size`](Destination::env_size) zero
-    /// bytes ([`env`]); it must see that the message reaches a PE and
+    /// bytes ([`env()`]); it must see that the message reaches a PE and
     /// that the invoker runs there, with the message as it was launched.
     fn send(&self, msg: Message);
 }
@@ -373,7 +373,7 @@ pub fn env(msg: &mut Message) -> &mut [u8] {
     &mut msg.payload_mut()[range]
 }
 
-/// The envelope of a Cpm message, to read ([`env`]).
+/// The envelope of a Cpm message, to read ([`env()`]).
 pub fn env_ref(msg: &Message) -> &[u8] {
     &msg.payload()[env_range(msg)]
 }
