@@ -17,6 +17,7 @@ const CHAPTERS: &[(&str, &[&str])] = &[
     ("Futures", &["Cfuture"]),
     ("Load Balancing", &["Cld", "CLD_"]),
     ("Converse-POSIX threads", &["Cpthread", "pthread_"]),
+    ("Parallel Arrays of Threads", &["CPath", "CPATH_"]),
 ];
 
 fn manifest_dir() -> PathBuf {
