@@ -433,6 +433,9 @@ struct Layout {
     root: usize,
 }
 
+/// A layout's name: the array and the pattern.
+type LayoutKey = (ArrayId, Vec<u32>);
+
 /// The handlers of this module.
 struct Handlers {
     /// Start elements of an array on this PE.
@@ -448,10 +451,11 @@ struct State {
     handlers: Handlers,
     mappers: RefCell<Vec<MapFn>>,
     thread_fns: RefCell<Vec<ThreadFn>>,
-    reducers: RefCell<Vec<Rc<dyn Fn(usize, &mut [u8], &[u8])>>>,
+    reducers: RefCell<Vec<reduce::Reducer>>,
     next_seq: Cell<u64>,
     arrays: RefCell<HashMap<ArrayId, LocalArray>>,
-    layouts: RefCell<HashMap<(ArrayId, Vec<u32>), Rc<Layout>>>,
+    /// By array and pattern.
+    layouts: RefCell<HashMap<LayoutKey, Rc<Layout>>>,
     reductions: reduce::Reductions,
 }
 

@@ -29,6 +29,10 @@ use super::{ArrayId, CPath, State, current_or_abort, layout, malformed, show_pat
 /// (`acc.len() == other.len() == vecsize * eltsize`).
 pub type ReduceFn = fn(vecsize: usize, acc: &mut [u8], other: &[u8]);
 
+/// A registered reducer, as the PE keeps it (a [`ReduceFn`], or a typed
+/// one wrapped by [`register_reducer_of`]).
+pub(super) type Reducer = Rc<dyn Fn(usize, &mut [u8], &[u8])>;
+
 /// Built-in reducer: wrapping sum of `i64`s.
 pub const REDUCER_SUM_I64: usize = 0;
 /// Built-in reducer: sum of `f64`s (exact only for exactly representable
@@ -117,7 +121,7 @@ pub fn register_reducer_of<T: ReduceElement>(combine: fn(&mut T, T)) -> usize {
     }))
 }
 
-fn push_reducer(f: Rc<dyn Fn(usize, &mut [u8], &[u8])>) -> usize {
+fn push_reducer(f: Reducer) -> usize {
     let s = state();
     let mut r = s.reducers.borrow_mut();
     r.push(f);
