@@ -296,6 +296,18 @@ impl CPath {
         check_dims(&self.dims).map_err(|why| format!("{self}: {why}"))
     }
 
+    /// Checks a descriptor from elsewhere against the one this PE holds
+    /// under the same identity, if any.
+    fn check_known(&self, s: &State) -> Result<(), Cause> {
+        match s.arrays.borrow().get(&self.id()) {
+            Some(a) if a.path != *self => Err(format!(
+                "descriptor {self:?} where this PE knows {:?} under the same identity",
+                a.path
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// True if `pattern` (with [`CPATH_ALL`]s) matches `indices`.
     fn pattern_matches(pattern: &[u32], indices: &[u32]) -> bool {
         pattern.len() == indices.len()
@@ -795,6 +807,7 @@ fn on_create(msg: Message) {
         let flats = r.u64s("elements")?;
         r.end("creation")?;
         path.check(&s)?;
+        path.check_known(&s)?;
         let flats = check_local_elements(&s, &path, &flats)?;
         Ok((path, flats))
     })();

@@ -287,6 +287,7 @@ pub(super) fn on_deliver(msg: Message) {
             return Err(format!("tags {tags:?} hold CPATH_WILD"));
         }
         path.check(&s)?;
+        path.check_known(&s)?;
         let flats = check_local_elements(&s, &path, &flats)?;
         Ok((path, flats, CPathMsg::new(&tags, kind, data)))
     })();
