@@ -18,16 +18,19 @@
 //! - [`tasks`]: async code on a PE ([`tasks::spawn`]), which can await a
 //!   [`futures::Cfuture`] (`future.await`);
 //! - [`cpthreads`]: Converse-POSIX threads (chapter 9), the pthreads API
-//!   over Converse threads.
-//!
-//! Still to come (issue 21): parameter marshalling (Cpm) and parallel
-//! arrays of threads (CPath).
+//!   over Converse threads;
+//! - [`cpath`]: parallel arrays of threads (chapter 10): arrays of threads
+//!   spread over the PEs, with tagged sends, multicasts and reductions;
+//! - [`cpm`]: parameter marshalling (chapter 6): `#[invokable]` functions
+//!   called on any PE through a launcher, their arguments packed with
+//!   serde.
 #![warn(missing_docs)]
 
 pub mod cds;
 pub mod cld;
 pub mod cmm;
 pub mod cms;
+pub mod cpath;
 pub mod cpm;
 pub mod cpthreads;
 pub mod futures;

@@ -18,6 +18,7 @@ const CHAPTERS: &[(&str, &[&str])] = &[
     ("Load Balancing", &["Cld", "CLD_"]),
     ("Converse-POSIX threads", &["Cpthread", "pthread_"]),
     ("Automatic Parameter Marshalling", &["Cpm", "CPM_"]),
+    ("Parallel Arrays of Threads", &["CPath", "CPATH_"]),
 ];
 
 /// Words of the manual that name nothing of the library: the module's

@@ -36,6 +36,12 @@ use crate::common::{self, Finished};
 #[allow(dead_code)]
 mod cld_tree;
 
+/// The extensions' stencil on a parallel array of threads, run across
+/// processes by `ext_cpath`.
+#[path = "../../../converse-ext/examples/cpath_stencil.rs"]
+#[allow(dead_code)]
+mod cpath_stencil;
+
 /// Exit code of a job whose program found a wrong result.
 const FAIL: i32 = 3;
 /// Exit code of a job whose expected reports did not all arrive in time.
@@ -2453,6 +2459,73 @@ fn ext_cpm_unregistered() -> i32 {
 }
 
 // ---------------------------------------------------------------------------
+// ext_cpath: parallel arrays of threads across processes
+// ---------------------------------------------------------------------------
+
+/// The stencil of `converse-ext/examples/cpath_stencil.rs`: arguments `N
+/// ITERATIONS MAPPER`. Element `[0, 0]` compares the gathered grid with
+/// the sequential computation and prints whether they are equal.
+fn ext_cpath() -> i32 {
+    converse_ext::cpath::install();
+    run_normal(|args| cpath_stencil::start(&args[1..]))
+}
+
+/// CPath's refusals, each ending the job (argument: which): `outside`, a
+/// receive in the start function; `forged`, a short message to the
+/// module's delivery handler on the last PE (another process); `mapper`,
+/// a mapper that names no PE; `mismatch`, two elements of one reduction
+/// with different element sizes.
+fn ext_cpath_refused() -> i32 {
+    use converse_ext::cpath::{self, CPATH_ALL, CPath};
+    fn mismatched(path: &CPath, ix: &[u32]) {
+        let v = [ix[0] as u8; 8];
+        let eltsize = if ix[0] == 1 { 4 } else { 8 };
+        cpath::reduce()
+            .over(path, &[CPATH_ALL])
+            .tag(1)
+            .reducer(cpath::REDUCER_SUM_I64)
+            .bytes(1, eltsize, &v[..eltsize])
+            .dest(path, &[0])
+            .contribute();
+    }
+    cpath::install();
+    run_normal(|args| {
+        let mode = args.get(2).map_or("", String::as_str);
+        let f = cpath::register_thread_fn(mismatched);
+        let beyond = cpath::register_mapper(|_, _| num_pes());
+        // Registered right after the module's own three handlers (create,
+        // deliver, partial): the delivery handler is the second-to-last
+        // one below it.
+        let probe = converse::register_handler(|_m: Message| {});
+        if my_pe() != 0 {
+            return;
+        }
+        match mode {
+            "outside" => {
+                let _ = cpath::recv().tag(1).wait();
+            }
+            "forged" => {
+                let below: Vec<usize> = (1..probe)
+                    .filter(|&i| converse::handler_function(i).is_some())
+                    .collect();
+                let deliver = below[below.len() - 2];
+                converse::sync_send_and_free(
+                    num_pes() - 1,
+                    Message::from_payload(deliver, &[1, 2, 3]),
+                );
+            }
+            "mapper" => {
+                cpath::make_array(f, beyond, &[2, 3]);
+            }
+            "mismatch" => {
+                cpath::make_array(f, cpath::MAPPER_ROUND_ROBIN, &[4]);
+            }
+            other => fail(&format!("unknown mode {other}")),
+        }
+    })
+}
+
+// ---------------------------------------------------------------------------
 // core_isomalloc: unique addresses across processes; a block that migrates
 // ---------------------------------------------------------------------------
 
@@ -2614,6 +2687,8 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "ext_cld_forged" => ext_cld_forged(),
         "ext_cld_sends" => ext_cld_sends(),
         "ext_cpthreads_outside" => ext_cpthreads_outside(),
+        "ext_cpath" => ext_cpath(),
+        "ext_cpath_refused" => ext_cpath_refused(),
         "core_node_sends" => node_sends(),
         "core_bcast" => bcast(check_src),
         "core_reduce" => reduce(),
@@ -2937,6 +3012,57 @@ fn ext_cpthreads_case() {
     );
 }
 
+/// The stencil on a parallel array of threads, over shm, tcp and both,
+/// under two built-in mappers and the example's own (which puts element
+/// `[0, 0]` on the last PE): the gathered grid must equal the sequential
+/// computation. Then CPath's refusals, each naming its cause.
+fn ext_cpath_case() {
+    let mut jobs = Jobs::default();
+    for mapper in ["block", "rr", "columns"] {
+        jobs.run("ext_cpath", &["12", "3", mapper], |f, _| {
+            (f.code != Some(0)
+                || !f
+                    .stdout
+                    .contains("cpath_stencil: equal to the sequential computation"))
+            .then(|| "expected exit code 0 and the grid equal to the sequential one".to_string())
+        });
+    }
+    let refusals: [(&str, &[&str]); 4] = [
+        ("outside", &["CPathRecv would block in the start function"]),
+        (
+            "forged",
+            &[
+                "a malformed CPath element message from PE 0",
+                "message too short",
+            ],
+        ),
+        (
+            "mapper",
+            &[
+                "CPath array 1 of PE 0 (2×3): mapper 4 put element [0, 0] on PE 2, but the job has 2 PEs",
+            ],
+        ),
+        (
+            "mismatch",
+            &[
+                "gave 1 values of 8 bytes",
+                "gave 1 values of 4 bytes",
+                "element [1]",
+            ],
+        ),
+    ];
+    for (mode, wanted) in refusals {
+        let f = start_job("shm", 2, 1, "ext_cpath_refused", &[mode]);
+        if f.code == Some(0) || !wanted.iter().all(|w| f.stderr.contains(w)) {
+            jobs.failures.push(format!(
+                "=== ext_cpath_refused {mode}: expected a refusal saying {wanted:?}\n{}",
+                output(&f)
+            ));
+        }
+    }
+    jobs.check();
+}
+
 fn core_node_sends() {
     Jobs::default().ok("core_node_sends", &[]).check();
 }
@@ -3053,6 +3179,7 @@ pub fn cases() -> Vec<Case> {
         ("ext_cld", ext_cld_case),
         ("ext_cpm", ext_cpm_case),
         ("ext_cpthreads", ext_cpthreads_case),
+        ("ext_cpath", ext_cpath_case),
         ("core_node_sends", core_node_sends),
         ("core_bcast", core_bcast),
         ("core_reduce", core_reduce),

@@ -1,0 +1,561 @@
+//! Parallel arrays of threads (the manual's chapter 10, CPath: "Converse
+//! Parallel Array of Threads"): arrays of user-level threads spread over
+//! the PEs, that send each other tagged messages, multicast to rows, and
+//! reduce over sets of elements.
+//!
+//! # The model
+//!
+//! - An array has a descriptor, [`CPath`]: plain data (copy it, put it in
+//!   messages with [`CPath::to_bytes`]) naming the array (the PE that made
+//!   it and a number there), its dimensions, its thread function and its
+//!   mapper. [`make_array`] (`CPathMakeArray`) makes one from any PE;
+//!   [`make_thread`] (`CPathMakeThread`) makes a zero-dimensional one, a
+//!   single thread on a given PE.
+//! - Each element is a Converse user-level thread ([`converse::Thread`])
+//!   on the PE its mapper gives, running the array's thread function with
+//!   a copy of the descriptor and its indices. The thread knows which
+//!   element it is ([`current_element`]): a thread-private variable (a
+//!   `converse::Ctv`) set when it starts.
+//! - Functions are named by numbers: mappers ([`register_mapper`]), thread
+//!   functions ([`register_thread_fn`]) and reducers
+//!   ([`register_reducer`]) are registered on every PE **in the same
+//!   order** (the start function, or a module-init hook registered with
+//!   [`converse::register_module_init`] after [`install`], is the place),
+//!   so that a number means the same function everywhere. Mappers must be
+//!   deterministic: every PE computes layouts with them. This module's
+//!   [`module_init`] registers the built-in mappers and reducers first
+//!   ([`MAPPER_BLOCK`], [`REDUCER_SUM_I64`], …).
+//! - [`send`] (`CPathSend`) addresses one element, or with [`CPATH_ALL`]
+//!   in some index positions every element matching the pattern (a
+//!   multicast). The message goes to each target's PE, one message per PE,
+//!   and waits there in the element's mailbox (a [`CmmTable`], FIFO per
+//!   tags) until the element's thread takes it with [`recv`]
+//!   (`CPathRecv`), which blocks the thread (never spins) until a message
+//!   with matching tags is there ([`CPATH_WILD`] matches any tag).
+//! - [`reduce`] (`CPathReduce`): every element of a pattern contributes;
+//!   the contributions are combined on each PE, then across PEs at the
+//!   *root* (the PE of the pattern's first element, in row-major order),
+//!   which sends the result as a message with the reduction's tags to the
+//!   destination element(s).
+//!
+//! # The C clause grammar as builders
+//!
+//! | C clause | Rust |
+//! |---|---|
+//! | `CPathSend(…)` | [`send()`]`…` |
+//! | `CPathRecv(…)` | [`recv()`]`…` |
+//! | `CPathReduce(…)` | [`reduce()`]`…` |
+//! | `CPATH_DEST, path, i, j` | [`.dest(&path, &[i, j])`](SendBuilder::dest) (any index may be [`CPATH_ALL`]) |
+//! | `CPATH_OVER, path, i, CPATH_ALL` | [`.over(&path, &[i, CPATH_ALL])`](ReduceBuilder::over) |
+//! | `CPATH_TAG, t` | [`.tag(t)`](SendBuilder::tag) |
+//! | `CPATH_TAGS, t1, t2, …, 0` | [`.tags(&[t1, t2])`](SendBuilder::tags) |
+//! | `CPATH_TAGVEC, n, v` | [`.tags(&v[..n])`](SendBuilder::tags) |
+//! | `CPATH_BYTES, n, buf` (send) | [`.bytes(&buf[..n])`](SendBuilder::bytes) |
+//! | `CPATH_BYTES, vecsize, eltsize, data` (reduce) | [`.bytes(vecsize, eltsize, data)`](ReduceBuilder::bytes), or typed [`.data_of(&values)`](ReduceBuilder::data_of) |
+//! | `CPATH_REDUCER, fn` | [`.reducer(index)`](ReduceBuilder::reducer) |
+//! | `CPATH_END` | [`.send()`](SendBuilder::send), [`.wait()`](RecvBuilder::wait), [`.contribute()`](ReduceBuilder::contribute) |
+//!
+//! `.tag` and `.tags` append, so `.tag(a).tag(b)` is `.tags(&[a, b])`.
+//! A message may have no tags at all; it then matches a receive with none.
+//!
+//! # Invariants
+//!
+//! - An array's elements are the indices below its dimensions (each at
+//!   least 1; at most 2^32 elements); element `[i, j, …]` lives on PE
+//!   `mapper(path, [i, j, …])`, which must be a PE of the job (else the job
+//!   aborts naming the array, the element and the PE).
+//! - A PE's record of an element (its mailbox) is made by whichever comes
+//!   first: the order to start its thread, or a message for it (a message
+//!   may overtake the creation order, which comes from another PE). A
+//!   message for an element whose thread has returned is dropped.
+//! - Sent tags are never [`CPATH_WILD`] (refused): only receive patterns
+//!   hold wildcards, so a mailbox's stored tags are exact.
+//! - A reduction is named by its array, its over-pattern and its tags; an
+//!   element's k-th contribution under a name belongs to round k, so an
+//!   element that runs ahead to the next round of the same reduction never
+//!   mixes rounds. Each PE combines its elements' contributions of a round
+//!   and sends one partial to the root, which combines one partial per PE
+//!   holding participants. Reducers must be associative and commutative:
+//!   the order of combination is the order of arrival.
+//! - Nothing read from a message is trusted: a malformed CPath message
+//!   (short, bad lengths, unknown function numbers, an element out of range
+//!   or not on the receiving PE) aborts the job naming the sending PE and
+//!   the cause.
+//!
+//! # Concurrency
+//!
+//! Each PE's state (registrations, its arrays' elements and mailboxes, its
+//! reductions in progress, the layouts it computed) is its own (a `Cpv`),
+//! touched by its own threads and handlers, one at a time; no borrow of it
+//! is held while user code (a mapper, a thread function, a reducer) runs.
+//! Other PEs reach it only through this module's three handlers: start
+//! elements, deliver a message to elements, and a partial reduction for
+//! the root. Sends to elements of the sending PE are delivered at once,
+//! without a message.
+mod msg;
+mod path;
+mod reduce;
+mod wire;
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
+
+use converse::{Cpv, Ctv, Event, Message, Thread};
+
+use crate::cmm::CmmTable;
+pub use msg::{CPathMsg, RecvBuilder, SendBuilder, recv, send};
+pub use path::CPath;
+use path::show_pattern;
+pub use reduce::{
+    REDUCER_MAX_I64, REDUCER_MIN_I64, REDUCER_SUM_F64, REDUCER_SUM_I64, ReduceBuilder,
+    ReduceElement, ReduceFn, reduce, register_reducer, register_reducer_of,
+};
+use wire::{Cause, Reader, Writer};
+
+/// The index wildcard (`CPATH_ALL`): in a destination or over-pattern, every
+/// index of that dimension.
+pub const CPATH_ALL: u32 = u32::MAX;
+
+/// The tag wildcard (`CPATH_WILD`): in a receive pattern, any tag at that
+/// position. The same value as [`crate::cmm::WILDCARD`]; sends may not
+/// use it.
+pub const CPATH_WILD: i32 = crate::cmm::WILDCARD;
+
+/// A mapping function (the manual's `MapFn`): the PE of the element at
+/// `indices` of the array `path`. Must give the same answer on every PE.
+pub type MapFn = fn(path: &CPath, indices: &[u32]) -> usize;
+
+/// A thread function (the manual's `ThreadFn`): what each element's
+/// thread runs, with a copy of the array's descriptor and its indices.
+pub type ThreadFn = fn(path: &CPath, indices: &[u32]);
+
+/// Built-in mapper: elements in row-major order, cut into `num_pes`
+/// consecutive blocks of (nearly) equal size.
+pub const MAPPER_BLOCK: usize = 0;
+/// Built-in mapper: element number `k` in row-major order on PE
+/// `k % num_pes`.
+pub const MAPPER_ROUND_ROBIN: usize = 1;
+/// Built-in mapper: every element on PE 0.
+pub const MAPPER_PE0: usize = 2;
+/// Built-in mapper: every element on the array's home PE ([`CPath::home`]:
+/// the PE that made it, or the one given to [`make_thread`]).
+pub const MAPPER_HOME: usize = 3;
+
+/// An array's identity: the PE that made it and its number there.
+type ArrayId = (usize, u64);
+
+/// One element's record on its PE.
+struct Element {
+    /// Messages that arrived and were not received yet.
+    mailbox: CmmTable<CPathMsg>,
+    /// The pattern the element's thread waits for in [`recv`], if it does.
+    waiting: Option<Box<[i32]>>,
+    /// Set when a message matching `waiting` arrives.
+    arrived: Rc<Event>,
+    started: bool,
+    /// Its thread function returned: messages for it are dropped.
+    finished: bool,
+    /// The next round of each reduction (over-pattern, tags) it takes part
+    /// in.
+    rounds: HashMap<(Vec<u32>, Vec<i32>), u64>,
+}
+
+impl Element {
+    fn new() -> Element {
+        Element {
+            mailbox: CmmTable::new(),
+            waiting: None,
+            arrived: Rc::new(Event::new()),
+            started: false,
+            finished: false,
+            rounds: HashMap::new(),
+        }
+    }
+}
+
+/// An array's elements on one PE.
+struct LocalArray {
+    path: CPath,
+    elements: HashMap<usize, Element>,
+}
+
+/// Where the elements matching a pattern live.
+struct Layout {
+    /// The PEs holding matching elements, with their elements (row-major).
+    by_pe: BTreeMap<usize, Vec<usize>>,
+    /// The PE of the first matching element: a reduction's root.
+    root: usize,
+}
+
+/// A layout's name: the array and the pattern.
+type LayoutKey = (ArrayId, Vec<u32>);
+
+/// The handlers of this module.
+struct Handlers {
+    /// Start elements of an array on this PE.
+    create: usize,
+    /// A message for elements of this PE.
+    deliver: usize,
+    /// A PE's partial reduction, for the root.
+    partial: usize,
+}
+
+/// One PE's CPath state.
+struct State {
+    handlers: Handlers,
+    mappers: RefCell<Vec<MapFn>>,
+    thread_fns: RefCell<Vec<ThreadFn>>,
+    reducers: RefCell<Vec<reduce::Reducer>>,
+    next_seq: Cell<u64>,
+    arrays: RefCell<HashMap<ArrayId, LocalArray>>,
+    /// By array and pattern.
+    layouts: RefCell<HashMap<LayoutKey, Rc<Layout>>>,
+    reductions: reduce::Reductions,
+}
+
+static STATE: Cpv<State> = Cpv::new();
+
+/// The element the running thread is (set when an element's thread
+/// starts).
+struct Current {
+    path: CPath,
+    flat: usize,
+    indices: Vec<u32>,
+}
+
+static CURRENT: Ctv<Option<Rc<Current>>> = Ctv::new(|| None);
+
+/// Registers CPath's handlers on the calling PE, makes its state and
+/// registers the built-in mappers ([`MAPPER_BLOCK`], …) and reducers
+/// ([`REDUCER_SUM_I64`], …), in that order. Call it on every PE in the
+/// same place of the handler registrations, or [`install`] once before
+/// the job; a second call on a PE does nothing.
+pub fn module_init() {
+    if STATE.is_initialized() {
+        return;
+    }
+    let handlers = Handlers {
+        create: converse::register_handler(on_create),
+        deliver: converse::register_handler(msg::on_deliver),
+        partial: converse::register_handler(reduce::on_partial),
+    };
+    STATE.initialize(State {
+        handlers,
+        mappers: RefCell::new(Vec::new()),
+        thread_fns: RefCell::new(Vec::new()),
+        reducers: RefCell::new(Vec::new()),
+        next_seq: Cell::new(1),
+        arrays: RefCell::new(HashMap::new()),
+        layouts: RefCell::new(HashMap::new()),
+        reductions: reduce::Reductions::default(),
+    });
+    let builtin: [(usize, MapFn); 4] = [
+        (MAPPER_BLOCK, map_block),
+        (MAPPER_ROUND_ROBIN, map_round_robin),
+        (MAPPER_PE0, |_, _| 0),
+        (MAPPER_HOME, |path, _| path.home()),
+    ];
+    for (want, f) in builtin {
+        let got = register_mapper(f);
+        debug_assert_eq!(got, want);
+    }
+    reduce::register_builtin();
+}
+
+/// Registers [`module_init`] with the core, so that every PE of the jobs
+/// started after this call runs it before the start function. Returns
+/// false if it was registered already.
+pub fn install() -> bool {
+    converse::register_module_init("converse-ext cpath", module_init)
+}
+
+fn state() -> Rc<State> {
+    if !STATE.is_initialized() {
+        converse::abort(&format!(
+            "CPath used on PE {} before cpath::module_init (call it on every PE, or cpath::install before the job)",
+            converse::my_pe()
+        ));
+    }
+    STATE.get()
+}
+
+/// [`MAPPER_BLOCK`].
+fn map_block(path: &CPath, indices: &[u32]) -> usize {
+    let flat = path.flat_index(indices).unwrap_or(0) as u128;
+    let total = path.num_elements().max(1) as u128;
+    (flat * converse::num_pes() as u128 / total) as usize
+}
+
+/// [`MAPPER_ROUND_ROBIN`].
+fn map_round_robin(path: &CPath, indices: &[u32]) -> usize {
+    path.flat_index(indices).unwrap_or(0) % converse::num_pes()
+}
+
+/// Registers a mapper (`CPathRegisterMapper`) and returns its number, for
+/// [`make_array`]. Register the same mappers in the same order on every
+/// PE (see the module comment); the built-in ones come first.
+#[doc(alias = "CPathRegisterMapper")]
+pub fn register_mapper(mapper: MapFn) -> usize {
+    let s = state();
+    let mut m = s.mappers.borrow_mut();
+    m.push(mapper);
+    m.len() - 1
+}
+
+/// Registers a thread function (`CPathRegisterThreadFn`) and returns its
+/// number, for [`make_array`] and [`make_thread`]. Register the same
+/// functions in the same order on every PE.
+#[doc(alias = "CPathRegisterThreadFn")]
+pub fn register_thread_fn(thread_fn: ThreadFn) -> usize {
+    let s = state();
+    let mut t = s.thread_fns.borrow_mut();
+    t.push(thread_fn);
+    t.len() - 1
+}
+
+/// Makes an array of threads of dimensions `dims` (`CPathMakeArray`; the
+/// C call's trailing 0 is the slice's end), from any PE: each element
+/// starts on the PE `mapper` gives it, running `thread_fn`. Returns the
+/// descriptor at once; the elements of other PEs start when the order
+/// reaches them.
+///
+/// # Panics
+/// Aborts the job if a number is not registered, a dimension is 0, the
+/// array is too big (2^32 elements), or the mapper puts an element on no
+/// PE of the job.
+#[doc(alias = "CPathMakeArray")]
+pub fn make_array(thread_fn: usize, mapper: usize, dims: &[u32]) -> CPath {
+    let me = converse::my_pe();
+    make(thread_fn, mapper, dims, me, "CPathMakeArray")
+}
+
+/// Makes a single thread (a zero-dimensional array, `CPathMakeThread`) on
+/// PE `pe`, running `thread_fn` with no indices. Its mapper is
+/// [`MAPPER_HOME`], its home `pe`.
+///
+/// # Panics
+/// Aborts the job if `thread_fn` is not registered or `pe` is no PE of the
+/// job.
+#[doc(alias = "CPathMakeThread")]
+pub fn make_thread(thread_fn: usize, pe: usize) -> CPath {
+    if pe >= converse::num_pes() {
+        converse::abort(&format!(
+            "CPathMakeThread on PE {} for PE {pe}, which is no PE of the job ({} PEs)",
+            converse::my_pe(),
+            converse::num_pes()
+        ));
+    }
+    make(thread_fn, MAPPER_HOME, &[], pe, "CPathMakeThread")
+}
+
+fn make(thread_fn: usize, mapper: usize, dims: &[u32], home: usize, what: &str) -> CPath {
+    let s = state();
+    let me = converse::my_pe();
+    let seq = s.next_seq.get();
+    s.next_seq.set(seq + 1);
+    let path = CPath {
+        creator: me,
+        seq,
+        home,
+        thread_fn,
+        mapper,
+        dims: dims.to_vec(),
+    };
+    if let Err(why) = path.check(&s) {
+        converse::abort(&format!("{what} on PE {me}: {why}"));
+    }
+    let all = vec![CPATH_ALL; dims.len()];
+    let layout = layout(&s, &path, &all);
+    for (&pe, flats) in &layout.by_pe {
+        if pe == me {
+            continue;
+        }
+        let mut w = Writer::default();
+        w.path(&path)
+            .u64s(&flats.iter().map(|&f| f as u64).collect::<Vec<_>>());
+        converse::sync_send_and_free(pe, Message::from_payload(s.handlers.create, &w.0));
+    }
+    if let Some(flats) = layout.by_pe.get(&me) {
+        start_elements(&s, &path, flats);
+    }
+    path
+}
+
+/// The PE of element `flat` of `path` by its mapper, checked.
+fn mapped_pe(s: &State, path: &CPath, flat: usize) -> usize {
+    let mapper = s.mappers.borrow().get(path.mapper).copied();
+    let Some(mapper) = mapper else {
+        converse::abort(&format!(
+            "{path}: mapper {} is not registered on PE {}",
+            path.mapper,
+            converse::my_pe()
+        ));
+    };
+    let indices = path.indices_of(flat).unwrap_or_default();
+    let pe = mapper(path, &indices);
+    if pe >= converse::num_pes() {
+        converse::abort(&format!(
+            "{path}: mapper {} put element {indices:?} on PE {pe}, but the job has {} PEs",
+            path.mapper,
+            converse::num_pes()
+        ));
+    }
+    pe
+}
+
+/// Where the elements of `path` matching `pattern` (checked) live;
+/// computed once per PE.
+fn layout(s: &State, path: &CPath, pattern: &[u32]) -> Rc<Layout> {
+    let key = (path.id(), pattern.to_vec());
+    if let Some(l) = s.layouts.borrow().get(&key) {
+        return l.clone();
+    }
+    let mut by_pe: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    let mut root = None;
+    for flat in path.matching(pattern) {
+        let pe = mapped_pe(s, path, flat);
+        root.get_or_insert(pe);
+        by_pe.entry(pe).or_default().push(flat);
+    }
+    let layout = Rc::new(Layout {
+        by_pe,
+        root: root.unwrap_or(0),
+    });
+    s.layouts.borrow_mut().insert(key, layout.clone());
+    layout
+}
+
+/// Runs `f` on this PE's record of element `flat` of `path`, made if need
+/// be. Aborts if another descriptor with the same identity was seen here.
+fn with_element<R>(s: &State, path: &CPath, flat: usize, f: impl FnOnce(&mut Element) -> R) -> R {
+    let mut arrays = s.arrays.borrow_mut();
+    let array = arrays.entry(path.id()).or_insert_with(|| LocalArray {
+        path: path.clone(),
+        elements: HashMap::new(),
+    });
+    if array.path != *path {
+        let seen = array.path.clone();
+        drop(arrays);
+        converse::abort(&format!(
+            "two descriptors with one identity on PE {}: {seen:?} and {path:?}",
+            converse::my_pe()
+        ));
+    }
+    f(array.elements.entry(flat).or_insert_with(Element::new))
+}
+
+/// Starts the threads of elements `flats` (of this PE) of `path`.
+fn start_elements(s: &State, path: &CPath, flats: &[usize]) {
+    let thread_fn = s.thread_fns.borrow().get(path.thread_fn).copied();
+    let Some(thread_fn) = thread_fn else {
+        converse::abort(&format!(
+            "{path}: thread function {} is not registered on PE {}",
+            path.thread_fn,
+            converse::my_pe()
+        ));
+    };
+    for &flat in flats {
+        let twice = with_element(s, path, flat, |e| std::mem::replace(&mut e.started, true));
+        let indices = path.indices_of(flat).unwrap_or_default();
+        if twice {
+            converse::abort(&format!(
+                "element {indices:?} of {path} started twice on PE {}",
+                converse::my_pe()
+            ));
+        }
+        let current = Rc::new(Current {
+            path: path.clone(),
+            flat,
+            indices,
+        });
+        Thread::create(
+            move || {
+                CURRENT.set(Some(current.clone()));
+                thread_fn(&current.path, &current.indices);
+                let s = state();
+                // Its mail goes, and what comes later is dropped.
+                let left = with_element(&s, &current.path, current.flat, |e| {
+                    e.finished = true;
+                    std::mem::take(&mut e.mailbox)
+                });
+                drop(left);
+            },
+            0,
+        )
+        .awaken();
+    }
+}
+
+/// The element the calling thread is, with the array's descriptor: `None`
+/// outside the thread of an array element.
+pub fn current_element() -> Option<(CPath, Vec<u32>)> {
+    let c = CURRENT.get();
+    c.as_ref()
+        .as_ref()
+        .map(|c| (c.path.clone(), c.indices.clone()))
+}
+
+/// The running element, or an abort saying `what` needs one.
+fn current_or_abort(what: &str) -> Rc<Current> {
+    match CURRENT.get().as_ref() {
+        Some(c) => c.clone(),
+        None => converse::abort(&format!(
+            "{what} on PE {} outside the thread of a CPath array element (only an element's own thread may call it: it acts for that element)",
+            converse::my_pe()
+        )),
+    }
+}
+
+/// Aborts the job: a malformed `kind` message from PE `src`.
+fn malformed(kind: &str, src: usize, cause: &str) -> ! {
+    converse::abort(&format!(
+        "a malformed CPath {kind} message from PE {src} on PE {}: {cause}",
+        converse::my_pe()
+    ))
+}
+
+/// Checks that elements `flats` of `path` are elements of this PE.
+fn check_local_elements(s: &State, path: &CPath, flats: &[u64]) -> Result<Vec<usize>, Cause> {
+    let me = converse::my_pe();
+    let total = path.num_elements();
+    flats
+        .iter()
+        .map(|&f| {
+            let flat = usize::try_from(f)
+                .ok()
+                .filter(|&f| f < total)
+                .ok_or_else(|| {
+                    format!("element number {f} of {path}, which has {total} elements")
+                })?;
+            let pe = mapped_pe(s, path, flat);
+            if pe != me {
+                return Err(format!(
+                    "element {:?} of {path} is on PE {pe}, not this one",
+                    path.indices_of(flat).unwrap_or_default()
+                ));
+            }
+            Ok(flat)
+        })
+        .collect()
+}
+
+/// Start elements of an array here.
+fn on_create(msg: Message) {
+    let s = state();
+    let src = msg.src_pe();
+    let decoded = (|| -> Result<(CPath, Vec<usize>), Cause> {
+        let mut r = Reader::new(msg.payload());
+        let path = r.path("descriptor")?;
+        let flats = r.u64s("elements")?;
+        r.end("creation")?;
+        path.check(&s)?;
+        path.check_known(&s)?;
+        let flats = check_local_elements(&s, &path, &flats)?;
+        Ok((path, flats))
+    })();
+    match decoded {
+        Ok((path, flats)) => start_elements(&s, &path, &flats),
+        Err(why) => malformed("creation", src, &why),
+    }
+}
