@@ -67,7 +67,8 @@
 //! - A PE's record of an element (its mailbox) is made by whichever comes
 //!   first: the order to start its thread, or a message for it (a message
 //!   may overtake the creation order, which comes from another PE). A
-//!   message for an element whose thread has returned is dropped.
+//!   message for an element whose thread has returned, or left in its
+//!   mailbox when it returns, is discarded and reported on stderr.
 //! - Sent tags are never [`CPATH_WILD`] (refused): only receive patterns
 //!   hold wildcards, so a mailbox's stored tags are exact.
 //! - A reduction is named by its array, its over-pattern and its tags; an
@@ -154,7 +155,8 @@ struct Element {
     /// Set when a message matching `waiting` arrives.
     arrived: Rc<Event>,
     started: bool,
-    /// Its thread function returned: messages for it are dropped.
+    /// Its thread function returned: messages for it are discarded (and
+    /// reported).
     finished: bool,
     /// The next round of each reduction (over-pattern, tags) it takes part
     /// in.
@@ -225,6 +227,15 @@ struct Current {
 }
 
 static CURRENT: Ctv<Option<Rc<Current>>> = Ctv::new(|| None);
+
+/// The handler that delivers CPath messages to a PE's elements, on the
+/// calling PE: for tools and tests that forge or inspect messages.
+///
+/// # Panics
+/// Aborts the job if the module is not set up on this PE.
+pub fn delivery_handler_index() -> usize {
+    state().handlers.deliver
+}
 
 /// Registers CPath's handlers on the calling PE, makes its state and
 /// registers the built-in mappers ([`MAPPER_BLOCK`], …) and reducers
@@ -474,17 +485,34 @@ fn start_elements(s: &State, path: &CPath, flats: &[usize]) {
                 CURRENT.set(Some(current.clone()));
                 thread_fn(&current.path, &current.indices);
                 let s = state();
-                // Its mail goes, and what comes later is dropped.
+                // Its mail goes, and what comes later is discarded; both
+                // are reported (nothing is lost silently), as the C
+                // module's table would keep them for ever.
                 let left = with_element(&s, &current.path, current.flat, |e| {
                     e.finished = true;
                     std::mem::take(&mut e.mailbox)
                 });
-                drop(left);
+                if !left.is_empty() {
+                    discarded(&current.path, current.flat, left.len(), "");
+                }
             },
             0,
         )
         .awaken();
     }
+}
+
+/// Reports on stderr `count` messages for element `flat` of `path` that
+/// its thread, having returned, never received (`what`: their tags).
+fn discarded(path: &CPath, flat: usize, count: usize, what: &str) {
+    let element = path
+        .indices_of(flat)
+        .map_or_else(|| format!("#{flat}"), |ix| format!("{ix:?}"));
+    converse::error(format_args!(
+        "converse: PE {}: {count} message(s) for element {element} of {path}, whose thread \
+         had returned, discarded unreceived{what}\n",
+        converse::my_pe(),
+    ));
 }
 
 /// The element the calling thread is, with the array's descriptor: `None`

@@ -230,6 +230,7 @@ fn deliver_here(s: &State, path: &CPath, flats: &[usize], msg: &CPathMsg) {
     for &flat in flats {
         let wake = with_element(s, path, flat, |e| {
             if e.finished {
+                super::discarded(path, flat, 1, &format!(" (tags {:?})", &msg.tags[..]));
                 return None;
             }
             e.mailbox.put(&msg.tags, msg.clone());

@@ -2493,10 +2493,8 @@ fn ext_cpath_refused() -> i32 {
         let mode = args.get(2).map_or("", String::as_str);
         let f = cpath::register_thread_fn(mismatched);
         let beyond = cpath::register_mapper(|_, _| num_pes());
-        // Registered right after the module's own three handlers (create,
-        // deliver, partial): the delivery handler is the second-to-last
-        // one below it.
-        let probe = converse::register_handler(|_m: Message| {});
+        fn leaves(_: &CPath, _: &[u32]) {}
+        let leaver = cpath::register_thread_fn(leaves);
         if my_pe() != 0 {
             return;
         }
@@ -2505,14 +2503,21 @@ fn ext_cpath_refused() -> i32 {
                 let _ = cpath::recv().tag(1).wait();
             }
             "forged" => {
-                let below: Vec<usize> = (1..probe)
-                    .filter(|&i| converse::handler_function(i).is_some())
-                    .collect();
-                let deliver = below[below.len() - 2];
                 converse::sync_send_and_free(
                     num_pes() - 1,
-                    Message::from_payload(deliver, &[1, 2, 3]),
+                    Message::from_payload(cpath::delivery_handler_index(), &[1, 2, 3]),
                 );
+            }
+            "discarded" => {
+                // An element on the last PE returns at once; two messages
+                // for it are never received: reported, and the job ends
+                // normally.
+                let last = num_pes() - 1;
+                let one = cpath::make_thread(leaver, last);
+                for t in [5, 6] {
+                    cpath::send().dest(&one, &[]).tag(t).bytes(b"x").send();
+                }
+                converse::start_quiescence_detection(|| converse::exit(0));
             }
             "mapper" => {
                 cpath::make_array(f, beyond, &[2, 3]);
@@ -3051,6 +3056,28 @@ fn ext_cpath_case() {
             ],
         ),
     ];
+    let f = start_job("shm", 2, 1, "ext_cpath_refused", &["discarded"]);
+    // Reported when the thread returns (those that came before) or on
+    // arrival (those after): two in all, whichever way.
+    let reported: usize = f
+        .stderr
+        .lines()
+        .filter(|l| l.contains("discarded unreceived"))
+        .filter_map(|l| {
+            l.split(" message(s)")
+                .next()?
+                .rsplit(' ')
+                .next()?
+                .parse::<usize>()
+                .ok()
+        })
+        .sum();
+    if f.code != Some(0) || reported != 2 || !f.stderr.contains("PE 1: ") {
+        jobs.failures.push(format!(
+            "=== ext_cpath_refused discarded: expected exit code 0 and the two discarded messages reported\n{}",
+            output(&f)
+        ));
+    }
     for (mode, wanted) in refusals {
         let f = start_job("shm", 2, 1, "ext_cpath_refused", &[mode]);
         if f.code == Some(0) || !wanted.iter().all(|w| f.stderr.contains(w)) {
