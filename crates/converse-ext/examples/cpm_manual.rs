@@ -90,11 +90,12 @@ fn my_enqueue_fifo1(dest: &DestinationSend, mut msg: Message) {
     cpm::send_to(dest.pe, msg);
 }
 
-/// The handler on arrival: the invoker back, then into the queue.
+/// The handler on arrival: the invoker back, then into the queue. The
+/// envelope came over the wire: `envelope_invoker` checks that it holds
+/// an invoker of this PE (else the job ends naming the sender).
 fn my_enqueue_fifo2(mut msg: Message) {
-    let env = cpm::env(&mut msg);
-    let invoker = u32::from_le_bytes([env[0], env[1], env[2], env[3]]);
-    msg.set_handler(invoker as usize);
+    let invoker = cpm::envelope_invoker(&msg, "MyEnqueueFIFO");
+    msg.set_handler(invoker);
     converse::enqueue_fifo(msg);
 }
 

@@ -91,6 +91,16 @@
 //! #[converse_ext::invokable]
 //! fn mutates(x: &mut Vec<u8>) {}
 //! ```
+
+//! ```compile_fail
+//! #[converse_ext::invokable]
+//! fn hidden_generic(x: impl serde::Serialize) {}
+//! ```
+//!
+//! ```compile_fail
+//! #[converse_ext::invokable]
+//! fn conditional(#[cfg(unix)] x: u8) {}
+//! ```
 //!
 //! # Invariants
 //!
@@ -108,30 +118,40 @@
 use std::cell::RefCell;
 use std::sync::{Mutex, OnceLock};
 
+use converse::cth::MAX_STACK_SIZE;
 use converse::{BitPrio, Cpv, Message, Queueing, Thread};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 pub use converse_macros::invokable;
 
-/// A function made invokable by [`invokable`]: its full path and its
-/// invoker. `#[invokable] fn f` declares one as `CPM_F`.
+/// A function made invokable by [`invokable`]: its full path, where it
+/// is declared, and how to register its invoker. `#[invokable] fn f`
+/// declares one as `CPM_F`.
 #[derive(Debug)]
 pub struct Invokable {
     name: &'static str,
-    invoker: fn(Message),
+    /// `file:line:column` of the declaration: orders two invokables of one
+    /// path (declared in function bodies, or in a package's library and
+    /// binary).
+    site: &'static str,
+    /// Registers the invoker on the calling PE, as its own function type
+    /// (so the core's comparison of handler tables tells invokers apart),
+    /// and returns its handler number.
+    register: fn() -> usize,
     /// Its number in the process-wide list, taken when it is first
     /// registered on some PE.
     slot: OnceLock<usize>,
 }
 
 impl Invokable {
-    /// An invokable of name `name` (its full path) whose invoker is
-    /// `invoker`; `#[invokable]` writes the call.
-    pub const fn new(name: &'static str, invoker: fn(Message)) -> Invokable {
+    /// An invokable of name `name` (its full path), declared at `site`,
+    /// whose invoker `register` registers; `#[invokable]` writes the call.
+    pub const fn new(name: &'static str, site: &'static str, register: fn() -> usize) -> Invokable {
         Invokable {
             name,
-            invoker,
+            site,
+            register,
             slot: OnceLock::new(),
         }
     }
@@ -197,17 +217,11 @@ pub fn module_init() {
     }
 }
 
-/// The listed invokables in registration order: sorted by full path, once
-/// each. Two different functions of the same path cannot both register.
+/// The listed invokables in registration order: sorted by full path, then
+/// by where they are declared (two functions of one path), once each.
 fn automatic_order(mut listed: Vec<&'static Invokable>) -> Vec<&'static Invokable> {
-    listed.sort_by_key(|i| i.name);
+    listed.sort_by_key(|i| (i.name, i.site));
     listed.dedup_by(|a, b| std::ptr::eq(*a, *b));
-    if let Some(w) = listed.windows(2).find(|w| w[0].name == w[1].name) {
-        converse::abort(&format!(
-            "two invokables are named {}: the handler order would depend on the linker",
-            w[0].name
-        ));
-    }
     listed
 }
 
@@ -230,7 +244,7 @@ pub fn register(invokable: &'static Invokable) {
     if known.is_some_and(|h| h != UNREGISTERED) {
         return;
     }
-    let handler = converse::register_handler(invokable.invoker);
+    let handler = (invokable.register)();
     let mut handlers = s.handlers.borrow_mut();
     if handlers.len() <= slot {
         handlers.resize(slot + 1, UNREGISTERED);
@@ -256,6 +270,38 @@ pub fn handler_index(invokable: &'static Invokable) -> usize {
             converse::my_pe()
         )),
     }
+}
+
+/// Whether `handler` is an invoker registered on the calling PE: what a
+/// destination's arrival handler checks before it restores a handler read
+/// from an envelope (bytes from the wire).
+pub fn is_invoker(handler: usize) -> bool {
+    STATE.try_get().is_some_and(|s| {
+        s.handlers
+            .borrow()
+            .iter()
+            .any(|&h| h == handler && h != UNREGISTERED)
+    })
+}
+
+/// The invoker a destination's arrival handler stored in the first four
+/// bytes of `msg`'s envelope (as the built-in destinations and the
+/// manual's `CpmEnqueueFIFO1` do), checked: an envelope too short, or a
+/// number that is not an invoker of this PE, aborts the job naming the
+/// sending PE and `what` (the destination).
+pub fn envelope_invoker(msg: &Message, what: &str) -> usize {
+    let Some(word) = env_ref(msg).first_chunk::<4>() else {
+        malformed(msg, what, "no handler in its envelope")
+    };
+    let h = u32::from_le_bytes(*word) as usize;
+    if !is_invoker(h) {
+        malformed(
+            msg,
+            what,
+            &format!("its envelope names handler {h}, which is not an invoker"),
+        );
+    }
+    h
 }
 
 /// Where a destination sends: one PE, or a broadcast (`CPM_ALL`,
@@ -373,6 +419,22 @@ pub fn env(msg: &mut Message) -> &mut [u8] {
     &mut msg.payload_mut()[range]
 }
 
+/// The envelope of `msg` for a built-in send function that needs `size`
+/// bytes of it: a program's destination that hands its messages on to
+/// ours must have made room for theirs.
+fn env_for<'m>(msg: &'m mut Message, size: usize, what: &str) -> &'m mut [u8] {
+    let e = env(msg);
+    if e.len() < size {
+        let have = e.len();
+        converse::abort(&format!(
+            "{what} on PE {}: the message has {have} bytes of envelope, and {what} needs \
+             {size} (a destination that hands messages to it must ask for its env_size)",
+            converse::my_pe()
+        ));
+    }
+    &mut e[..size]
+}
+
 /// The envelope of a Cpm message, to read ([`env()`]).
 pub fn env_ref(msg: &Message) -> &[u8] {
     &msg.payload()[env_range(msg)]
@@ -447,6 +509,8 @@ pub mod __private {
     /// cannot travel.
     #[inline(always)]
     pub fn assert_invokable_arg<T: InvokableArg>() {}
+
+    pub use converse::register_handler;
 
     /// The constructor's call: lists `invokable` for every PE's init.
     pub fn add_automatic(invokable: &'static Invokable) {
@@ -613,7 +677,7 @@ impl Destination for Enqueue {
     }
     fn send(&self, mut msg: Message) {
         let invoker = msg.handler() as u32;
-        let e = env(&mut msg);
+        let e = env_for(&mut msg, self.env_size(), "CpmEnqueue");
         e[..4].copy_from_slice(&invoker.to_le_bytes());
         write_queueing(&self.queueing, &mut e[4..]);
         msg.set_handler(state("CpmEnqueue").enqueue_handler);
@@ -631,24 +695,9 @@ fn state(what: &str) -> std::rc::Rc<State> {
     STATE.get()
 }
 
-/// The invoker a built-in handler restores from the envelope's first
-/// word, refusing the built-in handlers themselves.
-fn restored_invoker(msg: &Message, s: &State, what: &str) -> usize {
-    let e = env_ref(msg);
-    let Some(word) = e.first_chunk::<4>() else {
-        malformed(msg, what, "no handler in its envelope")
-    };
-    let h = u32::from_le_bytes(*word) as usize;
-    if h == s.enqueue_handler || h == s.thread_handler {
-        malformed(msg, what, "its envelope names a Cpm handler");
-    }
-    h
-}
-
 /// [`Enqueue`] on arrival: restores the invoker, enqueues.
 fn on_enqueue(mut msg: Message) {
-    let s = state("a CpmEnqueue message");
-    let invoker = restored_invoker(&msg, &s, "CpmEnqueue");
+    let invoker = envelope_invoker(&msg, "CpmEnqueue");
     let queueing =
         read_queueing(&env_ref(&msg)[4..]).unwrap_or_else(|why| malformed(&msg, "CpmEnqueue", why));
     msg.set_handler(invoker);
@@ -758,7 +807,16 @@ pub fn make_thread(pe: impl Into<Target>) -> MakeThread {
 /// As [`make_thread`], with a stack of `stack_size` bytes
 /// (`CpmMakeThreadSize`).
 #[doc(alias = "CpmMakeThreadSize")]
+///
+/// # Panics
+/// Aborts the job if `stack_size` is over [`MAX_STACK_SIZE`] (1 GiB).
 pub fn make_thread_size(pe: impl Into<Target>, stack_size: usize) -> MakeThread {
+    if stack_size > MAX_STACK_SIZE {
+        converse::abort(&format!(
+            "CpmMakeThreadSize on PE {}: a stack of {stack_size} bytes (at most {MAX_STACK_SIZE})",
+            converse::my_pe()
+        ));
+    }
     MakeThread {
         target: pe.into(),
         stack_size,
@@ -771,7 +829,7 @@ impl Destination for MakeThread {
     }
     fn send(&self, mut msg: Message) {
         let invoker = msg.handler() as u32;
-        let e = env(&mut msg);
+        let e = env_for(&mut msg, self.env_size(), "CpmMakeThread");
         e[..4].copy_from_slice(&invoker.to_le_bytes());
         e[4..12].copy_from_slice(&(self.stack_size as u64).to_le_bytes());
         msg.set_handler(state("CpmMakeThread").thread_handler);
@@ -781,19 +839,19 @@ impl Destination for MakeThread {
 
 /// [`MakeThread`] on arrival: a new thread runs the invoker.
 fn on_make_thread(mut msg: Message) {
-    let s = state("a CpmMakeThread message");
-    let invoker = restored_invoker(&msg, &s, "CpmMakeThread");
+    let invoker = envelope_invoker(&msg, "CpmMakeThread");
     let size = env_ref(&msg)
         .get(4..12)
         .and_then(|b| b.try_into().ok())
         .map(u64::from_le_bytes)
         .unwrap_or_else(|| malformed(&msg, "CpmMakeThread", "no stack size in its envelope"));
-    let Ok(size) = usize::try_from(size) else {
-        malformed(
+    let size = match usize::try_from(size) {
+        Ok(size) if size <= MAX_STACK_SIZE => size,
+        _ => malformed(
             &msg,
             "CpmMakeThread",
-            "a stack size beyond the address space",
-        )
+            &format!("a stack of {size} bytes (at most {MAX_STACK_SIZE})"),
+        ),
     };
     let Some(run) = converse::handler_function(invoker) else {
         malformed(
@@ -813,7 +871,7 @@ mod tests {
     fn ordered(names: &[&'static str]) -> Vec<&'static str> {
         let listed: Vec<&'static Invokable> = names
             .iter()
-            .map(|n| &*Box::leak(Box::new(Invokable::new(n, |_| {}))))
+            .map(|n| &*Box::leak(Box::new(Invokable::new(n, "here", || 0))))
             .collect();
         automatic_order(listed).iter().map(|i| i.name).collect()
     }
@@ -824,6 +882,17 @@ mod tests {
         let b = ordered(&["c::x::y", "a::f", "b::f", "a::g"]);
         assert_eq!(a, ["a::f", "a::g", "b::f", "c::x::y"]);
         assert_eq!(a, b);
+    }
+
+    #[test]
+    fn two_invokables_of_one_path_sort_by_where_they_are_declared() {
+        let at = |site| &*Box::leak(Box::new(Invokable::new("m::helper", site, || 0)));
+        let (a, b) = (at("src/main.rs:9:5"), at("src/lib.rs:3:1"));
+        let one = automatic_order(vec![a, b]);
+        let other = automatic_order(vec![b, a, b]);
+        assert_eq!(one.len(), 2);
+        assert!(one.iter().zip(&other).all(|(x, y)| std::ptr::eq(*x, *y)));
+        assert_eq!(one[0].site, "src/lib.rs:3:1");
     }
 
     #[test]

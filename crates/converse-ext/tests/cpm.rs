@@ -423,3 +423,87 @@ fn two_crates_invokables_take_the_same_numbers_on_every_pe_in_path_order() {
     assert_eq!(cpm_peer::CPM_PEER_STORE.name(), "cpm_peer::peer_store");
     assert_eq!(seen().len(), 12);
 }
+
+// Invokables whose names and arguments collide with what `#[invokable]`
+// writes: an argument named like the function, `msg` and `destination`
+// arguments, a function named `drop`, a raw identifier, a lifetime, and
+// two functions of one path (declared in function bodies).
+static ODD: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+fn odd(s: String) {
+    ODD.lock().unwrap().push(s);
+}
+
+#[invokable]
+fn same(same: u32) {
+    odd(format!("same {same}"));
+}
+
+#[invokable]
+fn with_msg(msg: String, destination: Vec<u8>) {
+    odd(format!("msg {msg} {destination:?}"));
+}
+
+#[invokable]
+fn drop(x: String) {
+    odd(format!("drop {x}"));
+}
+
+#[invokable]
+fn r#type(r#in: u8) {
+    odd(format!("type {in}", in = r#in));
+}
+
+#[invokable]
+fn borrowed<'a>(s: &'a str, v: &'a [u16]) {
+    odd(format!("borrowed {s} {v:?}"));
+}
+
+fn first_body() {
+    #[invokable]
+    fn helper(n: u8) {
+        odd(format!("first {n}"));
+    }
+    Cpm_helper(cpm::send(0), 1);
+}
+
+fn second_body() {
+    #[invokable]
+    fn helper(n: u8) {
+        odd(format!("second {n}"));
+    }
+    Cpm_helper(cpm::send(0), 2);
+}
+
+#[test]
+fn invokables_named_like_the_generated_code_work() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    ODD.lock().unwrap().clear();
+    job(&["cpm", "+p", "2"], |_| {
+        if converse::my_pe() != 1 {
+            return;
+        }
+        Cpm_same(cpm::send(0), 7);
+        Cpm_with_msg(cpm::send(0), "hello".into(), vec![1, 2]);
+        Cpm_drop(cpm::send(0), "it".into());
+        Cpm_type(cpm::send(0), 9);
+        Cpm_borrowed(cpm::send(0), "s", &[3, 4]);
+        first_body();
+        second_body();
+        converse::start_quiescence_detection(|| converse::exit(0));
+    });
+    let mut got = ODD.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            "borrowed s [3, 4]",
+            "drop it",
+            "first 1",
+            "msg hello [1, 2]",
+            "same 7",
+            "second 2",
+            "type 9"
+        ]
+    );
+}

@@ -38,13 +38,28 @@
 //!
 //! # Refused, with a compile error saying why
 //!
-//! Generic, `async`, `unsafe`, `extern`, variadic or method (`self`)
-//! functions; argument patterns other than a name; `&mut` arguments; a
-//! return type (the caller is on another PE: answer with another
-//! invokable, or a future).
+//! Generic (lifetimes alone are fine), `async`, `unsafe`, `extern`,
+//! variadic or method (`self`) functions; `impl Trait`, `&mut` and
+//! `&'static` arguments, argument patterns other than a name, attributes on
+//! arguments, more than 16 arguments (serde's tuples; group them in a
+//! struct); a return type (the caller is on another PE: answer with
+//! another invokable, or a future).
+//!
+//! `#[invokable]` goes on a free function (in a module or a function
+//! body), not in an `impl` block: it writes items beside the function.
+//! Two invokables whose names differ only in case (`fn f`, `fn F`) in one
+//! module collide in `CPM_F`.
+//!
+//! # Hygiene
+//!
+//! The invoker's locals and the launcher's destination parameter have
+//! `__cpm_` names, and the code it writes names everything by absolute
+//! path, so an argument may be named like the function, `msg` or
+//! `destination`, and a function `drop`.
 use proc_macro::TokenStream;
 use proc_macro2::{Span, TokenStream as TokenStream2};
 use quote::{format_ident, quote, quote_spanned};
+use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, ItemFn, Pat, ReturnType, Type, parse_macro_input};
 
@@ -113,10 +128,21 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
             format!("an #[invokable] function cannot {why}"),
         ))
     };
-    if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
+    let lifetimes_only = sig
+        .generics
+        .params
+        .iter()
+        .all(|p| matches!(p, syn::GenericParam::Lifetime(_)));
+    if !lifetimes_only || sig.generics.where_clause.is_some() {
         return refuse(
             sig.generics.span(),
             "be generic: its invoker is one handler, the same on every PE",
+        );
+    }
+    if sig.inputs.len() > 16 {
+        return refuse(
+            sig.inputs.span(),
+            "take more than 16 arguments (serde packs tuples of up to 16): group some in a struct",
         );
     }
     if let Some(t) = &sig.asyncness {
@@ -152,6 +178,19 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
             }
             FnArg::Typed(pat) => pat,
         };
+        if let Some(attr) = pat.attrs.first() {
+            return refuse(
+                attr.span(),
+                "have attributes on an argument: the launcher and the invoker must agree on \
+                 every argument",
+            );
+        }
+        if contains_impl_trait(&pat.ty) {
+            return refuse(
+                pat.ty.span(),
+                "take an `impl Trait` argument: it is generic, and its invoker is one handler",
+            );
+        }
         let Pat::Ident(ident) = &*pat.pat else {
             return refuse(
                 pat.pat.span(),
@@ -164,7 +203,7 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
         let ty = (*pat.ty).clone();
         let (wire, borrowed) = wire_type(&ty)?;
         args.push(Arg {
-            name: format_ident!("{}", ident.ident),
+            name: ident.ident.clone(),
             ty,
             wire,
             borrowed,
@@ -173,19 +212,25 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
 
     let vis = &function.vis;
     let name = &sig.ident;
-    let launcher = format_ident!("Cpm_{}", name);
-    let descriptor = format_ident!("CPM_{}", name.to_string().to_uppercase());
-    let invoker = format_ident!("__cpm_invoker_{}", name);
-    let name_str = name.to_string();
+    let plain = name.unraw().to_string();
+    let launcher = format_ident!("Cpm_{}", plain);
+    let descriptor = format_ident!("CPM_{}", plain.to_uppercase());
+    let invoker = format_ident!("__cpm_invoker_{}", plain);
+    let registrar = format_ident!("__cpm_register_{}", plain);
+    let generics = &sig.generics;
     let names: Vec<&Ident> = args.iter().map(|a| &a.name).collect();
     let types: Vec<&Type> = args.iter().map(|a| &a.ty).collect();
     let wires: Vec<&Type> = args.iter().map(|a| &a.wire).collect();
+    // The invoker's locals have names no argument or function can take,
+    // so that an argument named like the function, `msg`, or `drop` still
+    // means what the user wrote.
+    let unpacked: Vec<Ident> = (0..args.len())
+        .map(|i| format_ident!("__cpm_arg{}", i))
+        .collect();
     let passed: Vec<TokenStream2> = args
         .iter()
-        .map(|a| {
-            let n = &a.name;
-            if a.borrowed { quote!(&#n) } else { quote!(#n) }
-        })
+        .zip(&unpacked)
+        .map(|(a, n)| if a.borrowed { quote!(&#n) } else { quote!(#n) })
         .collect();
     // One check per argument, spanned on its type, so that a type that
     // cannot travel is reported there, in the module's words.
@@ -198,8 +243,18 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
     let constructor = if explicit {
         quote!()
     } else {
-        let ctor_static = format_ident!("__CPM_CONSTRUCTOR_{}", name.to_string().to_uppercase());
+        let ctor_static = format_ident!("__CPM_CONSTRUCTOR_{}", plain.to_uppercase());
         quote! {
+            #[cfg(not(any(
+                target_os = "linux", target_os = "android", target_os = "freebsd",
+                target_os = "netbsd", target_os = "openbsd", target_os = "dragonfly",
+                target_os = "illumos", target_os = "solaris", target_vendor = "apple"
+            )))]
+            ::core::compile_error!(
+                "#[invokable] registers itself with a constructor, which this target lacks: \
+                 write #[invokable(explicit)] and call converse_ext::cpm::register on every PE"
+            );
+
             // Run before `main` by the platform's loader: it adds the
             // invokable to the module's list (nothing else).
             #[used]
@@ -235,28 +290,41 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
         #[doc = #descriptor_doc]
         #vis static #descriptor: ::converse_ext::cpm::Invokable =
             ::converse_ext::cpm::Invokable::new(
-                ::core::concat!(::core::module_path!(), "::", #name_str),
-                #invoker,
+                ::core::concat!(::core::module_path!(), "::", #plain),
+                // Where it is declared: two functions of the same path (in
+                // function bodies, or a package's library and binary)
+                // still sort in one order.
+                ::core::concat!(
+                    ::core::file!(), ":", ::core::line!(), ":", ::core::column!()
+                ),
+                #registrar,
             );
 
+        // Registers the invoker as its own function type, so that the
+        // core's check of handler tables between PEs tells invokers apart.
         #[doc(hidden)]
-        fn #invoker(msg: ::converse_ext::cpm::__private::Message) {
+        fn #registrar() -> usize {
+            ::converse_ext::cpm::__private::register_handler(#invoker)
+        }
+
+        #[doc(hidden)]
+        fn #invoker(__cpm_msg: ::converse_ext::cpm::__private::Message) {
             #(#checks)*
-            let (#(#names,)*): (#(#wires,)*) =
-                ::converse_ext::cpm::__private::unpack(&msg, &#descriptor);
-            drop(msg);
+            let (#(#unpacked,)*): (#(#wires,)*) =
+                ::converse_ext::cpm::__private::unpack(&__cpm_msg, &#descriptor);
+            ::core::mem::drop(__cpm_msg);
             #name(#(#passed),*)
         }
 
         #[doc = #launcher_doc]
         #[allow(non_snake_case, clippy::too_many_arguments)]
-        #vis fn #launcher(
-            destination: impl ::converse_ext::cpm::Destination,
+        #vis fn #launcher #generics(
+            __cpm_destination: impl ::converse_ext::cpm::Destination,
             #(#names: #types),*
         ) {
             ::converse_ext::cpm::__private::launch(
                 &#descriptor,
-                &destination,
+                &__cpm_destination,
                 &(#(&#names,)*),
             )
         }
@@ -270,6 +338,13 @@ fn wire_type(ty: &Type) -> syn::Result<(Type, bool)> {
     let Type::Reference(r) = ty else {
         return Ok((ty.clone(), false));
     };
+    if r.lifetime.as_ref().is_some_and(|l| l.ident == "static") {
+        return Err(syn::Error::new(
+            r.span(),
+            "an #[invokable] function cannot take a `&'static` argument: the unpacked value \
+             lives while the function runs (take `&T` or an owned value)",
+        ));
+    }
     if r.mutability.is_some() {
         return Err(syn::Error::new(
             r.span(),
@@ -288,4 +363,25 @@ fn wire_type(ty: &Type) -> syn::Result<(Type, bool)> {
         other => other.clone(),
     };
     Ok((owned, true))
+}
+
+/// Whether `ty` holds an `impl Trait` anywhere.
+fn contains_impl_trait(ty: &Type) -> bool {
+    match ty {
+        Type::ImplTrait(_) => true,
+        Type::Reference(r) => contains_impl_trait(&r.elem),
+        Type::Slice(s) => contains_impl_trait(&s.elem),
+        Type::Array(a) => contains_impl_trait(&a.elem),
+        Type::Paren(p) => contains_impl_trait(&p.elem),
+        Type::Group(g) => contains_impl_trait(&g.elem),
+        Type::Tuple(t) => t.elems.iter().any(contains_impl_trait),
+        Type::Path(p) => p.path.segments.iter().any(|seg| match &seg.arguments {
+            syn::PathArguments::AngleBracketed(a) => a
+                .args
+                .iter()
+                .any(|arg| matches!(arg, syn::GenericArgument::Type(t) if contains_impl_trait(t))),
+            _ => false,
+        }),
+        _ => false,
+    }
 }

@@ -93,6 +93,11 @@ pub use heap::{ThreadHeap, on_thread_heap};
 /// `+stacksize` gives one.
 pub const DEFAULT_STACK_SIZE: usize = 256 << 10;
 
+/// The largest stack a thread may ask for: `+stacksize`'s bound (1 GiB).
+/// A library that takes a stack size from a message checks it against
+/// this before [`Thread::create`].
+pub const MAX_STACK_SIZE: usize = crate::proc::args::MAX_STACK;
+
 /// What a suspending coroutine asks its trampoline to do.
 pub(crate) enum Switch {
     /// Go back to the scheduler (or whoever resumed the chain).

@@ -2449,6 +2449,35 @@ fn ext_cpm_forged() -> i32 {
     })
 }
 
+#[converse_ext::invokable(explicit)]
+fn cpm_first(n: u32) {
+    cmi_printf!("cpm_first({n}) on PE {}\n", my_pe());
+}
+
+#[converse_ext::invokable(explicit)]
+fn cpm_second(n: u32) {
+    cmi_printf!("cpm_second({n}) on PE {}\n", my_pe());
+}
+
+/// Odd PEs register two explicit invokables in the other order: the
+/// core's comparison of handler tables must see it (each invoker is its
+/// own function type) and end the job.
+fn ext_cpm_misordered() -> i32 {
+    use converse_ext::cpm;
+    run_normal(|_| {
+        if my_pe() % 2 == 0 {
+            cpm::register(&CPM_CPM_FIRST);
+            cpm::register(&CPM_CPM_SECOND);
+        } else {
+            cpm::register(&CPM_CPM_SECOND);
+            cpm::register(&CPM_CPM_FIRST);
+        }
+        if my_pe() == 0 {
+            Cpm_cpm_first(cpm::send(1), 7);
+        }
+    })
+}
+
 /// Launching an `#[invokable(explicit)]` function nobody registered.
 fn ext_cpm_unregistered() -> i32 {
     run_normal(|_| {
@@ -2689,6 +2718,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "ext_cpm" => ext_cpm(),
         "ext_cpm_forged" => ext_cpm_forged(),
         "ext_cpm_unregistered" => ext_cpm_unregistered(),
+        "ext_cpm_misordered" => ext_cpm_misordered(),
         "ext_cld_forged" => ext_cld_forged(),
         "ext_cld_sends" => ext_cld_sends(),
         "ext_cpthreads_outside" => ext_cpthreads_outside(),
@@ -2915,6 +2945,20 @@ fn ext_cpm_case() {
         {
             jobs.failures.push(format!(
                 "=== ext_cpm_forged {extra}: expected an abort naming the sender and {why:?}\n{}",
+                output(&f)
+            ));
+        }
+    }
+    // In one process and between two.
+    for ppn in [2, 1] {
+        let f = start_job("shm", 2, ppn, "ext_cpm_misordered", &[]);
+        if f.code == Some(0)
+            || !f.stderr.contains("handler tables differ")
+            || !f.stderr.contains("cpm_first")
+            || f.stdout.contains("cpm_first(7)")
+        {
+            jobs.failures.push(format!(
+                "=== ext_cpm_misordered ++ppn {ppn}: expected the handler check to end the job\n{}",
                 output(&f)
             ));
         }
