@@ -61,7 +61,7 @@
 //! # Invariants
 //!
 //! - An array's elements are the indices below its dimensions (each at
-//!   least 1; at most 2^32 elements); element `[i, j, …]` lives on PE
+//!   least 1; fewer than 2^32 elements); element `[i, j, …]` lives on PE
 //!   `mapper(path, [i, j, …])`, which must be a PE of the job (else the job
 //!   aborts naming the array, the element and the PE).
 //! - A PE's record of an element (its mailbox) is made by whichever comes
@@ -99,7 +99,7 @@ mod reduce;
 mod wire;
 
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 
 use converse::{Cpv, Ctv, Event, Message, Thread};
@@ -146,7 +146,8 @@ pub const MAPPER_HOME: usize = 3;
 /// An array's identity: the PE that made it and its number there.
 type ArrayId = (usize, u64);
 
-/// One element's record on its PE.
+/// One live element's record on its PE (started, or with mail that came
+/// before the order to start it).
 struct Element {
     /// Messages that arrived and were not received yet.
     mailbox: CmmTable<CPathMsg>,
@@ -155,9 +156,6 @@ struct Element {
     /// Set when a message matching `waiting` arrives.
     arrived: Rc<Event>,
     started: bool,
-    /// Its thread function returned: messages for it are discarded (and
-    /// reported).
-    finished: bool,
     /// The next round of each reduction (over-pattern, tags) it takes part
     /// in.
     rounds: HashMap<(Vec<u32>, Vec<i32>), u64>,
@@ -170,16 +168,74 @@ impl Element {
             waiting: None,
             arrived: Rc::new(Event::new()),
             started: false,
-            finished: false,
             rounds: HashMap::new(),
         }
     }
 }
 
-/// An array's elements on one PE.
+/// Where a PE first saw an array's descriptor (named when another
+/// descriptor claims the same identity).
+#[derive(Clone, Copy, Debug)]
+enum Origin {
+    /// [`make_array`] or [`make_thread`] on this PE.
+    Made,
+    /// This PE's own code (a send to, or a reduction over, its elements).
+    Used,
+    /// A message of `kind` from PE `src`.
+    Message { kind: &'static str, src: usize },
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Origin::Made => write!(f, "made on this PE"),
+            Origin::Used => write!(f, "used by this PE's code"),
+            Origin::Message { kind, src } => write!(f, "from a {kind} message from PE {src}"),
+        }
+    }
+}
+
+/// What a PE knows of an array: its descriptor, and its elements there.
 struct LocalArray {
+    /// The descriptor every other one under this identity must equal.
     path: CPath,
+    /// Where `path` was first seen.
+    since: Origin,
+    /// Live elements of this PE.
     elements: HashMap<usize, Element>,
+    /// Elements of this PE whose thread returned (tombstones: their
+    /// messages are reported as discarded), until every element has.
+    finished: HashSet<usize>,
+    /// How many elements the creation started here (`None` before it).
+    created: Option<usize>,
+    /// Every element the creation started here has returned: `elements`
+    /// and `finished` are emptied, and every element of this PE (by the
+    /// mapper) counts as finished. The record stays this small for ever.
+    done: bool,
+}
+
+impl LocalArray {
+    fn new(path: &CPath, since: Origin) -> LocalArray {
+        LocalArray {
+            path: path.clone(),
+            since,
+            elements: HashMap::new(),
+            finished: HashSet::new(),
+            created: None,
+            done: false,
+        }
+    }
+
+    /// True if element `flat` (of this PE) has returned.
+    fn is_finished(&self, flat: usize) -> bool {
+        self.done || self.finished.contains(&flat)
+    }
+
+    /// True if element `flat` (of this PE) has started (and maybe
+    /// returned).
+    fn has_started(&self, flat: usize) -> bool {
+        self.is_finished(flat) || self.elements.get(&flat).is_some_and(|e| e.started)
+    }
 }
 
 /// Where the elements matching a pattern live.
@@ -190,8 +246,9 @@ struct Layout {
     root: usize,
 }
 
-/// A layout's name: the array and the pattern.
-type LayoutKey = (ArrayId, Vec<u32>);
+/// At most this many descriptors, and this many patterns of each, have
+/// their layouts cached on a PE; past it the cache starts over.
+const LAYOUT_CACHE: usize = 64;
 
 /// The handlers of this module.
 struct Handlers {
@@ -211,8 +268,9 @@ struct State {
     reducers: RefCell<Vec<reduce::Reducer>>,
     next_seq: Cell<u64>,
     arrays: RefCell<HashMap<ArrayId, LocalArray>>,
-    /// By array and pattern.
-    layouts: RefCell<HashMap<LayoutKey, Rc<Layout>>>,
+    /// By the whole descriptor (so a forged one never shares a layout
+    /// with the genuine one), then the pattern; bounded (`LAYOUT_CACHE`).
+    layouts: RefCell<HashMap<CPath, HashMap<Vec<u32>, Rc<Layout>>>>,
     reductions: reduce::Reductions,
 }
 
@@ -235,6 +293,58 @@ static CURRENT: Ctv<Option<Rc<Current>>> = Ctv::new(|| None);
 /// Aborts the job if the module is not set up on this PE.
 pub fn delivery_handler_index() -> usize {
     state().handlers.deliver
+}
+
+/// The handler that starts a PE's elements of a new array, on the calling
+/// PE: for tools and tests that forge or inspect messages.
+///
+/// # Panics
+/// Aborts the job if the module is not set up on this PE.
+pub fn creation_handler_index() -> usize {
+    state().handlers.create
+}
+
+/// The handler that takes a PE's partial reduction at the root, on the
+/// calling PE: for tools and tests that forge or inspect messages.
+///
+/// # Panics
+/// Aborts the job if the module is not set up on this PE.
+pub fn partial_handler_index() -> usize {
+    state().handlers.partial
+}
+
+/// How much CPath keeps on the calling PE (for tests of its memory use).
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    /// Arrays with a record here.
+    pub arrays: usize,
+    /// Of those, arrays whose elements here have all returned (a small
+    /// record each).
+    pub done: usize,
+    /// Live element records.
+    pub elements: usize,
+    /// Tombstones of returned elements of arrays not done yet.
+    pub finished: usize,
+    /// Cached layouts.
+    pub layouts: usize,
+    /// Reductions in progress (partials on their way, at a PE or a root).
+    pub reductions: usize,
+}
+
+/// What CPath keeps on the calling PE now.
+#[doc(hidden)]
+pub fn footprint() -> Footprint {
+    let s = state();
+    let arrays = s.arrays.borrow();
+    Footprint {
+        arrays: arrays.len(),
+        done: arrays.values().filter(|a| a.done).count(),
+        elements: arrays.values().map(|a| a.elements.len()).sum(),
+        finished: arrays.values().map(|a| a.finished.len()).sum(),
+        layouts: s.layouts.borrow().values().map(HashMap::len).sum(),
+        reductions: s.reductions.len(),
+    }
 }
 
 /// Registers CPath's handlers on the calling PE, makes its state and
@@ -333,7 +443,8 @@ pub fn register_thread_fn(thread_fn: ThreadFn) -> usize {
 ///
 /// # Panics
 /// Aborts the job if a number is not registered, a dimension is 0, the
-/// array is too big (2^32 elements), or the mapper puts an element on no
+/// array is too big (2^32 elements or more: element numbers travel as
+/// 32-bit values), or the mapper puts an element on no
 /// PE of the job.
 #[doc(alias = "CPathMakeArray")]
 pub fn make_array(thread_fn: usize, mapper: usize, dims: &[u32]) -> CPath {
@@ -376,15 +487,18 @@ fn make(thread_fn: usize, mapper: usize, dims: &[u32], home: usize, what: &str) 
     if let Err(why) = path.check(&s) {
         converse::abort(&format!("{what} on PE {me}: {why}"));
     }
+    // Not cached: the creation is the only use of the whole layout.
     let all = vec![CPATH_ALL; dims.len()];
-    let layout = layout(&s, &path, &all);
+    let layout = compute_layout(&s, &path, &all).unwrap_or_else(|why| converse::abort(&why));
+    s.arrays
+        .borrow_mut()
+        .insert(path.id(), LocalArray::new(&path, Origin::Made));
     for (&pe, flats) in &layout.by_pe {
         if pe == me {
             continue;
         }
         let mut w = Writer::default();
-        w.path(&path)
-            .u64s(&flats.iter().map(|&f| f as u64).collect::<Vec<_>>());
+        w.path(&path).flats(flats);
         converse::sync_send_and_free(pe, Message::from_payload(s.handlers.create, &w.0));
     }
     if let Some(flats) = layout.by_pe.get(&me) {
@@ -393,11 +507,13 @@ fn make(thread_fn: usize, mapper: usize, dims: &[u32], home: usize, what: &str) 
     path
 }
 
-/// The PE of element `flat` of `path` by its mapper, checked.
-fn mapped_pe(s: &State, path: &CPath, flat: usize) -> usize {
+/// The PE of element `flat` of `path` by its mapper, checked: an error
+/// says which mapper put which element where (the caller names the
+/// descriptor's source).
+fn mapped_pe(s: &State, path: &CPath, flat: usize) -> Result<usize, Cause> {
     let mapper = s.mappers.borrow().get(path.mapper).copied();
     let Some(mapper) = mapper else {
-        converse::abort(&format!(
+        return Err(format!(
             "{path}: mapper {} is not registered on PE {}",
             path.mapper,
             converse::my_pe()
@@ -406,57 +522,147 @@ fn mapped_pe(s: &State, path: &CPath, flat: usize) -> usize {
     let indices = path.indices_of(flat).unwrap_or_default();
     let pe = mapper(path, &indices);
     if pe >= converse::num_pes() {
-        converse::abort(&format!(
+        return Err(format!(
             "{path}: mapper {} put element {indices:?} on PE {pe}, but the job has {} PEs",
             path.mapper,
             converse::num_pes()
         ));
     }
-    pe
+    Ok(pe)
 }
 
-/// Where the elements of `path` matching `pattern` (checked) live;
-/// computed once per PE.
-fn layout(s: &State, path: &CPath, pattern: &[u32]) -> Rc<Layout> {
-    let key = (path.id(), pattern.to_vec());
-    if let Some(l) = s.layouts.borrow().get(&key) {
-        return l.clone();
-    }
+/// Where the elements of `path` matching `pattern` (checked) live,
+/// computed now.
+fn compute_layout(s: &State, path: &CPath, pattern: &[u32]) -> Result<Layout, Cause> {
     let mut by_pe: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
     let mut root = None;
     for flat in path.matching(pattern) {
-        let pe = mapped_pe(s, path, flat);
+        let pe = mapped_pe(s, path, flat)?;
         root.get_or_insert(pe);
         by_pe.entry(pe).or_default().push(flat);
     }
-    let layout = Rc::new(Layout {
+    Ok(Layout {
         by_pe,
         root: root.unwrap_or(0),
-    });
-    s.layouts.borrow_mut().insert(key, layout.clone());
-    layout
+    })
 }
 
-/// Runs `f` on this PE's record of element `flat` of `path`, made if need
-/// be. Aborts if another descriptor with the same identity was seen here.
-fn with_element<R>(s: &State, path: &CPath, flat: usize, f: impl FnOnce(&mut Element) -> R) -> R {
-    let mut arrays = s.arrays.borrow_mut();
-    let array = arrays.entry(path.id()).or_insert_with(|| LocalArray {
-        path: path.clone(),
-        elements: HashMap::new(),
-    });
-    if array.path != *path {
-        let seen = array.path.clone();
-        drop(arrays);
-        converse::abort(&format!(
-            "two descriptors with one identity on PE {}: {seen:?} and {path:?}",
-            converse::my_pe()
-        ));
+/// Where the elements of `path` matching `pattern` (checked) live; cached
+/// (see `LAYOUT_CACHE`).
+fn try_layout(s: &State, path: &CPath, pattern: &[u32]) -> Result<Rc<Layout>, Cause> {
+    if let Some(l) = s.layouts.borrow().get(path).and_then(|p| p.get(pattern)) {
+        return Ok(l.clone());
     }
-    f(array.elements.entry(flat).or_insert_with(Element::new))
+    let layout = Rc::new(compute_layout(s, path, pattern)?);
+    let mut cache = s.layouts.borrow_mut();
+    if !cache.contains_key(path) && cache.len() >= LAYOUT_CACHE {
+        cache.clear();
+    }
+    let patterns = cache.entry(path.clone()).or_default();
+    if patterns.len() >= LAYOUT_CACHE {
+        patterns.clear();
+    }
+    patterns.insert(pattern.to_vec(), layout.clone());
+    Ok(layout)
 }
 
-/// Starts the threads of elements `flats` (of this PE) of `path`.
+/// [`try_layout`] for a descriptor of this PE's own code: an error aborts.
+fn layout(s: &State, path: &CPath, pattern: &[u32]) -> Rc<Layout> {
+    try_layout(s, path, pattern).unwrap_or_else(|why| converse::abort(&why))
+}
+
+/// Checks `path` against the descriptor this PE knows under its identity;
+/// if it knows none, `path` becomes it (seen at `origin`). Call it before
+/// computing anything from a descriptor that came from elsewhere.
+fn known(s: &State, path: &CPath, origin: Origin) -> Result<(), Cause> {
+    let mut arrays = s.arrays.borrow_mut();
+    match arrays.get(&path.id()) {
+        Some(a) => conflict(a, path),
+        None => {
+            arrays.insert(path.id(), LocalArray::new(path, origin));
+            Ok(())
+        }
+    }
+}
+
+/// Checks `path` against the descriptor this PE knows under its identity,
+/// if any (recording nothing).
+fn check_known(s: &State, path: &CPath) -> Result<(), Cause> {
+    match s.arrays.borrow().get(&path.id()) {
+        Some(a) => conflict(a, path),
+        None => Ok(()),
+    }
+}
+
+fn conflict(a: &LocalArray, path: &CPath) -> Result<(), Cause> {
+    if a.path == *path {
+        return Ok(());
+    }
+    Err(format!(
+        "descriptor {path:?} conflicts with {:?}, which this PE knows under the same identity ({})",
+        a.path, a.since
+    ))
+}
+
+/// Runs `f` on this PE's record of live element `flat` of `path`, made if
+/// need be; `None` if the element's thread has returned. Aborts if another
+/// descriptor with the same identity is known here (the handlers check
+/// that first, naming the sender).
+fn with_live<R>(
+    s: &State,
+    path: &CPath,
+    flat: usize,
+    f: impl FnOnce(&mut Element) -> R,
+) -> Option<R> {
+    let mut arrays = s.arrays.borrow_mut();
+    let array = arrays
+        .entry(path.id())
+        .or_insert_with(|| LocalArray::new(path, Origin::Used));
+    if array.path != *path {
+        let why = conflict(array, path).err().unwrap_or_default();
+        drop(arrays);
+        converse::abort(&format!("CPath on PE {}: {why}", converse::my_pe()));
+    }
+    if array.is_finished(flat) {
+        return None;
+    }
+    Some(f(array.elements.entry(flat).or_insert_with(Element::new)))
+}
+
+/// [`with_live`] for the calling element itself (which cannot have
+/// returned).
+fn with_current<R>(s: &State, me: &Current, f: impl FnOnce(&mut Element) -> R) -> R {
+    with_live(s, &me.path, me.flat, f).unwrap_or_else(|| {
+        converse::abort(&format!(
+            "CPath on PE {}: element {:?} of {} runs after its thread returned",
+            converse::my_pe(),
+            me.indices,
+            me.path
+        ))
+    })
+}
+
+/// Element `flat` of `path` returned: its record shrinks to a tombstone
+/// (and, once every element the creation started here has returned, the
+/// array's record to its descriptor, its layouts dropped). Returns its
+/// record, for the mail left in it.
+fn finish(s: &State, path: &CPath, flat: usize) -> Option<Element> {
+    let mut arrays = s.arrays.borrow_mut();
+    let array = arrays.get_mut(&path.id())?;
+    let element = array.elements.remove(&flat);
+    array.finished.insert(flat);
+    if array.created == Some(array.finished.len()) {
+        array.done = true;
+        array.elements = HashMap::new();
+        array.finished = HashSet::new();
+        drop(arrays);
+        s.layouts.borrow_mut().remove(path);
+    }
+    element
+}
+
+/// Starts the threads of elements `flats` (of this PE, checked: none
+/// started before) of `path`.
 fn start_elements(s: &State, path: &CPath, flats: &[usize]) {
     let thread_fn = s.thread_fns.borrow().get(path.thread_fn).copied();
     let Some(thread_fn) = thread_fn else {
@@ -467,9 +673,9 @@ fn start_elements(s: &State, path: &CPath, flats: &[usize]) {
         ));
     };
     for &flat in flats {
-        let twice = with_element(s, path, flat, |e| std::mem::replace(&mut e.started, true));
+        let twice = with_live(s, path, flat, |e| std::mem::replace(&mut e.started, true));
         let indices = path.indices_of(flat).unwrap_or_default();
-        if twice {
+        if twice != Some(false) {
             converse::abort(&format!(
                 "element {indices:?} of {path} started twice on PE {}",
                 converse::my_pe()
@@ -488,17 +694,20 @@ fn start_elements(s: &State, path: &CPath, flats: &[usize]) {
                 // Its mail goes, and what comes later is discarded; both
                 // are reported (nothing is lost silently), as the C
                 // module's table would keep them for ever.
-                let left = with_element(&s, &current.path, current.flat, |e| {
-                    e.finished = true;
-                    std::mem::take(&mut e.mailbox)
-                });
-                if !left.is_empty() {
-                    discarded(&current.path, current.flat, left.len(), "");
+                let Some(e) = finish(&s, &current.path, current.flat) else {
+                    return;
+                };
+                if !e.mailbox.is_empty() {
+                    discarded(&current.path, current.flat, e.mailbox.len(), "");
                 }
+                reduce::check_left(&s, &current, &e.rounds);
             },
             0,
         )
         .awaken();
+    }
+    if let Some(a) = s.arrays.borrow_mut().get_mut(&path.id()) {
+        a.created = Some(a.created.unwrap_or(0) + flats.len());
     }
 }
 
@@ -543,29 +752,52 @@ fn malformed(kind: &str, src: usize, cause: &str) -> ! {
     ))
 }
 
-/// Checks that elements `flats` of `path` are elements of this PE.
-fn check_local_elements(s: &State, path: &CPath, flats: &[u64]) -> Result<Vec<usize>, Cause> {
+/// Checks that elements `flats` of `path` (a known descriptor) are
+/// elements of this PE, in strictly increasing order; for a creation
+/// (`creating`), also that none has started yet.
+fn check_local_elements(
+    s: &State,
+    path: &CPath,
+    flats: &[u64],
+    creating: bool,
+) -> Result<Vec<usize>, Cause> {
     let me = converse::my_pe();
     let total = path.num_elements();
-    flats
-        .iter()
-        .map(|&f| {
-            let flat = usize::try_from(f)
-                .ok()
-                .filter(|&f| f < total)
-                .ok_or_else(|| {
-                    format!("element number {f} of {path}, which has {total} elements")
-                })?;
-            let pe = mapped_pe(s, path, flat);
-            if pe != me {
-                return Err(format!(
-                    "element {:?} of {path} is on PE {pe}, not this one",
-                    path.indices_of(flat).unwrap_or_default()
-                ));
-            }
-            Ok(flat)
-        })
-        .collect()
+    if flats.is_empty() {
+        return Err(format!("no elements of {path} listed"));
+    }
+    let mut out = Vec::with_capacity(flats.len());
+    for &f in flats {
+        let flat = usize::try_from(f)
+            .ok()
+            .filter(|&f| f < total)
+            .ok_or_else(|| format!("element number {f} of {path}, which has {total} elements"))?;
+        if out.last().is_some_and(|&prev| prev >= flat) {
+            return Err(format!(
+                "element numbers {flats:?} of {path} not strictly increasing (an element listed twice?)"
+            ));
+        }
+        let pe = mapped_pe(s, path, flat)?;
+        if pe != me {
+            return Err(format!(
+                "element {:?} of {path} is on PE {pe}, not this one",
+                path.indices_of(flat).unwrap_or_default()
+            ));
+        }
+        if creating
+            && s.arrays
+                .borrow()
+                .get(&path.id())
+                .is_some_and(|a| a.has_started(flat))
+        {
+            return Err(format!(
+                "element {:?} of {path} already started on this PE",
+                path.indices_of(flat).unwrap_or_default()
+            ));
+        }
+        out.push(flat);
+    }
+    Ok(out)
 }
 
 /// Start elements of an array here.
@@ -577,9 +809,27 @@ fn on_create(msg: Message) {
         let path = r.path("descriptor")?;
         let flats = r.u64s("elements")?;
         r.end("creation")?;
+        if src != path.creator {
+            return Err(format!(
+                "the creation of {path}, which PE {} made",
+                path.creator
+            ));
+        }
         path.check(&s)?;
-        path.check_known(&s)?;
-        let flats = check_local_elements(&s, &path, &flats)?;
+        known(
+            &s,
+            &path,
+            Origin::Message {
+                kind: "creation",
+                src,
+            },
+        )?;
+        let flats = check_local_elements(&s, &path, &flats, true)?;
+        if let Some(n) = s.arrays.borrow().get(&path.id()).and_then(|a| a.created) {
+            return Err(format!(
+                "a second creation of {path} on this PE (the first started {n} elements)"
+            ));
+        }
         Ok((path, flats))
     })();
     match decoded {

@@ -3,19 +3,21 @@
 //! both sends and reduction results go through.
 //!
 //! A message for elements of another PE travels as one Converse message
-//! per PE: the descriptor, the element numbers there, the kind (bytes, or
-//! a reduction result with its vecsize and eltsize), the tags and the
-//! data. The receiving PE checks all of it, then puts a copy in each
-//! element's mailbox and wakes the element's thread if it waits for those
-//! tags.
+//! per PE: the descriptor, the kind (bytes, or a reduction result with its
+//! vecsize and eltsize), the tags, the data and last the element numbers
+//! there (so a multicast encodes the rest once and copies it into each
+//! PE's message). The receiving PE checks all of it, then puts a copy in
+//! each element's mailbox (the copies share the data) and wakes the
+//! element's thread if it waits for those tags.
 use std::rc::Rc;
 
 use converse::Message;
 
 use super::wire::{Cause, Reader, Writer};
 use super::{
-    CPATH_ALL, CPATH_WILD, CPath, ReduceElement, State, check_local_elements, current_or_abort,
-    layout, malformed, mapped_pe, show_pattern, state, with_element,
+    CPATH_ALL, CPATH_WILD, CPath, Origin, ReduceElement, State, check_known, check_local_elements,
+    current_or_abort, known, layout, malformed, mapped_pe, show_pattern, state, with_current,
+    with_live,
 };
 
 /// What a message holds.
@@ -163,15 +165,14 @@ impl<'a> SendBuilder<'a> {
             ));
         };
         check_sent_tags(&self.tags, "CPathSend");
-        if let Err(why) = path.check_pattern(pattern) {
+        if let Err(why) = path
+            .check(&s)
+            .and_then(|()| check_known(&s, path))
+            .and_then(|()| path.check_pattern(pattern))
+        {
             converse::abort(&format!("CPathSend on PE {}: {why}", converse::my_pe()));
         }
-        deliver(
-            &s,
-            path,
-            pattern,
-            CPathMsg::new(&self.tags, Kind::Bytes, self.bytes),
-        );
+        deliver(&s, path, pattern, &self.tags, Kind::Bytes, self.bytes);
     }
 }
 
@@ -185,9 +186,19 @@ pub(super) fn check_sent_tags(tags: &[i32], what: &str) {
     }
 }
 
-/// Delivers `msg` to the elements of `path` matching `pattern` (checked):
-/// at once on this PE, in one message per other PE.
-pub(super) fn deliver(s: &State, path: &CPath, pattern: &[u32], msg: CPathMsg) {
+/// Delivers a message (`tags`, `kind`, `data`) to the elements of `path`
+/// matching `pattern` (checked): at once on this PE, in one message per
+/// other PE. The data is copied once per PE (into the `Rc` the mailboxes
+/// here share, or into another PE's message); the rest of the message is
+/// encoded once.
+pub(super) fn deliver(
+    s: &State,
+    path: &CPath,
+    pattern: &[u32],
+    tags: &[i32],
+    kind: Kind,
+    data: &[u8],
+) {
     let me = converse::my_pe();
     let single;
     let multi;
@@ -205,34 +216,44 @@ pub(super) fn deliver(s: &State, path: &CPath, pattern: &[u32], msg: CPathMsg) {
                 show_pattern(pattern)
             ))
         })];
-        vec![(mapped_pe(s, path, single[0]), &single[..])]
+        let pe = mapped_pe(s, path, single[0]).unwrap_or_else(|why| converse::abort(&why));
+        vec![(pe, &single[..])]
     };
+    let mut head: Option<Writer> = None;
     for (pe, flats) in targets {
         if pe == me {
-            deliver_here(s, path, flats, &msg);
+            deliver_here(s, path, flats, &CPathMsg::new(tags, kind, data));
             continue;
         }
-        let mut w = Writer::default();
-        w.path(path)
-            .u64s(&flats.iter().map(|&f| f as u64).collect::<Vec<_>>());
-        match msg.kind {
-            Kind::Bytes => w.u8(0),
-            Kind::Reduction { vecsize, eltsize } => w.u8(1).u64(vecsize as u64).u64(eltsize as u64),
-        };
-        w.i32s(&msg.tags).bytes(&msg.data);
-        converse::sync_send_and_free(pe, Message::from_payload(s.handlers.deliver, &w.0));
+        let head = head.get_or_insert_with(|| {
+            let mut w = Writer::default();
+            w.path(path);
+            match kind {
+                Kind::Bytes => w.u8(0),
+                Kind::Reduction { vecsize, eltsize } => {
+                    w.u8(1).u64(vecsize as u64).u64(eltsize as u64)
+                }
+            };
+            w.i32s(tags).bytes(data);
+            w
+        });
+        let mut tail = Writer::default();
+        tail.flats(flats);
+        let (head, tail) = (&head.0[..], &tail.0[..]);
+        let mut m = Message::new(s.handlers.deliver, head.len() + tail.len());
+        let payload = m.payload_mut();
+        payload[..head.len()].copy_from_slice(head);
+        payload[head.len()..].copy_from_slice(tail);
+        converse::sync_send_and_free(pe, m);
     }
 }
 
 /// Puts `msg` in the mailboxes of elements `flats` (of this PE) of
-/// `path`, waking those waiting for its tags.
+/// `path`, waking those waiting for its tags; a message for an element
+/// whose thread returned is reported and dropped.
 fn deliver_here(s: &State, path: &CPath, flats: &[usize], msg: &CPathMsg) {
     for &flat in flats {
-        let wake = with_element(s, path, flat, |e| {
-            if e.finished {
-                super::discarded(path, flat, 1, &format!(" (tags {:?})", &msg.tags[..]));
-                return None;
-            }
+        let wake = with_live(s, path, flat, |e| {
             e.mailbox.put(&msg.tags, msg.clone());
             let wanted = e
                 .waiting
@@ -245,8 +266,10 @@ fn deliver_here(s: &State, path: &CPath, flats: &[usize], msg: &CPathMsg) {
                 None
             }
         });
-        if let Some(event) = wake {
-            event.set();
+        match wake {
+            None => super::discarded(path, flat, 1, &format!(" (tags {:?})", &msg.tags[..])),
+            Some(Some(event)) => event.set(),
+            Some(None) => {}
         }
     }
 }
@@ -258,7 +281,6 @@ pub(super) fn on_deliver(msg: Message) {
     let decoded = (|| -> Result<(CPath, Vec<usize>, CPathMsg), Cause> {
         let mut r = Reader::new(msg.payload());
         let path = r.path("descriptor")?;
-        let flats = r.u64s("elements")?;
         let kind = match r.u8("kind")? {
             0 => Kind::Bytes,
             1 => {
@@ -275,6 +297,7 @@ pub(super) fn on_deliver(msg: Message) {
         };
         let tags = r.i32s("tags")?;
         let data = r.bytes("data")?;
+        let flats = r.u64s("elements")?;
         r.end("message")?;
         if let Kind::Reduction { vecsize, eltsize } = kind {
             if vecsize.checked_mul(eltsize) != Some(data.len()) {
@@ -288,8 +311,15 @@ pub(super) fn on_deliver(msg: Message) {
             return Err(format!("tags {tags:?} hold CPATH_WILD"));
         }
         path.check(&s)?;
-        path.check_known(&s)?;
-        let flats = check_local_elements(&s, &path, &flats)?;
+        known(
+            &s,
+            &path,
+            Origin::Message {
+                kind: "element",
+                src,
+            },
+        )?;
+        let flats = check_local_elements(&s, &path, &flats, false)?;
         Ok((path, flats, CPathMsg::new(&tags, kind, data)))
     })();
     match decoded {
@@ -343,7 +373,7 @@ impl RecvBuilder {
         let me = current_or_abort("CPathRecv");
         let s = state();
         loop {
-            let step = with_element(&s, &me.path, me.flat, |e| match e.mailbox.get(&self.tags) {
+            let step = with_current(&s, &me, |e| match e.mailbox.get(&self.tags) {
                 Some((_, m)) => Ok(m),
                 None => {
                     e.waiting = Some(self.tags.clone().into());
@@ -366,7 +396,7 @@ impl RecvBuilder {
     pub fn try_wait(self) -> Option<CPathMsg> {
         let me = current_or_abort("CPathRecv (try_wait)");
         let s = state();
-        with_element(&s, &me.path, me.flat, |e| e.mailbox.get(&self.tags)).map(|(_, m)| m)
+        with_current(&s, &me, |e| e.mailbox.get(&self.tags)).map(|(_, m)| m)
     }
 }
 

@@ -70,9 +70,15 @@ impl CPath {
     }
 
     /// The number of elements (the product of the dimensions; 1 for no
-    /// dimension).
+    /// dimension). Below 2^32: every descriptor is checked when made or
+    /// read ([`from_bytes`](CPath::from_bytes)).
     pub fn num_elements(&self) -> usize {
-        self.dims.iter().map(|&d| d as usize).product()
+        // Checked products: a descriptor's dimensions were checked, so
+        // the fallback is never taken.
+        self.dims
+            .iter()
+            .try_fold(1usize, |acc, &d| acc.checked_mul(d as usize))
+            .unwrap_or(usize::MAX)
     }
 
     /// The row-major number of the element at `indices`, if they name one.
@@ -85,7 +91,7 @@ impl CPath {
             if i >= d {
                 return None;
             }
-            flat = flat * d as usize + i as usize;
+            flat = flat.checked_mul(d as usize)?.checked_add(i as usize)?;
         }
         Some(flat)
     }
@@ -117,7 +123,7 @@ impl CPath {
                 self.dims
             ));
         };
-        mapped_pe(&state(), self, flat)
+        mapped_pe(&state(), self, flat).unwrap_or_else(|why| converse::abort(&why))
     }
 
     /// The descriptor as bytes, for a message.
@@ -128,8 +134,10 @@ impl CPath {
     }
 
     /// The descriptor [`to_bytes`](CPath::to_bytes) gave, if `bytes` are
-    /// one (its shape only: whether its function numbers are registered is
-    /// checked where it is used).
+    /// one: its shape is checked (every dimension at least 1, fewer than
+    /// 2^32 elements); whether its function numbers are registered and its
+    /// PEs are PEs of the job is checked where it is used ([`send`](super::send),
+    /// [`reduce`](super::reduce), a handler).
     pub fn from_bytes(bytes: &[u8]) -> Option<CPath> {
         let mut r = Reader::new(bytes);
         let p = r.path("descriptor").ok()?;
@@ -147,6 +155,12 @@ impl CPath {
                 self.creator, self.home
             ));
         }
+        if self.creator == converse::my_pe() && self.seq >= s.next_seq.get() {
+            return Err(format!(
+                "{self}: this PE has made only {} arrays",
+                s.next_seq.get() - 1
+            ));
+        }
         if self.thread_fn >= s.thread_fns.borrow().len() {
             return Err(format!(
                 "{self}: thread function {} is not registered",
@@ -157,18 +171,6 @@ impl CPath {
             return Err(format!("{self}: mapper {} is not registered", self.mapper));
         }
         check_dims(&self.dims).map_err(|why| format!("{self}: {why}"))
-    }
-
-    /// Checks a descriptor from elsewhere against the one this PE holds
-    /// under the same identity, if any.
-    pub(super) fn check_known(&self, s: &State) -> Result<(), Cause> {
-        match s.arrays.borrow().get(&self.id()) {
-            Some(a) if a.path != *self => Err(format!(
-                "descriptor {self:?} where this PE knows {:?} under the same identity",
-                a.path
-            )),
-            _ => Ok(()),
-        }
     }
 
     /// True if `pattern` (with [`CPATH_ALL`]s) matches `indices`.
@@ -205,14 +207,55 @@ impl CPath {
         }
     }
 
-    /// The elements matching `pattern` (checked), row-major.
+    /// The first element matching `pattern` (checked), row-major: every
+    /// [`CPATH_ALL`] at 0.
+    pub(super) fn first_matching(&self, pattern: &[u32]) -> usize {
+        pattern.iter().zip(&self.dims).fold(0, |flat, (&i, &d)| {
+            flat * d as usize + if i == CPATH_ALL { 0 } else { i as usize }
+        })
+    }
+
+    /// The elements matching `pattern` (checked), row-major: only the
+    /// [`CPATH_ALL`] positions are stepped through (an odometer), so the
+    /// cost is the number of matches, not the array's size.
     pub(super) fn matching(&self, pattern: &[u32]) -> Vec<usize> {
-        (0..self.num_elements())
-            .filter(|&flat| {
-                self.indices_of(flat)
-                    .is_some_and(|ix| CPath::pattern_matches(pattern, &ix))
-            })
-            .collect()
+        // The stride of each dimension (row-major), and the free ones.
+        let mut strides = vec![0usize; self.dims.len()];
+        let mut stride = 1usize;
+        for (slot, &d) in strides.iter_mut().zip(&self.dims).rev() {
+            *slot = stride;
+            stride *= d as usize;
+        }
+        let free: Vec<(usize, usize)> = pattern
+            .iter()
+            .zip(&self.dims)
+            .zip(&strides)
+            .filter(|((i, _), _)| **i == CPATH_ALL)
+            .map(|((_, &d), &st)| (d as usize, st))
+            .collect();
+        let count: usize = free.iter().map(|&(d, _)| d).product();
+        let mut out = Vec::with_capacity(count);
+        let mut at = vec![0usize; free.len()];
+        let mut flat = self.first_matching(pattern);
+        loop {
+            out.push(flat);
+            // Advance the last free dimension first (row-major order).
+            let mut k = free.len();
+            loop {
+                if k == 0 {
+                    return out;
+                }
+                k -= 1;
+                let (d, st) = free[k];
+                at[k] += 1;
+                flat += st;
+                if at[k] < d {
+                    break;
+                }
+                flat -= d * st;
+                at[k] = 0;
+            }
+        }
     }
 }
 
@@ -251,8 +294,9 @@ pub(super) fn show_pattern(pattern: &[u32]) -> String {
     format!("[{}]", parts.join(", "))
 }
 
-/// Every dimension at least 1, at most 2^32 elements in all.
-fn check_dims(dims: &[u32]) -> Result<(), Cause> {
+/// Every dimension at least 1, fewer than 2^32 elements in all (element
+/// numbers and counts travel as 32-bit values).
+pub(super) fn check_dims(dims: &[u32]) -> Result<(), Cause> {
     if let Some(at) = dims.iter().position(|&d| d == 0) {
         return Err(format!("dimension {at} is 0 (dimensions {dims:?})"));
     }
@@ -260,8 +304,10 @@ fn check_dims(dims: &[u32]) -> Result<(), Cause> {
         .iter()
         .try_fold(1u64, |acc, &d| acc.checked_mul(d as u64));
     match total {
-        Some(n) if n <= 1 << 32 && usize::try_from(n).is_ok() => Ok(()),
-        _ => Err(format!("too many elements (dimensions {dims:?})")),
+        Some(n) if n < 1 << 32 && usize::try_from(n).is_ok() => Ok(()),
+        _ => Err(format!(
+            "too many elements (dimensions {dims:?}; fewer than 2^32 allowed)"
+        )),
     }
 }
 
@@ -296,6 +342,26 @@ mod tests {
         assert_eq!(p.indices_of(12), None);
         assert_eq!(p.matching(&[1, CPATH_ALL]), vec![4, 5, 6, 7]);
         assert_eq!(p.matching(&[CPATH_ALL, 3]), vec![3, 7, 11]);
+        assert_eq!(
+            p.matching(&[CPATH_ALL, CPATH_ALL]),
+            (0..12).collect::<Vec<_>>()
+        );
+        assert_eq!(p.matching(&[2, 1]), vec![9]);
+        assert_eq!(p.first_matching(&[CPATH_ALL, 3]), 3);
+        // The odometer agrees with a filter over every element.
+        let q = path(&[3, 2, 4]);
+        for pattern in [
+            [CPATH_ALL, 1, CPATH_ALL],
+            [2, CPATH_ALL, CPATH_ALL],
+            [CPATH_ALL, CPATH_ALL, 3],
+            [1, 0, 2],
+        ] {
+            let slow: Vec<usize> = (0..q.num_elements())
+                .filter(|&f| CPath::pattern_matches(&pattern, &q.indices_of(f).unwrap()))
+                .collect();
+            assert_eq!(q.matching(&pattern), slow, "{pattern:?}");
+        }
+        assert_eq!(path(&[]).matching(&[]), vec![0]);
         assert!(p.check_pattern(&[1, 4]).is_err());
         assert!(p.check_pattern(&[1]).is_err());
         assert!(p.check_pattern(&[CPATH_ALL, 3]).is_ok());
@@ -318,7 +384,18 @@ mod tests {
         assert_eq!(CPath::from_bytes(&b[..b.len() - 1]), None);
         assert!(check_dims(&[3, 0]).is_err());
         assert!(check_dims(&[1 << 16, 1 << 16, 2]).is_err());
-        assert!(check_dims(&[1 << 16, 1 << 16]).is_ok());
+        assert!(check_dims(&[1 << 16, 1 << 16]).is_err());
+        assert!(check_dims(&[1 << 16, (1 << 16) - 1]).is_ok());
+        assert!(check_dims(&[u32::MAX]).is_ok());
         assert!(check_dims(&[]).is_ok());
+        // Bytes claiming a 0 or a too big array are no descriptor.
+        for bad in [
+            &[3, 0][..],
+            &[1 << 16, 1 << 16],
+            &[u32::MAX, u32::MAX, u32::MAX],
+        ] {
+            assert_eq!(CPath::from_bytes(&path(bad).to_bytes()), None, "{bad:?}");
+        }
+        assert_eq!(path(&[u32::MAX]).num_elements(), u32::MAX as usize);
     }
 }

@@ -13,6 +13,18 @@
 //! the reduction's tags, to the destination element(s). Every contribution
 //! of a round must agree on the reducer, the vecsize and eltsize and the
 //! destination; a disagreement aborts the job naming both contributors.
+//! A reducer registered for values of a type ([`register_reducer_of`])
+//! takes only that type's size as eltsize.
+//!
+//! The root checks a partial's descriptors against those it knows (before
+//! computing any layout from them), that it is the root (one mapper call)
+//! and that the destination maps to PEs of the job, so a malformed partial
+//! aborts naming its sender, never later at the delivery of the result.
+//!
+//! A reduction that can never complete is reported where a PE can see it:
+//! an element of this PE that returns while a round it did not contribute
+//! to waits for it, or the first contribution to a round of this PE while
+//! another participant of this PE has already returned.
 use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -20,9 +32,12 @@ use std::rc::Rc;
 
 use converse::Message;
 
-use super::msg::{CPathMsg, Kind, check_sent_tags, deliver};
+use super::msg::{Kind, check_sent_tags, deliver};
 use super::wire::{Cause, Reader, Writer};
-use super::{ArrayId, CPath, State, current_or_abort, layout, malformed, show_pattern, state};
+use super::{
+    ArrayId, CPath, Current, Origin, State, check_known, current_or_abort, known, layout,
+    malformed, mapped_pe, show_pattern, state, try_layout, with_current,
+};
 
 /// A reducer (the manual's `ReduceFn`): combines `other` into `acc`
 /// pairwise, both `vecsize` values of the reduction's `eltsize` bytes
@@ -30,8 +45,27 @@ use super::{ArrayId, CPath, State, current_or_abort, layout, malformed, show_pat
 pub type ReduceFn = fn(vecsize: usize, acc: &mut [u8], other: &[u8]);
 
 /// A registered reducer, as the PE keeps it (a [`ReduceFn`], or a typed
-/// one wrapped by [`register_reducer_of`]).
-pub(super) type Reducer = Rc<dyn Fn(usize, &mut [u8], &[u8])>;
+/// one wrapped by [`register_reducer_of`], with its type's size).
+#[derive(Clone)]
+pub(super) struct Reducer {
+    combine: Rc<dyn Fn(usize, &mut [u8], &[u8])>,
+    /// The only eltsize it takes (a typed reducer), if any.
+    eltsize: Option<usize>,
+}
+
+/// Checks `reducer` is registered and takes values of `eltsize` bytes.
+fn check_reducer(s: &State, reducer: usize, eltsize: usize) -> Result<(), String> {
+    match s.reducers.borrow().get(reducer) {
+        None => Err(format!("reducer {reducer} is not registered")),
+        Some(Reducer {
+            eltsize: Some(size),
+            ..
+        }) if *size != eltsize => Err(format!(
+            "reducer {reducer} combines values of {size} bytes, not {eltsize}"
+        )),
+        Some(_) => Ok(()),
+    }
+}
 
 /// Built-in reducer: wrapping sum of `i64`s.
 pub const REDUCER_SUM_I64: usize = 0;
@@ -45,7 +79,7 @@ pub const REDUCER_MAX_I64: usize = 3;
 
 /// A fixed-size value that reductions carry as little-endian bytes (for
 /// [`register_reducer_of`], [`ReduceBuilder::data_of`] and
-/// [`CPathMsg::decode_reduction_of`]).
+/// [`CPathMsg::decode_reduction_of`](super::CPathMsg::decode_reduction_of)).
 pub trait ReduceElement: Copy + 'static {
     /// Its size in bytes (the reduction's eltsize).
     const SIZE: usize;
@@ -101,24 +135,31 @@ pub(super) fn register_builtin() {
 /// order on every PE; the built-in ones come first.
 #[doc(alias = "CPathRegisterReducer")]
 pub fn register_reducer(reducer: ReduceFn) -> usize {
-    push_reducer(Rc::new(reducer))
+    push_reducer(Reducer {
+        combine: Rc::new(reducer),
+        eltsize: None,
+    })
 }
 
 /// Registers a reducer of values of `T`, `combine(acc, other)` applied to
 /// each pair (a typed [`register_reducer`]); returns its number. Use it
 /// with reductions whose eltsize is `T`'s size
-/// ([`ReduceBuilder::data_of`]); with another eltsize it combines garbage.
+/// ([`ReduceBuilder::data_of`]); a contribution (or a partial) of another
+/// eltsize aborts the job.
 pub fn register_reducer_of<T: ReduceElement>(combine: fn(&mut T, T)) -> usize {
-    push_reducer(Rc::new(move |_vecsize, acc: &mut [u8], other: &[u8]| {
-        for (a, b) in acc
-            .chunks_exact_mut(T::SIZE)
-            .zip(other.chunks_exact(T::SIZE))
-        {
-            let mut x = T::read(a);
-            combine(&mut x, T::read(b));
-            x.write(a);
-        }
-    }))
+    push_reducer(Reducer {
+        combine: Rc::new(move |_vecsize, acc: &mut [u8], other: &[u8]| {
+            for (a, b) in acc
+                .chunks_exact_mut(T::SIZE)
+                .zip(other.chunks_exact(T::SIZE))
+            {
+                let mut x = T::read(a);
+                combine(&mut x, T::read(b));
+                x.write(a);
+            }
+        }),
+        eltsize: Some(T::SIZE),
+    })
 }
 
 fn push_reducer(f: Reducer) -> usize {
@@ -149,7 +190,28 @@ struct Partial {
     /// The PEs whose partials it holds (at the root).
     pes: BTreeSet<usize>,
     /// Its first contributor, for messages.
-    first: String,
+    first: First,
+}
+
+/// A partial's first contributor (words made only for an abort).
+#[derive(Clone, Copy)]
+enum First {
+    /// Element number `flat` of the over-array, on PE `pe`.
+    Element { flat: usize, pe: usize },
+    /// The partial of PE `pe`.
+    Pe(usize),
+}
+
+impl First {
+    fn show(self, over_path: &CPath) -> String {
+        match self {
+            First::Element { flat, pe } => format!(
+                "element {:?} on PE {pe}",
+                over_path.indices_of(flat).unwrap_or_default()
+            ),
+            First::Pe(pe) => format!("PE {pe}"),
+        }
+    }
 }
 
 /// A PE's reductions in progress.
@@ -159,6 +221,13 @@ pub(super) struct Reductions {
     local: RefCell<HashMap<RoundKey, Partial>>,
     /// Combining PEs' partials, on the root.
     root: RefCell<HashMap<RoundKey, Partial>>,
+}
+
+impl Reductions {
+    /// Rounds in progress on this PE (locally or at the root).
+    pub(super) fn len(&self) -> usize {
+        self.local.borrow().len() + self.root.borrow().len()
+    }
 }
 
 /// A contribution being put together for [`reduce`] (`CPathReduce`'s
@@ -179,7 +248,8 @@ pub struct ReduceBuilder<'a> {
 /// .contribute()`. Every element matching the over-pattern must
 /// contribute, with the same tags, reducer, sizes and destination; the
 /// result arrives as a message with those tags ([`super::recv`],
-/// [`CPathMsg::decode_reduction`]). Contributing does not block.
+/// [`CPathMsg::decode_reduction`](super::CPathMsg::decode_reduction)).
+/// Contributing does not block.
 #[doc(alias = "CPathReduce")]
 pub fn reduce<'a>() -> ReduceBuilder<'a> {
     ReduceBuilder::default()
@@ -276,17 +346,21 @@ impl<'a> ReduceBuilder<'a> {
                 data.len()
             ));
         }
-        if reducer >= s.reducers.borrow().len() {
-            fail(&format!("reducer {reducer} is not registered"));
+        if let Err(why) = check_reducer(&s, reducer, eltsize) {
+            fail(&why);
         }
         if let Err(why) = over_path
-            .check_pattern(over)
+            .check(&s)
+            .and_then(|()| dest_path.check(&s))
+            .and_then(|()| check_known(&s, over_path))
+            .and_then(|()| check_known(&s, dest_path))
+            .and_then(|()| over_path.check_pattern(over))
             .and_then(|()| dest_path.check_pattern(dest))
         {
             fail(&why);
         }
         let cur = current_or_abort(WHAT);
-        if cur.path.id() != over_path.id() || !CPath::pattern_matches(over, &cur.indices) {
+        if cur.path != *over_path || !CPath::pattern_matches(over, &cur.indices) {
             fail(&format!(
                 "element {:?} of {} is not one of {} of {over_path}",
                 cur.indices,
@@ -294,7 +368,7 @@ impl<'a> ReduceBuilder<'a> {
                 show_pattern(over)
             ));
         }
-        let round = super::with_element(&s, &cur.path, cur.flat, |e| {
+        let round = with_current(&s, &cur, |e| {
             let next = e
                 .rounds
                 .entry((over.to_vec(), self.tags.clone()))
@@ -318,15 +392,24 @@ impl<'a> ReduceBuilder<'a> {
             acc: data.into_owned(),
             count: 1,
             pes: BTreeSet::new(),
-            first: format!("element {:?} on PE {me}", cur.indices),
+            first: First::Element {
+                flat: cur.flat,
+                pe: me,
+            },
         };
-        let Some(mut done) = merge(&s, &s.reductions.local, &key, mine, here) else {
+        if here > 1 && !s.reductions.local.borrow().contains_key(&key) {
+            // The round's first contribution here: a participant of this
+            // PE that has returned can never give its own.
+            let mine = layout.by_pe.get(&me).map_or(&[][..], Vec::as_slice);
+            check_gone(&s, over_path, &key, mine);
+        }
+        let Some(mut done) = merge(&s, &s.reductions.local, over_path, &key, mine, here) else {
             return;
         };
         // This PE's partial, for the root.
         done.count = 1;
         done.pes = BTreeSet::from([me]);
-        done.first = format!("PE {me}");
+        done.first = First::Pe(me);
         if layout.root == me {
             at_root(&s, over_path, key, done);
             return;
@@ -352,6 +435,7 @@ impl<'a> ReduceBuilder<'a> {
 fn merge(
     s: &State,
     table: &RefCell<HashMap<RoundKey, Partial>>,
+    over_path: &CPath,
     key: &RoundKey,
     incoming: Partial,
     expected: usize,
@@ -370,14 +454,15 @@ fn merge(
                     key.round
                 )
             };
+            let (first, other) = (p.first.show(over_path), incoming.first.show(over_path));
             if (p.vecsize, p.eltsize) != (incoming.vecsize, incoming.eltsize) {
                 converse::abort(&format!(
                     "{}: {} gave {} values of {} bytes, {} gave {} values of {} bytes",
                     name(),
-                    p.first,
+                    first,
                     p.vecsize,
                     p.eltsize,
-                    incoming.first,
+                    other,
                     incoming.vecsize,
                     incoming.eltsize
                 ));
@@ -386,9 +471,9 @@ fn merge(
                 converse::abort(&format!(
                     "{}: {} gave reducer {}, {} gave reducer {}",
                     name(),
-                    p.first,
+                    first,
                     p.reducer,
-                    incoming.first,
+                    other,
                     incoming.reducer
                 ));
             }
@@ -396,10 +481,10 @@ fn merge(
                 converse::abort(&format!(
                     "{}: {} gave destination {} of {}, {} gave {} of {}",
                     name(),
-                    p.first,
+                    first,
                     show_pattern(&p.dest.1),
                     p.dest.0,
-                    incoming.first,
+                    other,
                     show_pattern(&incoming.dest.1),
                     incoming.dest.0
                 ));
@@ -407,7 +492,7 @@ fn merge(
             if let Some(pe) = p.pes.intersection(&incoming.pes).next() {
                 converse::abort(&format!("{}: two partials from PE {pe}", name()));
             }
-            let reducer = s.reducers.borrow()[p.reducer].clone();
+            let reducer = s.reducers.borrow()[p.reducer].combine.clone();
             reducer(p.vecsize, &mut p.acc, &incoming.acc);
             p.count += incoming.count;
             p.pes.extend(incoming.pes);
@@ -425,18 +510,61 @@ fn merge(
 /// PE's is in, the result goes to the destination.
 fn at_root(s: &State, over_path: &CPath, key: RoundKey, partial: Partial) {
     let expected = layout(s, over_path, &key.over).by_pe.len();
-    let Some(done) = merge(s, &s.reductions.root, &key, partial, expected) else {
+    let Some(done) = merge(s, &s.reductions.root, over_path, &key, partial, expected) else {
         return;
     };
-    let result = CPathMsg::new(
-        &key.tags,
-        Kind::Reduction {
-            vecsize: done.vecsize,
-            eltsize: done.eltsize,
-        },
-        &done.acc,
-    );
-    deliver(s, &done.dest.0, &done.dest.1, result);
+    let kind = Kind::Reduction {
+        vecsize: done.vecsize,
+        eltsize: done.eltsize,
+    };
+    deliver(s, &done.dest.0, &done.dest.1, &key.tags, kind, &done.acc);
+}
+
+/// Aborts if a participant of round `key` among `flats` (this PE's
+/// participants) has returned: it can never contribute to the round.
+fn check_gone(s: &State, over_path: &CPath, key: &RoundKey, flats: &[usize]) {
+    let arrays = s.arrays.borrow();
+    let Some(a) = arrays.get(&key.array) else {
+        return;
+    };
+    if let Some(&gone) = flats.iter().find(|&&f| a.is_finished(f)) {
+        drop(arrays);
+        never_completes(over_path, key, gone);
+    }
+}
+
+/// Element `cur` returned, having made `rounds` contributions: aborts if
+/// a round of this PE it did not contribute to waits for it.
+pub(super) fn check_left(s: &State, cur: &Current, rounds: &HashMap<(Vec<u32>, Vec<i32>), u64>) {
+    let stuck = s
+        .reductions
+        .local
+        .borrow()
+        .keys()
+        .find(|k| {
+            k.array == cur.path.id()
+                && CPath::pattern_matches(&k.over, &cur.indices)
+                && rounds
+                    .get(&(k.over.clone(), k.tags.clone()))
+                    .is_none_or(|&next| next <= k.round)
+        })
+        .cloned();
+    if let Some(key) = stuck {
+        never_completes(&cur.path, &key, cur.flat);
+    }
+}
+
+/// Aborts: round `key` waits for element `flat`, whose thread returned.
+fn never_completes(over_path: &CPath, key: &RoundKey, flat: usize) -> ! {
+    converse::abort(&format!(
+        "CPathReduce over {} of {over_path} with tags {:?} (round {}) on PE {}: element {:?} \
+         returned without contributing to it, so it can never complete",
+        show_pattern(&key.over),
+        key.tags,
+        key.round,
+        converse::my_pe(),
+        over_path.indices_of(flat).unwrap_or_default()
+    ))
 }
 
 /// A PE's partial arrived at the root.
@@ -457,34 +585,42 @@ pub(super) fn on_partial(msg: Message) {
         let dest = r.u32s("destination pattern")?;
         let data = r.bytes("data")?;
         r.end("partial")?;
+        // The descriptors first: nothing is computed from one that
+        // contradicts what this PE knows.
         over_path.check(&s)?;
         dest_path.check(&s)?;
+        let origin = Origin::Message {
+            kind: "partial reduction",
+            src,
+        };
+        known(&s, &over_path, origin)?;
+        check_known(&s, &dest_path)?;
         over_path.check_pattern(&over)?;
         dest_path.check_pattern(&dest)?;
         if tags.contains(&super::CPATH_WILD) {
             return Err(format!("tags {tags:?} hold CPATH_WILD"));
         }
-        if reducer >= s.reducers.borrow().len() {
-            return Err(format!("reducer {reducer} is not registered"));
-        }
         let (Ok(vecsize), Ok(eltsize)) = (usize::try_from(vecsize), usize::try_from(eltsize))
         else {
             return Err(format!("vecsize {vecsize} or eltsize {eltsize} too big"));
         };
+        check_reducer(&s, reducer, eltsize)?;
         if vecsize.checked_mul(eltsize) != Some(data.len()) {
             return Err(format!(
                 "{} bytes of data for {vecsize} values of {eltsize} bytes",
                 data.len()
             ));
         }
-        let l = layout(&s, &over_path, &over);
-        if l.root != me {
+        // Whether this PE is the root costs one mapper call; the layout,
+        // one per participant, comes after.
+        let root = mapped_pe(&s, &over_path, over_path.first_matching(&over))?;
+        if root != me {
             return Err(format!(
-                "a partial for {} of {over_path}, whose root is PE {}",
+                "a partial for {} of {over_path}, whose root is PE {root}",
                 show_pattern(&over),
-                l.root
             ));
         }
+        let l = try_layout(&s, &over_path, &over)?;
         if !l.by_pe.contains_key(&src) {
             return Err(format!(
                 "a partial for {} of {over_path} from a PE holding none of its elements",
@@ -505,8 +641,14 @@ pub(super) fn on_partial(msg: Message) {
             acc: data.to_vec(),
             count: 1,
             pes: BTreeSet::from([src]),
-            first: format!("PE {src}"),
+            first: First::Pe(src),
         };
+        // The destination must map to PEs of the job: checked here, so
+        // that the result's delivery cannot fail.
+        match partial.dest.0.flat_index(&partial.dest.1) {
+            Some(flat) => mapped_pe(&s, &partial.dest.0, flat).map(drop)?,
+            None => try_layout(&s, &partial.dest.0, &partial.dest.1).map(drop)?,
+        }
         Ok((over_path, key, partial))
     })();
     match decoded {

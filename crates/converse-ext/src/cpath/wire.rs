@@ -46,11 +46,11 @@ impl Writer {
         self
     }
 
-    /// A count, then the `u64`s.
-    pub(super) fn u64s(&mut self, v: &[u64]) -> &mut Self {
-        self.len(v.len());
-        for &x in v {
-            self.u64(x);
+    /// A count, then element numbers as `u64`s.
+    pub(super) fn flats(&mut self, flats: &[usize]) -> &mut Self {
+        self.len(flats.len());
+        for &f in flats {
+            self.u64(f as u64);
         }
         self
     }
@@ -72,10 +72,16 @@ impl Writer {
             .u32s(&p.dims)
     }
 
-    fn len(&mut self, n: usize) {
-        // Counts are bounded by the sender's own values (a pattern, tags,
-        // an element list), far below 2^32.
-        self.u32(u32::try_from(n).unwrap_or(u32::MAX));
+    /// A count. Element lists are below 2^32 (arrays have fewer
+    /// elements); a longer pattern or tag list is refused.
+    pub(super) fn len(&mut self, n: usize) {
+        match u32::try_from(n) {
+            Ok(n) => self.u32(n),
+            Err(_) => converse::abort(&format!(
+                "CPath on PE {}: a list of {n} items is too long for a message (at most 2^32 - 1)",
+                converse::my_pe()
+            )),
+        };
     }
 }
 
@@ -157,8 +163,9 @@ impl<'a> Reader<'a> {
         self.take(n, what)
     }
 
-    /// A descriptor, its shape only (the caller checks its indices against
-    /// the PE's registrations: [`CPath::check`]).
+    /// A descriptor, its shape checked (every dimension at least 1, fewer
+    /// than 2^32 elements); the caller checks its numbers against the PE's
+    /// registrations and the job ([`CPath::check`]).
     pub(super) fn path(&mut self, what: &str) -> Result<CPath, Cause> {
         let creator = self.u32(what)? as usize;
         let seq = self.u64(what)?;
@@ -166,6 +173,7 @@ impl<'a> Reader<'a> {
         let thread_fn = self.u32(what)? as usize;
         let mapper = self.u32(what)? as usize;
         let dims = self.u32s(what)?;
+        super::path::check_dims(&dims).map_err(|why| format!("{what}: {why}"))?;
         Ok(CPath {
             creator,
             seq,
@@ -201,7 +209,7 @@ mod tests {
             dims: vec![4, 7],
         };
         let mut w = Writer::default();
-        w.path(&p).i32s(&[-1, 9]).u64s(&[8]).bytes(b"xyz").u8(1);
+        w.path(&p).i32s(&[-1, 9]).flats(&[8]).bytes(b"xyz").u8(1);
         let mut r = Reader::new(&w.0);
         assert_eq!(r.path("p").unwrap(), p);
         assert_eq!(r.i32s("t").unwrap(), vec![-1, 9]);
@@ -220,6 +228,12 @@ mod tests {
                 Ok(())
             })();
             assert!(all.is_err(), "{cut} bytes read as a whole message");
+        }
+        // A descriptor of a 0 dimension, or of 2^32 elements, is refused.
+        for dims in [vec![4, 0], vec![1 << 16, 1 << 16]] {
+            let mut w = Writer::default();
+            w.path(&CPath { dims, ..p.clone() });
+            assert!(Reader::new(&w.0).path("p").is_err());
         }
         // A huge count is refused before any allocation.
         let mut w = Writer::default();
