@@ -490,9 +490,6 @@ fn make(thread_fn: usize, mapper: usize, dims: &[u32], home: usize, what: &str) 
     // Not cached: the creation is the only use of the whole layout.
     let all = vec![CPATH_ALL; dims.len()];
     let layout = compute_layout(&s, &path, &all).unwrap_or_else(|why| converse::abort(&why));
-    s.arrays
-        .borrow_mut()
-        .insert(path.id(), LocalArray::new(&path, Origin::Made));
     for (&pe, flats) in &layout.by_pe {
         if pe == me {
             continue;
@@ -501,7 +498,12 @@ fn make(thread_fn: usize, mapper: usize, dims: &[u32], home: usize, what: &str) 
         w.path(&path).flats(flats);
         converse::sync_send_and_free(pe, Message::from_payload(s.handlers.create, &w.0));
     }
+    // The creator keeps a record only if it holds elements (its other
+    // arrays' descriptors are recognized by their numbers: `CPath::check`).
     if let Some(flats) = layout.by_pe.get(&me) {
+        s.arrays
+            .borrow_mut()
+            .insert(path.id(), LocalArray::new(&path, Origin::Made));
         start_elements(&s, &path, flats);
     }
     path

@@ -2503,16 +2503,108 @@ fn ext_cpath() -> i32 {
 /// receive in the start function; `forged`, a short message to the
 /// module's delivery handler on the last PE (another process); `mapper`,
 /// a mapper that names no PE; `mismatch`, two elements of one reduction
-/// with different element sizes.
+/// with different element sizes; `typed`, a typed reducer given another
+/// element size; `gone`, a reduction waiting for an element that
+/// returned. Forged messages from PE 0 to PE 1 (+p 2), built by hand
+/// (the module's wire format): `forged_create`, a second creation of a
+/// started element; `forged_twice`, a delivery listing one element twice;
+/// `forged_mapper`, a descriptor whose mapper names no PE; `conflict`, a
+/// delivery whose descriptor contradicts the one PE 1 knows. And from
+/// PE 1 to PE 0: `forged_partial`, a partial reduction claiming the
+/// array has 16 elements, not 8.
 fn ext_cpath_refused() -> i32 {
     use converse_ext::cpath::{self, CPATH_ALL, CPath};
+    /// A reducer of any element size (the first of the program's).
+    const BYTEWISE: usize = 4;
+    /// Little-endian pieces of a payload.
+    fn u32s(out: &mut Vec<u8>, v: &[u32]) {
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        v.iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+    }
+    fn u64s(out: &mut Vec<u8>, v: &[u64]) {
+        out.extend_from_slice(&(v.len() as u32).to_le_bytes());
+        v.iter()
+            .for_each(|x| out.extend_from_slice(&x.to_le_bytes()));
+    }
+    /// A descriptor's bytes with its sequence number, mapper and
+    /// dimensions replaced (creator u32, seq u64, home u32, thread_fn
+    /// u32, mapper u32, dims).
+    fn forge(p: &CPath, seq: Option<u64>, mapper: Option<u32>, dims: Option<&[u32]>) -> Vec<u8> {
+        let mut b = p.to_bytes();
+        if let Some(seq) = seq {
+            b[4..12].copy_from_slice(&seq.to_le_bytes());
+        }
+        if let Some(m) = mapper {
+            b[20..24].copy_from_slice(&m.to_le_bytes());
+        }
+        if let Some(dims) = dims {
+            b.truncate(24);
+            u32s(&mut b, dims);
+        }
+        b
+    }
+    /// A delivery of no data with tag 1 to `elements`.
+    fn delivery(desc: &[u8], elements: &[u64]) -> Message {
+        let mut b = desc.to_vec();
+        b.push(0);
+        u32s(&mut b, &[1]);
+        b.extend_from_slice(&0u64.to_le_bytes());
+        u64s(&mut b, elements);
+        Message::from_payload(cpath::delivery_handler_index(), &b)
+    }
+    fn waits(_: &CPath, _: &[u32]) {
+        let _ = cpath::recv().tag(99).wait();
+    }
+    /// Element [1] (on PE 1 under round-robin on 2 PEs) sends PE 0 a
+    /// partial of a sum over all elements, claiming 16 elements.
+    fn forges_partial(path: &CPath, ix: &[u32]) {
+        if ix != [1] {
+            return waits(path, ix);
+        }
+        let d = forge(path, None, None, Some(&[16]));
+        let mut b = d.clone();
+        u32s(&mut b, &[CPATH_ALL]);
+        u32s(&mut b, &[1]);
+        b.extend_from_slice(&0u64.to_le_bytes());
+        b.extend_from_slice(&(cpath::REDUCER_SUM_I64 as u32).to_le_bytes());
+        b.extend_from_slice(&1u64.to_le_bytes());
+        b.extend_from_slice(&8u64.to_le_bytes());
+        b.extend_from_slice(&d);
+        u32s(&mut b, &[0]);
+        b.extend_from_slice(&8u64.to_le_bytes());
+        b.extend_from_slice(&7i64.to_le_bytes());
+        converse::sync_send_and_free(0, Message::from_payload(cpath::partial_handler_index(), &b));
+    }
+    fn typed(path: &CPath, _: &[u32]) {
+        cpath::reduce()
+            .over(path, &[])
+            .tag(1)
+            .reducer(cpath::REDUCER_SUM_I64)
+            .bytes(1, 4, &[0; 4])
+            .dest(path, &[])
+            .contribute();
+    }
+    /// Element [0] contributes, [1] returns without.
+    fn one_leaves(path: &CPath, ix: &[u32]) {
+        if ix == [0] {
+            cpath::reduce()
+                .over(path, &[CPATH_ALL])
+                .tag(3)
+                .reducer(cpath::REDUCER_SUM_I64)
+                .data_of(&[1i64])
+                .dest(path, &[0])
+                .contribute();
+            let _ = cpath::recv().tag(3).wait();
+        }
+    }
     fn mismatched(path: &CPath, ix: &[u32]) {
         let v = [ix[0] as u8; 8];
         let eltsize = if ix[0] == 1 { 4 } else { 8 };
         cpath::reduce()
             .over(path, &[CPATH_ALL])
             .tag(1)
-            .reducer(cpath::REDUCER_SUM_I64)
+            .reducer(BYTEWISE)
             .bytes(1, eltsize, &v[..eltsize])
             .dest(path, &[0])
             .contribute();
@@ -2524,9 +2616,15 @@ fn ext_cpath_refused() -> i32 {
         let beyond = cpath::register_mapper(|_, _| num_pes());
         fn leaves(_: &CPath, _: &[u32]) {}
         let leaver = cpath::register_thread_fn(leaves);
+        assert_eq!(cpath::register_reducer(|_, _, _| {}), BYTEWISE);
+        let waiter = cpath::register_thread_fn(waits);
+        let partial_forger = cpath::register_thread_fn(forges_partial);
+        let typed_fn = cpath::register_thread_fn(typed);
+        let one_leaves_fn = cpath::register_thread_fn(one_leaves);
         if my_pe() != 0 {
             return;
         }
+        let rr = cpath::MAPPER_ROUND_ROBIN;
         match mode {
             "outside" => {
                 let _ = cpath::recv().tag(1).wait();
@@ -2553,6 +2651,38 @@ fn ext_cpath_refused() -> i32 {
             }
             "mismatch" => {
                 cpath::make_array(f, cpath::MAPPER_ROUND_ROBIN, &[4]);
+            }
+            "typed" => {
+                cpath::make_thread(typed_fn, 0);
+            }
+            "gone" => {
+                cpath::make_array(one_leaves_fn, cpath::MAPPER_PE0, &[2]);
+            }
+            "forged_create" => {
+                let p = cpath::make_array(waiter, rr, &[2]);
+                let mut b = p.to_bytes();
+                u64s(&mut b, &[1]);
+                converse::sync_send_and_free(
+                    1,
+                    Message::from_payload(cpath::creation_handler_index(), &b),
+                );
+            }
+            "forged_twice" => {
+                let p = cpath::make_array(waiter, rr, &[4]);
+                converse::sync_send_and_free(1, delivery(&p.to_bytes(), &[1, 1]));
+            }
+            "forged_mapper" => {
+                let p = cpath::make_array(waiter, rr, &[2]);
+                let d = forge(&p, Some(1000), Some(beyond as u32), None);
+                converse::sync_send_and_free(1, delivery(&d, &[1]));
+            }
+            "conflict" => {
+                let p = cpath::make_array(waiter, rr, &[2]);
+                let d = forge(&p, None, None, Some(&[4]));
+                converse::sync_send_and_free(1, delivery(&d, &[1]));
+            }
+            "forged_partial" => {
+                cpath::make_array(partial_forger, rr, &[8]);
             }
             other => fail(&format!("unknown mode {other}")),
         }
@@ -3076,7 +3206,7 @@ fn ext_cpath_case() {
             .then(|| "expected exit code 0 and the grid equal to the sequential one".to_string())
         });
     }
-    let refusals: [(&str, &[&str]); 4] = [
+    let refusals: [(&str, &[&str]); 11] = [
         ("outside", &["CPathRecv would block in the start function"]),
         (
             "forged",
@@ -3097,6 +3227,55 @@ fn ext_cpath_case() {
                 "gave 1 values of 8 bytes",
                 "gave 1 values of 4 bytes",
                 "element [1]",
+            ],
+        ),
+        (
+            "typed",
+            &["CPathReduce on PE 0: reducer 0 combines values of 8 bytes, not 4"],
+        ),
+        (
+            "gone",
+            &["element [1] returned without contributing to it, so it can never complete"],
+        ),
+        (
+            "forged_create",
+            &[
+                "a malformed CPath creation message from PE 0 on PE 1",
+                "element [1] of CPath array 1 of PE 0 (2) already started on this PE",
+            ],
+        ),
+        (
+            "forged_twice",
+            &[
+                "a malformed CPath element message from PE 0 on PE 1",
+                "not strictly increasing",
+            ],
+        ),
+        (
+            "forged_mapper",
+            &[
+                "a malformed CPath element message from PE 0 on PE 1",
+                "mapper 4 put element [1] on PE 2, but the job has 2 PEs",
+            ],
+        ),
+        (
+            "conflict",
+            &[
+                "a malformed CPath element message from PE 0 on PE 1",
+                "dims: [4]",
+                "conflicts with",
+                "dims: [2]",
+                "from a creation message from PE 0",
+            ],
+        ),
+        (
+            "forged_partial",
+            &[
+                "a malformed CPath partial reduction message from PE 1 on PE 0",
+                "dims: [16]",
+                "conflicts with",
+                "dims: [8]",
+                "made on this PE",
             ],
         ),
     ];
