@@ -331,3 +331,90 @@ fn reductions_keep_their_rounds_apart_and_take_the_programs_reducers() {
         assert_eq!(log, vec![line; 8], "{args:?}");
     }
 }
+
+/// A single thread: a message, a reduction over itself, then it returns.
+fn brief(path: &CPath, _: &[u32]) {
+    let _ = cpath::recv().tag(1).wait();
+    cpath::reduce()
+        .over(path, &[])
+        .tag(2)
+        .reducer(cpath::REDUCER_SUM_I64)
+        .data_of(&[1i64])
+        .dest(path, &[])
+        .contribute();
+    let _ = cpath::recv().tag(2).wait();
+}
+
+/// An element of a 4×4 array: `[i, 0]` multicasts to its row, every
+/// element sums over its row to the whole row, then returns.
+fn row(path: &CPath, ix: &[u32]) {
+    let whole = [ix[0], CPATH_ALL];
+    if ix[1] == 0 {
+        cpath::send().dest(path, &whole).tag(5).send();
+    }
+    let _ = cpath::recv().tag(5).wait();
+    cpath::reduce()
+        .over(path, &whole)
+        .tag(6)
+        .reducer(cpath::REDUCER_SUM_I64)
+        .data_of(&[ix[1] as i64])
+        .dest(path, &whole)
+        .contribute();
+    let r = cpath::recv().tag(6).wait();
+    assert_eq!(r.decode_reduction_of::<i64>(), Some(vec![6]));
+}
+
+/// On each PE, what CPath keeps once every element has returned.
+fn report_footprint(_: converse::Message) {
+    let f = cpath::footprint();
+    record(
+        format!(
+            "PE {}: {} arrays, {} done, {} elements, {} tombstones, {} layouts, {} reductions",
+            converse::my_pe(),
+            f.arrays,
+            f.done,
+            f.elements,
+            f.finished,
+            f.layouts,
+            f.reductions
+        ),
+        converse::num_pes(),
+    );
+}
+
+#[test]
+fn finished_arrays_shrink_to_their_descriptor() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    const THREADS: usize = 30;
+    for layout in LAYOUTS {
+        let mut args = vec!["cpath"];
+        args.extend_from_slice(layout);
+        let (code, log) = job(&args, |_| {
+            let f = cpath::register_thread_fn(brief);
+            let g = cpath::register_thread_fn(row);
+            let report = converse::register_handler(report_footprint);
+            if converse::my_pe() != 0 {
+                return;
+            }
+            for k in 0..THREADS {
+                let t = cpath::make_thread(f, k % converse::num_pes());
+                cpath::send().dest(&t, &[]).tag(1).send();
+            }
+            cpath::make_array(g, cpath::MAPPER_ROUND_ROBIN, &[4, 4]);
+            converse::start_quiescence_detection(move || {
+                converse::sync_broadcast_all_and_free(converse::Message::new(report, 0));
+            });
+        });
+        assert_eq!(code, 0, "{args:?}");
+        let pes: usize = layout[1].parse().unwrap();
+        let want: Vec<String> = (0..pes)
+            .map(|pe| {
+                // Its single threads and the 4×4 array: one small record
+                // each, nothing else.
+                let n = (0..THREADS).filter(|k| k % pes == pe).count() + 1;
+                format!("PE {pe}: {n} arrays, {n} done, 0 elements, 0 tombstones, 0 layouts, 0 reductions")
+            })
+            .collect();
+        assert_eq!(log, want, "{args:?}");
+    }
+}
