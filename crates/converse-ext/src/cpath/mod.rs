@@ -69,6 +69,23 @@
 //!   may overtake the creation order, which comes from another PE). A
 //!   message for an element whose thread has returned, or left in its
 //!   mailbox when it returns, is discarded and reported on stderr.
+//! - A PE knows one descriptor per array identity: the first it saw (made
+//!   here, or in a message: it remembers which, and from which PE). Every
+//!   descriptor from a message is checked against it before anything
+//!   (an element list, a layout) is computed from it; a contradiction
+//!   aborts naming the sender and where the known one came from. A PE
+//!   keeps a record only of arrays it holds elements of, or saw in a
+//!   message (the creator recognizes its other arrays by their numbers).
+//! - Memory: a returned element's record shrinks to a tombstone (its
+//!   number); once every element the creation started on a PE has
+//!   returned, the array's record there shrinks to its descriptor (every
+//!   element of the PE then counts as returned) and its layouts are
+//!   dropped. Layouts are cached per whole descriptor and pattern, a
+//!   bounded number; the creation's layout is not cached.
+//! - A creation message comes from the array's creator, lists elements of
+//!   the receiving PE that have not started, in increasing order, and comes
+//!   once; a delivery lists elements of the receiving PE in increasing
+//!   order (each gets the message once).
 //! - Sent tags are never [`CPATH_WILD`] (refused): only receive patterns
 //!   hold wildcards, so a mailbox's stored tags are exact.
 //! - A reduction is named by its array, its over-pattern and its tags; an
@@ -78,15 +95,22 @@
 //!   and sends one partial to the root, which combines one partial per PE
 //!   holding participants. Reducers must be associative and commutative:
 //!   the order of combination is the order of arrival.
+//!   A participant that returns while a round of its PE waits for its
+//!   contribution aborts the job (the reduction could never complete);
+//!   one whose partner on another PE waits is not detected.
 //! - Nothing read from a message is trusted: a malformed CPath message
-//!   (short, bad lengths, unknown function numbers, an element out of range
-//!   or not on the receiving PE) aborts the job naming the sending PE and
-//!   the cause.
+//!   (short, bad lengths, unknown function numbers, a descriptor of a 0
+//!   dimension or 2^32 elements or more, one contradicting the known one,
+//!   a mapper naming no PE, an element out of range, twice, not on the
+//!   receiving PE or already started) aborts the job naming the sending PE
+//!   and the cause. A descriptor from [`CPath::from_bytes`] has a checked
+//!   shape; its numbers and PEs are checked where it is used.
 //!
 //! # Concurrency
 //!
-//! Each PE's state (registrations, its arrays' elements and mailboxes, its
-//! reductions in progress, the layouts it computed) is its own (a `Cpv`),
+//! Each PE's state (registrations, its known descriptors and its arrays'
+//! elements and mailboxes, its reductions in progress, the layouts it
+//! computed) is its own (a `Cpv`),
 //! touched by its own threads and handlers, one at a time; no borrow of it
 //! is held while user code (a mapper, a thread function, a reducer) runs.
 //! Other PEs reach it only through this module's three handlers: start
@@ -246,6 +270,9 @@ struct Layout {
     root: usize,
 }
 
+/// An array's cached layouts, by pattern.
+type Layouts = HashMap<Vec<u32>, Rc<Layout>>;
+
 /// At most this many descriptors, and this many patterns of each, have
 /// their layouts cached on a PE; past it the cache starts over.
 const LAYOUT_CACHE: usize = 64;
@@ -270,7 +297,7 @@ struct State {
     arrays: RefCell<HashMap<ArrayId, LocalArray>>,
     /// By the whole descriptor (so a forged one never shares a layout
     /// with the genuine one), then the pattern; bounded (`LAYOUT_CACHE`).
-    layouts: RefCell<HashMap<CPath, HashMap<Vec<u32>, Rc<Layout>>>>,
+    layouts: RefCell<HashMap<CPath, Layouts>>,
     reductions: reduce::Reductions,
 }
 

@@ -48,10 +48,13 @@ pub type ReduceFn = fn(vecsize: usize, acc: &mut [u8], other: &[u8]);
 /// one wrapped by [`register_reducer_of`], with its type's size).
 #[derive(Clone)]
 pub(super) struct Reducer {
-    combine: Rc<dyn Fn(usize, &mut [u8], &[u8])>,
+    combine: Combine,
     /// The only eltsize it takes (a typed reducer), if any.
     eltsize: Option<usize>,
 }
+
+/// A reducer's function, as kept.
+type Combine = Rc<dyn Fn(usize, &mut [u8], &[u8])>;
 
 /// Checks `reducer` is registered and takes values of `eltsize` bytes.
 fn check_reducer(s: &State, reducer: usize, eltsize: usize) -> Result<(), String> {
