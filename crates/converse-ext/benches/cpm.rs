@@ -12,18 +12,25 @@
 //!   handler reads the two `i32`s from an 8-byte payload and sends a new
 //!   message with the answer.
 //!
-//! Both run in one job on PEs pinned to CPUs 0 and 1, alternating, five
-//! times each; the best of each is printed.
+//! - `cpm_launch`: the launch alone, into a destination that drops the
+//!   message; baseline `msg_build`: the same message built by hand and
+//!   dropped (both allocate and free it).
+//!
+//! Both ping-pongs run in one job on PEs pinned to CPUs 0 and 1,
+//! alternating, fifteen times each (short runs: this machine's speed
+//! drifts over seconds, and both should see its best); the best of each
+//! is printed.
 #[path = "../../converse/benches/common/mod.rs"]
 mod common;
 
 use std::cell::Cell;
+use std::hint::black_box;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use converse::{Converse, Event, Message, Thread};
-use converse_ext::cpm::{self, invokable};
+use converse_ext::cpm::{self, Destination, invokable};
 
 thread_local! {
     /// PE 0: round trips left in this measurement.
@@ -51,6 +58,29 @@ fn pong(a: i32, b: i32) {
     }
 }
 
+/// A destination that drops what it is given: the launch alone.
+struct Dropped;
+
+impl Destination for Dropped {
+    fn env_size(&self) -> usize {
+        0
+    }
+    fn send(&self, msg: Message) {
+        black_box(msg);
+    }
+}
+
+/// Nanoseconds per call of `f`, best of 5 runs of `n`.
+fn per_call(n: u64, mut f: impl FnMut(u64)) -> f64 {
+    common::best_of(5, || {
+        let t0 = Instant::now();
+        for i in 0..n {
+            f(i);
+        }
+        t0.elapsed().as_secs_f64() * 1e9 / n as f64
+    })
+}
+
 /// The hand-written exchange's message: two `i32`s.
 fn message(handler: usize, a: i32, b: i32) -> Message {
     let mut m = Message::new(handler, 8);
@@ -60,8 +90,8 @@ fn message(handler: usize, a: i32, b: i32) -> Message {
 }
 
 fn main() {
-    let rounds = common::iterations(200_000);
-    let out: Arc<Mutex<(f64, f64)>> = Arc::default();
+    let rounds = common::iterations(50_000);
+    let out: Arc<Mutex<[f64; 4]>> = Arc::default();
     let o = Arc::clone(&out);
     let code = Converse::new()
         .args(["cpm", "+p", "2"])
@@ -101,7 +131,7 @@ fn main() {
                         t0.elapsed().as_secs_f64() * 1e9 / rounds as f64
                     };
                     let (mut cpm_best, mut hand_best) = (f64::INFINITY, f64::INFINITY);
-                    for _ in 0..5 {
+                    for _ in 0..15 {
                         if std::env::var_os("ONLY_HAND").is_none() {
                             cpm_best = cpm_best.min(measure(true));
                         }
@@ -109,7 +139,12 @@ fn main() {
                             hand_best = hand_best.min(measure(false));
                         }
                     }
-                    *o.lock().unwrap() = (cpm_best, hand_best);
+                    let calls = rounds * 40;
+                    let launch = per_call(calls, |i| Cpm_pong(Dropped, black_box(i as i32), 7));
+                    let build = per_call(calls, |i| {
+                        black_box(message(black_box(index), i as i32, 7));
+                    });
+                    *o.lock().unwrap() = [cpm_best, hand_best, launch, build];
                     converse::exit(0);
                 },
                 0,
@@ -118,7 +153,7 @@ fn main() {
         })
         .expect("runtime flags");
     assert_eq!(code, 0);
-    let (cpm_rtt, hand_rtt) = *out.lock().unwrap();
+    let [cpm_rtt, hand_rtt, launch, build] = *out.lock().unwrap();
     common::line(
         "cpm_invoke_rtt",
         cpm_rtt,
@@ -127,4 +162,5 @@ fn main() {
         hand_rtt,
         "ns",
     );
+    common::line("cpm_launch", launch, "ns", "msg_build", build, "ns");
 }

@@ -7,7 +7,8 @@
 mod example;
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use converse::{BitPrio, Queueing, Thread};
 use converse_ext::cpm::{self, CPM_ALL, CPM_OTHERS, invokable};
@@ -422,6 +423,20 @@ fn two_crates_invokables_take_the_same_numbers_on_every_pe_in_path_order() {
     assert_eq!(CPM_NOTE.name(), "cpm::note");
     assert_eq!(cpm_peer::CPM_PEER_STORE.name(), "cpm_peer::peer_store");
     assert_eq!(seen().len(), 12);
+
+    // A PE's numbers end with it: not on this thread (PE 0's) after the
+    // job, nor in a later job whose PEs did not register the function.
+    let by_hand = *first.last().expect("numbers");
+    assert!(!cpm::is_invoker(by_hand));
+    let checked = Arc::new(AtomicUsize::new(0));
+    let c = Arc::clone(&checked);
+    job(&["cpm", "+p", "2"], move |_| {
+        assert!(!cpm::is_invoker(by_hand));
+        assert!(cpm::is_invoker(cpm::handler_index(&CPM_NOTE)));
+        c.fetch_add(1, Ordering::Relaxed);
+        converse::exit_scheduler();
+    });
+    assert_eq!(checked.load(Ordering::Relaxed), 2);
 }
 
 // Invokables whose names and arguments collide with what `#[invokable]`
