@@ -1,0 +1,292 @@
+//! The group: starting it (`gamma_init`, or [`run`] for nodes as threads),
+//! leaving it (`gamma_exit`), who is in it (`gamma_my_node`,
+//! `gamma_how_many_nodes`, `gamma_my_par_pid`) and its barrier
+//! (`gamma_sync`).
+//!
+//! A group is a Converse job whose PEs are its nodes. Its parallel pid,
+//! 1..=254, is taken by node 0 from a registry of the host (a file per
+//! pid in a directory of the user's temporary directory, made with
+//! `create_new`, holding the OS pid of its taker; a file whose taker is no
+//! longer alive is taken over) and sent to the other nodes before the
+//! program's code runs, so two groups on one host never share one.
+//!
+//! # Invariants
+//!
+//! - A node is a member from its join (it knows the parallel pid) to its
+//!   `exit`; GAMMA calls outside that span are `Error::NotInitialized`.
+//! - Node 0 leaves last (the document: "the process who created the
+//!   group ... will destroy the group as soon as every other process
+//!   instance has left"), then frees the parallel pid.
+//! - Barrier `k` releases every node only after all have arrived at it;
+//!   a node that left makes a barrier an error, not a hang.
+use std::fs::OpenOptions;
+use std::io::Write;
+use std::path::PathBuf;
+
+use converse::Converse;
+
+use crate::error::{Error, Result};
+use crate::node;
+use crate::wire::{self, Wire};
+
+/// The most nodes a group has: `dest_node` is an `unsigned char`, 255 is
+/// [`BROADCAST`](crate::BROADCAST)'s.
+pub const MAX_NODES: u16 = 255;
+
+/// Registers GAMMA's module init (its handler and each PE's node) for the
+/// jobs started after; [`run`] and [`init`] call it.
+pub fn install() {
+    converse::register_module_init("converse-gamma", node::module_init);
+}
+
+fn registry() -> PathBuf {
+    std::env::temp_dir().join(format!(
+        "converse-gamma-{}",
+        rustix::process::getuid().as_raw()
+    ))
+}
+
+fn alive(pid: u32) -> bool {
+    std::path::Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Takes a free parallel pid of this host.
+fn take_par_pid() -> Result<u8> {
+    let dir = registry();
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| Error::Start(format!("the parallel-pid registry {}: {e}", dir.display())))?;
+    let me = std::process::id();
+    for pid in 1..=254u8 {
+        let path = dir.join(format!("par-pid-{pid}"));
+        for _attempt in 0..2 {
+            match OpenOptions::new().write(true).create_new(true).open(&path) {
+                Ok(mut f) => {
+                    f.write_all(me.to_string().as_bytes()).map_err(|e| {
+                        Error::Start(format!("the parallel-pid registry {}: {e}", path.display()))
+                    })?;
+                    return Ok(pid);
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    let taker = std::fs::read_to_string(&path)
+                        .ok()
+                        .and_then(|s| s.trim().parse::<u32>().ok());
+                    // Its taker died without freeing it: take it over.
+                    // (A file just made and not yet written is left alone.)
+                    match taker {
+                        Some(t) if !alive(t) => {
+                            let _ = std::fs::remove_file(&path);
+                        }
+                        _ => break,
+                    }
+                }
+                Err(e) => {
+                    return Err(Error::Start(format!(
+                        "the parallel-pid registry {}: {e}",
+                        path.display()
+                    )));
+                }
+            }
+        }
+    }
+    Err(Error::Start(format!(
+        "every parallel pid of this host is taken (registry {})",
+        dir.display()
+    )))
+}
+
+fn free_par_pid(pid: u8) {
+    let path = registry().join(format!("par-pid-{pid}"));
+    let mine =
+        std::fs::read_to_string(&path).is_ok_and(|s| s.trim() == std::process::id().to_string());
+    if mine {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Makes the calling PE a member: node 0 takes the parallel pid and tells
+/// the others, who wait for it.
+fn join() -> Result<()> {
+    let n = node::raw().ok_or(Error::NotInitialized)?;
+    if n.nodes > MAX_NODES {
+        return Err(Error::Start(format!(
+            "a group of {} nodes: at most {MAX_NODES}",
+            n.nodes
+        )));
+    }
+    if n.me == 0 {
+        let pid = take_par_pid()?;
+        n.par_pid.set(pid);
+        if n.nodes > 1 {
+            n.broadcast_payload(&wire::encode(&Wire::ParPid(pid)));
+        }
+        return Ok(());
+    }
+    while n.par_pid.get() == 0 {
+        if converse::job_exiting() {
+            return Err(Error::JobEnding);
+        }
+        converse::scheduler(1);
+    }
+    Ok(())
+}
+
+/// Runs a group of `num_nodes` nodes as threads of this process (or, under
+/// `convrun`/`mpiexec`, the launcher's processes: the group is the job),
+/// each running `body` as its program, between an implicit `gamma_init`
+/// and `gamma_exit`. `num_nodes <= 0` means one node per CPU. `args` are
+/// Converse's (`+p` there overrides `num_nodes`). Returns the job's exit
+/// code.
+pub fn run<I, S, F>(num_nodes: i32, args: I, body: F) -> Result<i32>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+    F: Fn() + Send + Sync + 'static,
+{
+    install();
+    let n = if num_nodes <= 0 {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        num_nodes as usize
+    };
+    let args: Vec<String> = args.into_iter().map(Into::into).collect();
+    Converse::new()
+        .args(args)
+        .default_pes(n)
+        .run_user_scheduler(move |_| {
+            if let Err(e) = join() {
+                converse::abort(&format!("gamma: node {}: {e}", converse::my_pe()));
+            }
+            body();
+            if node::current().is_ok() {
+                if let Err(e) = exit() {
+                    converse::abort(&format!("gamma: node {}: {e}", converse::my_pe()));
+                }
+            }
+        })
+        .map_err(|e| Error::Start(e.to_string()))
+}
+
+/// Starts the parallel section (`gamma_init`): the calling thread becomes
+/// a node and returns to the program. Under `convrun` or `mpiexec` each
+/// process calls it and joins the group the launcher started (one node
+/// per process: `++ppn 1`). In a process started by hand, `num_nodes`
+/// of 1 (or less) makes a group of this process alone.
+///
+/// Not yet: started by hand with `num_nodes > 1`, launching the
+/// replicas itself; that is refused with [`Error::Start`].
+#[doc(alias = "gamma_init")]
+pub fn init<I, S>(num_nodes: i32, args: I) -> Result<()>
+where
+    I: IntoIterator<Item = S>,
+    S: Into<String>,
+{
+    let launched = ["CONVERSE_LAUNCHER", "PMI_RANK"]
+        .iter()
+        .any(|v| std::env::var_os(v).is_some());
+    if !launched && num_nodes > 1 {
+        return Err(Error::Start(format!(
+            "gamma::init({num_nodes}) in a process started by hand: starting the replicas is \
+             not implemented yet; start the program under `convrun +p {num_nodes}`, or use \
+             gamma::run for nodes as threads"
+        )));
+    }
+    install();
+    let args: Vec<String> = args.into_iter().map(Into::into).collect();
+    Converse::new()
+        .args(args)
+        .default_pes(1)
+        .init_returns(|_| {
+            converse::abort(
+                "gamma::init: one node per process (start the job with ++ppn 1, or use \
+                 gamma::run for nodes as threads)",
+            )
+        })
+        .map_err(|e| Error::Start(e.to_string()))?;
+    join()?;
+    if let Some(n) = node::raw() {
+        n.by_init.set(true);
+    }
+    Ok(())
+}
+
+/// Leaves the group (`gamma_exit`). Node 0 first waits for every other
+/// node to leave, then frees the parallel pid. Messages that were never
+/// stored (a port never set up for input) are reported on stderr. For a
+/// node started by [`init`] it also ends the job here (collectively) and
+/// returns its exit code; under [`run`], 0.
+#[doc(alias = "gamma_exit")]
+pub fn exit() -> Result<i32> {
+    let n = node::current()?;
+    if n.me == 0 {
+        let others = n.nodes - 1;
+        n.wait_until(
+            &|| "node 0 waits for the others to leave".into(),
+            &mut |n| n.left_count.get() >= others,
+        )?;
+    }
+    n.leave();
+    if n.me == 0 {
+        free_par_pid(n.par_pid.get());
+    }
+    if n.by_init.get() {
+        return Ok(converse::finish(0));
+    }
+    Ok(0)
+}
+
+/// Waits until every node of the group has called it (`gamma_sync`),
+/// delivering messages meanwhile.
+#[doc(alias = "gamma_sync")]
+pub fn sync() -> Result<()> {
+    let n = node::current()?;
+    let epoch = n.sync_epoch.get() + 1;
+    n.sync_epoch.set(epoch);
+    if n.nodes == 1 {
+        return Ok(());
+    }
+    let what = || format!("gamma_sync (barrier {epoch})");
+    let mut someone_left = false;
+    if n.me == 0 {
+        let others = n.nodes - 1;
+        n.wait_until(&what, &mut |n| {
+            someone_left = n.left_count.get() > 0;
+            someone_left || n.arrivals.borrow().get(&epoch).copied().unwrap_or(0) >= others
+        })?;
+        if !someone_left {
+            n.arrivals.borrow_mut().remove(&epoch);
+            n.released.set(epoch);
+            n.broadcast_payload(&wire::encode(&Wire::Release { epoch }));
+        }
+    } else {
+        n.send_payload(0, &wire::encode(&Wire::Arrive { epoch }));
+        n.wait_until(&what, &mut |n| {
+            someone_left = n.left_count.get() > 0;
+            someone_left || n.released.get() >= epoch
+        })?;
+    }
+    if someone_left {
+        return Err(Error::Deadlock(format!(
+            "node {}: gamma_sync (barrier {epoch}): a node has left the group",
+            n.me
+        )));
+    }
+    Ok(())
+}
+
+/// The group's parallel pid (`gamma_my_par_pid`).
+#[doc(alias = "gamma_my_par_pid")]
+pub fn my_par_pid() -> Result<u8> {
+    Ok(node::current()?.par_pid.get())
+}
+
+/// This node's instance number, 0..how_many_nodes (`gamma_my_node`).
+#[doc(alias = "gamma_my_node")]
+pub fn my_node() -> Result<u16> {
+    Ok(node::current()?.me)
+}
+
+/// The number of nodes in the group (`gamma_how_many_nodes`).
+#[doc(alias = "gamma_how_many_nodes")]
+pub fn how_many_nodes() -> Result<u16> {
+    Ok(node::current()?.nodes)
+}

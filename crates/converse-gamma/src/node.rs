@@ -1,0 +1,701 @@
+//! One node of a GAMMA group: its ports, semaphores and the arrival path.
+//!
+//! A node is a Converse PE (`gamma_my_node` is the PE number, the group is
+//! the job). Messages between nodes are Converse messages to one handler
+//! ([`wire`](crate::wire) gives their bytes). A node's handlers
+//! (`receiver_handler`, `error_handler`) run when a message is delivered,
+//! that is while the node is inside a GAMMA call that polls (a wait, a
+//! flow-controlled send, `gamma_sync`) or its own scheduler call: never in
+//! the middle of the program's other code. This is where GAMMA's kernel
+//! driver, which ran handlers at interrupt time, cannot be followed.
+//!
+//! # Invariants
+//!
+//! - A port's messages are stored in arrival order, one at a time: while
+//!   its receiver handler runs (`busy`), or inside `gamma_atomic`, or
+//!   while an earlier one waits, a new one waits in `pending` (copied).
+//! - A flow-controlled message is not stored where it would overwrite an
+//!   earlier flow-controlled one that the program has not released by
+//!   re-posting the buffer (`owed_credits` non-empty and the message would
+//!   go to the buffer's start): it waits in `pending`.
+//! - A flow-controlled output port has at most one message unacknowledged
+//!   per destination node (`unacked`); later ones wait in `queued`, in
+//!   order, and leave when the credit arrives.
+//! - Every message is stored, or reported on stderr when the node leaves
+//!   (a port never set up for input), or refused with an abort naming the
+//!   sending PE (malformed bytes): none is dropped silently.
+//!
+//! # Concurrency
+//!
+//! A node belongs to one PE's thread; its state is a `Cpv` with interior
+//! mutability. No `RefCell` borrow is held while a user handler runs or
+//! while the node polls, since both may re-enter this module.
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::rc::Rc;
+
+use converse::{Cpv, Message};
+
+use crate::error::{ERR_MSGTOOLONG, ERR_SENDFAILURE, Error, Result};
+use crate::port::{Buffer, Destination, NotNow};
+use crate::wire::{self, MAX_PORT, Wire};
+
+/// A receiver or error handler (`void (*)(void)`).
+pub type PortHandler = Rc<dyn Fn()>;
+
+/// Ports and semaphores: 0..=1024.
+pub(crate) const PORTS: usize = MAX_PORT as usize + 1;
+/// The first port and semaphore reserved to the collectives (1023: the
+/// broadcast, 1024: the barrier).
+pub const RESERVED: u16 = 1023;
+
+/// Where an output port's messages go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DestNode {
+    /// One node of the destination group.
+    Node(u16),
+    /// Every node of the destination group but the sender (`BROADCAST`).
+    #[doc(alias = "BROADCAST")]
+    Broadcast,
+}
+
+/// `BROADCAST`, the C constant.
+pub const BROADCAST: DestNode = DestNode::Broadcast;
+
+/// A remote input port: the triple `dest_node`, `dest_par_pid`,
+/// `dest_port`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Dest {
+    /// The receiving node, or every node ([`BROADCAST`]).
+    pub node: DestNode,
+    /// The receiving group's parallel pid.
+    pub par_pid: u8,
+    /// Its input port.
+    pub port: u16,
+}
+
+/// A port's input side.
+pub(crate) struct Input {
+    pub receiver: Option<PortHandler>,
+    pub error: Option<PortHandler>,
+    pub sem: u16,
+    pub dest: Destination,
+}
+
+/// Who sent a message, and how.
+#[derive(Clone, Copy)]
+struct Head {
+    src_node: u16,
+    src_port: u16,
+    flowctl: bool,
+}
+
+/// A message not stored yet (its body copied out of its Converse
+/// message).
+struct Arrival {
+    head: Head,
+    body: Vec<u8>,
+}
+
+/// A flow-controlled send waiting for its credit.
+struct Queued {
+    handle: u64,
+    payload: Vec<u8>,
+}
+
+#[derive(Default)]
+pub(crate) struct Port {
+    pub output: Option<Dest>,
+    pub input: Option<Input>,
+    pending: VecDeque<Arrival>,
+    busy: bool,
+    /// Senders of flow-controlled messages stored since the last re-post,
+    /// each owed a credit: (node, port).
+    owed_credits: Vec<(u16, u16)>,
+    /// Flow-controlled messages sent and not yet credited.
+    unacked: u32,
+    queued: VecDeque<Queued>,
+}
+
+/// The state of a non-blocking send.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum SendState {
+    Queued { port: u16 },
+    Failed(String),
+}
+
+pub(crate) struct Node {
+    pub me: u16,
+    pub nodes: u16,
+    /// 0 until node 0 has told it (`join`).
+    pub par_pid: Cell<u8>,
+    /// The handler of every GAMMA message.
+    pub handler: usize,
+    pub ports: RefCell<Vec<Port>>,
+    pub sems: Vec<Cell<u64>>,
+    pub errs: Vec<Cell<u64>>,
+    pub active_port: Cell<Option<u16>>,
+    pub errno: Cell<u8>,
+    pub atomic_depth: Cell<u32>,
+    /// Handles of sends not complete (queued) or failed and not yet
+    /// waited for; any other handle below `next_handle` is complete.
+    sends: RefCell<HashMap<u64, SendState>>,
+    pub next_handle: Cell<u64>,
+    /// Nodes that left the group.
+    left: RefCell<Vec<bool>>,
+    pub left_count: Cell<u16>,
+    /// This node has left (`gamma_exit`).
+    pub gone: Cell<bool>,
+    /// Started by `gamma::init` (the program's own thread is the node):
+    /// leaving ends the job here too.
+    pub by_init: Cell<bool>,
+    /// gamma_sync: this node's last barrier, and (node 0) arrivals per
+    /// barrier; the last barrier released.
+    pub sync_epoch: Cell<u32>,
+    pub arrivals: RefCell<BTreeMap<u32, u16>>,
+    pub released: Cell<u32>,
+}
+
+static NODE: Cpv<Node> = Cpv::new();
+
+/// Registers the GAMMA handler and makes this PE's node (a module-init
+/// hook: every PE, before its start function).
+pub(crate) fn module_init() {
+    if NODE.is_initialized() {
+        return;
+    }
+    let handler = converse::register_handler(on_message);
+    let nodes = converse::num_pes();
+    NODE.initialize(Node {
+        me: converse::my_pe() as u16,
+        nodes: nodes as u16,
+        par_pid: Cell::new(0),
+        handler,
+        ports: RefCell::new((0..PORTS).map(|_| Port::default()).collect()),
+        sems: (0..PORTS).map(|_| Cell::new(0)).collect(),
+        errs: (0..PORTS).map(|_| Cell::new(0)).collect(),
+        active_port: Cell::new(None),
+        errno: Cell::new(0),
+        atomic_depth: Cell::new(0),
+        sends: RefCell::new(HashMap::new()),
+        next_handle: Cell::new(1),
+        left: RefCell::new(vec![false; nodes]),
+        left_count: Cell::new(0),
+        gone: Cell::new(false),
+        by_init: Cell::new(false),
+        sync_epoch: Cell::new(0),
+        arrivals: RefCell::new(BTreeMap::new()),
+        released: Cell::new(0),
+    });
+}
+
+/// The calling PE's node, if it is a member of a group.
+pub(crate) fn current() -> Result<Rc<Node>> {
+    match raw() {
+        Some(n) if n.par_pid.get() != 0 && !n.gone.get() => Ok(n),
+        _ => Err(Error::NotInitialized),
+    }
+}
+
+/// The calling PE's node, joined or not.
+pub(crate) fn raw() -> Option<Rc<Node>> {
+    if converse::is_pe_thread() {
+        NODE.try_get()
+    } else {
+        None
+    }
+}
+
+/// A port number usable by programs: 0..=1022.
+pub(crate) fn user_port(p: u16) -> Result<usize> {
+    if p > MAX_PORT {
+        Err(Error::BadPort(p.into()))
+    } else if p >= RESERVED {
+        Err(Error::Reserved(p.into()))
+    } else {
+        Ok(p as usize)
+    }
+}
+
+impl Node {
+    fn abort(&self, msg: &Message, why: &str) -> ! {
+        converse::abort(&format!(
+            "gamma node {}: a malformed message from PE {} ({} bytes): {why}",
+            self.me,
+            msg.src_pe(),
+            msg.payload_len()
+        ))
+    }
+
+    pub fn has_left(&self, node: u16) -> bool {
+        self.left
+            .borrow()
+            .get(node as usize)
+            .copied()
+            .unwrap_or(false)
+    }
+
+    /// Every other node has left: nothing more can arrive.
+    pub fn alone(&self) -> bool {
+        self.left_count.get() + 1 >= self.nodes
+    }
+
+    /// Sends `payload` to node `to` (a PE of this job).
+    pub fn send_payload(&self, to: u16, payload: &[u8]) {
+        let mut m = Message::new(self.handler, payload.len());
+        m.payload_mut().copy_from_slice(payload);
+        converse::sync_send_and_free(to as usize, m);
+    }
+
+    /// Sends `payload` to every other node.
+    pub fn broadcast_payload(&self, payload: &[u8]) {
+        let mut m = Message::new(self.handler, payload.len());
+        m.payload_mut().copy_from_slice(payload);
+        converse::sync_broadcast_and_free(m);
+    }
+
+    /// The nodes a message through `dest` reaches.
+    pub fn targets(&self, dest: DestNode) -> Vec<u16> {
+        match dest {
+            DestNode::Node(n) => vec![n],
+            DestNode::Broadcast => (0..self.nodes).filter(|&n| n != self.me).collect(),
+        }
+    }
+
+    /// Polls until `done` holds: delivers messages (and so runs handlers),
+    /// waiting for them when there are none. `what` names the wait in the
+    /// error given if it can never end.
+    pub fn wait_until(
+        &self,
+        what: &dyn Fn() -> String,
+        done: &mut dyn FnMut(&Node) -> bool,
+    ) -> Result<()> {
+        loop {
+            if done(self) {
+                return Ok(());
+            }
+            if converse::job_exiting() {
+                return Err(Error::JobEnding);
+            }
+            if self.alone() && !self.has_pending() {
+                return Err(Error::Deadlock(format!(
+                    "node {}: {}, and every other node has left the group",
+                    self.me,
+                    what()
+                )));
+            }
+            converse::scheduler(1);
+        }
+    }
+
+    fn has_pending(&self) -> bool {
+        self.ports.borrow().iter().any(|p| !p.pending.is_empty())
+    }
+
+    // ---- sends ----
+
+    /// Allocates a handle for a send.
+    pub fn handle(&self) -> u64 {
+        let h = self.next_handle.get();
+        self.next_handle.set(h + 1);
+        h
+    }
+
+    /// Sends (or queues, flow control permitting) `payload` through output
+    /// `port` bound to `dest`; returns its handle.
+    pub fn send(&self, port: u16, dest: Dest, payload: Vec<u8>, flowctl: bool) -> Result<u64> {
+        let targets = self.targets(dest.node);
+        if let Some(&gone) = targets.iter().find(|&&t| self.has_left(t)) {
+            return Err(Error::SendFailure(format!(
+                "node {}: port {port}'s destination node {gone} has left the group",
+                self.me
+            )));
+        }
+        let handle = self.handle();
+        if !flowctl {
+            self.transmit(dest.node, &payload);
+            return Ok(handle);
+        }
+        let mut ports = self.ports.borrow_mut();
+        let p = &mut ports[port as usize];
+        if p.unacked == 0 && p.queued.is_empty() {
+            p.unacked = targets.len() as u32;
+            drop(ports);
+            self.transmit(dest.node, &payload);
+        } else {
+            p.queued.push_back(Queued { handle, payload });
+            drop(ports);
+            self.sends
+                .borrow_mut()
+                .insert(handle, SendState::Queued { port });
+        }
+        Ok(handle)
+    }
+
+    fn transmit(&self, dest: DestNode, payload: &[u8]) {
+        match dest {
+            DestNode::Node(n) => self.send_payload(n, payload),
+            DestNode::Broadcast => self.broadcast_payload(payload),
+        }
+    }
+
+    /// `Ok(true)` if the send of `handle` completed, `Ok(false)` if not
+    /// yet; a failed one is an error (once).
+    pub fn send_done(&self, handle: u64) -> Result<bool> {
+        if handle == 0 || handle >= self.next_handle.get() {
+            return Err(Error::UnknownHandle(handle));
+        }
+        let mut sends = self.sends.borrow_mut();
+        match sends.get(&handle) {
+            None => Ok(true),
+            Some(SendState::Queued { .. }) => Ok(false),
+            Some(SendState::Failed(_)) => match sends.remove(&handle) {
+                Some(SendState::Failed(why)) => Err(Error::SendFailure(why)),
+                _ => unreachable!("just seen"),
+            },
+        }
+    }
+
+    /// A credit for output `port`: sends what waited for it.
+    fn credit(&self, msg: &Message, port: u16) {
+        let mut ports = self.ports.borrow_mut();
+        let p = &mut ports[port as usize];
+        if p.unacked == 0 {
+            drop(ports);
+            self.abort(msg, &format!("a credit for port {port}, which awaits none"));
+        }
+        p.unacked -= 1;
+        if p.unacked > 0 {
+            return;
+        }
+        let Some(next) = p.queued.pop_front() else {
+            return;
+        };
+        let Some(dest) = p.output else {
+            // Rebound to input only since: the queued sends fail.
+            let failed: Vec<Queued> = std::iter::once(next).chain(p.queued.drain(..)).collect();
+            drop(ports);
+            self.fail_sends(
+                port,
+                failed,
+                "the port was unbound for output while they waited",
+            );
+            return;
+        };
+        p.unacked = self.targets(dest.node).len() as u32;
+        drop(ports);
+        self.sends.borrow_mut().remove(&next.handle);
+        self.transmit(dest.node, &next.payload);
+    }
+
+    fn fail_sends(&self, port: u16, failed: Vec<Queued>, why: &str) {
+        let mut sends = self.sends.borrow_mut();
+        for q in failed {
+            sends.insert(
+                q.handle,
+                SendState::Failed(format!(
+                    "node {}: a send through port {port}: {why}",
+                    self.me
+                )),
+            );
+        }
+        drop(sends);
+        self.run_error(port, ERR_SENDFAILURE);
+    }
+
+    /// Node `node` left: flow-controlled sends waiting for its credit fail.
+    fn node_left(&self, node: u16) {
+        {
+            let mut left = self.left.borrow_mut();
+            if left[node as usize] {
+                return;
+            }
+            left[node as usize] = true;
+        }
+        self.left_count.set(self.left_count.get() + 1);
+        let mut stuck = Vec::new();
+        {
+            let mut ports = self.ports.borrow_mut();
+            for (i, p) in ports.iter_mut().enumerate() {
+                let waits_on_it = p.output.is_some_and(|d| match d.node {
+                    DestNode::Node(n) => n == node,
+                    DestNode::Broadcast => true,
+                });
+                if waits_on_it && p.unacked > 0 {
+                    p.unacked = 0;
+                    stuck.push((i as u16, p.queued.drain(..).collect::<Vec<_>>()));
+                }
+            }
+        }
+        for (port, queued) in stuck {
+            self.fail_sends(
+                port,
+                queued,
+                &format!("node {node} left the group before crediting it"),
+            );
+        }
+    }
+
+    // ---- arrivals ----
+
+    fn can_store(&self, p: &Port, a: Head) -> bool {
+        let Some(input) = &p.input else { return false };
+        if p.busy || self.atomic_depth.get() > 0 {
+            return false;
+        }
+        !(a.flowctl && !p.owed_credits.is_empty() && input.dest.next_at() == 0)
+    }
+
+    fn arrive(&self, dest_port: u16, head: Head, body: &[u8]) {
+        let mut ports = self.ports.borrow_mut();
+        let p = &mut ports[dest_port as usize];
+        if !p.pending.is_empty() || !self.can_store(p, head) {
+            p.pending.push_back(Arrival {
+                head,
+                body: body.to_vec(),
+            });
+            return;
+        }
+        drop(ports);
+        self.deliver(dest_port, head, body);
+        self.drain(dest_port);
+    }
+
+    /// Stores a message into its port, counts it, runs its handler.
+    fn deliver(&self, port: u16, a: Head, body: &[u8]) {
+        let mut ports = self.ports.borrow_mut();
+        let p = &mut ports[port as usize];
+        let input = p.input.as_mut().expect("can_store checked the input");
+        let stored = match input.dest.store(body) {
+            Ok(s) => s,
+            Err(NotNow::Borrowed) => {
+                drop(ports);
+                converse::abort(&format!(
+                    "gamma node {}: a message from node {} arrived for port {port} while the \
+                     program holds that port's buffer borrowed across a GAMMA call (release \
+                     it before waiting or sending)",
+                    self.me, a.src_node
+                ))
+            }
+        };
+        let sem = input.sem as usize;
+        if a.flowctl {
+            p.owed_credits.push((a.src_node, a.src_port));
+        }
+        let handler = if stored.truncated {
+            input.error.clone()
+        } else {
+            input.receiver.clone()
+        };
+        p.busy = true;
+        drop(ports);
+        self.sems[sem].set(self.sems[sem].get() + 1);
+        if stored.truncated {
+            match handler {
+                Some(h) => self.run_handler(port, ERR_MSGTOOLONG, &h),
+                // No error handler to call gamma_sigerr: count it as one
+                // would, so that gamma_wait reports it.
+                None => self.errs[sem].set(self.errs[sem].get() + 1),
+            }
+        } else if let Some(h) = handler {
+            self.run_handler(port, 0, &h);
+        }
+        self.ports.borrow_mut()[port as usize].busy = false;
+    }
+
+    /// Runs `h` as port `port`'s handler, `gamma_errno` = `errno`.
+    fn run_handler(&self, port: u16, errno: u8, h: &PortHandler) {
+        let saved = (
+            self.active_port.replace(Some(port)),
+            self.errno.replace(errno),
+        );
+        h();
+        self.active_port.set(saved.0);
+        self.errno.set(saved.1);
+    }
+
+    /// Port `port`'s error handler, for a send failure, or its error count.
+    fn run_error(&self, port: u16, errno: u8) {
+        let (handler, sem) = {
+            let ports = self.ports.borrow();
+            match &ports[port as usize].input {
+                Some(i) => (i.error.clone(), Some(i.sem as usize)),
+                None => (None, None),
+            }
+        };
+        match (handler, sem) {
+            (Some(h), _) => self.run_handler(port, errno, &h),
+            (None, Some(sem)) => self.errs[sem].set(self.errs[sem].get() + 1),
+            (None, None) => {}
+        }
+    }
+
+    /// Stores what waited at `port`, while it can be stored.
+    pub fn drain(&self, port: u16) {
+        loop {
+            let mut ports = self.ports.borrow_mut();
+            let p = &mut ports[port as usize];
+            let Some(a) = p.pending.pop_front() else {
+                return;
+            };
+            if !self.can_store(p, a.head) {
+                p.pending.push_front(a);
+                return;
+            }
+            drop(ports);
+            self.deliver(port, a.head, &a.body);
+        }
+    }
+
+    /// Stores what waited at every port (after `gamma_atomic`).
+    pub fn drain_all(&self) {
+        for port in 0..PORTS as u16 {
+            if !self.ports.borrow()[port as usize].pending.is_empty() {
+                self.drain(port);
+            }
+        }
+    }
+
+    /// The program released `port`'s buffer (re-posted it): the senders of
+    /// flow-controlled messages may send again.
+    pub fn released(&self, port: u16) {
+        let owed = std::mem::take(&mut self.ports.borrow_mut()[port as usize].owed_credits);
+        for (node, their_port) in owed {
+            if !self.has_left(node) {
+                self.send_payload(node, &wire::encode(&Wire::Credit { port: their_port }));
+            }
+        }
+        self.drain(port);
+    }
+
+    /// Binds `port`'s input side (`gamma_set_active_port`/`passive`).
+    pub fn set_input(&self, port: u16, input: Option<Input>, output: Option<Dest>) {
+        {
+            let mut ports = self.ports.borrow_mut();
+            let p = &mut ports[port as usize];
+            p.input = input;
+            p.output = output;
+        }
+        self.released(port);
+    }
+
+    /// Re-binds `port`'s buffer (`gamma_post_recv`, `gamma_attach_buffer`).
+    pub fn repost(&self, port: u16, buffer: Buffer, len: Option<usize>) -> Result<()> {
+        {
+            let mut ports = self.ports.borrow_mut();
+            let Some(input) = ports[port as usize].input.as_mut() else {
+                return Err(Error::BadBuffer(format!(
+                    "port {port} of node {} is not set up for input",
+                    self.me
+                )));
+            };
+            let len = len.unwrap_or(input.dest.len);
+            if len > buffer.len() {
+                return Err(Error::BadBuffer(format!(
+                    "a buffer of {} bytes posted with length {len} on port {port}",
+                    buffer.len()
+                )));
+            }
+            input.dest.repost(buffer, len);
+        }
+        self.released(port);
+        Ok(())
+    }
+
+    /// Messages never stored, by port (reported when the node leaves).
+    pub fn unstored(&self) -> Vec<(u16, usize)> {
+        self.ports
+            .borrow()
+            .iter()
+            .enumerate()
+            .filter(|(_, p)| !p.pending.is_empty())
+            .map(|(i, p)| (i as u16, p.pending.len()))
+            .collect()
+    }
+
+    /// Leaves the group (`gamma_exit`): tells the others, and reports
+    /// messages that were never stored.
+    pub fn leave(&self) {
+        self.gone.set(true);
+        if self.nodes > 1 {
+            self.broadcast_payload(&wire::encode(&Wire::Left));
+        }
+        for (port, n) in self.unstored() {
+            converse::cmi_error!(
+                "gamma node {}: {n} message(s) for port {port} were never stored (the port was \
+                 not set up for input, or its buffer never re-posted)\n",
+                self.me
+            );
+        }
+    }
+}
+
+/// Every GAMMA message arrives here.
+fn on_message(msg: Message) {
+    let Some(node) = NODE.try_get() else {
+        converse::abort("gamma: a message for a PE without a node")
+    };
+    let src = msg.src_pe();
+    let decoded = match wire::decode(msg.payload()) {
+        Ok(w) => w,
+        Err(why) => node.abort(&msg, &why),
+    };
+    match decoded {
+        Wire::Data {
+            flags,
+            src_par_pid,
+            src_node,
+            src_port,
+            dest_port,
+            body,
+        } => {
+            if src_node as usize != src || src_par_pid != node.par_pid.get() {
+                node.abort(
+                    &msg,
+                    &format!(
+                        "it claims to come from node {src_node} of group {src_par_pid}, \
+                         not node {src} of group {}",
+                        node.par_pid.get()
+                    ),
+                );
+            }
+            if dest_port >= RESERVED {
+                node.abort(&msg, &format!("data for reserved port {dest_port}"));
+            }
+            if node.gone.get() {
+                converse::cmi_error!(
+                    "gamma node {}: a message from node {src} for port {dest_port} arrived \
+                     after this node left the group; dropped\n",
+                    node.me
+                );
+                return;
+            }
+            let head = Head {
+                src_node,
+                src_port,
+                flowctl: flags & wire::FLOWCTL != 0,
+            };
+            node.arrive(dest_port, head, body);
+        }
+        Wire::Credit { port } => node.credit(&msg, port),
+        Wire::Arrive { epoch } => {
+            if node.me != 0 {
+                node.abort(&msg, "a barrier arrival at a node other than 0");
+            }
+            *node.arrivals.borrow_mut().entry(epoch).or_insert(0) += 1;
+        }
+        Wire::Release { epoch } => {
+            if src != 0 || epoch <= node.released.get() {
+                node.abort(&msg, &format!("a barrier release {epoch} out of turn"));
+            }
+            node.released.set(epoch);
+        }
+        Wire::Left => node.node_left(src as u16),
+        Wire::ParPid(p) => {
+            if src != 0 || p == 0 || (node.par_pid.get() != 0 && node.par_pid.get() != p) {
+                node.abort(&msg, &format!("parallel pid {p} from PE {src}"));
+            }
+            node.par_pid.set(p);
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! GAMMA's messages between nodes, as bytes: the payload of one Converse
+//! message, little-endian.
+//!
+//! ```text
+//! DATA    [1][flags u8][src par-pid u8][src node u16][src port u16][dest port u16][body...]
+//! CREDIT  [2][port u16]            flow control: the receiver re-posted its buffer
+//! ARRIVE  [3][epoch u32]           gamma_sync: a node reached barrier `epoch`
+//! RELEASE [4][epoch u32]           gamma_sync: every node reached it
+//! LEFT    [5]                      the sender left the group (gamma_exit)
+//! PARPID  [6][par-pid u8]          node 0 tells the group its parallel pid
+//! ```
+//!
+//! # Invariants
+//!
+//! [`decode`] never trusts its input: a short payload, an unknown kind,
+//! extra bytes after a fixed-size kind, flags or ports out of range are an
+//! `Err` naming what is wrong; the caller aborts the job naming the
+//! sender.
+
+/// Flag: the sender asked for flow control (`gamma_send_flowctl`).
+pub const FLOWCTL: u8 = 1;
+
+/// The highest port and semaphore number.
+pub const MAX_PORT: u16 = 1024;
+
+const DATA: u8 = 1;
+const CREDIT: u8 = 2;
+const ARRIVE: u8 = 3;
+const RELEASE: u8 = 4;
+const LEFT: u8 = 5;
+const PARPID: u8 = 6;
+
+/// Bytes before a DATA message's body.
+pub const DATA_HEADER: usize = 9;
+
+/// A decoded message.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Wire<'a> {
+    Data {
+        flags: u8,
+        src_par_pid: u8,
+        src_node: u16,
+        src_port: u16,
+        dest_port: u16,
+        body: &'a [u8],
+    },
+    Credit {
+        port: u16,
+    },
+    Arrive {
+        epoch: u32,
+    },
+    Release {
+        epoch: u32,
+    },
+    Left,
+    ParPid(u8),
+}
+
+/// Writes a DATA header into `out[..DATA_HEADER]`.
+pub fn data_header(
+    out: &mut [u8],
+    flags: u8,
+    src_par_pid: u8,
+    src_node: u16,
+    src_port: u16,
+    dest_port: u16,
+) {
+    out[0] = DATA;
+    out[1] = flags;
+    out[2] = src_par_pid;
+    out[3..5].copy_from_slice(&src_node.to_le_bytes());
+    out[5..7].copy_from_slice(&src_port.to_le_bytes());
+    out[7..9].copy_from_slice(&dest_port.to_le_bytes());
+}
+
+/// The payload of a message of a fixed-size kind.
+pub fn encode(w: &Wire<'_>) -> Vec<u8> {
+    match *w {
+        Wire::Data {
+            flags,
+            src_par_pid,
+            src_node,
+            src_port,
+            dest_port,
+            body,
+        } => {
+            let mut v = vec![0; DATA_HEADER + body.len()];
+            data_header(&mut v, flags, src_par_pid, src_node, src_port, dest_port);
+            v[DATA_HEADER..].copy_from_slice(body);
+            v
+        }
+        Wire::Credit { port } => {
+            let mut v = vec![CREDIT];
+            v.extend_from_slice(&port.to_le_bytes());
+            v
+        }
+        Wire::Arrive { epoch } => [&[ARRIVE][..], &epoch.to_le_bytes()].concat(),
+        Wire::Release { epoch } => [&[RELEASE][..], &epoch.to_le_bytes()].concat(),
+        Wire::Left => vec![LEFT],
+        Wire::ParPid(p) => vec![PARPID, p],
+    }
+}
+
+fn u16_at(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn port_at(b: &[u8], at: usize, what: &str) -> Result<u16, String> {
+    let p = u16_at(b, at);
+    if p > MAX_PORT {
+        return Err(format!("{what} {p} is beyond port {MAX_PORT}"));
+    }
+    Ok(p)
+}
+
+/// Reads a payload; `Err` says what is malformed.
+pub fn decode(b: &[u8]) -> Result<Wire<'_>, String> {
+    let exact = |n: usize| -> Result<(), String> {
+        if b.len() == n {
+            Ok(())
+        } else {
+            Err(format!("kind {} with {} bytes, not {n}", b[0], b.len()))
+        }
+    };
+    let Some(&kind) = b.first() else {
+        return Err("an empty payload".into());
+    };
+    match kind {
+        DATA => {
+            if b.len() < DATA_HEADER {
+                return Err(format!(
+                    "a data message of {} bytes, header {DATA_HEADER}",
+                    b.len()
+                ));
+            }
+            let flags = b[1];
+            if flags & !FLOWCTL != 0 {
+                return Err(format!("unknown flags {flags:#x}"));
+            }
+            Ok(Wire::Data {
+                flags,
+                src_par_pid: b[2],
+                src_node: u16_at(b, 3),
+                src_port: port_at(b, 5, "source port")?,
+                dest_port: port_at(b, 7, "destination port")?,
+                body: &b[DATA_HEADER..],
+            })
+        }
+        CREDIT => {
+            exact(3)?;
+            Ok(Wire::Credit {
+                port: port_at(b, 1, "credited port")?,
+            })
+        }
+        ARRIVE | RELEASE => {
+            exact(5)?;
+            let epoch = u32::from_le_bytes([b[1], b[2], b[3], b[4]]);
+            Ok(if kind == ARRIVE {
+                Wire::Arrive { epoch }
+            } else {
+                Wire::Release { epoch }
+            })
+        }
+        LEFT => {
+            exact(1)?;
+            Ok(Wire::Left)
+        }
+        PARPID => {
+            exact(2)?;
+            Ok(Wire::ParPid(b[1]))
+        }
+        k => Err(format!("unknown kind {k}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_round_trips() {
+        let all = [
+            Wire::Data {
+                flags: FLOWCTL,
+                src_par_pid: 7,
+                src_node: 300,
+                src_port: 1024,
+                dest_port: 5,
+                body: b"hello",
+            },
+            Wire::Data {
+                flags: 0,
+                src_par_pid: 1,
+                src_node: 0,
+                src_port: 0,
+                dest_port: 0,
+                body: b"",
+            },
+            Wire::Credit { port: 9 },
+            Wire::Arrive { epoch: 3 },
+            Wire::Release { epoch: u32::MAX },
+            Wire::Left,
+            Wire::ParPid(200),
+        ];
+        for w in all {
+            assert_eq!(decode(&encode(&w)).unwrap(), w);
+        }
+    }
+
+    #[test]
+    fn malformed_payloads_are_refused() {
+        for bad in [
+            &[][..],
+            &[9],
+            &[1, 0, 0, 0],
+            &[1, 4, 0, 0, 0, 0, 0, 0, 0],
+            &[1, 0, 0, 0, 0, 0x01, 0x04, 0, 0],
+            &[1, 0, 0, 0, 0, 0, 0, 0x01, 0x04],
+            &[2, 0],
+            &[2, 0, 0, 0],
+            &[3, 0, 0, 0],
+            &[5, 0],
+            &[6],
+        ] {
+            assert!(decode(bad).is_err(), "{bad:?}");
+        }
+    }
+}
