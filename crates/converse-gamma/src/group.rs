@@ -18,7 +18,10 @@
 //!   group ... will destroy the group as soon as every other process
 //!   instance has left"), then frees the parallel pid.
 //! - Barrier `k` releases every node only after all have arrived at it;
-//!   a node that left makes a barrier an error, not a hang.
+//!   a node that left before arriving (or node 0, before releasing) makes
+//!   it an error, not a hang. Messages from different nodes are not
+//!   ordered: a node may hear that another left (after being released)
+//!   before it hears its own release.
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::PathBuf;
@@ -249,8 +252,10 @@ pub fn sync() -> Result<()> {
     if n.me == 0 {
         let others = n.nodes - 1;
         n.wait_until(&what, &mut |n| {
-            someone_left = n.left_count.get() > 0;
-            someone_left || n.arrivals.borrow().get(&epoch).copied().unwrap_or(0) >= others
+            // A node cannot leave between arriving and being released.
+            let all_in = n.arrivals.borrow().get(&epoch).copied().unwrap_or(0) >= others;
+            someone_left = !all_in && n.left_count.get() > 0;
+            all_in || someone_left
         })?;
         if !someone_left {
             n.arrivals.borrow_mut().remove(&epoch);
@@ -260,13 +265,16 @@ pub fn sync() -> Result<()> {
     } else {
         n.send_payload(0, &wire::encode(&Wire::Arrive { epoch }));
         n.wait_until(&what, &mut |n| {
-            someone_left = n.left_count.get() > 0;
-            someone_left || n.released.get() >= epoch
+            // Only node 0 releases; the others may leave (released before
+            // this node heard of it) without harm.
+            let released = n.released.get() >= epoch;
+            someone_left = !released && n.has_left(0);
+            released || someone_left
         })?;
     }
     if someone_left {
         return Err(Error::Deadlock(format!(
-            "node {}: gamma_sync (barrier {epoch}): a node has left the group",
+            "node {}: gamma_sync (barrier {epoch}): a node it waits for has left the group",
             n.me
         )));
     }

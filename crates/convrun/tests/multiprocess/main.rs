@@ -16,6 +16,7 @@
 //! also run as a plain program under `convrun`.
 mod common;
 mod flood;
+mod gamma;
 mod launcher;
 mod mpiexec;
 mod scenarios;
@@ -40,6 +41,7 @@ fn child_main() -> ! {
     let code = match scenarios::child(&name, &rest)
         .or_else(|| launcher::child(&name, &rest))
         .or_else(|| flood::child(&name, &rest))
+        .or_else(|| gamma::child(&name, &rest))
         .or_else(|| ssh::child(&name, &rest))
     {
         Some(code) => code,
@@ -69,6 +71,7 @@ fn main() {
     cases.extend(launcher::cases());
     cases.extend(ssh::cases());
     cases.extend(flood::cases());
+    cases.extend(gamma::cases());
     cases.extend(mpiexec::cases());
     let selected: Vec<&Case> = cases
         .iter()

@@ -2870,7 +2870,13 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
 
 /// Starts child program `name` as a job of `pes` PEs in processes of `ppn`
 /// over `netmod`, as `common::job` does but with a shorter hang guard.
-fn start_job(netmod: &str, pes: usize, ppn: usize, name: &str, extra: &[&str]) -> Finished {
+pub(crate) fn start_job(
+    netmod: &str,
+    pes: usize,
+    ppn: usize,
+    name: &str,
+    extra: &[&str],
+) -> Finished {
     start_job_with(&[], netmod, pes, ppn, name, extra)
 }
 
@@ -2894,7 +2900,7 @@ fn start_job_with(
 }
 
 /// What a failed job left, for a panic message.
-fn output(f: &Finished) -> String {
+pub(crate) fn output(f: &Finished) -> String {
     format!(
         "exit code {:?} after {:.2} s\n--- stdout\n{}\n--- stderr\n{}",
         f.code,
@@ -2908,7 +2914,7 @@ fn output(f: &Finished) -> String {
 /// the case fails at the end, naming every job that went wrong (one bad
 /// layout does not hide another).
 #[derive(Default)]
-struct Jobs {
+pub(crate) struct Jobs {
     failures: Vec<String>,
 }
 
@@ -2916,7 +2922,7 @@ impl Jobs {
     /// Runs `name extra...` everywhere; `judge(job, pes)` says what is wrong
     /// with a finished job, if anything. In `extra`, `{pes}` and `{ppn}`
     /// stand for the layout's numbers.
-    fn run(
+    pub(crate) fn run(
         &mut self,
         name: &str,
         extra: &[&str],
@@ -2945,7 +2951,7 @@ impl Jobs {
 
     /// Runs `name extra...` everywhere; each job must end with 0 and print
     /// `ok NAME`.
-    fn ok(&mut self, name: &str, extra: &[&str]) -> &mut Self {
+    pub(crate) fn ok(&mut self, name: &str, extra: &[&str]) -> &mut Self {
         let ok = format!("ok {name}");
         self.run(name, extra, |f, _| {
             (f.code != Some(0) || !f.stdout.lines().any(|l| l == ok))
@@ -2955,7 +2961,7 @@ impl Jobs {
     }
 
     /// Fails the case if any job went wrong.
-    fn check(&self) {
+    pub(crate) fn check(&self) {
         assert!(
             self.failures.is_empty(),
             "{} job(s) failed:\n{}",

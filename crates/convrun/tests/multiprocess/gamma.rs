@@ -1,0 +1,227 @@
+//! GAMMA across processes: groups whose nodes are the processes (and
+//! threads) of a `convrun` job, over shm, tcp and both; started with
+//! `gamma::run`, and with `gamma::init` (one node per process, the
+//! program's own thread). The same programs run in one process in
+//! `converse-gamma/tests/gamma.rs`.
+use std::cell::Cell;
+use std::rc::Rc;
+
+use converse::cmi_printf;
+use converse_gamma::{self as gamma, BROADCAST, Buffer, Dest, DestNode, GO_AHEAD, GO_BACK};
+
+use crate::Case;
+use crate::scenarios::{Jobs, output, start_job};
+
+fn to(node: u16, port: u16) -> Option<Dest> {
+    Some(Dest {
+        node: DestNode::Node(node),
+        par_pid: gamma::my_par_pid().expect("a member"),
+        port,
+    })
+}
+
+/// Ping-pong between nodes 0 and the last, a gather into node 0's
+/// `GO_AHEAD` buffer from every node, flow-controlled sends from every
+/// node into one slot of node 0, a broadcast and barriers. Panics (so the
+/// job fails) on any wrong byte.
+fn exercise() {
+    let me = gamma::my_node().unwrap();
+    let n = gamma::how_many_nodes().unwrap();
+    let last = n - 1;
+
+    // Ping-pong on port 1 (active: the handler checks and signals 2).
+    let inbox = Buffer::new(8);
+    let count = Rc::new(Cell::new(0u64));
+    let (b, c) = (inbox.clone(), Rc::clone(&count));
+    let on_arrival = Rc::new(move || {
+        // Node 0 sends 1, 3, 5...; the last node answers 2, 4, 6...
+        let x = u64::from_le_bytes(b.borrow()[..].try_into().unwrap());
+        let first = if gamma::my_node().unwrap() == 0 { 2 } else { 1 };
+        assert_eq!(x, 2 * c.get() + first, "ping-pong value");
+        c.set(c.get() + 1);
+        gamma::signal(2).unwrap();
+    });
+    if me == 0 || me == last {
+        let peer = if me == 0 { last } else { 0 };
+        gamma::set_active_port(
+            1,
+            to(peer, 1),
+            Some(on_arrival),
+            None,
+            1,
+            GO_BACK,
+            Some(inbox.clone()),
+            8,
+        )
+        .unwrap();
+    }
+    // Gather on port 3, flow control on port 4, broadcast on port 5.
+    let total: usize = (1..n as usize).map(|k| k + 1).sum();
+    let gather = Buffer::new(total.max(1));
+    let slot = Buffer::new(8);
+    if me == 0 {
+        gamma::set_passive_port(3, None, 3, GO_AHEAD, Some(gather.clone()), total).unwrap();
+        gamma::set_passive_port(4, None, 4, GO_BACK, Some(slot.clone()), 8).unwrap();
+    } else {
+        gamma::set_passive_port(3, to(0, 3), 0, GO_BACK, None, 0).unwrap();
+        gamma::set_passive_port(4, to(0, 4), 0, GO_BACK, None, 0).unwrap();
+    }
+    let bcast = Buffer::new(n as usize);
+    let all = Dest {
+        node: BROADCAST,
+        par_pid: gamma::my_par_pid().unwrap(),
+        port: 5,
+    };
+    gamma::set_passive_port(5, Some(all), 5, GO_AHEAD, Some(bcast.clone()), n as usize).unwrap();
+    gamma::sync().unwrap();
+
+    let rounds = 200u64;
+    if n > 1 {
+        for i in 0..rounds {
+            assert!(me != 0 || count.get() == i);
+            if me == 0 {
+                gamma::send(1, &(2 * i + 1).to_le_bytes()).unwrap();
+                assert_eq!(gamma::wait(2, 1), Ok(0));
+            } else if me == last {
+                assert_eq!(gamma::wait(2, 1), Ok(0));
+                gamma::send(1, &(2 * i + 2).to_le_bytes()).unwrap();
+            }
+        }
+    }
+
+    let per_sender = 40u32;
+    if me == 0 {
+        assert_eq!(gamma::wait(3, u64::from(n - 1)), Ok(0));
+        let mut got = gather.to_vec();
+        got.sort();
+        let want: Vec<u8> = (1..n).flat_map(|k| vec![k as u8; k as usize + 1]).collect();
+        assert_eq!(got, want, "gathered bytes");
+        let mut next = vec![0u32; n as usize];
+        for _ in 0..per_sender * u32::from(n - 1) {
+            assert_eq!(gamma::wait(4, 1), Ok(0));
+            assert_eq!(
+                gamma::test(4),
+                Ok(0),
+                "a message stored into an unreleased buffer"
+            );
+            let (from, seq) = {
+                let b = slot.borrow();
+                (
+                    u32::from_le_bytes(b[..4].try_into().unwrap()),
+                    u32::from_le_bytes(b[4..].try_into().unwrap()),
+                )
+            };
+            assert_eq!(
+                seq, next[from as usize],
+                "flow-controlled order from node {from}"
+            );
+            next[from as usize] += 1;
+            gamma::post_recv(4, &slot, 8).unwrap();
+        }
+    } else {
+        gamma::send(3, &vec![me as u8; me as usize + 1]).unwrap();
+        for seq in 0..per_sender {
+            let mut m = u32::from(me).to_le_bytes().to_vec();
+            m.extend_from_slice(&seq.to_le_bytes());
+            gamma::send_flowctl(4, &m).unwrap();
+        }
+    }
+
+    gamma::send(5, &[me as u8]).unwrap();
+    assert_eq!(gamma::wait(5, u64::from(n - 1)), Ok(0));
+    let mut got = bcast.borrow()[..n as usize - 1].to_vec();
+    got.sort();
+    let others: Vec<u8> = (0..n).filter(|&k| k != me).map(|k| k as u8).collect();
+    assert_eq!(got, others, "broadcast");
+    for _ in 0..5 {
+        gamma::sync().unwrap();
+    }
+}
+
+/// `gamma::run` under the launcher: the group is the job.
+fn gamma_run(args: &[String]) -> i32 {
+    let mut argv = vec!["gamma_run".to_string()];
+    argv.extend_from_slice(args);
+    gamma::run(0, argv, || {
+        exercise();
+        if gamma::my_node().unwrap() == 0 {
+            cmi_printf!("ok gamma_run\n");
+        }
+    })
+    .expect("the group starts")
+}
+
+/// `gamma::init`: the program's thread is the node.
+fn gamma_init(args: &[String]) -> i32 {
+    let mut argv = vec!["gamma_init".to_string()];
+    argv.extend_from_slice(args);
+    gamma::init(0, argv).expect("gamma_init");
+    exercise();
+    let me = gamma::my_node().unwrap();
+    let code = gamma::exit().expect("gamma_exit");
+    if me == 0 {
+        println!("ok gamma_init");
+    }
+    code
+}
+
+/// Node 1 leaves at once; node 0 then waits for a message that can never
+/// come: an error naming the wait, not a hang.
+fn gamma_deadlock(args: &[String]) -> i32 {
+    let mut argv = vec!["gamma_deadlock".to_string()];
+    argv.extend_from_slice(args);
+    gamma::run(0, argv, || {
+        if gamma::my_node().unwrap() != 0 {
+            return;
+        }
+        gamma::set_passive_port(1, None, 1, GO_BACK, None, 0).unwrap();
+        match gamma::wait(1, 1) {
+            Err(e) => converse::abort(&e.to_string()),
+            Ok(_) => panic!("a message from nowhere"),
+        }
+    })
+    .expect("the group starts")
+}
+
+pub fn child(name: &str, args: &[String]) -> Option<i32> {
+    Some(match name {
+        "gamma_run" => gamma_run(args),
+        "gamma_init" => gamma_init(args),
+        "gamma_deadlock" => gamma_deadlock(args),
+        _ => return None,
+    })
+}
+
+fn gamma_run_case() {
+    Jobs::default().ok("gamma_run", &[]).check();
+}
+
+fn gamma_init_case() {
+    for netmod in ["shm", "tcp"] {
+        let f = start_job(netmod, 3, 1, "gamma_init", &[]);
+        assert!(
+            f.code == Some(0) && f.stdout.lines().any(|l| l == "ok gamma_init"),
+            "gamma_init over {netmod}\n{}",
+            output(&f)
+        );
+    }
+}
+
+fn gamma_deadlock_case() {
+    let f = start_job("shm", 2, 1, "gamma_deadlock", &[]);
+    assert!(
+        f.code != Some(0)
+            && f.stderr.contains("gamma_wait(1, 1) has 0 of 1")
+            && f.stderr.contains("every other node has left the group"),
+        "expected an error naming the wait\n{}",
+        output(&f)
+    );
+}
+
+pub fn cases() -> Vec<Case> {
+    vec![
+        ("gamma_run", gamma_run_case),
+        ("gamma_init", gamma_init_case),
+        ("gamma_deadlock", gamma_deadlock_case),
+    ]
+}
