@@ -7,6 +7,8 @@
 //! blocking send completes at once unless flow control holds it, and a
 //! non-blocking one's data may be reused as soon as the call returns (the
 //! handle says when the message left, for flow control).
+use converse::{MAX_MESSAGE_SIZE, MSG_HEADER_SIZE, Message};
+
 use crate::error::{Error, Result};
 use crate::node::{self, Dest, DestNode, Input, PortHandler};
 use crate::port::{Buffer, BufferKind, Destination};
@@ -137,12 +139,21 @@ fn start_send(port: u16, pieces: [&[u8]; 2], flowctl: bool) -> Result<u64> {
         .output
         .ok_or(Error::NotOutput(port))?;
     let len = pieces[0].len() + pieces[1].len();
-    let mut payload = vec![0; DATA_HEADER + len];
+    if len > MAX_MESSAGE_SIZE - MSG_HEADER_SIZE - DATA_HEADER {
+        return Err(Error::BadBuffer(format!(
+            "a message of {len} bytes through port {port}: at most {}",
+            MAX_MESSAGE_SIZE - MSG_HEADER_SIZE - DATA_HEADER
+        )));
+    }
+    // Built in the Converse message itself: the only copy of the data on
+    // the sending side.
+    let mut msg = Message::new(n.handler, DATA_HEADER + len);
+    let payload = msg.payload_mut();
     let flags = if flowctl { wire::FLOWCTL } else { 0 };
-    wire::data_header(&mut payload, flags, n.par_pid.get(), n.me, port, dest.port);
+    wire::data_header(payload, flags, n.par_pid.get(), n.me, port, dest.port);
     payload[DATA_HEADER..DATA_HEADER + pieces[0].len()].copy_from_slice(pieces[0]);
     payload[DATA_HEADER + pieces[0].len()..].copy_from_slice(pieces[1]);
-    n.send(port, dest, payload, flowctl)
+    n.send(port, dest, msg, flowctl)
 }
 
 fn two_pieces<'a>(first: &'a [u8], second: &'a [u8]) -> Result<[&'a [u8]; 2]> {

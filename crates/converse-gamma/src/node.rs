@@ -100,7 +100,7 @@ struct Arrival {
 /// A flow-controlled send waiting for its credit.
 struct Queued {
     handle: u64,
-    payload: Vec<u8>,
+    msg: Message,
 }
 
 #[derive(Default)]
@@ -301,9 +301,9 @@ impl Node {
         h
     }
 
-    /// Sends (or queues, flow control permitting) `payload` through output
+    /// Sends (or queues, flow control permitting) `msg` through output
     /// `port` bound to `dest`; returns its handle.
-    pub fn send(&self, port: u16, dest: Dest, payload: Vec<u8>, flowctl: bool) -> Result<u64> {
+    pub fn send(&self, port: u16, dest: Dest, msg: Message, flowctl: bool) -> Result<u64> {
         let targets = self.targets(dest.node);
         if let Some(&gone) = targets.iter().find(|&&t| self.has_left(t)) {
             return Err(Error::SendFailure(format!(
@@ -313,7 +313,7 @@ impl Node {
         }
         let handle = self.handle();
         if !flowctl {
-            self.transmit(dest.node, &payload);
+            self.transmit(dest.node, msg);
             return Ok(handle);
         }
         let mut ports = self.ports.borrow_mut();
@@ -321,9 +321,9 @@ impl Node {
         if p.unacked == 0 && p.queued.is_empty() {
             p.unacked = targets.len() as u32;
             drop(ports);
-            self.transmit(dest.node, &payload);
+            self.transmit(dest.node, msg);
         } else {
-            p.queued.push_back(Queued { handle, payload });
+            p.queued.push_back(Queued { handle, msg });
             drop(ports);
             self.sends
                 .borrow_mut()
@@ -332,10 +332,10 @@ impl Node {
         Ok(handle)
     }
 
-    fn transmit(&self, dest: DestNode, payload: &[u8]) {
+    fn transmit(&self, dest: DestNode, msg: Message) {
         match dest {
-            DestNode::Node(n) => self.send_payload(n, payload),
-            DestNode::Broadcast => self.broadcast_payload(payload),
+            DestNode::Node(n) => converse::sync_send_and_free(n as usize, msg),
+            DestNode::Broadcast => converse::sync_broadcast_and_free(msg),
         }
     }
 
@@ -385,7 +385,7 @@ impl Node {
         p.unacked = self.targets(dest.node).len() as u32;
         drop(ports);
         self.sends.borrow_mut().remove(&next.handle);
-        self.transmit(dest.node, &next.payload);
+        self.transmit(dest.node, next.msg);
     }
 
     fn fail_sends(&self, port: u16, failed: Vec<Queued>, why: &str) {

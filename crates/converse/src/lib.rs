@@ -112,7 +112,7 @@ pub use csd::{
     scheduler,
 };
 pub use cth::{Ctv, Event, Thread, check_can_block, sleep, suspend, yield_now, yield_prio};
-pub use msg::{Handler, MSG_HEADER_SIZE, Message, MsgError, MsgHeader};
+pub use msg::{Handler, MAX_MESSAGE_SIZE, MSG_HEADER_SIZE, Message, MsgError, MsgHeader};
 pub use proc::args::ArgError;
 pub use proc::exit::{ABORT_EXIT_CODE, abort};
 pub use proc::io::{error, printf, scan, scan_line};

@@ -46,6 +46,15 @@
 //!   stack and its heap travel). Baseline `oneway_64KiB`: half the round
 //!   trip of a 64 KiB message bounced between the same PEs, in the same
 //!   job.
+//! - `gamma_oneway_<size>` and `gamma_bw_<size>` (`-- gamma`): a GAMMA
+//!   port ping-pong between nodes 0 and 1 (`gamma::run`, two processes
+//!   over shm): `gamma::send` through a port bound to the peer's, whose
+//!   `GO_BACK` buffer takes the message, and `gamma::wait` on its
+//!   semaphore. Baselines `converse_oneway_<size>`/`converse_bw_<size>`:
+//!   the same program written with Converse messages (a message built from
+//!   the same bytes, taken by a handler), in the same job, in turns with
+//!   it (the best of 5 turns each). The bandwidth figure is the message
+//!   size over the one-way time.
 //! - `convrun_startup_p4`: `convrun +p 4` of a program that ends at once.
 //!   Baseline `spawn_4`: starting the same binary as 4 plain processes
 //!   (without the runtime) and waiting for them.
@@ -95,6 +104,7 @@ fn main() {
         Some("job-rdma") => job_rdma(),
         Some("job-persistent") => job_persistent(),
         Some("job-migrate") => job_migrate(),
+        Some("job-gamma") => job_gamma(),
         Some("raw-peer") => raw_peer(&args[2]),
         Some("raw-shm-peer") => raw_shm_peer(&args[2]),
         #[cfg(feature = "mpi")]
@@ -139,6 +149,9 @@ fn driver() {
     }
     if wanted("migrate") {
         migrate_figures();
+    }
+    if wanted("gamma") {
+        gamma_figures();
     }
     if wanted("startup") {
         startup_figure();
@@ -418,6 +431,117 @@ fn job_persistent() {
             channel.destroy();
         })
         .unwrap();
+    std::process::exit(code)
+}
+
+const GAMMA_SIZES: [usize; 2] = [8, 4 << 20];
+
+/// Runs the GAMMA job over shm and prints its figures.
+fn gamma_figures() {
+    let out = Command::new(CONVRUN)
+        .args(["+p", "2", "++netmod", "shm", &me(), "job-gamma"])
+        .stderr(Stdio::inherit())
+        .output()
+        .expect("convrun starts");
+    assert!(out.status.success(), "the GAMMA job failed");
+    for l in String::from_utf8_lossy(&out.stdout).lines() {
+        let ["gamma", size, us, plain] = l.split_whitespace().collect::<Vec<_>>()[..] else {
+            continue;
+        };
+        let size: usize = size.parse().unwrap();
+        let (us, plain): (f64, f64) = (us.parse().unwrap(), plain.parse().unwrap());
+        let name = common::size_name(size);
+        if size <= 4096 {
+            common::line(
+                &format!("gamma_oneway_{name}"),
+                us,
+                "us",
+                &format!("converse_oneway_{name}"),
+                plain,
+                "us",
+            );
+        } else {
+            let gbps = |us: f64| size as f64 / (us * 1e3);
+            common::line(
+                &format!("gamma_bw_{name}"),
+                gbps(us),
+                "GB/s",
+                &format!("converse_bw_{name}"),
+                gbps(plain),
+                "GB/s",
+            );
+        }
+    }
+}
+
+/// Nodes 0 and 1 bounce a message through GAMMA ports and, in turns, as
+/// Converse messages; node 0 prints the best one-way time of each.
+fn job_gamma() {
+    use converse_gamma::{self as gamma, Buffer, Dest, DestNode, GO_BACK};
+    let code = gamma::run(2, std::env::args().skip(1), || {
+        let me = gamma::my_node().unwrap();
+        let peer = 1 - me;
+        let ball = converse::register_handler(|m: Message| {
+            TAKEN.with(|t| *t.borrow_mut() = Some(m));
+        });
+        let take = || loop {
+            if let Some(m) = TAKEN.with(|t| t.borrow_mut().take()) {
+                return m;
+            }
+            converse::deliver_specific_msg(ball);
+        };
+        let max = *GAMMA_SIZES.iter().max().unwrap();
+        let data = vec![7u8; max];
+        let inbox = Buffer::new(max);
+        let dest = Dest {
+            node: DestNode::Node(peer),
+            par_pid: gamma::my_par_pid().unwrap(),
+            port: 1,
+        };
+        gamma::set_passive_port(1, Some(dest), 1, GO_BACK, Some(inbox.clone()), max).unwrap();
+        gamma::sync().unwrap();
+        for size in GAMMA_SIZES {
+            let rounds = rounds_for(size);
+            let mut best = [f64::MAX; 2];
+            for turn in 0..10 {
+                let ports = turn % 2 == 0;
+                gamma::sync().unwrap();
+                let t0 = Instant::now();
+                for _ in 0..rounds {
+                    if ports {
+                        if me == 0 {
+                            gamma::send(1, &data[..size]).unwrap();
+                            gamma::wait(1, 1).unwrap();
+                        } else {
+                            gamma::wait(1, 1).unwrap();
+                            gamma::send(1, &data[..size]).unwrap();
+                        }
+                    } else {
+                        let send = || {
+                            let mut m = Message::new(ball, size);
+                            m.payload_mut().copy_from_slice(&data[..size]);
+                            converse::sync_send_and_free(peer as usize, m);
+                        };
+                        if me == 0 {
+                            send();
+                            drop(take());
+                        } else {
+                            drop(take());
+                            send();
+                        }
+                    }
+                }
+                let us = t0.elapsed().as_secs_f64() / rounds as f64 * 1e6 / 2.0;
+                let slot = &mut best[usize::from(!ports)];
+                *slot = slot.min(us);
+            }
+            assert_eq!(inbox.borrow()[..size], data[..size]);
+            if me == 0 {
+                println!("gamma {size} {:.3} {:.3}", best[0], best[1]);
+            }
+        }
+    })
+    .unwrap();
     std::process::exit(code)
 }
 
