@@ -28,7 +28,10 @@
 //! # Concurrency
 //!
 //! A node belongs to one PE's thread; its state is a `Cpv` with interior
-//! mutability. No `RefCell` borrow is held while a user handler runs or
+//! mutability, also reachable from a thread-local (one look-up instead of
+//! the `Cpv`'s: GAMMA calls are fine-grained) that is set when the node
+//! is made and emptied when the `Cpv` value drops at the PE's teardown, on
+//! its own thread, so it never outlives the PE. No `RefCell` borrow is held while a user handler runs or
 //! while the node polls, since both may re-enter this module.
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -156,7 +159,22 @@ pub(crate) struct Node {
     pub released: Cell<u32>,
 }
 
-static NODE: Cpv<Node> = Cpv::new();
+/// Marks that the PE has a node; dropping it (at the PE's teardown)
+/// empties [`THIS_NODE`], which holds the node.
+struct NodeSlot;
+
+impl Drop for NodeSlot {
+    fn drop(&mut self) {
+        let _ = THIS_NODE.try_with(|n| n.borrow_mut().take());
+    }
+}
+
+static NODE: Cpv<NodeSlot> = Cpv::new();
+
+thread_local! {
+    /// The calling thread's PE's node, while the PE lives.
+    static THIS_NODE: RefCell<Option<Rc<Node>>> = const { RefCell::new(None) };
+}
 
 /// Registers the GAMMA handler and makes this PE's node (a module-init
 /// hook: every PE, before its start function).
@@ -166,7 +184,7 @@ pub(crate) fn module_init() {
     }
     let handler = converse::register_handler(on_message);
     let nodes = converse::num_pes();
-    NODE.initialize(Node {
+    let node = Rc::new(Node {
         me: converse::my_pe() as u16,
         nodes: nodes as u16,
         par_pid: Cell::new(0),
@@ -187,6 +205,8 @@ pub(crate) fn module_init() {
         arrivals: RefCell::new(BTreeMap::new()),
         released: Cell::new(0),
     });
+    THIS_NODE.with_borrow_mut(|n| *n = Some(node));
+    NODE.initialize(NodeSlot);
 }
 
 /// The calling PE's node, if it is a member of a group.
@@ -199,11 +219,7 @@ pub(crate) fn current() -> Result<Rc<Node>> {
 
 /// The calling PE's node, joined or not.
 pub(crate) fn raw() -> Option<Rc<Node>> {
-    if converse::is_pe_thread() {
-        NODE.try_get()
-    } else {
-        None
-    }
+    THIS_NODE.with_borrow(Clone::clone)
 }
 
 /// A port number usable by programs: 0..=1022.
@@ -254,11 +270,22 @@ impl Node {
         converse::sync_broadcast_and_free(m);
     }
 
-    /// The nodes a message through `dest` reaches.
-    pub fn targets(&self, dest: DestNode) -> Vec<u16> {
+    /// How many nodes a message through `dest` reaches.
+    pub fn targets(&self, dest: DestNode) -> u32 {
         match dest {
-            DestNode::Node(n) => vec![n],
-            DestNode::Broadcast => (0..self.nodes).filter(|&n| n != self.me).collect(),
+            DestNode::Node(_) => 1,
+            DestNode::Broadcast => u32::from(self.nodes) - 1,
+        }
+    }
+
+    /// A node `dest` reaches that has left the group, if any.
+    fn gone_target(&self, dest: DestNode) -> Option<u16> {
+        if self.left_count.get() == 0 {
+            return None;
+        }
+        match dest {
+            DestNode::Node(n) => self.has_left(n).then_some(n),
+            DestNode::Broadcast => (0..self.nodes).find(|&n| n != self.me && self.has_left(n)),
         }
     }
 
@@ -304,8 +331,7 @@ impl Node {
     /// Sends (or queues, flow control permitting) `msg` through output
     /// `port` bound to `dest`; returns its handle.
     pub fn send(&self, port: u16, dest: Dest, msg: Message, flowctl: bool) -> Result<u64> {
-        let targets = self.targets(dest.node);
-        if let Some(&gone) = targets.iter().find(|&&t| self.has_left(t)) {
+        if let Some(gone) = self.gone_target(dest.node) {
             return Err(Error::SendFailure(format!(
                 "node {}: port {port}'s destination node {gone} has left the group",
                 self.me
@@ -319,7 +345,7 @@ impl Node {
         let mut ports = self.ports.borrow_mut();
         let p = &mut ports[port as usize];
         if p.unacked == 0 && p.queued.is_empty() {
-            p.unacked = targets.len() as u32;
+            p.unacked = self.targets(dest.node);
             drop(ports);
             self.transmit(dest.node, msg);
         } else {
@@ -382,7 +408,7 @@ impl Node {
             );
             return;
         };
-        p.unacked = self.targets(dest.node).len() as u32;
+        p.unacked = self.targets(dest.node);
         drop(ports);
         self.sends.borrow_mut().remove(&next.handle);
         self.transmit(dest.node, next.msg);
@@ -632,7 +658,7 @@ impl Node {
 
 /// Every GAMMA message arrives here.
 fn on_message(msg: Message) {
-    let Some(node) = NODE.try_get() else {
+    let Some(node) = raw() else {
         converse::abort("gamma: a message for a PE without a node")
     };
     let src = msg.src_pe();

@@ -421,6 +421,8 @@ fn refusals_carry_the_documents_negative_codes() {
         assert_eq!(gamma::errno(), 0);
         gamma::sync().unwrap();
     });
+    // The node ended with its PE (this thread was PE 0).
+    assert_eq!(gamma::my_node(), Err(Error::NotInitialized));
 }
 
 #[test]
