@@ -145,14 +145,13 @@ fn start_send(port: u16, pieces: [&[u8]; 2], flowctl: bool) -> Result<u64> {
             MAX_MESSAGE_SIZE - MSG_HEADER_SIZE - DATA_HEADER
         )));
     }
-    // Built in the Converse message itself: the only copy of the data on
-    // the sending side.
-    let mut msg = Message::new(n.handler, DATA_HEADER + len);
+    // Built in the Converse message itself (the only copy of the data on
+    // the sending side); the ports ride in its header (see `wire`).
+    let mut msg = Message::new(n.handler, len);
+    msg.set_info(wire::data_info(flowctl, port, dest.port));
     let payload = msg.payload_mut();
-    let flags = if flowctl { wire::FLOWCTL } else { 0 };
-    wire::data_header(payload, flags, n.par_pid.get(), n.me, port, dest.port);
-    payload[DATA_HEADER..DATA_HEADER + pieces[0].len()].copy_from_slice(pieces[0]);
-    payload[DATA_HEADER + pieces[0].len()..].copy_from_slice(pieces[1]);
+    payload[..pieces[0].len()].copy_from_slice(pieces[0]);
+    payload[pieces[0].len()..].copy_from_slice(pieces[1]);
     n.send(port, dest, msg, flowctl)
 }
 

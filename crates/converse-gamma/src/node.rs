@@ -662,6 +662,30 @@ fn on_message(msg: Message) {
         converse::abort("gamma: a message for a PE without a node")
     };
     let src = msg.src_pe();
+    match wire::parse_info(msg.info()) {
+        Ok(Some((flowctl, src_port, dest_port))) => {
+            if dest_port >= RESERVED {
+                node.abort(&msg, &format!("data for reserved port {dest_port}"));
+            }
+            if node.gone.get() {
+                converse::cmi_error!(
+                    "gamma node {}: a message from node {src} for port {dest_port} arrived \
+                     after this node left the group; dropped\n",
+                    node.me
+                );
+                return;
+            }
+            let head = Head {
+                src_node: src as u16,
+                src_port,
+                flowctl,
+            };
+            node.arrive(dest_port, head, msg.payload());
+            return;
+        }
+        Ok(None) => {}
+        Err(why) => node.abort(&msg, &why),
+    }
     let decoded = match wire::decode(msg.payload()) {
         Ok(w) => w,
         Err(why) => node.abort(&msg, &why),

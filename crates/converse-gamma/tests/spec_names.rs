@@ -51,5 +51,8 @@ fn every_name_of_the_document_has_a_rust_name() {
     assert!(wanted.len() > 30, "{wanted:?}");
     let present = present();
     let missing: Vec<&String> = wanted.iter().filter(|n| !present.contains(*n)).collect();
-    assert!(missing.is_empty(), "names of the document with no Rust name: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "names of the document with no Rust name: {missing:?}"
+    );
 }
