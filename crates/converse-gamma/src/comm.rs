@@ -10,7 +10,8 @@
 use converse::{MAX_MESSAGE_SIZE, MSG_HEADER_SIZE, Message};
 
 use crate::error::{Error, Result};
-use crate::node::{self, Dest, DestNode, Input, PortHandler};
+use crate::intergroup;
+use crate::node::{self, Dest, DestNode, Input, Out, PortHandler};
 use crate::port::{Buffer, BufferKind, Destination};
 use crate::wire::{self, DATA_HEADER};
 
@@ -19,13 +20,16 @@ use crate::wire::{self, DATA_HEADER};
 pub struct SendHandle(pub u64);
 
 fn check_output(me: u16, nodes: u16, my_par_pid: u8, port: u16, dest: &Dest) -> Result<()> {
-    if dest.par_pid != my_par_pid {
-        // Other groups are not reachable yet (see the crate's documentation).
-        return Err(Error::BadParPid(dest.par_pid));
-    }
+    let mine = dest.par_pid == my_par_pid;
+    // Another group of this host: its registry entry gives its size.
+    let nodes = if mine {
+        nodes
+    } else {
+        intergroup::group_size(dest.par_pid).ok_or(Error::BadParPid(dest.par_pid))?
+    };
     match dest.node {
         DestNode::Node(n) if n >= nodes => return Err(Error::BadNode(n.into())),
-        DestNode::Node(n) if n == me => return Err(Error::SelfConnection(port)),
+        DestNode::Node(n) if mine && n == me => return Err(Error::SelfConnection(port)),
         _ => {}
     }
     node::user_port(dest.port)?;
@@ -61,6 +65,9 @@ fn set_port(
     node::user_port(semaphore)?;
     if let Some(d) = &dest {
         check_output(n.me, n.nodes, n.par_pid.get(), port, d)?;
+        if d.par_pid != n.par_pid.get() {
+            n.intergroup.set(true);
+        }
     }
     let buffer = input_buffer(buffer, buffer_len, port)?;
     let input = Input {
@@ -145,6 +152,19 @@ fn start_send(port: u16, pieces: [&[u8]; 2], flowctl: bool) -> Result<u64> {
             MAX_MESSAGE_SIZE - MSG_HEADER_SIZE - DATA_HEADER
         )));
     }
+    if dest.par_pid != n.par_pid.get() {
+        // To another group: a frame with the whole header.
+        let body = [pieces[0], pieces[1]].concat();
+        let frame = wire::encode(&wire::Wire::Data {
+            flags: if flowctl { wire::FLOWCTL } else { 0 },
+            src_par_pid: n.par_pid.get(),
+            src_node: n.me,
+            src_port: port,
+            dest_port: dest.port,
+            body: &body,
+        });
+        return n.send(port, dest, Out::Remote(frame), flowctl);
+    }
     // Built in the Converse message itself (the only copy of the data on
     // the sending side); the ports ride in its header (see `wire`).
     let mut msg = Message::new(n.handler, len);
@@ -152,7 +172,7 @@ fn start_send(port: u16, pieces: [&[u8]; 2], flowctl: bool) -> Result<u64> {
     let payload = msg.payload_mut();
     payload[..pieces[0].len()].copy_from_slice(pieces[0]);
     payload[pieces[0].len()..].copy_from_slice(pieces[1]);
-    n.send(port, dest, msg, flowctl)
+    n.send(port, dest, Out::Local(msg), flowctl)
 }
 
 fn two_pieces<'a>(first: &'a [u8], second: &'a [u8]) -> Result<[&'a [u8]; 2]> {

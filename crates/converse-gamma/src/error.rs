@@ -36,7 +36,7 @@ pub enum Error {
     Reserved(u32),
     /// A destination node that is not in the group.
     BadNode(u32),
-    /// A parallel pid that names no group this node can reach.
+    /// A parallel pid that names no group of this host.
     BadParPid(u8),
     /// A port bound for output to itself (the same port of this node).
     SelfConnection(u16),

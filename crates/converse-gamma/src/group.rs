@@ -24,11 +24,11 @@
 //!   before it hears its own release.
 use std::fs::OpenOptions;
 use std::io::Write;
-use std::path::PathBuf;
 
 use converse::Converse;
 
 use crate::error::{Error, Result};
+use crate::intergroup::{self, registry};
 use crate::node;
 use crate::wire::{self, Wire};
 
@@ -42,19 +42,12 @@ pub fn install() {
     converse::register_module_init("converse-gamma", node::module_init);
 }
 
-fn registry() -> PathBuf {
-    std::env::temp_dir().join(format!(
-        "converse-gamma-{}",
-        rustix::process::getuid().as_raw()
-    ))
-}
-
 fn alive(pid: u32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
 
-/// Takes a free parallel pid of this host.
-fn take_par_pid() -> Result<u8> {
+/// Takes a free parallel pid of this host for a group of `nodes`.
+fn take_par_pid(nodes: u16) -> Result<u8> {
     let dir = registry();
     std::fs::create_dir_all(&dir)
         .map_err(|e| Error::Start(format!("the parallel-pid registry {}: {e}", dir.display())))?;
@@ -64,15 +57,19 @@ fn take_par_pid() -> Result<u8> {
         for _attempt in 0..2 {
             match OpenOptions::new().write(true).create_new(true).open(&path) {
                 Ok(mut f) => {
-                    f.write_all(me.to_string().as_bytes()).map_err(|e| {
-                        Error::Start(format!("the parallel-pid registry {}: {e}", path.display()))
-                    })?;
+                    f.write_all(format!("{me} {nodes}").as_bytes())
+                        .map_err(|e| {
+                            Error::Start(format!(
+                                "the parallel-pid registry {}: {e}",
+                                path.display()
+                            ))
+                        })?;
                     return Ok(pid);
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
                     let taker = std::fs::read_to_string(&path)
                         .ok()
-                        .and_then(|s| s.trim().parse::<u32>().ok());
+                        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok());
                     // Its taker died without freeing it: take it over.
                     // (A file just made and not yet written is left alone.)
                     match taker {
@@ -99,8 +96,9 @@ fn take_par_pid() -> Result<u8> {
 
 fn free_par_pid(pid: u8) {
     let path = registry().join(format!("par-pid-{pid}"));
-    let mine =
-        std::fs::read_to_string(&path).is_ok_and(|s| s.trim() == std::process::id().to_string());
+    let mine = std::fs::read_to_string(&path).is_ok_and(|s| {
+        s.split_whitespace().next() == Some(std::process::id().to_string().as_str())
+    });
     if mine {
         let _ = std::fs::remove_file(path);
     }
@@ -117,12 +115,11 @@ fn join() -> Result<()> {
         )));
     }
     if n.me == 0 {
-        let pid = take_par_pid()?;
+        let pid = take_par_pid(n.nodes)?;
         n.par_pid.set(pid);
         if n.nodes > 1 {
             n.broadcast_payload(&wire::encode(&Wire::ParPid(pid)));
         }
-        return Ok(());
     }
     while n.par_pid.get() == 0 {
         if converse::job_exiting() {
@@ -130,6 +127,9 @@ fn join() -> Result<()> {
         }
         converse::scheduler(1);
     }
+    // Other groups may send to this node from now on.
+    let endpoint = intergroup::listen(n.par_pid.get(), n.me, n.handler)?;
+    *n.endpoint.borrow_mut() = Some(endpoint);
     Ok(())
 }
 

@@ -75,10 +75,11 @@
 //!   messages. `SENDFAILURE` is a send whose destination left the group.
 //! - Locking memory is not needed (nothing writes buffers behind the
 //!   program's back), but [`mlock`] does lock, and reports a refusal.
-//! - Not yet: two independently started groups exchanging messages
-//!   (a [`Dest`] naming another parallel pid is refused with
-//!   [`Error::BadParPid`]), and [`init`] launching replicas from a
-//!   process started by hand.
+//! - Groups exchange messages between processes of one host (a port
+//!   bound to another group's parallel pid; Unix sockets in the user's
+//!   registry directory), not across hosts.
+//! - Not yet: [`init`] launching replicas from a process started by
+//!   hand (run the program under `convrun +p N` instead).
 //!
 //! # Flow control
 //!
@@ -93,6 +94,7 @@
 mod comm;
 mod error;
 mod group;
+mod intergroup;
 mod mlock;
 mod node;
 mod port;

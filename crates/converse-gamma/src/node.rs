@@ -40,6 +40,7 @@ use std::rc::Rc;
 use converse::{Cpv, Message};
 
 use crate::error::{ERR_MSGTOOLONG, ERR_SENDFAILURE, Error, Result};
+use crate::intergroup::{self, Endpoint, Links};
 use crate::port::{Buffer, Destination, NotNow};
 use crate::wire::{self, MAX_PORT, Wire};
 
@@ -88,6 +89,7 @@ pub(crate) struct Input {
 /// Who sent a message, and how.
 #[derive(Clone, Copy)]
 struct Head {
+    src_par_pid: u8,
     src_node: u16,
     src_port: u16,
     flowctl: bool,
@@ -100,10 +102,17 @@ struct Arrival {
     body: Vec<u8>,
 }
 
+/// A message to send: a Converse message to a node of this group, or a
+/// frame's payload for another group's nodes.
+pub(crate) enum Out {
+    Local(Message),
+    Remote(Vec<u8>),
+}
+
 /// A flow-controlled send waiting for its credit.
 struct Queued {
     handle: u64,
-    msg: Message,
+    out: Out,
 }
 
 #[derive(Default)]
@@ -113,8 +122,8 @@ pub(crate) struct Port {
     pending: VecDeque<Arrival>,
     busy: bool,
     /// Senders of flow-controlled messages stored since the last re-post,
-    /// each owed a credit: (node, port).
-    owed_credits: Vec<(u16, u16)>,
+    /// each owed a credit: (group, node, port).
+    owed_credits: Vec<(u8, u16, u16)>,
     /// Flow-controlled messages sent and not yet credited.
     unacked: u32,
     queued: VecDeque<Queued>,
@@ -157,6 +166,13 @@ pub(crate) struct Node {
     pub sync_epoch: Cell<u32>,
     pub arrivals: RefCell<BTreeMap<u32, u16>>,
     pub released: Cell<u32>,
+    /// Where other groups reach this node (from its join).
+    pub endpoint: RefCell<Option<Endpoint>>,
+    /// Its connections to other groups' nodes.
+    links: RefCell<Links>,
+    /// It has talked with another group (or bound a port to one): a wait
+    /// may then be ended from outside the group.
+    pub intergroup: Cell<bool>,
 }
 
 /// Marks that the PE has a node; dropping it (at the PE's teardown)
@@ -204,6 +220,9 @@ pub(crate) fn module_init() {
         sync_epoch: Cell::new(0),
         arrivals: RefCell::new(BTreeMap::new()),
         released: Cell::new(0),
+        endpoint: RefCell::new(None),
+        links: RefCell::new(Links::default()),
+        intergroup: Cell::new(false),
     });
     THIS_NODE.with_borrow_mut(|n| *n = Some(node));
     NODE.initialize(NodeSlot);
@@ -251,9 +270,10 @@ impl Node {
             .unwrap_or(false)
     }
 
-    /// Every other node has left: nothing more can arrive.
+    /// Every other node has left and no other group takes part: nothing
+    /// more can arrive.
     pub fn alone(&self) -> bool {
-        self.left_count.get() + 1 >= self.nodes
+        self.left_count.get() + 1 >= self.nodes && !self.intergroup.get()
     }
 
     /// Sends `payload` to node `to` (a PE of this job).
@@ -270,20 +290,21 @@ impl Node {
         converse::sync_broadcast_and_free(m);
     }
 
-    /// How many nodes a message through `dest` reaches.
-    pub fn targets(&self, dest: DestNode) -> u32 {
-        match dest {
+    /// How many nodes a message to `dest` reaches.
+    pub fn targets(&self, dest: Dest) -> u32 {
+        match dest.node {
             DestNode::Node(_) => 1,
-            DestNode::Broadcast => u32::from(self.nodes) - 1,
+            DestNode::Broadcast if dest.par_pid == self.par_pid.get() => u32::from(self.nodes) - 1,
+            DestNode::Broadcast => intergroup::group_size(dest.par_pid).map_or(0, u32::from),
         }
     }
 
     /// A node `dest` reaches that has left the group, if any.
-    fn gone_target(&self, dest: DestNode) -> Option<u16> {
-        if self.left_count.get() == 0 {
+    fn gone_target(&self, dest: Dest) -> Option<u16> {
+        if self.left_count.get() == 0 || dest.par_pid != self.par_pid.get() {
             return None;
         }
-        match dest {
+        match dest.node {
             DestNode::Node(n) => self.has_left(n).then_some(n),
             DestNode::Broadcast => (0..self.nodes).find(|&n| n != self.me && self.has_left(n)),
         }
@@ -328,10 +349,10 @@ impl Node {
         h
     }
 
-    /// Sends (or queues, flow control permitting) `msg` through output
+    /// Sends (or queues, flow control permitting) `out` through output
     /// `port` bound to `dest`; returns its handle.
-    pub fn send(&self, port: u16, dest: Dest, msg: Message, flowctl: bool) -> Result<u64> {
-        if let Some(gone) = self.gone_target(dest.node) {
+    pub fn send(&self, port: u16, dest: Dest, out: Out, flowctl: bool) -> Result<u64> {
+        if let Some(gone) = self.gone_target(dest) {
             return Err(Error::SendFailure(format!(
                 "node {}: port {port}'s destination node {gone} has left the group",
                 self.me
@@ -339,17 +360,20 @@ impl Node {
         }
         let handle = self.handle();
         if !flowctl {
-            self.transmit(dest.node, msg);
+            self.transmit(dest, out)?;
             return Ok(handle);
         }
         let mut ports = self.ports.borrow_mut();
         let p = &mut ports[port as usize];
         if p.unacked == 0 && p.queued.is_empty() {
-            p.unacked = self.targets(dest.node);
+            p.unacked = self.targets(dest);
             drop(ports);
-            self.transmit(dest.node, msg);
+            if let Err(e) = self.transmit(dest, out) {
+                self.ports.borrow_mut()[port as usize].unacked = 0;
+                return Err(e);
+            }
         } else {
-            p.queued.push_back(Queued { handle, msg });
+            p.queued.push_back(Queued { handle, out });
             drop(ports);
             self.sends
                 .borrow_mut()
@@ -358,11 +382,22 @@ impl Node {
         Ok(handle)
     }
 
-    fn transmit(&self, dest: DestNode, msg: Message) {
-        match dest {
-            DestNode::Node(n) => converse::sync_send_and_free(n as usize, msg),
-            DestNode::Broadcast => converse::sync_broadcast_and_free(msg),
+    fn transmit(&self, dest: Dest, out: Out) -> Result<()> {
+        match (out, dest.node) {
+            (Out::Local(msg), DestNode::Node(n)) => converse::sync_send_and_free(n as usize, msg),
+            (Out::Local(msg), DestNode::Broadcast) => converse::sync_broadcast_and_free(msg),
+            (Out::Remote(frame), DestNode::Node(n)) => {
+                self.links.borrow_mut().send(dest.par_pid, n, &frame)?;
+            }
+            (Out::Remote(frame), DestNode::Broadcast) => {
+                let size = intergroup::group_size(dest.par_pid)
+                    .ok_or_else(|| Error::SendFailure(format!("group {} is gone", dest.par_pid)))?;
+                for n in 0..size {
+                    self.links.borrow_mut().send(dest.par_pid, n, &frame)?;
+                }
+            }
         }
+        Ok(())
     }
 
     /// `Ok(true)` if the send of `handle` completed, `Ok(false)` if not
@@ -384,6 +419,9 @@ impl Node {
 
     /// A credit for output `port`: sends what waited for it.
     fn credit(&self, msg: &Message, port: u16) {
+        if self.gone.get() {
+            return; // a credit for a send of a node that left since
+        }
         let mut ports = self.ports.borrow_mut();
         let p = &mut ports[port as usize];
         if p.unacked == 0 {
@@ -408,10 +446,21 @@ impl Node {
             );
             return;
         };
-        p.unacked = self.targets(dest.node);
+        p.unacked = self.targets(dest);
         drop(ports);
         self.sends.borrow_mut().remove(&next.handle);
-        self.transmit(dest.node, next.msg);
+        if let Err(e) = self.transmit(dest, next.out) {
+            self.ports.borrow_mut()[port as usize].unacked = 0;
+            let rest: Vec<Queued> = self.ports.borrow_mut()[port as usize]
+                .queued
+                .drain(..)
+                .collect();
+            self.sends.borrow_mut().insert(
+                next.handle,
+                SendState::Failed(format!("node {}: a send through port {port}: {e}", self.me)),
+            );
+            self.fail_sends(port, rest, &e.to_string());
+        }
     }
 
     fn fail_sends(&self, port: u16, failed: Vec<Queued>, why: &str) {
@@ -443,9 +492,12 @@ impl Node {
         {
             let mut ports = self.ports.borrow_mut();
             for (i, p) in ports.iter_mut().enumerate() {
-                let waits_on_it = p.output.is_some_and(|d| match d.node {
-                    DestNode::Node(n) => n == node,
-                    DestNode::Broadcast => true,
+                let waits_on_it = p.output.is_some_and(|d| {
+                    d.par_pid == self.par_pid.get()
+                        && match d.node {
+                            DestNode::Node(n) => n == node,
+                            DestNode::Broadcast => true,
+                        }
                 });
                 if waits_on_it && p.unacked > 0 {
                     p.unacked = 0;
@@ -506,7 +558,7 @@ impl Node {
         };
         let sem = input.sem as usize;
         if a.flowctl {
-            p.owed_credits.push((a.src_node, a.src_port));
+            p.owed_credits.push((a.src_par_pid, a.src_node, a.src_port));
         }
         let handler = if stored.truncated {
             input.error.clone()
@@ -586,9 +638,13 @@ impl Node {
     /// flow-controlled messages may send again.
     pub fn released(&self, port: u16) {
         let owed = std::mem::take(&mut self.ports.borrow_mut()[port as usize].owed_credits);
-        for (node, their_port) in owed {
-            if !self.has_left(node) {
-                self.send_payload(node, &wire::encode(&Wire::Credit { port: their_port }));
+        for (group, node, their_port) in owed {
+            let credit = wire::encode(&Wire::Credit { port: their_port });
+            if group != self.par_pid.get() {
+                // A group that has gone needs no credit.
+                let _ = self.links.borrow_mut().send(group, node, &credit);
+            } else if !self.has_left(node) {
+                self.send_payload(node, &credit);
             }
         }
         self.drain(port);
@@ -643,6 +699,10 @@ impl Node {
     /// messages that were never stored.
     pub fn leave(&self) {
         self.gone.set(true);
+        if let Some(ep) = self.endpoint.borrow_mut().take() {
+            ep.close();
+        }
+        *self.links.borrow_mut() = Links::default();
         if self.nodes > 1 {
             self.broadcast_payload(&wire::encode(&Wire::Left));
         }
@@ -676,6 +736,7 @@ fn on_message(msg: Message) {
                 return;
             }
             let head = Head {
+                src_par_pid: node.par_pid.get(),
                 src_node: src as u16,
                 src_port,
                 flowctl,
@@ -691,42 +752,11 @@ fn on_message(msg: Message) {
         Err(why) => node.abort(&msg, &why),
     };
     match decoded {
-        Wire::Data {
-            flags,
-            src_par_pid,
-            src_node,
-            src_port,
-            dest_port,
-            body,
-        } => {
-            if src_node as usize != src || src_par_pid != node.par_pid.get() {
-                node.abort(
-                    &msg,
-                    &format!(
-                        "it claims to come from node {src_node} of group {src_par_pid}, \
-                         not node {src} of group {}",
-                        node.par_pid.get()
-                    ),
-                );
-            }
-            if dest_port >= RESERVED {
-                node.abort(&msg, &format!("data for reserved port {dest_port}"));
-            }
-            if node.gone.get() {
-                converse::cmi_error!(
-                    "gamma node {}: a message from node {src} for port {dest_port} arrived \
-                     after this node left the group; dropped\n",
-                    node.me
-                );
-                return;
-            }
-            let head = Head {
-                src_node,
-                src_port,
-                flowctl: flags & wire::FLOWCTL != 0,
-            };
-            node.arrive(dest_port, head, body);
-        }
+        Wire::Data { .. } => node.abort(
+            &msg,
+            "data in the form of another group's, from a PE of this job",
+        ),
+        Wire::Inter(frame) => on_frame(&node, &msg, frame),
         Wire::Credit { port } => node.credit(&msg, port),
         Wire::Arrive { epoch } => {
             if node.me != 0 {
@@ -747,5 +777,54 @@ fn on_message(msg: Message) {
             }
             node.par_pid.set(p);
         }
+    }
+}
+
+/// A frame from another group (posted by this node's reader threads).
+fn on_frame(node: &Node, msg: &Message, frame: &[u8]) {
+    let decoded = match wire::decode(frame) {
+        Ok(w) => w,
+        Err(why) => node.abort(msg, &format!("a frame from another group: {why}")),
+    };
+    match decoded {
+        Wire::Data {
+            flags,
+            src_par_pid,
+            src_node,
+            src_port,
+            dest_port,
+            body,
+        } => {
+            if src_par_pid == node.par_pid.get() || src_par_pid == 0 {
+                node.abort(
+                    msg,
+                    &format!("a frame from another group claims parallel pid {src_par_pid}"),
+                );
+            }
+            if dest_port >= RESERVED {
+                node.abort(msg, &format!("data for reserved port {dest_port}"));
+            }
+            if node.gone.get() {
+                converse::cmi_error!(
+                    "gamma node {}: a message from node {src_node} of group {src_par_pid} for \
+                     port {dest_port} arrived after this node left; dropped\n",
+                    node.me
+                );
+                return;
+            }
+            node.intergroup.set(true);
+            let head = Head {
+                src_par_pid,
+                src_node,
+                src_port,
+                flowctl: flags & wire::FLOWCTL != 0,
+            };
+            node.arrive(dest_port, head, body);
+        }
+        Wire::Credit { port } => node.credit(msg, port),
+        _ => node.abort(
+            msg,
+            "a frame from another group of a kind groups do not exchange",
+        ),
     }
 }

@@ -15,7 +15,11 @@
 //! RELEASE [4][epoch u32]           gamma_sync: every node reached it
 //! LEFT    [5]                      the sender left the group (gamma_exit)
 //! PARPID  [6][par-pid u8]          node 0 tells the group its parallel pid
+//! INTER   [7][payload...]          a frame from another group (DATA or CREDIT)
 //! ```
+//!
+//! Between groups (see `intergroup`) DATA carries its full header, since
+//! the sender is no PE of this job.
 //!
 //! # Invariants
 //!
@@ -36,6 +40,8 @@ const ARRIVE: u8 = 3;
 const RELEASE: u8 = 4;
 const LEFT: u8 = 5;
 const PARPID: u8 = 6;
+/// The kind of a frame from another group, as its reader posts it.
+pub const INTER: u8 = 7;
 
 /// Bytes before a DATA message's body.
 pub const DATA_HEADER: usize = 9;
@@ -99,6 +105,7 @@ pub enum Wire<'a> {
     },
     Left,
     ParPid(u8),
+    Inter(&'a [u8]),
 }
 
 /// Writes a DATA header into `out[..DATA_HEADER]`.
@@ -143,6 +150,7 @@ pub fn encode(w: &Wire<'_>) -> Vec<u8> {
         Wire::Release { epoch } => [&[RELEASE][..], &epoch.to_le_bytes()].concat(),
         Wire::Left => vec![LEFT],
         Wire::ParPid(p) => vec![PARPID, p],
+        Wire::Inter(frame) => [&[INTER][..], frame].concat(),
     }
 }
 
@@ -214,6 +222,12 @@ pub fn decode(b: &[u8]) -> Result<Wire<'_>, String> {
             exact(2)?;
             Ok(Wire::ParPid(b[1]))
         }
+        INTER => {
+            if b.len() < 2 {
+                return Err("an empty frame from another group".into());
+            }
+            Ok(Wire::Inter(&b[1..]))
+        }
         k => Err(format!("unknown kind {k}")),
     }
 }
@@ -246,6 +260,7 @@ mod tests {
             Wire::Release { epoch: u32::MAX },
             Wire::Left,
             Wire::ParPid(200),
+            Wire::Inter(&[2, 1, 0]),
         ];
         for w in all {
             assert_eq!(decode(&encode(&w)).unwrap(), w);
@@ -282,6 +297,7 @@ mod tests {
             &[3, 0, 0, 0],
             &[5, 0],
             &[6],
+            &[7],
         ] {
             assert!(decode(bad).is_err(), "{bad:?}");
         }

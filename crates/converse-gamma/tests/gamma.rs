@@ -2,7 +2,7 @@
 //! processes: `gamma_*` in `convrun`'s multi-process tests.
 use std::rc::Rc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use converse_gamma::{
     self as gamma, BROADCAST, Buffer, Dest, DestNode, ERR_MSGTOOLONG, Error, GO_AHEAD, GO_BACK,
@@ -365,9 +365,10 @@ fn refusals_carry_the_documents_negative_codes() {
             bad(gamma::set_passive_port(1, to(9, 1), 0, GO_BACK, None, 0)),
             Error::BadNode(9)
         );
+        // No group has parallel pid 255 (they are 1..=254).
         let other_group = Dest {
             node: DestNode::Node(1 - me),
-            par_pid: pid.wrapping_add(1).max(1),
+            par_pid: 255,
             port: 1,
         };
         assert_eq!(
@@ -443,5 +444,98 @@ fn a_wait_that_can_never_end_is_an_error() {
     assert!(
         matches!(&got, Err(Error::Deadlock(why)) if why.contains("every other node has left")),
         "{got:?}"
+    );
+}
+
+/// The two groups' parallel pids, as their nodes 0 publish them.
+type Pids = Arc<(Mutex<[u8; 2]>, Condvar)>;
+
+/// Publishes group `g`'s parallel pid (node 0) and waits for the other's.
+fn meet(pids: &Pids, g: usize) -> u8 {
+    let (lock, cv) = &**pids;
+    let mut p = lock.lock().unwrap();
+    if gamma::my_node().unwrap() == 0 {
+        p[g] = gamma::my_par_pid().unwrap();
+        cv.notify_all();
+    }
+    while p[1 - g] == 0 {
+        p = cv.wait(p).unwrap();
+    }
+    p[1 - g]
+}
+
+#[test]
+fn two_groups_started_apart_exchange_messages() {
+    let pids: Pids = Arc::default();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let per_sender = 30u32;
+    let start = |g: usize| {
+        let (pids, seen) = (Arc::clone(&pids), Arc::clone(&seen));
+        std::thread::spawn(move || {
+            group(2, move || {
+                let other = meet(&pids, g);
+                let me = gamma::my_node().unwrap();
+                assert_ne!(other, gamma::my_par_pid().unwrap());
+                let inbox = Buffer::new(4);
+                if g == 0 {
+                    // Every node of A takes B's broadcast on port 4.
+                    gamma::set_passive_port(4, None, 4, GO_BACK, Some(inbox.clone()), 4).unwrap();
+                    if me == 1 {
+                        // Flow-controlled messages to B's node 0, port 3.
+                        let to_b = Dest {
+                            node: DestNode::Node(0),
+                            par_pid: other,
+                            port: 3,
+                        };
+                        gamma::set_passive_port(3, Some(to_b), 0, GO_BACK, None, 0).unwrap();
+                        for seq in 0..per_sender {
+                            gamma::send_flowctl(3, &seq.to_le_bytes()).unwrap();
+                        }
+                    }
+                    assert_eq!(gamma::wait(4, 1), Ok(0));
+                    assert_eq!(inbox.to_vec(), b"from");
+                    seen.lock()
+                        .unwrap()
+                        .push(format!("A{me} got the broadcast"));
+                } else if me == 0 {
+                    gamma::set_passive_port(3, None, 3, GO_BACK, Some(inbox.clone()), 4).unwrap();
+                    for seq in 0..per_sender {
+                        assert_eq!(gamma::wait(3, 1), Ok(0));
+                        if seq % 5 == 0 {
+                            std::thread::sleep(std::time::Duration::from_millis(1));
+                            assert_eq!(gamma::test(3), Ok(0), "overwritten before released");
+                        }
+                        assert_eq!(inbox.to_vec(), seq.to_le_bytes());
+                        gamma::post_recv(3, &inbox, 4).unwrap();
+                    }
+                    seen.lock()
+                        .unwrap()
+                        .push(format!("B0 got {per_sender} in order"));
+                } else {
+                    let to_a = Dest {
+                        node: BROADCAST,
+                        par_pid: other,
+                        port: 4,
+                    };
+                    gamma::set_passive_port(5, Some(to_a), 0, GO_BACK, None, 0).unwrap();
+                    gamma::send(5, b"from").unwrap();
+                }
+                // Each group waits for its own nodes before leaving.
+                gamma::sync().unwrap();
+            })
+        })
+    };
+    let (a, b) = (start(0), start(1));
+    a.join().unwrap();
+    b.join().unwrap();
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            "A0 got the broadcast",
+            "A1 got the broadcast",
+            "B0 got 30 in order"
+        ]
     );
 }
