@@ -784,7 +784,7 @@ fn on_message(msg: Message) {
 fn on_frame(node: &Node, msg: &Message, frame: &[u8]) {
     let decoded = match wire::decode(frame) {
         Ok(w) => w,
-        Err(why) => node.abort(msg, &format!("a frame from another group: {why}")),
+        Err(why) => frame_abort(node, &why),
     };
     match decoded {
         Wire::Data {
@@ -796,13 +796,10 @@ fn on_frame(node: &Node, msg: &Message, frame: &[u8]) {
             body,
         } => {
             if src_par_pid == node.par_pid.get() || src_par_pid == 0 {
-                node.abort(
-                    msg,
-                    &format!("a frame from another group claims parallel pid {src_par_pid}"),
-                );
+                frame_abort(node, &format!("it claims parallel pid {src_par_pid}"));
             }
             if dest_port >= RESERVED {
-                node.abort(msg, &format!("data for reserved port {dest_port}"));
+                frame_abort(node, &format!("data for reserved port {dest_port}"));
             }
             if node.gone.get() {
                 converse::cmi_error!(
@@ -827,4 +824,12 @@ fn on_frame(node: &Node, msg: &Message, frame: &[u8]) {
             "a frame from another group of a kind groups do not exchange",
         ),
     }
+}
+
+fn frame_abort(node: &Node, why: &str) -> ! {
+    converse::abort(&format!(
+        "gamma node {} of group {}: a malformed frame from another group: {why}",
+        node.me,
+        node.par_pid.get()
+    ))
 }

@@ -183,8 +183,99 @@ fn gamma_deadlock(args: &[String]) -> i32 {
     .expect("the group starts")
 }
 
+/// Node 0 of this group writes its parallel pid to `dir/g<g>.pid`; every
+/// node waits for the other group's.
+fn meet(dir: &str, g: usize) -> u8 {
+    let dir = std::path::Path::new(dir);
+    if gamma::my_node().unwrap() == 0 {
+        let tmp = dir.join(format!("g{g}.tmp"));
+        std::fs::write(&tmp, gamma::my_par_pid().unwrap().to_string()).unwrap();
+        std::fs::rename(&tmp, dir.join(format!("g{g}.pid"))).unwrap();
+    }
+    let theirs = dir.join(format!("g{}.pid", 1 - g));
+    loop {
+        if let Ok(t) = std::fs::read_to_string(&theirs) {
+            return t.trim().parse().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+}
+
+/// One of two groups started apart (`g` 0 or 1, by two `convrun`s):
+/// group 0's node 1 sends flow-controlled messages to group 1's node 0;
+/// group 1's node 1 broadcasts to every node of group 0.
+fn gamma_pair(args: &[String]) -> i32 {
+    let (dir, g): (String, usize) = (args[0].clone(), args[1].parse().unwrap());
+    let argv = vec!["gamma_pair".to_string()];
+    gamma::run(0, argv, move || {
+        let other = meet(&dir, g);
+        let me = gamma::my_node().unwrap();
+        let inbox = Buffer::new(4);
+        let per_sender = 30u32;
+        if g == 0 {
+            gamma::set_passive_port(4, None, 4, GO_BACK, Some(inbox.clone()), 4).unwrap();
+            if me == 1 {
+                let to_b = Dest {
+                    node: DestNode::Node(0),
+                    par_pid: other,
+                    port: 3,
+                };
+                gamma::set_passive_port(3, Some(to_b), 0, GO_BACK, None, 0).unwrap();
+                for seq in 0..per_sender {
+                    gamma::send_flowctl(3, &seq.to_le_bytes()).unwrap();
+                }
+            }
+            assert_eq!(gamma::wait(4, 1), Ok(0));
+            assert_eq!(inbox.to_vec(), b"from", "the other group's broadcast");
+        } else if me == 0 {
+            gamma::set_passive_port(3, None, 3, GO_BACK, Some(inbox.clone()), 4).unwrap();
+            for seq in 0..per_sender {
+                assert_eq!(gamma::wait(3, 1), Ok(0));
+                if seq % 5 == 0 {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    assert_eq!(gamma::test(3), Ok(0), "overwritten before released");
+                }
+                assert_eq!(inbox.to_vec(), seq.to_le_bytes(), "order");
+                gamma::post_recv(3, &inbox, 4).unwrap();
+            }
+        } else {
+            let to_a = Dest {
+                node: BROADCAST,
+                par_pid: other,
+                port: 4,
+            };
+            gamma::set_passive_port(5, Some(to_a), 0, GO_BACK, None, 0).unwrap();
+            gamma::send(5, b"from").unwrap();
+        }
+        gamma::sync().unwrap();
+        if me == 0 {
+            cmi_printf!("ok gamma_pair {g}\n");
+        }
+    })
+    .expect("the group starts")
+}
+
+/// A group whose node 0 publishes its parallel pid and waits; the driver
+/// writes a malformed frame to its socket.
+fn gamma_forged(args: &[String]) -> i32 {
+    let dir = args[0].clone();
+    gamma::run(0, vec!["gamma_forged".to_string()], move || {
+        if gamma::my_node().unwrap() == 0 {
+            let path = std::path::Path::new(&dir);
+            std::fs::write(path.join("g.tmp"), gamma::my_par_pid().unwrap().to_string()).unwrap();
+            std::fs::rename(path.join("g.tmp"), path.join("g.pid")).unwrap();
+            gamma::set_passive_port(1, None, 1, GO_BACK, None, 0).unwrap();
+            let _ = gamma::wait(1, 1);
+        }
+        let _ = gamma::sync();
+    })
+    .expect("the group starts")
+}
+
 pub fn child(name: &str, args: &[String]) -> Option<i32> {
     Some(match name {
+        "gamma_pair" => gamma_pair(args),
+        "gamma_forged" => gamma_forged(args),
         "gamma_run" => gamma_run(args),
         "gamma_init" => gamma_init(args),
         "gamma_deadlock" => gamma_deadlock(args),
@@ -218,8 +309,78 @@ fn gamma_deadlock_case() {
     );
 }
 
+/// A fresh directory for two jobs to meet in.
+fn meeting_dir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Two `convrun` jobs of two processes each, started apart, over shm and
+/// tcp: flow-controlled messages one way, a broadcast the other.
+fn gamma_pair_case() {
+    for netmod in ["shm", "tcp"] {
+        let dir = meeting_dir("gamma-pair");
+        let d = dir.display().to_string();
+        let jobs: Vec<_> = ["0", "1"]
+            .into_iter()
+            .map(|g| {
+                let d = d.clone();
+                std::thread::spawn(move || start_job(netmod, 2, 1, "gamma_pair", &[&d, g]))
+            })
+            .collect();
+        for (g, j) in jobs.into_iter().enumerate() {
+            let f = j.join().unwrap();
+            assert!(
+                f.code == Some(0) && f.stdout.lines().any(|l| l == format!("ok gamma_pair {g}")),
+                "group {g} over {netmod}\n{}",
+                output(&f)
+            );
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}
+
+/// Bytes from another process on a node's socket are not trusted: a frame
+/// of an unknown kind ends the job, naming the node and the cause.
+fn gamma_forged_case() {
+    let dir = meeting_dir("gamma-forged");
+    let d = dir.display().to_string();
+    let job = std::thread::spawn(move || start_job("shm", 2, 1, "gamma_forged", &[&d]));
+    let pid_file = dir.join("g.pid");
+    let pid: u8 = loop {
+        if let Ok(t) = std::fs::read_to_string(&pid_file) {
+            break t.trim().parse().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let uid = rustix::process::getuid().as_raw();
+    let sock = std::env::temp_dir().join(format!("converse-gamma-{uid}/g{pid}-n0.sock"));
+    let mut conn = loop {
+        match std::os::unix::net::UnixStream::connect(&sock) {
+            Ok(c) => break c,
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(5)),
+        }
+    };
+    use std::io::Write;
+    conn.write_all(&[3, 0, 0, 0, 9, 9, 9]).unwrap();
+    let f = job.join().unwrap();
+    assert!(
+        f.code != Some(0)
+            && f.stderr.contains("gamma node 0 of group")
+            && f.stderr
+                .contains("a malformed frame from another group: unknown kind 9"),
+        "expected an abort naming the frame\n{}",
+        output(&f)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 pub fn cases() -> Vec<Case> {
     vec![
+        ("gamma_pair", gamma_pair_case),
+        ("gamma_forged", gamma_forged_case),
         ("gamma_run", gamma_run_case),
         ("gamma_init", gamma_init_case),
         ("gamma_deadlock", gamma_deadlock_case),
