@@ -24,6 +24,7 @@
 //!   before it hears its own release.
 use std::fs::OpenOptions;
 use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use converse::Converse;
 
@@ -170,31 +171,49 @@ where
 }
 
 /// Starts the parallel section (`gamma_init`): the calling thread becomes
-/// a node and returns to the program. Under `convrun` or `mpiexec` each
-/// process calls it and joins the group the launcher started (one node
-/// per process: `++ppn 1`). In a process started by hand, `num_nodes`
-/// of 1 (or less) makes a group of this process alone.
+/// a node and returns to the program.
 ///
-/// Not yet: started by hand with `num_nodes > 1`, launching the
-/// replicas itself; that is refused with [`Error::Start`].
+/// - Under `convrun` or `mpiexec` each process calls it and joins the
+///   group the launcher started (one node per process: `++ppn 1`).
+/// - In a process started by hand, with `num_nodes` of 2 or more (or 0 or
+///   less: one node per host of the configuration file, or per CPU
+///   without one), the process replicates itself through the launcher: it
+///   becomes `convrun +p N ++ppn 1 [++nodelist FILE] PROGRAM ARGS` (an
+///   `exec`), whose N processes run the program from its start, and
+///   whose `gamma_init` joins them. `args` are the program's `argv`, its
+///   name first. So node 0 is a new process, not the caller, and code
+///   before `gamma_init` runs once more than under GAMMA's own launcher.
+///   The hosts come from the nodelist named by `CONVERSE_GAMMA_CONF`, else
+///   `/etc/gamma.conf` if it exists (the document's file), else every node
+///   runs on this host; `num_nodes` beyond the file's hosts is cut to
+///   their number (the document's rule). `convrun` is the one named by
+///   `CONVERSE_CONVRUN`, else the one beside the program or in one of
+///   its parent directories, else the one on the `PATH`.
+/// - In a process started by hand with `num_nodes` of 1, a group of this
+///   process alone.
 #[doc(alias = "gamma_init")]
 pub fn init<I, S>(num_nodes: i32, args: I) -> Result<()>
 where
     I: IntoIterator<Item = S>,
     S: Into<String>,
 {
+    let args: Vec<String> = args.into_iter().map(Into::into).collect();
     let launched = ["CONVERSE_LAUNCHER", "PMI_RANK"]
         .iter()
         .any(|v| std::env::var_os(v).is_some());
-    if !launched && num_nodes > 1 {
-        return Err(Error::Start(format!(
-            "gamma::init({num_nodes}) in a process started by hand: starting the replicas is \
-             not implemented yet; start the program under `convrun +p {num_nodes}`, or use \
-             gamma::run for nodes as threads"
-        )));
+    if !launched && num_nodes != 1 {
+        let conf = gamma_conf();
+        let hosts = conf.as_deref().map(count_hosts).transpose()?;
+        let n = match (num_nodes, hosts) {
+            (n, Some(h)) if n <= 0 || n as usize > h => h,
+            (n, None) if n <= 0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            (n, _) => n as usize,
+        };
+        if n > 1 {
+            return Err(replicate(n, conf.as_deref(), &args));
+        }
     }
     install();
-    let args: Vec<String> = args.into_iter().map(Into::into).collect();
     Converse::new()
         .args(args)
         .default_pes(1)
@@ -210,6 +229,74 @@ where
         n.by_init.set(true);
     }
     Ok(())
+}
+
+/// The nodelist of the group's hosts, if there is one.
+fn gamma_conf() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CONVERSE_GAMMA_CONF") {
+        return Some(PathBuf::from(p));
+    }
+    let etc = PathBuf::from("/etc/gamma.conf");
+    etc.exists().then_some(etc)
+}
+
+/// The `host` lines of a nodelist.
+fn count_hosts(path: &Path) -> Result<usize> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::Start(format!("the host file {}: {e}", path.display())))?;
+    let hosts = text
+        .lines()
+        .filter(|l| l.split_whitespace().next() == Some("host"))
+        .count();
+    if hosts == 0 {
+        return Err(Error::Start(format!(
+            "no `host` line in {}",
+            path.display()
+        )));
+    }
+    Ok(hosts)
+}
+
+/// The launcher to replicate through.
+fn find_convrun() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CONVERSE_CONVRUN") {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let beside = exe
+        .ancestors()
+        .skip(1)
+        .map(|d| d.join("convrun"))
+        .find(|c| c.is_file());
+    beside.or_else(|| {
+        std::env::split_paths(&std::env::var_os("PATH")?)
+            .map(|d| d.join("convrun"))
+            .find(|c| c.is_file())
+    })
+}
+
+/// Becomes `convrun` starting `n` copies of this program; returns only if
+/// that fails.
+fn replicate(n: usize, conf: Option<&Path>, args: &[String]) -> Error {
+    use std::os::unix::process::CommandExt;
+    let Some(convrun) = find_convrun() else {
+        return Error::Start(format!(
+            "gamma::init({n}): no convrun to start the replicas with (set CONVERSE_CONVRUN, \
+             or put convrun on the PATH)"
+        ));
+    };
+    let exe = match std::env::current_exe() {
+        Ok(e) => e,
+        Err(e) => return Error::Start(format!("gamma::init: this program's path: {e}")),
+    };
+    let mut cmd = std::process::Command::new(&convrun);
+    cmd.args(["+p", &n.to_string(), "++ppn", "1"]);
+    if let Some(conf) = conf {
+        cmd.arg("++nodelist").arg(conf);
+    }
+    cmd.arg(exe).args(args.iter().skip(1));
+    let e = cmd.exec();
+    Error::Start(format!("gamma::init: starting {}: {e}", convrun.display()))
 }
 
 /// Leaves the group (`gamma_exit`). Node 0 first waits for every other

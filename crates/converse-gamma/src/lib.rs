@@ -37,7 +37,7 @@
 //!
 //! | C | Rust |
 //! |---|---|
-//! | `gamma_init(num_nodes, argc, argv)` | [`init`] (the program's thread is the node), or [`run`] (nodes as threads, or the processes of a launcher) |
+//! | `gamma_init(num_nodes, argc, argv)` | [`init`] (the program's thread is the node; started by hand, it replicates the program through `convrun`), or [`run`] (nodes as threads, or the processes of a launcher) |
 //! | `gamma_exit()` | [`exit`] |
 //! | `gamma_set_active_port(port, dest_node, dest_par_pid, dest_port, receiver, error, sem, kind, buf, len)` | [`set_active_port`]`(port, Some(Dest{..}) or None, receiver, error, sem, kind, buf, len)` |
 //! | `gamma_set_passive_port(...)` | [`set_passive_port`] |
@@ -78,8 +78,9 @@
 //! - Groups exchange messages between processes of one host (a port
 //!   bound to another group's parallel pid; Unix sockets in the user's
 //!   registry directory), not across hosts.
-//! - Not yet: [`init`] launching replicas from a process started by
-//!   hand (run the program under `convrun +p N` instead).
+//! - [`init`] in a process started by hand replicates it through
+//!   `convrun` (an `exec`): node 0 is a new copy of the program rather
+//!   than the calling process.
 //!
 //! # Flow control
 //!

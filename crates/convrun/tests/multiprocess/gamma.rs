@@ -272,8 +272,23 @@ fn gamma_forged(args: &[String]) -> i32 {
     .expect("the group starts")
 }
 
+/// `gamma_init(N)` in a process started by hand: it replicates itself
+/// through convrun; every replica runs this again and joins.
+fn gamma_init_plain(args: &[String]) -> i32 {
+    let num_nodes: i32 = args[0].parse().unwrap();
+    gamma::init(num_nodes, std::env::args()).expect("gamma_init");
+    exercise();
+    let (me, n) = (gamma::my_node().unwrap(), gamma::how_many_nodes().unwrap());
+    let code = gamma::exit().expect("gamma_exit");
+    if me == 0 {
+        println!("ok gamma_init_plain {n}");
+    }
+    code
+}
+
 pub fn child(name: &str, args: &[String]) -> Option<i32> {
     Some(match name {
+        "gamma_init_plain" => gamma_init_plain(args),
         "gamma_pair" => gamma_pair(args),
         "gamma_forged" => gamma_forged(args),
         "gamma_run" => gamma_run(args),
@@ -377,8 +392,41 @@ fn gamma_forged_case() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A program started by hand calls `gamma_init(3)`: three nodes; with a
+/// host file of two hosts, `gamma_init(5)` and `gamma_init(0)` make two.
+fn gamma_init_plain_case() {
+    let dir = meeting_dir("gamma-conf");
+    let conf = dir.join("gamma.conf");
+    std::fs::write(&conf, "group main\nhost localhost\nhost 127.0.0.1\n").unwrap();
+    for (asked, conf, nodes) in [("3", None, 3), ("5", Some(&conf), 2), ("0", Some(&conf), 2)] {
+        let f = crate::common::launch_with(
+            &crate::common::me(),
+            &["gamma_init_plain", asked],
+            std::time::Duration::from_secs(60),
+            |cmd| {
+                cmd.env("CONVERSE_TEST_CHILD", "1")
+                    .env("CONVERSE_CONVRUN", crate::common::CONVRUN)
+                    .env_remove("CONVERSE_GAMMA_CONF");
+                if let Some(c) = conf {
+                    cmd.env("CONVERSE_GAMMA_CONF", c);
+                }
+            },
+        );
+        assert!(
+            f.code == Some(0)
+                && f.stdout
+                    .lines()
+                    .any(|l| l == format!("ok gamma_init_plain {nodes}")),
+            "gamma_init({asked}) by hand, host file {conf:?}\n{}",
+            output(&f)
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 pub fn cases() -> Vec<Case> {
     vec![
+        ("gamma_init_plain", gamma_init_plain_case),
         ("gamma_pair", gamma_pair_case),
         ("gamma_forged", gamma_forged_case),
         ("gamma_run", gamma_run_case),
