@@ -126,8 +126,11 @@ fn a_message_too_long_is_cut_and_the_error_handler_runs() {
                 .push((gamma::active_port(), gamma::errno()));
             gamma::sigerr(9).unwrap();
         });
-        let on_receive = Rc::new(|| {
+        let received = Rc::new(std::cell::Cell::new(0));
+        let rc = Rc::clone(&received);
+        let on_receive = Rc::new(move || {
             assert_eq!(gamma::errno(), 0);
+            rc.set(rc.get() + 1);
         });
         if me == 1 {
             gamma::set_active_port(
@@ -168,6 +171,8 @@ fn a_message_too_long_is_cut_and_the_error_handler_runs() {
             r.lock()
                 .unwrap()
                 .push((errs, short.to_vec(), gather.to_vec()));
+            // The receiver handler ran for "1234" and for the empty one.
+            assert_eq!(received.get(), 2);
             // The error count was reset by that wait.
             gamma::signal(9).unwrap();
             assert_eq!(gamma::wait(9, 1), Ok(0));
@@ -538,4 +543,45 @@ fn two_groups_started_apart_exchange_messages() {
             "B0 got 30 in order"
         ]
     );
+}
+
+#[test]
+fn a_message_waits_while_its_ports_handler_runs() {
+    let ok = Arc::new(AtomicUsize::new(0));
+    let o = Arc::clone(&ok);
+    group(2, move || {
+        let me = gamma::my_node().unwrap();
+        if me == 0 {
+            gamma::set_passive_port(1, to(1, 1), 0, GO_BACK, None, 0).unwrap();
+            gamma::sync().unwrap();
+            gamma::send(1, b"one").unwrap();
+            gamma::send(1, b"two").unwrap();
+            gamma::sync().unwrap();
+            return;
+        }
+        let inbox = Buffer::new(3);
+        let b = inbox.clone();
+        let seen = Rc::new(std::cell::RefCell::new(Vec::new()));
+        let s = Rc::clone(&seen);
+        let handler = Rc::new(move || {
+            let first = s.borrow().is_empty();
+            s.borrow_mut().push(b.to_vec());
+            if first {
+                // Polling inside the handler: "two" has arrived (node 0
+                // sent it right after), but is not stored over "one".
+                for _ in 0..50 {
+                    assert_eq!(gamma::test(1), Ok(1));
+                    std::thread::sleep(std::time::Duration::from_micros(100));
+                }
+                assert_eq!(b.to_vec(), b"one");
+            }
+        });
+        gamma::set_active_port(1, None, Some(handler), None, 1, GO_BACK, Some(inbox), 3).unwrap();
+        gamma::sync().unwrap();
+        assert_eq!(gamma::wait(1, 2), Ok(0));
+        assert_eq!(*seen.borrow(), [b"one".to_vec(), b"two".to_vec()]);
+        gamma::sync().unwrap();
+        o.fetch_add(1, Ordering::Relaxed);
+    });
+    assert_eq!(ok.load(Ordering::Relaxed), 1);
 }
