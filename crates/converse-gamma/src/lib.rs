@@ -45,7 +45,7 @@
 //! | `gamma_send`, `_flowctl`, `_2p`, `_2p_flowctl` | [`send`], [`send_flowctl`], [`send_2p`], [`send_2p_flowctl`] |
 //! | `gamma_isend`, `_flowctl`, `_2p`, `_2p_flowctl` | [`isend`], ... returning a [`SendHandle`] |
 //! | `gamma_wsend(h)`, `gamma_tsend(h)` | [`wsend`], [`tsend`] (`true` for 1) |
-//! | `gamma_signal`, `gamma_sigerr`, `gamma_wait`, `gamma_test` | [`signal`], [`sigerr`], [`wait`] (the error count, which C returns negated), [`test`] |
+//! | `gamma_signal`, `gamma_sigerr`, `gamma_wait`, `gamma_test` | [`signal`], [`sigerr`], [`wait`] (the error count, which C returns negated), [`test`](fn@test) |
 //! | `gamma_atomic(f)` | [`atomic`] |
 //! | `gamma_sync()` | [`sync`] |
 //! | `gamma_my_par_pid`, `gamma_my_node`, `gamma_how_many_nodes` | [`my_par_pid`], [`my_node`], [`how_many_nodes`] |
@@ -59,7 +59,7 @@
 //! # Where this differs from the kernel driver
 //!
 //! - Handlers run when the node delivers messages: inside a GAMMA call
-//!   that polls ([`wait`], [`test`], [`sync`], a flow-controlled send,
+//!   that polls ([`wait`], [`test`](fn@test), [`sync`], a flow-controlled send,
 //!   [`wsend`], [`tsend`]) or the node's own Converse scheduler calls;
 //!   not at interrupt time in the middle of other code. So [`atomic`]
 //!   only needs to keep them out of `f`'s own polling, and a program

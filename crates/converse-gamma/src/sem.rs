@@ -35,7 +35,7 @@ pub fn sigerr(sem: u16) -> Result<()> {
 /// previous wait (the C function returns that count negated, or 0). While
 /// waiting the node delivers messages, so handlers run. A wait that can
 /// never end (every other node left, nothing pending) is an
-/// [`Error::Deadlock`], not a hang.
+/// [`Error::Deadlock`](crate::Error::Deadlock), not a hang.
 #[doc(alias = "gamma_wait")]
 pub fn wait(sem: u16, count: u64) -> Result<u64> {
     let n = node::current()?;
