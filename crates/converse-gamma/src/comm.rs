@@ -65,9 +65,7 @@ fn set_port(
     node::user_port(semaphore)?;
     if let Some(d) = &dest {
         check_output(n.me, n.nodes, n.par_pid.get(), port, d)?;
-        if d.par_pid != n.par_pid.get() {
-            n.intergroup.set(true);
-        }
+        n.bind_foreign(*d);
     }
     let buffer = input_buffer(buffer, buffer_len, port)?;
     let input = Input {
@@ -154,6 +152,12 @@ fn start_send(port: u16, pieces: [&[u8]; 2], flowctl: bool) -> Result<u64> {
     }
     if dest.par_pid != n.par_pid.get() {
         // To another group: a frame with the whole header.
+        if DATA_HEADER + len > intergroup::MAX_FRAME {
+            return Err(Error::BadBuffer(format!(
+                "a message of {len} bytes through port {port} to another group: at most {}",
+                intergroup::MAX_FRAME - DATA_HEADER
+            )));
+        }
         let body = [pieces[0], pieces[1]].concat();
         let frame = wire::encode(&wire::Wire::Data {
             flags: if flowctl { wire::FLOWCTL } else { 0 },

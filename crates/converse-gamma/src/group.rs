@@ -5,10 +5,10 @@
 //!
 //! A group is a Converse job whose PEs are its nodes. Its parallel pid,
 //! 1..=254, is taken by node 0 from a registry of the host (a file per
-//! pid in a directory of the user's temporary directory, made with
-//! `create_new`, holding the OS pid of its taker; a file whose taker is no
-//! longer alive is taken over) and sent to the other nodes before the
-//! program's code runs, so two groups on one host never share one.
+//! pid in a directory of the user's temporary directory, claimed by an
+//! exclusive `flock` held while the group lives, which the kernel drops
+//! if the process dies) and sent to the other nodes before the program's
+//! code runs, so two live groups on one host never share one.
 //!
 //! # Invariants
 //!
@@ -18,11 +18,11 @@
 //!   group ... will destroy the group as soon as every other process
 //!   instance has left"), then frees the parallel pid.
 //! - Barrier `k` releases every node only after all have arrived at it;
-//!   a node that left before arriving (or node 0, before releasing) makes
-//!   it an error, not a hang. Messages from different nodes are not
+//!   a node that left before arriving makes node 0 abandon it and tell
+//!   the others (an error everywhere, not a hang). Messages from different nodes are not
 //!   ordered: a node may hear that another left (after being released)
 //!   before it hears its own release.
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -43,51 +43,43 @@ pub fn install() {
     converse::register_module_init("converse-gamma", node::module_init);
 }
 
-fn alive(pid: u32) -> bool {
-    std::path::Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Takes a free parallel pid of this host for a group of `nodes`.
-fn take_par_pid(nodes: u16) -> Result<u8> {
+/// Takes a free parallel pid of this host for a group of `nodes`: the
+/// first registry file of `1..=254` this process can lock (`flock`,
+/// exclusive, not waiting). The lock is the claim: it lasts while the
+/// returned file is open, and ends with the process if it dies, so a
+/// dead group's file is simply locked again. The file then says who
+/// holds it and the group's size (`<os pid> <nodes>`).
+fn take_par_pid(nodes: u16) -> Result<(u8, File)> {
+    use std::os::unix::fs::MetadataExt;
     let dir = registry();
-    std::fs::create_dir_all(&dir)
-        .map_err(|e| Error::Start(format!("the parallel-pid registry {}: {e}", dir.display())))?;
-    let me = std::process::id();
+    let err = |what: &Path, e: std::io::Error| {
+        Error::Start(format!("the parallel-pid registry {}: {e}", what.display()))
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| err(&dir, e))?;
     for pid in 1..=254u8 {
         let path = dir.join(format!("par-pid-{pid}"));
-        for _attempt in 0..2 {
-            match OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(mut f) => {
-                    f.write_all(format!("{me} {nodes}").as_bytes())
-                        .map_err(|e| {
-                            Error::Start(format!(
-                                "the parallel-pid registry {}: {e}",
-                                path.display()
-                            ))
-                        })?;
-                    return Ok(pid);
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let taker = std::fs::read_to_string(&path)
-                        .ok()
-                        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok());
-                    // Its taker died without freeing it: take it over.
-                    // (A file just made and not yet written is left alone.)
-                    match taker {
-                        Some(t) if !alive(t) => {
-                            let _ = std::fs::remove_file(&path);
-                        }
-                        _ => break,
-                    }
-                }
-                Err(e) => {
-                    return Err(Error::Start(format!(
-                        "the parallel-pid registry {}: {e}",
-                        path.display()
-                    )));
-                }
-            }
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| err(&path, e))?;
+        if rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).is_err() {
+            continue; // held by a live group
         }
+        // Its last holder may have removed the path (and another made it
+        // again) since we opened it: the claim is on the file the path
+        // names now, or on none.
+        let mine = file.metadata().map_err(|e| err(&path, e))?;
+        let named = std::fs::metadata(&path);
+        if !named.is_ok_and(|m| m.ino() == mine.ino() && m.dev() == mine.dev()) {
+            continue;
+        }
+        file.set_len(0).map_err(|e| err(&path, e))?;
+        file.write_all(format!("{} {nodes}", std::process::id()).as_bytes())
+            .map_err(|e| err(&path, e))?;
+        return Ok((pid, file));
     }
     Err(Error::Start(format!(
         "every parallel pid of this host is taken (registry {})",
@@ -95,14 +87,11 @@ fn take_par_pid(nodes: u16) -> Result<u8> {
     )))
 }
 
-fn free_par_pid(pid: u8) {
-    let path = registry().join(format!("par-pid-{pid}"));
-    let mine = std::fs::read_to_string(&path).is_ok_and(|s| {
-        s.split_whitespace().next() == Some(std::process::id().to_string().as_str())
-    });
-    if mine {
-        let _ = std::fs::remove_file(path);
-    }
+/// Frees parallel pid `pid`, held by `lock`: the file goes first, then
+/// the lock (so no one claims a file that is about to vanish).
+fn free_par_pid(pid: u8, lock: File) {
+    let _ = std::fs::remove_file(registry().join(format!("par-pid-{pid}")));
+    drop(lock);
 }
 
 /// Makes the calling PE a member: node 0 takes the parallel pid and tells
@@ -116,7 +105,8 @@ fn join() -> Result<()> {
         )));
     }
     if n.me == 0 {
-        let pid = take_par_pid(n.nodes)?;
+        let (pid, lock) = take_par_pid(n.nodes)?;
+        *n.par_pid_lock.borrow_mut() = Some(lock);
         n.par_pid.set(pid);
         if n.nodes > 1 {
             n.broadcast_payload(&wire::encode(&Wire::ParPid(pid)));
@@ -315,8 +305,8 @@ pub fn exit() -> Result<i32> {
         )?;
     }
     n.leave();
-    if n.me == 0 {
-        free_par_pid(n.par_pid.get());
+    if let Some(lock) = n.par_pid_lock.borrow_mut().take() {
+        free_par_pid(n.par_pid.get(), lock);
     }
     if n.by_init.get() {
         return Ok(converse::finish(0));
@@ -344,8 +334,12 @@ pub fn sync() -> Result<()> {
             someone_left = !all_in && n.left_count.get() > 0;
             all_in || someone_left
         })?;
-        if !someone_left {
-            n.arrivals.borrow_mut().remove(&epoch);
+        n.arrivals.borrow_mut().remove(&epoch);
+        if someone_left {
+            // The others waiting at this barrier hear that it failed.
+            n.abandoned.set(epoch);
+            n.broadcast_payload(&wire::encode(&Wire::Abandon { epoch }));
+        } else {
             n.released.set(epoch);
             n.broadcast_payload(&wire::encode(&Wire::Release { epoch }));
         }
@@ -355,7 +349,7 @@ pub fn sync() -> Result<()> {
             // Only node 0 releases; the others may leave (released before
             // this node heard of it) without harm.
             let released = n.released.get() >= epoch;
-            someone_left = !released && n.has_left(0);
+            someone_left = !released && (n.abandoned.get() >= epoch || n.has_left(0));
             released || someone_left
         })?;
     }

@@ -38,7 +38,7 @@ use crate::wire;
 
 /// The largest frame payload: what fits in one Converse message behind
 /// the INTER kind byte.
-const MAX_FRAME: usize = MAX_MESSAGE_SIZE - MSG_HEADER_SIZE - 1;
+pub(crate) const MAX_FRAME: usize = MAX_MESSAGE_SIZE - MSG_HEADER_SIZE - 1;
 
 /// How long a send waits for another group's node to listen.
 const CONNECT_PATIENCE: Duration = Duration::from_secs(5);
@@ -135,11 +135,25 @@ impl Endpoint {
     }
 }
 
-/// A node's connections to other groups' nodes.
+/// A node's connections to other groups' nodes, and those found gone.
 #[derive(Default)]
-pub(crate) struct Links(HashMap<(u8, u16), UnixStream>);
+pub(crate) struct Links {
+    open: HashMap<(u8, u16), UnixStream>,
+    gone: std::collections::HashSet<(u8, u16)>,
+}
 
 impl Links {
+    /// The nodes it has connections to.
+    pub(crate) fn peers(&self) -> Vec<(u8, u16)> {
+        self.open.keys().copied().collect()
+    }
+
+    /// Node `node` of group `par_pid` left: no more frames to it.
+    pub(crate) fn forget(&mut self, par_pid: u8, node: u16) {
+        self.open.remove(&(par_pid, node));
+        self.gone.insert((par_pid, node));
+    }
+
     /// Writes one frame to node `node` of group `par_pid`, connecting
     /// first if needed.
     pub(crate) fn send(&mut self, par_pid: u8, node: u16, payload: &[u8]) -> Result<()> {
@@ -148,7 +162,10 @@ impl Links {
         if payload.len() > MAX_FRAME {
             return Err(fail(format!("a message of {} bytes", payload.len())));
         }
-        let conn = match self.0.entry((par_pid, node)) {
+        if self.gone.contains(&(par_pid, node)) {
+            return Err(fail("it has left".into()));
+        }
+        let conn = match self.open.entry((par_pid, node)) {
             Entry::Occupied(c) => c.into_mut(),
             Entry::Vacant(v) => {
                 let path = socket_path(par_pid, node);
@@ -156,7 +173,12 @@ impl Links {
                 let conn = loop {
                     match UnixStream::connect(&path) {
                         Ok(c) => break c,
-                        Err(e) if started.elapsed() >= CONNECT_PATIENCE => {
+                        // Gone, or not there after a while: not coming.
+                        Err(e)
+                            if group_size(par_pid).is_none()
+                                || started.elapsed() >= CONNECT_PATIENCE =>
+                        {
+                            self.gone.insert((par_pid, node));
                             return Err(fail(format!("{}: {e}", path.display())));
                         }
                         Err(_) => std::thread::sleep(Duration::from_millis(2)),
@@ -168,7 +190,8 @@ impl Links {
         let len = (payload.len() as u32).to_le_bytes();
         let written = conn.write_all(&len).and_then(|()| conn.write_all(payload));
         if let Err(e) = written {
-            self.0.remove(&(par_pid, node));
+            self.open.remove(&(par_pid, node));
+            self.gone.insert((par_pid, node));
             return Err(fail(e.to_string()));
         }
         Ok(())

@@ -18,9 +18,14 @@
 //!   earlier flow-controlled one that the program has not released by
 //!   re-posting the buffer (`owed_credits` non-empty and the message would
 //!   go to the buffer's start): it waits in `pending`.
-//! - A flow-controlled output port has at most one message unacknowledged
-//!   per destination node (`unacked`); later ones wait in `queued`, in
-//!   order, and leave when the credit arrives.
+//! - A flow-controlled output port has one message in flight, awaiting a
+//!   credit from each node it reached (`awaiting`, by [`Peer`]); later
+//!   ones wait in `queued`, in order, each with the destination the port
+//!   had when it was sent, and go when the last credit is in. A node that
+//!   leaves owes no credit: it is struck from `awaiting`, and sends queued
+//!   for it alone fail (`ERR_SENDFAILURE`).
+//! - An error handler for a send failure does not run inside its port's
+//!   receiver handler or an atomic section: it waits (`deferred_errors`).
 //! - Every message is stored, or reported on stderr when the node leaves
 //!   (a port never set up for input), or refused with an abort naming the
 //!   sending PE (malformed bytes): none is dropped silently.
@@ -86,11 +91,27 @@ pub(crate) struct Input {
     pub dest: Destination,
 }
 
+/// A node that sends to or receives from this one: of this group
+/// (`group: None`, whatever its parallel pid) or of another.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Peer {
+    pub group: Option<u8>,
+    pub node: u16,
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.group {
+            None => write!(f, "node {}", self.node),
+            Some(g) => write!(f, "node {} of group {g}", self.node),
+        }
+    }
+}
+
 /// Who sent a message, and how.
 #[derive(Clone, Copy)]
 struct Head {
-    src_par_pid: u8,
-    src_node: u16,
+    src: Peer,
     src_port: u16,
     flowctl: bool,
 }
@@ -109,9 +130,11 @@ pub(crate) enum Out {
     Remote(Vec<u8>),
 }
 
-/// A flow-controlled send waiting for its credit.
+/// A flow-controlled send waiting for its credits, with the destination
+/// its port had when it was sent.
 struct Queued {
     handle: u64,
+    dest: Dest,
     out: Out,
 }
 
@@ -122,12 +145,16 @@ pub(crate) struct Port {
     pending: VecDeque<Arrival>,
     busy: bool,
     /// Senders of flow-controlled messages stored since the last re-post,
-    /// each owed a credit: (group, node, port).
-    owed_credits: Vec<(u8, u16, u16)>,
-    /// Flow-controlled messages sent and not yet credited.
-    unacked: u32,
+    /// each owed a credit: (sender, its port).
+    owed_credits: Vec<(Peer, u16)>,
+    /// The nodes whose credit the flow-controlled message in flight
+    /// awaits (one message in flight per port).
+    awaiting: Vec<Peer>,
     queued: VecDeque<Queued>,
 }
+
+/// Error events for handlers: (port, `gamma_errno`).
+type ErrorEvents = VecDeque<(u16, u8)>;
 
 /// The state of a non-blocking send.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -170,9 +197,17 @@ pub(crate) struct Node {
     pub endpoint: RefCell<Option<Endpoint>>,
     /// Its connections to other groups' nodes.
     links: RefCell<Links>,
-    /// It has talked with another group (or bound a port to one): a wait
-    /// may then be ended from outside the group.
-    pub intergroup: Cell<bool>,
+    /// Other groups' nodes it is bound to or has heard from, and that have
+    /// not said they left: while there are any, a wait may be ended from
+    /// outside the group.
+    pub foreign: RefCell<std::collections::HashSet<(u8, u16)>>,
+    /// Send failures whose error handler waits for its port's handler to
+    /// return or for an atomic section to end: (port, errno).
+    deferred_errors: RefCell<ErrorEvents>,
+    /// Barriers node 0 abandoned (a node left before arriving).
+    pub abandoned: Cell<u32>,
+    /// Node 0: the lock that holds the parallel pid.
+    pub par_pid_lock: RefCell<Option<std::fs::File>>,
 }
 
 /// Marks that the PE has a node; dropping it (at the PE's teardown)
@@ -222,7 +257,10 @@ pub(crate) fn module_init() {
         released: Cell::new(0),
         endpoint: RefCell::new(None),
         links: RefCell::new(Links::default()),
-        intergroup: Cell::new(false),
+        foreign: RefCell::new(std::collections::HashSet::new()),
+        deferred_errors: RefCell::new(VecDeque::new()),
+        abandoned: Cell::new(0),
+        par_pid_lock: RefCell::new(None),
     });
     THIS_NODE.with_borrow_mut(|n| *n = Some(node));
     NODE.initialize(NodeSlot);
@@ -273,7 +311,38 @@ impl Node {
     /// Every other node has left and no other group takes part: nothing
     /// more can arrive.
     pub fn alone(&self) -> bool {
-        self.left_count.get() + 1 >= self.nodes && !self.intergroup.get()
+        self.left_count.get() + 1 >= self.nodes && self.foreign.borrow().is_empty()
+    }
+
+    /// `dest`'s group as a peer's: `None` for this group.
+    fn group_of(&self, par_pid: u8) -> Option<u8> {
+        (par_pid != self.par_pid.get()).then_some(par_pid)
+    }
+
+    /// The nodes a message to `dest` reaches (those of this group that
+    /// have not left).
+    fn peers_of(&self, dest: Dest) -> Vec<Peer> {
+        let group = self.group_of(dest.par_pid);
+        match (dest.node, group) {
+            (DestNode::Node(node), _) => vec![Peer { group, node }],
+            (DestNode::Broadcast, None) => (0..self.nodes)
+                .filter(|&n| n != self.me && !self.has_left(n))
+                .map(|node| Peer { group, node })
+                .collect(),
+            (DestNode::Broadcast, Some(g)) => (0..intergroup::group_size(g).unwrap_or(0))
+                .map(|node| Peer { group, node })
+                .collect(),
+        }
+    }
+
+    /// Another group's nodes reached through `dest` take part from now on.
+    pub fn bind_foreign(&self, dest: Dest) {
+        if self.group_of(dest.par_pid).is_some() {
+            let mut f = self.foreign.borrow_mut();
+            for p in self.peers_of(dest) {
+                f.insert((dest.par_pid, p.node));
+            }
+        }
     }
 
     /// Sends `payload` to node `to` (a PE of this job).
@@ -288,15 +357,6 @@ impl Node {
         let mut m = Message::new(self.handler, payload.len());
         m.payload_mut().copy_from_slice(payload);
         converse::sync_broadcast_and_free(m);
-    }
-
-    /// How many nodes a message to `dest` reaches.
-    pub fn targets(&self, dest: Dest) -> u32 {
-        match dest.node {
-            DestNode::Node(_) => 1,
-            DestNode::Broadcast if dest.par_pid == self.par_pid.get() => u32::from(self.nodes) - 1,
-            DestNode::Broadcast => intergroup::group_size(dest.par_pid).map_or(0, u32::from),
-        }
     }
 
     /// A node `dest` reaches that has left the group, if any.
@@ -325,7 +385,9 @@ impl Node {
             if converse::job_exiting() {
                 return Err(Error::JobEnding);
             }
-            if self.alone() && !self.has_pending() {
+            // Alone, nothing can arrive; and what waits at a port stays
+            // there until the program (which is waiting) acts.
+            if self.alone() {
                 return Err(Error::Deadlock(format!(
                     "node {}: {}, and every other node has left the group",
                     self.me,
@@ -334,10 +396,6 @@ impl Node {
             }
             converse::scheduler(1);
         }
-    }
-
-    fn has_pending(&self) -> bool {
-        self.ports.borrow().iter().any(|p| !p.pending.is_empty())
     }
 
     // ---- sends ----
@@ -365,15 +423,15 @@ impl Node {
         }
         let mut ports = self.ports.borrow_mut();
         let p = &mut ports[port as usize];
-        if p.unacked == 0 && p.queued.is_empty() {
-            p.unacked = self.targets(dest);
+        if p.awaiting.is_empty() && p.queued.is_empty() {
+            p.awaiting = self.peers_of(dest);
             drop(ports);
             if let Err(e) = self.transmit(dest, out) {
-                self.ports.borrow_mut()[port as usize].unacked = 0;
+                self.ports.borrow_mut()[port as usize].awaiting.clear();
                 return Err(e);
             }
         } else {
-            p.queued.push_back(Queued { handle, out });
+            p.queued.push_back(Queued { handle, dest, out });
             drop(ports);
             self.sends
                 .borrow_mut()
@@ -417,44 +475,49 @@ impl Node {
         }
     }
 
-    /// A credit for output `port`: sends what waited for it.
-    fn credit(&self, msg: &Message, port: u16) {
+    /// `from`'s credit for output `port`: once every awaited credit is
+    /// in, the next queued send goes. `Err` if none was awaited from it.
+    fn credit(&self, from: Peer, port: u16) -> std::result::Result<(), String> {
         if self.gone.get() {
-            return; // a credit for a send of a node that left since
+            return Ok(()); // for a send of a node that left since
         }
-        let mut ports = self.ports.borrow_mut();
-        let p = &mut ports[port as usize];
-        if p.unacked == 0 {
-            drop(ports);
-            self.abort(msg, &format!("a credit for port {port}, which awaits none"));
+        {
+            let mut ports = self.ports.borrow_mut();
+            let p = &mut ports[port as usize];
+            let Some(at) = p.awaiting.iter().position(|&a| a == from) else {
+                return Err(format!(
+                    "a credit for port {port} from {from}, which awaits none from it"
+                ));
+            };
+            p.awaiting.swap_remove(at);
         }
-        p.unacked -= 1;
-        if p.unacked > 0 {
-            return;
-        }
-        let Some(next) = p.queued.pop_front() else {
-            return;
+        self.advance(port);
+        Ok(())
+    }
+
+    /// Sends the next queued flow-controlled message of `port` if no
+    /// credit is awaited any more.
+    fn advance(&self, port: u16) {
+        let next = {
+            let mut ports = self.ports.borrow_mut();
+            let p = &mut ports[port as usize];
+            if !p.awaiting.is_empty() {
+                return;
+            }
+            let Some(next) = p.queued.pop_front() else {
+                return;
+            };
+            p.awaiting = self.peers_of(next.dest);
+            next
         };
-        let Some(dest) = p.output else {
-            // Rebound to input only since: the queued sends fail.
-            let failed: Vec<Queued> = std::iter::once(next).chain(p.queued.drain(..)).collect();
-            drop(ports);
-            self.fail_sends(
-                port,
-                failed,
-                "the port was unbound for output while they waited",
-            );
-            return;
-        };
-        p.unacked = self.targets(dest);
-        drop(ports);
         self.sends.borrow_mut().remove(&next.handle);
-        if let Err(e) = self.transmit(dest, next.out) {
-            self.ports.borrow_mut()[port as usize].unacked = 0;
-            let rest: Vec<Queued> = self.ports.borrow_mut()[port as usize]
-                .queued
-                .drain(..)
-                .collect();
+        if let Err(e) = self.transmit(next.dest, next.out) {
+            let rest: Vec<Queued> = {
+                let mut ports = self.ports.borrow_mut();
+                let p = &mut ports[port as usize];
+                p.awaiting.clear();
+                p.queued.drain(..).collect()
+            };
             self.sends.borrow_mut().insert(
                 next.handle,
                 SendState::Failed(format!("node {}: a send through port {port}: {e}", self.me)),
@@ -478,7 +541,40 @@ impl Node {
         self.run_error(port, ERR_SENDFAILURE);
     }
 
-    /// Node `node` left: flow-controlled sends waiting for its credit fail.
+    /// `peer` left: it owes no credit any more; sends queued for it alone
+    /// fail, the others go on.
+    fn peer_left(&self, peer: Peer) {
+        let mut affected = Vec::new();
+        {
+            let mut ports = self.ports.borrow_mut();
+            for (i, p) in ports.iter_mut().enumerate() {
+                let before = p.awaiting.len();
+                p.awaiting.retain(|&a| a != peer);
+                let only_to_it = |d: &Dest| {
+                    self.group_of(d.par_pid) == peer.group && d.node == DestNode::Node(peer.node)
+                };
+                let doomed: Vec<Queued> = if p.queued.iter().any(|q| only_to_it(&q.dest)) {
+                    let (doomed, kept): (VecDeque<Queued>, VecDeque<Queued>) =
+                        p.queued.drain(..).partition(|q| only_to_it(&q.dest));
+                    p.queued = kept;
+                    doomed.into()
+                } else {
+                    Vec::new()
+                };
+                if before != p.awaiting.len() || !doomed.is_empty() {
+                    affected.push((i as u16, doomed));
+                }
+            }
+        }
+        for (port, doomed) in affected {
+            if !doomed.is_empty() {
+                self.fail_sends(port, doomed, &format!("{peer} left before crediting it"));
+            }
+            self.advance(port);
+        }
+    }
+
+    /// Node `node` of this group left.
     fn node_left(&self, node: u16) {
         {
             let mut left = self.left.borrow_mut();
@@ -488,30 +584,17 @@ impl Node {
             left[node as usize] = true;
         }
         self.left_count.set(self.left_count.get() + 1);
-        let mut stuck = Vec::new();
-        {
-            let mut ports = self.ports.borrow_mut();
-            for (i, p) in ports.iter_mut().enumerate() {
-                let waits_on_it = p.output.is_some_and(|d| {
-                    d.par_pid == self.par_pid.get()
-                        && match d.node {
-                            DestNode::Node(n) => n == node,
-                            DestNode::Broadcast => true,
-                        }
-                });
-                if waits_on_it && p.unacked > 0 {
-                    p.unacked = 0;
-                    stuck.push((i as u16, p.queued.drain(..).collect::<Vec<_>>()));
-                }
-            }
-        }
-        for (port, queued) in stuck {
-            self.fail_sends(
-                port,
-                queued,
-                &format!("node {node} left the group before crediting it"),
-            );
-        }
+        self.peer_left(Peer { group: None, node });
+    }
+
+    /// Node `node` of group `group` said it left.
+    fn foreign_left(&self, group: u8, node: u16) {
+        self.foreign.borrow_mut().remove(&(group, node));
+        self.links.borrow_mut().forget(group, node);
+        self.peer_left(Peer {
+            group: Some(group),
+            node,
+        });
     }
 
     // ---- arrivals ----
@@ -549,16 +632,16 @@ impl Node {
             Err(NotNow::Borrowed) => {
                 drop(ports);
                 converse::abort(&format!(
-                    "gamma node {}: a message from node {} arrived for port {port} while the \
+                    "gamma node {}: a message from {} arrived for port {port} while the \
                      program holds that port's buffer borrowed across a GAMMA call (release \
                      it before waiting or sending)",
-                    self.me, a.src_node
+                    self.me, a.src
                 ))
             }
         };
         let sem = input.sem as usize;
         if a.flowctl {
-            p.owed_credits.push((a.src_par_pid, a.src_node, a.src_port));
+            p.owed_credits.push((a.src, a.src_port));
         }
         let handler = if stored.truncated {
             input.error.clone()
@@ -579,6 +662,7 @@ impl Node {
             self.run_handler(port, 0, &h);
         }
         self.ports.borrow_mut()[port as usize].busy = false;
+        self.flush_errors();
     }
 
     /// Runs `h` as port `port`'s handler, `gamma_errno` = `errno`.
@@ -594,13 +678,19 @@ impl Node {
 
     /// Port `port`'s error handler, for a send failure, or its error count.
     fn run_error(&self, port: u16, errno: u8) {
-        let (handler, sem) = {
+        let (handler, sem, busy) = {
             let ports = self.ports.borrow();
-            match &ports[port as usize].input {
-                Some(i) => (i.error.clone(), Some(i.sem as usize)),
-                None => (None, None),
+            let p = &ports[port as usize];
+            match &p.input {
+                Some(i) => (i.error.clone(), Some(i.sem as usize), p.busy),
+                None => (None, None, p.busy),
             }
         };
+        if handler.is_some() && (busy || self.atomic_depth.get() > 0) {
+            // Not inside its port's handler nor an atomic section.
+            self.deferred_errors.borrow_mut().push_back((port, errno));
+            return;
+        }
         match (handler, sem) {
             (Some(h), _) => self.run_handler(port, errno, &h),
             (None, Some(sem)) => self.errs[sem].set(self.errs[sem].get() + 1),
@@ -625,8 +715,27 @@ impl Node {
         }
     }
 
+    /// Runs the error handlers that waited, if they may run now.
+    fn flush_errors(&self) {
+        let ready: Vec<(u16, u8)> = {
+            let mut d = self.deferred_errors.borrow_mut();
+            if d.is_empty() || self.atomic_depth.get() > 0 {
+                return;
+            }
+            let ports = self.ports.borrow();
+            let (ready, wait): (ErrorEvents, ErrorEvents) =
+                d.drain(..).partition(|&(p, _)| !ports[p as usize].busy);
+            *d = wait;
+            ready.into()
+        };
+        for (port, errno) in ready {
+            self.run_error(port, errno);
+        }
+    }
+
     /// Stores what waited at every port (after `gamma_atomic`).
     pub fn drain_all(&self) {
+        self.flush_errors();
         for port in 0..PORTS as u16 {
             if !self.ports.borrow()[port as usize].pending.is_empty() {
                 self.drain(port);
@@ -638,13 +747,17 @@ impl Node {
     /// flow-controlled messages may send again.
     pub fn released(&self, port: u16) {
         let owed = std::mem::take(&mut self.ports.borrow_mut()[port as usize].owed_credits);
-        for (group, node, their_port) in owed {
-            let credit = wire::encode(&Wire::Credit { port: their_port });
-            if group != self.par_pid.get() {
+        for (peer, their_port) in owed {
+            let credit = wire::encode(&Wire::Credit {
+                port: their_port,
+                src_par_pid: self.par_pid.get(),
+                src_node: self.me,
+            });
+            match peer.group {
                 // A group that has gone needs no credit.
-                let _ = self.links.borrow_mut().send(group, node, &credit);
-            } else if !self.has_left(node) {
-                self.send_payload(node, &credit);
+                Some(g) => drop(self.links.borrow_mut().send(g, peer.node, &credit)),
+                None if !self.has_left(peer.node) => self.send_payload(peer.node, &credit),
+                None => {}
             }
         }
         self.drain(port);
@@ -702,6 +815,18 @@ impl Node {
         if let Some(ep) = self.endpoint.borrow_mut().take() {
             ep.close();
         }
+        // Other groups' nodes that take part hear that this one left.
+        let bye = wire::encode(&Wire::Bye {
+            src_par_pid: self.par_pid.get(),
+            src_node: self.me,
+        });
+        let mut peers: Vec<(u8, u16)> = self.foreign.borrow().iter().copied().collect();
+        peers.extend(self.links.borrow().peers());
+        peers.sort_unstable();
+        peers.dedup();
+        for (g, n) in peers {
+            let _ = self.links.borrow_mut().send(g, n, &bye);
+        }
         *self.links.borrow_mut() = Links::default();
         if self.nodes > 1 {
             self.broadcast_payload(&wire::encode(&Wire::Left));
@@ -736,8 +861,10 @@ fn on_message(msg: Message) {
                 return;
             }
             let head = Head {
-                src_par_pid: node.par_pid.get(),
-                src_node: src as u16,
+                src: Peer {
+                    group: None,
+                    node: src as u16,
+                },
                 src_port,
                 flowctl,
             };
@@ -756,8 +883,23 @@ fn on_message(msg: Message) {
             &msg,
             "data in the form of another group's, from a PE of this job",
         ),
-        Wire::Inter(frame) => on_frame(&node, &msg, frame),
-        Wire::Credit { port } => node.credit(&msg, port),
+        Wire::Inter(frame) => on_frame(&node, frame),
+        Wire::Credit { port, .. } => {
+            let from = Peer {
+                group: None,
+                node: src as u16,
+            };
+            if let Err(why) = node.credit(from, port) {
+                node.abort(&msg, &why);
+            }
+        }
+        Wire::Abandon { epoch } => {
+            if src != 0 {
+                node.abort(&msg, "a barrier abandoned by a node other than 0");
+            }
+            node.abandoned.set(node.abandoned.get().max(epoch));
+        }
+        Wire::Bye { .. } => node.abort(&msg, "a departure of another group's node, from a PE"),
         Wire::Arrive { epoch } => {
             if node.me != 0 {
                 node.abort(&msg, "a barrier arrival at a node other than 0");
@@ -781,7 +923,7 @@ fn on_message(msg: Message) {
 }
 
 /// A frame from another group (posted by this node's reader threads).
-fn on_frame(node: &Node, msg: &Message, frame: &[u8]) {
+fn on_frame(node: &Node, frame: &[u8]) {
     let decoded = match wire::decode(frame) {
         Ok(w) => w,
         Err(why) => frame_abort(node, &why),
@@ -795,9 +937,7 @@ fn on_frame(node: &Node, msg: &Message, frame: &[u8]) {
             dest_port,
             body,
         } => {
-            if src_par_pid == node.par_pid.get() || src_par_pid == 0 {
-                frame_abort(node, &format!("it claims parallel pid {src_par_pid}"));
-            }
+            check_foreign(node, src_par_pid, src_node);
             if dest_port >= RESERVED {
                 frame_abort(node, &format!("data for reserved port {dest_port}"));
             }
@@ -809,20 +949,53 @@ fn on_frame(node: &Node, msg: &Message, frame: &[u8]) {
                 );
                 return;
             }
-            node.intergroup.set(true);
+            node.foreign.borrow_mut().insert((src_par_pid, src_node));
             let head = Head {
-                src_par_pid,
-                src_node,
+                src: Peer {
+                    group: Some(src_par_pid),
+                    node: src_node,
+                },
                 src_port,
                 flowctl: flags & wire::FLOWCTL != 0,
             };
             node.arrive(dest_port, head, body);
         }
-        Wire::Credit { port } => node.credit(msg, port),
-        _ => node.abort(
-            msg,
-            "a frame from another group of a kind groups do not exchange",
-        ),
+        Wire::Credit {
+            port,
+            src_par_pid,
+            src_node,
+        } => {
+            check_foreign(node, src_par_pid, src_node);
+            let from = Peer {
+                group: Some(src_par_pid),
+                node: src_node,
+            };
+            if let Err(why) = node.credit(from, port) {
+                frame_abort(node, &why);
+            }
+        }
+        Wire::Bye {
+            src_par_pid,
+            src_node,
+        } => {
+            check_foreign(node, src_par_pid, src_node);
+            node.foreign_left(src_par_pid, src_node);
+        }
+        _ => frame_abort(node, "a kind groups do not exchange"),
+    }
+}
+
+/// A frame's claimed sender must be a node of another group of this host.
+fn check_foreign(node: &Node, par_pid: u8, src_node: u16) {
+    if par_pid == node.par_pid.get() || par_pid == 0 {
+        frame_abort(node, &format!("it claims parallel pid {par_pid}"));
+    }
+    // A group that has gone since may still have frames on their way.
+    if intergroup::group_size(par_pid).is_some_and(|n| src_node >= n) {
+        frame_abort(
+            node,
+            &format!("it claims node {src_node} of group {par_pid}, which has fewer"),
+        );
     }
 }
 

@@ -166,7 +166,9 @@ impl Destination {
         let mut bytes = buffer.try_borrow_mut().ok_or(NotNow::Borrowed)?;
         // The program may have shrunk its buffer since binding it.
         let end = self.len.min(bytes.len());
-        let room = end.saturating_sub(at);
+        // A buffer shrunk below where the next message would go: no room.
+        let at = at.min(end);
+        let room = end - at;
         let written = data.len().min(room);
         bytes[at..at + written].copy_from_slice(&data[..written]);
         drop(bytes);
@@ -285,5 +287,16 @@ mod tests {
         );
         d.repost(Buffer::new(1), 1);
         assert_eq!(d.store(b"z").unwrap().at, 0);
+    }
+
+    #[test]
+    fn a_go_ahead_buffer_shrunk_below_the_next_place_cuts_the_message() {
+        let b = Buffer::new(8);
+        let mut d = Destination::new(Some(b.clone()), 8, GO_AHEAD);
+        d.store(b"xyz").unwrap();
+        b.borrow_mut().truncate(2);
+        let stored = d.store(b"q").unwrap();
+        assert_eq!((stored.at, stored.written, stored.truncated), (2, 0, true));
+        assert_eq!(d.next_at(), 0);
     }
 }

@@ -10,12 +10,15 @@
 //!
 //! ```text
 //! DATA    [1][flags u8][src par-pid u8][src node u16][src port u16][dest port u16][body...]
-//! CREDIT  [2][port u16]            flow control: the receiver re-posted its buffer
+//! CREDIT  [2][port u16][par-pid u8][node u16]
+//!                                  flow control: that node re-posted its buffer
 //! ARRIVE  [3][epoch u32]           gamma_sync: a node reached barrier `epoch`
 //! RELEASE [4][epoch u32]           gamma_sync: every node reached it
 //! LEFT    [5]                      the sender left the group (gamma_exit)
 //! PARPID  [6][par-pid u8]          node 0 tells the group its parallel pid
-//! INTER   [7][payload...]          a frame from another group (DATA or CREDIT)
+//! INTER   [7][payload...]          a frame from another group (DATA, CREDIT, BYE)
+//! BYE     [8][par-pid u8][node u16] (frames) that node of another group left
+//! ABANDON [9][epoch u32]           gamma_sync: barrier `epoch` failed (a node left)
 //! ```
 //!
 //! Between groups (see `intergroup`) DATA carries its full header, since
@@ -42,6 +45,8 @@ const LEFT: u8 = 5;
 const PARPID: u8 = 6;
 /// The kind of a frame from another group, as its reader posts it.
 pub const INTER: u8 = 7;
+const BYE: u8 = 8;
+const ABANDON: u8 = 9;
 
 /// Bytes before a DATA message's body.
 pub const DATA_HEADER: usize = 9;
@@ -96,6 +101,8 @@ pub enum Wire<'a> {
     },
     Credit {
         port: u16,
+        src_par_pid: u8,
+        src_node: u16,
     },
     Arrive {
         epoch: u32,
@@ -106,6 +113,13 @@ pub enum Wire<'a> {
     Left,
     ParPid(u8),
     Inter(&'a [u8]),
+    Bye {
+        src_par_pid: u8,
+        src_node: u16,
+    },
+    Abandon {
+        epoch: u32,
+    },
 }
 
 /// Writes a DATA header into `out[..DATA_HEADER]`.
@@ -141,9 +155,15 @@ pub fn encode(w: &Wire<'_>) -> Vec<u8> {
             v[DATA_HEADER..].copy_from_slice(body);
             v
         }
-        Wire::Credit { port } => {
+        Wire::Credit {
+            port,
+            src_par_pid,
+            src_node,
+        } => {
             let mut v = vec![CREDIT];
             v.extend_from_slice(&port.to_le_bytes());
+            v.push(src_par_pid);
+            v.extend_from_slice(&src_node.to_le_bytes());
             v
         }
         Wire::Arrive { epoch } => [&[ARRIVE][..], &epoch.to_le_bytes()].concat(),
@@ -151,6 +171,15 @@ pub fn encode(w: &Wire<'_>) -> Vec<u8> {
         Wire::Left => vec![LEFT],
         Wire::ParPid(p) => vec![PARPID, p],
         Wire::Inter(frame) => [&[INTER][..], frame].concat(),
+        Wire::Bye {
+            src_par_pid,
+            src_node,
+        } => {
+            let mut v = vec![BYE, src_par_pid];
+            v.extend_from_slice(&src_node.to_le_bytes());
+            v
+        }
+        Wire::Abandon { epoch } => [&[ABANDON][..], &epoch.to_le_bytes()].concat(),
     }
 }
 
@@ -200,18 +229,27 @@ pub fn decode(b: &[u8]) -> Result<Wire<'_>, String> {
             })
         }
         CREDIT => {
-            exact(3)?;
+            exact(6)?;
             Ok(Wire::Credit {
                 port: port_at(b, 1, "credited port")?,
+                src_par_pid: b[3],
+                src_node: u16_at(b, 4),
             })
         }
-        ARRIVE | RELEASE => {
+        ARRIVE | RELEASE | ABANDON => {
             exact(5)?;
             let epoch = u32::from_le_bytes([b[1], b[2], b[3], b[4]]);
-            Ok(if kind == ARRIVE {
-                Wire::Arrive { epoch }
-            } else {
-                Wire::Release { epoch }
+            Ok(match kind {
+                ARRIVE => Wire::Arrive { epoch },
+                RELEASE => Wire::Release { epoch },
+                _ => Wire::Abandon { epoch },
+            })
+        }
+        BYE => {
+            exact(4)?;
+            Ok(Wire::Bye {
+                src_par_pid: b[1],
+                src_node: u16_at(b, 2),
             })
         }
         LEFT => {
@@ -255,7 +293,16 @@ mod tests {
                 dest_port: 0,
                 body: b"",
             },
-            Wire::Credit { port: 9 },
+            Wire::Credit {
+                port: 9,
+                src_par_pid: 3,
+                src_node: 700,
+            },
+            Wire::Bye {
+                src_par_pid: 4,
+                src_node: 2,
+            },
+            Wire::Abandon { epoch: 12 },
             Wire::Arrive { epoch: 3 },
             Wire::Release { epoch: u32::MAX },
             Wire::Left,
@@ -294,6 +341,9 @@ mod tests {
             &[1, 0, 0, 0, 0, 0, 0, 0x01, 0x04],
             &[2, 0],
             &[2, 0, 0, 0],
+            &[2, 0, 0, 0, 0, 0, 0],
+            &[8, 0, 0],
+            &[9, 0],
             &[3, 0, 0, 0],
             &[5, 0],
             &[6],

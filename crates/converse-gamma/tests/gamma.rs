@@ -585,3 +585,126 @@ fn a_message_waits_while_its_ports_handler_runs() {
     });
     assert_eq!(ok.load(Ordering::Relaxed), 1);
 }
+
+#[test]
+fn a_barrier_a_node_left_fails_everywhere_instead_of_hanging() {
+    let errors = Arc::new(AtomicUsize::new(0));
+    let e = Arc::clone(&errors);
+    group(3, move || {
+        let me = gamma::my_node().unwrap();
+        if me == 2 {
+            gamma::exit().unwrap();
+            return;
+        }
+        match gamma::sync() {
+            Err(Error::Deadlock(why)) => {
+                assert!(why.contains("has left the group"), "{why}");
+                e.fetch_add(1, Ordering::Relaxed);
+            }
+            other => panic!("node {me}: {other:?}"),
+        }
+    });
+    assert_eq!(errors.load(Ordering::Relaxed), 2);
+}
+
+#[test]
+fn a_wait_on_messages_stuck_at_an_unset_port_is_an_error() {
+    let outcome = Arc::new(Mutex::new(None));
+    let o = Arc::clone(&outcome);
+    group(2, move || {
+        if gamma::my_node().unwrap() == 1 {
+            gamma::set_passive_port(5, to(0, 5), 0, GO_BACK, None, 0).unwrap();
+            gamma::send(5, b"never stored").unwrap();
+            gamma::exit().unwrap();
+            return;
+        }
+        gamma::set_passive_port(6, None, 6, GO_BACK, None, 0).unwrap();
+        *o.lock().unwrap() = Some(gamma::wait(6, 1));
+    });
+    let got = outcome.lock().unwrap().take().unwrap();
+    assert!(matches!(got, Err(Error::Deadlock(_))), "{got:?}");
+}
+
+#[test]
+fn flow_controlled_broadcasts_go_on_when_a_receiver_leaves() {
+    let done = Arc::new(AtomicUsize::new(0));
+    let d = Arc::clone(&done);
+    group(3, move || {
+        let me = gamma::my_node().unwrap();
+        let pid = gamma::my_par_pid().unwrap();
+        let slot = Buffer::new(1);
+        if me == 0 {
+            let all = Dest {
+                node: BROADCAST,
+                par_pid: pid,
+                port: 1,
+            };
+            gamma::set_passive_port(1, Some(all), 0, GO_BACK, None, 0).unwrap();
+        } else {
+            gamma::set_passive_port(1, None, 1, GO_BACK, Some(slot.clone()), 1).unwrap();
+        }
+        gamma::sync().unwrap();
+        if me == 0 {
+            // The second waits for both credits; node 2 leaves instead of
+            // giving its second one, node 1 gives it late.
+            for k in 0..3u8 {
+                gamma::send_flowctl(1, &[k]).unwrap();
+            }
+        } else if me == 2 {
+            assert_eq!(gamma::wait(1, 1), Ok(0));
+            gamma::post_recv(1, &slot, 1).unwrap();
+            assert_eq!(gamma::wait(1, 1), Ok(0));
+            gamma::exit().unwrap();
+            d.fetch_add(1, Ordering::Relaxed);
+            return;
+        } else {
+            for k in 0..3u8 {
+                assert_eq!(gamma::wait(1, 1), Ok(0));
+                assert_eq!(slot.to_vec(), [k]);
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                gamma::post_recv(1, &slot, 1).unwrap();
+            }
+        }
+        d.fetch_add(1, Ordering::Relaxed);
+    });
+    assert_eq!(done.load(Ordering::Relaxed), 3);
+}
+
+#[test]
+fn queued_sends_keep_the_destination_they_were_sent_to() {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g = Arc::clone(&got);
+    group(3, move || {
+        let me = gamma::my_node().unwrap();
+        let slot = Buffer::new(1);
+        if me == 0 {
+            gamma::set_passive_port(1, to(1, 1), 0, GO_BACK, None, 0).unwrap();
+        } else {
+            gamma::set_passive_port(1, None, 1, GO_BACK, Some(slot.clone()), 1).unwrap();
+        }
+        gamma::sync().unwrap();
+        if me == 0 {
+            gamma::send_flowctl(1, b"a").unwrap();
+            let h = gamma::isend_flowctl(1, b"b").unwrap(); // queued for node 1
+            gamma::set_passive_port(1, to(2, 1), 0, GO_BACK, None, 0).unwrap();
+            gamma::wsend(h).unwrap();
+            gamma::send(1, b"c").unwrap(); // the new binding: node 2
+        } else if me == 1 {
+            for _ in 0..2 {
+                assert_eq!(gamma::wait(1, 1), Ok(0));
+                g.lock().unwrap().push((1, slot.to_vec()));
+                gamma::post_recv(1, &slot, 1).unwrap();
+            }
+        } else {
+            assert_eq!(gamma::wait(1, 1), Ok(0));
+            g.lock().unwrap().push((2, slot.to_vec()));
+        }
+        gamma::sync().unwrap();
+    });
+    let mut got = got.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(
+        got,
+        [(1, b"a".to_vec()), (1, b"b".to_vec()), (2, b"c".to_vec())]
+    );
+}

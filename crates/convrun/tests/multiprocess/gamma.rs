@@ -379,13 +379,13 @@ fn gamma_forged_case() {
         }
     };
     use std::io::Write;
-    conn.write_all(&[3, 0, 0, 0, 9, 9, 9]).unwrap();
+    conn.write_all(&[3, 0, 0, 0, 0xee, 9, 9]).unwrap();
     let f = job.join().unwrap();
     assert!(
         f.code != Some(0)
             && f.stderr.contains("gamma node 0 of group")
             && f.stderr
-                .contains("a malformed frame from another group: unknown kind 9"),
+                .contains("a malformed frame from another group: unknown kind 238"),
         "expected an abort naming the frame\n{}",
         output(&f)
     );
