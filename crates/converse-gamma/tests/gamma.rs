@@ -708,3 +708,53 @@ fn queued_sends_keep_the_destination_they_were_sent_to() {
         [(1, b"a".to_vec()), (1, b"b".to_vec()), (2, b"c".to_vec())]
     );
 }
+
+#[test]
+fn a_send_failures_error_handler_waits_for_the_atomic_section() {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = Arc::clone(&seen);
+    group(2, move || {
+        let me = gamma::my_node().unwrap();
+        if me == 1 {
+            gamma::set_passive_port(1, None, 1, GO_BACK, Some(Buffer::new(1)), 1).unwrap();
+            gamma::sync().unwrap();
+            // Takes the first message, never re-posts, leaves.
+            assert_eq!(gamma::wait(1, 1), Ok(0));
+            gamma::exit().unwrap();
+            return;
+        }
+        let log = Rc::new(std::cell::RefCell::new(Vec::new()));
+        let l = Rc::clone(&log);
+        let on_error = Rc::new(move || {
+            l.borrow_mut().push(format!(
+                "error {} on port {:?}",
+                gamma::errno(),
+                gamma::active_port()
+            ));
+        });
+        gamma::set_active_port(1, to(1, 1), None, Some(on_error), 1, GO_BACK, None, 0).unwrap();
+        gamma::sync().unwrap();
+        gamma::send_flowctl(1, b"a").unwrap();
+        let h = gamma::isend_flowctl(1, b"b").unwrap(); // waits for node 1's credit
+        gamma::atomic(|| {
+            // Node 1 leaves: the queued send fails, here, inside the section.
+            let failed = loop {
+                match gamma::tsend(h) {
+                    Ok(false) => std::thread::sleep(std::time::Duration::from_micros(100)),
+                    other => break other,
+                }
+            };
+            assert!(matches!(failed, Err(Error::SendFailure(_))), "{failed:?}");
+            log.borrow_mut().push("atomic ends".to_string());
+        })
+        .unwrap();
+        s.lock().unwrap().extend(log.borrow().iter().cloned());
+    });
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [
+            "atomic ends".to_string(),
+            format!("error {} on port Some(1)", gamma::ERR_SENDFAILURE)
+        ]
+    );
+}
