@@ -603,7 +603,9 @@ where
         Ok(None) => {}
         Ok(Some(code)) => crate::proc::exit::end_process(code),
         Err(e) => {
-            eprintln!("converse: {e}");
+            // One write: a launcher ending the job may cut a line written in
+            // pieces.
+            crate::proc::io::error(format_args!("converse: {e}\n"));
             crate::proc::exit::end_process(1)
         }
     }

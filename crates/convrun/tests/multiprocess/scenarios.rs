@@ -148,10 +148,16 @@ fn wait_sent(handles: &[CommHandle], what: &str) {
     }
 }
 
+/// Reports a refused command line, in one write (a launcher that ends the
+/// job may cut a line written in pieces).
+fn bad_command_line(e: &converse::ArgError) {
+    converse::cmi_error!("bad command line: {e}\n");
+}
+
 /// Runs `start` as a normal-mode job on this process's command line.
 fn run_normal(start: impl Fn(&[String]) + Send + Sync + 'static) -> i32 {
     Converse::new().run(start).unwrap_or_else(|e| {
-        eprintln!("bad command line: {e}");
+        bad_command_line(&e);
         2
     })
 }
@@ -417,7 +423,7 @@ fn topology() -> i32 {
     Converse::new()
         .run_user_scheduler(start)
         .unwrap_or_else(|e| {
-            eprintln!("bad command line: {e}");
+            bad_command_line(&e);
             2
         })
 }
@@ -1566,7 +1572,7 @@ fn init_returns_pe() {
 
 fn init_returns() -> i32 {
     if let Err(e) = Converse::new().init_returns(|_| init_returns_pe()) {
-        eprintln!("bad command line: {e}");
+        bad_command_line(&e);
         return 2;
     }
     let first = converse::node_first(my_node());

@@ -77,6 +77,25 @@ pub(super) struct Pmi {
     link: Mutex<Link>,
     rank: usize,
     size: usize,
+    /// Start-up went through (`joined`) or the process said it ended.
+    settled: AtomicBool,
+}
+
+impl Drop for Pmi {
+    fn drop(&mut self) {
+        if self.settled.load(Ordering::Acquire) {
+            return;
+        }
+        // The job was refused after placing this process (a layout that
+        // does not fit, a failed join): the program reports why and exits.
+        // Closing the connection now would tell the launcher this process
+        // died: Hydra kills the job at once, before the report is
+        // forwarded (seen, 1 run in 13). So the connection stays open
+        // until the process exits, and the exit is what Hydra sees.
+        if let Ok(writer) = crate::sync::lock(&self.link).writer.try_clone() {
+            std::mem::forget(writer);
+        }
+    }
 }
 
 /// Launchers that give a rank without a PMI-1 connection: (variable
@@ -235,6 +254,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
             link: Mutex::new(link),
             rank,
             size,
+            settled: AtomicBool::new(false),
         }),
     }))
 }
@@ -351,6 +371,7 @@ impl Bootstrap for Pmi {
     }
 
     fn joined(&self, _place: &Placement) -> Result<(), String> {
+        self.settled.store(true, Ordering::Release);
         // A writer of its own for the hook, which may run while another
         // thread holds the link (it may be the thread that failed).
         let writer = crate::sync::lock(&self.link)
@@ -378,6 +399,7 @@ impl Bootstrap for Pmi {
     fn ending(&self) {}
 
     fn tell_ended(&self) {
+        self.settled.store(true, Ordering::Release);
         let mut link = crate::sync::lock(&self.link);
         let deadline = Instant::now() + Duration::from_secs(5);
         match link.ask(&Request::Finalize, deadline) {
