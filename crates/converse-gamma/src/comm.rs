@@ -144,10 +144,10 @@ fn start_send(port: u16, pieces: [&[u8]; 2], flowctl: bool) -> Result<u64> {
         .output
         .ok_or(Error::NotOutput(port))?;
     let len = pieces[0].len() + pieces[1].len();
-    if len > MAX_MESSAGE_SIZE - MSG_HEADER_SIZE - DATA_HEADER {
+    if len > MAX_MESSAGE_SIZE - MSG_HEADER_SIZE {
         return Err(Error::BadBuffer(format!(
             "a message of {len} bytes through port {port}: at most {}",
-            MAX_MESSAGE_SIZE - MSG_HEADER_SIZE - DATA_HEADER
+            MAX_MESSAGE_SIZE - MSG_HEADER_SIZE
         )));
     }
     if dest.par_pid != n.par_pid.get() {
@@ -158,15 +158,12 @@ fn start_send(port: u16, pieces: [&[u8]; 2], flowctl: bool) -> Result<u64> {
                 intergroup::MAX_FRAME - DATA_HEADER
             )));
         }
-        let body = [pieces[0], pieces[1]].concat();
-        let frame = wire::encode(&wire::Wire::Data {
-            flags: if flowctl { wire::FLOWCTL } else { 0 },
-            src_par_pid: n.par_pid.get(),
-            src_node: n.me,
-            src_port: port,
-            dest_port: dest.port,
-            body: &body,
-        });
+        let mut frame = vec![0; DATA_HEADER];
+        let flags = if flowctl { wire::FLOWCTL } else { 0 };
+        wire::data_header(&mut frame, flags, n.par_pid.get(), n.me, port, dest.port);
+        frame.reserve(len);
+        frame.extend_from_slice(pieces[0]);
+        frame.extend_from_slice(pieces[1]);
         return n.send(port, dest, Out::Remote(frame), flowctl);
     }
     // Built in the Converse message itself (the only copy of the data on

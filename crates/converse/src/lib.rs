@@ -127,7 +127,7 @@ pub use rt::isomalloc;
 pub use rt::lock::{NodeLock, NodeLockGuard, node_barrier, unlock};
 pub use rt::random;
 pub use rt::{
-    is_pe_thread, my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes,
-    num_pes, rank_of,
+    my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes, num_pes,
+    rank_of,
 };
 pub use start::{Converse, converse_init, exit, finish, job_exiting, register_module_init};

@@ -19,14 +19,6 @@ pub(crate) mod pe;
 pub(crate) mod persistent;
 pub mod random;
 
-/// True if the calling thread is a PE of a running job (the start
-/// function, a handler, a Converse thread, or the thread that called
-/// `init_returns`): what a library checks before its per-PE state, from
-/// code that may also run elsewhere.
-pub fn is_pe_thread() -> bool {
-    pe::try_current().is_some()
-}
-
 /// The calling PE's number, `0..num_pes()` (`CmiMyPe`).
 ///
 /// # Panics
