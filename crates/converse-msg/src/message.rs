@@ -661,11 +661,14 @@ impl Message {
     pub fn header(&self) -> &MsgHeader {
         // The header is the window's first two chunks (the window always
         // holds them): a cast, no length or alignment check at run time.
-        let first = self.first as usize;
-        let chunks: &[Chunk; 2] = self.buf.chunks()[first..first + 2]
-            .try_into()
-            .expect("a message holds its header");
-        bytemuck::cast_ref(chunks)
+        let chunks = self.buf.chunks();
+        debug_assert!(self.first as usize + 2 <= chunks.len());
+        // SAFETY: the window always holds the header, so chunks `first` and
+        // `first + 1` are in the buffer (the type's first invariant); `Chunk`
+        // is 16-aligned plain bytes, so two of them are a valid `MsgHeader`
+        // (32 bytes, align 4). Every send and delivery reads the header:
+        // this keeps it a load, with no bounds check.
+        unsafe { &*chunks.as_ptr().add(self.first as usize).cast::<MsgHeader>() }
     }
 
     /// The header, for writing (copies a shared buffer first).
@@ -721,6 +724,17 @@ impl Message {
     #[inline]
     pub fn src_pe(&self) -> usize {
         self.src as usize
+    }
+
+    /// The writing part of [`MessageRaw::stamp_user`]: size field true,
+    /// runtime flags clear.
+    #[cold]
+    #[inline(never)]
+    fn restamp_header(&mut self) {
+        let len = self.len;
+        let header = self.header_mut();
+        header.total_size = len;
+        header.flags = 0;
     }
 
     /// A copy of this message in a buffer of its own (what a plain send
@@ -865,6 +879,17 @@ impl MessageRaw for Message {
     fn fix_total_size(&mut self) {
         if self.header().total_size != self.len {
             self.header_mut().total_size = self.len;
+        }
+    }
+
+    #[inline]
+    fn stamp_user(&mut self, pe: usize) {
+        self.src = pe as u32;
+        let header = self.header();
+        // One read of the header; forwarding a message unchanged writes
+        // nothing.
+        if header.total_size != self.len || header.flags != 0 {
+            self.restamp_header();
         }
     }
 

@@ -111,6 +111,13 @@ pub trait MessageRaw: sealed::Sealed + Sized {
     /// they differ, so forwarding a message does not dirty its bytes.
     fn fix_total_size(&mut self);
 
+    /// Makes the message ready to leave as a user message (what every user
+    /// send does): `pe` recorded as its sender, the header's size field
+    /// true and the runtime's flags clear (a handler that passes on a
+    /// broadcast copy sends a plain message). Writes the bytes only when
+    /// they differ.
+    fn stamp_user(&mut self, pe: usize);
+
     /// The sub-messages of a bundle, in order: windows into its buffer, not
     /// copies. Errors if the bundle's bytes do not parse as a sequence of
     /// messages.

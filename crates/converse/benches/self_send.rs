@@ -3,10 +3,17 @@
 //!
 //! `cargo bench -p converse --bench self_send`
 //!
-//! A handler forwards the message it received to its own PE with
-//! `sync_send_and_free` until the count is reached: each message costs one
-//! send (header stamping, the self-send FIFO), one scheduler step and one
-//! handler dispatch.
+//! A handler passes the message it received back to its own PE until the
+//! count is reached; each message costs one send, one scheduler step and
+//! one handler dispatch. Three forms, one figure each:
+//!
+//! - `self_send_rate`: `sync_send_and_free` (the message moves on);
+//! - `self_enqueue_rate`: `enqueue` (the PE's scheduler queue, FIFO at the
+//!   middle priority), what every `CsdEnqueue` and seed costs;
+//! - `self_send_copy_rate`: `sync_send` of a copy, the original dropped
+//!   (an allocation and a free per message).
+//!
+//! Each figure is the best of three runs (the fastest time per message).
 mod common;
 
 use std::cell::Cell;
@@ -18,7 +25,8 @@ use std::time::Instant;
 
 use converse::{Converse, Message};
 
-fn baseline_rate(n: u64) -> f64 {
+/// Nanoseconds per push+pop of one circulating item.
+fn baseline_ns(n: u64) -> f64 {
     let mut q: VecDeque<[u64; 4]> = VecDeque::with_capacity(16);
     q.push_back([1, 2, 3, 4]);
     let t0 = Instant::now();
@@ -28,48 +36,78 @@ fn baseline_rate(n: u64) -> f64 {
         q.push_back(black_box(item));
     }
     black_box(&q);
-    n as f64 / t0.elapsed().as_secs_f64()
+    t0.elapsed().as_secs_f64() * 1e9 / n as f64
 }
+
+/// How the handler passes its message on.
+#[derive(Clone, Copy)]
+enum Form {
+    SendAndFree,
+    Enqueue,
+    SendCopy,
+}
+
+/// Nanoseconds per message for `form`, best of three runs (on a PE).
+fn measure(form: Form, n: u64) -> f64 {
+    let left = Rc::new(Cell::new(0u64));
+    let (l, done) = (left.clone(), Rc::new(Cell::new(false)));
+    let d = done.clone();
+    let forward = converse::register_handler(move |msg: Message| {
+        let k = l.get();
+        if k == 0 {
+            d.set(true);
+            converse::exit_scheduler();
+            return;
+        }
+        l.set(k - 1);
+        match form {
+            Form::SendAndFree => converse::sync_send_and_free(0, msg),
+            Form::Enqueue => converse::enqueue(msg),
+            Form::SendCopy => converse::sync_send(0, &msg),
+        }
+    });
+    common::best_of(3, || {
+        left.set(n);
+        done.set(false);
+        let t0 = Instant::now();
+        converse::sync_send_and_free(0, Message::new(forward, 8));
+        converse::schedule_forever();
+        assert!(done.get(), "the scheduler stopped early");
+        t0.elapsed().as_secs_f64() * 1e9 / n as f64
+    })
+}
+
+/// The figures, in the order they are printed.
+const FIGURES: [(&str, Form); 3] = [
+    ("self_send_rate", Form::SendAndFree),
+    ("self_enqueue_rate", Form::Enqueue),
+    ("self_send_copy_rate", Form::SendCopy),
+];
 
 fn main() {
     let n = common::iterations(20_000_000);
-    let rate: Arc<Mutex<f64>> = Arc::default();
-    let out = rate.clone();
+    let figures: Arc<Mutex<Vec<Option<f64>>>> = Arc::default();
+    let out = figures.clone();
     Converse::new()
         .args(["self_send", "+p", "1"])
         .run(move |_| {
-            let left = Rc::new(Cell::new(0u64));
-            let start = Rc::new(Cell::new(Instant::now()));
-            let (l, s, o) = (left.clone(), start.clone(), out.clone());
-            let forward = converse::register_handler(move |msg: Message| {
-                let k = l.get();
-                if k == 0 {
-                    *o.lock().unwrap() = n as f64 / s.get().elapsed().as_secs_f64();
-                    converse::exit_scheduler();
-                    return;
-                }
-                l.set(k - 1);
-                converse::sync_send_and_free(0, msg);
-            });
-            let measured = common::best_of(3, || {
-                left.set(n);
-                start.set(Instant::now());
-                converse::sync_send_and_free(0, Message::new(forward, 8));
-                converse::schedule_forever();
-                *out.lock().unwrap()
-            });
-            *out.lock().unwrap() = measured;
+            let measured =
+                FIGURES.map(|(name, form)| common::wanted(name).then(|| measure(form, n)));
+            *out.lock().unwrap() = measured.to_vec();
             converse::exit_scheduler();
         })
         .expect("runtime flags");
-    let base = common::best_of(3, || baseline_rate(n));
-    let rate = *rate.lock().unwrap();
-    common::line(
-        "self_send_rate",
-        rate / 1e6,
-        "Mmsg/s",
-        "vecdeque_push_pop",
-        base / 1e6,
-        "Mops/s",
-    );
+    let base = common::best_of(3, || baseline_ns(n));
+    let figures = figures.lock().unwrap();
+    for ((name, _), ns) in FIGURES.iter().zip(figures.iter()) {
+        let Some(ns) = ns else { continue };
+        common::line(
+            name,
+            1e3 / ns,
+            "Mmsg/s",
+            "vecdeque_push_pop",
+            1e3 / base,
+            "Mops/s",
+        );
+    }
 }

@@ -31,6 +31,13 @@ pub fn iterations(n: u64) -> u64 {
     }
 }
 
+/// Whether figure `name` is wanted: all are, unless `CONVERSE_BENCH_ONLY`
+/// is set, when only those whose names contain it are (for profiling one
+/// figure under callgrind or perf).
+pub fn wanted(name: &str) -> bool {
+    std::env::var("CONVERSE_BENCH_ONLY").map_or(true, |only| name.contains(&only))
+}
+
 /// Best (smallest) of `runs` measurements.
 pub fn best_of(runs: usize, mut f: impl FnMut() -> f64) -> f64 {
     (0..runs).map(|_| f()).fold(f64::INFINITY, f64::min)

@@ -44,7 +44,23 @@ pub(crate) struct SendState {
 impl Pe {
     /// Sends `msg` (a user message, header to be stamped) to PE `dest`,
     /// counting it for quiescence detection.
+    #[inline]
     pub fn send_to_pe(&self, dest: usize, mut msg: Message) {
+        if dest == self.pe {
+            // To itself: no range check (it is a PE), no persistent channel
+            // (those name PEs of other processes), no flow control (a send
+            // to itself never waits). Every `CsdEnqueue`-like pattern of a
+            // message-driven program comes through here.
+            msg.stamp_user(self.pe);
+            self.count_created(1);
+            self.push_self(msg);
+            return;
+        }
+        self.send_to_other_pe(dest, msg);
+    }
+
+    /// [`Pe::send_to_pe`] to another PE.
+    fn send_to_other_pe(&self, dest: usize, mut msg: Message) {
         self.check_pe(dest, "send to");
         self.stamp_user_message(&mut msg);
         self.count_created(1);
@@ -200,12 +216,9 @@ impl Pe {
     /// makes the size field true and clears the runtime's flags (a handler
     /// that passes on a broadcast copy sends a plain message, not another
     /// broadcast).
+    #[inline]
     pub fn stamp_user_message(&self, msg: &mut Message) {
-        msg.set_src_pe(self.pe);
-        msg.fix_total_size();
-        if msg.header().flags != 0 {
-            msg.header_mut().flags = 0;
-        }
+        msg.stamp_user(self.pe);
     }
 
     /// Sends a runtime message (a system message, as built): stamped with

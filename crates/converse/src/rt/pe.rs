@@ -78,7 +78,28 @@ pub(crate) struct Pe {
 }
 
 thread_local! {
-    static CURRENT: RefCell<Option<Rc<Pe>>> = const { RefCell::new(None) };
+    static CURRENT: RefCell<Installed> = const { RefCell::new(Installed(None)) };
+    /// The `Rc` inside `CURRENT` while the thread is a PE, else null: what
+    /// [`with`] reads. Every Converse call starts there, so it is one load
+    /// of a plain thread-local (no destructor, hence no lazy registration
+    /// check) and one null test, instead of a `RefCell` borrow of
+    /// `CURRENT`. It points into `CURRENT`'s own storage, which lives as
+    /// long as the thread; `install` sets it after filling `CURRENT` and
+    /// `uninstall` clears it before emptying it.
+    static CURRENT_PTR: Cell<*const Rc<Pe>> = const { Cell::new(std::ptr::null()) };
+}
+
+/// The thread's PE, if it is one (`CURRENT`'s value).
+struct Installed(Option<Rc<Pe>>);
+
+impl Drop for Installed {
+    /// A thread that ends while still a PE drops it here, as its
+    /// thread-locals are destroyed: `CURRENT_PTR` is cleared first, so a
+    /// destructor the PE runs meanwhile finds no PE rather than one being
+    /// dropped.
+    fn drop(&mut self) {
+        let _ = CURRENT_PTR.try_with(|p| p.set(std::ptr::null()));
+    }
 }
 
 /// The payload the runtime unwinds with to take a PE out of user code when
@@ -116,23 +137,26 @@ impl Pe {
         CURRENT.with(|c| {
             let mut c = c.borrow_mut();
             assert!(
-                c.is_none(),
+                c.0.is_none(),
                 "this thread is already a Converse PE; a thread can run one job at a time"
             );
             // What the floor below needs to know of the PE: its number (for
             // abort messages) and its job's start (for the timers).
             crate::proc::exit::set_thread_pe(Some(pe.pe));
             crate::proc::timer::set_thread_epoch(Some(pe.job.start));
-            *c = Some(pe);
+            c.0 = Some(pe);
+            let inside: *const Rc<Pe> = c.0.as_ref().expect("just filled");
+            CURRENT_PTR.with(|p| p.set(inside));
         });
     }
 
     /// Ends the calling thread's PE; returns it so the caller decides when it
     /// is dropped.
     pub fn uninstall() -> Option<Rc<Pe>> {
+        CURRENT_PTR.with(|p| p.set(std::ptr::null()));
         crate::proc::exit::set_thread_pe(None);
         crate::proc::timer::set_thread_epoch(None);
-        CURRENT.with(|c| c.borrow_mut().take())
+        CURRENT.with(|c| c.borrow_mut().0.take())
     }
 
     /// Leaves the PE's code at once because the job is ending: unwinds to the
@@ -218,11 +242,17 @@ impl Pe {
 ///
 /// # Panics
 /// If the thread is no Converse PE.
+#[inline]
 pub(crate) fn with<R>(f: impl FnOnce(&Rc<Pe>) -> R) -> R {
-    CURRENT.with(|c| match &*c.borrow() {
-        Some(pe) => f(pe),
-        None => not_a_pe(),
-    })
+    let pe = CURRENT_PTR.with(Cell::get);
+    if pe.is_null() {
+        not_a_pe()
+    }
+    // SAFETY: non-null, `CURRENT_PTR` points at the `Rc` in this thread's
+    // `CURRENT` (set by `install`), which stays there until `uninstall`
+    // clears the pointer first. `uninstall` runs only in the PE's
+    // teardown, once its code has returned or unwound: never inside `f`.
+    f(unsafe { &*pe })
 }
 
 /// The calling thread's PE (a counted reference: cheap, and safe to hold
@@ -233,10 +263,13 @@ pub(crate) fn current() -> Rc<Pe> {
 
 /// The calling thread's PE, if it is one.
 pub(crate) fn try_current() -> Option<Rc<Pe>> {
-    CURRENT.with(|c| c.borrow().clone())
+    let pe = CURRENT_PTR.with(Cell::get);
+    // SAFETY: as in `with`.
+    (!pe.is_null()).then(|| unsafe { &*pe }.clone())
 }
 
 #[cold]
+#[inline(never)]
 fn not_a_pe() -> ! {
     panic!(
         "this thread is not a Converse PE: call Converse functions from the start function, \
