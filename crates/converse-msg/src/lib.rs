@@ -14,6 +14,7 @@
 //!   behind the [`raw::MessageRaw`] trait; its comment says why a trait.
 #![warn(missing_docs)]
 
+mod buffer;
 mod message;
 pub mod raw;
 

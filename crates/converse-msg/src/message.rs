@@ -8,11 +8,14 @@
 //! ^ 16-byte aligned                  ^ 16-byte aligned
 //! ```
 //!
-//! The buffer is a slice of 16-byte, 16-aligned chunks, so the header and the
-//! payload are always 16-byte aligned, and a [`Message`] is a window
-//! `(first chunk, length in bytes)` into such a buffer. The buffer is either
-//! owned outright (`Box`, the common case: reading and writing cost no atomic
-//! operation) or shared (`Arc`: broadcast copies, bundle sub-messages).
+//! The bytes are 16-byte, 16-aligned chunks, so the header and the payload
+//! are always 16-byte aligned; they follow a 16-byte head (a reference
+//! count and the buffer's size, see [`crate::buffer`]). A [`Message`] is
+//! 16 bytes, two registers: a pointer to its buffer (with two tag bits in
+//! its low bits: shared, from the network), its length and its sender. The
+//! buffer is either owned outright (the common case: reading and writing
+//! cost no atomic operation) or shared (counted: broadcast copies, messages
+//! received into a reusable buffer).
 //!
 //! # Invariants
 //!
@@ -20,12 +23,18 @@
 //! - The header's `total_size` equals `len` whenever the runtime hands a message
 //!   to a handler or a netmod ([`Message::from_bytes`] checks it for bytes that
 //!   come from outside).
-//! - Several messages may share one buffer: a broadcast shares one buffer among
-//!   the receiving PEs, and the sub-messages of a `multiple_send` bundle (`converse::cmi`) are
-//!   windows into the bundle. Shared bytes are never written: every mutable
-//!   accessor first copies a shared message's window into a buffer of its own
+//! - The message's bytes are the buffer's first `len` bytes, and the buffer
+//!   holds at least `len.div_ceil(16)` chunks (exactly that many when owned).
+//! - Several messages may share one buffer: a broadcast shares one buffer
+//!   among the receiving PEs. Shared bytes are never written: every mutable
+//!   accessor first copies a shared message into a buffer of its own
 //!   (copy-on-write). So no owner can observe another's writes and no buffer
-//!   is freed while a window into it lives.
+//!   is freed while a message in it lives.
+//! - The sub-messages of a `multiple_send` bundle (`converse::cmi`) are
+//!   copies, each in a buffer of its own: a handler gets a buffer it may
+//!   write, and a message stays one pointer (a window into a larger buffer
+//!   would need an offset, and the handle would no longer fit two
+//!   registers).
 //!
 //! # Ownership (the Converse rules)
 //!
@@ -35,20 +44,21 @@
 //!
 //! # Concurrency
 //!
-//! A `Message` is `Send`: it moves between PEs. The only shared state is the
-//! `Arc` count, which is atomic; the bytes of a shared buffer are read-only.
+//! A `Message` is `Send` and `Sync`: it moves between PEs. The only shared
+//! state is a shared buffer's count, which is atomic; the bytes of a shared
+//! buffer are read-only.
 //!
 //! What only the runtime does to a message (stamping the sender, sharing,
 //! bundling, receiving into an unzeroed buffer) is the [`MessageRaw`]
 //! trait's, implemented here because it needs the private fields (see
 //! [`crate::raw`] for why a trait).
 use std::fmt;
-use std::mem::{ManuallyDrop, MaybeUninit};
-use std::ops::Deref;
-use std::sync::Arc;
+use std::mem::MaybeUninit;
+use std::ptr::NonNull;
 
 use bytemuck::{Pod, Zeroable};
 
+use crate::buffer::{BufPtr, Head};
 use crate::raw::{FLAG_BUNDLE, MessageRaw};
 
 /// The unit of message storage: 16 bytes, 16-byte aligned.
@@ -156,30 +166,74 @@ impl std::error::Error for MsgError {}
 /// that does not simply lets it drop.
 #[doc(alias = "CmiGrabBuffer")]
 pub struct Message {
-    buf: Buf,
-    /// Index of the chunk where this message's header starts.
-    first: u32,
-    /// Header plus payload, in bytes.
-    len: u32,
-    /// The PE that sent it (0 until sent).
-    src: u32,
-    /// This handle was made by the network layer from received bytes and
-    /// not yet taken by its PE: the bytes still count against the process's
-    /// receive budget (the core's `rt::network`). A mark on the handle, not in the
-    /// buffer: copies and forwards never carry it.
-    from_net: bool,
+    /// The buffer's head, with [`SHARED`] and [`FROM_NET`] in its low bits.
+    tagged: NonNull<Head>,
+    /// Header plus payload, in bytes (low half), and the PE that sent it
+    /// (high half; 0 until sent). One field, not two: a struct of two
+    /// scalars is passed and returned in two registers, and setting the
+    /// sender writes the same 8 bytes a later copy reads (two 4-byte
+    /// fields, written apart and copied as one 16-byte load, stalled every
+    /// send on store forwarding).
+    meta: u64,
+}
+
+/// A message's `meta`: its length and its sender.
+#[inline]
+fn meta(len: u32, src: u32) -> u64 {
+    u64::from(len) | (u64::from(src) << 32)
+}
+
+/// Tag: the message holds one counted reference to a shared buffer (else
+/// it owns its buffer outright).
+const SHARED: usize = 1;
+/// Tag: this handle was made by the network layer from received bytes and
+/// not yet taken by its PE: the bytes still count against the process's
+/// receive budget (the core's `rt::network`). A mark on the handle, not in
+/// the buffer: copies and forwards never carry it.
+const FROM_NET: usize = 2;
+
+const _: () = assert!(std::mem::size_of::<Message>() == 16);
+const _: () = assert!(std::mem::size_of::<Option<Message>>() == 16);
+
+// SAFETY: a message owns its buffer outright, or holds a counted reference
+// to a shared one whose bytes nobody writes and whose count is atomic: it
+// may move to, and be read from, any thread, as a `Box<[u8]>` or an
+// `Arc<[u8]>` may.
+unsafe impl Send for Message {}
+// SAFETY: as above; `&Message` only reads the bytes, or clones (an atomic
+// increment, or a copy).
+unsafe impl Sync for Message {}
+
+impl Drop for Message {
+    #[inline]
+    fn drop(&mut self) {
+        let buf = self.buf();
+        // SAFETY: the message holds the buffer (outright or by one
+        // reference) and is going away.
+        unsafe {
+            if self.is_shared() {
+                buf.release();
+            } else {
+                buf.free();
+            }
+        }
+    }
 }
 
 impl Clone for Message {
+    /// Copies an owned message; shares a shared one. The network mark stays
+    /// with the original handle.
     #[inline]
     fn clone(&self) -> Message {
-        Message {
-            buf: self.buf.clone(),
-            first: self.first,
-            len: self.len,
-            src: self.src,
-            // The network mark stays with the original handle.
-            from_net: false,
+        if self.is_shared() {
+            // SAFETY: we hold a reference to the live buffer.
+            unsafe { self.buf().acquire() };
+            Message {
+                tagged: self.buf().tagged(SHARED),
+                meta: self.meta,
+            }
+        } else {
+            self.to_owned_copy()
         }
     }
 }
@@ -187,84 +241,6 @@ impl Clone for Message {
 #[inline]
 fn chunks_for(bytes: usize) -> usize {
     bytes.div_ceil(CHUNK)
-}
-
-/// A message buffer: owned outright, or shared read-only.
-enum Buf {
-    Owned(Box<[Chunk]>),
-    Shared(SharedChunks),
-}
-
-/// A shared buffer: an `Arc` that is dropped by value.
-///
-/// Why not a plain `Arc<[Chunk]>`: dropping an `Arc` in place passes a
-/// pointer to it to `Arc::drop_slow`, a generic `#[inline(never)]`
-/// function, and rustc shares such instances across crates: the crates
-/// that use `Message` call this crate's copy, whose body their optimizer
-/// does not see, so it must assume the pointer escapes. A message moved
-/// into a closure or a struct then escapes with it, and the send path's
-/// moves become whole-struct copies that stall on store forwarding (the
-/// core's self-send rate fell by a quarter when `Message` moved to this
-/// crate). Dropping a copy of the `Arc` taken out of the message keeps the
-/// pointer off the message.
-struct SharedChunks(ManuallyDrop<Arc<[Chunk]>>);
-
-impl SharedChunks {
-    #[inline]
-    fn new(chunks: Arc<[Chunk]>) -> SharedChunks {
-        SharedChunks(ManuallyDrop::new(chunks))
-    }
-}
-
-impl Drop for SharedChunks {
-    #[inline]
-    fn drop(&mut self) {
-        // SAFETY: this is the field's drop; it is never used again.
-        let chunks = unsafe { ManuallyDrop::take(&mut self.0) };
-        drop(chunks);
-    }
-}
-
-impl Clone for SharedChunks {
-    #[inline]
-    fn clone(&self) -> SharedChunks {
-        SharedChunks::new(Arc::clone(&self.0))
-    }
-}
-
-impl Deref for SharedChunks {
-    type Target = [Chunk];
-
-    #[inline]
-    fn deref(&self) -> &[Chunk] {
-        &self.0
-    }
-}
-
-impl Clone for Buf {
-    #[inline]
-    fn clone(&self) -> Buf {
-        match self {
-            Buf::Owned(b) => Buf::Owned(b.clone()),
-            Buf::Shared(a) => Buf::Shared(a.clone()),
-        }
-    }
-}
-
-impl Buf {
-    #[inline]
-    fn chunks(&self) -> &[Chunk] {
-        match self {
-            Buf::Owned(b) => b,
-            Buf::Shared(a) => a,
-        }
-    }
-}
-
-#[inline]
-fn zeroed_buffer(chunks: usize) -> Box<[Chunk]> {
-    // `Chunk` is plain bytes, so zeroed memory is a valid buffer (calloc).
-    bytemuck::zeroed_slice_box(chunks)
 }
 
 /// What receives straight into a buffer (a `read`): it gets the space as
@@ -292,30 +268,36 @@ pub fn receive_into<E>(space: &mut [MaybeUninit<u8>], read: ReadInto<'_, E>) -> 
 /// network's reassembly) without zeroing its buffer first. Bytes `0..init`
 /// are initialized; it becomes a [`Message`] once all are.
 pub struct MessageBuf {
-    space: Space,
+    /// Its buffer, held alone: a new one, or a [`ReusableBuffer`]'s that no
+    /// message used any more (its bytes initialized already, with an
+    /// earlier message's; this holds its only reference while the bytes
+    /// are written).
+    buf: BufPtr,
+    /// The buffer is a reusable buffer's (a counted reference), not a new
+    /// one owned outright.
+    reused: bool,
     len: usize,
     /// Bytes from the start known to be initialized.
     init: usize,
 }
 
-/// Where a [`MessageBuf`] is received.
-enum Space {
-    /// A new buffer of its own.
-    Fresh(Box<[MaybeUninit<Chunk>]>),
-    /// A [`ReusableBuffer`] no message used any more: its bytes are
-    /// initialized already (with an earlier message's), and this holds its
-    /// only reference while the bytes are written; `start` is its first
-    /// chunk, taken through that unique reference.
-    Reused {
-        chunks: Arc<[Chunk]>,
-        start: *mut Chunk,
-    },
-}
+// SAFETY: the `MessageBuf` holds its buffer alone (a new one, or the only
+// reference to a reusable one, checked when it was made): moving it to
+// another thread moves that ownership with it, as for a `Box`.
+unsafe impl Send for MessageBuf {}
 
-// SAFETY: `start` points into `chunks`, which the `Space` owns alone (its
-// only reference, checked when it was made): moving the `Space` to another
-// thread moves that ownership with it, as for the `Box` of `Fresh`.
-unsafe impl Send for Space {}
+impl Drop for MessageBuf {
+    fn drop(&mut self) {
+        // SAFETY: held alone (see the type); not used again.
+        unsafe {
+            if self.reused {
+                self.buf.release();
+            } else {
+                self.buf.free();
+            }
+        }
+    }
+}
 
 impl MessageBuf {
     /// A buffer for a message of `len` bytes.
@@ -329,11 +311,14 @@ impl MessageBuf {
             "MessageBuf::new({len})"
         );
         let n = chunks_for(len);
-        let mut chunks: Box<[MaybeUninit<Chunk>]> = Box::new_uninit_slice(n);
-        // The last chunk's bytes past `len` are never written.
-        chunks[n - 1].write(Chunk([0; CHUNK]));
+        let buf = BufPtr::alloc_uninit(n);
+        // The last chunk's bytes past `len` are never written: zero them,
+        // so that every chunk is initialized once `len` bytes are.
+        // SAFETY: chunk `n - 1` is in the new buffer, which is ours.
+        unsafe { buf.data().add(n - 1).write(Chunk([0; CHUNK])) };
         MessageBuf {
-            space: Space::Fresh(chunks),
+            buf,
+            reused: false,
             len,
             init: 0,
         }
@@ -343,12 +328,9 @@ impl MessageBuf {
     /// buffer's bytes are not initialized yet).
     #[inline]
     fn start(&mut self) -> *mut MaybeUninit<u8> {
-        match &mut self.space {
-            Space::Fresh(chunks) => chunks.as_mut_ptr().cast(),
-            // Unique while receiving (`ReusableBuffer::receive` checked it
-            // and gave its reference away).
-            Space::Reused { start, .. } => start.cast(),
-        }
+        // Ours alone while receiving (a new buffer, or one
+        // `ReusableBuffer::receive` checked unique and gave its reference to).
+        self.buf.data_uninit()
     }
 
     /// The length of the message it receives.
@@ -448,22 +430,21 @@ impl MessageBuf {
             self.init, self.len,
             "MessageBuf::finish before the last byte"
         );
-        let (buf, reusable) = match self.space {
-            // SAFETY: bytes `0..len` are initialized (checked) and the last
-            // chunk's tail was zeroed in `new`; `Chunk` is plain bytes, so
-            // every chunk is a valid value.
-            Space::Fresh(chunks) => (Buf::Owned(unsafe { chunks.assume_init() }), None),
-            Space::Reused { chunks, .. } => {
-                let again = ReusableBuffer(chunks.clone());
-                (Buf::Shared(SharedChunks::new(chunks)), Some(again))
-            }
+        // Bytes `0..len` are initialized (checked), and the rest of the last
+        // chunk too (zeroed in `new`, or a reused buffer's earlier bytes):
+        // the message's chunks all hold valid values (plain bytes).
+        let this = std::mem::ManuallyDrop::new(self);
+        let (tag, reusable) = if this.reused {
+            // The message and the reusable buffer share it.
+            // SAFETY: we hold the buffer's only reference.
+            unsafe { this.buf.acquire() };
+            (SHARED, Some(ReusableBuffer(this.buf)))
+        } else {
+            (0, None)
         };
         let msg = Message {
-            buf,
-            first: 0,
-            len: self.len as u32,
-            src: 0,
-            from_net: false,
+            tagged: this.buf.tagged(tag),
+            meta: meta(this.len as u32, 0),
         };
         (msg, reusable)
     }
@@ -477,8 +458,28 @@ impl MessageBuf {
 /// message: [`Message::is_shared`] is true, and its first write copies it,
 /// as for a broadcast copy), so the buffer is busy exactly while that
 /// message, or a clone of it, lives.
-#[derive(Clone)]
-pub struct ReusableBuffer(Arc<[Chunk]>);
+pub struct ReusableBuffer(BufPtr);
+
+// SAFETY: it holds one counted reference to a buffer, whose bytes it writes
+// only while that reference is the only one (`receive`): as `Arc<[u8]>`.
+unsafe impl Send for ReusableBuffer {}
+// SAFETY: as above; `&ReusableBuffer` only reads its capacity or clones.
+unsafe impl Sync for ReusableBuffer {}
+
+impl Clone for ReusableBuffer {
+    fn clone(&self) -> ReusableBuffer {
+        // SAFETY: we hold a reference to the live buffer.
+        unsafe { self.0.acquire() };
+        ReusableBuffer(self.0)
+    }
+}
+
+impl Drop for ReusableBuffer {
+    fn drop(&mut self) {
+        // SAFETY: we hold a reference and give it up.
+        unsafe { self.0.release() }
+    }
+}
 
 impl ReusableBuffer {
     /// A zeroed buffer for messages of up to `capacity` bytes (header
@@ -492,26 +493,20 @@ impl ReusableBuffer {
             (MSG_HEADER_SIZE..=MAX_MESSAGE_SIZE).contains(&capacity),
             "ReusableBuffer::new({capacity})"
         );
-        // Zeroed where it is, not built elsewhere and copied in.
-        let mut chunks = Arc::<[Chunk]>::new_uninit_slice(chunks_for(capacity));
-        let space = Arc::get_mut(&mut chunks).expect("just made");
-        // SAFETY: `space` is the new slice, writable; zero bytes are a
-        // valid `Chunk` (plain bytes), so every element is initialized after.
-        unsafe {
-            std::ptr::write_bytes(space.as_mut_ptr(), 0, space.len());
-            ReusableBuffer(chunks.assume_init())
-        }
+        ReusableBuffer(BufPtr::alloc_zeroed(chunks_for(capacity)))
     }
 
     /// The longest message it takes, in bytes.
     pub fn capacity(&self) -> usize {
-        self.0.len() * CHUNK
+        // SAFETY: we hold a reference to the live buffer.
+        unsafe { self.0.chunks() * CHUNK }
     }
 
     /// True if no message made from it lives: the next
     /// [`receive`](ReusableBuffer::receive) succeeds.
     pub fn is_free(&mut self) -> bool {
-        Arc::get_mut(&mut self.0).is_some()
+        // SAFETY: we hold a reference to the live buffer.
+        unsafe { self.0.is_unique() }
     }
 
     /// A [`MessageBuf`] of `len` bytes in this buffer, if no message made
@@ -520,17 +515,16 @@ impl ReusableBuffer {
         if len < MSG_HEADER_SIZE || len > self.capacity() {
             return Err(self);
         }
-        // Ours alone: no message made from it lives (and it hands out no
-        // weak references), so nothing else reads it while it is written.
-        let Some(chunks) = Arc::get_mut(&mut self.0) else {
+        // Ours alone: no message made from it lives, so nothing else reads
+        // it while it is written.
+        if !self.is_free() {
             return Err(self);
-        };
-        let start = chunks.as_mut_ptr();
+        }
+        // Our reference moves into the `MessageBuf`.
+        let this = std::mem::ManuallyDrop::new(self);
         Ok(MessageBuf {
-            space: Space::Reused {
-                chunks: self.0,
-                start,
-            },
+            buf: this.0,
+            reused: true,
             len,
             init: 0,
         })
@@ -570,11 +564,8 @@ impl Message {
             "Message::alloc({size}): larger than the largest message {MAX_MESSAGE_SIZE}"
         );
         let mut msg = Message {
-            buf: Buf::Owned(zeroed_buffer(chunks_for(size))),
-            first: 0,
-            len: size as u32,
-            src: 0,
-            from_net: false,
+            tagged: BufPtr::alloc_zeroed(chunks_for(size)).tagged(0),
+            meta: meta(size as u32, 0),
         };
         msg.header_mut().total_size = size as u32;
         msg
@@ -605,9 +596,7 @@ impl Message {
                 actual: bytes.len(),
             });
         }
-        let mut msg = Message::alloc(bytes.len());
-        msg.as_bytes_mut().copy_from_slice(bytes);
-        Ok(msg)
+        Ok(Message::copy_of(bytes, 0))
     }
 
     /// Frees the message. The same as dropping it; here so that readers of the
@@ -620,7 +609,19 @@ impl Message {
     #[allow(clippy::len_without_is_empty)] // never empty: the header is always there
     #[inline]
     pub fn len(&self) -> usize {
-        self.len as usize
+        self.len32() as usize
+    }
+
+    /// [`Message::len`] as its field holds it.
+    #[inline]
+    fn len32(&self) -> u32 {
+        self.meta as u32
+    }
+
+    /// The sender as its field holds it.
+    #[inline]
+    fn src32(&self) -> u32 {
+        (self.meta >> 32) as u32
     }
 
     /// Payload length in bytes.
@@ -629,46 +630,75 @@ impl Message {
         self.len() - MSG_HEADER_SIZE
     }
 
+    /// The message's buffer, without the tags.
+    #[inline]
+    fn buf(&self) -> BufPtr {
+        BufPtr::untag(self.tagged)
+    }
+
+    /// A new owned message holding a copy of `bytes` (a whole message,
+    /// `bytes.len() >= MSG_HEADER_SIZE`) sent by `src`: one copy, no zeroing
+    /// first but for the last chunk's tail.
+    #[inline]
+    fn copy_of(bytes: &[u8], src: u32) -> Message {
+        debug_assert!((MSG_HEADER_SIZE..=MAX_MESSAGE_SIZE).contains(&bytes.len()));
+        let n = chunks_for(bytes.len());
+        let buf = BufPtr::alloc_uninit(n);
+        // SAFETY: the new buffer holds `n` chunks, ours alone; the last one
+        // is zeroed first, then `bytes` (at most `n * CHUNK` long, from
+        // another allocation) written from the start, so every chunk is
+        // initialized.
+        unsafe {
+            buf.data().add(n - 1).write(Chunk([0; CHUNK]));
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.data().cast::<u8>(), bytes.len());
+        }
+        Message {
+            tagged: buf.tagged(0),
+            meta: meta(bytes.len() as u32, src),
+        }
+    }
+
     /// The whole message, header first.
     #[inline]
     pub fn as_bytes(&self) -> &[u8] {
-        let start = self.first as usize;
-        let chunks = &self.buf.chunks()[start..start + chunks_for(self.len())];
-        &bytemuck::cast_slice(chunks)[..self.len()]
+        // SAFETY: the buffer holds at least `len` initialized bytes (the
+        // type's invariants) and lives as long as `self`; shared bytes are
+        // never written, owned ones only through `&mut self`.
+        unsafe { std::slice::from_raw_parts(self.buf().data().cast::<u8>(), self.len()) }
     }
 
     /// The whole message, header first, for writing. Copies the message first
     /// if its buffer is shared.
     #[inline]
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
-        let len = self.len();
-        let n = chunks_for(len);
-        let start = self.first as usize;
-        if let Buf::Shared(a) = &self.buf {
-            // Copy-on-write: take a buffer of our own holding our window.
-            self.buf = Buf::Owned(Box::from(&a[start..start + n]));
-            self.first = 0;
+        if self.is_shared() {
+            self.unshare();
         }
-        let first = self.first as usize;
-        let Buf::Owned(b) = &mut self.buf else {
-            unreachable!("made owned above")
-        };
-        &mut bytemuck::cast_slice_mut(&mut b[first..first + n])[..len]
+        // SAFETY: as in `as_bytes`; the buffer is now ours outright, and
+        // borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.buf().data().cast::<u8>(), self.len()) }
+    }
+
+    /// Copy-on-write: the message moves to a buffer of its own.
+    #[cold]
+    #[inline(never)]
+    fn unshare(&mut self) {
+        let own = Message::copy_of(self.as_bytes(), self.src32());
+        // Keeps the network mark, if any: it is this handle's.
+        let from_net = self.tagged.addr().get() & FROM_NET;
+        let old = std::mem::replace(self, own);
+        self.tagged = self.buf().tagged(from_net);
+        drop(old);
     }
 
     /// The header.
     #[inline]
     pub fn header(&self) -> &MsgHeader {
-        // The header is the window's first two chunks (the window always
-        // holds them): a cast, no length or alignment check at run time.
-        let chunks = self.buf.chunks();
-        debug_assert!(self.first as usize + 2 <= chunks.len());
-        // SAFETY: the window always holds the header, so chunks `first` and
-        // `first + 1` are in the buffer (the type's first invariant); `Chunk`
-        // is 16-aligned plain bytes, so two of them are a valid `MsgHeader`
-        // (32 bytes, align 4). Every send and delivery reads the header:
-        // this keeps it a load, with no bounds check.
-        unsafe { &*chunks.as_ptr().add(self.first as usize).cast::<MsgHeader>() }
+        // SAFETY: the buffer always holds the header (its first 32 bytes,
+        // initialized) and lives as long as `self`; its chunks are 16-aligned
+        // plain bytes, so they are a valid `MsgHeader` (32 bytes, align 4).
+        // Every send and delivery reads the header: this keeps it one load.
+        unsafe { &*self.buf().data().cast::<MsgHeader>() }
     }
 
     /// The header, for writing (copies a shared buffer first).
@@ -723,7 +753,7 @@ impl Message {
     /// The PE that sent this message (0 before it is sent).
     #[inline]
     pub fn src_pe(&self) -> usize {
-        self.src as usize
+        self.src32() as usize
     }
 
     /// The writing part of [`MessageRaw::stamp_user`]: size field true,
@@ -731,7 +761,7 @@ impl Message {
     #[cold]
     #[inline(never)]
     fn restamp_header(&mut self) {
-        let len = self.len;
+        let len = self.len32();
         let header = self.header_mut();
         header.total_size = len;
         header.flags = 0;
@@ -741,25 +771,17 @@ impl Message {
     /// sends). Copies the bytes once, without zeroing first.
     #[inline]
     pub fn to_owned_copy(&self) -> Message {
-        let start = self.first as usize;
-        let n = chunks_for(self.len());
-        Message {
-            buf: Buf::Owned(Box::from(&self.buf.chunks()[start..start + n])),
-            first: 0,
-            len: self.len,
-            src: self.src,
-            from_net: false,
-        }
+        Message::copy_of(self.as_bytes(), self.src32())
     }
 
     /// True when this message's buffer is shared (read-only until written).
     #[inline]
     pub fn is_shared(&self) -> bool {
-        matches!(self.buf, Buf::Shared(_))
+        self.tagged.addr().get() & SHARED != 0
     }
 
-    /// A window into this message's buffer: the sub-message that starts
-    /// `offset` bytes into the payload. Used to unpack bundles without copying.
+    /// A copy of the sub-message that starts `offset` bytes into the
+    /// payload of this bundle, in a buffer of its own.
     ///
     /// Returns an error if the bytes there do not hold a valid message.
     fn sub_message(&self, offset: usize) -> Result<Message, MsgError> {
@@ -780,16 +802,7 @@ impl Message {
                 actual: rest.len(),
             });
         }
-        let Buf::Shared(buf) = &self.buf else {
-            unreachable!("sub-messages are taken from shared bundles only")
-        };
-        Ok(Message {
-            buf: Buf::Shared(buf.clone()),
-            first: self.first + ((MSG_HEADER_SIZE + offset) / CHUNK) as u32,
-            len: size as u32,
-            src: self.src,
-            from_net: false,
-        })
+        Ok(Message::copy_of(&rest[..size], self.src32()))
     }
 }
 
@@ -800,17 +813,22 @@ impl Message {
 impl MessageRaw for Message {
     #[inline]
     fn mark_from_net(&mut self) {
-        self.from_net = true;
+        self.tagged = self.tagged.map_addr(|a| a | FROM_NET);
     }
 
     #[inline]
     fn take_net_mark(&mut self) -> bool {
-        std::mem::take(&mut self.from_net)
+        let marked = self.tagged.addr().get() & FROM_NET != 0;
+        if marked {
+            let shared = self.tagged.addr().get() & SHARED;
+            self.tagged = self.buf().tagged(shared);
+        }
+        marked
     }
 
     #[inline]
     fn set_src_pe(&mut self, pe: usize) {
-        self.src = pe as u32;
+        self.meta = meta(self.len32(), pe as u32);
     }
 
     fn filled_by<E>(
@@ -826,31 +844,19 @@ impl MessageRaw for Message {
     }
 
     fn to_shared_with_header(&self, header: &MsgHeader) -> Message {
-        let start = self.first as usize;
-        let n = chunks_for(self.len());
-        let head: [Chunk; 2] = bytemuck::cast(*header);
-        // An exact-size iterator: `Arc::from_iter` allocates once and writes
-        // the chunks in place.
-        let chunks = self.buf.chunks()[start..start + n]
-            .iter()
-            .enumerate()
-            .map(|(i, c)| if i < 2 { head[i] } else { *c });
-        Message {
-            buf: Buf::Shared(SharedChunks::new(chunks.collect())),
-            first: 0,
-            len: self.len,
-            src: self.src,
-            from_net: false,
-        }
+        let mut copy = Message::copy_of(self.as_bytes(), self.src32());
+        *copy.header_mut() = *header;
+        copy.into_shared()
     }
 
     #[inline]
     fn into_shared(self) -> Message {
-        let buf = match self.buf {
-            Buf::Owned(b) => Buf::Shared(SharedChunks::new(Arc::from(b))),
-            shared @ Buf::Shared(_) => shared,
-        };
-        Message { buf, ..self }
+        // An owned buffer's count is 1 already: sharing it is the tag.
+        let this = std::mem::ManuallyDrop::new(self);
+        Message {
+            tagged: this.tagged.map_addr(|a| a | SHARED),
+            meta: this.meta,
+        }
     }
 
     fn bundle(handler: usize, parts: &[&[u8]]) -> Message {
@@ -877,28 +883,27 @@ impl MessageRaw for Message {
 
     #[inline]
     fn fix_total_size(&mut self) {
-        if self.header().total_size != self.len {
-            self.header_mut().total_size = self.len;
+        if self.header().total_size != self.len32() {
+            self.header_mut().total_size = self.len32();
         }
     }
 
     #[inline]
     fn stamp_user(&mut self, pe: usize) {
-        self.src = pe as u32;
+        self.meta = meta(self.len32(), pe as u32);
         let header = self.header();
         // One read of the header; forwarding a message unchanged writes
         // nothing.
-        if header.total_size != self.len || header.flags != 0 {
+        if header.total_size != self.len32() || header.flags != 0 {
             self.restamp_header();
         }
     }
 
     fn unbundle(self) -> Result<Vec<Message>, MsgError> {
-        let this = self.into_shared();
         let mut out = Vec::new();
         let mut offset = 0;
-        while offset < this.payload_len() {
-            let sub = this.sub_message(offset)?;
+        while offset < self.payload_len() {
+            let sub = self.sub_message(offset)?;
             offset += chunks_for(sub.len()) * CHUNK;
             out.push(sub);
         }
@@ -918,8 +923,8 @@ impl fmt::Debug for Message {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Message")
             .field("handler", &self.header().handler)
-            .field("len", &self.len)
-            .field("src_pe", &self.src)
+            .field("len", &self.len32())
+            .field("src_pe", &self.src32())
             .field("shared", &self.is_shared())
             .finish()
     }
@@ -1054,7 +1059,7 @@ mod tests {
     }
 
     #[test]
-    fn bundle_round_trips_and_shares_buffer() {
+    fn bundle_round_trips_into_buffers_of_their_own() {
         let a = Message::from_payload(3, b"first");
         let b = Message::from_payload(4, &[9u8; 40]);
         let c = Message::new(5, 0);
@@ -1064,13 +1069,15 @@ mod tests {
         assert_eq!(subs[0].as_bytes(), a.as_bytes());
         assert_eq!(subs[1].as_bytes(), b.as_bytes());
         assert_eq!(subs[2].as_bytes(), c.as_bytes());
-        assert!(subs.iter().all(|s| s.is_shared()));
+        // Each writable at once, without a copy: a buffer of its own.
+        assert!(subs.iter().all(|s| !s.is_shared()));
         assert!(subs.iter().all(|s| s.payload().as_ptr() as usize % 16 == 0));
-        // Writing to a sub-message copies it and leaves the others intact.
-        let mut first = subs[0].clone();
-        first.payload_mut()[0] = b'F';
-        assert_eq!(first.payload(), b"First");
-        assert_eq!(subs[0].payload(), b"first");
+        let mut subs = subs;
+        let at = subs[0].payload().as_ptr();
+        subs[0].payload_mut()[0] = b'F';
+        assert_eq!(subs[0].payload(), b"First");
+        assert_eq!(subs[0].payload().as_ptr(), at);
+        assert_eq!(subs[1].payload(), &[9u8; 40]);
     }
 
     #[test]

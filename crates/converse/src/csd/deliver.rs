@@ -29,39 +29,77 @@ use crate::rt::pe::Pe;
 impl Pe {
     /// The next arrived message (stash, then inbox, then self-sends, then the
     /// node inbox), without looking at the scheduler queues.
+    ///
+    /// This and the two below are the scheduler's hot path: each is
+    /// inlined into its caller, with the common case of a busy PE (nothing
+    /// set aside, nothing from other PEs, a message to itself) a few tests
+    /// and one queue pop; every other case is a call out of line.
     #[inline]
     pub fn next_arrived(&self) -> Option<Message> {
-        if let Some(m) = self.sched.stash.borrow_mut().pop_front() {
-            return Some(m);
+        if !self.sched.stash.borrow().is_empty() {
+            return self.sched.stash.borrow_mut().pop_front();
         }
         self.next_fresh_arrival()
     }
 
     /// The next arrived message that is not set aside: inbox, then
     /// self-sends, then the node inbox.
+    #[inline]
     pub fn next_fresh_arrival(&self) -> Option<Message> {
-        self.next_pe_arrival().or_else(|| {
-            // `is_empty` reads two indices; `pop` on an empty queue does more.
-            let inbox = &self.job.node(self.node).inbox;
-            let mut m = if inbox.is_empty() { None } else { inbox.pop() }?;
-            if m.take_net_mark() {
-                self.job.remote().consumed(m.len());
-            }
-            Some(m)
-        })
+        if let Some(m) = self.next_pe_arrival() {
+            return Some(m);
+        }
+        self.next_node_arrival()
+    }
+
+    /// The next message sent to this PE's node, if any.
+    #[inline]
+    fn next_node_arrival(&self) -> Option<Message> {
+        // `is_empty` reads two indices; `pop` on an empty queue does more.
+        let inbox = &self.job.node(self.node).inbox;
+        if inbox.is_empty() {
+            return None;
+        }
+        self.pop_node_arrival()
+    }
+
+    #[inline(never)]
+    fn pop_node_arrival(&self) -> Option<Message> {
+        let mut m = self.job.node(self.node).inbox.pop()?;
+        if m.take_net_mark() {
+            self.job.remote().consumed(m.len());
+        }
+        Some(m)
     }
 
     /// The next message sent to this PE (not to its node): inbox, then
     /// self-sends.
+    #[inline]
     pub fn next_pe_arrival(&self) -> Option<Message> {
         // Whatever looks for work first writes what this PE posted to other
         // processes (every delivery path comes through here).
         self.flush_posted();
+        // SAFETY: `Pe` lives on its PE's thread only (it is `!Send`), and only
+        // a PE looks at its own inbox: this is the queue's single consumer.
+        if !self.sched.ready.borrow().is_empty()
+            || !unsafe { self.job.pe(self.pe).inbox.is_empty() }
+        {
+            if let Some(m) = self.next_inbox_arrival() {
+                return Some(m);
+            }
+        }
+        self.sched.self_queue.borrow_mut().pop_front()
+    }
+
+    /// The next message from the released ones or the inbox, routing
+    /// collectives on the way; `None` if they hold none to deliver.
+    #[inline(never)]
+    fn next_inbox_arrival(&self) -> Option<Message> {
         if let Some(m) = self.sched.ready.borrow_mut().pop_front() {
             return Some(m);
         }
-        // SAFETY: `Pe` lives on its PE's thread only (it is `!Send`), and only
-        // a PE pops its own inbox: this is the queue's single consumer.
+        // SAFETY: as in `next_pe_arrival`: the owning PE's thread is the
+        // inbox's single consumer.
         while let Some(mut m) = unsafe { self.job.pe(self.pe).inbox.pop() } {
             if m.take_net_mark() {
                 self.job.remote().consumed(m.len());
@@ -79,7 +117,7 @@ impl Pe {
                 return Some(m);
             }
         }
-        self.sched.self_queue.borrow_mut().pop_front()
+        None
     }
 
     /// The next message by the scheduler's pass order: arrived messages first,
@@ -90,8 +128,29 @@ impl Pe {
         if let Some(m) = self.next_arrived() {
             return Some(Task::Message(m));
         }
+        self.next_queued()
+    }
+
+    /// The more urgent front of the node queue and the PE queue (the PE
+    /// queue on ties).
+    #[inline]
+    fn next_queued(&self) -> Option<Task> {
         let node = &self.job.node(self.node);
         if node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0 {
+            return self.next_queued_or_node();
+        }
+        let mut queue = self.sched.queue.borrow_mut();
+        if queue.is_empty() {
+            return None;
+        }
+        queue.dequeue()
+    }
+
+    /// [`Pe::next_queued`] when the node queue holds work.
+    #[inline(never)]
+    fn next_queued_or_node(&self) -> Option<Task> {
+        let node = &self.job.node(self.node);
+        {
             let mut nq = crate::sync::lock(&node.queue);
             let take_node = match (
                 nq.front_priority(),
