@@ -81,14 +81,13 @@ impl Pe {
         self.flush_posted();
         // SAFETY: `Pe` lives on its PE's thread only (it is `!Send`), and only
         // a PE looks at its own inbox: this is the queue's single consumer.
-        if !self.sched.ready.borrow().is_empty()
-            || !unsafe { self.job.pe(self.pe).inbox.is_empty() }
-        {
+        let inbox_empty = unsafe { self.job.pe(self.pe).inbox.is_empty() };
+        if !inbox_empty || !self.sched.ready.borrow().is_empty() {
             if let Some(m) = self.next_inbox_arrival() {
                 return Some(m);
             }
         }
-        self.sched.self_queue.borrow_mut().pop_front()
+        self.sched.self_queue.pop()
     }
 
     /// The next message from the released ones or the inbox, routing
@@ -182,7 +181,7 @@ impl Pe {
         let node = &self.job.node(self.node);
         !self.sched.stash.borrow().is_empty()
             || !self.sched.ready.borrow().is_empty()
-            || !self.sched.self_queue.borrow().is_empty()
+            || !self.sched.self_queue.is_empty()
             // SAFETY: as in `next_fresh_arrival`: the owning PE's thread is
             // the inbox's single consumer.
             || !(unsafe { self.job.pe(self.pe).inbox.is_empty() })

@@ -47,6 +47,7 @@
 //! handler runs.
 pub mod cqs;
 mod deliver;
+mod fifo;
 pub(crate) mod idle;
 
 use std::cell::{Cell, RefCell};
@@ -67,7 +68,7 @@ pub use cqs::{BitPrio, Cqs, PrioError, PrioRef, Queueing};
 #[derive(Default)]
 pub(crate) struct SchedState {
     /// Messages this PE sent to itself, in order.
-    self_queue: RefCell<VecDeque<Message>>,
+    self_queue: fifo::LocalFifo<Message>,
     /// Arrived messages set aside (by `deliver_specific_msg`, or unpacked
     /// from a bundle); they run before anything else.
     stash: RefCell<VecDeque<Message>>,
@@ -122,7 +123,7 @@ impl Pe {
     /// Appends `msg` to this PE's self-send queue.
     #[inline]
     pub(crate) fn push_self(&self, msg: Message) {
-        self.sched.self_queue.borrow_mut().push_back(msg);
+        self.sched.self_queue.push(msg);
     }
 
     /// Hands back an arrived message that routing held back: it is taken
@@ -149,7 +150,7 @@ impl Pe {
 
     /// Messages waiting in the PE's queue and its self-send queue.
     pub(crate) fn sched_backlog(&self) -> usize {
-        self.sched.queue.borrow().len() + self.sched.self_queue.borrow().len()
+        self.sched.queue.borrow().len() + self.sched.self_queue.len()
     }
 }
 
