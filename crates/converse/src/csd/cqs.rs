@@ -107,6 +107,89 @@ fn significant_len(words: &[u32]) -> usize {
     words.iter().rposition(|&w| w != 0).map_or(0, |i| i + 1)
 }
 
+/// Words of a priority kept inline up to this many: a bit-vector priority
+/// of up to 96 bits (the common case) never allocates, neither when made
+/// nor while queued.
+const INLINE_WORDS: usize = 3;
+
+/// A list of priority words: inline up to [`INLINE_WORDS`], else boxed.
+#[derive(Clone, Default)]
+struct PrioWords {
+    /// How many words (`inline[..len]`, or `heap[..len]` beyond
+    /// `INLINE_WORDS`).
+    len: u32,
+    /// The words when there are at most `INLINE_WORDS`; zeros beyond `len`.
+    inline: [u32; INLINE_WORDS],
+    /// The words when there are more (empty, not allocated, otherwise).
+    heap: Box<[u32]>,
+}
+
+impl PrioWords {
+    fn from_slice(words: &[u32]) -> PrioWords {
+        let mut w = PrioWords {
+            len: u32::try_from(words.len()).expect("a priority has at most 2^32 words"),
+            ..PrioWords::default()
+        };
+        if words.len() <= INLINE_WORDS {
+            w.inline[..words.len()].copy_from_slice(words);
+        } else {
+            w.heap = words.into();
+        }
+        w
+    }
+
+    #[inline]
+    fn as_slice(&self) -> &[u32] {
+        let len = self.len as usize;
+        if len <= INLINE_WORDS {
+            &self.inline[..len]
+        } else {
+            &self.heap[..len]
+        }
+    }
+
+    #[inline]
+    fn as_mut_slice(&mut self) -> &mut [u32] {
+        let len = self.len as usize;
+        if len <= INLINE_WORDS {
+            &mut self.inline[..len]
+        } else {
+            &mut self.heap[..len]
+        }
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Keeps the first `n` words (`n` at most the length).
+    fn truncate(&mut self, n: usize) {
+        debug_assert!(n <= self.len as usize);
+        if n <= INLINE_WORDS && self.len as usize > INLINE_WORDS {
+            let heap = std::mem::take(&mut self.heap);
+            self.inline[..n].copy_from_slice(&heap[..n]);
+        } else if n <= INLINE_WORDS {
+            self.inline[n..].fill(0);
+        }
+        self.len = n as u32;
+    }
+}
+
+impl PartialEq for PrioWords {
+    fn eq(&self, other: &PrioWords) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for PrioWords {}
+
+impl fmt::Debug for PrioWords {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.as_slice()).finish()
+    }
+}
+
 /// A bit-vector priority: an arbitrary-precision binary fraction in `[0, 1)`.
 ///
 /// `bits` significant bits are stored in `u32` words: the most significant
@@ -126,7 +209,7 @@ pub struct BitPrio {
     /// Number of significant bits.
     bits: u32,
     /// `ceil(bits / 32)` words, padding bits zero.
-    words: Box<[u32]>,
+    words: PrioWords,
 }
 
 impl BitPrio {
@@ -147,9 +230,9 @@ impl BitPrio {
                 given: words.len(),
             });
         }
-        let mut words: Box<[u32]> = words.into();
+        let mut words = PrioWords::from_slice(words);
         let padding = bits.wrapping_neg() % 32;
-        if let Some(last) = words.last_mut() {
+        if let Some(last) = words.as_mut_slice().last_mut() {
             // `padding` is in 0..32, so the shift cannot overflow.
             *last &= u32::MAX << padding;
         }
@@ -162,7 +245,7 @@ impl BitPrio {
     pub fn from_int(p: i32) -> BitPrio {
         BitPrio {
             bits: 32,
-            words: Box::new([int_word(p)]),
+            words: PrioWords::from_slice(&[int_word(p)]),
         }
     }
 
@@ -173,7 +256,7 @@ impl BitPrio {
         let (hi, lo) = long_words(p);
         BitPrio {
             bits: 64,
-            words: Box::new([hi, lo]),
+            words: PrioWords::from_slice(&[hi, lo]),
         }
     }
 
@@ -185,13 +268,14 @@ impl BitPrio {
     /// The words, `ceil(bits / 32)` of them, most significant first, padding
     /// bits zero.
     pub fn words(&self) -> &[u32] {
-        &self.words
+        self.words.as_slice()
     }
 
     /// This priority as a normalised, comparable view (trailing zero words
     /// dropped), in the same ordering space as [`Cqs::front_priority`].
     pub fn prio(&self) -> PrioRef<'_> {
-        let words = &self.words[..significant_len(&self.words)];
+        let words = self.words();
+        let words = &words[..significant_len(words)];
         PrioRef {
             first: words.first().copied().unwrap_or(0),
             second: words.get(1).copied().unwrap_or(0),
@@ -346,8 +430,8 @@ struct Key {
     /// The second word (0 if there is none).
     second: u32,
     /// The whole normalised word list when it has three words or more, else
-    /// empty (and not allocated).
-    words: Box<[u32]>,
+    /// empty (allocated only beyond `INLINE_WORDS`).
+    words: PrioWords,
 }
 
 impl Key {
@@ -357,7 +441,7 @@ impl Key {
         Key {
             first,
             second: 0,
-            words: Box::default(),
+            words: PrioWords::default(),
         }
     }
 
@@ -368,20 +452,23 @@ impl Key {
         Key {
             first,
             second,
-            words: Box::default(),
+            words: PrioWords::default(),
         }
     }
 
     /// The normalised priority of `b`, reusing its allocation when it has
     /// three words or more.
     fn bits(b: BitPrio) -> Key {
-        let n = significant_len(&b.words);
-        let word = |i: usize| if i < n { b.words[i] } else { 0 };
+        let n = significant_len(b.words());
+        let word = |i: usize| if i < n { b.words()[i] } else { 0 };
         let (first, second) = (word(0), word(1));
         let words = match n {
-            0..=2 => Box::default(),
-            _ if n == b.words.len() => b.words,
-            _ => b.words[..n].into(),
+            0..=2 => PrioWords::default(),
+            _ => {
+                let mut words = b.words;
+                words.truncate(n);
+                words
+            }
         };
         Key {
             first,
@@ -425,7 +512,7 @@ trait Node: Copy {
     fn second(self) -> u32;
     /// Whether `self` comes out before `other`; `words` holds the heap's
     /// priority words by slot (see `KEEPS_WORDS`).
-    fn less(self, other: Self, words: &[Box<[u32]>]) -> bool;
+    fn less(self, other: Self, words: &[PrioWords]) -> bool;
 }
 
 /// Node of the short heap (one-word priorities): one `u128` whose integer
@@ -465,7 +552,7 @@ impl Node for ShortNode {
     }
 
     #[inline]
-    fn less(self, other: Self, _: &[Box<[u32]>]) -> bool {
+    fn less(self, other: Self, _: &[PrioWords]) -> bool {
         self.0 < other.0
     }
 }
@@ -526,7 +613,7 @@ impl Node for LongNode {
     }
 
     #[inline]
-    fn less(self, other: Self, words: &[Box<[u32]>]) -> bool {
+    fn less(self, other: Self, words: &[PrioWords]) -> bool {
         if self.hi == other.hi && self.lo & other.lo & Self::MORE != 0 {
             more_less(self, other, words)
         } else {
@@ -539,8 +626,8 @@ impl Node for LongNode {
 /// which both have more: the further words decide, then the sequence number.
 /// Out of line, to keep the common comparison compact.
 #[inline(never)]
-fn more_less(a: LongNode, b: LongNode, words: &[Box<[u32]>]) -> bool {
-    match words[a.slot()][2..].cmp(&words[b.slot()][2..]) {
+fn more_less(a: LongNode, b: LongNode, words: &[PrioWords]) -> bool {
+    match words[a.slot()].as_slice()[2..].cmp(&words[b.slot()].as_slice()[2..]) {
         Ordering::Equal => a.lo < b.lo,
         ord => ord == Ordering::Less,
     }
@@ -548,7 +635,7 @@ fn more_less(a: LongNode, b: LongNode, words: &[Box<[u32]>]) -> bool {
 
 /// The index of the smallest of four sibling nodes, and that node.
 #[inline]
-fn min_child<N: Node>(nodes: &[N; ARITY], words: &[Box<[u32]>]) -> (usize, N) {
+fn min_child<N: Node>(nodes: &[N; ARITY], words: &[PrioWords]) -> (usize, N) {
     // A tournament of selects rather than branches (which child is smallest
     // is unpredictable); the two first rounds are independent.
     let pick = |i: usize, a: N, j: usize, b: N| {
@@ -560,7 +647,7 @@ fn min_child<N: Node>(nodes: &[N; ARITY], words: &[Box<[u32]>]) -> (usize, N) {
 }
 
 /// The index of the smallest node of `nodes` (not empty).
-fn min_index<N: Node>(nodes: &[N], words: &[Box<[u32]>]) -> usize {
+fn min_index<N: Node>(nodes: &[N], words: &[PrioWords]) -> usize {
     let mut best = 0;
     for (i, &node) in nodes.iter().enumerate().skip(1) {
         if node.less(nodes[best], words) {
@@ -572,7 +659,7 @@ fn min_index<N: Node>(nodes: &[N], words: &[Box<[u32]>]) -> usize {
 
 /// Moves `node` up from the hole at `pos` to its place.
 #[inline]
-fn sift_up<N: Node>(nodes: &mut [N], words: &[Box<[u32]>], mut pos: usize, node: N) {
+fn sift_up<N: Node>(nodes: &mut [N], words: &[PrioWords], mut pos: usize, node: N) {
     while pos > 0 {
         let parent = (pos - 1) / ARITY;
         let above = nodes[parent];
@@ -589,7 +676,7 @@ fn sift_up<N: Node>(nodes: &mut [N], words: &[Box<[u32]>], mut pos: usize, node:
 /// down along the smallest children, then `node` moves up from the bottom
 /// (where it usually belongs, having been the last leaf). This saves the
 /// comparison with `node` on the way down.
-fn sift_down_to_bottom<N: Node>(nodes: &mut [N], words: &[Box<[u32]>], node: N) {
+fn sift_down_to_bottom<N: Node>(nodes: &mut [N], words: &[PrioWords], node: N) {
     let len = nodes.len();
     let mut pos = 0;
     loop {
@@ -617,7 +704,7 @@ struct PrioHeap<T, N> {
     /// Items by slot; `None` for a free slot.
     items: Vec<Option<T>>,
     /// If `N::KEEPS_WORDS`, each slot's [`Key::words`]; else unused.
-    words: Vec<Box<[u32]>>,
+    words: Vec<PrioWords>,
     /// Free slots, reused before `items` grows.
     free: Vec<u32>,
     /// Pushes since the heap was last empty (see [`SEQ_MID`]).
@@ -652,7 +739,7 @@ impl<T, N: Node> PrioHeap<T, N> {
             first: n.first(),
             second: n.second(),
             more: if N::KEEPS_WORDS {
-                self.words[n.slot()].get(2..).unwrap_or(&[])
+                self.words[n.slot()].as_slice().get(2..).unwrap_or(&[])
             } else {
                 &[]
             },
@@ -675,7 +762,7 @@ impl<T, N: Node> PrioHeap<T, N> {
                     u32::try_from(self.items.len()).expect("a Cqs heap holds at most 2^32 items");
                 self.items.push(None);
                 if N::KEEPS_WORDS {
-                    self.words.push(Box::default());
+                    self.words.push(PrioWords::default());
                 }
                 slot
             }
@@ -708,7 +795,7 @@ impl<T, N: Node> PrioHeap<T, N> {
             self.clear();
         } else {
             if N::KEEPS_WORDS {
-                self.words[slot] = Box::default();
+                self.words[slot] = PrioWords::default();
             }
             self.free.push(slot as u32);
         }
