@@ -14,7 +14,9 @@
 //! bench cqs_bitvec_pair <ns> ns baseline binaryheap_pair <ns> ns ratio <r>
 //! ```
 //!
-//! Set `CONVERSE_BENCH_QUICK` to run 100 times fewer pairs (CI smoke check).
+//! Set `CONVERSE_BENCH_QUICK` to run 100 times fewer pairs (CI smoke check),
+//! `CONVERSE_BENCH_ONLY=NAME` to run the figures whose names contain `NAME`.
+mod common;
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -122,12 +124,20 @@ fn main() {
     let (mut baseline, mut int, mut bitvec) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
     for _ in 0..RUNS {
         baseline = baseline.min(per_pair(binaryheap_pairs(pairs), pairs));
-        let ns = cqs_pairs(pairs, |rng| Queueing::IFifo(int_prio(rng)));
-        int = int.min(per_pair(ns, pairs));
-        let ns = cqs_pairs(pairs, |rng| Queueing::BFifo(bitvec_prio(rng)));
-        bitvec = bitvec.min(per_pair(ns, pairs));
+        if common::wanted("cqs_int_pair") {
+            let ns = cqs_pairs(pairs, |rng| Queueing::IFifo(int_prio(rng)));
+            int = int.min(per_pair(ns, pairs));
+        }
+        if common::wanted("cqs_bitvec_pair") {
+            let ns = cqs_pairs(pairs, |rng| Queueing::BFifo(bitvec_prio(rng)));
+            bitvec = bitvec.min(per_pair(ns, pairs));
+        }
     }
 
-    report("cqs_int_pair", int, baseline);
-    report("cqs_bitvec_pair", bitvec, baseline);
+    if common::wanted("cqs_int_pair") {
+        report("cqs_int_pair", int, baseline);
+    }
+    if common::wanted("cqs_bitvec_pair") {
+        report("cqs_bitvec_pair", bitvec, baseline);
+    }
 }

@@ -490,18 +490,27 @@ impl Key {
 /// loads, one per level. ([`min_child`] is written for 4.)
 const ARITY: usize = 4;
 
-/// Sequence numbers are `SEQ_MID + n` for the n-th FIFO push and
-/// `SEQ_MID - n` for the n-th LIFO push since the heap was last empty, so
-/// FIFO pushes sort after and LIFO pushes before everything of their
-/// priority. They fit in 63 bits; leaving that range would take 2^62 pushes
-/// (over a century at one per nanosecond) without the heap ever emptying.
-const SEQ_MID: u64 = 1 << 62;
+/// Sequence numbers are `N::SEQ_MID + n` for the n-th FIFO push and
+/// `N::SEQ_MID - n` for the n-th LIFO push since the heap was last empty
+/// (or renumbered), so FIFO pushes sort after and LIFO pushes before
+/// everything of their priority. The short heap's fit in 63 bits: leaving
+/// that range would take 2^62 pushes (over a century at one per
+/// nanosecond) without the heap ever emptying. The long heap's have 31 bits
+/// (its node is one `u128` too): after 2^30 pushes without emptying, the
+/// heap renumbers its items in queue order (`PrioHeap::renumber`), which
+/// keeps every order.
+const SHORT_SEQ_MID: u64 = 1 << 62;
 
 /// A heap node: a small `Copy` sort key and the slot of its item.
 trait Node: Copy {
     /// Whether this heap keeps the words of priorities of three words or
     /// more, by slot.
     const KEEPS_WORDS: bool;
+    /// The middle of the sequence numbers (see [`SHORT_SEQ_MID`]): pushes
+    /// since the heap was last empty stay below it.
+    const SEQ_MID: u64;
+    /// The same node with sequence number `seq`.
+    fn with_seq(self, seq: u64) -> Self;
     /// The node of `key`, with sequence number `seq`, for the item in `slot`.
     fn new(key: &Key, seq: u64, slot: u32) -> Self;
     /// The slot of the item.
@@ -530,6 +539,13 @@ struct ShortNode(u128);
 
 impl Node for ShortNode {
     const KEEPS_WORDS: bool = false;
+    const SEQ_MID: u64 = SHORT_SEQ_MID;
+
+    #[inline]
+    fn with_seq(self, seq: u64) -> Self {
+        let mask = (u128::from(u64::MAX) << 32) & !(u128::from(u32::MAX) << 96);
+        ShortNode((self.0 & !mask) | (u128::from(seq) << 32))
+    }
 
     #[inline]
     fn new(key: &Key, seq: u64, slot: u32) -> Self {
@@ -557,67 +573,81 @@ impl Node for ShortNode {
     }
 }
 
-/// Node of the long heap (priorities of two words or more):
+/// Node of the long heap (priorities of two words or more): one `u128`,
 ///
 /// ```text
-/// hi: bits 63..32  first word       lo: bit  63      more than two words
-///     bits 31..0   second word          bits 62..0   sequence number
+/// bits 127..96  first word
+/// bits  95..64  second word
+/// bit   63      more than two words
+/// bits  62..32  sequence number (31 bits)
+/// bits  31..0   slot
 /// ```
 ///
-/// `(hi, lo)` in integer order is the queue order, except between two nodes
-/// with equal first two words that both have more: for those the words
-/// after the second decide first.
+/// whose integer order is the queue order, except between two nodes with
+/// equal first two words that both have more: for those the words after the
+/// second decide first. 16 bytes, as the short heap's node: four siblings
+/// are one cache line, and a comparison is one of two integers.
 #[derive(Clone, Copy)]
-struct LongNode {
-    hi: u64,
-    lo: u64,
-    slot: u32,
-}
+struct LongNode(u128);
 
 impl LongNode {
-    /// The "more than two words" bit of `lo`.
-    const MORE: u64 = 1 << 63;
-
-    #[inline]
-    fn key(self) -> u128 {
-        (u128::from(self.hi) << 64) | u128::from(self.lo)
-    }
+    /// The "more than two words" bit.
+    const MORE: u128 = 1 << 63;
 }
+
+/// The long heap's [`Node::SEQ_MID`]: sequence numbers have 31 bits.
+const LONG_SEQ_MID: u64 = if cfg!(test) {
+    // Small in tests, so that they renumber often.
+    1 << 7
+} else {
+    1 << 30
+};
 
 impl Node for LongNode {
     const KEEPS_WORDS: bool = true;
+    const SEQ_MID: u64 = LONG_SEQ_MID;
 
     #[inline]
     fn new(key: &Key, seq: u64, slot: u32) -> Self {
+        debug_assert!(seq < 1 << 31);
         let more = if key.words.is_empty() { 0 } else { Self::MORE };
-        LongNode {
-            hi: (u64::from(key.first) << 32) | u64::from(key.second),
-            lo: more | seq,
-            slot,
-        }
+        LongNode(
+            (u128::from(key.first) << 96)
+                | (u128::from(key.second) << 64)
+                | more
+                | (u128::from(seq) << 32)
+                | u128::from(slot),
+        )
+    }
+
+    #[inline]
+    fn with_seq(self, seq: u64) -> Self {
+        debug_assert!(seq < 1 << 31);
+        let mask = u128::from(u32::MAX >> 1) << 32;
+        LongNode((self.0 & !mask) | (u128::from(seq) << 32))
     }
 
     #[inline]
     fn slot(self) -> usize {
-        self.slot as usize
+        self.0 as u32 as usize
     }
 
     #[inline]
     fn first(self) -> u32 {
-        (self.hi >> 32) as u32
+        (self.0 >> 96) as u32
     }
 
     #[inline]
     fn second(self) -> u32 {
-        self.hi as u32
+        (self.0 >> 64) as u32
     }
 
     #[inline]
     fn less(self, other: Self, words: &[PrioWords]) -> bool {
-        if self.hi == other.hi && self.lo & other.lo & Self::MORE != 0 {
+        if self.0 >> 64 == other.0 >> 64 && self.0 & other.0 & Self::MORE != 0 {
             more_less(self, other, words)
         } else {
-            self.key() < other.key()
+            self.0 < other.0
         }
     }
 }
@@ -628,7 +658,9 @@ impl Node for LongNode {
 #[inline(never)]
 fn more_less(a: LongNode, b: LongNode, words: &[PrioWords]) -> bool {
     match words[a.slot()].as_slice()[2..].cmp(&words[b.slot()].as_slice()[2..]) {
-        Ordering::Equal => a.lo < b.lo,
+        // The low half: the sequence number decides (the slot never does:
+        // sequence numbers are unique).
+        Ordering::Equal => (a.0 as u64) < (b.0 as u64),
         ord => ord == Ordering::Less,
     }
 }
@@ -707,7 +739,8 @@ struct PrioHeap<T, N> {
     words: Vec<PrioWords>,
     /// Free slots, reused before `items` grows.
     free: Vec<u32>,
-    /// Pushes since the heap was last empty (see [`SEQ_MID`]).
+    /// Pushes since the heap was last empty or renumbered (see
+    /// [`SHORT_SEQ_MID`]).
     pushes: u64,
 }
 
@@ -749,11 +782,14 @@ impl<T, N: Node> PrioHeap<T, N> {
     /// Adds `item` with priority `key`, behind (FIFO) or in front of (LIFO)
     /// its equals.
     fn push(&mut self, item: T, key: Key, lifo: bool) {
+        if self.pushes + 1 >= N::SEQ_MID {
+            self.renumber();
+        }
         self.pushes += 1;
         let seq = if lifo {
-            SEQ_MID - self.pushes
+            N::SEQ_MID - self.pushes
         } else {
-            SEQ_MID + self.pushes
+            N::SEQ_MID + self.pushes
         };
         let slot = match self.free.pop() {
             Some(slot) => slot,
@@ -769,12 +805,47 @@ impl<T, N: Node> PrioHeap<T, N> {
         };
         let node = N::new(&key, seq, slot);
         self.items[slot as usize] = Some(item);
-        if N::KEEPS_WORDS {
+        // A slot's words are empty but while its item has three words or
+        // more: only those write them (and their pop empties them).
+        if N::KEEPS_WORDS && !key.words.is_empty() {
             self.words[slot as usize] = key.words;
         }
         let pos = self.nodes.len();
         self.nodes.push(node);
         sift_up(&mut self.nodes, &self.words, pos, node);
+    }
+
+    /// Gives the items sequence numbers `SEQ_MID - n .. SEQ_MID` in queue
+    /// order (`n` items), so that pushes can go on: every order between
+    /// them stays, later FIFO pushes still sort after them and later LIFO
+    /// pushes before. A sorted array is a heap.
+    ///
+    /// # Panics
+    /// If the heap holds half of `SEQ_MID` items or more (2^29 in the long
+    /// heap, far beyond any memory here).
+    #[cold]
+    #[inline(never)]
+    fn renumber(&mut self) {
+        let n = self.nodes.len() as u64;
+        assert!(
+            n < N::SEQ_MID / 2,
+            "a Cqs heap of priorities of two words or more holds at most {} items",
+            N::SEQ_MID / 2
+        );
+        let words = &self.words;
+        self.nodes.sort_unstable_by(|a, b| {
+            if a.less(*b, words) {
+                Ordering::Less
+            } else if b.less(*a, words) {
+                Ordering::Greater
+            } else {
+                Ordering::Equal
+            }
+        });
+        for (rank, node) in self.nodes.iter_mut().enumerate() {
+            *node = node.with_seq(N::SEQ_MID - n + rank as u64);
+        }
+        self.pushes = n;
     }
 
     /// Removes and returns the top item.
@@ -794,7 +865,7 @@ impl<T, N: Node> PrioHeap<T, N> {
             // numbers small.
             self.clear();
         } else {
-            if N::KEEPS_WORDS {
+            if N::KEEPS_WORDS && !self.words[slot].is_empty() {
                 self.words[slot] = PrioWords::default();
             }
             self.free.push(slot as u32);
@@ -944,12 +1015,15 @@ impl<T> Cqs<T> {
     /// strategies) all items of equal priority already queued. O(1) for the
     /// middle priority, O(log n) otherwise.
     #[doc(alias = "CqsEnqueueGeneral")]
+    #[inline]
     pub fn enqueue(&mut self, item: T, q: Queueing) {
         let (key, lifo) = match q {
             Queueing::Fifo => return self.enqueue_fifo(item),
             Queueing::Lifo => return self.enqueue_lifo(item),
-            Queueing::IFifo(p) => (Key::one(int_word(p)), false),
-            Queueing::ILifo(p) => (Key::one(int_word(p)), true),
+            // Integer priorities go straight to their part: no `Key` built
+            // unless it is the short heap's.
+            Queueing::IFifo(p) => return self.enqueue_one_word(item, int_word(p), false),
+            Queueing::ILifo(p) => return self.enqueue_one_word(item, int_word(p), true),
             Queueing::LFifo(p) => (Key::long(p), false),
             Queueing::LLifo(p) => (Key::long(p), true),
             Queueing::BFifo(b) => (Key::bits(b), false),
@@ -957,18 +1031,29 @@ impl<T> Cqs<T> {
         };
         if !key.is_one_word() {
             self.long.push(item, key, lifo);
-        } else if key.first != MIDDLE_WORD {
-            match Window::<T>::index(key.first) {
-                Some(i) => self
-                    .window
-                    .get_or_insert_with(Window::new)
-                    .push(i, item, lifo),
-                None => self.short.push(item, key, lifo),
-            }
-        } else if lifo {
-            self.middle.push_front(item);
         } else {
-            self.middle.push_back(item);
+            self.enqueue_one_word(item, key.first, lifo);
+        }
+    }
+
+    /// Enqueues `item` with the one-word priority `first`: in the middle
+    /// deque, a window bucket or the short heap.
+    #[inline]
+    fn enqueue_one_word(&mut self, item: T, first: u32, lifo: bool) {
+        if first == MIDDLE_WORD {
+            if lifo {
+                self.middle.push_front(item);
+            } else {
+                self.middle.push_back(item);
+            }
+            return;
+        }
+        match Window::<T>::index(first) {
+            Some(i) => self
+                .window
+                .get_or_insert_with(Window::new)
+                .push(i, item, lifo),
+            None => self.short.push(item, Key::one(first), lifo),
         }
     }
 
@@ -1506,6 +1591,34 @@ mod tests {
             ]
         }
 
+        /// Priorities of two words or more only (the long heap), few of
+        /// them, so that ties are frequent.
+        fn long_queueing() -> impl Strategy<Value = Queueing> {
+            let long = prop::sample::select(vec![1i64 << 32, (1 << 32) + 1, -(1 << 32), 5]);
+            let word = prop::sample::select(vec![0u32, 1, 0x8000_0000]);
+            let bitprio =
+                (33u32..=128, prop::collection::vec(word, 4)).prop_map(|(bits, mut w)| {
+                    w[1] |= 1; // two significant words at least
+                    BitPrio::new(bits, &w[..bits.div_ceil(32) as usize]).unwrap()
+                });
+            prop_oneof![
+                long.clone().prop_map(Queueing::LFifo),
+                long.prop_map(Queueing::LLifo),
+                bitprio.clone().prop_map(Queueing::BFifo),
+                bitprio.prop_map(Queueing::BLifo),
+            ]
+        }
+
+        /// Mostly enqueues: the long heap holds many items and goes through
+        /// far more pushes than `LONG_SEQ_MID` (128 in tests) without
+        /// emptying, so it renumbers, several times.
+        fn long_op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                4 => long_queueing().prop_map(Op::Enqueue),
+                1 => Just(Op::Dequeue),
+            ]
+        }
+
         /// The priority as a bit string with trailing zero bits dropped;
         /// computed bit by bit, independently of the queue's word logic.
         /// Such strings compare as binary fractions under `Vec`'s order.
@@ -1601,6 +1714,32 @@ mod tests {
                 }
                 prop_assert_eq!(rest, expected);
                 prop_assert!(q.is_empty());
+            }
+
+            #[test]
+            fn long_heap_renumbering_keeps_the_order(ops in prop::collection::vec(long_op(), 0..600)) {
+                let mut q = Cqs::new();
+                let mut m = Model::default();
+                for (id, op) in ops.into_iter().enumerate() {
+                    // At most 40 items (the test's heap renumbers into 64
+                    // sequence numbers below the middle).
+                    if q.len() >= 40 {
+                        prop_assert_eq!(q.dequeue(), m.dequeue());
+                    }
+                    match op {
+                        Op::Enqueue(s) => {
+                            m.enqueue(id, &s);
+                            q.enqueue(id, s);
+                        }
+                        Op::Dequeue => prop_assert_eq!(q.dequeue(), m.dequeue()),
+                    }
+                }
+                let rest: Vec<usize> = q.drain().collect();
+                let mut expected = Vec::new();
+                while let Some(id) = m.dequeue() {
+                    expected.push(id);
+                }
+                prop_assert_eq!(rest, expected);
             }
 
             /// `PrioRef`'s order is the binary-fraction order.
