@@ -24,7 +24,8 @@
 //!   to a handler or a netmod ([`Message::from_bytes`] checks it for bytes that
 //!   come from outside).
 //! - The message's bytes are the buffer's first `len` bytes, and the buffer
-//!   holds at least `len.div_ceil(16)` chunks (exactly that many when owned).
+//!   holds at least `len.div_ceil(16)` chunks (more when it was a reusable
+//!   buffer's).
 //! - Several messages may share one buffer: a broadcast shares one buffer
 //!   among the receiving PEs. Shared bytes are never written: every mutable
 //!   accessor first copies a shared message into a buffer of its own
@@ -641,7 +642,9 @@ impl Message {
     /// first but for the last chunk's tail.
     #[inline]
     fn copy_of(bytes: &[u8], src: u32) -> Message {
-        debug_assert!((MSG_HEADER_SIZE..=MAX_MESSAGE_SIZE).contains(&bytes.len()));
+        // A whole message: the chunk count below is at least 2 (and the
+        // length fits the `u32` field).
+        assert!((MSG_HEADER_SIZE..=MAX_MESSAGE_SIZE).contains(&bytes.len()));
         let n = chunks_for(bytes.len());
         let buf = BufPtr::alloc_uninit(n);
         // SAFETY: the new buffer holds `n` chunks, ours alone; the last one
@@ -672,7 +675,17 @@ impl Message {
     #[inline]
     pub fn as_bytes_mut(&mut self) -> &mut [u8] {
         if self.is_shared() {
-            self.unshare();
+            // SAFETY: we hold a reference to the live buffer.
+            if unsafe { self.buf().is_unique() } {
+                // The last reference (say, the last PE's copy of a
+                // broadcast): ours alone, no copy needed. The Acquire load of
+                // the count orders the other holders' reads before our writes.
+                self.tagged = self.tagged.map_addr(|a| {
+                    std::num::NonZeroUsize::new(a.get() & !SHARED).expect("a non-null address")
+                });
+            } else {
+                self.unshare();
+            }
         }
         // SAFETY: as in `as_bytes`; the buffer is now ours outright, and
         // borrowed mutably through `self`.
@@ -1094,6 +1107,29 @@ mod tests {
             (MSG_HEADER_SIZE + 40, 3)
         );
         assert_eq!(subs[1].payload(), b"second");
+    }
+
+    #[test]
+    fn the_last_holder_of_a_shared_message_writes_it_in_place() {
+        let shared = Message::from_payload(3, b"bcast").into_shared();
+        let mut other = shared.clone();
+        let at = shared.as_bytes().as_ptr();
+        // Two holders: a write copies.
+        other.payload_mut()[0] = b'B';
+        assert_ne!(other.as_bytes().as_ptr(), at);
+        assert_eq!(shared.payload(), b"bcast");
+        // One holder left: a write takes the buffer as it is.
+        let mut last = shared;
+        last.payload_mut()[0] = b'B';
+        assert_eq!(last.as_bytes().as_ptr(), at);
+        assert!(!last.is_shared());
+        assert_eq!(last.payload(), b"Bcast");
+        // A reusable buffer keeps its own reference: its message copies.
+        let buf = ReusableBuffer::new(MSG_HEADER_SIZE + 16);
+        let (mut msg, _keep) = receive_into_reusable(buf, b"persist").ok().unwrap();
+        let at = msg.as_bytes().as_ptr();
+        msg.payload_mut()[0] = b'P';
+        assert_ne!(msg.as_bytes().as_ptr(), at);
     }
 
     #[test]

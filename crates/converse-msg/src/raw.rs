@@ -98,7 +98,8 @@ pub trait MessageRaw: sealed::Sealed + Sized {
     fn to_shared_with_header(&self, header: &MsgHeader) -> Self;
 
     /// Turns the message into a shared one, so that clones share its buffer
-    /// instead of copying it (used for broadcasts and bundles).
+    /// instead of copying it (used for broadcasts). Costs a tag bit: every
+    /// buffer has its reference count already.
     fn into_shared(self) -> Self;
 
     /// Builds one message whose payload holds copies of `parts`, each starting
@@ -118,8 +119,9 @@ pub trait MessageRaw: sealed::Sealed + Sized {
     /// they differ.
     fn stamp_user(&mut self, pe: usize);
 
-    /// The sub-messages of a bundle, in order: windows into its buffer, not
-    /// copies. Errors if the bundle's bytes do not parse as a sequence of
+    /// The sub-messages of a bundle, in order, each copied into a buffer of
+    /// its own (a window into the bundle would not fit `Message`'s two
+    /// words). Errors if the bundle's bytes do not parse as a sequence of
     /// messages.
     fn unbundle(self) -> Result<Vec<Self>, MsgError>;
 }

@@ -186,7 +186,8 @@ pub fn async_vector_send<P: AsRef<[u8]>>(dest_pe: usize, parts: &[P]) -> CommHan
 
 /// Sends several messages, each with its own handler set, to PE `dest_pe` in
 /// one transfer (`CmiMultipleSend`). They are delivered in order, as if sent
-/// one by one; on the receiver they share one buffer (no copy per message).
+/// one by one; on the receiver each is copied out of the bundle into a
+/// buffer of its own (a handler may write it, or forward it, at once).
 #[doc(alias = "CmiMultipleSend")]
 pub fn multiple_send(dest_pe: usize, msgs: &[&Message]) {
     let parts: Vec<&[u8]> = msgs.iter().map(|m| m.as_bytes()).collect();

@@ -119,21 +119,10 @@ impl Pe {
         None
     }
 
-    /// The next message by the scheduler's pass order: arrived messages first,
-    /// then whichever of the node queue and the PE queue has the more urgent
-    /// front (the PE queue on ties).
-    #[inline]
-    pub fn next_task(&self) -> Option<Task> {
-        if let Some(m) = self.next_arrived() {
-            return Some(Task::Message(m));
-        }
-        self.next_queued()
-    }
-
     /// The more urgent front of the node queue and the PE queue (the PE
     /// queue on ties).
     #[inline]
-    fn next_queued(&self) -> Option<Task> {
+    pub(crate) fn next_queued(&self) -> Option<Task> {
         let node = &self.job.node(self.node);
         if node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0 {
             return self.next_queued_or_node();

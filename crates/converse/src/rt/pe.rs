@@ -250,9 +250,12 @@ pub(crate) fn with<R>(f: impl FnOnce(&Rc<Pe>) -> R) -> R {
     }
     // SAFETY: non-null, `CURRENT_PTR` points at the `Rc` in this thread's
     // `CURRENT` (set by `install`), which stays there until `uninstall`
-    // clears the pointer first. `uninstall` runs only in the PE's
-    // teardown, once its code has returned or unwound: never inside `f`.
-    f(unsafe { &*pe })
+    // clears the pointer first. We take our own count of it at once, with
+    // no code run in between, so the PE outlives `f` even if `f` ends it
+    // (on the `init_returns` thread, user code that `f` runs, a merge
+    // function say, may call `finish`, which uninstalls the PE).
+    let pe = unsafe { (*pe).clone() };
+    f(&pe)
 }
 
 /// The calling thread's PE (a counted reference: cheap, and safe to hold
