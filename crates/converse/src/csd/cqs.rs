@@ -970,6 +970,135 @@ impl<T> Window<T> {
     }
 }
 
+/// The middle priority's deque: a ring of `Option<T>` slots, a power of two
+/// of them.
+///
+/// Why not `VecDeque`: its `push_back` holds the value across the check
+/// for room (a call to grow), so the compiler keeps it on the stack and
+/// copies it into the slot with one 16-byte load of what it just stored
+/// as two 8-byte words: a store-forwarding stall on every `CsdEnqueue`
+/// (two thirds of the enqueue's time). The value was on the stack because
+/// the push could unwind (a bounds check, the growing call), and unwinding
+/// drops it through its address. Here nothing between taking the value
+/// and writing it can unwind: the slot index is in range by construction,
+/// and growing is an `extern "C"` call (which aborts rather than unwinds,
+/// on an allocation size overflow only), so the value stays in registers
+/// and goes from them into the slot.
+///
+/// Invariant: slots `head .. head + len` (modulo the capacity) hold `Some`,
+/// all others `None`.
+struct MiddleDeque<T> {
+    slots: Box<[Option<T>]>,
+    head: usize,
+    len: usize,
+}
+
+impl<T> MiddleDeque<T> {
+    fn new() -> Self {
+        MiddleDeque {
+            slots: Box::new([]),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.slots.len().wrapping_sub(1)
+    }
+
+    #[inline]
+    fn push_back(&mut self, item: T) {
+        if self.len == self.slots.len() {
+            grow_or_abort(self);
+        }
+        let at = (self.head + self.len) & self.mask();
+        self.put(at, item);
+        self.len += 1;
+    }
+
+    /// Writes `item` into the free slot `at` (`at` masked by `mask()`).
+    #[inline]
+    fn put(&mut self, at: usize, item: T) {
+        debug_assert!(at < self.slots.len() && self.slots[at].is_none());
+        // SAFETY: `at` is an index masked by `slots.len() - 1`, and the
+        // length is a power of two at least 16 here (a push grew it if it
+        // was full, and an empty ring is full), so `at < slots.len()`.
+        let slot = unsafe { self.slots.get_unchecked_mut(at) };
+        // The slot is `None` (outside the items): forgotten, not dropped,
+        // so no drop code sits on this path.
+        std::mem::forget(slot.replace(item));
+    }
+
+    #[inline]
+    fn push_front(&mut self, item: T) {
+        if self.len == self.slots.len() {
+            grow_or_abort(self);
+        }
+        let at = self.head.wrapping_sub(1) & self.mask();
+        self.put(at, item);
+        self.head = at;
+        self.len += 1;
+    }
+
+    /// Doubles the ring (at least 16 slots).
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        let old = std::mem::take(&mut self.slots);
+        let mask = old.len().wrapping_sub(1);
+        let mut bigger: Box<[Option<T>]> = (0..(old.len() * 2).max(16)).map(|_| None).collect();
+        let mut old = old.into_vec();
+        for (k, slot) in bigger.iter_mut().take(self.len).enumerate() {
+            *slot = old[(self.head + k) & mask].take();
+        }
+        self.slots = bigger;
+        self.head = 0;
+    }
+
+    #[inline]
+    fn pop_front(&mut self) -> Option<T> {
+        if self.len == 0 {
+            return None;
+        }
+        let item = self.slots[self.head].take();
+        self.head = (self.head + 1) & self.mask();
+        self.len -= 1;
+        item
+    }
+
+    #[inline]
+    fn front(&self) -> Option<&T> {
+        if self.len == 0 {
+            return None;
+        }
+        self.slots[self.head].as_ref()
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn clear(&mut self) {
+        while self.pop_front().is_some() {}
+    }
+}
+
+/// [`MiddleDeque::grow`], as a call that cannot unwind (a panic in an
+/// `extern "C"` function aborts the process): see `MiddleDeque` for why.
+/// Growing panics only if the ring's size overflows `usize`.
+#[cold]
+#[inline(never)]
+extern "C" fn grow_or_abort<T>(deque: &mut MiddleDeque<T>) {
+    deque.grow();
+}
+
 /// Where the next item to dequeue is.
 #[derive(Clone, Copy)]
 enum Front {
@@ -986,7 +1115,7 @@ enum Front {
 #[doc(alias = "Queue")]
 pub struct Cqs<T> {
     /// Items of exactly the middle priority, in dequeue order.
-    middle: VecDeque<T>,
+    middle: MiddleDeque<T>,
     /// Items of the other one-word priorities in the window around the
     /// middle; allocated on first use (128 KiB of bucket headers), so queues
     /// that only see FIFO/LIFO traffic never pay for it.
@@ -1002,7 +1131,7 @@ impl<T> Cqs<T> {
     #[doc(alias = "CqsCreate")]
     pub fn new() -> Self {
         Cqs {
-            middle: VecDeque::new(),
+            middle: MiddleDeque::new(),
             window: None,
             short: PrioHeap::new(),
             long: PrioHeap::new(),

@@ -210,31 +210,18 @@ fn run(pe: &Pe, budget: Budget<'_>) -> usize {
         // and reading it back out cost a store-forwarding stall per message
         // (two 8-byte stores read as one 16-byte load), a third of the
         // self-send loop's time.
-        let task = match pe.next_arrived() {
+        let ran = match pe.next_arrived() {
             Some(msg) => {
                 if pe.is_idle() {
                     crate::ccd::end_idle(pe);
                 }
-                delivered += usize::from(pe.deliver(msg));
-                if pe.ccd_armed() {
-                    crate::ccd::tick(pe);
-                }
-                continue;
+                Some(pe.deliver(msg))
             }
-            None => pe.next_queued(),
+            None => pe.run_next_queued(),
         };
-        match task {
-            Some(task) => {
-                if pe.is_idle() {
-                    crate::ccd::end_idle(pe);
-                }
-                delivered += usize::from(match task {
-                    Task::Message(msg) => pe.deliver(msg),
-                    Task::Thread(t) => {
-                        crate::cth::run_token(pe, t);
-                        true
-                    }
-                });
+        match ran {
+            Some(counted) => {
+                delivered += usize::from(counted);
                 if pe.ccd_armed() {
                     crate::ccd::tick(pe);
                 }
@@ -438,10 +425,9 @@ fn take_from_stash(pe: &Pe, handler: usize, scanned: &mut usize) -> Option<Messa
 pub fn enqueue_general(msg: Message, queueing: Queueing) {
     pe::with(|pe| {
         pe.count_created(1);
-        pe.sched
-            .queue
-            .borrow_mut()
-            .enqueue(Task::Message(msg), queueing)
+        // As in `enqueue_fifo`.
+        let mut queue = pe.sched.queue.borrow_mut();
+        queue.enqueue(Task::Message(msg), queueing)
     });
 }
 
@@ -456,7 +442,12 @@ pub fn enqueue(msg: Message) {
 pub fn enqueue_fifo(msg: Message) {
     pe::with(|pe| {
         pe.count_created(1);
-        pe.sched.queue.borrow_mut().enqueue_fifo(Task::Message(msg))
+        // The borrow first, then the `Task`: built after the last call that
+        // may unwind, it goes from registers into the queue's slot (built
+        // before, it waited on the stack and was copied out with a 16-byte
+        // load of two 8-byte stores, a store-forwarding stall).
+        let mut queue = pe.sched.queue.borrow_mut();
+        queue.enqueue_fifo(Task::Message(msg))
     });
 }
 
@@ -465,7 +456,9 @@ pub fn enqueue_fifo(msg: Message) {
 pub fn enqueue_lifo(msg: Message) {
     pe::with(|pe| {
         pe.count_created(1);
-        pe.sched.queue.borrow_mut().enqueue_lifo(Task::Message(msg))
+        // As in `enqueue_fifo`.
+        let mut queue = pe.sched.queue.borrow_mut();
+        queue.enqueue_lifo(Task::Message(msg))
     });
 }
 
