@@ -844,14 +844,14 @@ impl MessageRaw for Message {
         self.meta = meta(self.len32(), pe as u32);
     }
 
-    fn filled_by<E>(
+    unsafe fn filled_by<E>(
         len: usize,
         fill: impl FnOnce(*mut u8, usize) -> Result<(), E>,
     ) -> Result<Message, E> {
         let mut buf = MessageBuf::new(len);
         fill(buf.start().cast::<u8>(), len)?;
-        // `fill` wrote bytes `0..len` (its contract): what `finish` relies
-        // on to take the buffer as initialized.
+        // `fill` wrote bytes `0..len` (the caller's promise): what `finish`
+        // relies on to take the buffer as initialized.
         buf.init = len;
         Ok(buf.finish())
     }

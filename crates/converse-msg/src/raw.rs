@@ -82,12 +82,15 @@ pub trait MessageRaw: sealed::Sealed + Sized {
 
     /// A message of `len` bytes whose bytes `fill` writes, without zeroing
     /// them first (a large message received straight into its buffer).
-    /// `fill` gets the buffer's start and `len`, and must write all `len`
-    /// bytes unless it fails; its error is returned.
+    /// `fill` gets the buffer's start and `len`; its error is returned.
+    ///
+    /// # Safety
+    /// `fill` must have written all `len` bytes when it returns `Ok`: the
+    /// message's bytes are read as initialized from then on.
     ///
     /// # Panics
     /// If `len` is shorter than a header or longer than the largest message.
-    fn filled_by<E>(
+    unsafe fn filled_by<E>(
         len: usize,
         fill: impl FnOnce(*mut u8, usize) -> Result<(), E>,
     ) -> Result<Self, E>;

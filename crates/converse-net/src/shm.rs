@@ -1001,25 +1001,29 @@ impl ShmModule {
             Packet::Done { id } if mode_of(id) == Mode::Put => self.on_put_done(vc, id),
             Packet::Rts(Cookie { addr, len, id }) => {
                 let len = len as usize;
-                Message::filled_by(len, |to, len| Self::read_remote_raw(vc.pid, addr, to, len))
-                    .map_err(|e| {
-                        format!(
-                            "cannot read a large message from process {peer} (pid {}): {e}",
-                            vc.pid
-                        )
-                    })
-                    .and_then(|msg| {
-                        self.lmt_reads.fetch_add(1, Ordering::Relaxed);
-                        self.send_packet(vc, Packet::Done { id })
-                            .map_err(|e| e.to_string())?;
-                        let msg_header = FrameHeader {
-                            kind: FrameKind::Message,
-                            len: len as u32,
-                            ..h
-                        };
-                        self.upcalls().message(peer, msg_header, msg);
-                        Ok(())
-                    })
+                // SAFETY: `read_remote_raw` returns `Ok` only once it has
+                // written all `len` bytes at `to`.
+                unsafe {
+                    Message::filled_by(len, |to, len| Self::read_remote_raw(vc.pid, addr, to, len))
+                }
+                .map_err(|e| {
+                    format!(
+                        "cannot read a large message from process {peer} (pid {}): {e}",
+                        vc.pid
+                    )
+                })
+                .and_then(|msg| {
+                    self.lmt_reads.fetch_add(1, Ordering::Relaxed);
+                    self.send_packet(vc, Packet::Done { id })
+                        .map_err(|e| e.to_string())?;
+                    let msg_header = FrameHeader {
+                        kind: FrameKind::Message,
+                        len: len as u32,
+                        ..h
+                    };
+                    self.upcalls().message(peer, msg_header, msg);
+                    Ok(())
+                })
             }
             // The lent map's lock is released before `check_terminated`
             // takes the send side's: `post_lmt` takes them the other way
