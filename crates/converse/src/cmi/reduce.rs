@@ -301,9 +301,12 @@ fn digest(pes: &[usize]) -> u32 {
 
 /// Records `pe`'s deposit for reduction `key` and completes the reduction
 /// step if every child's contribution is in.
-fn deposit(pe: &Pe, key: u32, form: Form, members: Members<'_>, finish: Finish) {
+fn deposit<F>(pe: &Pe, key: u32, form: Form, members: Members<'_>, finish: F)
+where
+    F: FnOnce(Vec<Message>) -> Message + 'static,
+{
     let k = pe.branch();
-    let (digest, parent, children) = match members {
+    let (digest, parent, children): (u32, Option<usize>, Vec<usize>) = match members {
         Members::All => {
             let tree = SpanningTree::new(pe.job.topo.num_pes(), k, 0);
             (0, tree.parent(pe.pe), tree.children(pe.pe).collect())
@@ -325,18 +328,20 @@ fn deposit(pe: &Pe, key: u32, form: Form, members: Members<'_>, finish: Finish) 
             )
         }
     };
+    // A leaf with nothing recorded under the key (the common case) sends its
+    // contribution on at once, without touching the table, nor boxing its
+    // finishing function.
+    if children.is_empty() && !pe.coll.reductions.borrow().active.contains_key(&key) {
+        let result = finish(Vec::new());
+        return send_result(pe, key, form, digest, parent, result);
+    }
     let deposit = Deposit {
         form,
         digest,
         parent,
         children,
-        finish,
+        finish: Box::new(finish),
     };
-    // A leaf with nothing recorded under the key (the common case) sends its
-    // contribution on at once, without touching the table.
-    if deposit.children.is_empty() && !pe.coll.reductions.borrow().active.contains_key(&key) {
-        return complete(pe, key, deposit, Vec::new());
-    }
     {
         let mut reds = pe.coll.reductions.borrow_mut();
         let entry = reds.active.entry(key).or_default();
@@ -446,12 +451,31 @@ fn complete(pe: &Pe, key: u32, deposit: Deposit, mut arrived: Vec<Message>) {
     // Tree order, so that order-sensitive merges (concatenation) give the
     // same result whatever order the contributions arrived in.
     arrived.sort_by_key(|m| deposit.children.iter().position(|&c| c == m.src_pe()));
-    let form = deposit.form;
-    let mut result = (deposit.finish)(arrived);
+    let result = (deposit.finish)(arrived);
+    send_result(
+        pe,
+        key,
+        deposit.form,
+        deposit.digest,
+        deposit.parent,
+        result,
+    );
+}
+
+/// Sends `pe`'s merged `result` of reduction `key` up to `parent`, or, on
+/// the root, to itself for its handler.
+fn send_result(
+    pe: &Pe,
+    key: u32,
+    form: Form,
+    digest: u32,
+    parent: Option<usize>,
+    mut result: Message,
+) {
     result.set_src_pe(pe.pe);
     result.fix_total_size();
     pe.count_created(1);
-    match deposit.parent {
+    match parent {
         None => {
             let header = result.header_mut();
             header.flags = 0;
@@ -463,7 +487,7 @@ fn complete(pe: &Pe, key: u32, deposit: Deposit, mut arrived: Vec<Message>) {
             let header = result.header_mut();
             header.flags = form.flags();
             header.coll = key;
-            header.root = deposit.digest;
+            header.root = digest;
             pe.push_to_pe(parent, result);
         }
     }
@@ -483,25 +507,30 @@ fn as_user_messages(remote: Vec<Message>) -> Vec<Message> {
         .collect()
 }
 
-fn message_finish<M>(local: Message, merge: M) -> Finish
+fn message_finish<M>(local: Message, merge: M) -> impl FnOnce(Vec<Message>) -> Message + 'static
 where
     M: FnOnce(Message, Vec<Message>) -> Message + 'static,
 {
-    Box::new(move |remote| {
+    move |remote: Vec<Message>| {
         if remote.is_empty() {
             local
         } else {
             merge(local, as_user_messages(remote))
         }
-    })
+    }
 }
 
-fn struct_finish<T, M>(key: u32, data: T, merge: M, dest: usize) -> Finish
+fn struct_finish<T, M>(
+    key: u32,
+    data: T,
+    merge: M,
+    dest: usize,
+) -> impl FnOnce(Vec<Message>) -> Message + 'static
 where
     T: Serialize + DeserializeOwned + 'static,
     M: FnOnce(T, Vec<T>) -> T + 'static,
 {
-    Box::new(move |remote| {
+    move |remote: Vec<Message>| {
         let value = if remote.is_empty() {
             data
         } else {
@@ -528,7 +557,7 @@ where
             ))
         });
         Message::from_payload(dest, &bytes)
-    })
+    }
 }
 
 fn next_order_key(pe: &Pe) -> u32 {
