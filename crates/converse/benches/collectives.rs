@@ -18,6 +18,8 @@
 //!   `n` = 2 … 4096: computed, not timed. Baseline: ⌈log₄ n⌉.
 //!
 //! Both PE threads are pinned to CPUs 0 and 1, as in the ping-pong bench.
+//! `CONVERSE_BENCH_ONLY=bcast` runs the first figure only (with its
+//! baseline), `=reduce_8B` that size only.
 mod common;
 
 use std::cell::Cell;
@@ -169,6 +171,9 @@ fn main() {
                 ));
             }
             for bytes in SIZES {
+                if !common::wanted(&format!("reduce_{}", common::size_name(bytes))) {
+                    continue;
+                }
                 let rounds = rounds_for(bytes);
                 let rtt = common::best_of(2, || pingpong_copy(bytes, rounds));
                 let round = common::best_of(2, || bcast_reduce(bytes, rounds));

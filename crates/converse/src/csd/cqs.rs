@@ -1395,6 +1395,31 @@ mod tests {
     }
 
     #[test]
+    fn middle_deque_grows_and_wraps_in_order() {
+        // A model deque beside it; pushes at both ends and pops, so the
+        // ring wraps around and grows (16, 32, 64 slots) with items on both
+        // sides of its end.
+        let mut d = MiddleDeque::new();
+        let mut model = std::collections::VecDeque::new();
+        for i in 0..200u32 {
+            if i % 3 == 0 {
+                d.push_front(Box::new(i));
+                model.push_front(i);
+            } else {
+                d.push_back(Box::new(i));
+                model.push_back(i);
+            }
+            if i % 5 == 4 {
+                assert_eq!(d.pop_front().map(|b| *b), model.pop_front());
+            }
+            assert_eq!(d.front().map(|b| **b), model.front().copied());
+            assert_eq!(d.len(), model.len());
+        }
+        d.clear();
+        assert!(d.is_empty() && d.pop_front().is_none());
+    }
+
+    #[test]
     fn fifo_keeps_order() {
         let mut q = Cqs::new();
         for i in 0..5 {
