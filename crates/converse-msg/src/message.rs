@@ -4,8 +4,9 @@
 //! # Layout
 //!
 //! ```text
-//! | MsgHeader (32 bytes, #[repr(C)]) | payload (len - 32 bytes) |
-//! ^ 16-byte aligned                  ^ 16-byte aligned
+//! | head (16 bytes) | MsgHeader (32 bytes, #[repr(C)]) | payload (len - 32 bytes) |
+//! ^ the Message     ^ 16-byte aligned                  ^ 16-byte aligned
+//!   points here
 //! ```
 //!
 //! The bytes are 16-byte, 16-aligned chunks, so the header and the payload
@@ -19,7 +20,7 @@
 //!
 //! # Invariants
 //!
-//! - `len >= MSG_HEADER_SIZE` and the window fits in the buffer.
+//! - `len >= MSG_HEADER_SIZE`.
 //! - The header's `total_size` equals `len` whenever the runtime hands a message
 //!   to a handler or a netmod ([`Message::from_bytes`] checks it for bytes that
 //!   come from outside).
@@ -29,8 +30,9 @@
 //! - Several messages may share one buffer: a broadcast shares one buffer
 //!   among the receiving PEs. Shared bytes are never written: every mutable
 //!   accessor first copies a shared message into a buffer of its own
-//!   (copy-on-write). So no owner can observe another's writes and no buffer
-//!   is freed while a message in it lives.
+//!   (copy-on-write), unless its count says it is the last holder, which
+//!   then writes in place. So no owner can observe another's writes and no
+//!   buffer is freed while a message in it lives.
 //! - The sub-messages of a `multiple_send` bundle (`converse::cmi`) are
 //!   copies, each in a buffer of its own: a handler gets a buffer it may
 //!   write, and a message stays one pointer (a window into a larger buffer
