@@ -595,6 +595,10 @@ impl LongNode {
     const MORE: u128 = 1 << 63;
 }
 
+// The largest sequence number, `2 * LONG_SEQ_MID - 1` (a FIFO push just
+// before renumbering), fits the node's 31 bits below the more-bit.
+const _: () = assert!(2 * LONG_SEQ_MID - 1 < 1 << 31);
+
 /// The long heap's [`Node::SEQ_MID`]: sequence numbers have 31 bits.
 const LONG_SEQ_MID: u64 = if cfg!(test) {
     // Small in tests, so that they renumber often.
@@ -821,16 +825,17 @@ impl<T, N: Node> PrioHeap<T, N> {
     /// pushes before. A sorted array is a heap.
     ///
     /// # Panics
-    /// If the heap holds half of `SEQ_MID` items or more (2^29 in the long
-    /// heap, far beyond any memory here).
+    /// If the heap holds `SEQ_MID - 1` items or more (2^30 - 1 in the long
+    /// heap, some 50 GB of queued items): there would be no sequence number
+    /// left for the push.
     #[cold]
     #[inline(never)]
     fn renumber(&mut self) {
         let n = self.nodes.len() as u64;
         assert!(
-            n < N::SEQ_MID / 2,
-            "a Cqs heap of priorities of two words or more holds at most {} items",
-            N::SEQ_MID / 2
+            n + 1 < N::SEQ_MID,
+            "a Cqs priority heap holds fewer than {} items",
+            N::SEQ_MID - 1
         );
         let words = &self.words;
         self.nodes.sort_unstable_by(|a, b| {
@@ -1017,13 +1022,18 @@ impl<T> MiddleDeque<T> {
         self.len += 1;
     }
 
-    /// Writes `item` into the free slot `at` (`at` masked by `mask()`).
+    /// Writes `item` into the free slot at index `at` modulo the
+    /// capacity, which must be non-zero (the callers grow a full ring
+    /// first; an empty ring is full).
     #[inline]
     fn put(&mut self, at: usize, item: T) {
-        debug_assert!(at < self.slots.len() && self.slots[at].is_none());
-        // SAFETY: `at` is an index masked by `slots.len() - 1`, and the
-        // length is a power of two at least 16 here (a push grew it if it
-        // was full, and an empty ring is full), so `at < slots.len()`.
+        debug_assert!(self.slots.len().is_power_of_two());
+        let at = at & self.mask();
+        debug_assert!(self.slots[at].is_none());
+        // SAFETY: the capacity is a power of two (it only ever doubles from
+        // 16) and not zero (the caller's promise, `debug_assert`ed above:
+        // zero would make the mask all ones), so `at`, masked by it, is in
+        // range.
         let slot = unsafe { self.slots.get_unchecked_mut(at) };
         // The slot is `None` (outside the items): forgotten, not dropped,
         // so no drop code sits on this path.
@@ -1392,6 +1402,21 @@ mod tests {
         assert_eq!(q.dequeue(), None);
         let d: Cqs<u32> = Cqs::default();
         assert!(d.is_empty());
+    }
+
+    #[test]
+    fn long_node_keeps_its_fields_at_the_largest_sequence_number() {
+        let key = Key {
+            first: 7,
+            second: 9,
+            words: PrioWords::from_slice(&[7, 9, 1, 1]),
+        };
+        let big = (1 << 31) - 1;
+        let node = LongNode::new(&key, 5, 42).with_seq(big);
+        assert_eq!((node.first(), node.second(), node.slot()), (7, 9, 42));
+        assert_ne!(node.0 & LongNode::MORE, 0);
+        assert_eq!((node.0 as u64 >> 32) & 0x7FFF_FFFF, big);
+        assert_eq!(node.with_seq(3).with_seq(big).0, node.0);
     }
 
     #[test]

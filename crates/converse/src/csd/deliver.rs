@@ -27,8 +27,9 @@ use crate::msg::message::{
 use crate::rt::pe::Pe;
 
 impl Pe {
-    /// The next arrived message (stash, then inbox, then self-sends, then the
-    /// node inbox), without looking at the scheduler queues.
+    /// The next arrived message (stash, then the released ones, then the
+    /// inbox, then self-sends, then the node inbox), without looking at the
+    /// scheduler queues.
     ///
     /// This and the two below are the scheduler's hot path: each is
     /// inlined into its caller, with the common case of a busy PE (nothing
