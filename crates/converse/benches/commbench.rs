@@ -39,7 +39,6 @@
 mod common;
 
 use std::cell::Cell;
-use std::collections::VecDeque;
 use std::hint::black_box;
 use std::rc::Rc;
 use std::sync::{Arc, Barrier, Mutex};
@@ -62,20 +61,6 @@ fn time_calls<R>(n: u64, mut f: impl FnMut() -> R) -> f64 {
     for _ in 0..n {
         black_box(f());
     }
-    t0.elapsed().as_secs_f64()
-}
-
-/// Seconds for `n` push + pop pairs of one circulating item on a `VecDeque`.
-fn vecdeque_pairs(n: u64) -> f64 {
-    let mut q: VecDeque<[u64; 2]> = VecDeque::with_capacity(16);
-    q.push_back([1, 2]);
-    let t0 = Instant::now();
-    for i in 0..n {
-        let mut item = q.pop_front().expect("one item circulates");
-        item[0] = black_box(item[0].wrapping_add(i));
-        q.push_back(black_box(item));
-    }
-    black_box(&q);
     t0.elapsed().as_secs_f64()
 }
 
@@ -241,7 +226,7 @@ fn main() {
             }
 
             let self_n = common::iterations(10_000_000);
-            let vecdeque = per_op(self_n, vecdeque_pairs);
+            let vecdeque = per_op(self_n, common::vecdeque_push_pop_secs);
             for (&(name, _), &handler) in SELF_FORMS.iter().zip(&self_handlers) {
                 if !common::wanted(name) {
                     continue;

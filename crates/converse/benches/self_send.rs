@@ -17,27 +17,11 @@
 mod common;
 
 use std::cell::Cell;
-use std::collections::VecDeque;
-use std::hint::black_box;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use converse::{Converse, Message};
-
-/// Nanoseconds per push+pop of one circulating item.
-fn baseline_ns(n: u64) -> f64 {
-    let mut q: VecDeque<[u64; 4]> = VecDeque::with_capacity(16);
-    q.push_back([1, 2, 3, 4]);
-    let t0 = Instant::now();
-    for i in 0..n {
-        let mut item = q.pop_front().expect("one item circulates");
-        item[0] = black_box(item[0].wrapping_add(i));
-        q.push_back(black_box(item));
-    }
-    black_box(&q);
-    t0.elapsed().as_secs_f64() * 1e9 / n as f64
-}
 
 /// How the handler passes its message on.
 #[derive(Clone, Copy)]
@@ -97,7 +81,7 @@ fn main() {
             converse::exit_scheduler();
         })
         .expect("runtime flags");
-    let base = common::best_of(3, || baseline_ns(n));
+    let base = common::best_of(3, || common::vecdeque_push_pop_secs(n) * 1e9 / n as f64);
     let figures = figures.lock().unwrap();
     for ((name, _), ns) in FIGURES.iter().zip(figures.iter()) {
         let Some(ns) = ns else { continue };

@@ -38,6 +38,23 @@ pub fn wanted(name: &str) -> bool {
     std::env::var("CONVERSE_BENCH_ONLY").map_or(true, |only| name.contains(&only))
 }
 
+/// Seconds for `n` push + pop pairs of one circulating 32-byte item on a
+/// `VecDeque`: the baseline of the self-send figures (`self_send`,
+/// `commbench`), a queue with nothing of the runtime's.
+pub fn vecdeque_push_pop_secs(n: u64) -> f64 {
+    use std::hint::black_box;
+    let mut q: std::collections::VecDeque<[u64; 4]> = std::collections::VecDeque::with_capacity(16);
+    q.push_back([1, 2, 3, 4]);
+    let t0 = std::time::Instant::now();
+    for i in 0..n {
+        let mut item = q.pop_front().expect("one item circulates");
+        item[0] = black_box(item[0].wrapping_add(i));
+        q.push_back(black_box(item));
+    }
+    black_box(&q);
+    t0.elapsed().as_secs_f64()
+}
+
 /// Best (smallest) of `runs` measurements.
 pub fn best_of(runs: usize, mut f: impl FnMut() -> f64) -> f64 {
     (0..runs).map(|_| f()).fold(f64::INFINITY, f64::min)
