@@ -241,7 +241,7 @@ impl Converse {
                 let mut job = Job::with_nodes(topo, place.node..place.node + 1, program_args);
                 job.net = Some(Arc::new(net));
                 if let Some(host_pes) = place.host_pes {
-                    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                    let cores = crate::proc::topology::cores();
                     job.oversubscribed = host_pes > cores;
                 }
                 job

@@ -22,11 +22,12 @@
 //!
 //! # Concurrency
 //!
-//! All of it runs on the job's thread, polling: the listener and then the
-//! links are non-blocking, and the loops sleep a few milliseconds between
-//! rounds.
+//! All of it runs on the job's thread: the listener and then the links
+//! are non-blocking, and between sweeps the loops sleep in `poll(2)` until
+//! a connection, a line, an exit or a signal comes ([`crate::wake`]).
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use launch_wire::{Card, JobKey, Nonce, ToLauncher, ToProcess};
@@ -36,6 +37,7 @@ use crate::hosts::{Plan, hostname};
 use crate::job::{GRACE, Job};
 use crate::signals::stop_requested;
 use crate::status::{Ending, code_of, describe};
+use crate::wake::Watch;
 
 /// How long a new connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -195,7 +197,16 @@ impl Control {
                 timed_out(job);
             }
             if !progressed {
-                std::thread::sleep(Duration::from_millis(2));
+                // Sleep until a connection, a hello's bytes, an exit or a
+                // signal (or the first deadline: the job's, or a hello's).
+                let mut w = Watch::new();
+                w.add(self.listener.as_raw_fd());
+                for conn in &pending {
+                    w.add(conn.stream.as_raw_fd());
+                }
+                job.watch_exits(&mut w);
+                let until = pending.iter().map(|c| c.until).fold(deadline, Instant::min);
+                w.wait(until);
             }
         }
         let cards: Vec<Card> = job
@@ -387,7 +398,7 @@ fn parse_hello(
 /// The running job: watches for exits and signals until every process has
 /// ended, reporting as `status` says.
 pub fn watch(job: &mut Job) {
-    while job.running() > 0 {
+    loop {
         if let Some(sig) = stop_requested() {
             eprintln!("convrun: ending the job (signal {sig})");
             job.signal_all(libc::SIGTERM);
@@ -407,6 +418,13 @@ pub fn watch(job: &mut Job) {
                 job.note_exit(node);
             }
         }
-        std::thread::sleep(Duration::from_millis(5));
+        if job.running() == 0 {
+            break;
+        }
+        // Sleep until a process exits or says something, or a signal.
+        let mut w = Watch::new();
+        job.watch_exits(&mut w);
+        job.watch_links(&mut w);
+        w.wait(Instant::now() + Duration::from_secs(1));
     }
 }

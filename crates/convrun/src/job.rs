@@ -18,6 +18,7 @@
 //! pipes.
 use std::io::{Read, Write};
 use std::net::TcpStream;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::{Child, ChildStdin, ExitStatus};
 use std::time::{Duration, Instant};
 
@@ -25,6 +26,7 @@ use launch_wire::{Card, ToProcess};
 
 use crate::flags::Options;
 use crate::status::Said;
+use crate::wake::Watch;
 
 /// How long the other processes get to end by themselves after one died.
 pub const GRACE: Duration = Duration::from_secs(5);
@@ -36,6 +38,11 @@ pub struct Proc {
     pub status: Option<ExitStatus>,
     /// The control connection, once it said hello.
     pub link: Option<TcpStream>,
+    /// The process closed its end of `link` (nothing more to read).
+    pub link_closed: bool,
+    /// Readable once the process has exited (`None`: the kernel has no
+    /// pidfds, see [`crate::wake`]).
+    pub pidfd: Option<OwnedFd>,
     pub card: Option<Card>,
     /// What the process said on its control connection since the cards.
     pub said: Said,
@@ -127,15 +134,46 @@ impl Job {
     /// `grace` for them to end by themselves.
     pub fn end_all(&mut self, grace: Duration) {
         let deadline = Instant::now() + grace;
-        while self.running() > 0 && Instant::now() < deadline {
+        loop {
             self.reap();
-            std::thread::sleep(Duration::from_millis(10));
+            if self.running() == 0 || Instant::now() >= deadline {
+                break;
+            }
+            self.wait_exits(deadline);
         }
         if self.running() > 0 {
             self.signal_all(libc::SIGKILL);
-            while self.running() > 0 {
+            loop {
                 self.reap();
-                std::thread::sleep(Duration::from_millis(5));
+                if self.running() == 0 {
+                    break;
+                }
+                self.wait_exits(Instant::now() + Duration::from_secs(1));
+            }
+        }
+    }
+
+    /// Sleeps until a running process exits or `until` passes. (Not woken
+    /// by signals: a signal while the job is already ending changes
+    /// nothing.)
+    fn wait_exits(&self, until: Instant) {
+        let mut w = Watch::new();
+        self.watch_exits(&mut w);
+        w.wait(until);
+    }
+
+    /// Adds the exits of the running processes to `w`.
+    pub fn watch_exits(&self, w: &mut Watch) {
+        for p in self.procs.iter().filter(|p| p.status.is_none()) {
+            w.add_exit(p.pidfd.as_ref());
+        }
+    }
+
+    /// Adds the control links that may still say something to `w`.
+    pub fn watch_links(&self, w: &mut Watch) {
+        for p in &self.procs {
+            if let (Some(link), false) = (&p.link, p.link_closed) {
+                w.add(link.as_raw_fd());
             }
         }
     }
@@ -145,12 +183,23 @@ impl Job {
     pub fn listen(&mut self) {
         for p in &mut self.procs {
             let Some(link) = &mut p.link else { continue };
+            if p.link_closed {
+                continue;
+            }
             let mut buf = [0u8; 512];
             loop {
                 match link.read(&mut buf) {
-                    Ok(0) => break,
+                    Ok(0) => {
+                        p.link_closed = true;
+                        break;
+                    }
                     Ok(n) => p.said.feed(&buf[..n]),
-                    Err(_) => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(_) => {
+                        p.link_closed = true;
+                        break;
+                    }
                 }
             }
         }

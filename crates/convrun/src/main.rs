@@ -82,8 +82,10 @@
 //!
 //! # Concurrency
 //!
-//! One thread runs the job; one thread per process output stream forwards
-//! it ([`output`]); the signal handler only stores a number ([`signals`]).
+//! One thread runs the job, sleeping in `poll(2)` between its steps
+//! ([`wake`]); one thread forwards every process's output streams
+//! ([`output`]); the signal handler only stores a number and wakes the job's
+//! thread ([`signals`]).
 mod control;
 mod flags;
 mod hosts;
@@ -94,6 +96,7 @@ mod output;
 mod signals;
 mod spawn;
 mod status;
+mod wake;
 
 /// Says `msg` and exits with 1: a mistake on the command line or in the
 /// nodelist, or a launcher that cannot work (nothing was started yet, or

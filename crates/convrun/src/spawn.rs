@@ -24,7 +24,7 @@ use crate::flags::Options;
 use crate::hosts::{Plan, is_local_host};
 use crate::job::{Job, Proc};
 use crate::nodelist::Host;
-use crate::output::forward;
+use crate::output::{Source, forward_all};
 
 /// The remote shell when neither `++remote-shell` nor the nodelist names one.
 const DEFAULT_REMOTE_SHELL: &[&str] = &["ssh", "-o", "BatchMode=yes"];
@@ -220,6 +220,9 @@ fn spawn(
 /// output; they reach the launcher through `control`.
 pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
     let nodes = plan.nodes();
+    // Forwarded from when they are all started (a pipe holds 64 KiB until
+    // then), by one thread.
+    let mut outputs = Vec::with_capacity(2 * nodes);
     for node in 0..nodes {
         let host = plan.host(node);
         let place = launch_wire::Placement {
@@ -237,7 +240,10 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
         let (mut child, stdin) = match spawn(&job.opts, node, host, &place.to_env()) {
             Ok(started) => started,
             Err(why) => {
-                // The processes started so far must not wait for this one.
+                // The processes started so far must not wait for this one;
+                // what they said still goes out.
+                job.forwarders
+                    .push(forward_all(std::mem::take(&mut outputs)));
                 eprintln!("convrun: {why}");
                 job.signal_all(libc::SIGKILL);
                 job.end_all(Duration::ZERO);
@@ -246,22 +252,31 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
             }
         };
         if let Some(out) = child.stdout.take() {
-            job.forwarders.push(forward(out, false));
+            outputs.push(Source {
+                fd: out.into(),
+                to_stderr: false,
+            });
         }
         if let Some(err) = child.stderr.take() {
-            job.forwarders.push(forward(err, true));
+            outputs.push(Source {
+                fd: err.into(),
+                to_stderr: true,
+            });
         }
         job.procs.push(Proc {
             node,
+            pidfd: crate::wake::pidfd_of(&child),
             child,
             status: None,
             link: None,
+            link_closed: false,
             card: None,
             said: Default::default(),
             remote: (!is_local_host(&host.name)).then(|| host.name.clone()),
             _stdin: stdin,
         });
     }
+    job.forwarders.push(forward_all(outputs));
 }
 
 #[cfg(test)]

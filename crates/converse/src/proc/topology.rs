@@ -3,6 +3,31 @@
 //! PE `p` lives on node `p / ppn` with rank `p % ppn`; node `n` holds PEs
 //! `n * ppn .. (n + 1) * ppn`. Immutable after start-up, so it is shared freely.
 
+/// The cores this process may run on (its affinity mask's count, at least
+/// 1), read once. Not `available_parallelism`: that also reads the
+/// cgroup's CPU quota, through half a dozen files, which cost a process
+/// of a `convrun` job about 0.1 ms of its start-up on this machine; the
+/// runtime asks this to choose between spinning and parking, where the
+/// cores a PE may be placed on are what counts.
+pub fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel
+        // fills it for this thread (pid 0), and CPU_COUNT only reads it.
+        let counted = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            (libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) == 0)
+                .then(|| libc::CPU_COUNT(&set) as usize)
+        };
+        match counted {
+            Some(n) if n > 0 => n,
+            // More than 1024 CPUs, or no such call: the standard library's
+            // answer.
+            _ => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        }
+    })
+}
+
 /// How a job's PEs are laid out in nodes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Topology {

@@ -150,7 +150,7 @@ impl Job {
     /// A job whose nodes `local` live in this process (all of them unless the
     /// job spans processes).
     pub fn with_nodes(topo: Topology, local: std::ops::Range<usize>, args: Vec<String>) -> Job {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let cores = crate::proc::topology::cores();
         let first_pe = topo.node_first(local.start);
         let local_pes = local.clone().map(|n| topo.node_size(n)).sum::<usize>();
         Job {

@@ -982,6 +982,10 @@ impl Network {
         for peer in self.peers() {
             self.send_control(peer, vec![Control::Bye as u8]);
         }
+        // No PE polls from here on: the progress threads watch at once
+        // (else the peers' Byes wait up to a check period, 1 ms, for one
+        // to look; measured on every job's end).
+        self.pe_parking();
         let shared = &self.shared;
         let mut state = lock(&shared.state);
         while !self.peers().all(|p| state.bye[p]) {
