@@ -193,6 +193,19 @@ fn client(addr: SocketAddr, checks: Checks, kill_port: u16) {
         "a handler that returns without replying answers empty",
         call(addr, "quiet", Dest::Pe(2), b"").is_empty(),
     );
+    // 4 MiB: more than the socket takes at once, so the PE's own write
+    // stops and the server thread writes the rest, while this client
+    // waits before reading.
+    let mut slow = TcpStream::connect(addr).expect("connect");
+    slow.write_all(&encode_request("big", &Dest::Pe(3), b"").unwrap())
+        .expect("send");
+    std::thread::sleep(Duration::from_millis(300));
+    let mut raw = Vec::new();
+    slow.read_to_end(&mut raw).expect("read the big reply");
+    check(
+        "a reply larger than the socket takes at once arrives whole",
+        reply_data(&raw) == big_reply(),
+    );
     check(
         "no_reply closes without a byte",
         exchange(addr, &encode_request("silent", &Dest::Pe(0), b"").unwrap()).is_empty(),
@@ -265,6 +278,11 @@ fn client(addr: SocketAddr, checks: Checks, kill_port: u16) {
     let _ = exchange(addr, &encode_request("stop", &Dest::Pe(0), b"").unwrap());
 }
 
+/// The `big` handler's reply: 4 MiB of a pattern.
+fn big_reply() -> Vec<u8> {
+    (0..4u32 << 20).map(|i| (i % 251) as u8).collect()
+}
+
 #[test]
 fn a_job_serves_ccs_requests_and_survives_bad_ones() {
     let checks: Checks = Arc::default();
@@ -316,6 +334,7 @@ fn a_job_serves_ccs_requests_and_survives_bad_ones() {
                 });
                 ccs::set_merge_fn("count", ccs::merge::concat());
                 ccs::register_handler("quiet", |_m: Message| {});
+                ccs::register_handler("big", |_m: Message| ccs::send_reply(&big_reply()));
                 ccs::register_handler("silent", |_m: Message| ccs::no_reply());
                 ccs::register_handler("who", |_m: Message| {
                     let ((ip, port), remote) =
@@ -357,7 +376,7 @@ fn a_job_serves_ccs_requests_and_survives_bad_ones() {
     };
     assert_eq!(code, 0);
     join_client(client_thread);
-    assert_all(&checks.lock().unwrap(), 26);
+    assert_all(&checks.lock().unwrap(), 27);
     assert_eq!(*outside_handler.lock().unwrap(), Some((false, None)));
     // The job told the ccs_killport caller that it ended, before it
     // returned.
@@ -731,4 +750,68 @@ fn kill_ports_are_told_once_each_bounded_in_number_and_in_time() {
         "a registration beyond the bound is ignored"
     );
     drop(stalled);
+}
+
+/// A request to one PE whose reply does not come within
+/// `++server-reply-timeout` is closed without a byte, the reply that comes
+/// later goes nowhere, and the server goes on serving.
+#[test]
+fn an_unanswered_request_is_closed_at_the_reply_timeout() {
+    let checks: Checks = Arc::default();
+    let client_thread: Arc<OnceLock<std::thread::JoinHandle<()>>> = Arc::default();
+    let held: Arc<Mutex<Option<ccs::DelayedReply>>> = Arc::default();
+    let code = {
+        let (checks, client_thread) = (checks.clone(), client_thread.clone());
+        Converse::new()
+            .args(["prog", "+p", "2", "++server", "++server-reply-timeout", "1"])
+            .run(move |_| {
+                {
+                    let held = held.clone();
+                    ccs::register_handler("hold", move |_m: Message| {
+                        *held.lock().unwrap() = Some(ccs::delay_reply());
+                    });
+                }
+                {
+                    let held = held.clone();
+                    ccs::register_handler("release", move |_m: Message| {
+                        if let Some(late) = held.lock().unwrap().take() {
+                            late.send(b"too late");
+                        }
+                        ccs::send_reply(b"released");
+                    });
+                }
+                ccs::register_handler("stop", |_m: Message| {
+                    ccs::send_reply(b"bye");
+                    converse::exit(0);
+                });
+                if my_pe() == 0 {
+                    let addr = ccs::server_address().expect("the server runs in this process");
+                    let checks = checks.clone();
+                    let _ = client_thread.set(std::thread::spawn(move || {
+                        let check =
+                            |what: &str, ok: bool| checks.lock().unwrap().push((what.into(), ok));
+                        let waiting =
+                            hold(addr, &encode_request("hold", &Dest::Pe(1), b"").unwrap());
+                        let t = Instant::now();
+                        check(
+                            "the unanswered request is closed without a byte",
+                            closed_within(waiting, Duration::from_secs(20)),
+                        );
+                        check(
+                            "not before the reply timeout",
+                            t.elapsed() >= Duration::from_millis(900),
+                        );
+                        check(
+                            "the late reply goes nowhere, and the server still serves",
+                            call(addr, "release", Dest::Pe(1), b"") == b"released",
+                        );
+                        let _ = exchange(addr, &encode_request("stop", &Dest::Pe(0), b"").unwrap());
+                    }));
+                }
+            })
+            .unwrap()
+    };
+    assert_eq!(code, 0);
+    join_client(client_thread);
+    assert_all(&checks.lock().unwrap(), 3);
 }
