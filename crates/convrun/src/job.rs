@@ -153,9 +153,9 @@ impl Job {
         }
     }
 
-    /// Sleeps until a running process exits or `until` passes. (Not woken
-    /// by signals: a signal while the job is already ending changes
-    /// nothing.)
+    /// Sleeps until a running process exits, a signal comes or `until`
+    /// passes (a signal while the job is already ending changes nothing:
+    /// the caller just looks again).
     fn wait_exits(&self, until: Instant) {
         let mut w = Watch::new();
         self.watch_exits(&mut w);

@@ -114,6 +114,21 @@ fn random_u64() -> u64 {
     u64::from_le_bytes(nonce.as_bytes()[..8].try_into().expect("8 of 16 bytes"))
 }
 
+/// Raises the soft limit on open descriptors to the hard one: the launcher
+/// holds four or five per process (two output pipes, the control link, a
+/// pidfd, a remote shell's standard input), so a job of a few hundred
+/// processes would pass the usual soft limit of 1024.
+fn raise_descriptor_limit() {
+    // SAFETY: getrlimit/setrlimit on a live local struct.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 fn main() {
     let opts = flags::parse_args(std::env::args().skip(1).collect());
     if opts.mpiexec {
@@ -130,6 +145,7 @@ fn main() {
         mpiexec::run(&opts);
     }
     signals::install();
+    raise_descriptor_limit();
     let plan = hosts::plan(&opts);
     let control = control::Control::open(&plan);
     let key = launch_wire::JobKey::generate()

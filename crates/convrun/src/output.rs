@@ -18,12 +18,14 @@
 //!
 //! # Concurrency
 //!
-//! One thread forwards every stream of the job ([`forward_all`]): it
-//! sleeps in `poll(2)` on all of them and reads a stream only when it is
-//! readable, so one read never blocks the others. (A thread per stream
-//! cost a 4-process job 8 thread starts and ends, on the start-up's
+//! Two threads forward the job's streams ([`forward_all`]): one every
+//! process's stdout, one every stderr, so that a stuck stdout (a pipe into
+//! a pager that stopped reading) never holds back the diagnostics on
+//! stderr. Each sleeps in `poll(2)` on its streams and reads a stream only
+//! when it is readable, so one read never blocks the others. (A thread per
+//! stream cost a 4-process job 8 thread starts and ends, on the start-up's
 //! critical path.) Each stream has its own [`Lines`]; the job joins the
-//! thread before it exits, once every stream has ended.
+//! threads before it exits, once every stream has ended.
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -94,6 +96,7 @@ fn emit_to(to_stderr: bool, piece: &[u8]) {
 
 /// Copies every stream of `sources` to our stdout or stderr line by line
 /// (see the module comment), on one thread, until they have all ended.
+/// Streams ready at once are read in the order of `sources`.
 pub fn forward_all(sources: Vec<Source>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         let mut streams: Vec<Stream<File>> = sources
@@ -119,18 +122,15 @@ pub fn forward_all(sources: Vec<Source>) -> std::thread::JoinHandle<()> {
                     _ => fds.iter_mut().for_each(|p| p.revents = libc::POLLIN),
                 }
             }
-            // Backwards, so that removing a stream keeps the others'
-            // indices (`fds[i]` is `streams[i]`).
-            for i in (0..streams.len()).rev() {
-                if fds[i].revents == 0 {
-                    continue;
-                }
-                let s = &mut streams[i];
+            // `fds[i]` is `streams[i]`: ended streams are removed after
+            // the round, in order.
+            let mut i = 0;
+            streams.retain_mut(|s| {
+                let ready = fds[i].revents != 0;
+                i += 1;
                 let to_stderr = s.to_stderr;
-                if s.pump(&mut |piece| emit_to(to_stderr, piece)) {
-                    streams.swap_remove(i);
-                }
-            }
+                !(ready && s.pump(&mut |piece| emit_to(to_stderr, piece)))
+            });
         }
     })
 }

@@ -33,9 +33,15 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// Installs the handler for SIGINT, SIGTERM and SIGHUP, and opens the
-/// wake pipe (without one, the waits are blind and cap their sleep).
+/// Installs the handler for SIGINT, SIGTERM and SIGHUP, opens the wake
+/// pipe (without one, the waits are blind and cap their sleep), and puts
+/// SIGCHLD back to its default: inherited as ignored, the kernel would reap
+/// the processes itself, and the launcher would never see them end.
 pub fn install() {
+    // SAFETY: resetting a signal's disposition to the default.
+    unsafe {
+        libc::signal(libc::SIGCHLD, libc::SIG_DFL);
+    }
     let mut ends = [-1; 2];
     // SAFETY: pipe2 writes two descriptors into a live two-int array.
     if unsafe { libc::pipe2(ends.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } == 0 {
@@ -43,8 +49,9 @@ pub fn install() {
         WAKE_WRITE.store(ends[1], Ordering::SeqCst);
     }
     for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic, which is
-        // async-signal-safe; `sigaction` is given a zeroed, valid struct.
+        // SAFETY: the handler only stores to atomics and writes one byte to
+        // a pipe, both async-signal-safe; `sigaction` is given a zeroed,
+        // valid struct.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_signal as *const () as usize;

@@ -221,7 +221,7 @@ fn spawn(
 pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
     let nodes = plan.nodes();
     // Forwarded from when they are all started (a pipe holds 64 KiB until
-    // then), by one thread.
+    // then): the stdouts by one thread, the stderrs by another.
     let mut outputs = Vec::with_capacity(2 * nodes);
     for node in 0..nodes {
         let host = plan.host(node);
@@ -242,8 +242,7 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
             Err(why) => {
                 // The processes started so far must not wait for this one;
                 // what they said still goes out.
-                job.forwarders
-                    .push(forward_all(std::mem::take(&mut outputs)));
+                forward_outputs(job, std::mem::take(&mut outputs));
                 eprintln!("convrun: {why}");
                 job.signal_all(libc::SIGKILL);
                 job.end_all(Duration::ZERO);
@@ -276,7 +275,18 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
             _stdin: stdin,
         });
     }
-    job.forwarders.push(forward_all(outputs));
+    forward_outputs(job, outputs);
+}
+
+/// Starts forwarding `outputs`: one thread for the stdouts, one for the
+/// stderrs (see `output`).
+fn forward_outputs(job: &mut Job, outputs: Vec<Source>) {
+    let (errs, outs): (Vec<Source>, Vec<Source>) = outputs.into_iter().partition(|s| s.to_stderr);
+    for streams in [outs, errs] {
+        if !streams.is_empty() {
+            job.forwarders.push(forward_all(streams));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,9 @@
 //!    a `CcsReply` to PE 0's process (directly to the server when the PE
 //!    lives there), which writes it to the client: at once for one PE,
 //!    merged in list order once every PE answered for broadcast and
-//!    multicast. A handler that returns without replying (or delaying)
+//!    multicast. A request for one PE of the server's own process came
+//!    with its connection, and that PE writes its reply to the client
+//!    itself (see `server`'s concurrency protocol). A handler that returns without replying (or delaying)
 //!    yields an empty reply.
 //!
 //! # Concurrency protocol
@@ -33,7 +35,8 @@
 //! process's PEs and the server thread behind a mutex. A request context
 //! lives on its PE's thread only (a thread-local set for the duration of
 //! the handler). Replies reach the server through its queue and waker
-//! (`server::ServerHandle`), from any thread.
+//! (`server::ServerHandle`), from any thread, unless they write themselves
+//! to a connection handed over with their request.
 #[cfg(feature = "ccs")]
 mod auth;
 #[cfg(feature = "ccs")]

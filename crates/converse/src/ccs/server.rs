@@ -1,5 +1,6 @@
 //! The CCS server thread: accepts clients, reads their requests, hands them
-//! to PE 0, and writes the replies back (`ccs-protocol.md`).
+//! to PE 0 (or straight to their PE), and writes the replies back, unless
+//! the PE writes its own (`ccs-protocol.md`).
 //!
 //! # Connections
 //!
@@ -85,10 +86,13 @@
 //! it: the PE's reply, which writes itself from the PE's thread and closes
 //! the connection (if the socket cannot take it all at once, the rest and
 //! the connection go back to the thread as an event), or the thread's
-//! reply deadline, which closes it unanswered. Such a request costs the
-//! thread no wake-up for its reply: with a thread hand-off each way, the
-//! reply's hand-off had been a third of what a request cost beyond a bare
-//! TCP echo. Other threads (PEs) otherwise only push replies and samples
+//! reply deadline, which closes it unanswered. The reply no longer waits
+//! for the thread to be scheduled: the client has it as soon as the
+//! handler sent it (the PE still wakes the thread afterwards, see
+//! `ServerHandle::reply_direct`). If the thread ends (its poll failed, or
+//! the server stops), it marks the handle dead and closes what the map and
+//! the event queue still hold; events pushed after that are dropped (their
+//! connections closed). Other threads (PEs) otherwise only push replies and samples
 //! into the handle's event queue and wake the thread through its mio
 //! waker; the kill list is behind its own mutex, read at exit by whichever
 //! thread ends the process.
@@ -176,6 +180,9 @@ struct Direct {
 /// What other threads hold of the server.
 pub(crate) struct ServerHandle {
     events: Mutex<Vec<Event>>,
+    /// The thread has ended: events are dropped, not queued (set and read
+    /// under `events`' lock).
+    dead: AtomicBool,
     /// Connections of requests handed straight to a PE, by request token.
     direct: Mutex<HashMap<u64, Direct>>,
     waker: Waker,
@@ -254,8 +261,26 @@ impl ServerHandle {
     }
 
     fn push(&self, event: Event) {
-        lock(&self.events).push(event);
+        let mut events = lock(&self.events);
+        if self.dead.load(Ordering::Relaxed) {
+            // Nobody will take it: dropped here (a connection it holds is
+            // closed).
+            return;
+        }
+        events.push(event);
+        drop(events);
         let _ = self.waker.wake();
+    }
+
+    /// The thread ended: closes the connections it can no longer serve.
+    fn abandon(&self) {
+        let mut events = lock(&self.events);
+        self.dead.store(true, Ordering::Relaxed);
+        let queued = std::mem::take(&mut *events);
+        drop(events);
+        drop(queued);
+        let direct = std::mem::take(&mut *lock(&self.direct));
+        drop(direct);
     }
 
     /// Writes `die\n\0` to every `ccs_killport` caller, once (later calls
@@ -350,6 +375,7 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
     let handle = Arc::new(ServerHandle {
         events: Mutex::new(Vec::new()),
         direct: Mutex::new(HashMap::new()),
+        dead: AtomicBool::new(false),
         waker,
         kill_list: Mutex::new(KillList::default()),
         stop: AtomicBool::new(false),
@@ -408,7 +434,12 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
     }
     let thread = std::thread::Builder::new()
         .name("ccs-server".into())
-        .spawn(move || server.run())
+        .spawn(move || {
+            server.run();
+            if let Some(handle) = server.handle.upgrade() {
+                handle.abandon();
+            }
+        })
         .map_err(|e| format!("CCS server: cannot start its thread: {e}"))?;
     *lock(&handle.thread) = Some(thread);
     *lock(&RUNNING) = Some(Arc::downgrade(&handle));
@@ -426,8 +457,8 @@ pub(crate) fn stop(handle: &ServerHandle) {
     if let Some(t) = lock(&handle.thread).take() {
         let _ = t.join();
     }
-    // Closed unanswered, as the thread's own connections were.
-    lock(&handle.direct).clear();
+    // The thread closed what it could no longer serve as it ended.
+    handle.abandon();
     handle.notify_killers();
 }
 
@@ -1227,17 +1258,22 @@ impl Server {
             }
         }
         if let Some(handle) = self.handle.upgrade() {
+            // Taken out under the lock, logged and closed after it: the
+            // PEs' replies take the same lock.
+            let mut late = Vec::new();
             lock(&handle.direct).retain(|_, conn| {
                 let keep = now < conn.deadline;
                 if !keep {
-                    log(&format!(
-                        "no reply for {} within {} s; connection closed",
-                        conn.peer,
-                        self.reply_timeout.as_secs()
-                    ));
+                    late.push(conn.peer);
                 }
                 keep
             });
+            for peer in late {
+                log(&format!(
+                    "no reply for {peer} within {} s; connection closed",
+                    self.reply_timeout.as_secs()
+                ));
+            }
         }
         if !expired.is_empty() {
             self.pending.retain(|_, p| !expired.contains(&p.conn));
