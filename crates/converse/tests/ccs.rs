@@ -602,15 +602,7 @@ fn auth_job(keys: &str, extra: &[&str], client: fn(SocketAddr, Checks)) -> Vec<(
                     r.extend_from_slice(m.payload());
                     ccs::send_reply(&r);
                 });
-                ccs::register_handler("stop", |_m: Message| {
-                    ccs::send_reply(b"bye");
-                    converse::exit(0);
-                });
-                if my_pe() == 0 {
-                    let addr = ccs::server_address().expect("the server runs in this process");
-                    let checks = checks.clone();
-                    let _ = client_thread.set(std::thread::spawn(move || client(addr, checks)));
-                }
+                serve_client(&client_thread, &checks, client);
             })
             .unwrap()
     };
@@ -618,6 +610,24 @@ fn auth_job(keys: &str, extra: &[&str], client: fn(SocketAddr, Checks)) -> Vec<(
     join_client(client_thread);
     let _ = std::fs::remove_dir_all(&dir);
     Arc::try_unwrap(checks).unwrap().into_inner().unwrap()
+}
+
+/// Registers the `stop` handler that ends the job, and on PE 0 starts
+/// `client` on a thread of its own (kept in `client_thread`).
+fn serve_client(
+    client_thread: &Arc<OnceLock<std::thread::JoinHandle<()>>>,
+    checks: &Checks,
+    client: fn(SocketAddr, Checks),
+) {
+    ccs::register_handler("stop", |_m: Message| {
+        ccs::send_reply(b"bye");
+        converse::exit(0);
+    });
+    if my_pe() == 0 {
+        let addr = ccs::server_address().expect("the server runs in this process");
+        let checks = checks.clone();
+        let _ = client_thread.set(std::thread::spawn(move || client(addr, checks)));
+    }
 }
 
 /// Waits for the client thread PE 0 started (re-raising its panic).
@@ -780,38 +790,31 @@ fn an_unanswered_request_is_closed_at_the_reply_timeout() {
                         ccs::send_reply(b"released");
                     });
                 }
-                ccs::register_handler("stop", |_m: Message| {
-                    ccs::send_reply(b"bye");
-                    converse::exit(0);
-                });
-                if my_pe() == 0 {
-                    let addr = ccs::server_address().expect("the server runs in this process");
-                    let checks = checks.clone();
-                    let _ = client_thread.set(std::thread::spawn(move || {
-                        let check =
-                            |what: &str, ok: bool| checks.lock().unwrap().push((what.into(), ok));
-                        let waiting =
-                            hold(addr, &encode_request("hold", &Dest::Pe(1), b"").unwrap());
-                        let t = Instant::now();
-                        check(
-                            "the unanswered request is closed without a byte",
-                            closed_within(waiting, Duration::from_secs(20)),
-                        );
-                        check(
-                            "not before the reply timeout",
-                            t.elapsed() >= Duration::from_millis(900),
-                        );
-                        check(
-                            "the late reply goes nowhere, and the server still serves",
-                            call(addr, "release", Dest::Pe(1), b"") == b"released",
-                        );
-                        let _ = exchange(addr, &encode_request("stop", &Dest::Pe(0), b"").unwrap());
-                    }));
-                }
+                serve_client(&client_thread, &checks, late_reply_client);
             })
             .unwrap()
     };
     assert_eq!(code, 0);
     join_client(client_thread);
     assert_all(&checks.lock().unwrap(), 3);
+}
+
+/// The client of `an_unanswered_request_is_closed_at_the_reply_timeout`.
+fn late_reply_client(addr: SocketAddr, checks: Checks) {
+    let check = |what: &str, ok: bool| checks.lock().unwrap().push((what.into(), ok));
+    let waiting = hold(addr, &encode_request("hold", &Dest::Pe(1), b"").unwrap());
+    let t = Instant::now();
+    check(
+        "the unanswered request is closed without a byte",
+        closed_within(waiting, Duration::from_secs(20)),
+    );
+    check(
+        "not before the reply timeout",
+        t.elapsed() >= Duration::from_millis(900),
+    );
+    check(
+        "the late reply goes nowhere, and the server still serves",
+        call(addr, "release", Dest::Pe(1), b"") == b"released",
+    );
+    let _ = exchange(addr, &encode_request("stop", &Dest::Pe(0), b"").unwrap());
 }

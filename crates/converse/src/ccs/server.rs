@@ -917,16 +917,14 @@ impl Server {
         // Straight to the first destination when it lives here (no hop
         // through PE 0).
         let first = job.local_pe(targets[0] as usize);
-        let message = |targets: &[u32]| {
-            super::server_message(
-                first.is_some(),
-                request,
-                (caller, peer.port()),
-                targets,
-                &name,
-                &req.data,
-            )
-        };
+        let msg = super::server_message(
+            first.is_some(),
+            request,
+            (caller, peer.port()),
+            &targets,
+            &name,
+            &req.data,
+        );
         if let (Some(pe), false) = (first, merged) {
             // One PE of this process answers: its reply writes itself.
             let handle = self.handle.upgrade();
@@ -943,7 +941,7 @@ impl Server {
                         deadline: Instant::now() + self.reply_timeout,
                     },
                 );
-                pe.inbox.push(message(&targets));
+                pe.inbox.push(msg);
                 pe.idle.wake();
                 return;
             }
@@ -962,7 +960,6 @@ impl Server {
                 deadline: Instant::now() + self.reply_timeout,
             };
         }
-        let msg = message(&targets);
         match first {
             Some(pe) => {
                 pe.inbox.push(msg);
