@@ -586,12 +586,69 @@ impl ShmModule {
             side.behind.push_back((None, p));
             return Ok(false);
         }
+        let p = if side.queue.is_empty() && p.req.is_none() {
+            match self.write_alone(vc, &mut side, p) {
+                Ok(()) => return Ok(true),
+                Err(p) => p,
+            }
+        } else {
+            p
+        };
+        self.queue_and_drain(vc, &mut side, p, now)
+    }
+
+    /// The fast path of a send: with nothing queued before it, a frame of
+    /// one cell or less (a small message) goes straight into the peer's
+    /// ring if it has room, without passing through the queue. Gives the
+    /// frame back otherwise.
+    #[inline]
+    fn write_alone(&self, vc: &Vc, side: &mut SendSide, p: Pending) -> Result<(), Pending> {
+        let (hdr, data) = p.rest();
+        let len = hdr.len() + data.len();
+        if len > CELL_DATA {
+            return Err(p);
+        }
+        let ring = vc.theirs.ring(self.me);
+        let tail = vc.tail.load(Ordering::Relaxed);
+        match Self::has_room(&ring, side, tail) {
+            Some(true) => {}
+            Some(false) => return Err(p),
+            None => {
+                side.failed = true;
+                return Err(p);
+            }
+        }
+        let cell = ring.cell(tail);
+        // SAFETY: the cell is ours until its sequence word is published
+        // (the consumer is `CELLS` or fewer behind, checked above); the
+        // header and the data together are at most `CELL_DATA` bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(hdr.as_ptr(), cell.data, hdr.len());
+            std::ptr::copy_nonoverlapping(data.as_ptr(), cell.data.add(hdr.len()), data.len());
+        }
+        cell.len.store(len as u32, Ordering::Relaxed);
+        cell.seq.store(seq_of(tail), Ordering::Release);
+        vc.tail.store(tail + 1, Ordering::Relaxed);
+        vc.theirs.wake_owner();
+        Ok(())
+    }
+
+    /// Queues `p` behind what waits on `vc` and writes what the ring takes
+    /// (now, or once enough is queued to fill a cell, unless `now`).
+    /// Returns whether the queue is empty afterwards.
+    fn queue_and_drain(
+        &self,
+        vc: &Vc,
+        side: &mut SendSide,
+        p: Pending,
+        now: bool,
+    ) -> Result<bool, NetError> {
         let queued = vc.queued.fetch_add(p.total(), Ordering::Relaxed) + p.total();
         side.queue.push_back(p);
         if !now && side.queue.len() > 1 && queued < CELL_DATA && side.queue.len() < 64 {
             return Ok(false);
         }
-        self.drain(vc, &mut side);
+        self.drain(vc, side);
         Ok(side.queue.is_empty())
     }
 
