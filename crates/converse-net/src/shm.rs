@@ -49,6 +49,13 @@
 //! a message costs the two cache-line transfers of its own lines, not two
 //! more for indices).
 //!
+//! A frame that fits one cell, sent while nothing waits in the VC's send
+//! queue and the ring has room (a small message, the common case), goes
+//! straight into its cell under the send lock (`write_alone`): no queue
+//! entry, no queued-bytes accounting. Anything else joins the queue, which
+//! `drain` empties into cells in order; the fast path is taken only with
+//! the queue empty, so frames keep their order either way.
+//!
 //! # Single-copy large messages (the spec's LMT)
 //!
 //! A message of `LMT_MIN` bytes or more moves in the mode the module was
