@@ -157,8 +157,51 @@ struct Deposit {
     form: Form,
     digest: u32,
     parent: Option<usize>,
-    children: Vec<usize>,
+    children: Children,
     finish: Finish,
+}
+
+/// The PEs whose contributions a deposit waits for, in tree order.
+enum Children {
+    /// `me`'s children in the whole job's `tree` (PE numbers are tree
+    /// members): computed when asked, so a reduction over all PEs, the
+    /// common case, allocates no list.
+    Tree { tree: SpanningTree, me: usize },
+    /// Listed (a reduction over a PE list or a group).
+    List(Vec<usize>),
+}
+
+impl Children {
+    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        let (tree, list) = match self {
+            Children::Tree { tree, me } => (Some(tree.children(*me)), &[][..]),
+            Children::List(pes) => (None, &pes[..]),
+        };
+        tree.into_iter().flatten().chain(list.iter().copied())
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Children::Tree { tree, me } => tree.num_children(*me),
+            Children::List(pes) => pes.len(),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn contains(&self, pe: usize) -> bool {
+        match self {
+            Children::Tree { tree, me } => pe < tree.len() && tree.parent(pe) == Some(*me),
+            Children::List(pes) => pes.contains(&pe),
+        }
+    }
+
+    /// `pe`'s place among the children (`None` if it is not one).
+    fn position(&self, pe: usize) -> Option<usize> {
+        self.iter().position(|c| c == pe)
+    }
 }
 
 #[derive(Default)]
@@ -226,12 +269,7 @@ fn stall_report(pe: &Pe) -> Option<String> {
         let from: Vec<usize> = entry.arrived.iter().map(|m| m.src_pe()).collect();
         match &entry.deposit {
             Some(d) => {
-                let missing: Vec<usize> = d
-                    .children
-                    .iter()
-                    .copied()
-                    .filter(|c| !from.contains(c))
-                    .collect();
+                let missing: Vec<usize> = d.children.iter().filter(|c| !from.contains(c)).collect();
                 waiting.push(format!("{} waits for PEs {missing:?}", describe(*key)));
             }
             None => orphans.push(format!("{} from PEs {from:?}", describe(*key))),
@@ -306,10 +344,11 @@ where
     F: FnOnce(Vec<Message>) -> Message + 'static,
 {
     let k = pe.branch();
-    let (digest, parent, children): (u32, Option<usize>, Vec<usize>) = match members {
+    let (digest, parent, children): (u32, Option<usize>, Children) = match members {
         Members::All => {
             let tree = SpanningTree::new(pe.job.topo.num_pes(), k, 0);
-            (0, tree.parent(pe.pe), tree.children(pe.pe).collect())
+            let children = Children::Tree { tree, me: pe.pe };
+            (0, tree.parent(pe.pe), children)
         }
         Members::List(pes) => {
             let Some(me) = pes.iter().position(|&p| p == pe.pe) else {
@@ -324,7 +363,7 @@ where
             (
                 digest(pes),
                 tree.parent(me).map(|p| pes[p]),
-                tree.children(me).map(|c| pes[c]).collect(),
+                Children::List(tree.children(me).map(|c| pes[c]).collect()),
             )
         }
     };
@@ -381,7 +420,7 @@ fn check_contribution(pe: &Pe, key: u32, deposit: &Deposit, msg: &Message) {
             pe.pe
         ));
     }
-    if !deposit.children.contains(&src) {
+    if !deposit.children.contains(src) {
         abort(&format!(
             "PEs disagree on the PEs taking part in {}: PE {src} sent its contribution to PE {}, which does not count PE {src} among its children (PE lists or reduction IDs differ between PEs)",
             describe(key),
@@ -450,7 +489,7 @@ fn try_complete(pe: &Pe, key: u32) {
 fn complete(pe: &Pe, key: u32, deposit: Deposit, mut arrived: Vec<Message>) {
     // Tree order, so that order-sensitive merges (concatenation) give the
     // same result whatever order the contributions arrived in.
-    arrived.sort_by_key(|m| deposit.children.iter().position(|&c| c == m.src_pe()));
+    arrived.sort_by_key(|m| deposit.children.position(m.src_pe()));
     let result = (deposit.finish)(arrived);
     send_result(
         pe,
@@ -494,17 +533,14 @@ fn send_result(
 }
 
 /// The user's children messages, with the runtime's header fields cleared.
-fn as_user_messages(remote: Vec<Message>) -> Vec<Message> {
+fn as_user_messages(mut remote: Vec<Message>) -> Vec<Message> {
+    for m in &mut remote {
+        let h = m.header_mut();
+        h.flags = 0;
+        h.coll = 0;
+        h.root = 0;
+    }
     remote
-        .into_iter()
-        .map(|mut m| {
-            let h = m.header_mut();
-            h.flags = 0;
-            h.coll = 0;
-            h.root = 0;
-            m
-        })
-        .collect()
 }
 
 fn message_finish<M>(local: Message, merge: M) -> impl FnOnce(Vec<Message>) -> Message + 'static
