@@ -149,8 +149,9 @@ impl Form {
     }
 }
 
-/// Merges the children's contributions (in tree order) into the PE's own.
-type Finish = Box<dyn FnOnce(Vec<Message>) -> Message>;
+/// Merges the children's contributions (in tree order) into the PE's own
+/// (its message, in the message form).
+type Finish = Box<dyn FnOnce(Option<Message>, Vec<Message>) -> Message>;
 
 /// A PE's own part in a reduction, once it has called.
 struct Deposit {
@@ -158,6 +159,11 @@ struct Deposit {
     digest: u32,
     parent: Option<usize>,
     children: Children,
+    /// The PE's own message (the message form; `None` in the struct form,
+    /// whose value `finish` holds). Kept apart from `finish`, so that a
+    /// merge that captures nothing, the usual one, boxes without an
+    /// allocation.
+    local: Option<Message>,
     finish: Finish,
 }
 
@@ -339,9 +345,15 @@ fn digest(pes: &[usize]) -> u32 {
 
 /// Records `pe`'s deposit for reduction `key` and completes the reduction
 /// step if every child's contribution is in.
-fn deposit<F>(pe: &Pe, key: u32, form: Form, members: Members<'_>, finish: F)
-where
-    F: FnOnce(Vec<Message>) -> Message + 'static,
+fn deposit<F>(
+    pe: &Pe,
+    key: u32,
+    form: Form,
+    members: Members<'_>,
+    local: Option<Message>,
+    finish: F,
+) where
+    F: FnOnce(Option<Message>, Vec<Message>) -> Message + 'static,
 {
     let k = pe.branch();
     let (digest, parent, children): (u32, Option<usize>, Children) = match members {
@@ -371,7 +383,7 @@ where
     // contribution on at once, without touching the table, nor boxing its
     // finishing function.
     if children.is_empty() && !pe.coll.reductions.borrow().active.contains_key(&key) {
-        let result = finish(Vec::new());
+        let result = finish(local, Vec::new());
         return send_result(pe, key, form, digest, parent, result);
     }
     let deposit = Deposit {
@@ -379,6 +391,7 @@ where
         digest,
         parent,
         children,
+        local,
         finish: Box::new(finish),
     };
     {
@@ -490,7 +503,7 @@ fn complete(pe: &Pe, key: u32, deposit: Deposit, mut arrived: Vec<Message>) {
     // Tree order, so that order-sensitive merges (concatenation) give the
     // same result whatever order the contributions arrived in.
     arrived.sort_by_key(|m| deposit.children.position(m.src_pe()));
-    let result = (deposit.finish)(arrived);
+    let result = (deposit.finish)(deposit.local, arrived);
     send_result(
         pe,
         key,
@@ -543,11 +556,12 @@ fn as_user_messages(mut remote: Vec<Message>) -> Vec<Message> {
     remote
 }
 
-fn message_finish<M>(local: Message, merge: M) -> impl FnOnce(Vec<Message>) -> Message + 'static
+fn message_finish<M>(merge: M) -> impl FnOnce(Option<Message>, Vec<Message>) -> Message + 'static
 where
     M: FnOnce(Message, Vec<Message>) -> Message + 'static,
 {
-    move |remote: Vec<Message>| {
+    move |local: Option<Message>, remote: Vec<Message>| {
+        let local = local.expect("the message form keeps the PE's own message");
         if remote.is_empty() {
             local
         } else {
@@ -561,12 +575,12 @@ fn struct_finish<T, M>(
     data: T,
     merge: M,
     dest: usize,
-) -> impl FnOnce(Vec<Message>) -> Message + 'static
+) -> impl FnOnce(Option<Message>, Vec<Message>) -> Message + 'static
 where
     T: Serialize + DeserializeOwned + 'static,
     M: FnOnce(T, Vec<T>) -> T + 'static,
 {
-    move |remote: Vec<Message>| {
+    move |_: Option<Message>, remote: Vec<Message>| {
         let value = if remote.is_empty() {
             data
         } else {
@@ -632,7 +646,8 @@ where
             key,
             Form::Message,
             Members::All,
-            message_finish(msg, merge),
+            Some(msg),
+            message_finish(merge),
         );
     })
 }
@@ -664,6 +679,7 @@ where
             key,
             Form::Struct,
             Members::All,
+            None,
             struct_finish(key, data, merge, dest),
         );
     })
@@ -682,7 +698,8 @@ where
             id.0,
             Form::Message,
             Members::All,
-            message_finish(msg, merge),
+            Some(msg),
+            message_finish(merge),
         );
     })
 }
@@ -701,6 +718,7 @@ where
             id.0,
             Form::Struct,
             Members::All,
+            None,
             struct_finish(id.0, data, merge, dest),
         );
     })
@@ -723,7 +741,8 @@ where
             id.0,
             Form::Message,
             Members::List(pes),
-            message_finish(msg, merge),
+            Some(msg),
+            message_finish(merge),
         );
     })
 }
@@ -739,7 +758,7 @@ where
     pe::with(|pe| {
         check_list(pe, pes, &describe(id.0));
         let finish = struct_finish(id.0, data, merge, dest);
-        deposit(pe, id.0, Form::Struct, Members::List(pes), finish);
+        deposit(pe, id.0, Form::Struct, Members::List(pes), None, finish);
     })
 }
 
@@ -754,11 +773,20 @@ where
 {
     pe::with(|pe| {
         let msg = stamped(pe, msg);
-        let finish = message_finish(msg, merge);
+        let finish = message_finish(merge);
         group::with_members(
             pe,
             group.id(),
-            Box::new(move |pe, pes| deposit(pe, id.0, Form::Message, Members::List(pes), finish)),
+            Box::new(move |pe, pes| {
+                deposit(
+                    pe,
+                    id.0,
+                    Form::Message,
+                    Members::List(pes),
+                    Some(msg),
+                    finish,
+                )
+            }),
         );
     })
 }
@@ -776,7 +804,9 @@ where
         group::with_members(
             pe,
             group.id(),
-            Box::new(move |pe, pes| deposit(pe, id.0, Form::Struct, Members::List(pes), finish)),
+            Box::new(move |pe, pes| {
+                deposit(pe, id.0, Form::Struct, Members::List(pes), None, finish)
+            }),
         );
     })
 }
