@@ -57,7 +57,7 @@
 //! each heap, so heap moves copy small `Copy` nodes. The heaps are 4-ary:
 //! O(log n) per operation, half as deep as binary heaps. In front of each
 //! heap, a sorted run of up to eight of its most urgent nodes takes the
-//! pushes that would go to the heap's root (see [`PrioHeap`]): a queue
+//! pushes that would go to the heap's root (see `PrioHeap`): a queue
 //! whose new items are more urgent than what waits — a search going
 //! deeper, or random priorities in the steady state — pushes and pops
 //! them in a few comparisons. That took the 2–3-word bit-vector pair at
