@@ -617,13 +617,8 @@ impl ShmModule {
         }
         let ring = vc.theirs.ring(self.me);
         let tail = vc.tail.load(Ordering::Relaxed);
-        match Self::has_room(&ring, side, tail) {
-            Some(true) => {}
-            Some(false) => return Err(p),
-            None => {
-                side.failed = true;
-                return Err(p);
-            }
+        if !Self::room_for(&ring, side, tail) {
+            return Err(p);
         }
         let cell = ring.cell(tail);
         // SAFETY: the cell is ours until its sequence word is published
@@ -633,11 +628,31 @@ impl ShmModule {
             std::ptr::copy_nonoverlapping(hdr.as_ptr(), cell.data, hdr.len());
             std::ptr::copy_nonoverlapping(data.as_ptr(), cell.data.add(hdr.len()), data.len());
         }
+        Self::publish(vc, &cell, tail, len);
+        vc.theirs.wake_owner();
+        Ok(())
+    }
+
+    /// Publishes cell number `tail`, filled with `len` bytes, and moves
+    /// the VC's tail past it.
+    #[inline]
+    fn publish(vc: &Vc, cell: &Cell<'_>, tail: u64, len: usize) {
         cell.len.store(len as u32, Ordering::Relaxed);
         cell.seq.store(seq_of(tail), Ordering::Release);
         vc.tail.store(tail + 1, Ordering::Relaxed);
-        vc.theirs.wake_owner();
-        Ok(())
+    }
+
+    /// [`has_room`](Self::has_room), marking the send side failed if the
+    /// peer broke the protocol (then there is no room).
+    #[inline]
+    fn room_for(ring: &Ring<'_>, side: &mut SendSide, tail: u64) -> bool {
+        match Self::has_room(ring, side, tail) {
+            Some(room) => room,
+            None => {
+                side.failed = true;
+                false
+            }
+        }
     }
 
     /// Queues `p` behind what waits on `vc` and writes what the ring takes
@@ -699,13 +714,8 @@ impl ShmModule {
         let mut moved = false;
         let mut tail = vc.tail.load(Ordering::Relaxed);
         while !side.queue.is_empty() {
-            match Self::has_room(&ring, side, tail) {
-                Some(true) => {}
-                Some(false) => break,
-                None => {
-                    side.failed = true;
-                    break;
-                }
+            if !Self::room_for(&ring, side, tail) {
+                break;
             }
             let cell = ring.cell(tail);
             let mut filled = 0;
@@ -734,10 +744,8 @@ impl ShmModule {
                     }
                 }
             }
-            cell.len.store(filled as u32, Ordering::Relaxed);
-            cell.seq.store(seq_of(tail), Ordering::Release);
+            Self::publish(vc, &cell, tail, filled);
             tail += 1;
-            vc.tail.store(tail, Ordering::Relaxed);
             vc.queued.fetch_sub(sent, Ordering::Relaxed);
             moved = true;
         }

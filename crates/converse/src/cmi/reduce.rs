@@ -556,6 +556,32 @@ fn as_user_messages(mut remote: Vec<Message>) -> Vec<Message> {
     remote
 }
 
+/// [`deposit`] of `msg` in the message form, merged by `merge`.
+fn deposit_message<M>(pe: &Pe, key: u32, members: Members<'_>, msg: Message, merge: M)
+where
+    M: FnOnce(Message, Vec<Message>) -> Message + 'static,
+{
+    deposit(
+        pe,
+        key,
+        Form::Message,
+        members,
+        Some(msg),
+        message_finish(merge),
+    );
+}
+
+/// [`deposit`] of `data` in the struct form, merged by `merge`, the
+/// result for handler `dest`.
+fn deposit_struct<T, M>(pe: &Pe, key: u32, members: Members<'_>, data: T, merge: M, dest: usize)
+where
+    T: Serialize + DeserializeOwned + 'static,
+    M: FnOnce(T, Vec<T>) -> T + 'static,
+{
+    let finish = struct_finish(key, data, merge, dest);
+    deposit(pe, key, Form::Struct, members, None, finish);
+}
+
 fn message_finish<M>(merge: M) -> impl FnOnce(Option<Message>, Vec<Message>) -> Message + 'static
 where
     M: FnOnce(Message, Vec<Message>) -> Message + 'static,
@@ -641,14 +667,7 @@ where
     pe::with(|pe| {
         let key = next_order_key(pe);
         let msg = stamped(pe, msg);
-        deposit(
-            pe,
-            key,
-            Form::Message,
-            Members::All,
-            Some(msg),
-            message_finish(merge),
-        );
+        deposit_message(pe, key, Members::All, msg, merge);
     })
 }
 
@@ -674,14 +693,7 @@ where
 {
     pe::with(|pe| {
         let key = next_order_key(pe);
-        deposit(
-            pe,
-            key,
-            Form::Struct,
-            Members::All,
-            None,
-            struct_finish(key, data, merge, dest),
-        );
+        deposit_struct(pe, key, Members::All, data, merge, dest);
     })
 }
 
@@ -693,14 +705,7 @@ where
 {
     pe::with(|pe| {
         let msg = stamped(pe, msg);
-        deposit(
-            pe,
-            id.0,
-            Form::Message,
-            Members::All,
-            Some(msg),
-            message_finish(merge),
-        );
+        deposit_message(pe, id.0, Members::All, msg, merge);
     })
 }
 
@@ -713,14 +718,7 @@ where
     M: FnOnce(T, Vec<T>) -> T + 'static,
 {
     pe::with(|pe| {
-        deposit(
-            pe,
-            id.0,
-            Form::Struct,
-            Members::All,
-            None,
-            struct_finish(id.0, data, merge, dest),
-        );
+        deposit_struct(pe, id.0, Members::All, data, merge, dest);
     })
 }
 
@@ -736,14 +734,7 @@ where
     pe::with(|pe| {
         check_list(pe, pes, &describe(id.0));
         let msg = stamped(pe, msg);
-        deposit(
-            pe,
-            id.0,
-            Form::Message,
-            Members::List(pes),
-            Some(msg),
-            message_finish(merge),
-        );
+        deposit_message(pe, id.0, Members::List(pes), msg, merge);
     })
 }
 
@@ -757,8 +748,7 @@ where
 {
     pe::with(|pe| {
         check_list(pe, pes, &describe(id.0));
-        let finish = struct_finish(id.0, data, merge, dest);
-        deposit(pe, id.0, Form::Struct, Members::List(pes), None, finish);
+        deposit_struct(pe, id.0, Members::List(pes), data, merge, dest);
     })
 }
 
@@ -773,20 +763,10 @@ where
 {
     pe::with(|pe| {
         let msg = stamped(pe, msg);
-        let finish = message_finish(merge);
         group::with_members(
             pe,
             group.id(),
-            Box::new(move |pe, pes| {
-                deposit(
-                    pe,
-                    id.0,
-                    Form::Message,
-                    Members::List(pes),
-                    Some(msg),
-                    finish,
-                )
-            }),
+            Box::new(move |pe, pes| deposit_message(pe, id.0, Members::List(pes), msg, merge)),
         );
     })
 }
@@ -800,12 +780,11 @@ where
     M: FnOnce(T, Vec<T>) -> T + 'static,
 {
     pe::with(|pe| {
-        let finish = struct_finish(id.0, data, merge, dest);
         group::with_members(
             pe,
             group.id(),
             Box::new(move |pe, pes| {
-                deposit(pe, id.0, Form::Struct, Members::List(pes), None, finish)
+                deposit_struct(pe, id.0, Members::List(pes), data, merge, dest)
             }),
         );
     })
