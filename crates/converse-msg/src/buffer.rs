@@ -36,6 +36,7 @@ use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicUsize, Ordering, fence};
 
+use crate::cache;
 use crate::message::Chunk;
 
 /// The head of a buffer.
@@ -84,6 +85,15 @@ impl BufPtr {
     #[inline]
     pub fn alloc_zeroed(chunks: usize) -> BufPtr {
         let layout = layout(chunks);
+        if let Some(raw) = cache::take(chunks) {
+            // SAFETY: a block of this layout, ours: its chunks after the
+            // head are `chunks * 16` bytes we may write.
+            unsafe {
+                raw.add(size_of::<Head>())
+                    .write_bytes(0, chunks * size_of::<Chunk>())
+            };
+            return BufPtr::init(raw, layout, chunks);
+        }
         if layout.size() <= SMALL_ZEROED {
             // SAFETY: the layout has a non-zero size (the head); on
             // success the whole block is ours to write.
@@ -107,6 +117,9 @@ impl BufPtr {
     #[inline]
     pub fn alloc_uninit(chunks: usize) -> BufPtr {
         let layout = layout(chunks);
+        if let Some(raw) = cache::take(chunks) {
+            return BufPtr::init(raw, layout, chunks);
+        }
         // SAFETY: the layout has a non-zero size (the head).
         let raw = unsafe { std::alloc::alloc(layout) };
         BufPtr::init(raw, layout, chunks)
@@ -220,11 +233,16 @@ impl BufPtr {
     /// and nothing uses it afterwards.
     #[inline]
     pub unsafe fn free(self) {
-        // SAFETY: allocated by `init` with this layout (`chunks` unchanged);
-        // the caller's promise that nothing else uses it.
+        // SAFETY: allocated by the global allocator (or taken from the
+        // cache, which holds only such blocks) with `layout(chunks)`
+        // (`chunks` unchanged since `init`); the caller's promise that
+        // nothing else uses it, so the cache or the allocator may own it.
         unsafe {
-            let layout = layout(self.chunks());
-            std::alloc::dealloc(self.0.as_ptr().cast(), layout);
+            let chunks = self.chunks();
+            let block = self.0.as_ptr().cast::<u8>();
+            if !cache::keep(block, chunks) {
+                std::alloc::dealloc(block, layout(chunks));
+            }
         }
     }
 }

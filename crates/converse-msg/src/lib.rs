@@ -15,6 +15,7 @@
 #![warn(missing_docs)]
 
 mod buffer;
+mod cache;
 mod message;
 pub mod raw;
 

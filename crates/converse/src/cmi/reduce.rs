@@ -55,6 +55,7 @@
 //! arrived (possibly before it called). The state is touched only by the
 //! PE's thread, and no borrow of it is held while a merge function runs.
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -210,11 +211,19 @@ impl Children {
     }
 }
 
-#[derive(Default)]
 struct InProgress {
     deposit: Option<Deposit>,
     /// Children's contributions, in arrival order.
     arrived: Vec<Message>,
+}
+
+impl InProgress {
+    /// This PE has deposited and every child has contributed.
+    fn is_complete(&self) -> bool {
+        self.deposit
+            .as_ref()
+            .is_some_and(|d| d.children.len() == self.arrived.len())
+    }
 }
 
 /// One PE's reductions.
@@ -394,9 +403,22 @@ fn deposit<F>(
         local,
         finish: Box::new(finish),
     };
-    {
+    let done = {
         let mut reds = pe.coll.reductions.borrow_mut();
-        let entry = reds.active.entry(key).or_default();
+        let mut slot = match reds.active.entry(key) {
+            Entry::Occupied(slot) => slot,
+            Entry::Vacant(slot) => {
+                // Nothing arrived yet (the usual order on the root): room
+                // for every child's contribution, so none grows the list.
+                let arrived = Vec::with_capacity(deposit.children.len());
+                slot.insert(InProgress {
+                    deposit: Some(deposit),
+                    arrived,
+                });
+                return;
+            }
+        };
+        let entry = slot.get_mut();
         if entry.deposit.is_some() {
             drop(reds);
             abort(&format!(
@@ -409,8 +431,11 @@ fn deposit<F>(
             check_contribution(pe, key, &deposit, msg);
         }
         entry.deposit = Some(deposit);
+        entry.is_complete().then(|| slot.remove())
+    };
+    if let Some(done) = done {
+        complete(pe, key, done);
     }
-    try_complete(pe, key);
 }
 
 /// Aborts unless `msg` fits `pe`'s own view of reduction `key`.
@@ -446,9 +471,22 @@ fn check_contribution(pe: &Pe, key: u32, deposit: &Deposit, msg: &Message) {
 pub(crate) fn on_contribution(pe: &Pe, msg: Message) {
     let key = msg.header().coll;
     let src = msg.src_pe();
-    {
+    // One look-up of the table: the entry is found, checked, added to and,
+    // if this was the last contribution, taken out through the same slot.
+    let done = {
         let mut reds = pe.coll.reductions.borrow_mut();
-        let entry = reds.active.entry(key).or_default();
+        let mut slot = match reds.active.entry(key) {
+            Entry::Occupied(slot) => slot,
+            Entry::Vacant(slot) => {
+                // Before this PE's own call: held until it deposits.
+                slot.insert(InProgress {
+                    deposit: None,
+                    arrived: vec![msg],
+                });
+                return;
+            }
+        };
+        let entry = slot.get_mut();
         if entry.arrived.iter().any(|m| m.src_pe() == src) {
             drop(reds);
             abort(&format!(
@@ -474,35 +512,26 @@ pub(crate) fn on_contribution(pe: &Pe, msg: Message) {
             }
         }
         entry.arrived.push(msg);
-    }
-    try_complete(pe, key);
-}
-
-/// If `pe` has deposited for `key` and every child has contributed, merges
-/// and sends the result up (or delivers it, on the root).
-fn try_complete(pe: &Pe, key: u32) {
-    let (deposit, arrived) = {
-        let mut reds = pe.coll.reductions.borrow_mut();
-        let complete = reds.active.get(&key).is_some_and(|e| {
-            e.deposit
-                .as_ref()
-                .is_some_and(|d| d.children.len() == e.arrived.len())
-        });
-        if !complete {
-            return;
-        }
-        let entry = reds.active.remove(&key).expect("checked above");
-        (entry.deposit.expect("checked above"), entry.arrived)
+        entry.is_complete().then(|| slot.remove())
     };
-    complete(pe, key, deposit, arrived);
+    if let Some(done) = done {
+        complete(pe, key, done);
+    }
 }
 
-/// Merges `arrived` (every child's contribution) into `pe`'s deposit and
-/// sends the result up, or delivers it on the root.
-fn complete(pe: &Pe, key: u32, deposit: Deposit, mut arrived: Vec<Message>) {
+/// Merges the children's contributions of `done` (all of them) into `pe`'s
+/// deposit and sends the result up, or delivers it on the root.
+fn complete(pe: &Pe, key: u32, done: InProgress) {
+    let InProgress {
+        deposit,
+        mut arrived,
+    } = done;
+    let deposit = deposit.expect("complete only with a deposit");
     // Tree order, so that order-sensitive merges (concatenation) give the
     // same result whatever order the contributions arrived in.
-    arrived.sort_by_key(|m| deposit.children.position(m.src_pe()));
+    if arrived.len() > 1 {
+        arrived.sort_by_key(|m| deposit.children.position(m.src_pe()));
+    }
     let result = (deposit.finish)(deposit.local, arrived);
     send_result(
         pe,
