@@ -187,6 +187,7 @@ impl Children {
         tree.into_iter().flatten().chain(list.iter().copied())
     }
 
+    #[inline]
     fn len(&self) -> usize {
         match self {
             Children::Tree { tree, me } => tree.num_children(*me),
@@ -194,10 +195,12 @@ impl Children {
         }
     }
 
+    #[inline]
     fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
+    #[inline]
     fn contains(&self, pe: usize) -> bool {
         match self {
             Children::Tree { tree, me } => pe < tree.len() && tree.parent(pe) == Some(*me),
@@ -439,6 +442,7 @@ fn deposit<F>(
 }
 
 /// Aborts unless `msg` fits `pe`'s own view of reduction `key`.
+#[inline]
 fn check_contribution(pe: &Pe, key: u32, deposit: &Deposit, msg: &Message) {
     let src = msg.src_pe();
     let form = Form::of_flags(msg.header().flags);
@@ -575,6 +579,7 @@ fn send_result(
 }
 
 /// The user's children messages, with the runtime's header fields cleared.
+#[inline]
 fn as_user_messages(mut remote: Vec<Message>) -> Vec<Message> {
     for m in &mut remote {
         let h = m.header_mut();

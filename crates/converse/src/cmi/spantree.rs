@@ -17,6 +17,14 @@
 //! (`++spantree-branch K`, default 4).
 //!
 //! Pure functions of `(n, k, root)`; no state.
+//!
+//! # Cost
+//!
+//! Every reduction step and broadcast hop asks the tree a few questions,
+//! so they avoid the divide instruction (tens of cycles each, ten of them
+//! a broadcast-and-reduce round): the `mod n` of a sum of two members is a
+//! compare and subtract, and a division by `k` a shift when `k` is a power
+//! of two (the default 4).
 
 use crate::rt::pe::{self, Pe};
 
@@ -40,6 +48,7 @@ impl SpanningTree {
     ///
     /// # Panics
     /// If `k == 0`, or `root >= n` while `n > 0`.
+    #[inline]
     pub fn new(n: usize, k: usize, root: usize) -> SpanningTree {
         assert!(
             k > 0,
@@ -72,28 +81,50 @@ impl SpanningTree {
         self.k
     }
 
+    #[inline]
     fn relative(&self, member: usize) -> usize {
         assert!(
             member < self.n,
             "{member} is not a member of this spanning tree over 0..{}",
             self.n
         );
-        (member + self.n - self.root) % self.n
+        // `member - root` mod n, both below n.
+        if member >= self.root {
+            member - self.root
+        } else {
+            member + self.n - self.root
+        }
     }
 
+    /// The member numbered `j` (`j < n`) from the root.
+    #[inline]
     fn absolute(&self, j: usize) -> usize {
-        (j + self.root) % self.n
+        // `j + root` mod n, both below n.
+        let i = j + self.root;
+        if i >= self.n { i - self.n } else { i }
+    }
+
+    /// `j / k`.
+    #[inline]
+    fn div_k(&self, j: usize) -> usize {
+        if self.k.is_power_of_two() {
+            j >> self.k.trailing_zeros()
+        } else {
+            j / self.k
+        }
     }
 
     /// The parent of `member`; `None` for the root.
+    #[inline]
     pub fn parent(&self, member: usize) -> Option<usize> {
         match self.relative(member) {
             0 => None,
-            j => Some(self.absolute((j - 1) / self.k)),
+            j => Some(self.absolute(self.div_k(j - 1))),
         }
     }
 
     /// The children of `member`, in order.
+    #[inline]
     pub fn children(&self, member: usize) -> impl ExactSizeIterator<Item = usize> + use<> {
         let tree = *self;
         let first = self
@@ -105,6 +136,7 @@ impl SpanningTree {
     }
 
     /// Number of children of `member`.
+    #[inline]
     pub fn num_children(&self, member: usize) -> usize {
         self.children(member).len()
     }
@@ -114,7 +146,7 @@ impl SpanningTree {
         let mut j = self.relative(member);
         let mut depth = 0;
         while j > 0 {
-            j = (j - 1) / self.k;
+            j = self.div_k(j - 1);
             depth += 1;
         }
         depth
@@ -259,6 +291,29 @@ mod tests {
                         assert!(t.depth() <= ceil_log(n, k), "n={n} k={k}");
                     } else {
                         assert_eq!(t.depth(), n - 1);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The shift and compare-and-subtract forms give the shape's formulas
+    /// (the module comment) for every member, root and branching factor.
+    #[test]
+    fn matches_the_modular_formulas() {
+        for n in 1..=40 {
+            for k in 1..=9 {
+                for root in 0..n {
+                    let t = SpanningTree::new(n, k, root);
+                    for i in 0..n {
+                        let j = (i + n - root) % n;
+                        let parent = (j > 0).then(|| ((j - 1) / k + root) % n);
+                        assert_eq!(t.parent(i), parent, "n={n} k={k} root={root} i={i}");
+                        let children: Vec<usize> = (k * j + 1..=k * j + k)
+                            .filter(|&c| c < n)
+                            .map(|c| (c + root) % n)
+                            .collect();
+                        assert_eq!(t.children(i).collect::<Vec<_>>(), children);
                     }
                 }
             }
