@@ -490,8 +490,17 @@ impl Reassembler {
             if header.kind == FrameKind::Message && len < MSG_HEADER_SIZE {
                 return Err(self.error(FrameFault::ShortMessage { len }));
             }
-            self.active = Some(Active::new(header, self.buffers.as_deref()));
-            self.deliver_if_complete(&mut deliver);
+            let mut active = Active::new(header, self.buffers.as_deref());
+            if len <= bytes.len() {
+                // The whole body is here (every small frame): delivered at
+                // once, without parking the frame as the active one and
+                // looking at it again on the next turn of the loop.
+                active.take(&bytes[..len]);
+                bytes = &bytes[len..];
+                self.deliver_done(active, &mut deliver);
+            } else {
+                self.active = Some(active);
+            }
         }
         Ok(())
     }
@@ -499,13 +508,19 @@ impl Reassembler {
     fn deliver_if_complete(&mut self, deliver: &mut impl FnMut(FrameHeader, FrameBody)) {
         if self.active.as_ref().is_some_and(Active::is_complete) {
             let done = self.active.take().expect("checked");
-            let header = done.header;
-            let (body, reused) = done.into_body();
-            if let (Some(buffers), Some(buffer)) = (&self.buffers, reused) {
-                buffers.give_back(&header, buffer);
-            }
-            deliver(header, body);
+            self.deliver_done(done, deliver);
         }
+    }
+
+    /// Delivers `done`, whose body is complete.
+    #[inline]
+    fn deliver_done(&self, done: Active, deliver: &mut impl FnMut(FrameHeader, FrameBody)) {
+        let header = done.header;
+        let (body, reused) = done.into_body();
+        if let (Some(buffers), Some(buffer)) = (&self.buffers, reused) {
+            buffers.give_back(&header, buffer);
+        }
+        deliver(header, body);
     }
 
     /// The recv-active fast path, for a module that can receive straight
