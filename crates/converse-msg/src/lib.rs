@@ -9,6 +9,8 @@
 //!
 //! - [`message`](crate::Message): the buffer, its layout and ownership
 //!   rules, and what a program does with a message;
+//! - `cache` (private): the per-thread cache of freed small buffers that
+//!   makes a small message's allocation and free a few loads and stores;
 //! - [`raw`]: what only the runtime does to one (the header flags it owns,
 //!   sender stamping, sharing, bundles, receiving into an unzeroed buffer),
 //!   behind the [`raw::MessageRaw`] trait; its comment says why a trait.
