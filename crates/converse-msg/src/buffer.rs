@@ -60,7 +60,7 @@ pub(crate) struct BufPtr(NonNull<Head>);
 /// If it would exceed `isize::MAX` bytes (never for a message: its size is
 /// a `u32`).
 #[inline]
-fn layout(chunks: usize) -> Layout {
+pub(crate) fn layout(chunks: usize) -> Layout {
     chunks
         .checked_add(1)
         .and_then(|n| n.checked_mul(std::mem::size_of::<Chunk>()))

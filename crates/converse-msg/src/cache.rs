@@ -27,17 +27,33 @@
 //! - When the thread ends, its cache's destructor returns every block; a
 //!   buffer freed or allocated after that (in another thread-local's
 //!   destructor) goes straight to the global allocator.
+//! - Off for good once [`disable`] is called: the runtime calls it when a
+//!   migratable thread's heap (`converse::cth::ThreadHeap`) comes into use.
+//!   A block of such a heap leaves with its thread, so no OS thread's cache
+//!   may keep one (nor hand one to the runtime); the allocator's own `free`
+//!   sends it home. Blocks kept before that are system memory; they stay
+//!   until their thread ends.
+//! - The thread-local is reached only in functions that are never inlined
+//!   ([`take_here`], [`keep_here`]): a migratable user-level thread resumes
+//!   on another OS thread after a move, and inlined into its code, the
+//!   address of the thread-local computed before the move could be reused
+//!   after it (see `converse::cth::migrate`).
 //!
 //! # Concurrency
 //!
-//! None: each thread has its own cache, and a block moves between threads
+//! None for the lists: each thread has its own cache, and a block moves between threads
 //! only inside a message (which already carries the happens-before of its
 //! hand-over). A buffer allocated on one thread and freed on another lands
 //! in the freeing thread's cache; blocks are plain global-allocator blocks,
-//! so either thread may return it.
-use std::alloc::Layout;
+//! so either thread may return it. The on-off switch is one process-wide
+//! atomic flag: [`disable`] stores it (`Relaxed`) before the thread heap's
+//! first allocation, and a block of that heap reaches another OS thread
+//! only through a hand-over that orders that store before its free there.
 use std::cell::Cell;
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::buffer::layout;
 
 /// The largest buffer, in chunks, the cache keeps: 8 chunks is a 128-byte
 /// message (a 32-byte header and 96 bytes of payload), past every control
@@ -57,10 +73,18 @@ struct Cache {
     classes: [Class; CACHED_CHUNKS],
 }
 
+/// Whether the cache is on (see [`disable`]).
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Turns the caches of every thread off for the rest of the process.
+pub(crate) fn disable() {
+    ENABLED.store(false, Ordering::Relaxed);
+}
+
 impl Drop for Cache {
     fn drop(&mut self) {
         for (i, class) in self.classes.iter().enumerate() {
-            let layout = block_layout(i + 1);
+            let layout = layout(i + 1);
             let mut block = class.first.replace(ptr::null_mut());
             class.len.set(0);
             while !block.is_null() {
@@ -90,10 +114,11 @@ thread_local! {
     };
 }
 
-/// The layout of a block of class `chunks` (what `buffer::layout` gives).
-fn block_layout(chunks: usize) -> Layout {
-    // Cannot fail: at most (CACHED_CHUNKS + 1) * 16 bytes, 16-aligned.
-    Layout::from_size_align((chunks + 1) * 16, 16).expect("a small block's layout")
+/// Whether buffers of `chunks` chunks are cached (the cache is on and
+/// the size is one of its classes).
+#[inline]
+fn cached(chunks: usize) -> bool {
+    (1..=CACHED_CHUNKS).contains(&chunks) && ENABLED.load(Ordering::Relaxed)
 }
 
 /// A cached block for a buffer of `chunks` chunks, if this thread has one:
@@ -101,9 +126,16 @@ fn block_layout(chunks: usize) -> Layout {
 /// unspecified.
 #[inline]
 pub(crate) fn take(chunks: usize) -> Option<*mut u8> {
-    if !(1..=CACHED_CHUNKS).contains(&chunks) {
+    if !cached(chunks) {
         return None;
     }
+    take_here(chunks)
+}
+
+/// [`take`], from this OS thread's cache. Never inlined (see the module
+/// comment).
+#[inline(never)]
+fn take_here(chunks: usize) -> Option<*mut u8> {
     CACHE
         .try_with(|cache| {
             let class = &cache.classes[chunks - 1];
@@ -130,9 +162,20 @@ pub(crate) fn take(chunks: usize) -> Option<*mut u8> {
 /// allocator and the caller owns it: nothing uses it afterwards.
 #[inline]
 pub(crate) unsafe fn keep(block: *mut u8, chunks: usize) -> bool {
-    if !(1..=CACHED_CHUNKS).contains(&chunks) {
+    if !cached(chunks) {
         return false;
     }
+    // SAFETY: the caller's promise.
+    unsafe { keep_here(block, chunks) }
+}
+
+/// [`keep`], in this OS thread's cache. Never inlined (see the module
+/// comment).
+///
+/// # Safety
+/// As [`keep`], and `chunks` is one of the cache's classes.
+#[inline(never)]
+unsafe fn keep_here(block: *mut u8, chunks: usize) -> bool {
     CACHE
         .try_with(|cache| {
             let class = &cache.classes[chunks - 1];
@@ -156,21 +199,26 @@ mod tests {
 
     fn fresh(chunks: usize) -> *mut u8 {
         // SAFETY: a non-zero size.
-        let block = unsafe { std::alloc::alloc(block_layout(chunks)) };
+        let block = unsafe { std::alloc::alloc(layout(chunks)) };
         assert!(!block.is_null());
         block
     }
 
     #[test]
     fn a_kept_block_is_taken_again_by_size() {
-        let a = fresh(3);
-        // SAFETY: a fresh block of 3 chunks' layout, owned here.
-        assert!(unsafe { keep(a, 3) });
-        assert_eq!(take(2), None);
-        assert_eq!(take(3), Some(a));
-        assert_eq!(take(3), None);
-        // SAFETY: taken back: owned here again.
-        unsafe { std::alloc::dealloc(a, block_layout(3)) };
+        // In a thread of its own: its cache starts empty.
+        std::thread::spawn(|| {
+            let a = fresh(3);
+            // SAFETY: a fresh block of 3 chunks' layout, owned here.
+            assert!(unsafe { keep(a, 3) });
+            assert_eq!(take(2), None);
+            assert_eq!(take(3), Some(a));
+            assert_eq!(take(3), None);
+            // SAFETY: taken back: owned here again.
+            unsafe { std::alloc::dealloc(a, layout(3)) };
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]
@@ -181,7 +229,7 @@ mod tests {
         // SAFETY: owned here; refused, so still owned here.
         unsafe {
             assert!(!keep(big, CACHED_CHUNKS + 1));
-            std::alloc::dealloc(big, block_layout(CACHED_CHUNKS + 1));
+            std::alloc::dealloc(big, layout(CACHED_CHUNKS + 1));
         }
     }
 
@@ -199,12 +247,12 @@ mod tests {
             // SAFETY: as above; refused, so still owned here.
             unsafe {
                 assert!(!keep(last, 1));
-                std::alloc::dealloc(last, block_layout(1));
+                std::alloc::dealloc(last, layout(1));
             }
             // Last kept, first taken.
             assert_eq!(take(1), Some(blocks[PER_CLASS - 1]));
             // SAFETY: taken back.
-            unsafe { std::alloc::dealloc(blocks[PER_CLASS - 1], block_layout(1)) };
+            unsafe { std::alloc::dealloc(blocks[PER_CLASS - 1], layout(1)) };
         })
         .join()
         .unwrap();

@@ -31,6 +31,16 @@ use crate::message::{MsgError, MsgHeader};
 
 pub use crate::message::{MessageBuf, ReadInto, ReusableBuffer, receive_into};
 
+/// Turns off, for the rest of the process, the per-thread caches of freed
+/// small message buffers: from then on every buffer comes from, and goes
+/// back to, the global allocator. The runtime calls it when a migratable
+/// thread's heap comes into use (`converse::cth::on_thread_heap`): a block
+/// of that heap leaves with its thread, so no OS thread may keep one for
+/// its next message.
+pub fn disable_buffer_cache() {
+    crate::cache::disable();
+}
+
 /// Header flag: the message is a bundle built by `multiple_send`; its payload
 /// is a sequence of 16-byte-aligned sub-messages.
 pub const FLAG_BUNDLE: u32 = 1;

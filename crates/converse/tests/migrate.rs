@@ -166,6 +166,34 @@ fn what_a_thread_allocates_on_its_heap_moves_with_it() {
     assert_eq!(*HEAP_SEEN.lock().unwrap(), vec![(0..1000u64).sum::<u64>()]);
 }
 
+/// Small messages made and dropped inside the scope go back to the
+/// thread's heap, not to the OS thread's cache of freed message buffers:
+/// the messages made outside it afterwards are the system's memory.
+#[test]
+fn messages_freed_on_the_thread_heap_are_not_reused_outside_it() {
+    let code = run_migratable("1", 0, || {
+        on_thread_heap(|| {
+            for payload in [0, 8, 40, 96] {
+                for _ in 0..64 {
+                    let m = Message::new(0, payload);
+                    assert!(isomalloc::isomalloc_in_range(m.as_bytes().as_ptr()));
+                }
+            }
+        });
+        for payload in [0, 8, 40, 96] {
+            let kept: Vec<Message> = (0..64).map(|_| Message::new(0, payload)).collect();
+            for m in &kept {
+                assert!(
+                    !isomalloc::isomalloc_in_range(m.as_bytes().as_ptr()),
+                    "a {payload}-byte message outside the scope reused the thread heap's memory"
+                );
+            }
+        }
+        converse::exit(0);
+    });
+    assert_eq!(code, 0);
+}
+
 fn on_heap(p: *const u8) -> bool {
     isomalloc::isomalloc_in_range(p)
 }

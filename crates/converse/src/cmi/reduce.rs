@@ -411,6 +411,9 @@ fn deposit<F>(
         let mut slot = match reds.active.entry(key) {
             Entry::Occupied(slot) => slot,
             Entry::Vacant(slot) => {
+                // A PE without children and nothing under the key took the
+                // leaf's path above; this one waits for its children.
+                debug_assert!(!deposit.children.is_empty());
                 // Nothing arrived yet (the usual order on the root): room
                 // for every child's contribution, so none grows the list.
                 let arrived = Vec::with_capacity(deposit.children.len());

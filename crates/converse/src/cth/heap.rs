@@ -158,6 +158,10 @@ fn begin_scope() -> bool {
             me.is_migratable(),
             "on_thread_heap outside a migratable thread"
         );
+        // Message buffers freed inside the scope are the heap's: no OS
+        // thread's cache of freed buffers may keep them (see
+        // `converse_msg::raw::disable_buffer_cache`).
+        converse_msg::raw::disable_buffer_cache();
         let outer = me.0.heap_on.replace(true);
         set_routing(routing_of(&me.0, pe));
         outer
