@@ -536,9 +536,7 @@ fn complete(pe: &Pe, key: u32, done: InProgress) {
     let deposit = deposit.expect("complete only with a deposit");
     // Tree order, so that order-sensitive merges (concatenation) give the
     // same result whatever order the contributions arrived in.
-    if arrived.len() > 1 {
-        arrived.sort_by_key(|m| deposit.children.position(m.src_pe()));
-    }
+    arrived.sort_by_key(|m| deposit.children.position(m.src_pe()));
     let result = (deposit.finish)(deposit.local, arrived);
     send_result(
         pe,
