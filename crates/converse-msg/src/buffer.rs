@@ -174,6 +174,18 @@ impl BufPtr {
         self.0.as_ptr().cast::<Chunk>().wrapping_add(1)
     }
 
+    /// The buffer whose first chunk is at `data` (what [`BufPtr::data`]
+    /// returned): the C ABI's message pointers are data pointers.
+    ///
+    /// # Safety
+    /// `data` must be the first chunk of a live buffer.
+    #[inline]
+    pub unsafe fn from_data(data: NonNull<u8>) -> BufPtr {
+        // SAFETY: the head is the one chunk before the data (the caller's
+        // promise that this is a buffer's data), inside the same allocation.
+        BufPtr(unsafe { data.cast::<Head>().sub(1) })
+    }
+
     /// The first chunk as uninitialized bytes.
     #[inline]
     pub fn data_uninit(self) -> *mut MaybeUninit<u8> {

@@ -896,6 +896,45 @@ impl MessageRaw for Message {
         msg
     }
 
+    fn into_c_ptr(mut self) -> NonNull<u8> {
+        // SAFETY: the message holds a reference to the live buffer.
+        if self.is_shared() && !unsafe { self.buf().is_unique() } {
+            self = self.to_owned_copy();
+        }
+        // Owned now, or the one holder of a shared buffer (count 1 either
+        // way): writing the header is the holder's right.
+        self.fix_total_size();
+        let this = std::mem::ManuallyDrop::new(self);
+        debug_assert!(
+            this.tagged.addr().get() & FROM_NET == 0,
+            "a message reaches C after its PE took it"
+        );
+        NonNull::new(this.buf().data().cast::<u8>()).expect("a buffer's data is not null")
+    }
+
+    unsafe fn from_c_ptr(ptr: NonNull<u8>, len: usize) -> Message {
+        // SAFETY: a live buffer's data, with a reference (the caller's
+        // promise).
+        let buf = unsafe { BufPtr::from_data(ptr) };
+        // SAFETY: as above.
+        let capacity = unsafe { buf.chunks() } * CHUNK;
+        assert!(
+            (MSG_HEADER_SIZE..=capacity).contains(&len),
+            "a message of {len} bytes in a buffer of {capacity} (a message holds its {MSG_HEADER_SIZE}-byte header \
+             and fits its buffer)"
+        );
+        // SAFETY: as above.
+        let shared = if unsafe { buf.is_unique() } {
+            0
+        } else {
+            SHARED
+        };
+        Message {
+            tagged: buf.tagged(shared),
+            meta: meta(len as u32, 0),
+        }
+    }
+
     #[inline]
     fn fix_total_size(&mut self) {
         if self.header().total_size != self.len32() {

@@ -27,7 +27,10 @@
 //!
 //! None of its own: every method takes the message by value or by
 //! reference, as `Message`'s own do.
-use crate::message::{MsgError, MsgHeader};
+use std::ptr::NonNull;
+
+use crate::buffer::BufPtr;
+use crate::message::{MSG_HEADER_SIZE, MsgError, MsgHeader};
 
 pub use crate::message::{MessageBuf, ReadInto, ReusableBuffer, receive_into};
 
@@ -137,11 +140,139 @@ pub trait MessageRaw: sealed::Sealed + Sized {
     /// words). Errors if the bundle's bytes do not parse as a sequence of
     /// messages.
     fn unbundle(self) -> Result<Vec<Self>, MsgError>;
+
+    /// Gives the message to C as the address of its first header byte (what
+    /// a C handler receives, and what `CmiAlloc` returns), with its
+    /// header's size field true. The buffer is then the C side's, writable
+    /// and exclusive: a shared buffer that others still hold is copied
+    /// first. [`MessageRaw::from_c_ptr`] or [`c_free`] takes it back.
+    fn into_c_ptr(self) -> NonNull<u8>;
+
+    /// Takes back, as a message of `len` bytes, a buffer given to C (by
+    /// [`MessageRaw::into_c_ptr`] or [`c_alloc`]). The handle owns the
+    /// buffer outright if C holds no other reference to it
+    /// (`CmiReference`), else it holds one counted reference (and copies
+    /// before writing).
+    ///
+    /// # Safety
+    /// `ptr` must be such an address, of a live buffer whose reference the
+    /// caller gives up.
+    ///
+    /// # Panics
+    /// If `len` is shorter than a header or longer than the buffer.
+    unsafe fn from_c_ptr(ptr: NonNull<u8>, len: usize) -> Self;
 }
+
+/// A zeroed buffer of at least `size` bytes (and at least a header's), as
+/// C's `CmiAlloc(size)` returns it: the address of its first byte,
+/// 16-aligned, its header's size field `size`. `None` if `size` exceeds the
+/// largest message.
+pub fn c_alloc(size: usize) -> Option<NonNull<u8>> {
+    if size > crate::MAX_MESSAGE_SIZE {
+        return None;
+    }
+    let buf = BufPtr::alloc_zeroed(size.max(MSG_HEADER_SIZE).div_ceil(CHUNK_BYTES));
+    let data = NonNull::new(buf.data().cast::<u8>()).expect("a buffer's data is not null");
+    let header = data.cast::<MsgHeader>();
+    // SAFETY: the buffer is new, ours, and at least a header long; the data
+    // is 16-aligned, as a header needs.
+    unsafe { (*header.as_ptr()).total_size = size as u32 };
+    Some(data)
+}
+
+/// Drops C's reference to the buffer at `ptr` (`CmiFree`); frees it if it
+/// was the last.
+///
+/// # Safety
+/// `ptr` must come from [`c_alloc`] or [`MessageRaw::into_c_ptr`], with a
+/// reference the caller gives up.
+pub unsafe fn c_free(ptr: NonNull<u8>) {
+    // SAFETY: a live buffer's data (the caller's promise), and its
+    // reference: an owned buffer's count is 1, so releasing it frees it.
+    unsafe { BufPtr::from_data(ptr).release() }
+}
+
+/// Adds a reference to the buffer at `ptr` (`CmiReference`): it then takes
+/// one more [`c_free`] to free it.
+///
+/// # Safety
+/// As [`c_free`], except that the caller keeps its reference.
+pub unsafe fn c_reference(ptr: NonNull<u8>) {
+    // SAFETY: as above.
+    unsafe { BufPtr::from_data(ptr).acquire() }
+}
+
+/// The number of bytes the buffer at `ptr` holds (its capacity: the size
+/// it was allocated for, rounded up to 16).
+///
+/// # Safety
+/// As [`c_reference`].
+pub unsafe fn c_capacity(ptr: NonNull<u8>) -> usize {
+    // SAFETY: as above.
+    unsafe { BufPtr::from_data(ptr).chunks() * CHUNK_BYTES }
+}
+
+/// Bytes in a buffer chunk (the unit buffers are allocated in).
+const CHUNK_BYTES: usize = 16;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::Message;
+
+    #[test]
+    fn a_c_buffer_goes_round_trip_through_a_message() {
+        // CmiAlloc of less than a header: plain memory, still a buffer.
+        let small = c_alloc(4).unwrap();
+        // SAFETY: from `c_alloc`, live until freed below.
+        unsafe {
+            assert_eq!(small.as_ptr().addr() % 16, 0);
+            assert_eq!(c_capacity(small), MSG_HEADER_SIZE);
+            assert_eq!((*small.cast::<MsgHeader>().as_ptr()).total_size, 4);
+            c_free(small);
+        }
+        let p = c_alloc(40).unwrap();
+        // SAFETY: from `c_alloc`; each step below gives up or keeps its
+        // reference as the functions say.
+        unsafe {
+            p.as_ptr().add(MSG_HEADER_SIZE).write(7);
+            let mut m = Message::from_c_ptr(p, 40);
+            assert!(!m.is_shared());
+            assert_eq!(m.len(), 40);
+            assert_eq!(m.payload()[0], 7);
+            m.set_handler(3);
+            let q = m.into_c_ptr();
+            assert_eq!(q, p, "an owned message goes back as the same buffer");
+            assert_eq!((*q.cast::<MsgHeader>().as_ptr()).handler, 3);
+            // CmiReference: two holders; a message made from one shares.
+            c_reference(q);
+            let shared = Message::from_c_ptr(q, 40);
+            assert!(shared.is_shared());
+            // Given to C again while C still holds the buffer: a copy.
+            let r = shared.into_c_ptr();
+            assert_ne!(r, q);
+            assert_eq!(*r.as_ptr().add(MSG_HEADER_SIZE), 7);
+            c_free(r);
+            c_free(q);
+        }
+        assert!(c_alloc(usize::MAX).is_none());
+    }
+
+    #[test]
+    fn a_c_pointer_longer_than_its_buffer_is_refused() {
+        let p = c_alloc(40).unwrap();
+        // SAFETY: from `c_alloc`; the call panics before taking it.
+        let taken = std::panic::catch_unwind(|| unsafe { Message::from_c_ptr(p, 64) });
+        let why = taken.err().expect("refused");
+        let why = why.downcast_ref::<String>().expect("a message");
+        assert!(
+            why.contains("a message of 64 bytes in a buffer of 48"),
+            "{why}"
+        );
+        // SAFETY: still ours.
+        unsafe { c_free(p) };
+    }
 
     #[test]
     fn flags_are_distinct_bits() {

@@ -121,7 +121,7 @@ pub use rt::globals::{Cpv, Csv};
 pub use rt::handle::PeHandle;
 pub use rt::handlers::{
     handler_function, handler_of, number_handler, register_handler, register_handler_global,
-    register_handler_local,
+    register_handler_local, register_handler_named,
 };
 pub use rt::isomalloc;
 pub use rt::lock::{NodeLock, NodeLockGuard, node_barrier, unlock};

@@ -259,6 +259,18 @@ fn scenario(name: &str) -> i32 {
                 converse::register_handler(handler_a);
             }
         }),
+        // 4a. Handlers of one closure type registered under different
+        //     names (as the C ABI registers C functions) at one index.
+        "handler_mismatch_named" => job(&["+p", "2"], |_| {
+            let name = if converse::my_pe() == 0 {
+                "c_handler_x"
+            } else {
+                "c_handler_y"
+            };
+            let same_type = |m: Message| drop(m);
+            converse::register_handler_named(same_type, "c_handler_same");
+            converse::register_handler_named(same_type, name);
+        }),
         // 4b. Tables that agree at start-up and differ after a registration
         //     made from a handler, once both PEs are scheduling.
         "handler_mismatch_late" => job(&["+p", "2"], |_| {
@@ -1079,6 +1091,20 @@ fn differing_handler_tables_abort_naming_both_pes() {
             "PE 1",
             "handler_a",
             "handler_b",
+        ],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn handlers_of_one_type_under_different_names_differ() {
+    let out = run_scenario("handler_mismatch_named");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "aborting: handler tables differ at index 4",
+            "c_handler_x",
+            "c_handler_y",
         ],
     );
     out.expect_absent(RETURNED);

@@ -23,7 +23,10 @@
 //! same code registered on every PE yields the same identity) and its type
 //! name for messages. `HandlerTable::registered_idents` lists them in
 //! registration order; the job compares these lists between PEs (see
-//! `rt::job`).
+//! `rt::job`). A handler registered under a name
+//! ([`register_handler_named`](crate::register_handler_named): one closure
+//! type standing for many foreign functions, as the C ABI's) is identified
+//! by that name as well.
 //!
 //! # Concurrency
 //!
@@ -48,6 +51,10 @@ pub const MAX_HANDLER_INDEX: usize = 1 << 20;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct HandlerIdent {
     pub type_id: TypeId,
+    /// 0 for a function or closure known by its type; for one registered
+    /// under a name (`register_handler_named`: a foreign function behind
+    /// one closure type), a hash of that name, the same in every process.
+    pub key: u64,
     pub name: &'static str,
 }
 
@@ -55,9 +62,43 @@ impl HandlerIdent {
     pub fn of<F: 'static>() -> HandlerIdent {
         HandlerIdent {
             type_id: TypeId::of::<F>(),
+            key: 0,
             name: std::any::type_name::<F>(),
         }
     }
+
+    /// The identity of a handler of closure type `F` standing for the
+    /// function called `name`.
+    pub fn named<F: 'static>(name: &str) -> HandlerIdent {
+        use std::hash::{Hash, Hasher};
+        // `DefaultHasher::new` has fixed keys: the same hash in every process.
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        name.hash(&mut h);
+        HandlerIdent {
+            type_id: TypeId::of::<F>(),
+            // Never 0, the mark of an unnamed handler.
+            key: h.finish() | 1,
+            name: intern(name),
+        }
+    }
+
+    /// True when the two identities name the same handler.
+    pub fn same(&self, other: &HandlerIdent) -> bool {
+        self.type_id == other.type_id && self.key == other.key
+    }
+}
+
+/// `name` as a string that lives as long as the process: each distinct
+/// name is kept once (a program registers a bounded set of functions).
+fn intern(name: &str) -> &'static str {
+    static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let mut names = crate::sync::lock(&NAMES);
+    if let Some(kept) = names.iter().find(|n| **n == name) {
+        return kept;
+    }
+    let kept: &'static str = Box::leak(name.to_owned().into_boxed_str());
+    names.push(kept);
+    kept
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -24,6 +24,25 @@ pub fn register_handler<F: Fn(Message) + 'static>(f: F) -> usize {
     })
 }
 
+/// Registers `f` as [`register_handler`] does, identified by `name` as
+/// well as by its type: for a closure type that stands for many functions
+/// (the C ABI wraps every C handler in one closure type, and names each by
+/// its symbol), so that the check of the handler tables between PEs and
+/// processes still tells them apart. `name` must be the same in every
+/// process for the same function (a symbol name, or an offset in the
+/// program's image; never an address, which varies from process to
+/// process).
+pub fn register_handler_named<F: Fn(Message) + 'static>(f: F, name: &str) -> usize {
+    let ident = handler::HandlerIdent::named::<F>(name);
+    pe::with(|pe| {
+        let index = pe.handlers.borrow_mut().register(Rc::new(f), ident);
+        if pe.handlers_checked() {
+            pe.check_handlers();
+        }
+        index
+    })
+}
+
 /// Registers `f` on PE 0 under a number meant to be sent to the other PEs,
 /// which install it with [`number_handler`] (`CmiRegisterHandlerGlobal`).
 /// Call it on PE 0 only; elsewhere it prints an error (as Converse does) and

@@ -337,7 +337,7 @@ impl Job {
         let before = canon.len();
         for (k, ident) in idents.iter().enumerate() {
             match canon.get(k) {
-                Some((c, other)) if c.type_id != ident.type_id => {
+                Some((c, other)) if !c.same(ident) => {
                     return Err(format!(
                         "handler tables differ at index {}: PE {other} registered `{}` there but PE {pe} registered `{}` \
                          (every PE must register the same handlers in the same order; a handler is identified by its \

@@ -452,6 +452,7 @@ fn handler_hash(ident: &HandlerIdent) -> u64 {
     // `DefaultHasher::new` has fixed keys: deterministic across processes.
     let mut h = std::collections::hash_map::DefaultHasher::new();
     ident.type_id.hash(&mut h);
+    ident.key.hash(&mut h);
     h.finish()
 }
 
