@@ -264,7 +264,7 @@ mod tests {
         let p = c_alloc(40).unwrap();
         // SAFETY: from `c_alloc`; the call panics before taking it.
         let taken = std::panic::catch_unwind(|| unsafe { Message::from_c_ptr(p, 64) });
-        let why = taken.err().expect("refused");
+        let why = taken.expect_err("refused");
         let why = why.downcast_ref::<String>().expect("a message");
         assert!(
             why.contains("a message of 64 bytes in a buffer of 48"),

@@ -1,0 +1,131 @@
+//! Registering C handlers: `CmiRegisterHandler` and its local, global and
+//! numbered forms, and `CmiHandlerToFunction`.
+//!
+//! # Invariants
+//!
+//! - Every C handler is registered as one closure type that calls the C
+//!   function with the message given to C ([`MessageRaw::into_c_ptr`]:
+//!   exclusive and writable). The core's handler-table check tells them
+//!   apart by name ([`converse::register_handler_named`]): the function's
+//!   image and its offset there, with its symbol where the image exports
+//!   one ([`identity`]). Addresses are never compared: they differ between
+//!   processes of one program under address randomisation; offsets do not.
+//! - `CmiHandlerToFunction` answers from a per-PE table of the C functions
+//!   by index (`C_HANDLERS`), written only by registrations on that PE.
+//!
+//! # Concurrency
+//!
+//! Per PE: a PE is one OS thread, and only it registers its handlers.
+use std::cell::RefCell;
+use std::ffi::{CStr, c_int, c_void};
+
+use converse::Message;
+use converse_msg::raw::MessageRaw;
+
+use crate::nonneg;
+
+/// A C handler: `void f(void *msg)` (`CmiHandler`).
+pub type CmiHandler = extern "C-unwind" fn(*mut c_void);
+
+thread_local! {
+    /// This PE's C handlers by index, for `CmiHandlerToFunction`.
+    static C_HANDLERS: RefCell<Vec<Option<CmiHandler>>> = const { RefCell::new(Vec::new()) };
+}
+
+fn remember(index: usize, f: CmiHandler) {
+    C_HANDLERS.with(|t| {
+        let mut t = t.borrow_mut();
+        if t.len() <= index {
+            t.resize(index + 1, None);
+        }
+        t[index] = Some(f);
+    });
+}
+
+/// The closure that stands for C handler `f` in the core's table.
+fn call(f: CmiHandler) -> impl Fn(Message) + 'static {
+    move |msg: Message| f(msg.into_c_ptr().as_ptr().cast())
+}
+
+/// `f`'s identity, the same in every process of one program: its symbol
+/// (where the image exports one) and its image's file name with its offset
+/// there.
+pub fn identity(f: CmiHandler) -> String {
+    let addr = f as usize;
+    let mut info = libc::Dl_info {
+        dli_fname: std::ptr::null(),
+        dli_fbase: std::ptr::null_mut(),
+        dli_sname: std::ptr::null(),
+        dli_saddr: std::ptr::null_mut(),
+    };
+    // SAFETY: `dladdr` only reads the loader's tables and writes `info`.
+    if unsafe { libc::dladdr(addr as *const c_void, &mut info) } == 0 || info.dli_fbase.is_null() {
+        // Not in any image the loader knows (never for a compiled
+        // function): the address is all there is.
+        return format!("C function at {addr:#x}");
+    }
+    let offset = addr - info.dli_fbase as usize;
+    let image = if info.dli_fname.is_null() {
+        String::from("?")
+    } else {
+        // SAFETY: the loader's NUL-terminated file name.
+        let path = unsafe { CStr::from_ptr(info.dli_fname) }.to_string_lossy();
+        path.rsplit('/').next().unwrap_or_default().to_owned()
+    };
+    let symbol = (!info.dli_sname.is_null() && info.dli_saddr as usize == addr).then(|| {
+        // SAFETY: the loader's NUL-terminated symbol name.
+        let name = unsafe { CStr::from_ptr(info.dli_sname) };
+        name.to_string_lossy().into_owned()
+    });
+    match symbol {
+        Some(name) => format!("C function {name} ({image}+{offset:#x})"),
+        None => format!("C function at {image}+{offset:#x}"),
+    }
+}
+
+fn index_int(index: usize) -> c_int {
+    c_int::try_from(index).expect("handler indices are below MAX_HANDLER_INDEX")
+}
+
+/// `CmiRegisterHandler(f)`: the next index of the table every PE builds in
+/// the same order.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CmiRegisterHandler(f: CmiHandler) -> c_int {
+    let index = converse::register_handler_named(call(f), &identity(f));
+    remember(index, f);
+    index_int(index)
+}
+
+/// `CmiRegisterHandlerLocal(f)`: an index valid on the calling PE only.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CmiRegisterHandlerLocal(f: CmiHandler) -> c_int {
+    let index = converse::register_handler_local(call(f));
+    remember(index, f);
+    index_int(index)
+}
+
+/// `CmiRegisterHandlerGlobal(f)`: on PE 0, an index to send to the other
+/// PEs, which install their function there with `CmiNumberHandler`.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CmiRegisterHandlerGlobal(f: CmiHandler) -> c_int {
+    let index = converse::register_handler_global(call(f));
+    remember(index, f);
+    index_int(index)
+}
+
+/// `CmiNumberHandler(n, f)`: installs `f` at index `n` on the calling PE.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CmiNumberHandler(n: c_int, f: CmiHandler) {
+    let index = nonneg(n, "CmiNumberHandler");
+    converse::number_handler(index, call(f));
+    remember(index, f);
+}
+
+/// `CmiHandlerToFunction(n)`: the C function registered at index `n` on
+/// the calling PE, or null if none (or a Rust handler) is there.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CmiHandlerToFunction(n: c_int) -> Option<CmiHandler> {
+    let index = usize::try_from(n).ok()?;
+    converse::handler_function(index)?;
+    C_HANDLERS.with(|t| t.borrow().get(index).copied().flatten())
+}

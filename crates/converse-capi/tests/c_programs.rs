@@ -1,0 +1,289 @@
+//! The C and C++ programs of `tests/c/`, built as a Charm++ user builds
+//! Converse programs (their Makefile with `CHARMC` pointed at `convcc`),
+//! run in one process and under `convrun` over shm and tcp.
+//!
+//! `cargo test` builds this package's library as an rlib only, so the
+//! first test to need the programs builds `libconverse_capi.a` and
+//! `convrun` with cargo (same profile, same target directory), then runs
+//! `make` in a copy of `tests/c/`.
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use converse::MsgHeader;
+
+/// The target directory's profile directory (`target/debug`): this test's
+/// executable is in its `deps/`.
+fn profile_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+}
+
+/// The built programs' directory (built once per test run).
+fn programs() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let profile = profile_dir();
+        let target = profile.parent().unwrap();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = Command::new(cargo);
+        build
+            .args([
+                "build",
+                "-p",
+                "converse-capi",
+                "-p",
+                "convrun",
+                "--target-dir",
+            ])
+            .arg(target);
+        if profile.file_name().is_some_and(|n| n == "release") {
+            build.arg("--release");
+        }
+        let st = build.status().expect("cargo runs");
+        assert!(
+            st.success(),
+            "building libconverse_capi.a and convrun failed"
+        );
+        assert!(profile.join("libconverse_capi.a").exists());
+
+        // In the target directory, not /tmp: nothing is left behind
+        // outside it, and a later run starts afresh.
+        let dir = profile.join("c-tests");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/c");
+        for entry in std::fs::read_dir(&src).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+        let out = Command::new("make")
+            .arg("-C")
+            .arg(&dir)
+            .arg(format!("CHARMC={}", env!("CARGO_BIN_EXE_convcc")))
+            .env("CONVERSE_LIB", &profile)
+            .output()
+            .expect("make runs");
+        assert!(
+            out.status.success(),
+            "make failed:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    })
+}
+
+/// Runs `cmd` with a deadline: a hung job fails the test instead of
+/// hanging it.
+fn run_with_deadline(mut cmd: Command) -> Output {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the program starts");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "{cmd:?} did not end within 60 s:\n{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Runs program `name` directly (one process) with `args`.
+fn direct(name: &str, args: &[&str]) -> Output {
+    let mut cmd = Command::new(programs().join(name));
+    cmd.args(args).current_dir(programs());
+    run_with_deadline(cmd)
+}
+
+/// Runs program `name` under `convrun` with `args` before it.
+fn convrun(args: &[&str], name: &str) -> Output {
+    let mut cmd = Command::new(profile_dir().join("convrun"));
+    cmd.args(args)
+        .arg(format!("./{name}"))
+        .current_dir(programs());
+    run_with_deadline(cmd)
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Asserts that the job succeeded and its standard output holds `lines`.
+fn expect_ok(out: &Output, lines: &[&str]) {
+    let (stdout, stderr) = text(out);
+    assert!(
+        out.status.success(),
+        "{:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+    for l in lines {
+        assert!(
+            stdout.lines().any(|x| x == *l),
+            "missing `{l}` in:\n{stdout}\nstderr:\n{stderr}"
+        );
+    }
+}
+
+#[test]
+fn the_header_is_laid_out_as_the_rust_definition() {
+    let out = direct("layout", &[]);
+    let (stdout, _) = text(&out);
+    let size = std::mem::size_of::<MsgHeader>();
+    let mut want = vec![format!("size {size} {}", converse::MSG_HEADER_SIZE)];
+    macro_rules! field {
+        ($($f:ident),*) => { $(want.push(format!("{} {}", stringify!($f), std::mem::offset_of!(MsgHeader, $f)));)* };
+    }
+    field!(handler, info, total_size, src_pe, dest, root, flags, coll);
+    assert_eq!(stdout.lines().collect::<Vec<_>>(), want);
+}
+
+#[test]
+fn hello_in_one_process_and_in_two() {
+    let out = direct("hello", &["+p", "3"]);
+    expect_ok(
+        &out,
+        &[
+            "hello from PE 0 of 3 (node 0 of 1, rank 0), hello, 1 args",
+            "hello from PE 2 of 3 (node 0 of 1, rank 2), hello, 1 args",
+            "PE 0 heard from all 3 PEs",
+        ],
+    );
+    let out = convrun(&["+p", "4", "++ppn", "2"], "hello");
+    expect_ok(
+        &out,
+        &[
+            "hello from PE 3 of 4 (node 1 of 2, rank 1), hello, 1 args",
+            "PE 0 heard from all 4 PEs",
+        ],
+    );
+}
+
+#[test]
+fn a_stack_message_goes_round_the_ring_and_every_pe_leaves_its_scheduler() {
+    expect_ok(
+        &direct("ring", &["+p", "4"]),
+        &["ring: 50 laps of 4 PEs, 200 hops, size 40"],
+    );
+    expect_ok(
+        &direct("ring", &["+p", "1"]),
+        &["ring: 50 laps of 1 PEs, 50 hops, size 40"],
+    );
+    for netmod in ["shm", "tcp"] {
+        let out = convrun(&["+p", "4", "++ppn", "2", "++netmod", netmod], "ring");
+        expect_ok(&out, &["ring: 50 laps of 4 PEs, 200 hops, size 40"]);
+    }
+}
+
+#[test]
+fn broadcast_receivers_write_their_own_copy_and_forward_it() {
+    // Sum of 100 + pe over the PEs: each wrote into its copy.
+    let lines = ["PE 0: enqueued message ran", "bcast: sum 406 from 4 PEs"];
+    expect_ok(&direct("bcast", &["+p", "4"]), &lines);
+    expect_ok(&direct("bcast", &["+p", "4", "++ppn", "2"]), &lines);
+    expect_ok(
+        &convrun(&["+p", "3"], "bcast"),
+        &["bcast: sum 303 from 3 PEs"],
+    );
+}
+
+#[test]
+fn cmi_abort_names_the_pe_and_fails_the_job() {
+    for out in [
+        direct("abort", &["+p", "2"]),
+        convrun(&["+p", "2"], "abort"),
+    ] {
+        let (_, stderr) = text(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(converse::ABORT_EXIT_CODE),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("PE 1 aborting: the C program gave up (42)"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn cpp_cpv_constructed_on_every_pe_in_initret_mode() {
+    expect_ok(
+        &direct("cpv", &["+p", "2"]),
+        &["cpv: PE 0 of 2 log has 1 line(s): note from PE 0"],
+    );
+    // Under convrun each process's main thread is a PE that got main.
+    expect_ok(
+        &convrun(&["+p", "2"], "cpv"),
+        &[
+            "cpv: PE 0 of 2 log has 1 line(s): note from PE 0",
+            "cpv: PE 1 of 2 log has 1 line(s): note from PE 1",
+        ],
+    );
+}
+
+#[test]
+fn c_handler_tables_that_differ_are_named_by_function() {
+    for out in [
+        direct("mismatch", &["+p", "4", "++ppn", "2"]),
+        convrun(&["+p", "2"], "mismatch"),
+    ] {
+        let (_, stderr) = text(&out);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(stderr.contains("handler tables differ"), "{stderr}");
+        assert!(stderr.contains("at index 1"), "{stderr}");
+        assert!(
+            stderr.contains("C function first_handler (mismatch+0x"),
+            "{stderr}"
+        );
+        assert!(
+            stderr.contains("C function second_handler (mismatch+0x"),
+            "{stderr}"
+        );
+    }
+}
+
+#[test]
+fn convcc_says_what_is_wrong_with_a_command_line() {
+    let out = Command::new(env!("CARGO_BIN_EXE_convcc"))
+        .args(["-language", "charm++", "x.C"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("convcc: -language charm++"), "{stderr}");
+    // A compile error is the compiler's, and convcc fails with it.
+    let dir = std::env::temp_dir().join(format!("convcc-bad-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("bad.c"),
+        "int main(void) { return undefined_thing; }\n",
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_convcc"))
+        .arg("-c")
+        .arg("bad.c")
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("undefined_thing"), "{stderr}");
+    assert!(stderr.contains("convcc: `cc` failed"), "{stderr}");
+}

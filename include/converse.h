@@ -1,0 +1,280 @@
+/*
+ * converse.h: the Converse machine interface and scheduler for C and C++,
+ * over converse-rs (crates/converse-capi). Build with `convcc` (it adds
+ * this directory to the include path and links libconverse_capi.a).
+ *
+ * What is here (the Converse manual's names, same meanings):
+ *   start-up and exit   ConverseInit, ConverseExit, CmiAbort
+ *   who am I            CmiMyPe, CmiNumPes, CmiMyNode, CmiNumNodes,
+ *                       CmiMyRank, CmiMyNodeSize, CmiNodeFirst,
+ *                       CmiNodeSize, CmiNodeOf, CmiRankOf
+ *   messages            CmiMsgHeaderSizeBytes, CmiSetHandler,
+ *                       CmiGetHandler, CmiSetInfo, CmiGetInfo, CmiAlloc,
+ *                       CmiFree, CmiSize, CmiReference
+ *   handlers            CmiRegisterHandler(,Local,Global), CmiNumberHandler,
+ *                       CmiHandlerToFunction, CmiGetHandlerFunction
+ *   sends               CmiSyncSend(,AndFree), CmiAsyncSend,
+ *                       CmiAsyncMsgSent, CmiReleaseCommHandle,
+ *                       CmiSyncBroadcast(,AndFree,All,AllAndFree),
+ *                       CmiAsyncBroadcast(,All)
+ *   scheduler           CsdScheduler, CsdScheduleForever, CsdScheduleCount,
+ *                       CsdSchedulePoll, CsdExitScheduler, CmiDeliverMsgs,
+ *                       CmiDeliverSpecificMsg, CsdEnqueue(,Fifo,Lifo)
+ *   per-PE variables    CpvDeclare, CpvStaticDeclare, CpvExtern,
+ *                       CpvInitialize, CpvAccess, CpvInitialized
+ *   timers, output      CmiWallTimer, CmiCpuTimer, CmiTimer, CmiPrintf,
+ *                       CmiError
+ *
+ * A handler receives a message it owns, writable and its own (a broadcast
+ * copy shared with other PEs is copied first): it frees it with CmiFree or
+ * passes it on with an AndFree send.
+ */
+#ifndef CONVERSE_RS_CONVERSE_H
+#define CONVERSE_RS_CONVERSE_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CMI_NORETURN __attribute__((noreturn))
+#define CMI_PRINTF_LIKE(f, a) __attribute__((format(printf, f, a)))
+#else
+#define CMI_NORETURN
+#define CMI_PRINTF_LIKE(f, a)
+#endif
+
+/* ---- messages ---------------------------------------------------------- */
+
+/* The header at the start of every message: the core's MsgHeader, field for
+ * field (a test checks sizeof and offsetof against the Rust definition).
+ * Programs set the handler (and, for layers above, the info slot); the
+ * runtime owns and overwrites the rest on every send. */
+typedef struct CmiMsgHeaderBasic {
+  unsigned int handler;    /* index of the handler that runs the message */
+  unsigned int info;       /* an extra slot for layers above (Cld)       */
+  unsigned int total_size; /* header plus payload, in bytes (runtime's)  */
+  unsigned int src_pe;     /* runtime's */
+  unsigned int dest;       /* runtime's */
+  unsigned int root;       /* runtime's */
+  unsigned int flags;      /* runtime's */
+  unsigned int coll;       /* runtime's */
+} CmiMsgHeaderBasic;
+
+/* An integer constant expression: `char head[CmiMsgHeaderSizeBytes];` at
+ * file scope works. */
+#define CmiMsgHeaderSizeBytes 32
+
+#define CmiSetHandler(m, h) (((CmiMsgHeaderBasic *)(void *)(m))->handler = (unsigned int)(h))
+/* An lvalue, as in Converse. */
+#define CmiGetHandler(m) (((CmiMsgHeaderBasic *)(void *)(m))->handler)
+#define CmiSetInfo(m, v) (((CmiMsgHeaderBasic *)(void *)(m))->info = (unsigned int)(v))
+#define CmiGetInfo(m) (((CmiMsgHeaderBasic *)(void *)(m))->info)
+#define CmiSetXHandler(m, h) CmiSetInfo(m, h)
+#define CmiGetXHandler(m) CmiGetInfo(m)
+
+/* Any size (one shorter than a header is plain memory); 16-aligned, zeroed.
+ * CmiFree, CmiSize and CmiReference take it on any PE. */
+void *CmiAlloc(int size);
+void CmiFree(void *msg);
+int CmiSize(void *msg);
+void CmiReference(void *msg);
+
+/* ---- handlers ---------------------------------------------------------- */
+
+typedef void (*CmiHandler)(void *msg);
+typedef void (*CmiHandlerEx)(void *msg, void *userPtr);
+
+/* Register the same handlers in the same order on every PE: they get the
+ * same indices everywhere. The runtime checks it, across processes too,
+ * and ends the job naming the first index and the functions that differ. */
+int CmiRegisterHandler(CmiHandler h);
+int CmiRegisterHandlerLocal(CmiHandler h);
+int CmiRegisterHandlerGlobal(CmiHandler h);
+void CmiNumberHandler(int n, CmiHandler h);
+CmiHandler CmiHandlerToFunction(int n);
+#define CmiGetHandlerFunction(m) CmiHandlerToFunction((int)CmiGetHandler(m))
+
+/* ---- who am I ---------------------------------------------------------- */
+
+int CmiMyPe(void);
+int CmiNumPes(void);
+int CmiMyNode(void);
+int CmiNumNodes(void);
+int CmiMyRank(void);
+int CmiMyNodeSize(void);
+int CmiNodeFirst(int node);
+int CmiNodeSize(int node);
+int CmiNodeOf(int pe);
+int CmiRankOf(int pe);
+
+/* ---- sends ------------------------------------------------------------- */
+
+typedef void *CmiCommHandle;
+
+/* Copying sends read `size` bytes from any memory (a message on the
+ * caller's stack, its header partly written); AndFree sends take a buffer
+ * from CmiAlloc or a handler. */
+void CmiSyncSend(int destPE, int size, void *msg);
+void CmiSyncSendAndFree(int destPE, int size, void *msg);
+CmiCommHandle CmiAsyncSend(int destPE, int size, void *msg);
+int CmiAsyncMsgSent(CmiCommHandle handle);
+void CmiReleaseCommHandle(CmiCommHandle handle);
+
+void CmiSyncBroadcast(int size, void *msg);
+void CmiSyncBroadcastAndFree(int size, void *msg);
+void CmiSyncBroadcastAll(int size, void *msg);
+void CmiSyncBroadcastAllAndFree(int size, void *msg);
+CmiCommHandle CmiAsyncBroadcast(int size, void *msg);
+CmiCommHandle CmiAsyncBroadcastAll(int size, void *msg);
+
+/* ---- the scheduler ----------------------------------------------------- */
+
+int CsdScheduler(int maxmsgs);
+void CsdScheduleForever(void);
+int CsdScheduleCount(int maxmsgs);
+void CsdSchedulePoll(void);
+void CsdExitScheduler(void);
+int CmiDeliverMsgs(int maxmsgs);
+void CmiDeliverSpecificMsg(int handler);
+void CsdEnqueue(void *msg);
+void CsdEnqueueFifo(void *msg);
+void CsdEnqueueLifo(void *msg);
+
+/* ---- start-up and exit ------------------------------------------------- */
+
+typedef void (*CmiStartFn)(int argc, char **argv);
+
+/* Never returns unless initret is nonzero: the process exits with the
+ * job's code once every PE has left its scheduler. */
+void ConverseInit(int argc, char **argv, CmiStartFn fn, int usched, int initret);
+void CmiConverseExit_(int code) CMI_NORETURN;
+/* ConverseExit() or ConverseExit(code): ends the job, from any PE. */
+#define ConverseExit(...) CmiConverseExit_((__VA_ARGS__ + 0))
+
+/* ---- timers ------------------------------------------------------------ */
+
+double CmiWallTimer(void);
+double CmiCpuTimer(void);
+double CmiTimer(void);
+
+/* ---- output and aborting ----------------------------------------------- */
+
+void CmiPrintString_(int to_stderr, const char *text);
+void CmiAbortString_(const char *text) CMI_NORETURN;
+
+/* The text formatted here, then written in one piece by the runtime (lines
+ * of different PEs never interleave). */
+static inline char *CmiFormat_(const char *fmt, va_list args, char *small, size_t small_len) {
+  va_list again;
+  int n;
+  char *big;
+  va_copy(again, args);
+  n = vsnprintf(small, small_len, fmt, args);
+  if (n < 0 || (size_t)n < small_len) {
+    va_end(again);
+    return small;
+  }
+  big = (char *)malloc((size_t)n + 1);
+  if (big == NULL) {
+    va_end(again);
+    return small; /* cut short rather than lost */
+  }
+  vsnprintf(big, (size_t)n + 1, fmt, again);
+  va_end(again);
+  return big;
+}
+
+static inline void CmiPrintf(const char *fmt, ...) CMI_PRINTF_LIKE(1, 2);
+static inline void CmiPrintf(const char *fmt, ...) {
+  char small[256];
+  char *text;
+  va_list args;
+  va_start(args, fmt);
+  text = CmiFormat_(fmt, args, small, sizeof small);
+  va_end(args);
+  CmiPrintString_(0, text);
+  if (text != small) free(text);
+}
+
+static inline void CmiError(const char *fmt, ...) CMI_PRINTF_LIKE(1, 2);
+static inline void CmiError(const char *fmt, ...) {
+  char small[256];
+  char *text;
+  va_list args;
+  va_start(args, fmt);
+  text = CmiFormat_(fmt, args, small, sizeof small);
+  va_end(args);
+  CmiPrintString_(1, text);
+  if (text != small) free(text);
+}
+
+/* Ends the whole job with a non-zero exit code; the message, with the PE,
+ * goes to standard error. */
+static inline void CmiAbort(const char *fmt, ...) CMI_PRINTF_LIKE(1, 2) CMI_NORETURN;
+static inline void CmiAbort(const char *fmt, ...) {
+  char small[256];
+  char *text;
+  va_list args;
+  va_start(args, fmt);
+  text = CmiFormat_(fmt, args, small, sizeof small);
+  va_end(args);
+  CmiAbortString_(text);
+}
+
+#define CmiAssert(expr)                                                                  \
+  ((expr) ? (void)0                                                                      \
+          : CmiAbort("assertion `%s` failed at %s:%d", #expr, __FILE__, __LINE__))
+
+/* ---- per-PE variables (Cpv) -------------------------------------------- */
+
+/* One value per PE. Every PE is a thread of its process, so a Cpv is a
+ * thread-local: CpvAccess is a plain access. CpvInitialize zeroes it in C
+ * and constructs it (T()) in C++. */
+#ifdef __cplusplus
+}
+#include <new>
+template <typename T>
+struct CmiCpvSlot_ {
+  alignas(T) unsigned char bytes[sizeof(T)];
+  bool initialized;
+  T &get() { return *reinterpret_cast<T *>(bytes); }
+};
+#define CpvDeclare(t, v) thread_local CmiCpvSlot_<t> Cpv_##v##_
+#define CpvStaticDeclare(t, v) static thread_local CmiCpvSlot_<t> Cpv_##v##_
+#define CpvExtern(t, v) extern thread_local CmiCpvSlot_<t> Cpv_##v##_
+#define CpvInitialize(t, v)                                                              \
+  do {                                                                                   \
+    if (!Cpv_##v##_.initialized) {                                                       \
+      new (Cpv_##v##_.bytes) t();                                                        \
+      Cpv_##v##_.initialized = true;                                                     \
+    }                                                                                    \
+  } while (0)
+#define CpvAccess(v) (Cpv_##v##_.get())
+#define CpvInitialized(v) (Cpv_##v##_.initialized)
+extern "C" {
+#else
+#define CpvDeclare(t, v) __thread t Cpv_##v##_; __thread int Cpv_##v##_init_
+#define CpvStaticDeclare(t, v) static __thread t Cpv_##v##_; static __thread int Cpv_##v##_init_
+#define CpvExtern(t, v) extern __thread t Cpv_##v##_; extern __thread int Cpv_##v##_init_
+#define CpvInitialize(t, v)                                                              \
+  do {                                                                                   \
+    if (!Cpv_##v##_init_) {                                                              \
+      memset(&Cpv_##v##_, 0, sizeof(t));                                                 \
+      Cpv_##v##_init_ = 1;                                                               \
+    }                                                                                    \
+  } while (0)
+#define CpvAccess(v) (Cpv_##v##_)
+#define CpvInitialized(v) (Cpv_##v##_init_)
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CONVERSE_RS_CONVERSE_H */

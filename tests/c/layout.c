@@ -1,0 +1,17 @@
+/* Prints the header's layout as C sees it; the test compares it with the
+ * Rust definition. Runs without starting a job. */
+#include <converse.h>
+#include <stddef.h>
+
+int main(void) {
+  printf("size %d %d\n", (int)sizeof(CmiMsgHeaderBasic), CmiMsgHeaderSizeBytes);
+  printf("handler %d\n", (int)offsetof(CmiMsgHeaderBasic, handler));
+  printf("info %d\n", (int)offsetof(CmiMsgHeaderBasic, info));
+  printf("total_size %d\n", (int)offsetof(CmiMsgHeaderBasic, total_size));
+  printf("src_pe %d\n", (int)offsetof(CmiMsgHeaderBasic, src_pe));
+  printf("dest %d\n", (int)offsetof(CmiMsgHeaderBasic, dest));
+  printf("root %d\n", (int)offsetof(CmiMsgHeaderBasic, root));
+  printf("flags %d\n", (int)offsetof(CmiMsgHeaderBasic, flags));
+  printf("coll %d\n", (int)offsetof(CmiMsgHeaderBasic, coll));
+  return 0;
+}
