@@ -277,4 +277,9 @@ extern "C" {
 }
 #endif
 
+/* The rest of converse.h, by subject (each has its own extern "C"). */
+#include "converse-rs/threads.h" /* Cth, Ctv, Ccd */
+#include "converse-rs/sched.h"   /* CsdEnqueueGeneral and the node queue */
+#include "conv-random.h"         /* Crn */
+
 #endif /* CONVERSE_RS_CONVERSE_H */

@@ -36,11 +36,15 @@
 //! size shorter than a header or longer than the buffer, a PE out of
 //! range, an unknown handler: each ends the job with a message naming the
 //! PE and the cause.
+pub mod conds;
 pub mod handlers;
 pub mod msgs;
 pub mod pe;
+pub mod queueing;
+pub mod random;
 pub mod sched;
 pub mod start;
+pub mod threads;
 
 /// The C string at `s`, or `""` for a null pointer; invalid UTF-8 is
 /// replaced, not refused (it only ever reaches a message).

@@ -1,143 +1,23 @@
-//! The C and C++ programs of `tests/c/`, built as a Charm++ user builds
+//! The C and C++ programs of `tests/c/core/` (start-up, messages,
+//! handlers, sends, the scheduler, Cpv), built as a Charm++ user builds
 //! Converse programs (their Makefile with `CHARMC` pointed at `convcc`),
 //! run in one process and under `convrun` over shm and tcp.
-//!
-//! `cargo test` builds this package's library as an rlib only, so the
-//! first test to need the programs builds `libconverse_capi.a` and
-//! `convrun` with cargo (same profile, same target directory), then runs
-//! `make` in a copy of `tests/c/`.
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
-use std::time::Duration;
+mod common;
+
+use std::process::Command;
 
 use converse::MsgHeader;
 
-/// The target directory's profile directory (`target/debug`): this test's
-/// executable is in its `deps/`.
-fn profile_dir() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    exe.parent().and_then(Path::parent).unwrap().to_path_buf()
+use common::{expect_ok, text};
+
+const DIR: &str = "core";
+
+fn direct(name: &str, args: &[&str]) -> std::process::Output {
+    common::direct(DIR, name, args)
 }
 
-/// The built programs' directory (built once per test run).
-fn programs() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let profile = profile_dir();
-        let target = profile.parent().unwrap();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = Command::new(cargo);
-        build
-            .args([
-                "build",
-                "-p",
-                "converse-capi",
-                "-p",
-                "convrun",
-                "--target-dir",
-            ])
-            .arg(target);
-        if profile.file_name().is_some_and(|n| n == "release") {
-            build.arg("--release");
-        }
-        let st = build.status().expect("cargo runs");
-        assert!(
-            st.success(),
-            "building libconverse_capi.a and convrun failed"
-        );
-        assert!(profile.join("libconverse_capi.a").exists());
-
-        // In the target directory, not /tmp: nothing is left behind
-        // outside it, and a later run starts afresh.
-        let dir = profile.join("c-tests");
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/c");
-        for entry in std::fs::read_dir(&src).unwrap() {
-            let entry = entry.unwrap();
-            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
-        }
-        let out = Command::new("make")
-            .arg("-C")
-            .arg(&dir)
-            .arg(format!("CHARMC={}", env!("CARGO_BIN_EXE_convcc")))
-            .env("CONVERSE_LIB", &profile)
-            .output()
-            .expect("make runs");
-        assert!(
-            out.status.success(),
-            "make failed:\n{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        dir
-    })
-}
-
-/// Runs `cmd` with a deadline: a hung job fails the test instead of
-/// hanging it.
-fn run_with_deadline(mut cmd: Command) -> Output {
-    let mut child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the program starts");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        if child.try_wait().unwrap().is_some() {
-            return child.wait_with_output().unwrap();
-        }
-        if std::time::Instant::now() > deadline {
-            let _ = child.kill();
-            let out = child.wait_with_output().unwrap();
-            panic!(
-                "{cmd:?} did not end within 60 s:\n{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Runs program `name` directly (one process) with `args`.
-fn direct(name: &str, args: &[&str]) -> Output {
-    let mut cmd = Command::new(programs().join(name));
-    cmd.args(args).current_dir(programs());
-    run_with_deadline(cmd)
-}
-
-/// Runs program `name` under `convrun` with `args` before it.
-fn convrun(args: &[&str], name: &str) -> Output {
-    let mut cmd = Command::new(profile_dir().join("convrun"));
-    cmd.args(args)
-        .arg(format!("./{name}"))
-        .current_dir(programs());
-    run_with_deadline(cmd)
-}
-
-fn text(out: &Output) -> (String, String) {
-    (
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Asserts that the job succeeded and its standard output holds `lines`.
-fn expect_ok(out: &Output, lines: &[&str]) {
-    let (stdout, stderr) = text(out);
-    assert!(
-        out.status.success(),
-        "{:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-    for l in lines {
-        assert!(
-            stdout.lines().any(|x| x == *l),
-            "missing `{l}` in:\n{stdout}\nstderr:\n{stderr}"
-        );
-    }
+fn convrun(args: &[&str], name: &str) -> std::process::Output {
+    common::convrun(DIR, args, name)
 }
 
 #[test]
