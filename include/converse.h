@@ -32,6 +32,7 @@
 #ifndef CONVERSE_RS_CONVERSE_H
 #define CONVERSE_RS_CONVERSE_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,10 @@ extern "C" {
 #define CMI_NORETURN
 #define CMI_PRINTF_LIKE(f, a)
 #endif
+
+/* Defined below; the inline functions above their section use them. */
+void CmiPrintString_(int to_stderr, const char *text);
+void CmiAbortString_(const char *text) CMI_NORETURN;
 
 /* ---- messages ---------------------------------------------------------- */
 
@@ -112,6 +117,7 @@ int CmiNodeFirst(int node);
 int CmiNodeSize(int node);
 int CmiNodeOf(int pe);
 int CmiRankOf(int pe);
+#define CmiNumPe() CmiNumPes()
 
 /* ---- sends ------------------------------------------------------------- */
 
@@ -132,6 +138,90 @@ void CmiSyncBroadcastAll(int size, void *msg);
 void CmiSyncBroadcastAllAndFree(int size, void *msg);
 CmiCommHandle CmiAsyncBroadcast(int size, void *msg);
 CmiCommHandle CmiAsyncBroadcastAll(int size, void *msg);
+
+void CmiSyncNodeSend(int destNode, int size, void *msg);
+void CmiSyncNodeSendAndFree(int destNode, int size, void *msg);
+CmiCommHandle CmiAsyncNodeSend(int destNode, int size, void *msg);
+void CmiSyncNodeBroadcast(int size, void *msg);
+void CmiSyncNodeBroadcastAndFree(int size, void *msg);
+void CmiSyncNodeBroadcastAll(int size, void *msg);
+void CmiSyncNodeBroadcastAllAndFree(int size, void *msg);
+CmiCommHandle CmiAsyncNodeBroadcast(int size, void *msg);
+CmiCommHandle CmiAsyncNodeBroadcastAll(int size, void *msg);
+
+/* One message made of `len` pieces (the first starts with the header).
+ * AndFree: each piece and both arrays come from CmiAlloc and are freed. */
+void CmiSyncVectorSend(int destPE, int len, int sizes[], char *msgComps[]);
+void CmiSyncVectorSendAndFree(int destPE, int len, int sizes[], char *msgComps[]);
+CmiCommHandle CmiAsyncVectorSend(int destPE, int len, int sizes[], char *msgComps[]);
+/* `len` whole messages, each with its handler, delivered in order. */
+void CmiMultipleSend(int destPE, int len, int sizes[], char *msgComps[]);
+void CmiInitMultipleSendRoutine(void);
+
+/* ---- groups, multicast, list sends -------------------------------------- */
+
+typedef struct CmiGroup {
+  unsigned int pe; /* the PE that made it */
+  unsigned int id;
+} CmiGroup;
+
+CmiGroup CmiEstablishGroup(int npes, int *pes);
+void CmiSyncMulticast(CmiGroup grp, int size, void *msg);
+void CmiSyncMulticastAndFree(CmiGroup grp, int size, void *msg);
+CmiCommHandle CmiAsyncMulticast(CmiGroup grp, int size, void *msg);
+void CmiSyncListSend(int npes, int *pes, int size, void *msg);
+void CmiSyncListSendAndFree(int npes, int *pes, int size, void *msg);
+CmiCommHandle CmiAsyncListSend(int npes, int *pes, int size, void *msg);
+
+/* ---- reductions --------------------------------------------------------- */
+
+/* Merges the children's contributions into `local` (or another buffer it
+ * returns), setting *size. The runtime frees the children's buffers after
+ * it returns; the merged message runs the handler set in it on the root. */
+typedef void *(*CmiReduceMergeFn)(int *size, void *local, void **remote, int count);
+typedef unsigned int CmiReductionID;
+
+void CmiReduce(void *msg, int size, CmiReduceMergeFn mergeFn);
+void CmiReduceID(void *msg, int size, CmiReduceMergeFn mergeFn, CmiReductionID id);
+void CmiListReduce(int npes, int *pes, void *msg, int size, CmiReduceMergeFn mergeFn,
+                   CmiReductionID id);
+void CmiGroupReduce(CmiGroup grp, void *msg, int size, CmiReduceMergeFn mergeFn,
+                    CmiReductionID id);
+CmiReductionID CmiGetGlobalReduction(void);
+CmiReductionID CmiGetDynamicReduction(void);
+
+/* ---- spanning trees ----------------------------------------------------- */
+
+int CmiSpanTreeRoot(void);
+int CmiSpanTreeParent(int pe); /* -1 for the root */
+int CmiNumSpanTreeChildren(int pe);
+void CmiSpanTreeChildren(int pe, int *children);
+int CmiNodeSpanTreeParent(int node);
+int CmiNumNodeSpanTreeChildren(int node);
+void CmiNodeSpanTreeChildren(int node, int *children);
+
+/* ---- the node: barrier, locks ------------------------------------------- */
+
+void CmiNodeBarrier(void);
+#define CmiNodeAllBarrier() CmiNodeBarrier()
+
+/* Every PE is a thread of its process: a node lock is a pthread mutex, as
+ * in Charm++'s SMP builds. CmiTryLock returns 0 when it took the lock. */
+typedef pthread_mutex_t *CmiNodeLock;
+static inline CmiNodeLock CmiCreateLock(void) {
+  CmiNodeLock lock = (CmiNodeLock)malloc(sizeof(pthread_mutex_t));
+  if (lock == NULL || pthread_mutex_init(lock, NULL) != 0) {
+    CmiAbortString_("CmiCreateLock: cannot create a lock");
+  }
+  return lock;
+}
+static inline void CmiLock(CmiNodeLock lock) { pthread_mutex_lock(lock); }
+static inline void CmiUnlock(CmiNodeLock lock) { pthread_mutex_unlock(lock); }
+static inline int CmiTryLock(CmiNodeLock lock) { return pthread_mutex_trylock(lock); }
+static inline void CmiDestroyLock(CmiNodeLock lock) {
+  pthread_mutex_destroy(lock);
+  free(lock);
+}
 
 /* ---- the scheduler ----------------------------------------------------- */
 
@@ -164,9 +254,6 @@ double CmiCpuTimer(void);
 double CmiTimer(void);
 
 /* ---- output and aborting ----------------------------------------------- */
-
-void CmiPrintString_(int to_stderr, const char *text);
-void CmiAbortString_(const char *text) CMI_NORETURN;
 
 /* The text formatted here, then written in one piece by the runtime (lines
  * of different PEs never interleave). */
@@ -272,6 +359,20 @@ extern "C" {
 #define CpvAccess(v) (Cpv_##v##_)
 #define CpvInitialized(v) (Cpv_##v##_init_)
 #endif
+
+/* ---- per-node variables (Csv) ------------------------------------------ */
+
+/* One value per node: an array with an element per logical node of the
+ * process (two logical nodes of one process never share a value); a PE
+ * uses its node's. Zeroed in C; in C++ each element is constructed with the
+ * program's static objects. CsvInitialize has nothing left to do. */
+#define CMK_CSV_MAX_LOCAL_NODES 64
+int CmiCsvIndex_(void);
+#define CsvDeclare(t, v) t Csv_##v##_[CMK_CSV_MAX_LOCAL_NODES]
+#define CsvStaticDeclare(t, v) static t Csv_##v##_[CMK_CSV_MAX_LOCAL_NODES]
+#define CsvExtern(t, v) extern t Csv_##v##_[CMK_CSV_MAX_LOCAL_NODES]
+#define CsvInitialize(t, v) ((void)0)
+#define CsvAccess(v) (Csv_##v##_[CmiCsvIndex_()])
 
 #ifdef __cplusplus
 }

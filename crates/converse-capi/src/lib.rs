@@ -36,9 +36,11 @@
 //! size shorter than a header or longer than the buffer, a PE out of
 //! range, an unknown handler: each ends the job with a message naming the
 //! PE and the cause.
+pub mod collectives;
 pub mod conds;
 pub mod handlers;
 pub mod msgs;
+pub mod node;
 pub mod pe;
 pub mod queueing;
 pub mod random;

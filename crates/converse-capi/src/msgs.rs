@@ -39,7 +39,7 @@ fn non_null(msg: *mut c_void, call: &str) -> NonNull<u8> {
 ///
 /// # Safety
 /// `msg` points at `size` readable bytes.
-unsafe fn copy_of(size: c_int, msg: *mut c_void, call: &str) -> Message {
+pub(crate) unsafe fn copy_of(size: c_int, msg: *mut c_void, call: &str) -> Message {
     let size = message_size(size, call);
     let src = non_null(msg, call);
     // SAFETY: `fill` writes all `size` bytes: a copy of the `size`
@@ -72,7 +72,7 @@ fn message_size(size: c_int, call: &str) -> usize {
 ///
 /// # Safety
 /// `msg` comes from `CmiAlloc` or a handler; the caller gives it up.
-unsafe fn take(size: c_int, msg: *mut c_void, call: &str) -> Message {
+pub(crate) unsafe fn take(size: c_int, msg: *mut c_void, call: &str) -> Message {
     let size = message_size(size, call);
     let ptr = non_null(msg, call);
     // SAFETY: a buffer given to C (the caller's promise).

@@ -12,6 +12,9 @@
 //!   PE and kept for the process's life (C code may keep `argv`).
 //! - Unless `initret` is nonzero, `ConverseInit` never returns: the process
 //!   exits with the job's code when every PE has left its scheduler.
+//! - A C `exit(code)` called while the job runs (from any thread) is
+//!   reported naming the PE and the code, and a non-zero code fails the
+//!   whole job as an abort does (`watch_exit`).
 use std::ffi::{CString, c_char, c_int};
 
 use crate::c_str;
@@ -50,6 +53,7 @@ pub unsafe extern "C-unwind" fn ConverseInit(
     usched: c_int,
     initret: c_int,
 ) {
+    watch_exit();
     let n = usize::try_from(argc).unwrap_or(0);
     let args: Vec<String> = (0..n)
         // SAFETY: `argc` strings at `argv` (the caller's promise).
@@ -64,6 +68,38 @@ pub unsafe extern "C-unwind" fn ConverseInit(
         usched != 0,
         initret != 0,
     );
+}
+
+unsafe extern "C" {
+    /// glibc's exit handler that is given the exit code (`atexit`'s are
+    /// not).
+    fn on_exit(
+        handler: extern "C" fn(c_int, *mut std::ffi::c_void),
+        arg: *mut std::ffi::c_void,
+    ) -> c_int;
+}
+
+/// Registers (once per process) the report of a C `exit(code)` called
+/// while the job runs: the core names the PE and the code and, for a
+/// non-zero code, tells the job's other processes and the launcher
+/// (`converse::machine::exit::foreign_exit`). The runtime's own ends of
+/// the process are not reported.
+fn watch_exit() {
+    extern "C" fn report(code: c_int, _: *mut std::ffi::c_void) {
+        // Never unwind out of an exit handler: a panic here would abort
+        // the process with a worse message than the exit's.
+        let _ = std::panic::catch_unwind(|| converse::machine::exit::foreign_exit(code));
+    }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a function that lives as long as the program;
+        // its argument is unused.
+        if unsafe { on_exit(report, std::ptr::null_mut()) } != 0 {
+            converse::error(format_args!(
+                "converse: cannot watch exit() (on_exit failed)\n"
+            ));
+        }
+    });
 }
 
 /// `ConverseExit(code)` (the header's macro makes the code optional, 0 by

@@ -83,6 +83,30 @@ fn broadcast_receivers_write_their_own_copy_and_forward_it() {
 }
 
 #[test]
+fn node_sends_groups_multiple_sends_vector_sends_and_reductions() {
+    let all = [
+        "phase 1 done",
+        "phase 2 done",
+        "phase 3 done",
+        "phase 4 done",
+        "reduce: sum 10 on PE 0",
+        "list reduce: sum 20 on PE 0",
+        "specific message 9 delivered first",
+        "other message 2 delivered after",
+        "spanning tree: root 0, 3 edges",
+    ];
+    expect_ok(&direct("collectives", &["+p", "4", "++ppn", "2"]), &all);
+    for netmod in ["shm", "tcp"] {
+        let out = convrun(&["+p", "4", "++ppn", "2", "++netmod", netmod], "collectives");
+        expect_ok(&out, &all);
+    }
+    expect_ok(
+        &direct("collectives", &["+p", "2"]),
+        &["reduce: sum 3 on PE 0", "spanning tree: root 0, 1 edges"],
+    );
+}
+
+#[test]
 fn cmi_abort_names_the_pe_and_fails_the_job() {
     for out in [
         direct("abort", &["+p", "2"]),
@@ -99,6 +123,24 @@ fn cmi_abort_names_the_pe_and_fails_the_job() {
             "{stderr}"
         );
     }
+}
+
+#[test]
+fn a_c_exit_in_the_middle_of_the_job_names_the_pe_and_fails_the_job() {
+    let out = direct("exit", &["+p", "2"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("converse: PE 1 called exit(3) while the job was running"),
+        "{stderr}"
+    );
+    let out = convrun(&["+p", "2"], "exit");
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("PE 1 called exit(3) while the job was running"),
+        "{stderr}"
+    );
 }
 
 #[test]

@@ -12,7 +12,7 @@ pub use crate::proc::{args, io, timer, topology};
 pub mod exit {
     #[doc(hidden)]
     pub use crate::proc::exit::ASSERTS_OFF;
-    pub use crate::proc::exit::{ABORT_EXIT_CODE, abort};
+    pub use crate::proc::exit::{ABORT_EXIT_CODE, abort, foreign_exit};
     pub use crate::start::{exit, job_exiting};
 }
 #[doc(hidden)]

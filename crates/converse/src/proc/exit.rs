@@ -35,7 +35,7 @@
 //! may register another without deadlock.
 use std::cell::Cell;
 use std::io::Write;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Exit code of a job ended by [`abort`] (and of every abnormal end).
@@ -148,10 +148,42 @@ pub(crate) fn die(code: i32, line: &str, ending: Ending) -> ! {
     std::process::exit(code)
 }
 
+/// Set when the runtime ends the process normally ([`end_process`]).
+static ENDING: AtomicBool = AtomicBool::new(false);
+
 /// Ends the process normally with `code`, standard output flushed.
 pub(crate) fn end_process(code: i32) -> ! {
+    ENDING.store(true, Ordering::Release);
     let _ = std::io::stdout().flush();
     std::process::exit(code)
+}
+
+/// Reports an end of the process the runtime did not make: the program
+/// called the C library's `exit(code)` itself (the C ABI calls this from
+/// an exit handler, `on_exit`). Unless the runtime is ending the process
+/// already, it names the calling PE (if the thread is one) and the code on
+/// standard error and, for a non-zero code, runs the exit hooks as an
+/// abort does, so that the other processes of the job and the launcher
+/// learn which PE ended it and why. Returns: the caller's `exit` goes on.
+pub fn foreign_exit(code: i32) {
+    if ENDING.load(Ordering::Acquire) || DYING.load(Ordering::Acquire) != 0 {
+        return;
+    }
+    let who = match THREAD_PE.with(Cell::get) {
+        Some(pe) => format!("PE {pe}"),
+        None => "a thread that is no PE".to_owned(),
+    };
+    let reason = format!("{who} called exit({code}) while the job was running");
+    say(&format!("converse: {reason}"));
+    if code != 0 && DYING.compare_exchange(0, thread_number(), Ordering::AcqRel, Ordering::Acquire).is_ok() {
+        let hooks: Vec<Hook> = crate::sync::lock(&HOOKS).clone();
+        for hook in hooks {
+            hook(&Ending {
+                reason: &reason,
+                culprit: Culprit::ThisProcess { skip: None },
+            });
+        }
+    }
 }
 
 /// Writes `line` to standard error after flushing standard output; a
