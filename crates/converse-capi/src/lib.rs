@@ -63,6 +63,16 @@ pub(crate) unsafe fn c_str<'a>(s: *const std::ffi::c_char) -> std::borrow::Cow<'
 
 /// A C `int` argument used as a count or index: negative ones are the
 /// caller's error, reported with `what` and the value.
+#[inline]
 pub(crate) fn nonneg(v: std::ffi::c_int, what: &str) -> usize {
-    usize::try_from(v).unwrap_or_else(|_| converse::abort(&format!("{what}: {v} is negative")))
+    match usize::try_from(v) {
+        Ok(n) => n,
+        Err(_) => negative(v, what),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn negative(v: std::ffi::c_int, what: &str) -> ! {
+    converse::abort(&format!("{what}: {v} is negative"))
 }

@@ -29,9 +29,18 @@ use converse_msg::raw::{self, MessageRaw};
 use crate::nonneg;
 
 /// The non-null message pointer `msg`, or the job ends naming `call`.
+#[inline]
 fn non_null(msg: *mut c_void, call: &str) -> NonNull<u8> {
-    NonNull::new(msg.cast::<u8>())
-        .unwrap_or_else(|| converse::abort(&format!("{call}: the message pointer is null")))
+    match NonNull::new(msg.cast::<u8>()) {
+        Some(p) => p,
+        None => null_message(call),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn null_message(call: &str) -> ! {
+    converse::abort(&format!("{call}: the message pointer is null"))
 }
 
 /// A copy of the `size` bytes at `msg` as a message (what a copying send
@@ -57,14 +66,20 @@ pub(crate) unsafe fn copy_of(size: c_int, msg: *mut c_void, call: &str) -> Messa
 }
 
 /// `size` as a message's size, or the job ends naming `call`.
+#[inline]
 fn message_size(size: c_int, call: &str) -> usize {
-    let size = nonneg(size, call);
-    if size < MSG_HEADER_SIZE {
-        converse::abort(&format!(
-            "{call}: a message of {size} bytes is shorter than its {MSG_HEADER_SIZE}-byte header"
-        ));
+    match usize::try_from(size) {
+        Ok(n) if n >= MSG_HEADER_SIZE => n,
+        _ => short_message(size, call),
     }
-    size
+}
+
+#[cold]
+#[inline(never)]
+fn short_message(size: c_int, call: &str) -> ! {
+    converse::abort(&format!(
+        "{call}: a message of {size} bytes is shorter than its {MSG_HEADER_SIZE}-byte header"
+    ))
 }
 
 /// The buffer at `msg` as a message of `size` bytes (what an `AndFree`
@@ -72,18 +87,22 @@ fn message_size(size: c_int, call: &str) -> usize {
 ///
 /// # Safety
 /// `msg` comes from `CmiAlloc` or a handler; the caller gives it up.
+#[inline]
 pub(crate) unsafe fn take(size: c_int, msg: *mut c_void, call: &str) -> Message {
     let size = message_size(size, call);
-    let ptr = non_null(msg, call);
     // SAFETY: a buffer given to C (the caller's promise).
-    let capacity = unsafe { raw::c_capacity(ptr) };
-    if size > capacity {
-        converse::abort(&format!(
-            "{call}: a message of {size} bytes in a buffer of {capacity} (CmiAlloc'd smaller than the size sent)"
-        ));
+    match unsafe { Message::from_c_ptr(non_null(msg, call), size) } {
+        Ok(m) => m,
+        Err(capacity) => too_long(size, capacity, call),
     }
-    // SAFETY: as above, and `size` fits the buffer.
-    unsafe { Message::from_c_ptr(ptr, size) }
+}
+
+#[cold]
+#[inline(never)]
+fn too_long(size: usize, capacity: usize, call: &str) -> ! {
+    converse::abort(&format!(
+        "{call}: a message of {size} bytes in a buffer of {capacity} (CmiAlloc'd smaller than the size sent)"
+    ))
 }
 
 /// The length of the message in the buffer at `ptr`: its header's size
@@ -112,8 +131,11 @@ pub(crate) unsafe fn msg_len(ptr: NonNull<u8>) -> usize {
 /// As [`take`].
 pub(crate) unsafe fn take_whole(msg: *mut c_void, call: &str) -> Message {
     let ptr = non_null(msg, call);
-    // SAFETY: as above.
-    unsafe { Message::from_c_ptr(ptr, msg_len(ptr)) }
+    // SAFETY: as above; `msg_len` fits the buffer and holds a header.
+    match unsafe { Message::from_c_ptr(ptr, msg_len(ptr)) } {
+        Ok(m) => m,
+        Err(capacity) => too_long(capacity, capacity, call),
+    }
 }
 
 /// `CmiAlloc(size)`: a zeroed, 16-aligned buffer of `size` bytes (any

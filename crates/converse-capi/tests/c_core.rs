@@ -97,7 +97,10 @@ fn node_sends_groups_multiple_sends_vector_sends_and_reductions() {
     ];
     expect_ok(&direct("collectives", &["+p", "4", "++ppn", "2"]), &all);
     for netmod in ["shm", "tcp"] {
-        let out = convrun(&["+p", "4", "++ppn", "2", "++netmod", netmod], "collectives");
+        let out = convrun(
+            &["+p", "4", "++ppn", "2", "++netmod", netmod],
+            "collectives",
+        );
         expect_ok(&out, &all);
     }
     expect_ok(

@@ -896,6 +896,7 @@ impl MessageRaw for Message {
         msg
     }
 
+    #[inline]
     fn into_c_ptr(mut self) -> NonNull<u8> {
         // SAFETY: the message holds a reference to the live buffer.
         if self.is_shared() && !unsafe { self.buf().is_unique() } {
@@ -909,30 +910,30 @@ impl MessageRaw for Message {
             this.tagged.addr().get() & FROM_NET == 0,
             "a message reaches C after its PE took it"
         );
-        NonNull::new(this.buf().data().cast::<u8>()).expect("a buffer's data is not null")
+        // SAFETY: a buffer's data is one chunk past its (non-null) head.
+        unsafe { NonNull::new_unchecked(this.buf().data().cast::<u8>()) }
     }
 
-    unsafe fn from_c_ptr(ptr: NonNull<u8>, len: usize) -> Message {
+    #[inline]
+    unsafe fn from_c_ptr(ptr: NonNull<u8>, len: usize) -> Result<Message, usize> {
         // SAFETY: a live buffer's data, with a reference (the caller's
         // promise).
         let buf = unsafe { BufPtr::from_data(ptr) };
         // SAFETY: as above.
         let capacity = unsafe { buf.chunks() } * CHUNK;
-        assert!(
-            (MSG_HEADER_SIZE..=capacity).contains(&len),
-            "a message of {len} bytes in a buffer of {capacity} (a message holds its {MSG_HEADER_SIZE}-byte header \
-             and fits its buffer)"
-        );
+        if len < MSG_HEADER_SIZE || len > capacity {
+            return Err(capacity);
+        }
         // SAFETY: as above.
         let shared = if unsafe { buf.is_unique() } {
             0
         } else {
             SHARED
         };
-        Message {
+        Ok(Message {
             tagged: buf.tagged(shared),
             meta: meta(len as u32, 0),
-        }
+        })
     }
 
     #[inline]

@@ -154,13 +154,14 @@ pub trait MessageRaw: sealed::Sealed + Sized {
     /// (`CmiReference`), else it holds one counted reference (and copies
     /// before writing).
     ///
+    /// # Errors
+    /// The buffer's capacity, if `len` is shorter than a header or longer
+    /// than the buffer; the caller keeps its reference then.
+    ///
     /// # Safety
     /// `ptr` must be such an address, of a live buffer whose reference the
-    /// caller gives up.
-    ///
-    /// # Panics
-    /// If `len` is shorter than a header or longer than the buffer.
-    unsafe fn from_c_ptr(ptr: NonNull<u8>, len: usize) -> Self;
+    /// caller gives up (when this returns `Ok`).
+    unsafe fn from_c_ptr(ptr: NonNull<u8>, len: usize) -> Result<Self, usize>;
 }
 
 /// A zeroed buffer of at least `size` bytes (and at least a header's), as
@@ -237,7 +238,7 @@ mod tests {
         // reference as the functions say.
         unsafe {
             p.as_ptr().add(MSG_HEADER_SIZE).write(7);
-            let mut m = Message::from_c_ptr(p, 40);
+            let mut m = Message::from_c_ptr(p, 40).unwrap();
             assert!(!m.is_shared());
             assert_eq!(m.len(), 40);
             assert_eq!(m.payload()[0], 7);
@@ -247,7 +248,7 @@ mod tests {
             assert_eq!((*q.cast::<MsgHeader>().as_ptr()).handler, 3);
             // CmiReference: two holders; a message made from one shares.
             c_reference(q);
-            let shared = Message::from_c_ptr(q, 40);
+            let shared = Message::from_c_ptr(q, 40).unwrap();
             assert!(shared.is_shared());
             // Given to C again while C still holds the buffer: a copy.
             let r = shared.into_c_ptr();
@@ -262,16 +263,12 @@ mod tests {
     #[test]
     fn a_c_pointer_longer_than_its_buffer_is_refused() {
         let p = c_alloc(40).unwrap();
-        // SAFETY: from `c_alloc`; the call panics before taking it.
-        let taken = std::panic::catch_unwind(|| unsafe { Message::from_c_ptr(p, 64) });
-        let why = taken.expect_err("refused");
-        let why = why.downcast_ref::<String>().expect("a message");
-        assert!(
-            why.contains("a message of 64 bytes in a buffer of 48"),
-            "{why}"
-        );
-        // SAFETY: still ours.
-        unsafe { c_free(p) };
+        // SAFETY: from `c_alloc`; refused, so still ours, and freed below.
+        unsafe {
+            assert_eq!(Message::from_c_ptr(p, 64).err(), Some(48));
+            assert_eq!(Message::from_c_ptr(p, 16).err(), Some(48));
+            c_free(p);
+        }
     }
 
     #[test]

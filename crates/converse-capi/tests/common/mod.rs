@@ -30,13 +30,23 @@ fn build_libraries() {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut build = Command::new(cargo);
         build
-            .args(["build", "-p", "converse-capi", "-p", "convrun", "--target-dir"])
+            .args([
+                "build",
+                "-p",
+                "converse-capi",
+                "-p",
+                "convrun",
+                "--target-dir",
+            ])
             .arg(target);
         if profile.file_name().is_some_and(|n| n == "release") {
             build.arg("--release");
         }
         let st = build.status().expect("cargo runs");
-        assert!(st.success(), "building libconverse_capi.a and convrun failed");
+        assert!(
+            st.success(),
+            "building libconverse_capi.a and convrun failed"
+        );
         assert!(profile.join("libconverse_capi.a").exists());
     });
 }
@@ -53,7 +63,9 @@ pub fn programs(dir: &str) -> PathBuf {
     let out_dir = profile.join("c-tests").join(dir);
     let _ = std::fs::remove_dir_all(&out_dir);
     std::fs::create_dir_all(&out_dir).unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/c").join(dir);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/c")
+        .join(dir);
     for entry in std::fs::read_dir(&src).unwrap() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), out_dir.join(entry.file_name())).unwrap();
@@ -71,7 +83,10 @@ pub fn programs(dir: &str) -> PathBuf {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    built.as_mut().unwrap().insert(dir.to_owned(), out_dir.clone());
+    built
+        .as_mut()
+        .unwrap()
+        .insert(dir.to_owned(), out_dir.clone());
     out_dir
 }
 
@@ -134,7 +149,9 @@ pub fn direct(dir: &str, name: &str, args: &[&str]) -> Output {
 pub fn convrun(dir: &str, args: &[&str], name: &str) -> Output {
     let programs = programs(dir);
     let mut cmd = Command::new(profile_dir().join("convrun"));
-    cmd.args(args).arg(format!("./{name}")).current_dir(&programs);
+    cmd.args(args)
+        .arg(format!("./{name}"))
+        .current_dir(&programs);
     run_with_deadline(cmd)
 }
 
@@ -150,9 +167,15 @@ pub fn text(out: &Output) -> (String, String) {
 /// (each a whole line).
 pub fn expect_ok(out: &Output, lines: &[&str]) {
     let (stdout, stderr) = text(out);
-    assert!(out.status.success(), "{:?}\nstdout:\n{stdout}\nstderr:\n{stderr}", out.status);
+    assert!(
+        out.status.success(),
+        "{:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
     for l in lines {
-        assert!(stdout.lines().any(|x| x == *l), "missing `{l}` in:\n{stdout}\nstderr:\n{stderr}");
+        assert!(
+            stdout.lines().any(|x| x == *l),
+            "missing `{l}` in:\n{stdout}\nstderr:\n{stderr}"
+        );
     }
 }
-

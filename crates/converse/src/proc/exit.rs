@@ -175,7 +175,11 @@ pub fn foreign_exit(code: i32) {
     };
     let reason = format!("{who} called exit({code}) while the job was running");
     say(&format!("converse: {reason}"));
-    if code != 0 && DYING.compare_exchange(0, thread_number(), Ordering::AcqRel, Ordering::Acquire).is_ok() {
+    if code != 0
+        && DYING
+            .compare_exchange(0, thread_number(), Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    {
         let hooks: Vec<Hook> = crate::sync::lock(&HOOKS).clone();
         for hook in hooks {
             hook(&Ending {
