@@ -382,5 +382,7 @@ int CmiCsvIndex_(void);
 #include "converse-rs/threads.h" /* Cth, Ctv, Ccd */
 #include "converse-rs/sched.h"   /* CsdEnqueueGeneral and the node queue */
 #include "conv-random.h"         /* Crn */
+#include "converse-rs/memory.h"  /* isomalloc, struct reductions, QD, CmiRegisterHandlerEx */
+#include "converse-rs/onesided.h" /* one-sided and persistent communication */
 
 #endif /* CONVERSE_RS_CONVERSE_H */

@@ -36,14 +36,21 @@
 //! size shorter than a header or longer than the buffer, a PE out of
 //! range, an unknown handler: each ends the job with a message naming the
 //! PE and the cause.
+pub mod ccs;
+pub mod ccs_client;
 pub mod collectives;
 pub mod conds;
 pub mod handlers;
+pub mod memory;
 pub mod msgs;
 pub mod node;
 pub mod pe;
+pub mod persistent;
+pub mod pup;
 pub mod queueing;
 pub mod random;
+pub mod rdma;
+pub mod reduce_struct;
 pub mod sched;
 pub mod start;
 pub mod threads;
