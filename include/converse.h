@@ -322,7 +322,8 @@ static inline void CmiAbort(const char *fmt, ...) {
 
 /* One value per PE. Every PE is a thread of its process, so a Cpv is a
  * thread-local: CpvAccess is a plain access. CpvInitialize zeroes it in C
- * and constructs it (T()) in C++. */
+ * and constructs it (T()) in C++, where it is destroyed when the PE's
+ * thread ends. */
 #ifdef __cplusplus
 }
 #include <new>
@@ -331,6 +332,10 @@ struct CmiCpvSlot_ {
   alignas(T) unsigned char bytes[sizeof(T)];
   bool initialized;
   T &get() { return *reinterpret_cast<T *>(bytes); }
+  /* The PE's thread ends after the job: its value goes with it. */
+  ~CmiCpvSlot_() {
+    if (initialized) get().~T();
+  }
 };
 #define CpvDeclare(t, v) thread_local CmiCpvSlot_<t> Cpv_##v##_
 #define CpvStaticDeclare(t, v) static thread_local CmiCpvSlot_<t> Cpv_##v##_

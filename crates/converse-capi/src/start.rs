@@ -36,7 +36,12 @@ fn leak_argv(args: &[String]) -> (c_int, *mut *mut c_char) {
         .collect();
     ptrs.push(std::ptr::null_mut());
     let argc = c_int::try_from(args.len()).expect("argument count fits a C int");
-    (argc, Box::leak(ptrs.into_boxed_slice()).as_mut_ptr())
+    let argv = Box::leak(ptrs.into_boxed_slice()).as_mut_ptr();
+    // Kept where a leak checker (LeakSanitizer, valgrind) sees it: the
+    // arrays live as long as the process on purpose.
+    static KEPT: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
+    KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(argv as usize);
+    (argc, argv)
 }
 
 /// `ConverseInit(argc, argv, fn, usched, initret)`: starts the job that

@@ -37,6 +37,8 @@ static void label(void *msg) {
     order[CpvAccess(ran)] = '\0';
     CmiPrintf("PE %d ran %s; then CsdEmpty %d CsdLength %d\n", CmiMyPe(), order, CsdEmpty(),
               CsdLength());
+    free(order); /* a C Cpv is not destroyed with its PE: free what it holds */
+    CpvAccess(order) = NULL;
     done = CmiAlloc(CmiMsgHeaderSizeBytes);
     CmiSetHandler(done, CpvAccess(report_handler));
     CmiSyncSendAndFree(0, CmiMsgHeaderSizeBytes, done);
