@@ -389,5 +389,6 @@ int CmiCsvIndex_(void);
 #include "conv-random.h"         /* Crn */
 #include "converse-rs/memory.h"  /* isomalloc, struct reductions, QD, CmiRegisterHandlerEx */
 #include "converse-rs/onesided.h" /* one-sided and persistent communication */
+#include "converse-rs/ext.h"     /* the extensions' tag matching (Cmm) and futures */
 
 #endif /* CONVERSE_RS_CONVERSE_H */

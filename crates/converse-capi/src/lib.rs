@@ -24,9 +24,30 @@
 //!
 //! # Modules
 //!
-//! [`start`] (ConverseInit/ConverseExit, printing and aborting), [`pe`]
-//! (who am I, timers), [`handlers`], [`msgs`] (buffers and sends),
-//! [`sched`] (the scheduler and its queue).
+//! By the header that declares them:
+//!
+//! - `converse.h`: [`start`] (ConverseInit/ConverseExit, printing,
+//!   aborting, a C `exit()` during the job), [`pe`] (who am I, timers),
+//!   [`handlers`], [`msgs`] (buffers, sends, broadcasts), [`collectives`]
+//!   (node sends, vector and multiple sends, groups, list sends, message
+//!   reductions, spanning trees), [`node`] (node barrier, `Csv`),
+//!   [`sched`] (the scheduler loop, `CsdEnqueue`);
+//! - `converse-rs/sched.h` and `queueing.h`: [`queueing`] (priorities from
+//!   C, `CsdEnqueueGeneral`, the node queue, the `Cqs` library);
+//! - `converse-rs/threads.h`: [`threads`] (Cth, Ctv), [`conds`] (Ccd);
+//! - `conv-random.h`: [`random`] (Crn);
+//! - `converse-rs/memory.h` and `pup_c.h`: [`pup`], [`reduce_struct`],
+//!   [`memory`];
+//! - `converse-rs/onesided.h`: [`rdma`], [`persistent`];
+//! - `conv-ccs.h` and `ccs-client.h`: [`ccs`], [`ccs_client`];
+//! - the extensions library (`converse-ext`): `converse-rs/ext.h` (tag
+//!   matching [`ext_cmm`], futures [`ext_futures`]), `cms.h` ([`ext_cms`]),
+//!   `cldb.h` ([`ext_cld`]), `cpthreads.h` ([`ext_cpthreads`]),
+//!   `conv-cpath.h` ([`ext_cpath`]), `conv-cpm.h` ([`cpm`], with the `cpm`
+//!   scanner).
+//!
+//! Node locks (`CmiNodeLock`) are `pthread` mutexes in `converse.h` itself;
+//! `Cpv` variables are thread-locals there (every PE is a thread).
 //!
 //! # Safety
 //!
@@ -40,6 +61,13 @@ pub mod ccs;
 pub mod ccs_client;
 pub mod collectives;
 pub mod conds;
+pub mod cpm;
+pub mod ext_cld;
+pub mod ext_cmm;
+pub mod ext_cms;
+pub mod ext_cpath;
+pub mod ext_cpthreads;
+pub mod ext_futures;
 pub mod handlers;
 pub mod memory;
 pub mod msgs;

@@ -1,0 +1,4 @@
+/* (being written) */
+#ifndef CONVERSE_RS_CMS_H
+#define CONVERSE_RS_CMS_H
+#endif

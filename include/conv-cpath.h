@@ -1,0 +1,4 @@
+/* (being written) */
+#ifndef CONVERSE_RS_CONV_CPATH_H
+#define CONVERSE_RS_CONV_CPATH_H
+#endif
