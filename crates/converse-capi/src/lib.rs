@@ -44,7 +44,9 @@
 //!   matching [`ext_cmm`], futures [`ext_futures`]), `cms.h` ([`ext_cms`]),
 //!   `cldb.h` ([`ext_cld`]), `cpthreads.h` ([`ext_cpthreads`]),
 //!   `conv-cpath.h` ([`ext_cpath`]), `conv-cpm.h` ([`cpm`], with the `cpm`
-//!   scanner).
+//!   scanner);
+//! - `gamma.h`: [`gamma`] (the GAMMA active-port API, over
+//!   `converse-gamma`).
 //!
 //! Node locks (`CmiNodeLock`) are `pthread` mutexes in `converse.h` itself;
 //! `Cpv` variables are thread-locals there (every PE is a thread).
@@ -68,6 +70,7 @@ pub mod ext_cms;
 pub mod ext_cpath;
 pub mod ext_cpthreads;
 pub mod ext_futures;
+pub mod gamma;
 pub mod handlers;
 pub mod memory;
 pub mod msgs;
