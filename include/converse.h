@@ -262,6 +262,7 @@ static inline char *CmiFormat_(const char *fmt, va_list args, char *small, size_
   int n;
   char *big;
   va_copy(again, args);
+  small[0] = '\0'; /* what is printed if formatting fails */
   n = vsnprintf(small, small_len, fmt, args);
   if (n < 0 || (size_t)n < small_len) {
     va_end(again);
@@ -314,41 +315,50 @@ static inline void CmiAbort(const char *fmt, ...) {
   CmiAbortString_(text);
 }
 
+/* Compiled out when CMK_OPTIMIZE is defined to a nonzero value (the
+ * manual). */
+#if defined(CMK_OPTIMIZE) && CMK_OPTIMIZE
+#define CmiAssert(expr) ((void)0)
+#else
 #define CmiAssert(expr)                                                                  \
   ((expr) ? (void)0                                                                      \
           : CmiAbort("assertion `%s` failed at %s:%d", #expr, __FILE__, __LINE__))
+#endif
 
 /* ---- per-PE variables (Cpv) -------------------------------------------- */
 
 /* One value per PE. Every PE is a thread of its process, so a Cpv is a
  * thread-local: CpvAccess is a plain access. CpvInitialize zeroes it in C
- * and constructs it (T()) in C++, where it is destroyed when the PE's
- * thread ends. */
+ * and constructs it (T()) in C++. */
 #ifdef __cplusplus
 }
 #include <new>
+/* The same storage as C's (a T-sized, T-aligned thread-local and an int
+ * flag, under the same names), so a Cpv declared in a C file can be
+ * CpvExtern'd in a C++ one and the other way round. Plain `__thread`, no
+ * constructor or destructor of its own: CpvInitialize constructs the value
+ * in place, and, as in Charm++, nothing destroys it. */
 template <typename T>
-struct CmiCpvSlot_ {
+struct CmiCpvBox_ {
   alignas(T) unsigned char bytes[sizeof(T)];
-  bool initialized;
   T &get() { return *reinterpret_cast<T *>(bytes); }
-  /* The PE's thread ends after the job: its value goes with it. */
-  ~CmiCpvSlot_() {
-    if (initialized) get().~T();
-  }
 };
-#define CpvDeclare(t, v) thread_local CmiCpvSlot_<t> Cpv_##v##_
-#define CpvStaticDeclare(t, v) static thread_local CmiCpvSlot_<t> Cpv_##v##_
-#define CpvExtern(t, v) extern thread_local CmiCpvSlot_<t> Cpv_##v##_
+#define CpvDeclare(t, v) __thread CmiCpvBox_<t> Cpv_##v##_; __thread int Cpv_##v##_init_
+#define CpvStaticDeclare(t, v)                                                           \
+  static __thread CmiCpvBox_<t> Cpv_##v##_;                                              \
+  static __thread int Cpv_##v##_init_
+#define CpvExtern(t, v)                                                                  \
+  extern __thread CmiCpvBox_<t> Cpv_##v##_;                                              \
+  extern __thread int Cpv_##v##_init_
 #define CpvInitialize(t, v)                                                              \
   do {                                                                                   \
-    if (!Cpv_##v##_.initialized) {                                                       \
+    if (!Cpv_##v##_init_) {                                                              \
       new (Cpv_##v##_.bytes) t();                                                        \
-      Cpv_##v##_.initialized = true;                                                     \
+      Cpv_##v##_init_ = 1;                                                               \
     }                                                                                    \
   } while (0)
 #define CpvAccess(v) (Cpv_##v##_.get())
-#define CpvInitialized(v) (Cpv_##v##_.initialized)
+#define CpvInitialized(v) (Cpv_##v##_init_)
 extern "C" {
 #else
 #define CpvDeclare(t, v) __thread t Cpv_##v##_; __thread int Cpv_##v##_init_

@@ -117,18 +117,26 @@ extern "C" {
 #define CMI_CTV_DESC_(t, v) {0, sizeof(t), 16, #v, 0, 0}
 #endif
 
+/* The variable's type travels as the type of a pointer that is declared,
+ * never defined and never used but in typeof/decltype (a declaration may
+ * be repeated, so CtvExtern and CtvDeclare may meet in one file). */
+#ifdef __cplusplus
+#define CMI_CTV_TYPEOF_(x) decltype(x)
+#else
+#define CMI_CTV_TYPEOF_(x) __typeof__(x)
+#endif
 #define CtvDeclare(t, v) \
   CmiCtvDesc_ Ctv_##v##_ = CMI_CTV_DESC_(t, v); \
-  typedef t CtvType_##v##_
+  extern t *CtvTypeOf_##v##_
 #define CtvStaticDeclare(t, v) \
   static CmiCtvDesc_ Ctv_##v##_ = CMI_CTV_DESC_(t, v); \
-  typedef t CtvType_##v##_
+  extern t *CtvTypeOf_##v##_
 #define CtvExtern(t, v) \
   extern CmiCtvDesc_ Ctv_##v##_; \
-  typedef t CtvType_##v##_
+  extern t *CtvTypeOf_##v##_
 #define CtvInitialize(t, v) CmiCtvInitialize_(&Ctv_##v##_, sizeof(t))
 /* An lvalue, as in Converse. */
-#define CtvAccess(v) (*(CtvType_##v##_ *)CmiCtvAccess_(&Ctv_##v##_))
+#define CtvAccess(v) (*(CMI_CTV_TYPEOF_(CtvTypeOf_##v##_))CmiCtvAccess_(&Ctv_##v##_))
 #define CtvInitialized(v) CmiCtvInitialized_(&Ctv_##v##_)
 
 /* ---- conditions and timers (Ccd) --------------------------------------- */

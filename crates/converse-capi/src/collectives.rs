@@ -46,9 +46,9 @@ unsafe fn pe_list(npes: c_int, pes: *const c_int, call: &str) -> Vec<usize> {
     list.iter().map(|&p| nonneg(p, call)).collect()
 }
 
-/// Boxes a send's handle for C (`CmiCommHandle`).
+/// A send's handle for C (`CmiCommHandle`): null when done (always, today).
 fn handle(h: converse::CommHandle) -> *mut c_void {
-    Box::into_raw(Box::new(h)).cast()
+    crate::msgs::done(h)
 }
 
 // ---- node sends ------------------------------------------------------------
@@ -226,17 +226,19 @@ pub unsafe extern "C-unwind" fn CmiSyncVectorSend(
 }
 
 /// `CmiSyncVectorSendAndFree(pe, len, sizes, msgComps)`: as
-/// `CmiSyncVectorSend`, then frees each piece (each from `CmiAlloc`) and
-/// the two arrays with `CmiFree`, as Converse does.
+/// `CmiSyncVectorSend`, then frees each piece with `CmiFree` (each comes
+/// from `CmiAlloc`). The two arrays themselves are not freed (the manual;
+/// they may live on the caller's stack).
 ///
 /// # Safety
-/// As [`CmiSyncVectorSend`]; the pieces and arrays come from `CmiAlloc`.
+/// As [`CmiSyncVectorSend`]; each piece comes from `CmiAlloc` and the
+/// caller gives it up.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn CmiSyncVectorSendAndFree(
     pe: c_int,
     len: c_int,
-    sizes: *mut c_int,
-    comps: *mut *mut c_char,
+    sizes: *const c_int,
+    comps: *const *mut c_char,
 ) {
     // SAFETY: the caller's promise.
     unsafe { CmiSyncVectorSend(pe, len, sizes, comps.cast()) };
@@ -244,11 +246,6 @@ pub unsafe extern "C-unwind" fn CmiSyncVectorSendAndFree(
     for i in 0..n {
         // SAFETY: `n` entries, each a `CmiAlloc` buffer the caller gives up.
         unsafe { crate::msgs::CmiFree((*comps.add(i)).cast()) };
-    }
-    // SAFETY: the arrays come from `CmiAlloc` (the caller's promise).
-    unsafe {
-        crate::msgs::CmiFree(sizes.cast());
-        crate::msgs::CmiFree(comps.cast());
     }
 }
 
@@ -449,6 +446,11 @@ pub unsafe extern "C-unwind" fn CmiAsyncListSend(
 pub type CmiReduceMergeFn =
     extern "C-unwind" fn(*mut c_int, *mut c_void, *mut *mut c_void, c_int) -> *mut c_void;
 
+/// `merge`, or the job ends naming `call` (a null function pointer).
+fn merge_fn(merge: Option<CmiReduceMergeFn>, call: &str) -> CmiReduceMergeFn {
+    merge.unwrap_or_else(|| converse::abort(&format!("{call}: the merge function is null")))
+}
+
 /// The core's merge closure for the C function `merge` (see the module
 /// comment for who frees what).
 fn c_merge(merge: CmiReduceMergeFn) -> impl FnOnce(Message, Vec<Message>) -> Message + 'static {
@@ -501,10 +503,14 @@ fn reduction_id(id: CmiReductionID, call: &str) -> ReductionId {
 /// # Safety
 /// `msg` comes from `CmiAlloc` or a handler; the caller gives it up.
 #[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn CmiReduce(msg: *mut c_void, size: c_int, merge: CmiReduceMergeFn) {
+pub unsafe extern "C-unwind" fn CmiReduce(
+    msg: *mut c_void,
+    size: c_int,
+    merge: Option<CmiReduceMergeFn>,
+) {
     // SAFETY: the caller's promise.
     let msg = unsafe { take(size, msg, "CmiReduce") };
-    converse::reduce(msg, c_merge(merge));
+    converse::reduce(msg, c_merge(merge_fn(merge, "CmiReduce")));
 }
 
 /// `CmiReduceID(msg, size, mergeFn, id)`.
@@ -515,12 +521,16 @@ pub unsafe extern "C-unwind" fn CmiReduce(msg: *mut c_void, size: c_int, merge: 
 pub unsafe extern "C-unwind" fn CmiReduceID(
     msg: *mut c_void,
     size: c_int,
-    merge: CmiReduceMergeFn,
+    merge: Option<CmiReduceMergeFn>,
     id: CmiReductionID,
 ) {
     // SAFETY: the caller's promise.
     let msg = unsafe { take(size, msg, "CmiReduceID") };
-    converse::reduce_id(msg, c_merge(merge), reduction_id(id, "CmiReduceID"));
+    converse::reduce_id(
+        msg,
+        c_merge(merge_fn(merge, "CmiReduceID")),
+        reduction_id(id, "CmiReduceID"),
+    );
 }
 
 /// `CmiListReduce(npes, pes, msg, size, mergeFn, id)`: over the listed
@@ -534,7 +544,7 @@ pub unsafe extern "C-unwind" fn CmiListReduce(
     pes: *const c_int,
     msg: *mut c_void,
     size: c_int,
-    merge: CmiReduceMergeFn,
+    merge: Option<CmiReduceMergeFn>,
     id: CmiReductionID,
 ) {
     // SAFETY: the caller's promise.
@@ -547,7 +557,7 @@ pub unsafe extern "C-unwind" fn CmiListReduce(
     converse::list_reduce(
         &list,
         msg,
-        c_merge(merge),
+        c_merge(merge_fn(merge, "CmiListReduce")),
         reduction_id(id, "CmiListReduce"),
     );
 }
@@ -561,7 +571,7 @@ pub unsafe extern "C-unwind" fn CmiGroupReduce(
     grp: CmiGroup,
     msg: *mut c_void,
     size: c_int,
-    merge: CmiReduceMergeFn,
+    merge: Option<CmiReduceMergeFn>,
     id: CmiReductionID,
 ) {
     // SAFETY: the caller's promise.
@@ -569,7 +579,7 @@ pub unsafe extern "C-unwind" fn CmiGroupReduce(
     converse::group_reduce(
         Group::from_id(grp.id),
         msg,
-        c_merge(merge),
+        c_merge(merge_fn(merge, "CmiGroupReduce")),
         reduction_id(id, "CmiGroupReduce"),
     );
 }

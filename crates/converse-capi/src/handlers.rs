@@ -83,6 +83,11 @@ pub fn identity(f: CmiHandler) -> String {
     }
 }
 
+/// `f`, or the job ends naming `call` (a null function pointer).
+fn function(f: Option<CmiHandler>, call: &str) -> CmiHandler {
+    f.unwrap_or_else(|| converse::abort(&format!("{call}: the handler function is null")))
+}
+
 fn index_int(index: usize) -> c_int {
     c_int::try_from(index).expect("handler indices are below MAX_HANDLER_INDEX")
 }
@@ -90,7 +95,8 @@ fn index_int(index: usize) -> c_int {
 /// `CmiRegisterHandler(f)`: the next index of the table every PE builds in
 /// the same order.
 #[unsafe(no_mangle)]
-pub extern "C-unwind" fn CmiRegisterHandler(f: CmiHandler) -> c_int {
+pub extern "C-unwind" fn CmiRegisterHandler(f: Option<CmiHandler>) -> c_int {
+    let f = function(f, "CmiRegisterHandler");
     let index = converse::register_handler_named(call(f), &identity(f));
     remember(index, f);
     index_int(index)
@@ -98,7 +104,8 @@ pub extern "C-unwind" fn CmiRegisterHandler(f: CmiHandler) -> c_int {
 
 /// `CmiRegisterHandlerLocal(f)`: an index valid on the calling PE only.
 #[unsafe(no_mangle)]
-pub extern "C-unwind" fn CmiRegisterHandlerLocal(f: CmiHandler) -> c_int {
+pub extern "C-unwind" fn CmiRegisterHandlerLocal(f: Option<CmiHandler>) -> c_int {
+    let f = function(f, "CmiRegisterHandlerLocal");
     let index = converse::register_handler_local(call(f));
     remember(index, f);
     index_int(index)
@@ -107,7 +114,8 @@ pub extern "C-unwind" fn CmiRegisterHandlerLocal(f: CmiHandler) -> c_int {
 /// `CmiRegisterHandlerGlobal(f)`: on PE 0, an index to send to the other
 /// PEs, which install their function there with `CmiNumberHandler`.
 #[unsafe(no_mangle)]
-pub extern "C-unwind" fn CmiRegisterHandlerGlobal(f: CmiHandler) -> c_int {
+pub extern "C-unwind" fn CmiRegisterHandlerGlobal(f: Option<CmiHandler>) -> c_int {
+    let f = function(f, "CmiRegisterHandlerGlobal");
     let index = converse::register_handler_global(call(f));
     remember(index, f);
     index_int(index)
@@ -115,7 +123,8 @@ pub extern "C-unwind" fn CmiRegisterHandlerGlobal(f: CmiHandler) -> c_int {
 
 /// `CmiNumberHandler(n, f)`: installs `f` at index `n` on the calling PE.
 #[unsafe(no_mangle)]
-pub extern "C-unwind" fn CmiNumberHandler(n: c_int, f: CmiHandler) {
+pub extern "C-unwind" fn CmiNumberHandler(n: c_int, f: Option<CmiHandler>) {
+    let f = function(f, "CmiNumberHandler");
     let index = nonneg(n, "CmiNumberHandler");
     converse::number_handler(index, call(f));
     remember(index, f);

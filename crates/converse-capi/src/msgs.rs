@@ -23,7 +23,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 
-use converse::{CommHandle, MSG_HEADER_SIZE, Message, MsgHeader};
+use converse::{CommHandle, MSG_HEADER_SIZE, Message};
 use converse_msg::raw::{self, MessageRaw};
 
 use crate::nonneg;
@@ -105,27 +105,17 @@ fn too_long(size: usize, capacity: usize, call: &str) -> ! {
     ))
 }
 
-/// The length of the message in the buffer at `ptr`: its header's size
-/// field where that fits the buffer, else the whole buffer.
+/// The length of the message in the buffer at `ptr`: the size C knows it
+/// by (`CmiSize`), at least a header's.
 ///
 /// # Safety
 /// `ptr` is a buffer given to C.
 pub(crate) unsafe fn msg_len(ptr: NonNull<u8>) -> usize {
-    // SAFETY: a live buffer of at least a header (the caller's promise).
-    let (said, capacity) = unsafe {
-        (
-            (*ptr.cast::<MsgHeader>().as_ptr()).total_size as usize,
-            raw::c_capacity(ptr),
-        )
-    };
-    if (MSG_HEADER_SIZE..=capacity).contains(&said) {
-        said
-    } else {
-        capacity
-    }
+    // SAFETY: a live buffer (the caller's promise).
+    unsafe { raw::c_len(ptr) }.max(MSG_HEADER_SIZE)
 }
 
-/// The buffer at `msg` as a message (its length from the header).
+/// The buffer at `msg` as a message of its `CmiSize` (at least a header).
 ///
 /// # Safety
 /// As [`take`].
@@ -172,19 +162,16 @@ pub unsafe extern "C-unwind" fn CmiReference(msg: *mut c_void) {
 }
 
 /// `CmiSize(msg)`: the size the buffer was allocated with, or the size of
-/// the message a handler received.
+/// the message a handler received (kept beside the buffer: the header is
+/// the program's to write).
 ///
 /// # Safety
 /// `msg` comes from `CmiAlloc` or a handler and is live.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn CmiSize(msg: *mut c_void) -> c_int {
-    let ptr = non_null(msg, "CmiSize");
-    // SAFETY: the caller's promise; the header is there (a buffer holds at
-    // least one).
-    let said = unsafe { (*ptr.cast::<MsgHeader>().as_ptr()).total_size } as usize;
-    // SAFETY: as above.
-    let capacity = unsafe { raw::c_capacity(ptr) };
-    c_int::try_from(said.min(capacity)).unwrap_or(c_int::MAX)
+    // SAFETY: the caller's promise.
+    let len = unsafe { raw::c_len(non_null(msg, "CmiSize")) };
+    c_int::try_from(len).unwrap_or(c_int::MAX)
 }
 
 /// `CmiSyncSend(pe, size, msg)`: sends a copy of `size` bytes at `msg`.
@@ -209,8 +196,9 @@ pub unsafe extern "C-unwind" fn CmiSyncSendAndFree(pe: c_int, size: c_int, msg: 
     converse::sync_send_and_free(dest, unsafe { take(size, msg, "CmiSyncSendAndFree") });
 }
 
-/// `CmiAsyncSend(pe, size, msg)`: as `CmiSyncSend`; the handle says when
-/// `msg` may be reused (at once: the send copies).
+/// `CmiAsyncSend(pe, size, msg)`: as `CmiSyncSend`. Returns a null handle:
+/// the send copied `msg` before returning, so it may be reused at once (the
+/// manual's "if the returned communication handle is 0").
 ///
 /// # Safety
 /// As [`CmiSyncSend`].
@@ -223,29 +211,44 @@ pub unsafe extern "C-unwind" fn CmiAsyncSend(
     let dest = nonneg(pe, "CmiAsyncSend");
     // SAFETY: the caller's promise.
     let copy = unsafe { copy_of(size, msg, "CmiAsyncSend") };
-    Box::into_raw(Box::new(converse::async_send(dest, &copy))).cast()
+    done(converse::async_send(dest, &copy))
 }
 
-/// `CmiAsyncMsgSent(handle)`: nonzero once the buffer may be reused.
+/// The C handle of an async send that the core reports done: null (every
+/// async send copies its buffer before it returns; see
+/// `converse::CommHandle`). One the core did not finish would be boxed.
+pub(crate) fn done(handle: CommHandle) -> *mut c_void {
+    if handle.is_sent() {
+        std::ptr::null_mut()
+    } else {
+        Box::into_raw(Box::new(handle)).cast()
+    }
+}
+
+/// `CmiAsyncMsgSent(handle)`: nonzero once the buffer may be reused (at
+/// once for a null handle).
 ///
 /// # Safety
-/// `handle` comes from an async send and was not released.
+/// `handle` is null or comes from an async send and was not released.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn CmiAsyncMsgSent(handle: *mut c_void) -> c_int {
-    // SAFETY: a live handle (the caller's promise).
+    if handle.is_null() {
+        return 1;
+    }
+    // SAFETY: a live boxed handle (the caller's promise).
     let h = unsafe { &*handle.cast::<CommHandle>() };
     c_int::from(h.is_sent())
 }
 
-/// `CmiReleaseCommHandle(handle)`.
+/// `CmiReleaseCommHandle(handle)` (nothing to do for a null handle).
 ///
 /// # Safety
 /// As [`CmiAsyncMsgSent`]; the handle is not used afterwards.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn CmiReleaseCommHandle(handle: *mut c_void) {
     if !handle.is_null() {
-        // SAFETY: made by `Box::into_raw` in an async send (the caller's
-        // promise), released once.
+        // SAFETY: made by `Box::into_raw` in `done` (the caller's promise),
+        // released once.
         drop(unsafe { Box::from_raw(handle.cast::<CommHandle>()) });
     }
 }
@@ -298,7 +301,7 @@ pub unsafe extern "C-unwind" fn CmiSyncBroadcastAllAndFree(size: c_int, msg: *mu
 pub unsafe extern "C-unwind" fn CmiAsyncBroadcast(size: c_int, msg: *mut c_void) -> *mut c_void {
     // SAFETY: the caller's promise.
     let copy = unsafe { copy_of(size, msg, "CmiAsyncBroadcast") };
-    Box::into_raw(Box::new(converse::async_broadcast(&copy))).cast()
+    done(converse::async_broadcast(&copy))
 }
 
 /// `CmiAsyncBroadcastAll(size, msg)`.
@@ -309,5 +312,5 @@ pub unsafe extern "C-unwind" fn CmiAsyncBroadcast(size: c_int, msg: *mut c_void)
 pub unsafe extern "C-unwind" fn CmiAsyncBroadcastAll(size: c_int, msg: *mut c_void) -> *mut c_void {
     // SAFETY: the caller's promise.
     let copy = unsafe { copy_of(size, msg, "CmiAsyncBroadcastAll") };
-    Box::into_raw(Box::new(converse::async_broadcast_all(&copy))).cast()
+    done(converse::async_broadcast_all(&copy))
 }

@@ -40,7 +40,9 @@ fn leak_argv(args: &[String]) -> (c_int, *mut *mut c_char) {
     // Kept where a leak checker (LeakSanitizer, valgrind) sees it: the
     // arrays live as long as the process on purpose.
     static KEPT: std::sync::Mutex<Vec<usize>> = std::sync::Mutex::new(Vec::new());
-    KEPT.lock().unwrap_or_else(|e| e.into_inner()).push(argv as usize);
+    KEPT.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(argv as usize);
     (argc, argv)
 }
 
@@ -54,10 +56,16 @@ fn leak_argv(args: &[String]) -> (c_int, *mut *mut c_char) {
 pub unsafe extern "C-unwind" fn ConverseInit(
     argc: c_int,
     argv: *const *const c_char,
-    start: CmiStartFn,
+    start: Option<CmiStartFn>,
     usched: c_int,
     initret: c_int,
 ) {
+    let Some(start) = start else {
+        converse::error(format_args!(
+            "converse: ConverseInit: the start function is null\n"
+        ));
+        std::process::exit(1);
+    };
     watch_exit();
     let n = usize::try_from(argc).unwrap_or(0);
     let args: Vec<String> = (0..n)

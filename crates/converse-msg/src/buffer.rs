@@ -16,7 +16,9 @@
 //! # Invariants
 //!
 //! - A buffer is `Layout { size: 16 * (chunks + 1), align: 16 }`; its head
-//!   says `chunks`, which never changes.
+//!   says `chunks`, which never changes, and the size C knows it by
+//!   (`c_len`, for the C ABI's `CmiSize`), which only its one holder
+//!   writes.
 //! - `refs` counts the handles that share the buffer. An owned message's
 //!   buffer has `refs == 1` and one owner, which never touches the count;
 //!   a buffer is freed when its last reference goes.
@@ -43,7 +45,13 @@ use crate::message::Chunk;
 #[repr(C, align(16))]
 pub(crate) struct Head {
     refs: AtomicUsize,
-    chunks: usize,
+    /// The buffer's size in chunks (a message's size is a `u32`, so its
+    /// chunks are too).
+    chunks: u32,
+    /// The size C knows the buffer by (`CmiSize`): what `CmiAlloc` was
+    /// asked for, or the length of the message given to a C handler; 0
+    /// for a buffer C never saw. Written only by the buffer's one holder.
+    c_len: u32,
 }
 
 const _: () = assert!(std::mem::size_of::<Head>() == 16 && std::mem::align_of::<Head>() == 16);
@@ -134,7 +142,10 @@ impl BufPtr {
         unsafe {
             head.as_ptr().write(Head {
                 refs: AtomicUsize::new(1),
-                chunks,
+                // `layout(chunks)` succeeded, and every caller sizes a
+                // message, whose length is a `u32`.
+                chunks: chunks as u32,
+                c_len: 0,
             })
         };
         BufPtr(head)
@@ -164,7 +175,29 @@ impl BufPtr {
     pub unsafe fn chunks(self) -> usize {
         // SAFETY: live (the caller's promise); `chunks` is never written after
         // `init`.
-        unsafe { (*self.0.as_ptr()).chunks }
+        unsafe { (*self.0.as_ptr()).chunks as usize }
+    }
+
+    /// The size C knows the buffer by (see [`Head`]'s `c_len`).
+    ///
+    /// # Safety
+    /// The buffer must be live.
+    #[inline]
+    pub unsafe fn c_len(self) -> usize {
+        // SAFETY: live (the caller's promise); only the one holder writes it.
+        unsafe { (*self.0.as_ptr()).c_len as usize }
+    }
+
+    /// Sets the size C knows the buffer by.
+    ///
+    /// # Safety
+    /// The buffer must be live and the caller its only holder.
+    #[inline]
+    pub unsafe fn set_c_len(self, len: usize) {
+        debug_assert!(len <= u32::MAX as usize);
+        // SAFETY: live, and nobody else reads or writes it (the caller's
+        // promise).
+        unsafe { (*self.0.as_ptr()).c_len = len as u32 }
     }
 
     /// The first chunk, right after the head.

@@ -905,6 +905,8 @@ impl MessageRaw for Message {
         // Owned now, or the one holder of a shared buffer (count 1 either
         // way): writing the header is the holder's right.
         self.fix_total_size();
+        // SAFETY: live, and this handle its one holder (above).
+        unsafe { self.buf().set_c_len(self.len()) };
         let this = std::mem::ManuallyDrop::new(self);
         debug_assert!(
             this.tagged.addr().get() & FROM_NET == 0,

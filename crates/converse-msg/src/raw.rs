@@ -166,19 +166,33 @@ pub trait MessageRaw: sealed::Sealed + Sized {
 
 /// A zeroed buffer of at least `size` bytes (and at least a header's), as
 /// C's `CmiAlloc(size)` returns it: the address of its first byte,
-/// 16-aligned, its header's size field `size`. `None` if `size` exceeds the
+/// 16-aligned, its header's size field `size` and [`c_len`] `size`. `None` if `size` exceeds the
 /// largest message.
 pub fn c_alloc(size: usize) -> Option<NonNull<u8>> {
     if size > crate::MAX_MESSAGE_SIZE {
         return None;
     }
     let buf = BufPtr::alloc_zeroed(size.max(MSG_HEADER_SIZE).div_ceil(CHUNK_BYTES));
+    // SAFETY: the buffer is new and ours alone.
+    unsafe { buf.set_c_len(size) };
     let data = NonNull::new(buf.data().cast::<u8>()).expect("a buffer's data is not null");
     let header = data.cast::<MsgHeader>();
     // SAFETY: the buffer is new, ours, and at least a header long; the data
     // is 16-aligned, as a header needs.
     unsafe { (*header.as_ptr()).total_size = size as u32 };
     Some(data)
+}
+
+/// The size C knows the buffer at `ptr` by (`CmiSize`): what [`c_alloc`]
+/// was asked for, or the length of the message [`MessageRaw::into_c_ptr`]
+/// gave to C. Kept beside the buffer, not in its header, which is C's to
+/// write.
+///
+/// # Safety
+/// As [`c_reference`].
+pub unsafe fn c_len(ptr: NonNull<u8>) -> usize {
+    // SAFETY: a live buffer's data (the caller's promise).
+    unsafe { BufPtr::from_data(ptr).c_len() }
 }
 
 /// Drops C's reference to the buffer at `ptr` (`CmiFree`); frees it if it
@@ -231,6 +245,10 @@ mod tests {
             assert_eq!(small.as_ptr().addr() % 16, 0);
             assert_eq!(c_capacity(small), MSG_HEADER_SIZE);
             assert_eq!((*small.cast::<MsgHeader>().as_ptr()).total_size, 4);
+            assert_eq!(c_len(small), 4);
+            // The header is C's to write: the size stays beside it.
+            small.cast::<u32>().add(2).write(99);
+            assert_eq!(c_len(small), 4);
             c_free(small);
         }
         let p = c_alloc(40).unwrap();
@@ -245,6 +263,7 @@ mod tests {
             m.set_handler(3);
             let q = m.into_c_ptr();
             assert_eq!(q, p, "an owned message goes back as the same buffer");
+            assert_eq!(c_len(q), 40);
             assert_eq!((*q.cast::<MsgHeader>().as_ptr()).handler, 3);
             // CmiReference: two holders; a message made from one shares.
             c_reference(q);

@@ -12,6 +12,7 @@ typedef struct {
 CpvStaticDeclare(int, value_handler);
 CpvStaticDeclare(int, reply_handler);
 CpvStaticDeclare(int, enqueued_handler);
+CpvStaticDeclare(int, ignore_handler);
 CpvStaticDeclare(int, replies);
 CpvStaticDeclare(long, sum);
 
@@ -22,6 +23,8 @@ static void enqueued(void *msg) {
   CmiFree(msg);
   CsdExitScheduler();
 }
+
+static void ignore(void *msg) { CmiFree(msg); }
 
 static void reply(void *msg) {
   ValueMsg *m = (ValueMsg *)msg;
@@ -54,11 +57,13 @@ static void start(int argc, char **argv) {
   CpvInitialize(int, value_handler);
   CpvInitialize(int, reply_handler);
   CpvInitialize(int, enqueued_handler);
+  CpvInitialize(int, ignore_handler);
   CpvInitialize(int, replies);
   CpvInitialize(long, sum);
   CpvAccess(value_handler) = CmiRegisterHandler(value);
   CpvAccess(reply_handler) = CmiRegisterHandler(reply);
   CpvAccess(enqueued_handler) = CmiRegisterHandler(enqueued);
+  CpvAccess(ignore_handler) = CmiRegisterHandler(ignore);
   if (CmiMyPe() == 0) {
     ValueMsg v;
     ValueMsg *q = (ValueMsg *)CmiAlloc(sizeof(ValueMsg));
@@ -67,6 +72,20 @@ static void start(int argc, char **argv) {
     if (CmiSize(tiny) != 4) CmiAbort("CmiSize of CmiAlloc(4) is %d", CmiSize(tiny));
     memset(tiny, 0xab, 4);
     CmiFree(tiny);
+    {
+      /* CmiSize is kept beside the buffer: plain data over the header
+       * leaves it alone. */
+      int *plain = (int *)CmiAlloc(24), i;
+      CmiCommHandle h;
+      for (i = 0; i < 6; i++) plain[i] = i;
+      if (CmiSize(plain) != 24) CmiAbort("CmiSize of CmiAlloc(24) is %d", CmiSize(plain));
+      CmiFree(plain);
+      /* An async send copies at once: its handle says sent. */
+      CmiSetHandler(&v, CpvAccess(ignore_handler));
+      h = CmiAsyncSend(CmiMyPe(), sizeof v, &v);
+      if (!CmiAsyncMsgSent(h)) CmiAbort("async send not sent");
+      CmiReleaseCommHandle(h);
+    }
     /* A referenced buffer takes two frees. */
     CmiReference(q);
     CmiFree(q);

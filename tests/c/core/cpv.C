@@ -24,7 +24,7 @@ static void note(void *msg) {
 // Each PE's whole computation: in initret mode the PEs other than PE 0 run
 // it as their start function and then end, and PE 0 runs it from main after
 // ConverseInit returns; nobody schedules unless it calls the scheduler.
-static void start(int, char **) {
+static void work(void) {
   CpvInitialize(Log, log);
   CpvInitialize(int, note_handler);
   if (CpvAccess(log).constructed != 1) CmiAbort("Cpv not constructed");
@@ -36,11 +36,19 @@ static void start(int, char **) {
   if (CpvAccess(log).lines.size() != 1) CmiAbort("PE %d: no note", CmiMyPe());
 }
 
+// A C++ Cpv is not destroyed with its PE (as in Charm++): a program that
+// wants its destructor run calls it.
+static void start(int, char **) {
+  work();
+  CpvAccess(log).~Log();
+}
+
 int main(int argc, char **argv) {
   ConverseInit(argc, argv, start, 0, 1);
-  start(argc, argv);
+  work();
   CmiPrintf("cpv: PE %d of %d log has %zu line(s): %s\n", CmiMyPe(), CmiNumPes(),
             CpvAccess(log).lines.size(), CpvAccess(log).lines.at(0).c_str());
+  CpvAccess(log).~Log();
   ConverseExit();
   return 1;  // not reached
 }
