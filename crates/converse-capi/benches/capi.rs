@@ -63,10 +63,22 @@ fn build_c_program() -> PathBuf {
 
 /// The C program's figures: (ns per self-send, µs per round trip).
 fn run_c(program: &Path, self_count: u64, rounds: u64) -> (f64, f64) {
-    let out = Command::new(program)
+    let mut child = Command::new(program)
         .args(["+p", "2", &self_count.to_string(), &rounds.to_string()])
-        .output()
-        .expect("the C benchmark runs");
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the C benchmark starts");
+    // A hung program must not hang the run (CI runs the benchmarks).
+    let deadline = Instant::now() + std::time::Duration::from_secs(300);
+    while child.try_wait().expect("wait").is_none() {
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the C benchmark did not end within 300 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().expect("the C benchmark's output");
     assert!(
         out.status.success(),
         "{}",
