@@ -1,0 +1,206 @@
+//! The C and C++ programs of `tests/c/memory/`: PUP (`pup_c.h`), struct
+//! reductions with C pup, merge and delete functions, isomalloc,
+//! quiescence detection and `CmiRegisterHandlerEx`, run in one process
+//! (`+p 1`, `+p 4 ++ppn 2`, more) and under `convrun` in two processes.
+mod common;
+
+use common::{expect_ok, text};
+
+const DIR: &str = "memory";
+
+fn direct(name: &str, args: &[&str]) -> std::process::Output {
+    common::direct(DIR, name, args)
+}
+
+fn convrun(args: &[&str], name: &str) -> std::process::Output {
+    common::convrun(DIR, args, name)
+}
+
+/// Asserts that the job was aborted with a message containing each of
+/// `parts`.
+fn expect_abort(out: &std::process::Output, parts: &[&str]) {
+    let (stdout, stderr) = text(out);
+    assert_eq!(
+        out.status.code(),
+        Some(converse::ABORT_EXIT_CODE),
+        "stdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    for p in parts {
+        assert!(stderr.contains(p), "missing `{p}` in:\n{stderr}");
+    }
+}
+
+#[test]
+fn pup_round_trips_on_every_pe() {
+    let lines = |n: usize| {
+        [
+            format!("pup: record sized, packed and unpacked on {n} PEs"),
+            format!("pup: arrays of every type round-trip on {n} PEs"),
+        ]
+    };
+    for (args, n) in [(&["+p", "1"][..], 1), (&["+p", "4", "++ppn", "2"][..], 4)] {
+        let want = lines(n);
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        expect_ok(&direct("pup", args), &want);
+        if n > 1 {
+            expect_ok(&convrun(args, "pup"), &want);
+        }
+    }
+}
+
+#[test]
+fn a_pup_overrun_ends_the_job_naming_it() {
+    let out = direct("pup", &["+p", "2", "overrun-pack"]);
+    let (stdout, _) = text(&out);
+    // The record's size (146 bytes on LP64), as the program printed it.
+    let n: usize = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pup: packing "))
+        .and_then(|l| l.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no size in:\n{stdout}"));
+    expect_abort(
+        &out,
+        &[
+            "PE 0 aborting: pup_bytes: packing 8 bytes at offset",
+            &format!(
+                "overruns the {}-byte buffer (only 7 more can be written)",
+                n - 1
+            ),
+        ],
+    );
+    let out = direct("pup", &["+p", "2", "overrun-unpack"]);
+    expect_abort(
+        &out,
+        &[
+            "PE 0 aborting: pup_bytes: unpacking 8 bytes at offset",
+            &format!(
+                "overruns the {}-byte buffer (only 7 more can be read)",
+                n - 1
+            ),
+        ],
+    );
+}
+
+/// The lines `reduce.c` prints with `n` PEs: sums of (kind + 1) · 100 +
+/// pe², over all PEs for the order and ID forms and over the odd PEs
+/// (PE 0 alone with one PE) for the list, rooted at its first (highest).
+fn reduce_lines(n: usize) -> Vec<String> {
+    let value = |kind: usize, pe: usize| (kind + 1) * 100 + pe * pe;
+    let all: Vec<usize> = (0..n).collect();
+    let mut list: Vec<usize> = (1..n).rev().filter(|p| p % 2 == 1).collect();
+    if list.is_empty() {
+        list.push(0);
+    }
+    let line = |name: &str, kind: usize, pes: &[usize], root: usize| {
+        let sum: usize = pes.iter().map(|&p| value(kind, p)).sum();
+        let max = pes.iter().map(|&p| value(kind, p)).max().unwrap();
+        format!(
+            "{name}: sum {sum} max {max} count {} on PE {root}",
+            pes.len()
+        )
+    };
+    vec![
+        line("order", 0, &all, 0),
+        line("id", 1, &all, 0),
+        line("list", 2, &list, list[0]),
+        format!(
+            "deletes: {} in all, once per reduction on every PE but the root",
+            2 * (n - 1)
+        ),
+    ]
+}
+
+#[test]
+fn struct_reductions_by_order_by_id_and_over_a_list() {
+    for (args, n) in [
+        (&["+p", "1"][..], 1),
+        (&["+p", "4", "++ppn", "2"][..], 4),
+        // Branching factor 4: PE 1 has children 5 and 6, an inner node.
+        (&["+p", "7"][..], 7),
+        (&["+p", "6", "++spantree-branch", "2"][..], 6),
+    ] {
+        let want = reduce_lines(n);
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        expect_ok(&direct("reduce", args), &want);
+    }
+    let want = reduce_lines(4);
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    for netmod in ["shm", "tcp"] {
+        let out = convrun(&["+p", "4", "++ppn", "2", "++netmod", netmod], "reduce");
+        expect_ok(&out, &want);
+    }
+}
+
+#[test]
+fn isomalloc_blocks_are_distinct_in_range_and_freed() {
+    for (args, n) in [(&["+p", "1"][..], 1), (&["+p", "4", "++ppn", "2"][..], 4)] {
+        let a = format!("isomalloc: {n} PEs, {n} distinct blocks in range");
+        let b = format!("isomalloc: blocks checked and freed on {n} PEs");
+        expect_ok(&direct("iso", args), &[&a, &b]);
+        if n > 1 {
+            expect_ok(&convrun(args, "iso"), &[&a, &b]);
+        }
+    }
+    expect_abort(
+        &direct("iso", &["+p", "2", "double-free"]),
+        &["PE 0 aborting: CmiIsomallocFree(0x", "(freed already?)"],
+    );
+}
+
+#[test]
+fn quiescence_fires_after_a_burst_and_waits_for_cqd_work() {
+    let lines = |n: usize| {
+        [
+            format!("qd: fired on {n} PEs after 320 hops each"),
+            "qd: CQd counts move as asked".to_owned(),
+            "qd: held by CQdCreate until CQdProcess".to_owned(),
+        ]
+    };
+    for (args, n) in [(&["+p", "1"][..], 1), (&["+p", "4", "++ppn", "2"][..], 4)] {
+        let want = lines(n);
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        expect_ok(&direct("qd", args), &want);
+    }
+    let want = lines(4);
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    for netmod in ["shm", "tcp"] {
+        let out = convrun(&["+p", "4", "++ppn", "2", "++netmod", netmod], "qd");
+        expect_ok(&out, &want);
+    }
+    expect_abort(
+        &direct("qd", &["+p", "2", "bad-state"]),
+        &["PE 0 aborting: CQdCreate: 0x0 is not PE 0's CQdState"],
+    );
+}
+
+#[test]
+fn handler_ex_gets_its_pes_user_pointer() {
+    for (args, n) in [(&["+p", "1"][..], 1), (&["+p", "4", "++ppn", "2"][..], 4)] {
+        let line = format!("handlerEx: {n} PEs got their own pointer, twice each");
+        expect_ok(&direct("hex", args), &[&line]);
+        if n > 1 {
+            // Two processes: the handler tables agree although each PE
+            // registered its own pointer.
+            expect_ok(&convrun(args, "hex"), &[&line]);
+        }
+    }
+}
+
+#[test]
+fn the_headers_work_from_cpp() {
+    expect_ok(
+        &direct("cxx", &["+p", "2"]),
+        &[
+            "cxx: reduced 1 1 on PE 0",
+            "cxx: quiescence after the reduction",
+        ],
+    );
+    expect_ok(
+        &convrun(&["+p", "4", "++ppn", "2"], "cxx"),
+        &[
+            "cxx: reduced 6 2 on PE 0",
+            "cxx: quiescence after the reduction",
+        ],
+    );
+}
