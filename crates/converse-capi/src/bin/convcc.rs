@@ -18,6 +18,15 @@
 //!   (programs run directly, or under `convrun`). Other flags (`-I`, `-D`,
 //!   `-L`, `-l`, `-g`, `-O…`, `-W…`) go to the compiler as they are.
 //! - `-verbose` prints each command before running it.
+//! - `-gen-cpm F.c` (CPM, the Converse Extensions manual's chapter 6), as
+//!   charmc does it: `F.c` is preprocessed (`$CC -E`, or `$CXX -E` for a
+//!   C++ source, with the headers' directory and the command line's `-I`,
+//!   `-D`, `-U`, `-include`, `-isystem`, `-iquote` and `-std=` flags; an
+//!   empty `F.cpm.h` stands in meanwhile, since `F.c` includes it), and the
+//!   CPM scanner (`cpm`, beside this program, or `$CONVERSE_CPM`) writes
+//!   `F.cpm.h` beside `F.c` (charmc's path: the source's path without its
+//!   extension). If it fails, no `F.cpm.h` is left. May be given more than
+//!   once, and with files to build (after the headers are written).
 //!
 //! Where things are: the headers in the repository's `include/` (or
 //! `$CONVERSE_INCLUDE`), the library beside this program (`$CONVERSE_LIB`,
@@ -53,6 +62,8 @@ struct Request {
     sources: Vec<String>,
     /// Objects and libraries for the link.
     others: Vec<String>,
+    /// `-gen-cpm` sources, in order.
+    gen_cpm: Vec<String>,
 }
 
 fn is_cxx(file: &str) -> bool {
@@ -88,11 +99,9 @@ fn parse(args: &[String]) -> Result<Request, String> {
             "-optimize" => r.flags.push("-O2".into()),
             "-no-charmrun" | "-production" => {}
             "-verbose" => r.verbose = true,
-            "-gen-cpm" => {
-                return Err(
-                    "-gen-cpm: the CPM scanner is not built yet (issue 24 lands it in a later part)".into(),
-                );
-            }
+            "-gen-cpm" => r
+                .gen_cpm
+                .push(it.next().ok_or("-gen-cpm needs a source file")?.clone()),
             f if FLAGS_WITH_VALUE.contains(&f) => {
                 r.flags.push(f.to_owned());
                 r.flags
@@ -106,7 +115,7 @@ fn parse(args: &[String]) -> Result<Request, String> {
             file => r.others.push(file.to_owned()),
         }
     }
-    if r.sources.is_empty() && r.others.is_empty() {
+    if r.sources.is_empty() && r.others.is_empty() && r.gen_cpm.is_empty() {
         return Err("no input files".into());
     }
     if r.compile_only && r.output.is_some() && r.sources.len() > 1 {
@@ -221,9 +230,99 @@ fn build(r: &Request) -> Result<(), String> {
     result
 }
 
+// ---- -gen-cpm ----------------------------------------------------------------
+
+/// The header `-gen-cpm source` writes: the source's path without its
+/// extension, plus `.cpm.h` (charmc's `stripExtention`, which keeps the
+/// directory: beside the source, where its `#include "F.cpm.h"` finds it).
+fn cpm_header_of(source: &str) -> PathBuf {
+    Path::new(source).with_extension("cpm.h")
+}
+
+/// The flags of `flags` that change what the preprocessor makes of a file
+/// (include paths, macros, forced includes, the language standard), with
+/// their values.
+fn preprocessor_flags(flags: &[String]) -> Vec<String> {
+    const WITH_VALUE: &[&str] = &["-I", "-D", "-U", "-include", "-isystem", "-iquote"];
+    let mut out = Vec::new();
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        if WITH_VALUE.contains(&f.as_str()) {
+            out.push(f.clone());
+            if let Some(v) = it.next() {
+                out.push(v.clone());
+            }
+        } else if FLAGS_WITH_VALUE.contains(&f.as_str()) {
+            // Another flag's value (`-L dir`, `-x c`): not the
+            // preprocessor's.
+            it.next();
+        } else if ["-I", "-D", "-U", "-std=", "-isystem", "-iquote"]
+            .iter()
+            .any(|p| f.starts_with(p))
+        {
+            out.push(f.clone());
+        }
+    }
+    out
+}
+
+/// The CPM scanner: `$CONVERSE_CPM`, else `cpm` beside this program.
+fn cpm_scanner() -> PathBuf {
+    if let Some(path) = std::env::var_os("CONVERSE_CPM") {
+        return PathBuf::from(path);
+    }
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(|dir| dir.join("cpm")))
+        .unwrap_or_else(|| PathBuf::from("cpm"))
+}
+
+/// `-gen-cpm source`: preprocesses it and runs the scanner on that (see the
+/// top comment).
+fn gen_cpm(r: &Request, source: &str) -> Result<(), String> {
+    let header = cpm_header_of(source);
+    // The source includes its header: an empty one stands in (not an old
+    // one, whose code the scanner would read as the program's).
+    std::fs::write(&header, "").map_err(|e| format!("{}: {e}", header.display()))?;
+    let scratch = std::env::temp_dir().join(format!("convcc-cpm-{}", std::process::id()));
+    let result = (|| {
+        std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+        let preprocessed = scratch.join("source.i");
+        let mut cmd = Command::new(compiler(is_cxx(source)));
+        cmd.arg("-E")
+            .arg(source)
+            .arg("-o")
+            .arg(&preprocessed)
+            .arg("-I")
+            .arg(include_dir())
+            // As `compile` has it (it defines _REENTRANT).
+            .arg("-pthread")
+            .args(preprocessor_flags(&r.flags));
+        run(cmd, r.verbose)?;
+        let mut cmd = Command::new(cpm_scanner());
+        cmd.arg(&preprocessed).arg(&header);
+        run(cmd, r.verbose)
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    if result.is_err() {
+        let _ = std::fs::remove_file(&header);
+    }
+    result
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match parse(&args).and_then(|r| build(&r)) {
+    let done = parse(&args).and_then(|r| {
+        for source in &r.gen_cpm {
+            gen_cpm(&r, source)?;
+        }
+        if r.sources.is_empty() && r.others.is_empty() {
+            Ok(())
+        } else {
+            build(&r)
+        }
+    });
+    match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(why) => {
             eprintln!("convcc: {why}");
@@ -266,5 +365,64 @@ mod tests {
                 .contains("charm++")
         );
         assert!(parse(&args("-c -o x.o a.c b.c")).is_err());
+        assert_eq!(
+            parse(&args("-gen-cpm")).unwrap_err(),
+            "-gen-cpm needs a source file"
+        );
+    }
+
+    #[test]
+    fn gen_cpm_takes_its_source_and_may_come_alone() {
+        let r = parse(&args("-gen-cpm dir/msg.c")).unwrap();
+        assert_eq!(r.gen_cpm, ["dir/msg.c"]);
+        assert!(r.sources.is_empty() && r.others.is_empty());
+        let r = parse(&args(
+            "-I inc -gen-cpm a.c -DX=1 -gen-cpm b.C -o prog a.c b.C",
+        ))
+        .unwrap();
+        assert_eq!(r.gen_cpm, ["a.c", "b.C"]);
+        assert_eq!(r.sources, ["a.c", "b.C"]);
+        assert_eq!(r.flags, ["-I", "inc", "-DX=1"]);
+    }
+
+    #[test]
+    fn gen_cpm_writes_beside_the_source_as_charmc_does() {
+        assert_eq!(cpm_header_of("msg.c"), Path::new("msg.cpm.h"));
+        assert_eq!(
+            cpm_header_of("src/dir/msg.c"),
+            Path::new("src/dir/msg.cpm.h")
+        );
+        assert_eq!(cpm_header_of("../a.b.c"), Path::new("../a.b.cpm.h"));
+        assert_eq!(cpm_header_of("prog.C"), Path::new("prog.cpm.h"));
+    }
+
+    #[test]
+    fn gen_cpm_preprocesses_with_the_include_and_macro_flags_only() {
+        let flags = args(
+            "-g -Wall -Werror -I inc -Iinc2 -D X=1 -DY -U Z -UW -include pre.h -isystem sys \
+             -iquote q -std=c99 -O2 -L lib -lm -x c -MF deps.d",
+        );
+        assert_eq!(
+            preprocessor_flags(&flags),
+            args(
+                "-I inc -Iinc2 -D X=1 -DY -U Z -UW -include pre.h -isystem sys -iquote q -std=c99"
+            )
+        );
+    }
+
+    /// A source the preprocessor refuses: the error, and no header (the
+    /// integration tests, `tests/c_cpm.rs`, run the whole of `-gen-cpm` as
+    /// a Makefile does, scanner included).
+    #[test]
+    fn gen_cpm_leaves_no_header_when_the_source_is_wrong() {
+        let dir = std::env::temp_dir().join(format!("convcc-unit-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let source = dir.join("broken.c");
+        std::fs::write(&source, "#include \"nowhere.h\"\n").unwrap();
+        let r = parse(&args("-gen-cpm x.c")).unwrap();
+        let err = gen_cpm(&r, source.to_str().unwrap()).unwrap_err();
+        assert!(err.contains("-E") || err.contains("failed"), "{err}");
+        assert!(!dir.join("broken.cpm.h").exists());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
