@@ -400,5 +400,6 @@ int CmiCsvIndex_(void);
 #include "converse-rs/memory.h"  /* isomalloc, struct reductions, QD, CmiRegisterHandlerEx */
 #include "converse-rs/onesided.h" /* one-sided and persistent communication */
 #include "converse-rs/ext.h"     /* the extensions' tag matching (Cmm) and futures */
+#include "conv-cpm.h"            /* CPM's types and destinations, as Charm++'s converse.h has them */
 
 #endif /* CONVERSE_RS_CONVERSE_H */

@@ -184,6 +184,31 @@ fn c_handler_tables_that_differ_are_named_by_function() {
 }
 
 #[test]
+fn a_program_linked_with_the_shared_library_runs() {
+    let dir = common::programs(DIR); // builds the libraries too
+    let out_dir = common::profile_dir().join("c-tests").join("shared");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let program = out_dir.join("hello-shared");
+    let st = Command::new(env!("CARGO_BIN_EXE_convcc"))
+        .args(["-shared-converse", "-o"])
+        .arg(&program)
+        .arg(dir.join("hello.c"))
+        .env("CONVERSE_LIB", common::profile_dir())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let ldd = Command::new("ldd").arg(&program).output().unwrap();
+    let ldd = String::from_utf8_lossy(&ldd.stdout);
+    assert!(ldd.contains("libconverse_capi.so"), "{ldd}");
+    let out = common::run_with_deadline({
+        let mut c = Command::new(&program);
+        c.args(["+p", "3"]);
+        c
+    });
+    expect_ok(&out, &["PE 0 heard from all 3 PEs"]);
+}
+
+#[test]
 fn convcc_says_what_is_wrong_with_a_command_line() {
     let out = Command::new(env!("CARGO_BIN_EXE_convcc"))
         .args(["-language", "charm++", "x.C"])

@@ -64,6 +64,9 @@ struct Request {
     others: Vec<String>,
     /// `-gen-cpm` sources, in order.
     gen_cpm: Vec<String>,
+    /// `-shared-converse`: link `libconverse_capi.so` instead of the
+    /// static library.
+    shared: bool,
 }
 
 fn is_cxx(file: &str) -> bool {
@@ -99,6 +102,7 @@ fn parse(args: &[String]) -> Result<Request, String> {
             "-optimize" => r.flags.push("-O2".into()),
             "-no-charmrun" | "-production" => {}
             "-verbose" => r.verbose = true,
+            "-shared-converse" => r.shared = true,
             "-gen-cpm" => r
                 .gen_cpm
                 .push(it.next().ok_or("-gen-cpm needs a source file")?.clone()),
@@ -142,9 +146,94 @@ fn lib_dir() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("."))
 }
 
-fn compiler(cxx: bool) -> String {
+/// The C or C++ compiler as a command: `$CC`/`$CXX` (which may carry
+/// arguments of their own, `ccache gcc` say), else `cc`/`c++`.
+fn compiler(cxx: bool) -> Command {
     let (var, default) = if cxx { ("CXX", "c++") } else { ("CC", "cc") };
-    std::env::var(var).unwrap_or_else(|_| default.into())
+    let line = std::env::var(var).unwrap_or_default();
+    let mut words = line.split_whitespace();
+    match words.next() {
+        Some(program) => {
+            let mut cmd = Command::new(program);
+            cmd.args(words);
+            cmd
+        }
+        None => Command::new(default),
+    }
+}
+
+/// Flags that only the link takes (`-L`, `-l` with their values, `-Wl,…`,
+/// `-shared`, `-static`, `-rdynamic`): kept out of the compile steps.
+fn link_only(flags: &[String]) -> (Vec<String>, Vec<String>) {
+    let (mut compile, mut link) = (Vec::new(), Vec::new());
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        if f == "-L" || f == "-l" {
+            link.push(f.clone());
+            link.extend(it.next().cloned());
+        } else if f.starts_with("-L")
+            || f.starts_with("-l")
+            || f.starts_with("-Wl,")
+            || ["-shared", "-static", "-rdynamic"].contains(&f.as_str())
+        {
+            link.push(f.clone());
+        } else {
+            compile.push(f.clone());
+        }
+    }
+    (compile, link)
+}
+
+/// Flags that only the compile steps take (`-I`, `-D`, `-U`, `-include`
+/// with their values, `-x`): kept out of the link.
+fn compile_only_flag(f: &str) -> bool {
+    ["-I", "-D", "-U"].iter().any(|p| f.starts_with(p)) || f == "-include" || f == "-x"
+}
+
+/// The flags of `flags` for the link step.
+fn link_flags(flags: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut it = flags.iter();
+    while let Some(f) = it.next() {
+        if compile_only_flag(f) {
+            // A separate value goes with its flag.
+            if ["-I", "-D", "-U", "-include", "-x"].contains(&f.as_str()) {
+                it.next();
+            }
+            continue;
+        }
+        out.push(f.clone());
+    }
+    out
+}
+
+/// A new directory for the link's temporary objects, made for this run
+/// alone (its name is random and it must not exist yet; only its owner may
+/// enter it).
+fn scratch_dir() -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    let base = std::env::temp_dir();
+    for _ in 0..16 {
+        let mut bytes = [0u8; 8];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes))
+            .map_err(|e| format!("/dev/urandom: {e}"))?;
+        let name = format!(
+            "convcc-{}-{:016x}",
+            std::process::id(),
+            u64::from_ne_bytes(bytes)
+        );
+        let dir = base.join(name);
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(format!("{}: {e}", dir.display())),
+        }
+    }
+    Err(format!(
+        "cannot make a temporary directory in {}",
+        base.display()
+    ))
 }
 
 fn run(mut cmd: Command, verbose: bool) -> Result<(), String> {
@@ -175,20 +264,28 @@ fn object_of(source: &str) -> String {
 }
 
 fn compile(r: &Request, source: &str, object: &str) -> Result<(), String> {
-    let mut cmd = Command::new(compiler(is_cxx(source)));
-    cmd.arg("-c")
-        .arg(source)
-        .arg("-o")
-        .arg(object)
-        .arg("-I")
+    let (flags, _) = link_only(&r.flags);
+    let mut cmd = compiler(is_cxx(source));
+    // The user's flags first: `-x c++` and the like apply to the source.
+    cmd.arg("-I")
         .arg(include_dir())
         .args(["-pthread", "-funwind-tables"])
-        .args(&r.flags);
+        .args(&flags)
+        .arg("-c")
+        .arg(source)
+        .arg("-o")
+        .arg(object);
     run(cmd, r.verbose)
 }
 
 fn build(r: &Request) -> Result<(), String> {
     if r.compile_only {
+        if !r.others.is_empty() {
+            eprintln!(
+                "convcc: warning: -c compiles only; not linking {}",
+                r.others.join(" ")
+            );
+        }
         for source in &r.sources {
             let object = r.output.clone().unwrap_or_else(|| object_of(source));
             compile(r, source, &object)?;
@@ -196,8 +293,7 @@ fn build(r: &Request) -> Result<(), String> {
         return Ok(());
     }
     // Compile each source to a temporary object, then link them all.
-    let scratch = std::env::temp_dir().join(format!("convcc-{}", std::process::id()));
-    std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
+    let scratch = scratch_dir()?;
     let result = (|| {
         let mut objects = Vec::new();
         for (i, source) in r.sources.iter().enumerate() {
@@ -205,14 +301,19 @@ fn build(r: &Request) -> Result<(), String> {
             compile(r, source, &object.to_string_lossy())?;
             objects.push(object);
         }
-        let lib = lib_dir().join("libconverse_capi.a");
+        let dir = lib_dir();
+        let lib = dir.join(if r.shared {
+            "libconverse_capi.so"
+        } else {
+            "libconverse_capi.a"
+        });
         if !lib.exists() {
             return Err(format!(
                 "{} not found (build it with `cargo build -p converse-capi`, or set CONVERSE_LIB)",
                 lib.display()
             ));
         }
-        let mut cmd = Command::new(compiler(r.cplusplus));
+        let mut cmd = compiler(r.cplusplus);
         cmd.args(&objects)
             .args(&r.others)
             .arg("-o")
@@ -221,9 +322,13 @@ fn build(r: &Request) -> Result<(), String> {
             // The program's own functions in its dynamic symbol table:
             // the handler-table check names C handlers by symbol.
             .arg("-rdynamic")
-            .args(&r.flags)
-            .arg(&lib)
-            .args(SYSTEM_LIBS);
+            .args(link_flags(&r.flags));
+        if r.shared {
+            // Found at run time where it was at link time.
+            cmd.arg(&lib).arg(format!("-Wl,-rpath,{}", dir.display()));
+        } else {
+            cmd.arg(&lib).args(SYSTEM_LIBS);
+        }
         run(cmd, r.verbose)
     })();
     let _ = std::fs::remove_dir_all(&scratch);
@@ -284,11 +389,10 @@ fn gen_cpm(r: &Request, source: &str) -> Result<(), String> {
     // The source includes its header: an empty one stands in (not an old
     // one, whose code the scanner would read as the program's).
     std::fs::write(&header, "").map_err(|e| format!("{}: {e}", header.display()))?;
-    let scratch = std::env::temp_dir().join(format!("convcc-cpm-{}", std::process::id()));
+    let scratch = scratch_dir()?;
     let result = (|| {
-        std::fs::create_dir_all(&scratch).map_err(|e| format!("{}: {e}", scratch.display()))?;
         let preprocessed = scratch.join("source.i");
-        let mut cmd = Command::new(compiler(is_cxx(source)));
+        let mut cmd = compiler(is_cxx(source));
         cmd.arg("-E")
             .arg(source)
             .arg("-o")
@@ -353,6 +457,33 @@ mod tests {
         let r = parse(&args("-c dir/ring.c")).unwrap();
         assert!(r.compile_only && !r.cplusplus);
         assert_eq!(object_of(&r.sources[0]), "ring.o");
+    }
+
+    #[test]
+    fn link_and_compile_flags_go_where_they_belong() {
+        let flags = args("-O2 -I inc -DX=1 -L /opt/lib -lm -Wl,--as-needed -x c -g");
+        let (compile, link) = link_only(&flags);
+        assert_eq!(compile, args("-O2 -I inc -DX=1 -x c -g"));
+        assert_eq!(link, args("-L /opt/lib -lm -Wl,--as-needed"));
+        assert_eq!(
+            link_flags(&flags),
+            args("-O2 -L /opt/lib -lm -Wl,--as-needed -g")
+        );
+        let r = parse(&args("-shared-converse -o p p.c")).unwrap();
+        assert!(r.shared);
+    }
+
+    #[test]
+    fn each_link_gets_a_directory_of_its_own() {
+        let (a, b) = (scratch_dir().unwrap(), scratch_dir().unwrap());
+        assert_ne!(a, b);
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&a).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        std::fs::remove_dir(a).unwrap();
+        std::fs::remove_dir(b).unwrap();
     }
 
     #[test]
