@@ -1,1 +1,234 @@
-//! (being written)
+//! Master-slave from C (`cms.h`, the extensions manual's chapter 3):
+//! `CmsInit`, `CmsFireTask`, `CmsAwaitResponses`, `CmsGetResponse`,
+//! `CmsProcessResponses`, `CmsExit`, over [`converse_ext::cms`].
+//!
+//! # Starting and ending, as Converse's Cms does
+//!
+//! `CmsInit` is called from the program's `main` and starts the job itself
+//! (`ConverseInit` in its init-returns mode, with the process's command
+//! line): the calling thread becomes the first PE of its process. It
+//! registers the module on every PE, in the same order: this module's stop
+//! handler, then the Rust module's handlers and the worker. It returns on
+//! PE 0 only, the manager; every other PE (the other threads, and the main
+//! thread of every other process) serves tasks in its scheduler until the
+//! manager's `CmsExit`, then ends (the main thread of another process ends
+//! its process). `CmsExit` on PE 0 sends every other PE the stop message
+//! (their schedulers return, so their start functions do) and ends the job
+//! with exit code 0.
+//!
+//! # Memory
+//!
+//! - A task's bytes reach the worker in an aligned copy the worker may
+//!   change. The worker allocates its response with `malloc` and returns its
+//!   size; the library copies the response into the message to PE 0 and
+//!   frees it with `free`.
+//! - `CmsGetResponse` returns a `malloc`ed copy of the response, which the
+//!   caller owns (it may `free` it); asked again before the task is fired
+//!   again, it returns the same pointer. The consumer of
+//!   `CmsProcessResponses` gets a `malloc`ed copy it owns, as in Converse.
+//!
+//! # Invariants
+//!
+//! - `CmsInit` runs once per process, on a thread that is no PE yet.
+//! - The worker function is the PE's (a `Cpv`), set before the Rust module
+//!   can run a task there.
+//!
+//! # Concurrency
+//!
+//! Per PE: the state is a `Cpv`; tasks, responses and the stop are
+//! messages.
+use std::cell::RefCell;
+use std::ffi::{c_int, c_void};
+
+use converse::{Cpv, Message};
+use converse_ext::cms;
+
+/// The worker (`CmsWorkerFn`): `int worker(void *task, void **response)`,
+/// returning the response's size.
+pub type CmsWorkerFn = unsafe extern "C-unwind" fn(*mut c_void, *mut *mut c_void) -> c_int;
+
+/// The consumer (`CmsConsumerFn`): `int consumer(void *response, int ref)`.
+pub type CmsConsumerFn = unsafe extern "C-unwind" fn(*mut c_void, c_int) -> c_int;
+
+/// A PE's Cms state.
+struct CmsC {
+    worker: CmsWorkerFn,
+    /// The stop message's handler.
+    stop: usize,
+    /// Manager: the responses handed to C, by task number (see the module
+    /// comment).
+    handed: RefCell<Vec<*mut c_void>>,
+}
+
+static CMS: Cpv<CmsC> = Cpv::new();
+
+fn state(call: &str) -> std::rc::Rc<CmsC> {
+    CMS.try_get().unwrap_or_else(|| {
+        converse::abort(&format!(
+            "{call} on PE {} before CmsInit",
+            converse::my_pe()
+        ))
+    })
+}
+
+/// Registers the module on the calling PE (the same order on every PE).
+fn set_up(worker: CmsWorkerFn, max: usize) {
+    let stop = converse::register_handler(|_msg: Message| converse::exit_scheduler());
+    CMS.initialize(CmsC {
+        worker,
+        stop,
+        handed: RefCell::new(vec![std::ptr::null_mut(); max]),
+    });
+    cms::init(run_worker, max);
+}
+
+/// Runs the PE's C worker on a task's bytes.
+fn run_worker(task: &[u8]) -> Vec<u8> {
+    let worker = state("a Cms task").worker;
+    // An aligned copy the worker may write.
+    let mut copy = vec![0u128; task.len().div_ceil(16).max(1)];
+    let buf = copy.as_mut_ptr().cast::<u8>();
+    // SAFETY: `copy` holds at least `task.len()` bytes; distinct buffers.
+    unsafe { std::ptr::copy_nonoverlapping(task.as_ptr(), buf, task.len()) };
+    let mut response: *mut c_void = std::ptr::null_mut();
+    // SAFETY: the C worker, given the task's copy and an out-pointer.
+    let size = unsafe { worker(buf.cast(), &mut response) };
+    let size = crate::nonneg(size, "a Cms worker's response size");
+    let out = if size == 0 {
+        Vec::new()
+    } else if response.is_null() {
+        converse::abort(&format!(
+            "a Cms worker on PE {} returned {size} bytes but no response",
+            converse::my_pe()
+        ))
+    } else {
+        // SAFETY: the worker's response, `size` bytes (its promise).
+        unsafe { std::slice::from_raw_parts(response.cast::<u8>(), size) }.to_vec()
+    };
+    if !response.is_null() {
+        // SAFETY: allocated with `malloc` by the worker (the module
+        // comment's rule), freed once.
+        unsafe { libc::free(response) };
+    }
+    out
+}
+
+/// A `malloc`ed copy of `bytes` (at least one byte allocated).
+fn malloc_copy(bytes: &[u8]) -> *mut c_void {
+    // SAFETY: a plain allocation.
+    let p = unsafe { libc::malloc(bytes.len().max(1)) };
+    if p.is_null() {
+        converse::abort("Cms: out of memory for a response");
+    }
+    // SAFETY: `p` holds at least `bytes.len()` bytes; distinct buffers.
+    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), p.cast::<u8>(), bytes.len()) };
+    p
+}
+
+/// `CmsInit(worker, max)`: starts the job (from `main`: see the module
+/// comment) and sets master-slave up; `max` bounds the task numbers fired
+/// before the next `CmsAwaitResponses` or `CmsProcessResponses`. Returns on
+/// PE 0 only; the other PEs work until `CmsExit`.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CmsInit(worker: Option<CmsWorkerFn>, max: c_int) {
+    let Some(worker) = worker else {
+        converse::abort("CmsInit: the worker function is null")
+    };
+    let max = crate::nonneg(max, "CmsInit (max)");
+    let args: Vec<String> = std::env::args_os()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    converse::converse_init(
+        args,
+        move |_args: &[String]| {
+            set_up(worker, max);
+            converse::schedule_forever();
+        },
+        false,
+        true,
+    );
+    set_up(worker, max);
+    if converse::my_pe() != 0 {
+        // The main thread of another process: a worker until the stop.
+        converse::schedule_forever();
+        converse::exit(0);
+    }
+}
+
+/// `CmsFireTask(ref, t, size)`: fires task number `ref` (below `max`, not
+/// in flight) with a copy of the `size` bytes at `t`. On PE 0.
+///
+/// # Safety
+/// `t` points at `size` readable bytes (it may be null for 0).
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CmsFireTask(reference: c_int, t: *const c_void, size: c_int) {
+    let s = state("CmsFireTask");
+    let reference = crate::nonneg(reference, "CmsFireTask (ref)");
+    let n = crate::nonneg(size, "CmsFireTask (size)");
+    let task: &[u8] = if n == 0 {
+        &[]
+    } else {
+        if t.is_null() {
+            converse::abort(&format!("CmsFireTask: {n} bytes at a null pointer"));
+        }
+        // SAFETY: `n` readable bytes at `t` (the caller's promise).
+        unsafe { std::slice::from_raw_parts(t.cast::<u8>(), n) }
+    };
+    cms::fire_task(reference, task);
+    if let Some(h) = s.handed.borrow_mut().get_mut(reference) {
+        *h = std::ptr::null_mut();
+    }
+}
+
+/// `CmsAwaitResponses()`: runs PE 0's scheduler (it works on tasks too)
+/// until every fired task has answered.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CmsAwaitResponses() {
+    state("CmsAwaitResponses");
+    cms::await_responses();
+}
+
+/// `CmsGetResponse(ref)`: the response of task `ref`, a `malloc`ed copy
+/// the caller owns (null if it has not come).
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CmsGetResponse(reference: c_int) -> *mut c_void {
+    let s = state("CmsGetResponse");
+    let Ok(reference) = usize::try_from(reference) else {
+        return std::ptr::null_mut();
+    };
+    let mut handed = s.handed.borrow_mut();
+    let Some(slot) = handed.get_mut(reference) else {
+        return std::ptr::null_mut();
+    };
+    if let Some(bytes) = cms::get_response(reference) {
+        *slot = malloc_copy(&bytes);
+    }
+    *slot
+}
+
+/// `CmsProcessResponses(consumer)`: as `CmsAwaitResponses`, handing each
+/// response (a `malloc`ed copy it owns) and its task number to `consumer`
+/// as soon as it arrives.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CmsProcessResponses(consumer: Option<CmsConsumerFn>) {
+    state("CmsProcessResponses");
+    let Some(consumer) = consumer else {
+        converse::abort("CmsProcessResponses: the consumer function is null")
+    };
+    cms::process_responses(move |response: Vec<u8>, reference: usize| {
+        let r = c_int::try_from(reference).expect("task numbers fit a C int");
+        // SAFETY: the C consumer, given a response it owns and its number.
+        unsafe { consumer(malloc_copy(&response), r) };
+    });
+}
+
+/// `CmsExit()`: on PE 0, stops every other PE and ends the job (exit code
+/// 0); elsewhere it returns.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CmsExit() {
+    let s = state("CmsExit");
+    if converse::my_pe() == 0 && converse::num_pes() > 1 {
+        converse::sync_broadcast_and_free(Message::new(s.stop, 0));
+    }
+    cms::exit();
+}

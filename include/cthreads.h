@@ -1,0 +1,2 @@
+/* The manual's spelling of cpthreads.h. */
+#include "cpthreads.h"
