@@ -70,7 +70,9 @@ pub fn programs(dir: &str) -> PathBuf {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), out_dir.join(entry.file_name())).unwrap();
     }
+    let jobs = std::thread::available_parallelism().map_or(2, |n| n.get());
     let out = Command::new("make")
+        .arg(format!("-j{jobs}"))
         .arg("-C")
         .arg(&out_dir)
         .arg(format!("CHARMC={}", env!("CARGO_BIN_EXE_convcc")))
