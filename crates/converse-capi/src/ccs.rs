@@ -75,6 +75,11 @@ fn index_int(index: usize) -> c_int {
     c_int::try_from(index).expect("handler indices are below MAX_HANDLER_INDEX")
 }
 
+/// `f`, or the job ends naming `call` (a null function pointer from C).
+fn non_null_fn<F>(f: Option<F>, call: &str) -> F {
+    f.unwrap_or_else(|| converse::abort(&format!("{call}: the function is null")))
+}
+
 /// `CcsRegisterHandler(id, fn)`: registers C handler `fn` on the calling
 /// PE and makes it callable by CCS clients as `id`; returns its handler
 /// index. Call it on every PE, in the same order.
@@ -82,7 +87,11 @@ fn index_int(index: usize) -> c_int {
 /// # Safety
 /// `id` is a NUL-terminated string.
 #[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn CcsRegisterHandler(id: *const c_char, f: CmiHandler) -> c_int {
+pub unsafe extern "C-unwind" fn CcsRegisterHandler(
+    id: *const c_char,
+    f: Option<CmiHandler>,
+) -> c_int {
+    let f = non_null_fn(f, "CcsRegisterHandler");
     // SAFETY: the caller's promise.
     let name = unsafe { handler_name(id, "CcsRegisterHandler") };
     let call = move |msg: Message| f(msg.into_c_ptr().as_ptr().cast());
@@ -105,9 +114,10 @@ pub type CcsHandlerFn = extern "C-unwind" fn(*mut c_void, c_int, *const c_void);
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn CcsRegisterHandlerFn(
     id: *const c_char,
-    f: CcsHandlerFn,
+    f: Option<CcsHandlerFn>,
     user: *mut c_void,
 ) -> c_int {
+    let f = non_null_fn(f, "CcsRegisterHandlerFn");
     // SAFETY: the caller's promise.
     let name = unsafe { handler_name(id, "CcsRegisterHandlerFn") };
     let user = user as usize;
@@ -147,7 +157,11 @@ pub unsafe extern "C-unwind" fn CcsUseHandler(id: *const c_char, hdlr: c_int) {
 /// `name` is a NUL-terminated string; `merge` follows `CmiReduceMergeFn`'s
 /// contract for the buffers it is given.
 #[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn CcsSetMergeFn(name: *const c_char, merge: CmiReduceMergeFn) {
+pub unsafe extern "C-unwind" fn CcsSetMergeFn(
+    name: *const c_char,
+    merge: Option<CmiReduceMergeFn>,
+) {
+    let merge = non_null_fn(merge, "CcsSetMergeFn");
     // SAFETY: the caller's promise.
     let name = unsafe { handler_name(name, "CcsSetMergeFn") };
     ccs::set_merge_fn(&name, c_merge(name.clone(), merge));

@@ -227,7 +227,11 @@ unsafe fn envelope(msg: *mut c_void, need: usize, call: &str) -> NonNull<u8> {
     // SAFETY: `envpos` is inside the message (checked just above).
     let pos = unsafe { ptr.as_ptr().add(ENVPOS_AT).cast::<c_int>().read_unaligned() };
     match usize::try_from(pos) {
-        Ok(p) if p >= ENVPOS_AT + 4 && p.checked_add(need).is_some_and(|end| end <= len) => {
+        Ok(p)
+            if p >= ENVPOS_AT + 4
+                && p % 4 == 0
+                && p.checked_add(need).is_some_and(|end| end <= len) =>
+        {
             // SAFETY: inside the message (checked).
             unsafe { ptr.add(p) }
         }
@@ -362,6 +366,20 @@ extern "C-unwind" fn enqueue_arrived(msg: *mut c_void) {
         *handler_of(msg) = env_int(env, 0) as u32;
         let strategy = env_int(env, 1);
         let priobits = env_int(env, 2);
+        // The words the strategy will read, within those checked above.
+        let needed = match strategy {
+            crate::queueing::CQS_QUEUEING_IFIFO | crate::queueing::CQS_QUEUEING_ILIFO => 1,
+            crate::queueing::CQS_QUEUEING_LFIFO | crate::queueing::CQS_QUEUEING_LLIFO => 2,
+            crate::queueing::CQS_QUEUEING_BFIFO | crate::queueing::CQS_QUEUEING_BLIFO => {
+                usize::try_from(priobits).map_or(usize::MAX, |b| b.div_ceil(32))
+            }
+            _ => 0,
+        };
+        if needed > words {
+            converse::abort(&format!(
+                "{CALL}: strategy {strategy} with {priobits} priority bits needs {needed} words; the envelope holds {words}"
+            ));
+        }
         let prio = env.as_ptr().add(ENQ_FIXED).cast::<c_uint>();
         CsdEnqueueGeneral(msg, strategy, priobits, prio);
     }

@@ -22,10 +22,12 @@
 //!   change. The worker allocates its response with `malloc` and returns its
 //!   size; the library copies the response into the message to PE 0 and
 //!   frees it with `free`.
-//! - `CmsGetResponse` returns a `malloc`ed copy of the response, which the
-//!   caller owns (it may `free` it); asked again before the task is fired
+//! - `CmsGetResponse` returns a copy of the response that the library
+//!   keeps ("extracted from the system's buffers", as the manual says; the
+//!   program does not free it): asked again before the task is fired
 //!   again, it returns the same pointer. The consumer of
-//!   `CmsProcessResponses` gets a `malloc`ed copy it owns, as in Converse.
+//!   `CmsProcessResponses` gets such a copy too. A copy is freed when its
+//!   task number is fired again, or at `CmsExit`.
 //!
 //! # Invariants
 //!
@@ -176,8 +178,37 @@ pub unsafe extern "C-unwind" fn CmsFireTask(reference: c_int, t: *const c_void, 
     };
     cms::fire_task(reference, task);
     if let Some(h) = s.handed.borrow_mut().get_mut(reference) {
-        *h = std::ptr::null_mut();
+        release(h);
     }
+}
+
+/// Frees the response copy held in `slot` (the library's until the task
+/// is fired again or the job ends) and empties the slot.
+fn release(slot: &mut *mut c_void) {
+    if !slot.is_null() {
+        // SAFETY: made by `malloc_copy`, held only in this slot.
+        unsafe { libc::free(*slot) };
+        *slot = std::ptr::null_mut();
+    }
+}
+
+/// Keeps `copy` as task `reference`'s response in its slot, freeing the
+/// one it replaces; returns it.
+fn keep(s: &CmsC, reference: usize, copy: *mut c_void) -> *mut c_void {
+    let mut handed = s.handed.borrow_mut();
+    match handed.get_mut(reference) {
+        Some(slot) => {
+            release(slot);
+            *slot = copy;
+        }
+        // Not a task number the table knows: the copy must not leak.
+        None => {
+            // SAFETY: made by `malloc_copy` and held nowhere else.
+            unsafe { libc::free(copy) };
+            return std::ptr::null_mut();
+        }
+    }
+    copy
 }
 
 /// `CmsAwaitResponses()`: runs PE 0's scheduler (it works on tasks too)
@@ -188,27 +219,32 @@ pub extern "C-unwind" fn CmsAwaitResponses() {
     cms::await_responses();
 }
 
-/// `CmsGetResponse(ref)`: the response of task `ref`, a `malloc`ed copy
-/// the caller owns (null if it has not come).
+/// `CmsGetResponse(ref)`: the response of task `ref`, a copy the library
+/// keeps until the task is fired again (null if it has not come).
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CmsGetResponse(reference: c_int) -> *mut c_void {
     let s = state("CmsGetResponse");
     let Ok(reference) = usize::try_from(reference) else {
         return std::ptr::null_mut();
     };
-    let mut handed = s.handed.borrow_mut();
-    let Some(slot) = handed.get_mut(reference) else {
-        return std::ptr::null_mut();
-    };
-    if let Some(bytes) = cms::get_response(reference) {
-        *slot = malloc_copy(&bytes);
+    {
+        let handed = s.handed.borrow();
+        match handed.get(reference) {
+            None => return std::ptr::null_mut(),
+            // Asked again: the same copy.
+            Some(slot) if !slot.is_null() => return *slot,
+            Some(_) => {}
+        }
     }
-    *slot
+    match cms::get_response(reference) {
+        Some(bytes) => keep(&s, reference, malloc_copy(&bytes)),
+        None => std::ptr::null_mut(),
+    }
 }
 
 /// `CmsProcessResponses(consumer)`: as `CmsAwaitResponses`, handing each
-/// response (a `malloc`ed copy it owns) and its task number to `consumer`
-/// as soon as it arrives.
+/// response (a copy the library keeps, as `CmsGetResponse`'s) and its task
+/// number to `consumer` as soon as it arrives.
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CmsProcessResponses(consumer: Option<CmsConsumerFn>) {
     state("CmsProcessResponses");
@@ -217,8 +253,11 @@ pub extern "C-unwind" fn CmsProcessResponses(consumer: Option<CmsConsumerFn>) {
     };
     cms::process_responses(move |response: Vec<u8>, reference: usize| {
         let r = c_int::try_from(reference).expect("task numbers fit a C int");
-        // SAFETY: the C consumer, given a response it owns and its number.
-        unsafe { consumer(malloc_copy(&response), r) };
+        let s = state("CmsProcessResponses");
+        let copy = keep(&s, reference, malloc_copy(&response));
+        // SAFETY: the C consumer, given the response (the library's, valid
+        // until the task is fired again) and its number.
+        unsafe { consumer(copy, r) };
     });
 }
 
@@ -227,6 +266,9 @@ pub extern "C-unwind" fn CmsProcessResponses(consumer: Option<CmsConsumerFn>) {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CmsExit() {
     let s = state("CmsExit");
+    for slot in s.handed.borrow_mut().iter_mut() {
+        release(slot);
+    }
     if converse::my_pe() == 0 && converse::num_pes() > 1 {
         converse::sync_broadcast_and_free(Message::new(s.stop, 0));
     }

@@ -388,8 +388,12 @@ fn set_port(
     });
     snapshot_all();
     let len = ulen(buffer_len);
-    let bound = Bound::new(buffer, len);
-    // No buffer: the crate refuses a length without one.
+    if len > isize::MAX as usize {
+        return bad_buffer(format!("port {port}: a buffer of {len} bytes cannot exist"));
+    }
+    // No buffer: no mirror either (the crate refuses a length without one,
+    // below).
+    let bound = Bound::new(buffer, if buffer.is_null() { 0 } else { len });
     let mirror = (!buffer.is_null()).then(|| bound.mirror.clone());
     let old = bind(port, bound);
     let r = gamma::set_active_port(
@@ -494,6 +498,9 @@ fn rebind(
         return bad_buffer(format!(
             "port {port}: a null buffer posted with length {len}"
         ));
+    }
+    if len > isize::MAX as usize {
+        return bad_buffer(format!("port {port}: a buffer of {len} bytes cannot exist"));
     }
     let bound = Bound::new(buffer, len);
     let mirror = bound.mirror.clone();

@@ -197,7 +197,7 @@ impl<'a> Lexer<'a> {
                 b'\n' => return,
                 b'\\' if self.peek(1) == Some(b'\n') => {
                     self.pos += 2;
-                    self.line += 1;
+                    self.line = self.line.wrapping_add(1);
                 }
                 _ => self.pos += 1,
             }
@@ -283,7 +283,7 @@ impl<'a> Lexer<'a> {
                 }
                 Some(b'\\') => {
                     if self.peek(1) == Some(b'\n') {
-                        self.line += 1;
+                        self.line = self.line.wrapping_add(1);
                     }
                     self.pos += 2;
                 }
@@ -316,10 +316,12 @@ impl<'a> Lexer<'a> {
             .position(|w| w == end.as_slice())
             .ok_or_else(|| self.error(line, "a raw string literal is not terminated"))?;
         let stop = paren + 1 + close + end.len();
-        self.line += self.src[self.pos..stop]
-            .iter()
-            .filter(|b| **b == b'\n')
-            .count() as u32;
+        self.line = self.line.wrapping_add(
+            self.src[self.pos..stop]
+                .iter()
+                .filter(|b| **b == b'\n')
+                .count() as u32,
+        );
         self.pos = stop;
         Ok(())
     }
@@ -356,7 +358,7 @@ impl<'a> Lexer<'a> {
                 }
                 b'\\' if self.peek(1) == Some(b'\n') => {
                     self.pos += 2;
-                    self.line += 1;
+                    self.line = self.line.wrapping_add(1);
                     continue;
                 }
                 b'#' if self.at_line_start => {
@@ -374,7 +376,9 @@ impl<'a> Lexer<'a> {
                         .windows(2)
                         .position(|w| w == b"*/")
                         .ok_or_else(|| self.error(line, "a comment is not terminated"))?;
-                    self.line += body[..close].iter().filter(|b| **b == b'\n').count() as u32;
+                    self.line = self
+                        .line
+                        .wrapping_add(body[..close].iter().filter(|b| **b == b'\n').count() as u32);
                     self.pos += 2 + close + 2;
                 }
                 b'"' => {
