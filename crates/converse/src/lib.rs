@@ -85,8 +85,13 @@ pub use cmi::bcast::{
     sync_node_broadcast_and_free,
 };
 pub use cmi::group::{
-    Group, async_list_send, async_multicast, establish_group, sync_list_send,
-    sync_list_send_and_free, sync_multicast, sync_multicast_and_free,
+    Group, async_list_send, async_multicast, establish_group, group_members, sync_list_send,
+    sync_list_send_and_free, sync_multicast, sync_multicast_and_free, when_group_known,
+};
+pub use cmi::node_reduce::{
+    NodeReductionId, dynamic_node_reduction_id, dynamic_node_reduction_id_remote,
+    dynamic_node_reduction_reply, global_node_reduction_id, node_reduce, node_reduce_id,
+    node_reduce_struct, node_reduce_struct_id,
 };
 pub use cmi::pgrp::ProcGroup;
 pub use cmi::reduce::{

@@ -1201,3 +1201,43 @@ fn processor_group_tree_and_multicast() {
 fn exit_when_quiet_from_any_pe() {
     converse::start_quiescence_detection(|| converse::exit(0));
 }
+
+/// `group_members` answers on the creator at once and elsewhere once the
+/// definition is in; `when_group_known` runs its work with the members on
+/// every PE that asks, whether the definition has arrived or not (the ID
+/// races it to every PE here).
+#[test]
+fn group_members_are_looked_up_and_waited_for() {
+    for ppn in [1, 3] {
+        type Seen = Arc<Mutex<Vec<(usize, Vec<usize>)>>>;
+        let seen: Seen = Arc::default();
+        let s = seen.clone();
+        let code = job(9, ppn, Some(2), move |_| {
+            let s = s.clone();
+            let ask = converse::register_handler(move |m: Message| {
+                let g = Group::from_id(read_u64(&m, 0) as u32);
+                if let Some(pes) = converse::group_members(g) {
+                    assert_eq!(pes, [3, 1, 2, 8], "PE {}", my_pe());
+                }
+                let s = s.clone();
+                converse::when_group_known(g, move |pes| {
+                    s.lock().unwrap().push((my_pe(), pes.to_vec()));
+                });
+            });
+            if my_pe() == 2 {
+                let g = converse::establish_group(&[3, 1, 2, 8]);
+                assert_eq!(
+                    converse::group_members(g).as_deref(),
+                    Some(&[3, 1, 2, 8][..])
+                );
+                converse::sync_broadcast_all_and_free(msg_u64(ask, &[g.id() as u64]));
+            }
+            exit_when_quiet();
+        });
+        assert_eq!(code, 0);
+        let mut seen = seen.lock().unwrap().clone();
+        seen.sort();
+        let want: Vec<(usize, Vec<usize>)> = (0..9).map(|p| (p, vec![3, 1, 2, 8])).collect();
+        assert_eq!(seen, want, "ppn={ppn}");
+    }
+}

@@ -225,6 +225,23 @@ pub(crate) fn with_members(pe: &Pe, gid: u32, work: Deferred) {
     }
 }
 
+/// `group`'s members in the order its creator listed them, if this PE has
+/// its definition (`CmiLookupGroup`): always on the creator; elsewhere once
+/// the definition, broadcast when the group was established, has arrived
+/// (use [`when_group_known`] to wait for it).
+#[doc(alias = "CmiLookupGroup")]
+pub fn group_members(group: Group) -> Option<Vec<usize>> {
+    pe::with(|pe| lookup(pe, group.id()).map(|info| info.pes.clone()))
+}
+
+/// Runs `work` with `group`'s members on this PE: at once if the PE has the
+/// group's definition, otherwise (in the scheduler) when the definition
+/// arrives. A group nobody established ends the job, naming it. Libraries
+/// build group operations on it (the C API's `CmiGroupReduceStruct`).
+pub fn when_group_known(group: Group, work: impl FnOnce(&[usize]) + 'static) {
+    pe::with(|pe| with_members(pe, group.id(), Box::new(move |_, pes| work(pes))))
+}
+
 /// The creator of a group is asked whether it exists (see [`with_members`]).
 pub(crate) fn on_query(pe: &Pe, msg: &Message) {
     let mut r = Reader::new(msg, "group query");

@@ -2,7 +2,8 @@
 //! several messages in one go, in this file, over the PE's send path and
 //! flow control in `send`), and the collectives in the submodules:
 //! broadcasts ([`bcast`]), multicast groups and list sends ([`group`]),
-//! reductions ([`reduce`]) and the spanning trees they travel along
+//! reductions ([`reduce`], over nodes [`node_reduce`]) and the spanning
+//! trees they travel along
 //! ([`spantree`]).
 //!
 //! # Ownership
@@ -32,6 +33,7 @@
 //! lock-free inbox and wake it (see `rt::job`).
 pub mod bcast;
 pub mod group;
+pub mod node_reduce;
 pub mod persistent;
 pub mod pgrp;
 pub mod rdma;
@@ -54,6 +56,8 @@ use crate::rt::pe;
 pub(crate) struct CollState {
     groups: std::cell::RefCell<group::Groups>,
     reductions: std::cell::RefCell<reduce::Reductions>,
+    /// The node's table of node reductions, once this PE has used it.
+    node_reductions: std::cell::OnceCell<Arc<node_reduce::NodeTable>>,
 }
 
 /// Tells whether an asynchronous send has finished with its buffer

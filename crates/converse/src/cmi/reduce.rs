@@ -78,10 +78,13 @@ use crate::rt::pe::{self, Pe};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ReductionId(u32);
 
-const CLASS_BITS: u32 = 2;
-const CLASS_ORDER: u32 = 0;
-const CLASS_GLOBAL: u32 = 1;
-const CLASS_DYNAMIC: u32 = 2;
+pub(super) const CLASS_BITS: u32 = 2;
+pub(super) const CLASS_ORDER: u32 = 0;
+pub(super) const CLASS_GLOBAL: u32 = 1;
+pub(super) const CLASS_DYNAMIC: u32 = 2;
+/// Set in the keys of node reductions (`super::node_reduce`), whose state
+/// is the node's, not the PE's.
+pub(super) const NODE_KEY: u32 = 1 << 31;
 
 impl ReductionId {
     /// The ID as a 32-bit number (as [`dynamic_reduction_id_remote`] delivers
@@ -93,6 +96,9 @@ impl ReductionId {
     /// The ID whose number is `raw`, if `raw` is one that
     /// [`ReductionId::raw`] can return.
     pub fn from_raw(raw: u32) -> Option<ReductionId> {
+        if raw & NODE_KEY != 0 {
+            return None;
+        }
         match raw & ((1 << CLASS_BITS) - 1) {
             CLASS_GLOBAL | CLASS_DYNAMIC => Some(ReductionId(raw)),
             _ => None,
@@ -100,34 +106,37 @@ impl ReductionId {
     }
 }
 
-fn make_key(class: u32, count: u32) -> u32 {
-    if count >= 1 << (32 - CLASS_BITS) {
-        abort("more than 2^30 reductions of one kind: the reduction counter is exhausted");
+/// The key of the `count`th reduction of `class` (below [`NODE_KEY`]).
+pub(super) fn make_key(class: u32, count: u32) -> u32 {
+    if count >= 1 << (31 - CLASS_BITS) {
+        abort("more than 2^29 reductions of one kind: the reduction counter is exhausted");
     }
     (count << CLASS_BITS) | class
 }
 
 /// A reduction's name in error messages.
-fn describe(key: u32) -> String {
+pub(super) fn describe(key: u32) -> String {
+    let (node, calls) = if key & NODE_KEY != 0 {
+        ("node ", "node_reduce/node_reduce_struct")
+    } else {
+        ("", "reduce/reduce_struct")
+    };
+    let count = (key & !NODE_KEY) >> CLASS_BITS;
     match key & ((1 << CLASS_BITS) - 1) {
-        CLASS_ORDER => format!(
-            "reduction #{} (reduce/reduce_struct call number {})",
-            key >> CLASS_BITS,
-            key >> CLASS_BITS
-        ),
-        CLASS_GLOBAL => format!("reduction with global ID {key}"),
-        _ => format!("reduction with dynamic ID {key}"),
+        CLASS_ORDER => format!("{node}reduction #{count} ({calls} call number {count})"),
+        CLASS_GLOBAL => format!("{node}reduction with global ID {key}"),
+        _ => format!("{node}reduction with dynamic ID {key}"),
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Form {
+pub(super) enum Form {
     Message,
     Struct,
 }
 
 impl Form {
-    fn of_flags(flags: u32) -> Form {
+    pub(super) fn of_flags(flags: u32) -> Form {
         if flags & FLAG_REDUCE_STRUCT != 0 {
             Form::Struct
         } else {
@@ -142,7 +151,7 @@ impl Form {
         }
     }
 
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Form::Message => "the message form",
             Form::Struct => "the struct form",
@@ -250,7 +259,8 @@ pub(crate) const STALL_IDLE: std::time::Duration = std::time::Duration::from_sec
 /// after it.
 pub(crate) fn stall_timeout(pe: &Pe) -> Option<std::time::Duration> {
     let reds = pe.coll.reductions.borrow();
-    if reds.active.is_empty() || reds.stall_check_pending {
+    let idle = reds.active.is_empty() && !super::node_reduce::in_progress(pe);
+    if idle || reds.stall_check_pending {
         None
     } else {
         Some(STALL_IDLE)
@@ -293,13 +303,17 @@ fn stall_report(pe: &Pe) -> Option<String> {
             None => orphans.push(format!("{} from PEs {from:?}", describe(*key))),
         }
     }
-    if waiting.is_empty() && orphans.is_empty() {
+    let node = super::node_reduce::stall_report(pe);
+    if waiting.is_empty() && orphans.is_empty() && node.is_none() {
         return None;
     }
     let mut report = format!(
         "reductions on PE {} can never complete: the job is quiescent (no message in flight anywhere)",
         pe.pe
     );
+    if let Some(node) = node {
+        report += &format!("; {node}");
+    }
     if !waiting.is_empty() {
         report += &format!("; joined but incomplete: {}", waiting.join(", "));
     }
@@ -477,6 +491,9 @@ fn check_contribution(pe: &Pe, key: u32, deposit: &Deposit, msg: &Message) {
 /// A child's contribution reached the front of `pe`'s scheduler.
 pub(crate) fn on_contribution(pe: &Pe, msg: Message) {
     let key = msg.header().coll;
+    if key & NODE_KEY != 0 {
+        return super::node_reduce::on_contribution(pe, msg);
+    }
     let src = msg.src_pe();
     // One look-up of the table: the entry is found, checked, added to and,
     // if this was the last contribution, taken out through the same slot.
@@ -550,7 +567,7 @@ fn complete(pe: &Pe, key: u32, done: InProgress) {
 
 /// Sends `pe`'s merged `result` of reduction `key` up to `parent`, or, on
 /// the root, to itself for its handler.
-fn send_result(
+pub(super) fn send_result(
     pe: &Pe,
     key: u32,
     form: Form,
@@ -617,7 +634,9 @@ where
     deposit(pe, key, Form::Struct, members, None, finish);
 }
 
-fn message_finish<M>(merge: M) -> impl FnOnce(Option<Message>, Vec<Message>) -> Message + 'static
+pub(super) fn message_finish<M>(
+    merge: M,
+) -> impl FnOnce(Option<Message>, Vec<Message>) -> Message + 'static
 where
     M: FnOnce(Message, Vec<Message>) -> Message + 'static,
 {
@@ -631,7 +650,7 @@ where
     }
 }
 
-fn struct_finish<T, M>(
+pub(super) fn struct_finish<T, M>(
     key: u32,
     data: T,
     merge: M,
@@ -678,7 +697,7 @@ fn next_order_key(pe: &Pe) -> u32 {
     key
 }
 
-fn stamped(pe: &Pe, mut msg: Message) -> Message {
+pub(super) fn stamped(pe: &Pe, mut msg: Message) -> Message {
     pe.stamp_user_message(&mut msg);
     msg
 }

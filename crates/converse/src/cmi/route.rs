@@ -50,4 +50,7 @@ pub(crate) fn init_pe(pe: &Pe) {
     d.on(Kind::DynamicIdRequest, |pe, _, msg| {
         reduce::on_dynamic_id_request(pe, &msg)
     });
+    d.on(Kind::DynamicNodeIdRequest, |pe, _, msg| {
+        super::node_reduce::on_dynamic_id_request(pe, &msg)
+    });
 }

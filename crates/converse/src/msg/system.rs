@@ -57,10 +57,13 @@ pub(crate) enum Kind {
     /// A migratable thread, packed, to go on on the receiving PE
     /// (`cth::migrate`).
     ThreadMigrate = 18,
+    /// A request to node 0 for a dynamic node reduction ID
+    /// (`cmi::node_reduce`).
+    DynamicNodeIdRequest = 19,
 }
 
 /// Number of kinds (the highest `Kind` value).
-const KINDS: usize = 18;
+const KINDS: usize = 19;
 
 impl Kind {
     pub fn from_raw(raw: u32) -> Option<Kind> {
@@ -83,6 +86,7 @@ impl Kind {
             16 => Kind::PersistentOpened,
             17 => Kind::PersistentClose,
             18 => Kind::ThreadMigrate,
+            19 => Kind::DynamicNodeIdRequest,
             _ => return None,
         })
     }
