@@ -172,6 +172,10 @@ CmiCommHandle CmiAsyncMulticast(CmiGroup grp, int size, void *msg);
 void CmiSyncListSend(int npes, int *pes, int size, void *msg);
 void CmiSyncListSendAndFree(int npes, int *pes, int size, void *msg);
 CmiCommHandle CmiAsyncListSend(int npes, int *pes, int size, void *msg);
+/* The members, if this PE has the group's definition (always on the PE that
+ * made it; elsewhere once the definition has arrived); else *npes = 0 and
+ * *pes = NULL. The list is the runtime's and stays valid for the job. */
+void CmiLookupGroup(CmiGroup grp, int *npes, int **pes);
 
 /* ---- reductions --------------------------------------------------------- */
 
@@ -189,6 +193,20 @@ void CmiGroupReduce(CmiGroup grp, void *msg, int size, CmiReduceMergeFn mergeFn,
                     CmiReductionID id);
 CmiReductionID CmiGetGlobalReduction(void);
 CmiReductionID CmiGetDynamicReduction(void);
+/* PE 0 sends the ID to `handlerIdx` on `pe` (every PE if -1): the header,
+ * the ID (4 bytes), dataSize (4 bytes), the data. */
+void CmiGetDynamicReductionRemote(int handlerIdx, int pe, int dataSize, void *data);
+
+/* Node reductions: one PE of every node contributes (the node's part); the
+ * result runs on a PE of node 0. The merge function may run on another PE
+ * of the node than the one that called. IDs are node IDs (from the calls
+ * below); one PE per node calls CmiGetGlobalNodeReduction, in the same
+ * order on every node. */
+void CmiNodeReduce(void *msg, int size, CmiReduceMergeFn mergeFn);
+void CmiNodeReduceID(void *msg, int size, CmiReduceMergeFn mergeFn, CmiReductionID id);
+CmiReductionID CmiGetGlobalNodeReduction(void);
+CmiReductionID CmiGetDynamicNodeReduction(void);
+void CmiGetDynamicNodeReductionRemote(int handlerIdx, int node, int dataSize, void *data);
 
 /* ---- spanning trees ----------------------------------------------------- */
 

@@ -5,16 +5,16 @@
  *
  * What is here:
  *   struct reductions   CmiReduceStruct, CmiReduceStructID,
- *                       CmiListReduceStruct, CmiReducePupFn,
- *                       CmiReduceDeleteFn (the manual's)
+ *                       CmiListReduceStruct, CmiGroupReduceStruct,
+ *                       CmiNodeReduceStruct, CmiNodeReduceStructID,
+ *                       CmiReducePupFn, CmiReduceDeleteFn (the manual's)
  *   isomalloc           CmiIsomalloc, CmiIsomallocFree, CmiIsomallocLength,
  *                       CmiIsomallocInRange (the manual's)
  *   quiescence          CmiStartQD, CQdCreate, CQdProcess, CQdGetCreated,
  *                       CQdGetProcessed, CQdState, CpvAccess(cQdState)
  *                       (Charm++'s; the manual only has CcdQUIESCENCE)
  *   handlers            CmiRegisterHandlerEx, CmiNumberHandlerEx
- * Not here: CmiGroupReduceStruct and the node reductions (CmiNodeReduce*),
- * CmiIsomallocPup (the runtime moves a block when it packs one, where
+ * Not here: CmiIsomallocPup (the runtime moves a block when it packs one, where
  * Charm++ copies it), CQdRegisterCallback (use
  * CcdCallOnCondition(CcdQUIESCENCE, ...)).
  *
@@ -30,8 +30,11 @@
  * deleteFn is NULL); on a leaf this happens inside the call. The root calls
  * dest(merged) with the data itself, which dest then owns: dest is a
  * function, not a handler index, and runs as a handler on the root (PE 0,
- * or pes[0] for a list). A pup function that packs a different number of
- * bytes than it sized ends the job.
+ * pes[0] for a list, the group's first member for a group, a PE of node 0
+ * for the node forms). A pup function that packs a different number of
+ * bytes than it sized ends the job. In the node forms one PE of each node
+ * calls, and the merge, pup and delete functions may run on another PE of
+ * the node (the data is handed over, never shared).
  *
  * Isomalloc. CmiIsomalloc rounds up to whole pages and zeroes them; the
  * address is unique in the job. A failure (no address space left, freeing
@@ -68,6 +71,14 @@ void CmiReduceStructID(void *data, CmiReducePupFn pupFn, CmiReduceMergeFn mergeF
 void CmiListReduceStruct(int npes, int *pes, void *data, CmiReducePupFn pupFn,
                          CmiReduceMergeFn mergeFn, CmiHandler dest,
                          CmiReduceDeleteFn deleteFn, CmiReductionID id);
+void CmiGroupReduceStruct(CmiGroup grp, void *data, CmiReducePupFn pupFn,
+                          CmiReduceMergeFn mergeFn, CmiHandler dest,
+                          CmiReduceDeleteFn deleteFn, CmiReductionID id);
+void CmiNodeReduceStruct(void *data, CmiReducePupFn pupFn, CmiReduceMergeFn mergeFn,
+                         CmiHandler dest, CmiReduceDeleteFn deleteFn);
+void CmiNodeReduceStructID(void *data, CmiReducePupFn pupFn, CmiReduceMergeFn mergeFn,
+                           CmiHandler dest, CmiReduceDeleteFn deleteFn,
+                           CmiReductionID id);
 
 /* ---- isomalloc ----------------------------------------------------------- */
 

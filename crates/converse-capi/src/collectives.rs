@@ -1,7 +1,7 @@
 //! Sends beyond one PE and reductions, from C: node sends and node
 //! broadcasts, vector sends, `CmiMultipleSend`, multicast groups and list
-//! sends, message reductions (by call order, by ID, over a list or a
-//! group), and the spanning trees.
+//! sends (and `CmiLookupGroup`), message reductions (by call order, by
+//! ID, over a list or a group, over nodes), and the spanning trees.
 //!
 //! # Invariants
 //!
@@ -13,17 +13,20 @@
 //!   its size in `*size`. The runtime frees the children's buffers after
 //!   the merge, as Converse does; `local`, if the merge returns another
 //!   buffer, is the merge's to free. The merged message runs the handler
-//!   set in it, on the root (PE 0 for `CmiReduce`).
+//!   set in it, on the root (PE 0 for `CmiReduce`, a PE of node 0 for
+//!   `CmiNodeReduce`). A node reduction's merge may run on another PE of
+//!   the node than the caller: it is a plain function pointer.
 //! - A `CmiGroup` holds the core's group ID (`id`) and the PE that made it
 //!   (`pe`); only `id` is read back.
 //!
 //! # Concurrency
 //!
-//! None of its own: every call runs on the calling PE, as the core's do.
+//! Every call runs on the calling PE, as the core's do. `CmiLookupGroup`'s
+//! lists are kept in a `Cpv` table, touched only by its PE.
 use std::ffi::{c_char, c_int, c_uint, c_void};
 use std::ptr::NonNull;
 
-use converse::{Group, Message, ReductionId};
+use converse::{Group, Message, NodeReductionId, ReductionId};
 use converse_msg::raw::{self, MessageRaw};
 
 use crate::msgs::{copy_of, take};
@@ -335,6 +338,49 @@ pub unsafe extern "C-unwind" fn CmiEstablishGroup(npes: c_int, pes: *const c_int
     }
 }
 
+/// The member lists `CmiLookupGroup` has handed out on this PE: kept for
+/// the job, as Charm++'s are, so the pointers stay valid.
+static LOOKED_UP: converse::Cpv<std::cell::RefCell<std::collections::HashMap<u32, Box<[c_int]>>>> =
+    converse::Cpv::new();
+
+/// `CmiLookupGroup(grp, &npes, &pes)`: the group's members, in the order
+/// they were listed, if this PE has the group's definition (always on the
+/// PE that made it; elsewhere once its definition, broadcast by
+/// `CmiEstablishGroup`, has arrived); otherwise `npes` 0 and `pes` NULL.
+/// The list belongs to the runtime and stays valid for the job.
+///
+/// # Safety
+/// `npes` and `pes` are writable.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CmiLookupGroup(
+    grp: CmiGroup,
+    npes: *mut c_int,
+    pes: *mut *mut c_int,
+) {
+    if npes.is_null() || pes.is_null() {
+        converse::abort("CmiLookupGroup: npes or pes is null");
+    }
+    let (n, list) = match converse::group_members(Group::from_id(grp.id)) {
+        None => (0, std::ptr::null_mut()),
+        Some(members) => {
+            if !LOOKED_UP.is_initialized() {
+                LOOKED_UP.initialize(Default::default());
+            }
+            let table = LOOKED_UP.get();
+            let mut table = table.borrow_mut();
+            let kept = table
+                .entry(grp.id)
+                .or_insert_with(|| members.iter().map(|&p| p as c_int).collect());
+            (kept.len(), kept.as_mut_ptr())
+        }
+    };
+    // SAFETY: both are writable (the caller's promise; checked not null).
+    unsafe {
+        *npes = c_int::try_from(n).unwrap_or(c_int::MAX);
+        *pes = list;
+    }
+}
+
 /// `CmiSyncMulticast(grp, size, msg)`.
 ///
 /// # Safety
@@ -595,6 +641,127 @@ pub extern "C-unwind" fn CmiGetGlobalReduction() -> CmiReductionID {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CmiGetDynamicReduction() -> CmiReductionID {
     converse::dynamic_reduction_id().raw()
+}
+
+/// `data`/`dataSize` of a `CmiGetDynamic*ReductionRemote` call, or the job
+/// ends naming `call`.
+///
+/// # Safety
+/// `data` is readable for `size` bytes when `size` is positive.
+unsafe fn remote_data<'a>(size: c_int, data: *const c_void, call: &str) -> &'a [u8] {
+    let n = nonneg(size, call);
+    if n == 0 {
+        return &[];
+    }
+    if data.is_null() {
+        converse::abort(&format!("{call}: dataSize is {n} but data is null"));
+    }
+    // SAFETY: the caller's promise.
+    unsafe { std::slice::from_raw_parts(data.cast(), n) }
+}
+
+/// `CmiGetDynamicReductionRemote(handlerIdx, pe, dataSize, data)`: asks PE
+/// 0 for a dynamic ID, delivered to handler `handlerIdx` on `pe` (every PE
+/// if `pe` is -1) as the header, the ID (4 bytes), `dataSize` (4 bytes)
+/// and the data.
+///
+/// # Safety
+/// `data` is readable for `dataSize` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CmiGetDynamicReductionRemote(
+    handler: c_int,
+    pe: c_int,
+    size: c_int,
+    data: *mut c_void,
+) {
+    const CALL: &str = "CmiGetDynamicReductionRemote";
+    // SAFETY: the caller's promise.
+    let data = unsafe { remote_data(size, data, CALL) };
+    let dest = (pe != -1).then(|| nonneg(pe, CALL));
+    converse::dynamic_reduction_id_remote(nonneg(handler, CALL), dest, data);
+}
+
+// ---- node reductions -------------------------------------------------------
+
+fn node_reduction_id(id: CmiReductionID, call: &str) -> NodeReductionId {
+    NodeReductionId::from_raw(id).unwrap_or_else(|| {
+        converse::abort(&format!(
+            "{call}: {id} is no node reduction ID (take one from CmiGetGlobalNodeReduction or CmiGetDynamicNodeReduction)"
+        ))
+    })
+}
+
+/// `CmiNodeReduce(msg, size, mergeFn)`: one PE of each node contributes
+/// the buffer to the next reduction over all nodes (matched by call order
+/// on each node); the merged message runs its handler on node 0. The merge
+/// function may run on another PE of the node than the caller.
+///
+/// # Safety
+/// As [`CmiReduce`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CmiNodeReduce(
+    msg: *mut c_void,
+    size: c_int,
+    merge: Option<CmiReduceMergeFn>,
+) {
+    // SAFETY: the caller's promise.
+    let msg = unsafe { take(size, msg, "CmiNodeReduce") };
+    converse::node_reduce(msg, c_merge(merge_fn(merge, "CmiNodeReduce")));
+}
+
+/// `CmiNodeReduceID(msg, size, mergeFn, id)`: as `CmiNodeReduce`, matched
+/// by a node reduction ID.
+///
+/// # Safety
+/// As [`CmiReduce`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CmiNodeReduceID(
+    msg: *mut c_void,
+    size: c_int,
+    merge: Option<CmiReduceMergeFn>,
+    id: CmiReductionID,
+) {
+    // SAFETY: the caller's promise.
+    let msg = unsafe { take(size, msg, "CmiNodeReduceID") };
+    converse::node_reduce_id(
+        msg,
+        c_merge(merge_fn(merge, "CmiNodeReduceID")),
+        node_reduction_id(id, "CmiNodeReduceID"),
+    );
+}
+
+/// `CmiGetGlobalNodeReduction()`: a node reduction ID, the same on every
+/// node where one PE calls this, in the same order.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CmiGetGlobalNodeReduction() -> CmiReductionID {
+    converse::global_node_reduction_id().raw()
+}
+
+/// `CmiGetDynamicNodeReduction()`: on node 0 only, a node reduction ID
+/// unique in the job.
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CmiGetDynamicNodeReduction() -> CmiReductionID {
+    converse::dynamic_node_reduction_id().raw()
+}
+
+/// `CmiGetDynamicNodeReductionRemote(handlerIdx, node, dataSize, data)`:
+/// as `CmiGetDynamicReductionRemote`, for a node reduction ID delivered to
+/// node `node`'s queue (every node's if `node` is -1).
+///
+/// # Safety
+/// `data` is readable for `dataSize` bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CmiGetDynamicNodeReductionRemote(
+    handler: c_int,
+    node: c_int,
+    size: c_int,
+    data: *mut c_void,
+) {
+    const CALL: &str = "CmiGetDynamicNodeReductionRemote";
+    // SAFETY: the caller's promise.
+    let data = unsafe { remote_data(size, data, CALL) };
+    let dest = (node != -1).then(|| nonneg(node, CALL));
+    converse::dynamic_node_reduction_id_remote(nonneg(handler, CALL), dest, data);
 }
 
 // ---- spanning trees --------------------------------------------------------

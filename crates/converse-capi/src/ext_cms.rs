@@ -140,6 +140,7 @@ pub extern "C-unwind" fn CmsInit(worker: Option<CmsWorkerFn>, max: c_int) {
     let args: Vec<String> = std::env::args_os()
         .map(|a| a.to_string_lossy().into_owned())
         .collect();
+    crate::reduce_struct::register_module();
     converse::converse_init(
         args,
         move |_args: &[String]| {

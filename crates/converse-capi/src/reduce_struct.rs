@@ -43,20 +43,22 @@
 //!   empty and unused: its merge closure (over a `Pending`) holds the C
 //!   pointer and functions, and the core calls it exactly when the PE has
 //!   children.
-//! - On the root, the merged pointer waits in the PE's table of results
-//!   (`RESULTS`) under a token, and the value sent to the root's own
-//!   result handler (a local handler, registered on first use) is the
-//!   token: the handler takes the pointer out and calls `dest`. A token
+//! - On the root, the merged pointer waits in the table of results
+//!   (`RESULTS`) of the PE that finished it, under a token, and the value
+//!   sent to the result handler is the token; the core delivers it on that
+//!   same PE, whose handler takes the pointer out and calls `dest`. A token
 //!   the table does not hold ends the job.
 //!
-//! # Not here
+//! # Groups and nodes
 //!
-//! `CmiGroupReduceStruct`: the root (the group's first member) must know
-//! it is the root when its merge is done, to call `dest` on the unpacked
-//! data rather than pack and delete it, and the core exposes neither a
-//! group's members nor a struct reduction whose last step knows it runs on
-//! the root. The node forms (`CmiNodeReduce*`) need node reductions, which
-//! the core does not have.
+//! `CmiGroupReduceStruct` is the list form over the group's members, run
+//! when this PE has the group's definition (`converse::when_group_known`).
+//! The node forms (`CmiNodeReduceStruct`, `CmiNodeReduceStructID`) place
+//! the calling PE's node in the tree over nodes; the core may run a node's
+//! merge step on another PE of the node than the caller (the data is handed
+//! over under the node's reduction table lock, see `Pending`'s `Send`), and
+//! delivers the result on the node-0 PE that completed it. So the result
+//! handler is registered by a module init on every PE, at one index.
 //!
 //! # Concurrency
 //!
@@ -67,9 +69,11 @@ use std::collections::HashMap;
 use std::ffi::{c_int, c_void};
 use std::rc::Rc;
 
-use converse::{Cpv, Message, ReductionId, SpanningTree};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::collectives::{CmiReduceMergeFn, CmiReductionID};
+use converse::{Cpv, Group, Message, NodeReductionId, ReductionId, SpanningTree};
+
+use crate::collectives::{CmiGroup, CmiReduceMergeFn, CmiReductionID};
 use crate::handlers::CmiHandler;
 use crate::pup::{pack_with, pup_er};
 
@@ -135,8 +139,30 @@ fn results() -> Rc<RefCell<Results>> {
     })
 }
 
-/// This PE's handler for the results of the reductions it is the root of.
+/// The result handler's index, the same on every PE: registered by the
+/// module init (see [`register_module`]); 0 before.
+static RESULT_HANDLER: AtomicUsize = AtomicUsize::new(0);
+
+/// Registers the struct reductions' module init, which registers the
+/// result handler on every PE before the program's start function, so it
+/// takes one index everywhere: a node reduction's result is delivered on
+/// whichever PE of node 0 completed it. Called before a job starts
+/// (`ConverseInit`, `CmsInit`).
+pub(crate) fn register_module() {
+    converse::register_module_init("converse-capi struct reductions", || {
+        let h = converse::register_handler(on_result);
+        RESULT_HANDLER.store(h, Ordering::Relaxed);
+    });
+}
+
+/// The handler for the results of the reductions this PE is the root of:
+/// the module's; in a job started otherwise than by `ConverseInit` (from
+/// Rust), a handler of this PE's own, registered on first use.
 fn result_handler() -> usize {
+    let h = RESULT_HANDLER.load(Ordering::Relaxed);
+    if h != 0 {
+        return h;
+    }
     let table = results();
     if let Some(h) = table.borrow().handler {
         return h;
@@ -144,6 +170,17 @@ fn result_handler() -> usize {
     let h = converse::register_handler_local(on_result);
     table.borrow_mut().handler = Some(h);
     h
+}
+
+/// The module's result handler, which every PE of node 0 knows, or the job
+/// ends naming `call`.
+fn node_result_handler(call: &str) -> usize {
+    match RESULT_HANDLER.load(Ordering::Relaxed) {
+        0 => converse::abort(&format!(
+            "{call}: struct node reductions need the job started by ConverseInit"
+        )),
+        h => h,
+    }
 }
 
 /// Keeps `data` for `dest`; the token to deliver to the result handler.
@@ -224,6 +261,15 @@ struct Pending {
     ops: Ops,
     root: bool,
 }
+
+// SAFETY: a node reduction's merge step may run on another PE (thread) of
+// the node than the one that called. `local` is the C program's data,
+// given up to the runtime by the call: from then on only the merge step
+// touches it, and the node's reduction table (a mutex) hands the step from
+// the calling thread to the one that runs it, so the data is used by one
+// thread at a time, after the hand-over, as Charm++'s node reductions use
+// it. `Ops` holds plain function pointers.
+unsafe impl Send for Pending {}
 
 impl Pending {
     /// The core's merge step: the children's packed data merged into the
@@ -355,12 +401,21 @@ pub unsafe extern "C-unwind" fn CmiListReduceStruct(
         let ints = unsafe { std::slice::from_raw_parts(pes, n) };
         ints.iter().map(|&p| crate::nonneg(p, CALL)).collect()
     };
+    list_reduce(&list, data, ops, id);
+}
+
+/// The list form with the list in hand (`CmiListReduceStruct`,
+/// `CmiGroupReduceStruct`).
+fn list_reduce(list: &[usize], data: *mut c_void, ops: Ops, id: ReductionId) {
     let handler = result_handler();
     let me = converse::my_pe();
     let Some(pos) = list.iter().position(|&p| p == me) else {
         // The core ends the job, naming the list that lacks this PE.
-        converse::list_reduce_struct(&list, Vec::new(), |v: Vec<u8>, _| v, handler, id);
-        converse::abort(&format!("{CALL}: the PE list does not contain PE {me}"));
+        converse::list_reduce_struct(list, Vec::new(), |v: Vec<u8>, _| v, handler, id);
+        converse::abort(&format!(
+            "{}: the PE list does not contain PE {me}",
+            ops.call
+        ));
     };
     let tree = SpanningTree::new(list.len(), converse::spanning_tree_branch(), 0);
     let place = Place {
@@ -369,5 +424,94 @@ pub unsafe extern "C-unwind" fn CmiListReduceStruct(
     };
     let (value, pending) = contribution(data, ops, place);
     let merge = move |own, children| pending.merge(own, children);
-    converse::list_reduce_struct(&list, value, merge, handler, id);
+    converse::list_reduce_struct(list, value, merge, handler, id);
+}
+
+/// `CmiGroupReduceStruct(grp, data, pupFn, mergeFn, dest, deleteFn, id)`:
+/// over the group's members (every member calls it); `dest(merged)` runs
+/// on the group's first member. On a member that does not have the group's
+/// definition yet, the contribution waits for it.
+///
+/// # Safety
+/// As [`CmiReduceStruct`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CmiGroupReduceStruct(
+    grp: CmiGroup,
+    data: *mut c_void,
+    pup: Option<CmiReducePupFn>,
+    merge: Option<CmiReduceMergeFn>,
+    dest: Option<CmiHandler>,
+    delete: Option<CmiReduceDeleteFn>,
+    id: CmiReductionID,
+) {
+    const CALL: &str = "CmiGroupReduceStruct";
+    let ops = Ops::new(pup, merge, dest, delete, CALL);
+    let id = reduction_id(id, CALL);
+    converse::when_group_known(Group::from_id(grp.id), move |pes| {
+        list_reduce(pes, data, ops, id)
+    });
+}
+
+/// The calling PE's node's place in the reduction over all nodes.
+fn node_place() -> Place {
+    let node = converse::my_node();
+    Place {
+        root: node == 0,
+        leaf: converse::num_node_span_tree_children(node) == 0,
+    }
+}
+
+fn node_reduction_id(id: CmiReductionID, call: &str) -> NodeReductionId {
+    NodeReductionId::from_raw(id).unwrap_or_else(|| {
+        converse::abort(&format!(
+            "{call}: {id} is no node reduction ID (take one from CmiGetGlobalNodeReduction or CmiGetDynamicNodeReduction)"
+        ))
+    })
+}
+
+/// `CmiNodeReduceStruct(data, pupFn, mergeFn, dest, deleteFn)`: one PE of
+/// each node contributes `data` to the next reduction over all nodes
+/// (matched by call order on each node); `dest(merged)` runs on node 0.
+/// The merge, pup and delete functions may run on another PE of the node
+/// than the caller.
+///
+/// # Safety
+/// As [`CmiReduceStruct`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CmiNodeReduceStruct(
+    data: *mut c_void,
+    pup: Option<CmiReducePupFn>,
+    merge: Option<CmiReduceMergeFn>,
+    dest: Option<CmiHandler>,
+    delete: Option<CmiReduceDeleteFn>,
+) {
+    const CALL: &str = "CmiNodeReduceStruct";
+    let ops = Ops::new(pup, merge, dest, delete, CALL);
+    let handler = node_result_handler(CALL);
+    let (value, pending) = contribution(data, ops, node_place());
+    let merge = move |own, children| pending.merge(own, children);
+    converse::node_reduce_struct(value, merge, handler);
+}
+
+/// `CmiNodeReduceStructID(data, pupFn, mergeFn, dest, deleteFn, id)`: as
+/// `CmiNodeReduceStruct`, matched by a node reduction ID.
+///
+/// # Safety
+/// As [`CmiReduceStruct`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CmiNodeReduceStructID(
+    data: *mut c_void,
+    pup: Option<CmiReducePupFn>,
+    merge: Option<CmiReduceMergeFn>,
+    dest: Option<CmiHandler>,
+    delete: Option<CmiReduceDeleteFn>,
+    id: CmiReductionID,
+) {
+    const CALL: &str = "CmiNodeReduceStructID";
+    let ops = Ops::new(pup, merge, dest, delete, CALL);
+    let id = node_reduction_id(id, CALL);
+    let handler = node_result_handler(CALL);
+    let (value, pending) = contribution(data, ops, node_place());
+    let merge = move |own, children| pending.merge(own, children);
+    converse::node_reduce_struct_id(value, merge, handler, id);
 }

@@ -67,6 +67,7 @@ pub unsafe extern "C-unwind" fn ConverseInit(
         std::process::exit(1);
     };
     watch_exit();
+    crate::reduce_struct::register_module();
     let n = usize::try_from(argc).unwrap_or(0);
     let args: Vec<String> = (0..n)
         // SAFETY: `argc` strings at `argv` (the caller's promise).

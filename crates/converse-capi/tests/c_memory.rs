@@ -132,6 +132,63 @@ fn struct_reductions_by_order_by_id_and_over_a_list() {
     }
 }
 
+/// The lines `nodered.c` prints with `pes` PEs in `nodes` nodes: sums of
+/// (kind + 1) · 1000 + who², over the nodes for the node forms, over the
+/// PEs for the remote dynamic ID, over the even PEs for the group.
+fn nodered_lines(pes: usize, nodes: usize) -> Vec<String> {
+    let value = |kind: usize, who: usize| (kind + 1) * 1000 + who * who;
+    let sum = |kind: usize, whos: &mut dyn Iterator<Item = usize>| -> (usize, usize) {
+        whos.fold((0, 0), |(s, c), w| (s + value(kind, w), c + 1))
+    };
+    let mut lines = Vec::new();
+    for (kind, name) in ["nmsg", "nmsgid", "nstruct", "nstructid", "ndyn"]
+        .iter()
+        .enumerate()
+    {
+        let (s, c) = sum(kind, &mut (0..nodes));
+        lines.push(match *name {
+            "nstruct" | "nstructid" => format!("{name}: sum {s} count {c}"),
+            _ => format!("{name}: sum {s} count {c} on node 0"),
+        });
+    }
+    let (s, c) = sum(5, &mut (0..pes));
+    lines.push(format!("pdyn: sum {s} count {c} on PE 0"));
+    let (s, c) = sum(6, &mut (0..pes).filter(|p| p % 2 == 0));
+    lines.push(format!("group: sum {s} count {c}"));
+    lines.push("all 7 reductions done".into());
+    lines
+}
+
+#[test]
+fn node_reductions_group_struct_reductions_and_remote_dynamic_ids() {
+    for (args, pes, nodes) in [
+        (&["+p", "1"][..], 1, 1),
+        (&["+p", "4", "++ppn", "2"][..], 4, 2),
+        (
+            &["+p", "6", "++ppn", "3", "++spantree-branch", "1"][..],
+            6,
+            2,
+        ),
+        (
+            &["+p", "8", "++ppn", "2", "++spantree-branch", "2"][..],
+            8,
+            4,
+        ),
+        (&["+p", "5", "++ppn", "1"][..], 5, 5),
+        (&["+p", "3"][..], 3, 1),
+    ] {
+        let want = nodered_lines(pes, nodes);
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        expect_ok(&direct("nodered", args), &want);
+    }
+    let want = nodered_lines(6, 3);
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    for netmod in ["shm", "tcp"] {
+        let out = convrun(&["+p", "6", "++ppn", "2", "++netmod", netmod], "nodered");
+        expect_ok(&out, &want);
+    }
+}
+
 #[test]
 fn isomalloc_blocks_are_distinct_in_range_and_freed() {
     for (args, n) in [(&["+p", "1"][..], 1), (&["+p", "4", "++ppn", "2"][..], 4)] {
