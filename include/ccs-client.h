@@ -97,6 +97,12 @@ int CcsRecvResponseMsg(CcsServer *svr, int *retSize, void **newBuf, int timeout)
 /* 1 if the reply to the latest request has begun to arrive (or the server
  * closed without one), 0 if not yet, -1 with no request waiting. */
 int CcsProbe(CcsServer *svr);
+/* As CcsProbe, waiting up to timeoutMs milliseconds for the reply to begin
+ * to arrive. */
+int CcsProbeTimeout(CcsServer *svr, int timeoutMs);
+/* The latest request's reply is not wanted: closes its connection (the
+ * server's reply, if it sends one, is dropped). Returns 0. */
+int CcsNoResponse(CcsServer *svr);
 
 /* Closes any connection and releases what CcsConnect allocated; `svr` may
  * then be connected again. */

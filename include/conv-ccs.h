@@ -8,7 +8,8 @@
  *   handlers        CcsRegisterHandler, CcsRegisterHandlerFn, CcsUseHandler,
  *                   CcsSetMergeFn and the merges CcsMerge_*
  *   in a handler    CcsEnabled, CcsIsRemoteRequest, CcsCallerId,
- *                   CcsSendReply, CcsNoReply, CcsDelayReply
+ *                   CcsSendReply, CcsSendReplyNoError, CcsNoReply,
+ *                   CcsDelayReply
  *   later           CcsSendDelayedReply, CcsNoDelayedReply (a PE of the
  *                   node that delayed the reply)
  *   types           skt_ip_t, ChMessageInt_t (ChMessageInt,
@@ -167,8 +168,11 @@ void CcsCallerId(skt_ip_t *pip, unsigned int *pport);
 /* Sends `size` bytes at `reply` to the client. For a broadcast or multicast
  * request every PE's handler replies and the replies are merged. */
 void CcsSendReply(int size, const void *reply);
-/* Closes the client's connection without a reply; outside a CCS handler it
- * does nothing. */
+/* As CcsSendReply where a reply is owed (a CCS handler whose request is not
+ * answered yet); elsewhere nothing. */
+void CcsSendReplyNoError(int size, const void *reply);
+/* Closes the client's connection without a reply; where no reply is owed
+ * (outside a CCS handler, or once answered) it does nothing. */
 void CcsNoReply(void);
 
 /* A reply owed to a client, to be sent later by any PE of the node (the

@@ -10,7 +10,7 @@
  *                       converse.h)
  *   the node's queue    CsdNodeEnqueueGeneral, CsdNodeEnqueue,
  *                       CsdNodeEnqueueFifo, CsdNodeEnqueueLifo,
- *                       CsdNodeEmpty
+ *                       CsdNodeEmpty, CsdNodeLength
  *
  * A priority is a binary fraction in [0, 1); smaller runs first. For
  * CQS_QUEUEING_IFIFO/ILIFO, prioptr points at one int p, the fraction
@@ -62,6 +62,8 @@ int CsdNodeEmpty(void);
 /* The number of entries in the calling PE's queue (the one CsdEmpty
  * looks at). */
 int CsdLength(void);
+/* The number of entries in the calling PE's node queue. */
+int CsdNodeLength(void);
 
 #ifdef __cplusplus
 }

@@ -531,11 +531,27 @@ pub unsafe extern "C-unwind" fn CcsSendReply(size: c_int, reply: *const c_void) 
     ccs::send_reply(reply);
 }
 
+/// `CcsSendReplyNoError(size, reply)`: as `CcsSendReply` where a reply
+/// is owed (in a CCS handler whose request is not yet answered); elsewhere
+/// nothing, as in Charm++.
+///
+/// # Safety
+/// `reply` points at `size` readable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CcsSendReplyNoError(size: c_int, reply: *const c_void) {
+    // SAFETY: the caller's promise.
+    let reply = unsafe { bytes(size, reply, "CcsSendReplyNoError") };
+    if ccs::reply_pending() {
+        ccs::send_reply(reply);
+    }
+}
+
 /// `CcsNoReply()`: closes the client's connection without a reply; does
-/// nothing outside a CCS handler.
+/// nothing where no reply is owed (outside a CCS handler, or once the
+/// request is answered), as in Charm++.
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CcsNoReply() {
-    if ccs::is_remote_request() {
+    if ccs::reply_pending() {
         ccs::no_reply();
     }
 }

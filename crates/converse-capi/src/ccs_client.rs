@@ -590,6 +590,39 @@ pub unsafe extern "C-unwind" fn CcsProbe(svr: *mut CcsServer) -> c_int {
     }
 }
 
+/// `CcsProbeTimeout(svr, timeoutMs)`: as [`CcsProbe`], waiting up to
+/// `timeoutMs` milliseconds (a negative one counts as 0).
+///
+/// # Safety
+/// As [`CcsNumNodes`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CcsProbeTimeout(svr: *mut CcsServer, timeout_ms: c_int) -> c_int {
+    let timeout = std::time::Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
+    // SAFETY: the caller's promise.
+    match unsafe { client(svr) }.map(|c| c.probe_timeout(timeout)) {
+        Some(Ok(true)) => 1,
+        Some(Ok(false)) => 0,
+        _ => -1,
+    }
+}
+
+/// `CcsNoResponse(svr)`: the latest request's reply is not wanted; its
+/// connection is closed. Returns 0 (-1 for a server never connected).
+///
+/// # Safety
+/// As [`CcsNumNodes`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CcsNoResponse(svr: *mut CcsServer) -> c_int {
+    // SAFETY: the caller's promise.
+    match unsafe { client(svr) } {
+        Some(c) => {
+            c.no_response();
+            0
+        }
+        None => -1,
+    }
+}
+
 /// `CcsFinalize(svr)`: closes any connection and releases what the
 /// connect allocated.
 ///

@@ -223,6 +223,14 @@ pub extern "C-unwind" fn CsdLength() -> c_int {
     c_int::try_from(converse::csd::length()).unwrap_or(c_int::MAX)
 }
 
+/// `CsdNodeLength()`: the number of entries in the calling PE's node
+/// queue (what `CsdNodeEnqueue*` put there and no PE of the node has taken
+/// yet).
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn CsdNodeLength() -> c_int {
+    c_int::try_from(converse::csd::node_length()).unwrap_or(c_int::MAX)
+}
+
 // ---- Cqs: the queue as a C library ------------------------------------
 
 /// What a C `Queue` points at (`struct Queue_struct`, opaque to C): the

@@ -51,7 +51,7 @@ fn node_messages_run_on_their_node_merged_by_priority_with_the_pe_queue() {
     // merge by priority, the PE's queue first on ties.
     let alone = [
         "PE 0 before: CsdNodeEmpty 1",
-        "PE 0 queued: CsdNodeEmpty 0 CsdLength 3",
+        "PE 0 queued: CsdNodeEmpty 0 CsdLength 3 CsdNodeLength 5",
         "PE 0 alone on node 0 ran AyBxvwCz; then CsdNodeEmpty 1 CsdEmpty 1",
         "node: 5 node messages ran on their own node; node 0's queue empty 1",
     ];

@@ -497,6 +497,25 @@ impl CcsClient {
             .readable(server)
     }
 
+    /// As [`probe`](Self::probe), waiting up to `timeout` for the reply to
+    /// begin to arrive.
+    #[doc(alias = "CcsProbeTimeout")]
+    pub fn probe_timeout(&self, timeout: Duration) -> Result<bool, CcsError> {
+        let server = self.server;
+        self.pending
+            .as_ref()
+            .ok_or(CcsError::NoRequest { server })?
+            .readable_within(server, timeout)
+    }
+
+    /// Gives up the reply to the latest request, closing its connection:
+    /// the server's reply, if it sends one, is dropped (`CcsNoResponse`).
+    /// Does nothing with no request waiting.
+    #[doc(alias = "CcsNoResponse")]
+    pub fn no_response(&mut self) {
+        self.pending = None;
+    }
+
     /// Whether a request is waiting for its reply to be taken.
     pub fn reply_pending(&self) -> bool {
         self.pending.is_some()

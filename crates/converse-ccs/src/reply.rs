@@ -5,7 +5,7 @@
 //! so far in the [`PendingReply`], and the next call goes on from there.
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use ccs_wire::{HASH_LEN, be_u32};
 
@@ -162,6 +162,42 @@ impl PendingReply {
         match peeked {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(false),
+            Err(e) => Err(CcsError::Io {
+                server,
+                action: format!("probing for the reply to `{}`", self.handler),
+                source: e,
+            }),
+        }
+    }
+
+    /// As [`readable`](Self::readable), waiting up to `timeout` for a byte
+    /// (or the server's close).
+    pub(crate) fn readable_within(
+        &self,
+        server: SocketAddr,
+        timeout: Duration,
+    ) -> Result<bool, CcsError> {
+        if timeout.is_zero() {
+            return self.readable(server);
+        }
+        let mut probe = [0u8; 1];
+        let before = self.stream.read_timeout();
+        let peeked = self
+            .stream
+            .set_read_timeout(Some(timeout))
+            .and_then(|()| self.stream.peek(&mut probe));
+        // The stream's own timeout again, for the receives that follow.
+        let restored = before.and_then(|t| self.stream.set_read_timeout(t));
+        match peeked.and_then(|n| restored.map(|()| n)) {
+            Ok(_) => Ok(true),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                Ok(false)
+            }
             Err(e) => Err(CcsError::Io {
                 server,
                 action: format!("probing for the reply to `{}`", self.handler),

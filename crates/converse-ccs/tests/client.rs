@@ -200,6 +200,47 @@ fn a_timeout_leaves_the_reply_pending_for_a_later_receive() {
     assert_eq!(client.recv_response(None).unwrap(), b"at last");
 }
 
+/// `probe_timeout` waits for the reply (and gives up at its timeout with
+/// the reply still pending); `no_response` gives the reply up, ending the
+/// request; the next request works as usual.
+#[test]
+fn probe_timeout_waits_and_no_response_gives_the_reply_up() {
+    let (open, wait) = gate();
+    let server = FakeServer::start(Config::default(), move |r| match r.handler.as_str() {
+        "slow" => {
+            let _ = wait.lock().unwrap().recv();
+            Some(Answer::Reply(b"late".to_vec()))
+        }
+        "quick" => Some(Answer::Reply(b"now".to_vec())),
+        _ => None,
+    });
+    let mut client = CcsClient::connect(server.addr).unwrap();
+    assert!(matches!(
+        client.probe_timeout(Duration::from_millis(1)),
+        Err(CcsError::NoRequest { .. })
+    ));
+    client.send_request("slow", 0, b"").unwrap();
+    assert!(!client.probe_timeout(Duration::from_millis(50)).unwrap());
+    assert!(client.reply_pending());
+    open.send(()).unwrap();
+    assert!(
+        client.probe_timeout(Duration::from_secs(20)).unwrap(),
+        "the reply arrives within the wait"
+    );
+    // The stream's own timeout is back: a receive still works.
+    assert_eq!(client.recv_response(None).unwrap(), b"late");
+
+    client.send_request("quick", 0, b"").unwrap();
+    client.no_response();
+    assert!(!client.reply_pending());
+    assert!(matches!(
+        client.recv_response(None),
+        Err(CcsError::NoRequest { .. })
+    ));
+    client.send_request("quick", 0, b"").unwrap();
+    assert_eq!(client.recv_response(None).unwrap(), b"now");
+}
+
 #[test]
 fn a_reply_that_stops_partway_is_short() {
     let server = FakeServer::start(Config::default(), |r| match r.handler.as_str() {

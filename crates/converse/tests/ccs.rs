@@ -341,7 +341,9 @@ fn a_job_serves_ccs_requests_and_survives_bad_ones() {
                         (ccs::caller_id().unwrap(), ccs::is_remote_request());
                     let ip = std::net::Ipv4Addr::from(ip);
                     let text = if remote { "remote" } else { "local" };
+                    assert!(ccs::reply_pending(), "a reply is owed");
                     ccs::send_reply(format!("{text} {ip}:{port}").as_bytes());
+                    assert!(!ccs::reply_pending(), "answered");
                 });
                 // The reply leaves from PE 2, after this handler returned.
                 let replier = {
@@ -366,6 +368,7 @@ fn a_job_serves_ccs_requests_and_survives_bad_ones() {
                     // An ordinary message is no remote request.
                     *outside_handler.lock().unwrap() =
                         Some((ccs::is_remote_request(), ccs::caller_id()));
+                    assert!(!ccs::reply_pending(), "no reply is owed outside a handler");
                     let addr = ccs::server_address().expect("the server runs in this process");
                     let checks = checks.clone();
                     let _ = client_thread

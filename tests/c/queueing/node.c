@@ -5,7 +5,8 @@
  *
  * With one PE per node, that PE takes from its own queue or the node's,
  * whichever front is more urgent (its own on ties): it prints the order it
- * ran the eight messages in, and checks CsdNodeEmpty before and after. */
+ * ran the eight messages in, and checks CsdNodeEmpty before and after
+ * (and CsdNodeLength after queueing). */
 #include <converse.h>
 
 typedef struct {
@@ -90,8 +91,8 @@ static void start(int argc, char **argv) {
   CsdNodeEnqueueGeneral(make('y', me), CQS_QUEUEING_IFIFO, 32, (unsigned int *)&minus_five);
   CsdNodeEnqueueGeneral(make('z', me), CQS_QUEUEING_BFIFO, 2, &three_quarters);
   if (CmiMyNodeSize() == 1) {
-    CmiPrintf("PE %d queued: CsdNodeEmpty %d CsdLength %d\n", CmiMyPe(), CsdNodeEmpty(),
-              CsdLength());
+    CmiPrintf("PE %d queued: CsdNodeEmpty %d CsdLength %d CsdNodeLength %d\n", CmiMyPe(),
+              CsdNodeEmpty(), CsdLength(), CsdNodeLength());
   }
 }
 

@@ -197,6 +197,14 @@ pub fn is_remote_request() -> bool {
     CONTEXT.with(|c| c.borrow().is_some())
 }
 
+/// True in a CCS handler whose request has not been answered yet (by
+/// [`send_reply`], [`no_reply`] or [`delay_reply`]): a reply may be sent.
+/// Charm++'s `CcsSendReplyNoError` is `if reply_pending() { send_reply(..) }`.
+#[doc(alias = "CcsSendReplyNoError")]
+pub fn reply_pending() -> bool {
+    CONTEXT.with(|c| c.borrow().is_some_and(|ctx| !ctx.answered))
+}
+
 /// The IPv4 address and TCP port of the client whose request is being
 /// handled (`CcsCallerId`); `None` outside a CCS handler.
 #[doc(alias = "CcsCallerId")]

@@ -518,6 +518,19 @@ pub fn length() -> usize {
     pe::with(|pe| pe.sched.queue.borrow().len())
 }
 
+/// The number of entries in the calling PE's node queue (`CsdNodeLength`):
+/// what [`node_enqueue_general`] put there and no PE of the node has taken
+/// yet. Other PEs of the node change it at any time.
+#[doc(alias = "CsdNodeLength")]
+pub fn node_length() -> usize {
+    pe::with(|pe| {
+        pe.job
+            .node(pe.node)
+            .queue_len
+            .load(std::sync::atomic::Ordering::Acquire)
+    })
+}
+
 /// True when the calling PE's node queue is empty (`CsdNodeEmpty`).
 #[doc(alias = "CsdNodeEmpty")]
 pub fn node_is_empty() -> bool {
