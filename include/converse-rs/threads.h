@@ -5,7 +5,7 @@
  *
  * What is here (the Converse manual's names, same meanings):
  *   threads             CthImplemented, CthSelf, CthCreate,
- *                       CthCreateMigratable, CthResume, CthSuspend,
+ *                       CthCreateMigratable, CthPup, CthResume, CthSuspend,
  *                       CthAwaken, CthAwakenPrio, CthYield, CthYieldPrio,
  *                       CthFree, CthSetNext, CthGetNext, CthIsMainThread,
  *                       CthSetStrategy, CthSetStrategyDefault
@@ -26,6 +26,8 @@
 #define CONVERSE_RS_CONVERSE_RS_THREADS_H
 
 #include <stddef.h>
+
+#include "../pup_c.h"
 
 #ifdef __cplusplus
 #include <new>
@@ -49,6 +51,15 @@ CthThread CthSelf(void);
 /* size: the stack in bytes, 0 for the default (+stacksize). */
 CthThread CthCreate(CthVoidFn fn, void *arg, int size);
 CthThread CthCreateMigratable(CthVoidFn fn, void *arg, int size);
+/* Sizes, packs or unpacks a migratable thread suspended by its own
+ * CthSuspend (not awakened, no Ctv values, no strategy): an 8-byte length,
+ * then the thread's coroutine, the used part of its stack and its heap.
+ * Sizing packs it (it leaves the PE then; the packing pass writes those
+ * bytes); after packing `t` is no thread of this PE. Unpacking returns the
+ * thread made again on the calling PE, suspended: CthAwaken it. Across
+ * processes the code must be at one address (convrun ++no-aslr). What
+ * cannot move ends the job, naming the reason. */
+CthThread CthPup(pup_er p, CthThread t);
 void CthResume(CthThread t);
 void CthSuspend(void);
 /* A thread may be in the scheduler queue once: awakening it again before it

@@ -1,6 +1,7 @@
 //! User-level threads (Cth) and thread-private variables (Ctv) from C:
-//! `CthSelf`, `CthCreate`, `CthSuspend`, `CthAwaken`, … over the core's
-//! [`Thread`], and the storage behind the header's `Ctv*` macros.
+//! `CthSelf`, `CthCreate`, `CthSuspend`, `CthAwaken`, `CthPup`, … over the
+//! core's [`Thread`] (and its migration, `converse::cth::migrate`), and the
+//! storage behind the header's `Ctv*` macros.
 //!
 //! # Handles (`CthThread`)
 //!
@@ -89,6 +90,9 @@ pub struct CthThreadStruct {
     thread: Thread,
     /// Made by `CthCreate`: its body's end frees it (else a sweep does).
     created_by_c: bool,
+    /// The thread as `CthPup`'s sizing pass packed it, for the packing
+    /// pass to write.
+    packed: Option<converse::cth::migrate::PackedThread>,
 }
 
 /// A C `CthThread`.
@@ -141,6 +145,7 @@ fn handle_of(t: &Thread, created_by_c: bool) -> CthThread {
         let mut handle = Box::new(CthThreadStruct {
             thread: t.clone(),
             created_by_c,
+            packed: None,
         });
         let addr = std::ptr::from_mut(&mut *handle) as usize;
         h.by_addr.insert(addr, handle);
@@ -282,7 +287,7 @@ pub extern "C-unwind" fn CthCreate(
 }
 
 /// `CthCreateMigratable(fn, arg, size)`: as `CthCreate`, on a stack at an
-/// address no other PE uses (C cannot move it yet: there is no `CthPup`).
+/// address no other PE uses, so that `CthPup` can move it.
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CthCreateMigratable(
     f: Option<CthVoidFn>,
@@ -290,6 +295,94 @@ pub extern "C-unwind" fn CthCreateMigratable(
     size: c_int,
 ) -> CthThread {
     create("CthCreateMigratable", f, arg, size, true)
+}
+
+/// The most bytes `CthPup` unpacks for one thread: what one `pup_bytes`
+/// call moves (a C `int`).
+const MAX_PACKED_THREAD: u64 = c_int::MAX as u64;
+
+/// `CthPup(p, t)`: sizes, packs or unpacks a migratable thread
+/// (`CthCreateMigratable`) suspended by its own `CthSuspend`, as the
+/// manual's `CthPup`: an 8-byte length, then the core's packed form (its
+/// coroutine, the used part of its stack, its thread heap).
+///
+/// - Sizing packs the thread: it leaves the PE then (its stack's pages are
+///   given back), and the packing pass that follows writes those bytes.
+///   Packing without sizing first packs it then. After packing `t` is no
+///   thread of this PE any more (its handle is freed); returns `t`.
+/// - Unpacking makes the thread again on the calling PE, suspended where
+///   it was packed, and returns its new handle: `CthAwaken` it to go on.
+///   In another process, the program's code must be at the same address
+///   (run with `convrun ++no-aslr`).
+///
+/// A thread that cannot move (not migratable, not suspended by its own
+/// `CthSuspend`, awakened, with Ctv values or a strategy) or bytes that are
+/// no packed thread end the job, naming the reason.
+///
+/// # Safety
+/// `p` is a live `pup_er`; `t` is ignored when unpacking.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CthPup(p: crate::pup::pup_er, t: CthThread) -> CthThread {
+    use crate::pup::{pup_bytes, pup_isSizing, pup_isUnpacking};
+    const CALL: &str = "CthPup";
+    // SAFETY: a live `pup_er` (the caller's promise).
+    if unsafe { pup_isUnpacking(p) } != 0 {
+        let mut len: u64 = 0;
+        // SAFETY: 8 writable bytes; `p` as above.
+        unsafe { pup_bytes(p, (&raw mut len).cast(), 8) };
+        if len > MAX_PACKED_THREAD {
+            converse::abort(&format!(
+                "{CALL}: {len} bytes is no packed thread (more than {MAX_PACKED_THREAD})"
+            ));
+        }
+        let mut bytes = vec![0u8; len as usize];
+        // SAFETY: `len` writable bytes; `p` as above.
+        unsafe { pup_bytes(p, bytes.as_mut_ptr().cast(), c_int_len(len)) };
+        let thread = converse::cth::migrate::PackedThread::from_bytes(&bytes)
+            .and_then(|packed| packed.unpack())
+            .unwrap_or_else(|e| converse::abort(&format!("{CALL}: {e}")));
+        return handle_of(&thread, true);
+    }
+    let thread = thread_of(t, CALL);
+    let table = handles();
+    let stashed = table
+        .borrow_mut()
+        .by_addr
+        .get_mut(&(t as usize))
+        .and_then(|s| s.packed.take());
+    let packed = stashed.unwrap_or_else(|| {
+        thread
+            .pack()
+            .unwrap_or_else(|e| converse::abort(&format!("{CALL}: {e}")))
+    });
+    let bytes = packed.as_bytes();
+    let mut len = bytes.len() as u64;
+    // SAFETY: `p` as above; the length and the bytes are readable (a
+    // packer only reads them, a sizer only counts).
+    unsafe {
+        pup_bytes(p, (&raw mut len).cast(), 8);
+        pup_bytes(p, bytes.as_ptr().cast_mut().cast(), c_int_len(len));
+    }
+    // SAFETY: as above.
+    if unsafe { pup_isSizing(p) } != 0 {
+        if let Some(s) = table.borrow_mut().by_addr.get_mut(&(t as usize)) {
+            s.packed = Some(packed);
+        }
+    } else {
+        // Packed: the thread has left this PE.
+        retire(&thread);
+    }
+    t
+}
+
+/// `len` as `pup_bytes` takes it, or the job ends (a thread too big for
+/// one C `int` of bytes cannot be packed by Charm++'s PUP either).
+fn c_int_len(len: u64) -> c_int {
+    c_int::try_from(len).unwrap_or_else(|_| {
+        converse::abort(&format!(
+            "CthPup: the packed thread's {len} bytes are more than one pup_bytes call takes"
+        ))
+    })
 }
 
 /// `CthResume(t)`: transfers control to `t` at once.

@@ -190,6 +190,39 @@ fn node_reductions_group_struct_reductions_and_remote_dynamic_ids() {
 }
 
 #[test]
+fn cth_pup_moves_a_suspended_thread_with_its_stack() {
+    let lines = |to: usize| {
+        [
+            "cthpup: packed the thread on PE 0".to_string(),
+            format!("cthpup: thread moved from PE 0 to PE {to} with its stack"),
+        ]
+    };
+    for (args, to) in [(&["+p", "2"][..], 1), (&["+p", "4", "++ppn", "2"][..], 3)] {
+        let want = lines(to);
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        expect_ok(&direct("cthpup", args), &want);
+    }
+    // Across processes, with the code at one address in every process.
+    for netmod in ["shm", "tcp"] {
+        let out = convrun(
+            &["++no-aslr", "+p", "4", "++ppn", "2", "++netmod", netmod],
+            "cthpup",
+        );
+        let want = lines(3);
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        expect_ok(&out, &want);
+    }
+    // A thread that never ran is refused by name.
+    let out = direct("cthpup", &["refuse", "+p", "1"]);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("CthPup: cannot pack thread") && stderr.contains("it is not suspended"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn isomalloc_blocks_are_distinct_in_range_and_freed() {
     for (args, n) in [(&["+p", "1"][..], 1), (&["+p", "4", "++ppn", "2"][..], 4)] {
         let a = format!("isomalloc: {n} PEs, {n} distinct blocks in range");
