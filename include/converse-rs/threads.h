@@ -10,7 +10,8 @@
  *                       CthFree, CthSetNext, CthGetNext, CthIsMainThread,
  *                       CthSetStrategy, CthSetStrategyDefault
  *   thread-private      CtvDeclare, CtvStaticDeclare, CtvExtern,
- *   variables           CtvInitialize, CtvAccess, CtvInitialized
+ *   variables           CtvInitialize, CtvAccess, CtvAccessOther,
+ *                       CtvInitialized
  *   conditions, timers  CcdCallOnCondition(,Keep),
  *                       CcdCancelCallOnCondition(,Keep), CcdRaiseCondition,
  *                       CcdCallFnAfter, CcdSetResolution,
@@ -99,6 +100,7 @@ typedef struct CmiCtvDesc_ {
 void CmiCtvInitialize_(const CmiCtvDesc_ *desc, size_t size);
 int CmiCtvInitialized_(const CmiCtvDesc_ *desc);
 void *CmiCtvAccess_(const CmiCtvDesc_ *desc);
+void *CmiCtvAccessOther_(CthThread t, const CmiCtvDesc_ *desc);
 
 #ifdef __cplusplus
 }
@@ -149,6 +151,10 @@ extern "C" {
 /* An lvalue, as in Converse. */
 #define CtvAccess(v) (*(CMI_CTV_TYPEOF_(CtvTypeOf_##v##_))CmiCtvAccess_(&Ctv_##v##_))
 #define CtvInitialized(v) CmiCtvInitialized_(&Ctv_##v##_)
+/* Thread t's value of v (a thread of the calling PE), made on first access
+ * as CtvAccess makes it; an lvalue. */
+#define CtvAccessOther(t, v) \
+  (*(CMI_CTV_TYPEOF_(CtvTypeOf_##v##_))CmiCtvAccessOther_((t), &Ctv_##v##_))
 
 /* ---- conditions and timers (Ccd) --------------------------------------- */
 

@@ -736,15 +736,37 @@ pub unsafe extern "C-unwind" fn CmiCtvInitialized_(desc: *const CtvDesc) -> c_in
 pub unsafe extern "C-unwind" fn CmiCtvAccess_(desc: *const CtvDesc) -> *mut c_void {
     // SAFETY: the caller's promise.
     let d = unsafe { desc_ref(desc, "CtvAccess") };
+    block_of(d, &THREAD_BLOCKS.get(), "CtvAccess")
+}
+
+/// `CtvAccessOther(t, v)`: the address of thread `t`'s value of `v` (a
+/// thread of the calling PE), made as `CtvAccess` makes it if `t` has none
+/// yet; the same address `CtvAccess(v)` gives inside `t`.
+///
+/// # Safety
+/// As [`CmiCtvInitialize_`].
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CmiCtvAccessOther_(
+    t: CthThread,
+    desc: *const CtvDesc,
+) -> *mut c_void {
+    // SAFETY: the caller's promise.
+    let d = unsafe { desc_ref(desc, "CtvAccessOther") };
+    let thread = thread_of(t, "CtvAccessOther");
+    block_of(d, &THREAD_BLOCKS.get_of(&thread), "CtvAccessOther")
+}
+
+/// The address of `d`'s value in `blocks` (one thread's), made zeroed (and
+/// constructed in C++) if there is none; `call` names the C call.
+fn block_of(d: &CtvDesc, blocks: &CtvBlocks, call: &str) -> *mut c_void {
     let slot = d.slot.load(Ordering::Acquire);
     let Some(index) = usize::try_from(slot).ok().and_then(|s| s.checked_sub(1)) else {
         // SAFETY: the name the macros wrote (a string literal).
         let name = unsafe { c_str(d.name) };
         converse::abort(&format!(
-            "CtvAccess({name}) before CtvInitialize({name}) in this process"
+            "{call}({name}) before CtvInitialize({name}) in this process"
         ));
     };
-    let blocks = THREAD_BLOCKS.get();
     if let Some(Some(block)) = blocks.0.borrow().get(index) {
         return block.ptr.as_ptr().cast();
     }
@@ -752,7 +774,7 @@ pub unsafe extern "C-unwind" fn CmiCtvAccess_(desc: *const CtvDesc) -> *mut c_vo
         // SAFETY: as above.
         let name = unsafe { c_str(d.name) };
         converse::abort(&format!(
-            "CtvAccess({name}): size {} with alignment {}: {e}",
+            "{call}({name}): size {} with alignment {}: {e}",
             d.size, d.align
         ))
     });

@@ -3,8 +3,9 @@
 //! `ConverseInit`), built with their Makefile and `convcc`. The server runs
 //! in the background (one process, and under `convrun` in two), the
 //! client talks to it, and the test compares the client's whole output;
-//! then the client's "stop" request ends the server. Nothing depends on
-//! timings: every wait has a deadline that only a hang reaches.
+//! then the client's "stop" request ends the server. A last program gives
+//! CCS a null callback, which ends the job naming the call. Nothing
+//! depends on timings: every wait has a deadline that only a hang reaches.
 mod common;
 
 use std::io::{BufRead, BufReader, Read};
@@ -377,4 +378,39 @@ fn a_delayed_reply_answered_twice_or_from_another_process_ends_the_job() {
             && stderr.contains("was delayed on node 0, and only that node's PEs"),
         "{stderr}"
     );
+}
+
+#[test]
+fn a_null_ccs_callback_ends_the_job_naming_the_call() {
+    let cases = [
+        ("handler", "CcsRegisterHandler: the function is null"),
+        ("handlerfn", "CcsRegisterHandlerFn: the function is null"),
+        ("merge", "CcsSetMergeFn: the function is null"),
+        ("name", "CcsRegisterHandler: the handler name is null"),
+    ];
+    for (case, why) in cases {
+        // The last PE registers it: PE 1 of one process, PE 3 of two.
+        for (out, pe) in [
+            (common::direct(DIR, "nullfn", &["+p", "2", case]), 1),
+            (
+                common::convrun_with(DIR, &["+p", "4", "++ppn", "2"], "nullfn", &[case]),
+                3,
+            ),
+        ] {
+            let (stdout, stderr) = text(&out);
+            assert_eq!(
+                out.status.code(),
+                Some(converse::ABORT_EXIT_CODE),
+                "{case}: {stdout}{stderr}"
+            );
+            assert!(
+                !stdout.contains("accepted"),
+                "{case}: {stdout}\nstderr:\n{stderr}"
+            );
+            assert!(
+                stderr.contains(&format!("PE {pe} aborting: {why}")),
+                "{case}: {stderr}"
+            );
+        }
+    }
 }

@@ -1,7 +1,7 @@
 //! The C and C++ programs of `tests/c/core/` (start-up, messages,
-//! handlers, sends, the scheduler, Cpv), built as a Charm++ user builds
-//! Converse programs (their Makefile with `CHARMC` pointed at `convcc`),
-//! run in one process and under `convrun` over shm and tcp.
+//! handlers, sends, the scheduler, Cpv and Csv), built as a Charm++ user
+//! builds Converse programs (their Makefile with `CHARMC` pointed at
+//! `convcc`), run in one process and under `convrun` over shm and tcp.
 mod common;
 
 use std::process::Command;
@@ -52,6 +52,59 @@ fn hello_in_one_process_and_in_two() {
             "PE 0 heard from all 4 PEs",
         ],
     );
+}
+
+/// What `hello` prints on every PE of a `pes`-PE job of `ppn`-PE
+/// processes started by `convrun` (`args` counts the program's name), and
+/// the launcher's line saying so.
+fn hello_lines(pes: usize, ppn: usize, args: usize) -> Vec<String> {
+    let nodes = pes / ppn;
+    let mut want = vec![format!(
+        "converse: {pes} PEs in {nodes} processes of {ppn} PE{}, netmod shm",
+        if ppn == 1 { "" } else { "s" }
+    )];
+    want.extend((0..pes).map(|pe| {
+        format!(
+            "hello from PE {pe} of {pes} (node {} of {nodes}, rank {}), hello, {args} args",
+            pe / ppn,
+            pe % ppn
+        )
+    }));
+    want.push(format!("PE 0 heard from all {pes} PEs"));
+    want
+}
+
+#[test]
+fn convrun_takes_runtime_flags_after_the_program_as_charmrun_does() {
+    // (flags before the program, words after it, PEs per process, the
+    // program's argc).
+    let cases: [(&[&str], &[&str], usize, usize); 9] = [
+        (&["+p4"], &[], 1, 1),
+        (&[], &["+p4"], 1, 1),
+        (&["+p", "4"], &[], 1, 1),
+        (&[], &["+p", "4"], 1, 1),
+        (&["+p", "4", "++ppn", "2"], &[], 2, 1),
+        (&[], &["+p", "4", "++ppn", "2"], 2, 1),
+        (&[], &["+p4", "++ppn2"], 2, 1),
+        (&["+p", "4"], &["++ppn", "2"], 2, 1),
+        // The program's own arguments stay, the runtime's go.
+        (&[], &["extra", "+p", "4", "++ppn", "2", "more"], 2, 3),
+    ];
+    for (before, after, ppn, args) in cases {
+        let out = common::convrun_with(DIR, before, "hello", after);
+        let want = hello_lines(4, ppn, args);
+        let want: Vec<&str> = want.iter().map(String::as_str).collect();
+        let (stdout, _) = text(&out);
+        assert_eq!(
+            stdout
+                .lines()
+                .filter(|l| l.starts_with("hello from PE"))
+                .count(),
+            4,
+            "{before:?} hello {after:?}:\n{stdout}"
+        );
+        expect_ok(&out, &want);
+    }
 }
 
 #[test]
@@ -146,20 +199,55 @@ fn a_c_exit_in_the_middle_of_the_job_names_the_pe_and_fails_the_job() {
     );
 }
 
+/// What `cpv` prints in a job of `pes` PEs, `ppn` per logical node, whose
+/// main threads (those ConverseInit returned on: the first PE of each
+/// process) are `mains`: each PE its own Cpv and the PEs that marked its
+/// node's Csv (its node's, all of them), each main thread its log.
+fn cpv_lines(pes: usize, ppn: usize, mains: &[usize]) -> Vec<String> {
+    let mut want: Vec<String> = (0..pes)
+        .map(|pe| {
+            let node = pe / ppn;
+            let marked: Vec<String> = (node * ppn..(node + 1) * ppn)
+                .map(|p| p.to_string())
+                .collect();
+            format!(
+                "cpv: PE {pe} of {pes} (node {node}, rank {}): Cpv {}, its node's Csv marked by PEs {}",
+                pe % ppn,
+                1000 + pe,
+                marked.join(" ")
+            )
+        })
+        .collect();
+    want.extend(
+        mains
+            .iter()
+            .map(|pe| format!("cpv: PE {pe} of {pes} log has 1 line(s): note from PE {pe}")),
+    );
+    want
+}
+
+/// Checks `cpv`'s output: exactly [`cpv_lines`].
+fn expect_cpv(out: &std::process::Output, pes: usize, ppn: usize, mains: &[usize]) {
+    let want = cpv_lines(pes, ppn, mains);
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    expect_ok(out, &want);
+    // Nothing else from the program: no other PE got main.
+    let (stdout, _) = text(out);
+    let printed = stdout.lines().filter(|l| l.starts_with("cpv: ")).count();
+    assert_eq!(printed, want.len(), "{stdout}");
+}
+
 #[test]
-fn cpp_cpv_constructed_on_every_pe_in_initret_mode() {
-    expect_ok(
-        &direct("cpv", &["+p", "2"]),
-        &["cpv: PE 0 of 2 log has 1 line(s): note from PE 0"],
-    );
+fn cpp_cpv_and_csv_per_pe_and_per_node_in_initret_mode() {
+    expect_cpv(&direct("cpv", &["+p", "1"]), 1, 1, &[0]);
+    expect_cpv(&direct("cpv", &["+p", "2"]), 2, 2, &[0]);
+    // Two logical nodes in one process: two Csv values.
+    expect_cpv(&direct("cpv", &["+p", "4", "++ppn", "2"]), 4, 2, &[0]);
     // Under convrun each process's main thread is a PE that got main.
-    expect_ok(
-        &convrun(&["+p", "2"], "cpv"),
-        &[
-            "cpv: PE 0 of 2 log has 1 line(s): note from PE 0",
-            "cpv: PE 1 of 2 log has 1 line(s): note from PE 1",
-        ],
-    );
+    expect_cpv(&convrun(&["+p", "2"], "cpv"), 2, 1, &[0, 1]);
+    expect_cpv(&convrun(&["+p", "4", "++ppn", "2"], "cpv"), 4, 2, &[0, 2]);
+    let flags_after = common::convrun_with(DIR, &[], "cpv", &["+p", "4", "++ppn", "2"]);
+    expect_cpv(&flags_after, 4, 2, &[0, 2]);
 }
 
 #[test]
@@ -171,7 +259,9 @@ fn c_handler_tables_that_differ_are_named_by_function() {
         let (_, stderr) = text(&out);
         assert!(!out.status.success(), "{stderr}");
         assert!(stderr.contains("handler tables differ"), "{stderr}");
-        assert!(stderr.contains("at index 1"), "{stderr}");
+        // Index 4: the second registered handler (3k + 1); the first is
+        // the C API's own, the struct reductions' result handler.
+        assert!(stderr.contains("at index 4"), "{stderr}");
         assert!(
             stderr.contains("C function first_handler (mismatch+0x"),
             "{stderr}"

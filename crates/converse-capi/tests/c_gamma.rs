@@ -139,9 +139,27 @@ fn errors_carry_the_documents_values() {
         codes.map(|c| c.to_string()).join(" ")
     );
     let before = format!("errors: before gamma_init {}", Error::NotInitialized.code());
+    // In the program's order: a length above isize::MAX given to
+    // set_passive_port, set_active_port, then (port 10 set) a null buffer
+    // with a length to post_recv, a length above isize::MAX to post_recv
+    // twice, a null buffer to attach_buffer (with the port's 4 bytes), to
+    // send, as a send_2p's second piece and to isend: refused as a bad
+    // buffer before any mirror is made; mlock and munlock of a null
+    // address: a lock error.
+    let bad = Error::BadBuffer(String::new()).code();
+    let lock = Error::Lock(String::new()).code();
+    let buffers = format!(
+        "errors: buffers {}",
+        [bad, bad, bad, bad, bad, bad, bad, bad, bad, lock, lock]
+            .map(|c| c.to_string())
+            .join(" ")
+    );
     let want = [
         before.as_str(),
         refusals.as_str(),
+        buffers.as_str(),
+        // The refused calls left port 10 bound to its first buffer.
+        "errors: port 10 kept its buffer: KEEP",
         // GAMMA_ERR_MSGTOOLONG is 3; one error on each semaphore.
         "errors: active port: gamma_wait -1, gamma_errno 3 on port 1; passive port: gamma_wait -1",
     ];

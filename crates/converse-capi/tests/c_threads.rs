@@ -55,12 +55,33 @@ fn a_strategy_schedules_its_threads_and_the_default_comes_back() {
     );
 }
 
+/// What `ctv` prints on PEs `0..pes`: PE `pe`'s threads 1, 2, 3 hold
+/// `1000 pe + 10 id`, its main flow `100 + pe`.
+fn ctv_lines(pes: usize) -> Vec<String> {
+    (0..pes)
+        .map(|pe| {
+            format!(
+                "ctv: PE {pe}: 3 threads, sum {}, main flow kept {}",
+                3000 * pe + 60,
+                100 + pe
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn ctv_values_are_per_thread_in_c() {
-    let line = "3 threads, sum 60, main flow kept 100";
-    expect_lines(&direct("ctv", &["+p", "1"]), &per_pe("ctv", 1, line));
-    expect_lines(&direct("ctv", &["+p", "2"]), &per_pe("ctv", 2, line));
-    expect_lines(&convrun(&["+p", "2"], "ctv"), &per_pe("ctv", 2, line));
+    expect_lines(&direct("ctv", &["+p", "1"]), &ctv_lines(1));
+    expect_lines(&direct("ctv", &["+p", "2"]), &ctv_lines(2));
+    expect_lines(&convrun(&["+p", "2"], "ctv"), &ctv_lines(2));
+    // Two PEs per node, two nodes in one process and in two.
+    let layout = ["+p", "4", "++ppn", "2"];
+    expect_lines(&direct("ctv", &layout), &ctv_lines(4));
+    expect_lines(&convrun(&layout, "ctv"), &ctv_lines(4));
+    expect_lines(
+        &common::convrun_with(DIR, &[], "ctv", &layout),
+        &ctv_lines(4),
+    );
 }
 
 #[test]
@@ -71,6 +92,9 @@ fn ctv_values_are_constructed_and_destroyed_per_thread_in_cpp() {
     let line = "constructed 4, destroyed 3: w1 w2 ~w2 last";
     expect_lines(&direct("ctvpp", &["+p", "1"]), &per_pe("ctvpp", 1, line));
     expect_lines(&direct("ctvpp", &["+p", "2"]), &per_pe("ctvpp", 2, line));
+    let layout = ["+p", "4", "++ppn", "2"];
+    expect_lines(&direct("ctvpp", &layout), &per_pe("ctvpp", 4, line));
+    expect_lines(&convrun(&layout, "ctvpp"), &per_pe("ctvpp", 4, line));
 }
 
 #[test]

@@ -1812,6 +1812,32 @@ fn ctv_initializer_runs_on_first_access_only() {
     });
 }
 
+static CTV_SEEN: Ctv<Cell<i32>> = Ctv::new(|| Cell::new(-1));
+
+/// `get_of` (`CtvAccessOther`) reaches another thread's value: set before
+/// that thread runs, read back after it changed it; the main flow's own
+/// value stays apart.
+#[test]
+fn ctv_get_of_reaches_another_threads_value() {
+    solo(|| {
+        let worker = Thread::create(
+            || {
+                assert_eq!(CTV_SEEN.with(Cell::get), 41, "set by the main flow");
+                CTV_SEEN.with(|v| v.set(42));
+                converse::suspend();
+            },
+            0,
+        );
+        CTV_SEEN.get_of(&worker).set(41);
+        assert_eq!(CTV_SEEN.with(Cell::get), -1, "the main flow's own value");
+        worker.awaken();
+        converse::schedule_poll();
+        assert_eq!(CTV_SEEN.get_of(&worker).get(), 42);
+        let me = Thread::current();
+        assert!(Rc::ptr_eq(&CTV_SEEN.get_of(&me), &CTV_SEEN.get()));
+    });
+}
+
 static CTV_PE: Ctv<Cell<usize>> = Ctv::new(|| Cell::new(usize::MAX));
 
 #[test]

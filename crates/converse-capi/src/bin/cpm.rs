@@ -1288,6 +1288,69 @@ mod tests {
         assert!(error(src).starts_with("a.c:20: error:"));
     }
 
+    /// The line counter wraps (modulo 2^32) rather than overflowing: the
+    /// markers `cc -E` writes go from `# 0` (GCC's `# 0 "<built-in>"`) to
+    /// whatever `#line` a program sets, and every way the scanner counts
+    /// lines (newlines, comments, literals, backslash-newlines) goes past
+    /// the top.
+    #[test]
+    fn line_markers_at_the_ends_of_the_counter_neither_panic_nor_misplace() {
+        const UNKNOWN: &str = "CpmInvokable f: argument 1 has unknown type `T`";
+        // The largest number a marker takes names its line exactly.
+        let err = error("# 4294967295 \"x.c\"\nCpmInvokable f(T x);\n");
+        assert!(err.starts_with("x.c:4294967295: error: "), "{err}");
+        assert!(err.contains(UNKNOWN), "{err}");
+        // Past it, by each way the scanner counts a line (a newline, in a
+        // comment, in a string, in a raw string, a backslash-newline
+        // between tokens and in a directive): the next line is 0, as
+        // 4294967295 + 1 modulo 2^32, and the one after 1.
+        let marker = "# 4294967295 \"x.c\"\n";
+        for (body, line) in [
+            ("int a;\nCpmInvokable f(T x);", 0),
+            ("int a;\n\nCpmInvokable f(T x);", 1),
+            ("/* a\n */ CpmInvokable f(T x);", 0),
+            ("const char *s = \"a\\\nb\"; CpmInvokable f(T x);", 0),
+            ("const char *s = R\"d(\n)d\"; CpmInvokable f(T x);", 0),
+            ("int a; \\\nCpmInvokable f(T x);", 0),
+            ("#pragma x \\\n y\nCpmInvokable f(T x);", 1),
+        ] {
+            let err = error(&format!("{marker}{body}\n"));
+            assert!(
+                err.starts_with(&format!("x.c:{line}: error: ")),
+                "{body:?}: {err}"
+            );
+            assert!(err.contains(UNKNOWN), "{err}");
+        }
+        // `# 0` names line 0 (the counter goes below 0 and back).
+        let err = error("# 0 \"<built-in>\"\n# 0 \"y.c\"\nCpmInvokable f(T x);\n");
+        assert!(err.starts_with("y.c:0: error: "), "{err}");
+        // The places the generated code names, either side of the wrap.
+        let out = generate(&module(
+            "# 4294967295 \"big.c\"\nCpmInvokable f(void);\n\nCpmInvokable g(void);\n",
+        ));
+        assert!(
+            out.contains("/* ---- f (big.c:4294967295) ---- */"),
+            "{out}"
+        );
+        assert!(out.contains("/* ---- g (big.c:1) ---- */"), "{out}");
+        // A number no line can have is refused in the scanner's words,
+        // naming the place of the marker (file and line before it).
+        for number in [
+            "4294967296",
+            "18446744073709551615",
+            "99999999999999999999999",
+        ] {
+            let err = error(&format!(
+                "int a;\n# {number} \"z.c\"\nCpmInvokable f(T x);\n"
+            ));
+            assert_eq!(err, "t.i:2: error: a line marker's number is too large");
+            let err = error(&format!(
+                "# 7 \"w.c\"\n#line {number}\nCpmInvokable f(T x);\n"
+            ));
+            assert_eq!(err, "w.c:7: error: a line marker's number is too large");
+        }
+    }
+
     #[test]
     fn braces_in_strings_chars_and_comments_do_not_count() {
         let src = r#"

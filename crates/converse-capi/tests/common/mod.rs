@@ -181,3 +181,16 @@ pub fn expect_ok(out: &Output, lines: &[&str]) {
         );
     }
 }
+
+/// Runs program `name` of `tests/c/<dir>/` under `convrun` with `before`
+/// before it and `after` after it (its arguments, and runtime flags
+/// `convrun` takes after the program as charmrun does).
+pub fn convrun_with(dir: &str, before: &[&str], name: &str, after: &[&str]) -> Output {
+    let programs = programs(dir);
+    let mut cmd = Command::new(profile_dir().join("convrun"));
+    cmd.args(before)
+        .arg(format!("./{name}"))
+        .args(after)
+        .current_dir(&programs);
+    run_with_deadline(cmd)
+}

@@ -35,6 +35,7 @@ use std::marker::PhantomData;
 use std::rc::Rc;
 use std::sync::atomic::AtomicUsize;
 
+use super::Thread;
 use crate::rt::globals::Slot;
 use crate::rt::pe;
 
@@ -67,8 +68,15 @@ impl<T: 'static> Ctv<T> {
     /// made with the initializer on the thread's first access.
     #[doc(alias = "CtvAccess")]
     pub fn get(&self) -> Rc<T> {
+        self.get_of(&pe::with(|pe| pe.cth.current()))
+    }
+
+    /// Thread `thread`'s value (`CtvAccessOther`), made with the
+    /// initializer if that thread has none yet. `thread` is of the calling
+    /// PE (a [`Thread`] never leaves its PE); it need not be running.
+    #[doc(alias = "CtvAccessOther")]
+    pub fn get_of(&self, thread: &Thread) -> Rc<T> {
         let slot = self.slot.get_from(&NEXT_CTV_SLOT);
-        let thread = pe::with(|pe| pe.cth.current());
         let existing: Option<Rc<dyn Any>> = thread.0.locals.borrow().get(slot).cloned().flatten();
         let value = match existing {
             Some(v) => v,
