@@ -216,6 +216,7 @@ fn expected_client(pes: usize, ppn: usize, auth: bool) -> Vec<String> {
     }
     want.extend([
         "silent: -1".to_owned(),
+        "noerror: once (4 bytes)".to_owned(),
         format!("fn: fn on PE {last}: user data, 5 bytes: 12345"),
         "used: used on PE 0 (remote request: 1)".to_owned(),
         "nosuch: 0 bytes".to_owned(),
@@ -226,6 +227,11 @@ fn expected_client(pes: usize, ppn: usize, auth: bool) -> Vec<String> {
         "probe: 1".to_owned(),
         "after probe: [0]".to_owned(),
         "probe with nothing asked: -1".to_owned(),
+        "probe timeout with nothing asked: -1".to_owned(),
+        "probe timeout: 1".to_owned(),
+        format!("after probe timeout: [{last}]"),
+        "no response: 0".to_owned(),
+        "receive after no response: -1".to_owned(),
         "receive with nothing asked: -1".to_owned(),
         "stop: stopping".to_owned(),
         "after finalize: -1 -1".to_owned(),

@@ -132,6 +132,9 @@ int main(int argc, char **argv) {
   CcsSendRequest(&svr, "silent", 0, 0, NULL);
   printf("silent: %d\n", CcsRecvResponse(&svr, (int)sizeof out, out, WAIT));
 
+  got = ask("noerror", n - 1, NULL, out, sizeof out);
+  printf("noerror: %s (%d bytes)\n", out, got);
+
   ask("fn", n - 1, "12345", out, sizeof out);
   printf("fn: %s\n", out);
   ask("used", 0, NULL, out, sizeof out);
@@ -165,6 +168,16 @@ int main(int argc, char **argv) {
     out[got < 0 ? 0 : got] = '\0';
     printf("after probe: %s\n", out);
     printf("probe with nothing asked: %d\n", CcsProbe(&svr));
+    printf("probe timeout with nothing asked: %d\n", CcsProbeTimeout(&svr, 10));
+    CcsSendRequest(&svr, "whoami", n - 1, 0, NULL);
+    printf("probe timeout: %d\n", CcsProbeTimeout(&svr, 1000 * WAIT));
+    got = CcsRecvResponse(&svr, (int)sizeof out - 1, out, WAIT);
+    out[got < 0 ? 0 : got] = '\0';
+    printf("after probe timeout: %s\n", out);
+    /* A reply not wanted: the request is over, the next one works. */
+    CcsSendRequest(&svr, "echo", 0, 3, "abc");
+    printf("no response: %d\n", CcsNoResponse(&svr));
+    printf("receive after no response: %d\n", CcsRecvResponse(&svr, (int)sizeof out, out, 0));
     printf("receive with nothing asked: %d\n", CcsRecvResponse(&svr, (int)sizeof out, out, 0));
   }
 

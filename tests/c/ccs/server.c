@@ -146,6 +146,15 @@ static void silent(void *msg) {
   CcsNoReply();
 }
 
+/* Only the first reply goes; the second and the CcsNoReply after it do
+ * nothing (Charm++'s CcsSendReplyNoError). */
+static void noerror(void *msg) {
+  CmiFree(msg);
+  CcsSendReplyNoError(4, "once");
+  CcsSendReplyNoError(5, "twice");
+  CcsNoReply();
+}
+
 static void with_user(void *user, int len, const void *data) {
   char out[128];
   snprintf(out, sizeof out, "fn on PE %d: %s, %d bytes: %.*s", CmiMyPe(), (const char *)user, len,
@@ -192,6 +201,7 @@ static void start(int argc, char **argv) {
   CcsSetMergeFn("join", join_merge);
   CcsRegisterHandler("delay", delay);
   CcsRegisterHandler("silent", silent);
+  CcsRegisterHandler("noerror", noerror);
   CcsRegisterHandler("delay_twice", delay_twice);
   CcsRegisterHandler("delay_far", delay_far);
   CcsRegisterHandlerFn("fn", with_user, user_data);
@@ -200,6 +210,9 @@ static void start(int argc, char **argv) {
   forward_idx = CmiRegisterHandler(forward);
   ready_idx = CmiRegisterHandler(ready);
 
+  /* No request is being handled: nothing is owed, nothing happens. */
+  CcsSendReplyNoError(3, "out");
+  CcsNoReply();
   if (CmiMyPe() == 0) {
     CmiPrintf("CcsEnabled %d, CcsIsRemoteRequest %d\n", CcsEnabled(), CcsIsRemoteRequest());
     /* An ordinary message to a CCS handler is not a CCS request. */
