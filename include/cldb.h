@@ -7,9 +7,14 @@
  *   CldCountTokens, CldLoad, CldPutToken, CldGetToken, CldMultipleSend,
  *   CldSwitchHandler, CldRestoreHandler, CldModuleGeneralInit
  *
- * The strategies themselves are the runtime's (+balancer none, rand,
- * neighbor, workstealing, ring: the manual's "test" balancer); a program
- * does not define CldEnqueue or CldModuleInit itself here.
+ * The strategies are the runtime's (+balancer none, rand, neighbor,
+ * workstealing, ring) unless the program brings its own, as the manual's
+ * section 7.3 writes one: a program that defines CldEnqueue,
+ * CldModuleInit and CldGetStrategy (and, if it wants, CldEnqueueMulti and
+ * CldNodeEnqueue) links those instead of the library's (which are weak
+ * symbols), and its CldModuleInit runs on every PE before the start
+ * function. CldMultipleSend's seeds stay movable on arrival (they go to the
+ * token queue there, as the manual's CldBalanceHandler puts them).
  */
 #ifndef CONVERSE_RS_CLDB_H
 #define CONVERSE_RS_CLDB_H

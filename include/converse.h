@@ -104,6 +104,9 @@ int CmiRegisterHandlerGlobal(CmiHandler h);
 void CmiNumberHandler(int n, CmiHandler h);
 CmiHandler CmiHandlerToFunction(int n);
 #define CmiGetHandlerFunction(m) CmiHandlerToFunction((int)CmiGetHandler(m))
+/* Old Converse: a handler took its buffer over with it. Here a handler's
+ * buffer is its own already (keep it, or CmiFree it): nothing to do. */
+#define CmiGrabBuffer(pmsg) ((void)(pmsg))
 
 /* ---- who am I ---------------------------------------------------------- */
 

@@ -6,6 +6,9 @@
 //! `CldPutToken`, `CldGetToken`, `CldMultipleSend`, `CldSwitchHandler`,
 //! `CldRestoreHandler`, `CldModuleGeneralInit`), over
 //! [`converse_ext::cld`]. The strategy is the job's (`+balancer NAME`).
+//! The balancer's own entry points are exported as `CmiCldDefault…_`;
+//! Charm++'s names for them are weak functions `convcc` links in, so a
+//! program may bring its own balancer (`cld_weak`).
 //!
 //! # C info and pack functions
 //!
@@ -227,17 +230,25 @@ fn c_pack(msg: Message) -> Message {
 
 /// `CldModuleInit()`: sets seed balancing up on the calling PE (its
 /// handlers and the job's strategy). Idempotent.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = "CmiCldDefaultModuleInit_")]
+#[allow(non_snake_case)] // the C name, for readers of the manual (the symbol is CmiCldDefaultModuleInit_)
 pub extern "C-unwind" fn CldModuleInit() {
     set_up();
 }
 
-/// `CldModuleGeneralInit(argv)`: sets up the token queue and the
-/// balancer's handlers on the calling PE (`CldModuleInit` does it, with
-/// the strategy); `argv` is not read. Idempotent.
+/// `CldModuleGeneralInit(argv)`: sets up the token queue, the balancer's
+/// handlers and the C tables on the calling PE (the library's
+/// `CldModuleInit` does it, with the job's strategy; a balancer of the
+/// program's own calls it from its `CldModuleInit`, and then the library's
+/// strategy is never set up); `argv` is not read. Idempotent.
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CldModuleGeneralInit(_argv: *mut *mut c_char) {
     cld::module_general_init();
+    // A balancer of the program's own calls this from its CldModuleInit:
+    // the C tables, without the library's strategy.
+    if !CLD_C.is_initialized() {
+        CLD_C.initialize(RefCell::default());
+    }
 }
 
 /// The C function `f` as a `CmiHandler`, for its handler index (Charm++'s
@@ -300,7 +311,8 @@ unsafe fn seed(msg: *mut c_void, infofn: c_int, call: &str) -> (Message, usize) 
 ///
 /// # Safety
 /// `msg` comes from `CmiAlloc` or a handler; the caller gives it up.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = "CmiCldDefaultEnqueue_")]
+#[allow(non_snake_case)] // the C name, for readers of the manual (the symbol is CmiCldDefaultEnqueue_)
 pub unsafe extern "C-unwind" fn CldEnqueue(pe: c_int, msg: *mut c_void, infofn: c_int) {
     let dest = match pe {
         CLD_ANYWHERE => Dest::Anywhere,
@@ -318,7 +330,8 @@ pub unsafe extern "C-unwind" fn CldEnqueue(pe: c_int, msg: *mut c_void, infofn: 
 ///
 /// # Safety
 /// `pes` points at `npes` ints; `msg` as for [`CldEnqueue`].
-#[unsafe(no_mangle)]
+#[unsafe(export_name = "CmiCldDefaultEnqueueMulti_")]
+#[allow(non_snake_case)] // the C name, for readers of the manual (the symbol is CmiCldDefaultEnqueueMulti_)
 pub unsafe extern "C-unwind" fn CldEnqueueMulti(
     npes: c_int,
     pes: *const c_int,
@@ -354,7 +367,8 @@ pub unsafe extern "C-unwind" fn CldEnqueueMulti(
 ///
 /// # Safety
 /// As [`CldEnqueue`].
-#[unsafe(no_mangle)]
+#[unsafe(export_name = "CmiCldDefaultNodeEnqueue_")]
+#[allow(non_snake_case)] // the C name, for readers of the manual (the symbol is CmiCldDefaultNodeEnqueue_)
 pub unsafe extern "C-unwind" fn CldNodeEnqueue(node: c_int, msg: *mut c_void, infofn: c_int) {
     let dest = match node {
         CLD_ANYWHERE => NodeDest::Anywhere,
@@ -369,7 +383,8 @@ pub unsafe extern "C-unwind" fn CldNodeEnqueue(node: c_int, msg: *mut c_void, in
 
 /// `CldGetStrategy()`: the name of the job's strategy (`+balancer`), a
 /// string that lives as long as the process.
-#[unsafe(no_mangle)]
+#[unsafe(export_name = "CmiCldDefaultGetStrategy_")]
+#[allow(non_snake_case)] // the C name, for readers of the manual (the symbol is CmiCldDefaultGetStrategy_)
 pub extern "C-unwind" fn CldGetStrategy() -> *const c_char {
     tables("CldGetStrategy");
     static NAMES: Mutex<Vec<CString>> = Mutex::new(Vec::new());

@@ -144,6 +144,7 @@ pub extern "C-unwind" fn CmsInit(worker: Option<CmsWorkerFn>, max: c_int) {
     converse::converse_init(
         args,
         move |_args: &[String]| {
+            crate::cld_weak::user_module_init();
             set_up(worker, max);
             converse::schedule_forever();
         },

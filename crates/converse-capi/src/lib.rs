@@ -61,6 +61,7 @@
 //! PE and the cause.
 pub mod ccs;
 pub mod ccs_client;
+mod cld_weak;
 pub mod collectives;
 pub mod conds;
 pub mod cpm;

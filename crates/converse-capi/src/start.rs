@@ -76,6 +76,7 @@ pub unsafe extern "C-unwind" fn ConverseInit(
     converse::converse_init(
         args,
         move |args: &[String]| {
+            crate::cld_weak::user_module_init();
             let (argc, argv) = leak_argv(args);
             start(argc, argv);
         },

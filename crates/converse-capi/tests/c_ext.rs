@@ -226,6 +226,63 @@ fn seeds_run_once_by_priority_packed_only_when_leaving_the_process() {
     expect_lines(&out, &cld_lines(2, 2, 3, "workstealing"));
 }
 
+/// The manual's sample balancer (section 7.3), written in the program:
+/// its CldEnqueue, CldModuleInit and CldGetStrategy replace the library's
+/// (linked statically and with the shared library), its CldModuleInit runs
+/// on every PE before the start function, and its distribution moves half
+/// of PE 0's tokens to PE 1 at once; every seed runs once wherever the
+/// ring balancing takes it.
+#[test]
+fn a_balancer_written_in_the_program_replaces_the_librarys() {
+    let lines = |tokens: usize| {
+        vec![
+            "cldtest: strategy test, CldModuleInit ran: handler 1".to_string(),
+            format!("cldtest: PE 0 held {tokens} tokens, then {}", tokens / 2),
+            "cldtest: all 40 seeds ran once".to_string(),
+        ]
+    };
+    expect_lines(&direct("cldtest", &["+p", "1"]), &lines(0));
+    for args in [
+        &["+p", "2"][..],
+        &["+p", "4", "++ppn", "2"],
+        &["+p", "3", "++ppn", "1"],
+    ] {
+        expect_lines(&direct("cldtest", args), &lines(40));
+    }
+    for netmod in ["shm", "tcp"] {
+        let out = convrun(&["+p", "4", "++ppn", "2", "++netmod", netmod], "cldtest");
+        expect_lines(&out, &lines(40));
+    }
+    // With the shared library, the program's names still win; and the
+    // library's balancer still answers to Charm++'s names in a program
+    // without one (cld.c).
+    let dir = common::programs(DIR);
+    let out_dir = common::profile_dir().join("c-tests").join("ext-shared");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    for (name, flags) in [("cldtest", &["-Wno-error"][..]), ("cld", &[][..])] {
+        let program = out_dir.join(name);
+        let st = std::process::Command::new(env!("CARGO_BIN_EXE_convcc"))
+            .args(["-shared-converse", "-o"])
+            .arg(&program)
+            .arg(dir.join(format!("{name}.c")))
+            .args(flags)
+            .env("CONVERSE_LIB", common::profile_dir())
+            .status()
+            .unwrap();
+        assert!(st.success(), "building {name} with the shared library");
+        let out = common::run_with_deadline({
+            let mut c = std::process::Command::new(&program);
+            c.args(["+p", "2"]);
+            c
+        });
+        if name == "cldtest" {
+            expect_lines(&out, &lines(40));
+        } else {
+            expect_lines(&out, &cld_lines(2, 1, 0, "workstealing"));
+        }
+    }
+}
+
 /// The manual's start-up (mymain in the first pthread of every PE) around
 /// producers and consumers with a mutex and condition variables, joins,
 /// exits with cleanup handlers, detached threads, keys and once.

@@ -263,6 +263,37 @@ fn object_of(source: &str) -> String {
     format!("{stem}.o")
 }
 
+/// The C object `convcc` links into every program (see `src/cld_weak.rs`): Charm++'s seed-balancer names, weak, over the library's.
+const CLD_SHIM_C: &str = r#"/* Linked by convcc into every Converse program: the seed balancer's
+ * entry points under Charm++'s names, weak, over the library's own. A
+ * program that defines them links its own balancer instead. */
+extern void CmiCldDefaultEnqueue_(int pe, void *msg, int infofn);
+extern void CmiCldDefaultEnqueueMulti_(int npes, const int *pes, void *msg, int infofn);
+extern void CmiCldDefaultNodeEnqueue_(int node, void *msg, int infofn);
+extern const char *CmiCldDefaultGetStrategy_(void);
+extern void CmiCldDefaultModuleInit_(void);
+extern void CmiCldProgramBalancer_(void (*init)(void));
+
+__attribute__((weak)) void CldEnqueue(int pe, void *msg, int infofn) {
+  CmiCldDefaultEnqueue_(pe, msg, infofn);
+}
+__attribute__((weak)) void CldEnqueueMulti(int npes, const int *pes, void *msg, int infofn) {
+  CmiCldDefaultEnqueueMulti_(npes, pes, msg, infofn);
+}
+__attribute__((weak)) void CldNodeEnqueue(int node, void *msg, int infofn) {
+  CmiCldDefaultNodeEnqueue_(node, msg, infofn);
+}
+__attribute__((weak)) const char *CldGetStrategy(void) { return CmiCldDefaultGetStrategy_(); }
+
+static void library_module_init(void) { CmiCldDefaultModuleInit_(); }
+extern void CldModuleInit(void) __attribute__((weak, alias("library_module_init")));
+
+__attribute__((constructor)) static void converse_rs_cld_program_balancer(void) {
+  void (*init)(void) = CldModuleInit;
+  if (init != library_module_init) CmiCldProgramBalancer_(init);
+}
+"#;
+
 fn compile(r: &Request, source: &str, object: &str) -> Result<(), String> {
     let (flags, _) = link_only(&r.flags);
     let mut cmd = compiler(is_cxx(source));
@@ -272,6 +303,17 @@ fn compile(r: &Request, source: &str, object: &str) -> Result<(), String> {
         .args(["-pthread", "-funwind-tables"])
         .args(&flags)
         .arg("-c")
+        .arg(source)
+        .arg("-o")
+        .arg(object);
+    run(cmd, r.verbose)
+}
+
+/// Compiles the seed balancer's names (`CLD_SHIM_C`) with the C compiler,
+/// as position-independent code (the program may be a PIE).
+fn compile_shim(r: &Request, source: &Path, object: &Path) -> Result<(), String> {
+    let mut cmd = compiler(false);
+    cmd.args(["-fPIC", "-O2", "-c"])
         .arg(source)
         .arg("-o")
         .arg(object);
@@ -301,6 +343,13 @@ fn build(r: &Request) -> Result<(), String> {
             compile(r, source, &object.to_string_lossy())?;
             objects.push(object);
         }
+        // After the program's objects: its own balancer's names, if it has
+        // one, come first.
+        let shim = scratch.join("converse-rs-cld.c");
+        std::fs::write(&shim, CLD_SHIM_C).map_err(|e| format!("{}: {e}", shim.display()))?;
+        let shim_object = scratch.join("converse-rs-cld.o");
+        compile_shim(r, &shim, &shim_object)?;
+        objects.push(shim_object);
         let dir = lib_dir();
         let lib = dir.join(if r.shared {
             "libconverse_capi.so"

@@ -504,7 +504,12 @@ pub fn module_general_init() {
             let info = arrived_info(&msg, "a movable seed");
             s.count(|c| c.seeds_received += 1);
             s.keep(msg, info.queueing);
-            s.strategy().received(&s);
+            // Without a strategy (a balancer of the program's own, set up
+            // by `module_general_init` alone) the seed just waits in the
+            // token queue, as the manual's `CldBalanceHandler` leaves it.
+            if let Some(strategy) = s.strategy.get() {
+                strategy.received(&s);
+            }
         }));
     let s = Rc::clone(&state);
     state

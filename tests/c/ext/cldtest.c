@@ -1,0 +1,191 @@
+/* The extensions manual's sample balancer (section 7.3, `cldb.test.c`):
+ * every PE periodically hands half of its movable seeds to the next PE in a
+ * ring. The program defines CldEnqueue, CldModuleInit and CldGetStrategy,
+ * and so links them instead of the library's; the runtime calls its
+ * CldModuleInit on every PE before the start function. The balancer's code
+ * is the manual's, with its braces put back (the manual prints it without
+ * them) and the status counters kept.
+ *
+ * The driver: PE 0 enqueues SEEDS seeds (CLD_ANYWHERE, so they become
+ * tokens), checks the token count, calls CldDistributeTokens itself once
+ * (which moves half of them to PE 1 at once: CldLoad()/2 of them), checks
+ * the count again, and the seeds then run wherever the balancing puts
+ * them; each reports to PE 0, which checks that every seed ran exactly
+ * once and ends the job. */
+#include <stdio.h>
+#include "converse.h"
+#include "cldb.h"
+#define PERIOD 100
+#define MAXMSGBFRSIZE 100000
+
+const char *CldGetStrategy(void) { return "test"; }
+
+CpvDeclare(int, CldHandlerIndex);
+CpvDeclare(int, CldBalanceHandlerIndex);
+CpvDeclare(int, CldRelocatedMessages);
+CpvDeclare(int, CldLoadBalanceMessages);
+CpvDeclare(int, CldMessageChunks);
+
+void CldDistributeTokens(void) {
+  int destPe = (CmiMyPe() + 1) % CmiNumPes(), numToSend;
+
+  numToSend = CldLoad() / 2;
+  if (numToSend > CldCountTokens()) numToSend = CldCountTokens() / 2;
+  if (numToSend > 0) CldMultipleSend(destPe, numToSend);
+  CcdCallFnAfter((CcdVoidFn)CldDistributeTokens, NULL, PERIOD);
+}
+
+void CldBalanceHandler(void *msg) {
+  CmiGrabBuffer((void **)&msg);
+  CldRestoreHandler(msg);
+  CldPutToken(msg);
+}
+
+void CldHandler(void *msg) {
+  CldInfoFn ifn;
+  CldPackFn pfn;
+  int len, queueing, priobits;
+  unsigned int *prioPtr;
+
+  CmiGrabBuffer((void **)&msg);
+  CldRestoreHandler(msg);
+  ifn = (CldInfoFn)CmiHandlerToFunction(CmiGetInfo(msg));
+  ifn(msg, &pfn, &len, &queueing, &priobits, &prioPtr);
+  CsdEnqueueGeneral(msg, queueing, priobits, prioPtr);
+}
+
+void CldEnqueue(int pe, void *msg, int infofn) {
+  int len, queueing, priobits;
+  unsigned int *prioPtr;
+  CldInfoFn ifn = (CldInfoFn)CmiHandlerToFunction(infofn);
+  CldPackFn pfn;
+
+  if ((pe == CLD_ANYWHERE) && (CmiNumPes() > 1)) {
+    ifn(msg, &pfn, &len, &queueing, &priobits, &prioPtr);
+    CmiSetInfo(msg, infofn);
+    CldPutToken(msg);
+  } else if ((pe == CmiMyPe()) || (CmiNumPes() == 1)) {
+    ifn(msg, &pfn, &len, &queueing, &priobits, &prioPtr);
+    CmiSetInfo(msg, infofn);
+    CsdEnqueueGeneral(msg, queueing, priobits, prioPtr);
+  } else {
+    ifn(msg, &pfn, &len, &queueing, &priobits, &prioPtr);
+    if (pfn) {
+      pfn(&msg);
+      ifn(msg, &pfn, &len, &queueing, &priobits, &prioPtr);
+    }
+    CldSwitchHandler(msg, CpvAccess(CldHandlerIndex));
+    CmiSetInfo(msg, infofn);
+    if (pe == CLD_BROADCAST)
+      CmiSyncBroadcastAndFree(len, msg);
+    else if (pe == CLD_BROADCAST_ALL)
+      CmiSyncBroadcastAllAndFree(len, msg);
+    else
+      CmiSyncSendAndFree(pe, len, msg);
+  }
+}
+
+void CldModuleInit(void) {
+  char *argv[] = {NULL};
+  CpvInitialize(int, CldHandlerIndex);
+  CpvAccess(CldHandlerIndex) = CmiRegisterHandler(CldHandler);
+  CpvInitialize(int, CldBalanceHandlerIndex);
+  CpvAccess(CldBalanceHandlerIndex) = CmiRegisterHandler(CldBalanceHandler);
+  CpvInitialize(int, CldRelocatedMessages);
+  CpvInitialize(int, CldLoadBalanceMessages);
+  CpvInitialize(int, CldMessageChunks);
+  CpvAccess(CldRelocatedMessages) = CpvAccess(CldLoadBalanceMessages) =
+      CpvAccess(CldMessageChunks) = 0;
+  CldModuleGeneralInit(argv);
+  if (CmiNumPes() > 1) CldDistributeTokens();
+}
+
+/* ---- the driver ---------------------------------------------------------- */
+
+#define SEEDS 40
+
+typedef struct {
+  char head[CmiMsgHeaderSizeBytes];
+  int seed;
+} SeedMsg;
+
+CpvStaticDeclare(int, seed_handler);
+CpvStaticDeclare(int, report_handler);
+CpvStaticDeclare(int, stop_handler);
+CpvStaticDeclare(int, info_index);
+CpvStaticDeclare(int, ran);
+CpvStaticDeclare(char *, seen);
+
+static void seed_info(void *msg, CldPackFn *pfn, int *len, int *queueing, int *priobits,
+                      unsigned int **prioptr) {
+  (void)msg;
+  *pfn = 0;
+  *len = sizeof(SeedMsg);
+  *queueing = CQS_QUEUEING_FIFO;
+  *priobits = 0;
+  *prioptr = 0;
+}
+
+static void stop(void *msg) {
+  CmiFree(msg);
+  CsdExitScheduler();
+}
+
+static void report(void *msg) {
+  SeedMsg *m = (SeedMsg *)msg;
+  int i;
+  if (m->seed < 0 || m->seed >= SEEDS) CmiAbort("cldtest: seed %d out of range", m->seed);
+  if (CpvAccess(seen)[m->seed]++) CmiAbort("cldtest: seed %d ran twice", m->seed);
+  CmiFree(msg);
+  if (++CpvAccess(ran) == SEEDS) {
+    for (i = 0; i < SEEDS; i++)
+      if (CpvAccess(seen)[i] != 1) CmiAbort("cldtest: seed %d ran %d times", i, CpvAccess(seen)[i]);
+    CmiPrintf("cldtest: all %d seeds ran once\n", SEEDS);
+    {
+      char *s = (char *)CmiAlloc(CmiMsgHeaderSizeBytes);
+      CmiSetHandler(s, CpvAccess(stop_handler));
+      CmiSyncBroadcastAllAndFree(CmiMsgHeaderSizeBytes, s);
+    }
+  }
+}
+
+static void run_seed(void *msg) {
+  SeedMsg *m = (SeedMsg *)msg;
+  CmiSetHandler(m, CpvAccess(report_handler));
+  CmiSyncSendAndFree(0, sizeof(SeedMsg), m);
+}
+
+static void start(int argc, char **argv) {
+  int i, before, after;
+  (void)argc;
+  (void)argv;
+  CpvInitialize(int, seed_handler);
+  CpvInitialize(int, report_handler);
+  CpvInitialize(int, stop_handler);
+  CpvInitialize(int, info_index);
+  CpvInitialize(int, ran);
+  CpvInitialize(char *, seen);
+  CpvAccess(seed_handler) = CmiRegisterHandler(run_seed);
+  CpvAccess(report_handler) = CmiRegisterHandler(report);
+  CpvAccess(stop_handler) = CmiRegisterHandler(stop);
+  CpvAccess(info_index) = CldRegisterInfoFn(seed_info);
+  CpvAccess(seen) = (char *)calloc(SEEDS, 1);
+  if (CmiMyPe() != 0) return;
+  CmiPrintf("cldtest: strategy %s, CldModuleInit ran: handler %d\n", CldGetStrategy(),
+            CpvAccess(CldHandlerIndex) > 0);
+  for (i = 0; i < SEEDS; i++) {
+    SeedMsg *m = (SeedMsg *)CmiAlloc(sizeof(SeedMsg));
+    CmiSetHandler(m, CpvAccess(seed_handler));
+    m->seed = i;
+    CldEnqueue(CLD_ANYWHERE, m, CpvAccess(info_index));
+  }
+  before = CldCountTokens();
+  if (CmiNumPes() > 1) CldDistributeTokens();
+  after = CldCountTokens();
+  CmiPrintf("cldtest: PE 0 held %d tokens, then %d\n", before, after);
+}
+
+int main(int argc, char **argv) {
+  ConverseInit(argc, argv, start, 0, 0);
+  return 0;
+}
