@@ -46,8 +46,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::reduce::{
-    CLASS_DYNAMIC, CLASS_GLOBAL, CLASS_ORDER, Form, NODE_KEY, describe, make_key, message_finish,
-    send_result, stamped, struct_finish,
+    CLASS_DYNAMIC, CLASS_GLOBAL, CLASS_ORDER, Form, NODE_KEY, check_id_request, describe, id_reply,
+    make_key, message_finish, parse_id_reply, send_result, stamped, struct_finish,
 };
 use super::spantree::SpanningTree;
 use crate::msg::message::Message;
@@ -473,15 +473,7 @@ pub fn dynamic_node_reduction_id_remote(handler: usize, dest: Option<usize>, dat
         if let Some(d) = dest {
             pe.check_node(d, "dynamic_node_reduction_id_remote for");
         }
-        if handler == 0 || handler > crate::msg::MAX_HANDLER_INDEX {
-            abort(&format!(
-                "dynamic_node_reduction_id_remote: handler {handler} is no handler index (1..={})",
-                crate::msg::MAX_HANDLER_INDEX
-            ));
-        }
-        if u32::try_from(data.len()).is_err() {
-            abort("dynamic_node_reduction_id_remote: the data is larger than 4 GiB");
-        }
+        check_id_request(handler, data, "dynamic_node_reduction_id_remote");
         if pe.node == 0 {
             return send_dynamic_id(pe, handler, dest, data);
         }
@@ -496,12 +488,7 @@ pub fn dynamic_node_reduction_id_remote(handler: usize, dest: Option<usize>, dat
 }
 
 fn send_dynamic_id(pe: &Pe, handler: usize, dest: Option<usize>, data: &[u8]) {
-    let id = next_key(pe, CLASS_DYNAMIC);
-    let mut payload = Vec::with_capacity(8 + data.len());
-    payload.extend_from_slice(&id.to_le_bytes());
-    payload.extend_from_slice(&(data.len() as u32).to_le_bytes());
-    payload.extend_from_slice(data);
-    let msg = Message::from_payload(handler, &payload);
+    let msg = id_reply(handler, next_key(pe, CLASS_DYNAMIC), data);
     match dest {
         Some(d) => pe.send_to_node(d, msg),
         None => super::bcast::sync_node_broadcast_all_and_free(msg),
@@ -530,10 +517,7 @@ pub(crate) fn on_dynamic_id_request(pe: &Pe, msg: &Message) {
 /// Reads a message delivered by [`dynamic_node_reduction_id_remote`]: the
 /// ID and the caller's data. `None` if the payload is not in that format.
 pub fn dynamic_node_reduction_reply(msg: &Message) -> Option<(NodeReductionId, &[u8])> {
-    let p = msg.payload();
-    let id = u32::from_le_bytes(p.get(0..4)?.try_into().ok()?);
-    let len = u32::from_le_bytes(p.get(4..8)?.try_into().ok()?) as usize;
-    let data = p.get(8..8usize.checked_add(len)?)?;
+    let (id, data) = parse_id_reply(msg)?;
     Some((NodeReductionId::from_raw(id)?, data))
 }
 

@@ -891,15 +891,7 @@ pub fn dynamic_reduction_id_remote(handler: usize, dest: Option<usize>, data: &[
         if let Some(d) = dest {
             pe.check_pe(d, "dynamic_reduction_id_remote for");
         }
-        if handler == 0 || handler > crate::msg::MAX_HANDLER_INDEX {
-            abort(&format!(
-                "dynamic_reduction_id_remote: handler {handler} is no handler index (1..={})",
-                crate::msg::MAX_HANDLER_INDEX
-            ));
-        }
-        if u32::try_from(data.len()).is_err() {
-            abort("dynamic_reduction_id_remote: the data is larger than 4 GiB");
-        }
+        check_id_request(handler, data, "dynamic_reduction_id_remote");
         if pe.pe == 0 {
             return send_dynamic_id(pe, handler, dest, data);
         }
@@ -909,13 +901,42 @@ pub fn dynamic_reduction_id_remote(handler: usize, dest: Option<usize>, data: &[
     })
 }
 
-fn send_dynamic_id(pe: &Pe, handler: usize, dest: Option<usize>, data: &[u8]) {
-    let id = take_dynamic(pe);
+/// Aborts unless a dynamic-ID request (of `call`) names a handler index
+/// and carries less than 4 GiB.
+pub(super) fn check_id_request(handler: usize, data: &[u8], call: &str) {
+    if handler == 0 || handler > crate::msg::MAX_HANDLER_INDEX {
+        abort(&format!(
+            "{call}: handler {handler} is no handler index (1..={})",
+            crate::msg::MAX_HANDLER_INDEX
+        ));
+    }
+    if u32::try_from(data.len()).is_err() {
+        abort(&format!("{call}: the data is larger than 4 GiB"));
+    }
+}
+
+/// The message delivering dynamic ID `id` with the asker's `data` to
+/// `handler`: the ID (4 bytes), the length of `data` (4 bytes), both
+/// little-endian, then `data`.
+pub(super) fn id_reply(handler: usize, id: u32, data: &[u8]) -> Message {
     let mut payload = Vec::with_capacity(8 + data.len());
-    payload.extend_from_slice(&id.0.to_le_bytes());
+    payload.extend_from_slice(&id.to_le_bytes());
     payload.extend_from_slice(&(data.len() as u32).to_le_bytes());
     payload.extend_from_slice(data);
-    let msg = Message::from_payload(handler, &payload);
+    Message::from_payload(handler, &payload)
+}
+
+/// The ID and data of a message [`id_reply`] made, if it is one.
+pub(super) fn parse_id_reply(msg: &Message) -> Option<(u32, &[u8])> {
+    let p = msg.payload();
+    let id = u32::from_le_bytes(p.get(0..4)?.try_into().ok()?);
+    let len = u32::from_le_bytes(p.get(4..8)?.try_into().ok()?) as usize;
+    let data = p.get(8..8usize.checked_add(len)?)?;
+    Some((id, data))
+}
+
+fn send_dynamic_id(pe: &Pe, handler: usize, dest: Option<usize>, data: &[u8]) {
+    let msg = id_reply(handler, take_dynamic(pe).0, data);
     match dest {
         Some(d) => pe.send_to_pe(d, msg),
         None => super::bcast::sync_broadcast_all_and_free(msg),
@@ -941,10 +962,7 @@ pub(crate) fn on_dynamic_id_request(pe: &Pe, msg: &Message) {
 /// Reads a message delivered by [`dynamic_reduction_id_remote`]: the ID and
 /// the caller's data. `None` if the payload is not in that format.
 pub fn dynamic_reduction_reply(msg: &Message) -> Option<(ReductionId, &[u8])> {
-    let p = msg.payload();
-    let id = u32::from_le_bytes(p.get(0..4)?.try_into().ok()?);
-    let len = u32::from_le_bytes(p.get(4..8)?.try_into().ok()?) as usize;
-    let data = p.get(8..8usize.checked_add(len)?)?;
+    let (id, data) = parse_id_reply(msg)?;
     Some((ReductionId::from_raw(id)?, data))
 }
 
