@@ -55,11 +55,11 @@ CthThread CthCreateMigratable(CthVoidFn fn, void *arg, int size);
 /* Sizes, packs or unpacks a migratable thread suspended by its own
  * CthSuspend (not awakened, no Ctv values, no strategy): an 8-byte length,
  * then the thread's coroutine, the used part of its stack and its heap.
- * Sizing packs it (it leaves the PE then; the packing pass writes those
- * bytes); after packing `t` is no thread of this PE. Unpacking returns the
- * thread made again on the calling PE, suspended: CthAwaken it. Across
- * processes the code must be at one address (convrun ++no-aslr). What
- * cannot move ends the job, naming the reason. */
+ * Sizing leaves the thread alone and returns t. Packing moves it out of
+ * this PE: t is no thread any more, and CthPup returns NULL. Unpacking
+ * returns the thread made again on the calling PE, suspended: CthAwaken
+ * it. Across processes the code must be at one address (convrun
+ * ++no-aslr). What cannot move ends the job, naming the reason. */
 CthThread CthPup(pup_er p, CthThread t);
 void CthResume(CthThread t);
 void CthSuspend(void);

@@ -159,6 +159,21 @@ fn overrun(mode: Mode, call: &str, n: usize, at: usize, limit: usize) -> ! {
     ))
 }
 
+/// The bytes a sized packer or unpacker behind `p` has left (`None`: a
+/// sizer, or one given no size), or the job ends naming `call` (a null
+/// `p`).
+///
+/// # Safety
+/// As [`pup`].
+pub(crate) unsafe fn remaining(p: pup_er, call: &str) -> Option<usize> {
+    // SAFETY: the caller's promise.
+    let pup = unsafe { pup(p, call) };
+    if pup.mode == Mode::Sizing {
+        return None;
+    }
+    pup.limit.map(|l| l.saturating_sub(pup.at))
+}
+
 /// The [`Pup`] behind `p`, or the job ends naming `call`.
 ///
 /// # Safety

@@ -90,9 +90,6 @@ pub struct CthThreadStruct {
     thread: Thread,
     /// Made by `CthCreate`: its body's end frees it (else a sweep does).
     created_by_c: bool,
-    /// The thread as `CthPup`'s sizing pass packed it, for the packing
-    /// pass to write.
-    packed: Option<converse::cth::migrate::PackedThread>,
 }
 
 /// A C `CthThread`.
@@ -145,7 +142,6 @@ fn handle_of(t: &Thread, created_by_c: bool) -> CthThread {
         let mut handle = Box::new(CthThreadStruct {
             thread: t.clone(),
             created_by_c,
-            packed: None,
         });
         let addr = std::ptr::from_mut(&mut *handle) as usize;
         h.by_addr.insert(addr, handle);
@@ -306,18 +302,20 @@ const MAX_PACKED_THREAD: u64 = c_int::MAX as u64;
 /// manual's `CthPup`: an 8-byte length, then the core's packed form (its
 /// coroutine, the used part of its stack, its thread heap).
 ///
-/// - Sizing packs the thread: it leaves the PE then (its stack's pages are
-///   given back), and the packing pass that follows writes those bytes.
-///   Packing without sizing first packs it then. After packing `t` is no
-///   thread of this PE any more (its handle is freed); returns `t`.
+/// - Sizing counts those bytes and leaves the thread alone; returns `t`.
+/// - Packing writes them and moves the thread out of this PE (its stack's
+///   pages and heap blocks leave): `t` is then no thread any more (its
+///   handle is freed), and `CthPup` returns NULL (Charm++'s answer once a
+///   thread is gone).
 /// - Unpacking makes the thread again on the calling PE, suspended where
 ///   it was packed, and returns its new handle: `CthAwaken` it to go on.
 ///   In another process, the program's code must be at the same address
 ///   (run with `convrun ++no-aslr`).
 ///
 /// A thread that cannot move (not migratable, not suspended by its own
-/// `CthSuspend`, awakened, with Ctv values or a strategy) or bytes that are
-/// no packed thread end the job, naming the reason.
+/// `CthSuspend`, awakened, with Ctv values or a strategy), or bytes that
+/// are no packed thread (a length beyond what a sized unpacker holds
+/// included), end the job, naming the reason.
 ///
 /// # Safety
 /// `p` is a live `pup_er`; `t` is ignored when unpacking.
@@ -330,9 +328,15 @@ pub unsafe extern "C-unwind" fn CthPup(p: crate::pup::pup_er, t: CthThread) -> C
         let mut len: u64 = 0;
         // SAFETY: 8 writable bytes; `p` as above.
         unsafe { pup_bytes(p, (&raw mut len).cast(), 8) };
-        if len > MAX_PACKED_THREAD {
+        // SAFETY: as above.
+        let room = unsafe { crate::pup::remaining(p, CALL) };
+        if len > MAX_PACKED_THREAD || room.is_some_and(|r| len > r as u64) {
             converse::abort(&format!(
-                "{CALL}: {len} bytes is no packed thread (more than {MAX_PACKED_THREAD})"
+                "{CALL}: a packed thread of {len} bytes cannot be read here ({})",
+                match room {
+                    Some(r) => format!("{r} bytes are left to unpack"),
+                    None => format!("more than {MAX_PACKED_THREAD}"),
+                }
             ));
         }
         let mut bytes = vec![0u8; len as usize];
@@ -344,35 +348,34 @@ pub unsafe extern "C-unwind" fn CthPup(p: crate::pup::pup_er, t: CthThread) -> C
         return handle_of(&thread, true);
     }
     let thread = thread_of(t, CALL);
-    let table = handles();
-    let stashed = table
-        .borrow_mut()
-        .by_addr
-        .get_mut(&(t as usize))
-        .and_then(|s| s.packed.take());
-    let packed = stashed.unwrap_or_else(|| {
-        thread
-            .pack()
-            .unwrap_or_else(|e| converse::abort(&format!("{CALL}: {e}")))
-    });
+    // SAFETY: as above.
+    if unsafe { pup_isSizing(p) } != 0 {
+        let len = thread
+            .packed_len()
+            .unwrap_or_else(|e| converse::abort(&format!("{CALL}: {e}")));
+        let mut n = len as u64;
+        // SAFETY: `p` is a sizer: it counts, reads nothing but the length
+        // word (readable here), and the body is counted without a buffer.
+        unsafe {
+            pup_bytes(p, (&raw mut n).cast(), 8);
+            pup_bytes(p, std::ptr::null_mut(), c_int_len(n));
+        }
+        return t;
+    }
+    let packed = thread
+        .pack()
+        .unwrap_or_else(|e| converse::abort(&format!("{CALL}: {e}")));
     let bytes = packed.as_bytes();
     let mut len = bytes.len() as u64;
     // SAFETY: `p` as above; the length and the bytes are readable (a
-    // packer only reads them, a sizer only counts).
+    // packer only reads them).
     unsafe {
         pup_bytes(p, (&raw mut len).cast(), 8);
         pup_bytes(p, bytes.as_ptr().cast_mut().cast(), c_int_len(len));
     }
-    // SAFETY: as above.
-    if unsafe { pup_isSizing(p) } != 0 {
-        if let Some(s) = table.borrow_mut().by_addr.get_mut(&(t as usize)) {
-            s.packed = Some(packed);
-        }
-    } else {
-        // Packed: the thread has left this PE.
-        retire(&thread);
-    }
-    t
+    // Packed: the thread has left this PE.
+    retire(&thread);
+    std::ptr::null_mut()
 }
 
 /// `len` as `pup_bytes` takes it, or the job ends (a thread too big for

@@ -287,7 +287,10 @@ fn a_packed_thread_travels_in_a_message_and_goes_on_where_it_is_unpacked() {
                 let main = Thread::current();
                 let packer = Thread::create(
                     move || {
+                        let sized = t.packed_len().expect("sizing leaves the thread");
+                        assert_eq!(t.packed_len().unwrap(), sized, "and sizing again agrees");
                         let packed = t.pack().expect("a suspended migratable thread packs");
+                        assert_eq!(packed.len(), sized);
                         assert!(t.pack().unwrap_err().0.contains("packed already"));
                         converse::sync_send_and_free(
                             1,

@@ -53,9 +53,14 @@ static void move(void *msg) {
   if (CthPup(p, t) != t) CmiAbort("cthpup: sizing returned another thread");
   size = pup_size(p);
   pup_destroy(p);
+  /* Sizing leaves the thread alone: again, the same size. */
+  p = pup_new_sizer();
+  CthPup(p, t);
+  if (pup_size(p) != size) CmiAbort("cthpup: sized %d bytes, then %d", size, pup_size(p));
+  pup_destroy(p);
   out = (PackedMsg *)CmiAlloc(sizeof(PackedMsg) + size);
   p = pup_new_toMemSized(out->bytes, size);
-  CthPup(p, t);
+  if (CthPup(p, t) != NULL) CmiAbort("cthpup: packing returned a thread");
   if (pup_size(p) != size) CmiAbort("cthpup: packed %d bytes, sized %d", pup_size(p), size);
   pup_destroy(p);
   out->size = size;

@@ -430,14 +430,7 @@ unsafe fn free_all(header: *mut Header) {
 pub(crate) unsafe fn pack(header: usize) -> Result<Vec<space::PackedBlock>, space::IsoError> {
     // SAFETY: the caller's promise.
     let mut g = unsafe { Locked::new(header as *mut Header) };
-    let h = g.h();
-    let mut blocks: Vec<usize> = h.chunks[..h.chunk_count].iter().map(|c| c.0).collect();
-    let mut large = h.large;
-    while large != 0 {
-        blocks.push(large);
-        // SAFETY: a large block of the heap.
-        large = unsafe { (*(large as *const [usize; 2]))[1] };
-    }
+    let blocks = blocks_of(g.h());
     // The lock stays taken: the pages go with the thread.
     std::mem::forget(g);
     blocks
@@ -445,6 +438,36 @@ pub(crate) unsafe fn pack(header: usize) -> Result<Vec<space::PackedBlock>, spac
         // SAFETY: blocks of the heap, which nothing else touches while its
         // lock is held; they leave with the thread.
         .map(|at| unsafe { space::release(at) })
+        .collect()
+}
+
+/// The heap's blocks: its chunks, then its large blocks. The caller holds
+/// the heap's lock.
+fn blocks_of(h: &State) -> Vec<usize> {
+    let mut blocks: Vec<usize> = h.chunks[..h.chunk_count].iter().map(|c| c.0).collect();
+    let mut large = h.large;
+    while large != 0 {
+        blocks.push(large);
+        // SAFETY: a large block of the heap (its second word links the
+        // next), which the lock keeps everyone else off.
+        large = unsafe { (*(large as *const [usize; 2]))[1] };
+    }
+    blocks
+}
+
+/// The lengths of the blocks [`pack`] would take of the heap at `header`,
+/// in its order, without taking them.
+///
+/// # Safety
+/// `header` is the header of a live heap whose thread is suspended.
+pub(crate) unsafe fn block_lens(header: usize) -> Vec<usize> {
+    // SAFETY: the caller's promise.
+    let mut g = unsafe { Locked::new(header as *mut Header) };
+    let blocks = blocks_of(g.h());
+    drop(g);
+    blocks
+        .into_iter()
+        .map(|at| space::length(at).expect("a heap block lives in this process"))
         .collect()
 }
 

@@ -333,9 +333,19 @@ impl Thread {
     pub fn pack(&self) -> Result<PackedThread, MigrateError> {
         pe::with(|pe| pack(pe, self))
     }
+
+    /// The length [`pack`](Thread::pack) would give this thread's packed
+    /// form now, without packing it (the sizing pass of `CthPup`): the
+    /// thread stays here, untouched. Refused for the same reasons as
+    /// `pack`.
+    pub fn packed_len(&self) -> Result<usize, MigrateError> {
+        pe::with(|pe| packed_len(pe, self))
+    }
 }
 
-fn pack(pe: &Pe, t: &Thread) -> Result<PackedThread, MigrateError> {
+/// Refuses, with the reason, a thread that cannot be packed now (see
+/// [`Thread::pack`]); else its stack block's address and length.
+fn packable(pe: &Pe, t: &Thread) -> Result<(usize, usize), MigrateError> {
     let inner = &t.0;
     let refuse = |why: &str| Err(bad(format!("cannot pack {}: {why}", t.describe())));
     if inner.native || !inner.migratable {
@@ -370,27 +380,65 @@ fn pack(pe: &Pe, t: &Thread) -> Result<PackedThread, MigrateError> {
     let Some(StackOwner::Iso(IsoStack { block, len })) = *inner.stack.borrow() else {
         return refuse("its stack is not an isomalloc block");
     };
-    let co = inner
-        .co
-        .borrow_mut()
-        .take()
-        .expect("a suspended thread has its coroutine");
+    Ok((block, len))
+}
+
+/// The first stack byte packing keeps of a suspended coroutine whose raw
+/// words are `raw`, on the stack `block..block + len`: a little below its
+/// saved stack pointer (the lowest of its words inside the stack).
+fn first_kept(raw: &[u8; CO_SIZE], block: usize, len: usize) -> usize {
     let page = stack::page_size();
     let end = block + len;
-    // SAFETY: `Co` is five words (checked at compile time), so it has no
-    // padding; a suspended coroutine whose stack is a `StackView` holds
-    // nothing but those words (see the module comment). Transmuting moves
-    // it out without dropping it: its stack is not unwound, it travels.
-    let raw: [u8; CO_SIZE] = unsafe { std::mem::transmute::<Co, [u8; CO_SIZE]>(co) };
-    // The lowest of its words inside the stack is the saved stack pointer:
-    // what lies below it is dead. A little more is kept, to be safe.
     let saved_sp = raw
         .chunks_exact(size_of::<usize>())
         .map(|c| usize::from_le_bytes(c.try_into().expect("a word")))
         .filter(|w| (block + page..end).contains(w))
         .min()
         .expect("a suspended coroutine's stack pointer lies in its stack");
-    let from = (saved_sp.saturating_sub(BELOW_SP) & !15).max(block + page);
+    (saved_sp.saturating_sub(BELOW_SP) & !15).max(block + page)
+}
+
+fn packed_len(pe: &Pe, t: &Thread) -> Result<usize, MigrateError> {
+    let (block, len) = packable(pe, t)?;
+    let inner = &t.0;
+    let raw: [u8; CO_SIZE] = {
+        let co = inner.co.borrow();
+        let co = co.as_ref().expect("a suspended thread has its coroutine");
+        // SAFETY: `Co` is five plain words (checked at compile time), no
+        // padding; the copy reads them and leaves the coroutine alone.
+        unsafe { std::mem::transmute_copy::<Co, [u8; CO_SIZE]>(co) }
+    };
+    let from = first_kept(&raw, block, len);
+    let heap = inner.heap.get();
+    let heap_blocks = if heap == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: the thread's own heap, the thread suspended.
+        unsafe { super::heap::block_lens(heap) }
+    };
+    Ok(HEADER
+        + CO_SIZE
+        + (block + len - from)
+        + 3 * 8
+        + heap_blocks.iter().map(|l| 16 + l).sum::<usize>())
+}
+
+fn pack(pe: &Pe, t: &Thread) -> Result<PackedThread, MigrateError> {
+    let (block, len) = packable(pe, t)?;
+    let inner = &t.0;
+    let co = inner
+        .co
+        .borrow_mut()
+        .take()
+        .expect("a suspended thread has its coroutine");
+    let end = block + len;
+    // SAFETY: `Co` is five words (checked at compile time), so it has no
+    // padding; a suspended coroutine whose stack is a `StackView` holds
+    // nothing but those words (see the module comment). Transmuting moves
+    // it out without dropping it: its stack is not unwound, it travels.
+    let raw: [u8; CO_SIZE] = unsafe { std::mem::transmute::<Co, [u8; CO_SIZE]>(co) };
+    // What lies below the saved stack pointer is dead (a little is kept).
+    let from = first_kept(&raw, block, len);
     let mut bytes = Vec::with_capacity(HEADER + CO_SIZE + (end - from));
     bytes.extend_from_slice(MAGIC);
     for w in [
@@ -531,8 +579,13 @@ pub fn migrate_self(dest_pe: usize) {
 /// The trampoline's half of [`migrate_self`]: `t` just suspended to move
 /// to `dest`.
 pub(crate) fn send_to(pe: &Pe, t: &Thread, dest: usize) {
+    // Tests (debug builds) check the sizing against every real packing.
+    #[cfg(debug_assertions)]
+    let sized = packed_len(pe, t).ok();
     match pack(pe, t) {
         Ok(packed) => {
+            #[cfg(debug_assertions)]
+            debug_assert_eq!(sized, Some(packed.bytes.len()), "packed_len and pack agree");
             let msg = system::message(Kind::ThreadMigrate, &[], &packed.bytes);
             pe.send_runtime(dest, msg);
         }
