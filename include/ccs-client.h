@@ -98,7 +98,7 @@ int CcsRecvResponseMsg(CcsServer *svr, int *retSize, void **newBuf, int timeout)
  * closed without one), 0 if not yet, -1 with no request waiting. */
 int CcsProbe(CcsServer *svr);
 /* As CcsProbe, waiting up to timeoutMs milliseconds for the reply to begin
- * to arrive. */
+ * to arrive (a negative timeoutMs: as long as it takes). */
 int CcsProbeTimeout(CcsServer *svr, int timeoutMs);
 /* The latest request's reply is not wanted: closes its connection (the
  * server's reply, if it sends one, is dropped). Returns 0. */

@@ -539,9 +539,9 @@ pub unsafe extern "C-unwind" fn CcsSendReply(size: c_int, reply: *const c_void) 
 /// `reply` points at `size` readable bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn CcsSendReplyNoError(size: c_int, reply: *const c_void) {
-    // SAFETY: the caller's promise.
-    let reply = unsafe { bytes(size, reply, "CcsSendReplyNoError") };
     if ccs::reply_pending() {
+        // SAFETY: the caller's promise.
+        let reply = unsafe { bytes(size, reply, "CcsSendReplyNoError") };
         ccs::send_reply(reply);
     }
 }

@@ -591,13 +591,16 @@ pub unsafe extern "C-unwind" fn CcsProbe(svr: *mut CcsServer) -> c_int {
 }
 
 /// `CcsProbeTimeout(svr, timeoutMs)`: as [`CcsProbe`], waiting up to
-/// `timeoutMs` milliseconds (a negative one counts as 0).
+/// `timeoutMs` milliseconds (a negative one: as long as it takes, as
+/// `poll` does in Charm++'s).
 ///
 /// # Safety
 /// As [`CcsNumNodes`].
 #[unsafe(no_mangle)]
 pub unsafe extern "C-unwind" fn CcsProbeTimeout(svr: *mut CcsServer, timeout_ms: c_int) -> c_int {
-    let timeout = std::time::Duration::from_millis(u64::try_from(timeout_ms).unwrap_or(0));
+    let timeout = u64::try_from(timeout_ms)
+        .ok()
+        .map(std::time::Duration::from_millis);
     // SAFETY: the caller's promise.
     match unsafe { client(svr) }.map(|c| c.probe_timeout(timeout)) {
         Some(Ok(true)) => 1,

@@ -41,6 +41,12 @@ pub extern "C-unwind" fn CmiCldProgramBalancer_(init: Option<extern "C-unwind" f
     }
 }
 
+/// True if the program links a seed balancer of its own: then the
+/// library's strategy is never set up (`ext_cld`).
+pub(crate) fn program_has_balancer() -> bool {
+    PROGRAM_INIT.load(Ordering::Acquire) != 0
+}
+
 /// Runs the program's own `CldModuleInit` on the calling PE, if it has a
 /// balancer of its own; called on every PE before the start function.
 pub(crate) fn user_module_init() {

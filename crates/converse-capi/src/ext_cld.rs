@@ -104,7 +104,14 @@ fn set_up() -> Rc<RefCell<CldC>> {
     if let Some(t) = CLD_C.try_get() {
         return t;
     }
-    cld::module_init();
+    if crate::cld_weak::program_has_balancer() {
+        // The program's balancer balances: the token queue and handlers
+        // only, whether or not its CldModuleInit called
+        // CldModuleGeneralInit.
+        cld::module_general_init();
+    } else {
+        cld::module_init();
+    }
     CLD_C.initialize(RefCell::default());
     CLD_C.get()
 }
@@ -237,18 +244,16 @@ pub extern "C-unwind" fn CldModuleInit() {
 }
 
 /// `CldModuleGeneralInit(argv)`: sets up the token queue, the balancer's
-/// handlers and the C tables on the calling PE (the library's
-/// `CldModuleInit` does it, with the job's strategy; a balancer of the
-/// program's own calls it from its `CldModuleInit`, and then the library's
-/// strategy is never set up); `argv` is not read. Idempotent.
+/// handlers and the C tables on the calling PE; the library's strategy
+/// too, unless the program has a balancer of its own (which calls this
+/// from its `CldModuleInit`). `argv` is not read. Idempotent.
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CldModuleGeneralInit(_argv: *mut *mut c_char) {
-    cld::module_general_init();
-    // A balancer of the program's own calls this from its CldModuleInit:
-    // the C tables, without the library's strategy.
-    if !CLD_C.is_initialized() {
-        CLD_C.initialize(RefCell::default());
-    }
+    // With a balancer of the program's own (which calls this from its
+    // CldModuleInit), the token queue and the C tables without the
+    // library's strategy; without one, the library's balancer is set up
+    // whole, as Charm++'s ConverseInit would have it.
+    set_up();
 }
 
 /// The C function `f` as a `CmiHandler`, for its handler index (Charm++'s

@@ -156,6 +156,10 @@ fn nodered_lines(pes: usize, nodes: usize) -> Vec<String> {
     let (s, c) = sum(6, &mut (0..pes).filter(|p| p % 2 == 0));
     lines.push(format!("group: sum {s} count {c}"));
     lines.push("all 7 reductions done".into());
+    // deleteFn: on every node but node 0, for each of the two node struct
+    // reductions; on every group member but the first.
+    let members = pes.div_ceil(2);
+    lines.push(format!("deletes: {} in all", 2 * (nodes - 1) + members - 1));
     lines
 }
 

@@ -498,9 +498,9 @@ impl CcsClient {
     }
 
     /// As [`probe`](Self::probe), waiting up to `timeout` for the reply to
-    /// begin to arrive.
+    /// begin to arrive (`None`: as long as it takes).
     #[doc(alias = "CcsProbeTimeout")]
-    pub fn probe_timeout(&self, timeout: Duration) -> Result<bool, CcsError> {
+    pub fn probe_timeout(&self, timeout: Option<Duration>) -> Result<bool, CcsError> {
         let server = self.server;
         self.pending
             .as_ref()

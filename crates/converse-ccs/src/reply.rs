@@ -171,38 +171,47 @@ impl PendingReply {
     }
 
     /// As [`readable`](Self::readable), waiting up to `timeout` for a byte
-    /// (or the server's close).
+    /// (or the server's close); `None` waits as long as it takes. A signal
+    /// that interrupts the wait does not end it.
     pub(crate) fn readable_within(
         &self,
         server: SocketAddr,
-        timeout: Duration,
+        timeout: Option<Duration>,
     ) -> Result<bool, CcsError> {
-        if timeout.is_zero() {
+        if timeout.is_some_and(|t| t.is_zero()) {
             return self.readable(server);
         }
+        let deadline = timeout.map(|t| Instant::now() + t);
         let mut probe = [0u8; 1];
-        let before = self.stream.read_timeout();
-        let peeked = self
-            .stream
-            .set_read_timeout(Some(timeout))
-            .and_then(|()| self.stream.peek(&mut probe));
-        // The stream's own timeout again, for the receives that follow.
-        let restored = before.and_then(|t| self.stream.set_read_timeout(t));
-        match peeked.and_then(|n| restored.map(|()| n)) {
-            Ok(_) => Ok(true),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
-                ) =>
-            {
-                Ok(false)
+        let failed = |e: io::Error| CcsError::Io {
+            server,
+            action: format!("probing for the reply to `{}`", self.handler),
+            source: e,
+        };
+        loop {
+            let left = match deadline {
+                None => None,
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Ok(false),
+                },
+            };
+            // Every receive sets the stream's timeout for itself
+            // (`read_once`): this one may leave it changed.
+            self.stream.set_read_timeout(left).map_err(failed)?;
+            match self.stream.peek(&mut probe) {
+                Ok(_) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    return Ok(false);
+                }
+                Err(e) => return Err(failed(e)),
             }
-            Err(e) => Err(CcsError::Io {
-                server,
-                action: format!("probing for the reply to `{}`", self.handler),
-                source: e,
-            }),
         }
     }
 

@@ -16,8 +16,9 @@
  *            on receiving the group in a message, when it may not have its
  *            definition yet.
  * Each result is checked where it runs (a PE of node 0, or the group's
- * first member), printed, and reported to PE 0, which ends the job after
- * all seven. */
+ * first member), printed, and reported to PE 0. After all seven, PE 0
+ * asks every PE how often deleteFn ran there and prints the total (once
+ * per struct reduction on every node, or group member, but the root). */
 #include <converse.h>
 
 typedef struct {
@@ -50,6 +51,10 @@ CpvStaticDeclare(int, h_group);
 CpvStaticDeclare(int, h_check);
 CpvStaticDeclare(int, finished);
 CpvStaticDeclare(int, deletes);
+CpvStaticDeclare(int, h_count);
+CpvStaticDeclare(int, h_counted);
+CpvStaticDeclare(int, counted);
+CpvStaticDeclare(int, total_deletes);
 
 static int value_of(int kind, int who) { return (kind + 1) * 1000 + who * who; }
 
@@ -255,11 +260,26 @@ static void on_pdyn(void *msg) {
 
 /* ---- the end ------------------------------------------------------------------ */
 
+static void counted(void *msg) {
+  CpvAccess(total_deletes) += ((IntMsg *)msg)->value;
+  CmiFree(msg);
+  if (++CpvAccess(counted) == CmiNumPes()) {
+    CmiPrintf("deletes: %d in all\n", CpvAccess(total_deletes));
+    ConverseExit();
+  }
+}
+
+static void count(void *msg) {
+  CmiFree(msg);
+  send_int(0, CpvAccess(h_counted), CpvAccess(deletes));
+}
+
 static void done(void *msg) {
   CmiFree(msg);
   if (++CpvAccess(finished) == KINDS) {
+    int pe;
     CmiPrintf("all %d reductions done\n", KINDS);
-    ConverseExit();
+    for (pe = 0; pe < CmiNumPes(); pe++) send_int(pe, CpvAccess(h_count), 0);
   }
 }
 
@@ -275,12 +295,18 @@ static void start(int argc, char **argv) {
   CpvInitialize(int, h_check);
   CpvInitialize(int, finished);
   CpvInitialize(int, deletes);
+  CpvInitialize(int, h_count);
+  CpvInitialize(int, h_counted);
+  CpvInitialize(int, counted);
+  CpvInitialize(int, total_deletes);
   CpvAccess(h_sum) = CmiRegisterHandler(on_sum);
   CpvAccess(h_done) = CmiRegisterHandler(done);
   CpvAccess(h_ndyn) = CmiRegisterHandler(on_ndyn);
   CpvAccess(h_pdyn) = CmiRegisterHandler(on_pdyn);
   CpvAccess(h_group) = CmiRegisterHandler(on_group);
   CpvAccess(h_check) = CmiRegisterHandler(on_pdyn_result);
+  CpvAccess(h_count) = CmiRegisterHandler(count);
+  CpvAccess(h_counted) = CmiRegisterHandler(counted);
 
   if (contributes()) {
     CmiReductionID a = CmiGetGlobalNodeReduction(), b = CmiGetGlobalNodeReduction();

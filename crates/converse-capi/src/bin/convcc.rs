@@ -343,13 +343,12 @@ fn build(r: &Request) -> Result<(), String> {
             compile(r, source, &object.to_string_lossy())?;
             objects.push(object);
         }
-        // After the program's objects: its own balancer's names, if it has
-        // one, come first.
+        // After the program's objects and libraries (below): its own
+        // balancer's names, from an object or an archive, come first.
         let shim = scratch.join("converse-rs-cld.c");
         std::fs::write(&shim, CLD_SHIM_C).map_err(|e| format!("{}: {e}", shim.display()))?;
         let shim_object = scratch.join("converse-rs-cld.o");
         compile_shim(r, &shim, &shim_object)?;
-        objects.push(shim_object);
         let dir = lib_dir();
         let lib = dir.join(if r.shared {
             "libconverse_capi.so"
@@ -371,7 +370,8 @@ fn build(r: &Request) -> Result<(), String> {
             // The program's own functions in its dynamic symbol table:
             // the handler-table check names C handlers by symbol.
             .arg("-rdynamic")
-            .args(link_flags(&r.flags));
+            .args(link_flags(&r.flags))
+            .arg(&shim_object);
         if r.shared {
             // Found at run time where it was at link time.
             cmd.arg(&lib).arg(format!("-Wl,-rpath,{}", dir.display()));
