@@ -236,11 +236,21 @@ fn seeds_run_once_by_priority_packed_only_when_leaving_the_process() {
 fn a_balancer_written_in_the_program_replaces_the_librarys() {
     let lines = |tokens: usize| {
         vec![
-            "cldtest: strategy test, CldModuleInit ran: handler 1".to_string(),
+            "cldtest: strategy test".to_string(),
+            "cldtest: CldModuleInit ran: handler 1".to_string(),
             format!("cldtest: PE 0 held {tokens} tokens, then {}", tokens / 2),
             "cldtest: all 40 seeds ran once".to_string(),
         ]
     };
+    // From an archive, under a driver that names only the Cld functions.
+    expect_lines(
+        &direct("cldtest-archive", &["+p", "2"]),
+        &[
+            "cldtest: strategy test".to_string(),
+            "cldtest: PE 0 held 40 tokens, then 40".to_string(),
+            "cldtest: all 40 seeds ran once".to_string(),
+        ],
+    );
     expect_lines(&direct("cldtest", &["+p", "1"]), &lines(0));
     for args in [
         &["+p", "2"][..],
