@@ -825,6 +825,14 @@ impl Message {
 // which re-exports it) shows the user's API only; the trait's own page says
 // what implements it.
 #[doc(hidden)]
+/// A copy of `msg`, whose buffer other handles share, in a buffer of its
+/// own (the rare path of `into_c_ptr`).
+#[cold]
+#[inline(never)]
+fn unshared(msg: Message) -> Message {
+    msg.to_owned_copy()
+}
+
 impl MessageRaw for Message {
     #[inline]
     fn mark_from_net(&mut self) {
@@ -896,11 +904,14 @@ impl MessageRaw for Message {
         msg
     }
 
-    #[inline]
+    // Always inlined: it runs once per message a C handler gets, and as a
+    // call its prologue and epilogue cost more than its body (callgrind);
+    // the copy of a shared buffer, rare, stays out of line.
+    #[inline(always)]
     fn into_c_ptr(mut self) -> NonNull<u8> {
         // SAFETY: the message holds a reference to the live buffer.
         if self.is_shared() && !unsafe { self.buf().is_unique() } {
-            self = self.to_owned_copy();
+            self = unshared(self);
         }
         // Owned now, or the one holder of a shared buffer (count 1 either
         // way): writing the header is the holder's right.
