@@ -534,7 +534,8 @@ fn c_merge(merge: CmiReduceMergeFn) -> impl FnOnce(Message, Vec<Message>) -> Mes
 /// `CmiReductionID`.
 pub type CmiReductionID = c_uint;
 
-fn reduction_id(id: CmiReductionID, call: &str) -> ReductionId {
+/// `id` as the core's, or the job ends naming `call`.
+pub(crate) fn reduction_id(id: CmiReductionID, call: &str) -> ReductionId {
     ReductionId::from_raw(id).unwrap_or_else(|| {
         converse::abort(&format!(
             "{call}: {id} is no reduction ID (take one from CmiGetGlobalReduction or CmiGetDynamicReduction)"
@@ -683,7 +684,8 @@ pub unsafe extern "C-unwind" fn CmiGetDynamicReductionRemote(
 
 // ---- node reductions -------------------------------------------------------
 
-fn node_reduction_id(id: CmiReductionID, call: &str) -> NodeReductionId {
+/// `id` as the core's node reduction ID, or the job ends naming `call`.
+pub(crate) fn node_reduction_id(id: CmiReductionID, call: &str) -> NodeReductionId {
     NodeReductionId::from_raw(id).unwrap_or_else(|| {
         converse::abort(&format!(
             "{call}: {id} is no node reduction ID (take one from CmiGetGlobalNodeReduction or CmiGetDynamicNodeReduction)"

@@ -71,9 +71,11 @@ use std::rc::Rc;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use converse::{Cpv, Group, Message, NodeReductionId, ReductionId, SpanningTree};
+use converse::{Cpv, Group, Message, ReductionId, SpanningTree};
 
-use crate::collectives::{CmiGroup, CmiReduceMergeFn, CmiReductionID};
+use crate::collectives::{
+    CmiGroup, CmiReduceMergeFn, CmiReductionID, node_reduction_id, reduction_id,
+};
 use crate::handlers::CmiHandler;
 use crate::pup::{pack_with, pup_er};
 
@@ -304,15 +306,6 @@ fn contribution(data: *mut c_void, ops: Ops, place: Place) -> (Vec<u8>, Pending)
     (value, pending)
 }
 
-/// `id` as the core's, or the job ends naming `call`.
-fn reduction_id(id: CmiReductionID, call: &str) -> ReductionId {
-    ReductionId::from_raw(id).unwrap_or_else(|| {
-        converse::abort(&format!(
-            "{call}: {id} is no reduction ID (take one from CmiGetGlobalReduction or CmiGetDynamicReduction)"
-        ))
-    })
-}
-
 /// The calling PE's place in the reduction over all PEs.
 fn global_place() -> Place {
     let me = converse::my_pe();
@@ -459,14 +452,6 @@ fn node_place() -> Place {
         root: node == 0,
         leaf: converse::num_node_span_tree_children(node) == 0,
     }
-}
-
-fn node_reduction_id(id: CmiReductionID, call: &str) -> NodeReductionId {
-    NodeReductionId::from_raw(id).unwrap_or_else(|| {
-        converse::abort(&format!(
-            "{call}: {id} is no node reduction ID (take one from CmiGetGlobalNodeReduction or CmiGetDynamicNodeReduction)"
-        ))
-    })
 }
 
 /// `CmiNodeReduceStruct(data, pupFn, mergeFn, dest, deleteFn)`: one PE of
