@@ -47,7 +47,7 @@ use converse::Cpv;
 use converse::cmi::persistent::{self as core, PersistentHandle as Handle};
 
 use crate::nonneg;
-use crate::rdma::ID_BITS;
+use crate::rdma::{Token, read_token, token};
 
 /// C's `PersistentHandle` (a pointer-sized token; C never dereferences
 /// it).
@@ -96,28 +96,20 @@ fn issue(h: Handle) -> PersistentHandle {
     t.issued += 1;
     let id = t.issued;
     t.live.insert(id, h);
-    let pe = converse::my_pe() as u64 + 1;
-    std::ptr::without_provenance_mut((pe << ID_BITS | id) as usize)
+    token(id)
 }
 
 /// The number of token `h`, which must be one the calling PE issued; else
 /// the job ends naming `call`.
 fn id_of(h: PersistentHandle, issued: u64, call: &str) -> u64 {
-    let bits = h.addr() as u64;
     let me = converse::my_pe();
-    let (pe, id) = (
-        (bits >> ID_BITS).wrapping_sub(1),
-        bits & ((1 << ID_BITS) - 1),
-    );
-    if pe == me as u64 && (1..=issued).contains(&id) {
-        return id;
-    }
-    if pe != me as u64 && pe < converse::num_pes() as u64 && id != 0 {
-        converse::abort(&format!(
+    match read_token(h, issued) {
+        Token::Mine(id) => id,
+        Token::OtherPe(pe) => converse::abort(&format!(
             "{call}: persistent handle {h:p} is PE {pe}'s, not PE {me}'s (a handle is used on the PE that made it)"
-        ));
+        )),
+        Token::Bad => converse::abort(&format!("{call}: {h:p} is no persistent handle of PE {me}")),
     }
-    converse::abort(&format!("{call}: {h:p} is no persistent handle of PE {me}"))
 }
 
 /// `CmiCreatePersistent(destPE, maxBytes)`: a channel to `destPE` for

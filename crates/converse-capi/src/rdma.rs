@@ -130,30 +130,56 @@ fn ops() -> Rc<RefCell<Ops>> {
     })
 }
 
-/// The handle of operation `id` of the calling PE.
-fn token(id: u64) -> *mut c_void {
+/// The token C holds for entry `id` of a per-PE table of the calling PE
+/// (this module's operations, `persistent`'s handles): the PE plus one
+/// above [`ID_BITS`], `id` below.
+pub(crate) fn token(id: u64) -> *mut c_void {
     let pe = converse::my_pe() as u64 + 1;
     std::ptr::without_provenance_mut((pe << ID_BITS | id) as usize)
+}
+
+/// What a token C gave back names.
+pub(crate) enum Token {
+    /// Entry `id` of the calling PE's table (`1..=issued`).
+    Mine(u64),
+    /// An entry of PE `pe`'s table, not the caller's.
+    OtherPe(u64),
+    /// No token of any PE.
+    Bad,
+}
+
+/// Reads `obj` as a [`token`] of a table that has issued `issued`.
+pub(crate) fn read_token(obj: *mut c_void, issued: u64) -> Token {
+    let bits = obj.addr() as u64;
+    let me = converse::my_pe() as u64;
+    let (pe, id) = (
+        (bits >> ID_BITS).wrapping_sub(1),
+        bits & ((1 << ID_BITS) - 1),
+    );
+    if pe == me && (1..=issued).contains(&id) {
+        Token::Mine(id)
+    } else if pe != me && pe < converse::num_pes() as u64 && id != 0 {
+        Token::OtherPe(pe)
+    } else {
+        Token::Bad
+    }
 }
 
 /// The operation number of handle `obj`, which must be one the calling PE
 /// issued; else the job ends naming `call`.
 fn id_of(obj: *mut c_void, issued: u64, call: &str) -> u64 {
-    let bits = obj.addr() as u64;
     let me = converse::my_pe();
-    let (pe, id) = (
-        (bits >> ID_BITS).wrapping_sub(1),
-        bits & ((1 << ID_BITS) - 1),
-    );
-    if pe == me as u64 && (1..=issued).contains(&id) {
-        return id;
-    }
+    let pe = match read_token(obj, issued) {
+        Token::Mine(id) => return id,
+        Token::OtherPe(pe) => Some(pe),
+        Token::Bad => None,
+    };
     if obj.is_null() {
         converse::abort(&format!(
             "{call}: the handle is null (the callback forms, CmiPutCb and CmiGetCb, give none)"
         ));
     }
-    if pe != me as u64 && pe < converse::num_pes() as u64 && id != 0 {
+    if let Some(pe) = pe {
         converse::abort(&format!(
             "{call}: handle {obj:p} is PE {pe}'s, not PE {me}'s (an operation is tested on the PE that started it)"
         ));
