@@ -224,6 +224,15 @@ fn cth_pup_moves_a_suspended_thread_with_its_stack() {
         stderr.contains("CthPup: cannot pack thread") && stderr.contains("it is not suspended"),
         "{stderr}"
     );
+    // Bytes claiming more than their buffer holds are refused before any
+    // allocation.
+    let out = direct("cthpup", &["garbage", "+p", "1"]);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("CthPup: a packed thread of 1073741824 bytes cannot be read here (8 bytes are left to unpack)"),
+        "{stderr}"
+    );
 }
 
 #[test]

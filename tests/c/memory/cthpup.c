@@ -4,7 +4,8 @@
  * handler sizes and packs it with CthPup and sends the bytes on; the last
  * PE unpacks it with CthPup and awakens it. The thread checks its locals
  * and the PE it runs on, and ends the job. A second thread, which has not
- * suspended, is refused by name (run with the argument `refuse`). */
+ * suspended, is refused by name (run with the argument `refuse`), and so
+ * are bytes claiming more than their buffer holds (`garbage`). */
 #include <converse.h>
 
 typedef struct {
@@ -93,6 +94,12 @@ static void start(int argc, char **argv) {
   CpvAccess(h_arrive) = CmiRegisterHandler(arrive);
   CpvAccess(h_done) = CmiRegisterHandler(done);
   if (CmiMyPe() != 0) return;
+  if (argc > 1 && strcmp(argv[1], "garbage") == 0) {
+    unsigned long long bytes[2] = {1ULL << 30, 0};
+    pup_er p = pup_new_fromMemSized(bytes, (int)sizeof bytes);
+    CthPup(p, NULL); /* claims 1 GiB in 16 bytes: refused */
+    CmiAbort("cthpup: a 1 GiB thread was read from 16 bytes");
+  }
   if (argc > 1 && strcmp(argv[1], "refuse") == 0) {
     pup_er p = pup_new_sizer();
     CthPup(p, CthCreateMigratable(never, NULL, 0)); /* never ran: refused */
