@@ -14,6 +14,10 @@
 //!   (an allocation and a free per message).
 //!
 //! Each figure is the best of three runs (the fastest time per message).
+//!
+//! `trace_overhead_self_send`: the `sync_send_and_free` loop in a job that
+//! records a timeline (`+trace`, the default ring, which wraps) against
+//! the same loop in a job that does not, run in turns in this process.
 mod common;
 
 use std::cell::Cell;
@@ -68,6 +72,44 @@ const FIGURES: [(&str, Form); 3] = [
     ("self_send_copy_rate", Form::SendCopy),
 ];
 
+/// Nanoseconds per message of the `sync_send_and_free` loop in a job of
+/// one PE started with `flags`.
+fn send_and_free_in_job(flags: &[&str], n: u64) -> f64 {
+    let ns: Arc<Mutex<f64>> = Arc::default();
+    let out = ns.clone();
+    let mut args = vec!["self_send", "+p", "1"];
+    args.extend_from_slice(flags);
+    Converse::new()
+        .args(args)
+        .run(move |_| {
+            *out.lock().unwrap() = measure(Form::SendAndFree, n);
+            converse::exit_scheduler();
+        })
+        .expect("runtime flags");
+    *ns.lock().unwrap()
+}
+
+/// `trace_overhead_self_send`: traced and untraced jobs in turns, the best
+/// of each.
+fn trace_overhead(n: u64) {
+    let file = std::env::temp_dir().join(format!("self_send_trace_{}.json", std::process::id()));
+    let file = file.display().to_string();
+    let (mut plain, mut traced) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..2 {
+        plain = plain.min(send_and_free_in_job(&[], n));
+        traced = traced.min(send_and_free_in_job(&["+trace", &file], n));
+    }
+    let _ = std::fs::remove_file(&file);
+    common::line(
+        "trace_overhead_self_send",
+        1e3 / traced,
+        "Mmsg/s",
+        "self_send_untraced",
+        1e3 / plain,
+        "Mmsg/s",
+    );
+}
+
 fn main() {
     let n = common::iterations(20_000_000);
     let figures: Arc<Mutex<Vec<Option<f64>>>> = Arc::default();
@@ -93,5 +135,9 @@ fn main() {
             1e3 / base,
             "Mops/s",
         );
+    }
+    drop(figures);
+    if common::wanted("trace_overhead_self_send") {
+        trace_overhead(n / 4);
     }
 }

@@ -70,6 +70,7 @@ mod proc;
 mod rt;
 mod start;
 mod sync;
+pub mod trace;
 
 pub use ccd::quiescence::{
     qd_create, qd_created, qd_process, qd_processed, start_quiescence_detection,

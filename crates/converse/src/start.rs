@@ -190,6 +190,7 @@ impl Converse {
 
     /// Parses the runtime flags and builds the job's shared state.
     fn job(&self) -> Result<Arc<Job>, ArgError> {
+        crate::proc::log::init();
         keep_large_buffers_in_heap();
         crate::proc::panic::install_hook();
         let (flags, program_args) = args::parse(&self.args)?;
@@ -253,6 +254,37 @@ impl Converse {
             branch: flags.branch.or(self.branch),
             ..flags
         };
+        if let Some(path) = &job.config.trace {
+            if !cfg!(feature = "trace") {
+                return Err(ArgError::Launch(
+                    "+trace: this build of converse has no tracing (its crate feature `trace` is off)"
+                        .to_string(),
+                ));
+            }
+            // Process 0 writes the file: a path it cannot write ends the
+            // job now, not after the run.
+            if job.first_node == 0 {
+                std::fs::File::create(path)
+                    .map_err(|e| ArgError::Launch(format!("+trace: cannot create {path}: {e}")))?;
+            }
+            let local = match &placement {
+                Some(place) => place.node..place.node + 1,
+                None => 0..topo.num_nodes(),
+            };
+            job.trace = Some(crate::trace::JobTrace::new(
+                path.into(),
+                job.config
+                    .trace_buffer
+                    .unwrap_or(crate::trace::DEFAULT_BUFFER_EVENTS),
+                job.first_node,
+                local,
+                (job.first_pe..job.first_pe + job.local_pes())
+                    .map(|pe| (pe, topo.node_of(pe)))
+                    .collect(),
+                pes,
+                crate::msg::system::kind_names(),
+            ));
+        }
         let job = Arc::new(job);
         if let Some(server) = &job.config.server {
             if job.first_node == 0 {
@@ -322,7 +354,9 @@ impl Converse {
         pe_body(&job, job.first_pe, Role::Worker, &start, mode);
         join_all(&job, others);
         stop_ccs(&job);
+        let trace = gather_trace(&job);
         end_network(&job);
+        write_trace(&job, trace);
         if let Some(payload) = job.take_panic() {
             std::panic::resume_unwind(payload);
         }
@@ -450,6 +484,55 @@ fn stop_ccs(job: &Job) {
     }
 }
 
+/// Once this process's PEs have all finished, its part of the trace (if
+/// the job records one): kept by process 0, sent to it by the others
+/// (ahead of their `Bye`, so process 0 has every part once the network
+/// has ended).
+fn gather_trace(job: &Job) -> Option<crate::trace::part::ProcessPart> {
+    let part = job.trace.as_ref()?.take_part(true)?;
+    match &job.net {
+        Some(net) if job.first_node != 0 => {
+            net.send_trace_part(&part.encode());
+            None
+        }
+        _ => Some(part),
+    }
+}
+
+/// Process 0 writes the trace: its own part and those the others sent.
+fn write_trace(job: &Job, own: Option<crate::trace::part::ProcessPart>) {
+    let (Some(trace), Some(own)) = (&job.trace, own) else {
+        return;
+    };
+    let mut parts = vec![own];
+    let mut missing = Vec::new();
+    if let Some(net) = &job.net {
+        for (process, bytes) in net.take_trace_parts() {
+            match crate::trace::part::ProcessPart::decode(&bytes) {
+                Ok(part) => parts.push(part),
+                Err(e) => {
+                    crate::proc::io::error(format_args!(
+                        "converse: the trace part of process {process} is left out: {e}\n"
+                    ));
+                    missing.push(process);
+                }
+            }
+        }
+    }
+    let note = if missing.is_empty() {
+        String::new()
+    } else {
+        format!("the parts of processes {missing:?} could not be read")
+    };
+    match crate::trace::write_trace(&trace.path, parts, &note) {
+        Ok(summary) => crate::proc::io::error(format_args!(
+            "converse: trace written to {} ({summary})\n",
+            trace.path.display()
+        )),
+        Err(e) => crate::proc::io::error(format_args!("converse: {e}\n")),
+    }
+}
+
 /// In a multi-process job, once this process's PEs have all finished: the
 /// exit protocol with the other processes (see `net::network`).
 fn end_network(job: &Job) {
@@ -543,7 +626,9 @@ pub(crate) fn finish_returned_main(code: i32) -> i32 {
     join_all(&job, others);
     teardown(&job);
     stop_ccs(&job);
+    let trace = gather_trace(&job);
     end_network(&job);
+    write_trace(&job, trace);
     if let Some(payload) = job.take_panic() {
         std::panic::resume_unwind(payload);
     }

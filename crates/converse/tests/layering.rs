@@ -30,7 +30,7 @@ use std::path::{Path, PathBuf};
 const FLOORS: &[&[&str]] = &[
     &["sync"],
     &["proc"],
-    &["mem"],
+    &["mem", "trace"],
     &["msg"],
     &["net"],
     &["csd::cqs", "csd::idle"],

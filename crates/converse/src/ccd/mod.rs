@@ -478,6 +478,7 @@ pub(crate) fn needs_deadline(pe: &Pe) -> bool {
 /// The scheduler found nothing to do for the first time since it last had
 /// work.
 pub(crate) fn begin_idle(pe: &Pe) {
+    pe.trace.idle_begin();
     pe.ccd.idle.set(true);
     conditions::raise(pe, Condition::PROCESSOR_BEGIN_IDLE);
 }
@@ -519,6 +520,7 @@ impl Pe {
 
 /// The scheduler found work after being idle.
 pub(crate) fn end_idle(pe: &Pe) {
+    pe.trace.idle_end();
     pe.ccd.idle.set(false);
     pe.ccd.idle_since.set(None);
     pe.ccd.still_idle_raised.set(false);

@@ -484,6 +484,7 @@ fn on_request(pe: &Pe, msg: &Message) {
         answer_from(pe, ticket, Reply::Data(Vec::new()));
         return;
     };
+    pe.trace.ccs_request(&name);
     let mut user = Message::from_payload(entry.index, data);
     // From outside the job: quiescence detection never counted it created.
     user.header_mut().flags = FLAG_NO_QD;

@@ -245,6 +245,11 @@ impl ServerHandle {
             }
         }
         // Written: closed (and out of the thread's epoll set).
+        tracing::debug!(
+            peer = %conn.peer,
+            conn = conn.token.0,
+            "CCS reply written by the PE, connection closed"
+        );
         drop(conn);
         // The thread has nothing to do for it, but a wake-up here, after
         // the client has its reply, measured better than none in turns:
@@ -325,9 +330,11 @@ fn notify_killers_at_exit() {
     }
 }
 
-/// Says `text` on stderr as the server's diagnostic.
+/// Says `text` on stderr as the server's diagnostic (always printed, and
+/// a warning event for a program's own subscriber: `proc::log::report!`;
+/// the server goes on, or stops while the job goes on).
 fn log(text: &str) {
-    crate::proc::io::error(format_args!("converse: ccs: {text}\n"));
+    crate::proc::log::report!(WARN, &format!("converse: ccs: {text}"));
 }
 
 /// Starts the server of `job` as `flags` ask, prints the announcement and
@@ -443,6 +450,12 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
         .map_err(|e| format!("CCS server: cannot start its thread: {e}"))?;
     *lock(&handle.thread) = Some(thread);
     *lock(&RUNNING) = Some(Arc::downgrade(&handle));
+    tracing::info!(
+        %addr,
+        auth_file = flags.auth.is_some(),
+        max_connections = flags.max_connections.unwrap_or(DEFAULT_MAX_CONNECTIONS),
+        "CCS server started"
+    );
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| crate::proc::exit::at_exit(|_| notify_killers_at_exit()));
     Ok(handle)
@@ -460,6 +473,7 @@ pub(crate) fn stop(handle: &ServerHandle) {
     // The thread closed what it could no longer serve as it ended.
     handle.abandon();
     handle.notify_killers();
+    tracing::info!(addr = %handle.addr, "CCS server stopped");
 }
 
 enum State {
@@ -612,6 +626,7 @@ impl Server {
                     }
                     let token = Token(self.next_conn);
                     self.next_conn += 1;
+                    tracing::debug!(%peer, conn = token.0, "CCS connection accepted");
                     self.incomplete.insert(token);
                     self.conns.insert(
                         token,
@@ -941,6 +956,12 @@ impl Server {
                         deadline: Instant::now() + self.reply_timeout,
                     },
                 );
+                tracing::debug!(
+                    handler = ?name,
+                    %peer,
+                    pe = targets[0],
+                    "CCS request handed to its PE"
+                );
                 pe.inbox.push(msg);
                 pe.idle.wake();
                 return;
@@ -960,6 +981,13 @@ impl Server {
                 deadline: Instant::now() + self.reply_timeout,
             };
         }
+        tracing::debug!(
+            handler = ?name,
+            %peer,
+            pes = targets.len(),
+            via_pe0 = first.is_none(),
+            "CCS request handed to the PEs"
+        );
         match first {
             Some(pe) => {
                 pe.inbox.push(msg);
@@ -1199,7 +1227,9 @@ impl Server {
         self.incomplete.remove(&token);
         // Closing the socket (dropping it) takes it out of the epoll set:
         // no deregistering system call. Nothing else holds its descriptor.
-        self.conns.remove(&token);
+        if let Some(conn) = self.conns.remove(&token) {
+            tracing::debug!(peer = %conn.peer, conn = token.0, "CCS connection closed");
+        }
     }
 
     /// The summary line of `n` newcomers refused at the cap.

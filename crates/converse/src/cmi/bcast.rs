@@ -95,6 +95,10 @@ pub(crate) fn broadcast_to_others(pe: &Pe, msg: Message) {
 /// Sends the copies of an already routed, shared broadcast message from its
 /// root `pe`, and counts them for quiescence detection.
 fn send_shared(pe: &Pe, msg: Message, scope: Scope) {
+    pe.trace.collective(match scope {
+        Scope::Pes { .. } => "broadcast",
+        Scope::Nodes { .. } => "node broadcast",
+    });
     let topo = pe.job.topo;
     let tree = SpanningTree::new(topo.num_nodes(), pe.branch(), pe.node);
     // Down the tree first, so the far nodes start early.

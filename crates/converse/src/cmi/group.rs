@@ -283,6 +283,7 @@ fn multicast(pe: &Pe, gid: u32, mut msg: Message) {
 /// Starts a multicast of `msg` to the members of `info` down their tree,
 /// rooted at `pe`'s position if it is a member, else at the first member.
 fn start_multicast(pe: &Pe, info: &GroupInfo, gid: u32, mut msg: Message) {
+    pe.trace.collective("multicast");
     let m = info.pes.len();
     if m == 0 {
         return;

@@ -381,6 +381,7 @@ fn deposit<F>(
 ) where
     F: FnOnce(Option<Message>, Vec<Message>) -> Message + 'static,
 {
+    pe.trace.collective("reduction contribution");
     let k = pe.branch();
     let (digest, parent, children): (u32, Option<usize>, Children) = match members {
         Members::All => {
@@ -546,6 +547,7 @@ pub(crate) fn on_contribution(pe: &Pe, msg: Message) {
 /// Merges the children's contributions of `done` (all of them) into `pe`'s
 /// deposit and sends the result up, or delivers it on the root.
 fn complete(pe: &Pe, key: u32, done: InProgress) {
+    pe.trace.collective("reduction step");
     let InProgress {
         deposit,
         mut arrived,

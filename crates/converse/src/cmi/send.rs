@@ -67,6 +67,7 @@ impl Pe {
         match self.send.persistent.channel_for(dest, msg.len()) {
             // A ready handle names a PE of another process.
             Some(channel) => {
+                self.trace.sent(dest, false, || (true, msg.len()));
                 if self.job.remote().send_on_channel(dest, channel, msg) {
                     self.send.net_posted.set(true);
                 }
@@ -90,7 +91,7 @@ impl Pe {
                 None => (0, dest),
             };
             if self.job.local_pe(dest).is_none()
-                && self.send_borrowed(flags, self.job.topo.node_of(dest), tag, msg)
+                && self.send_borrowed(flags, self.job.topo.node_of(dest), tag, msg, (dest, false))
             {
                 self.throttle(Congested::Pe(dest));
                 return;
@@ -104,7 +105,7 @@ impl Pe {
         if msg.len() >= BORROWED_SEND_MIN && self.job.net.is_some() {
             self.check_node(node, "node send to");
             if self.job.local_node(node).is_none()
-                && self.send_borrowed(crate::rt::network::FLAG_NODE, node, node, msg)
+                && self.send_borrowed(crate::rt::network::FLAG_NODE, node, node, msg, (node, true))
             {
                 self.throttle(Congested::Node(node));
                 return;
@@ -115,13 +116,23 @@ impl Pe {
 
     /// Sends a copy of `msg` to `tag` on another process's node `node`
     /// from `msg`'s own bytes, if that node's module gathers; false (nothing
-    /// sent) if not.
-    fn send_borrowed(&self, flags: u8, node: usize, tag: usize, msg: &Message) -> bool {
+    /// sent) if not. `to` names the copy's destination for the trace: a
+    /// PE, or a node if its flag is set.
+    fn send_borrowed(
+        &self,
+        flags: u8,
+        node: usize,
+        tag: usize,
+        msg: &Message,
+        to: (usize, bool),
+    ) -> bool {
         let net = self.job.remote();
         if !net.gathers_to(node) {
             return false;
         }
         self.count_created(1);
+        // A copy of a user message (`to`: its PE, or its node).
+        self.trace.sent(to.0, to.1, || (true, msg.len()));
         if net.send_borrowed(tag, flags, node, self.pe, msg) {
             self.send.net_posted.set(true);
         }
@@ -236,6 +247,9 @@ impl Pe {
         if dest == self.pe {
             self.push_self(msg);
         } else {
+            if self.trace.on() {
+                self.trace_send(dest, false, &msg);
+            }
             match self.job.local_pe(dest) {
                 Some(target) => {
                     target.inbox.push(msg);
@@ -250,6 +264,19 @@ impl Pe {
         }
     }
 
+    /// Records `msg` leaving for PE (or node) `dest` in the trace; out of
+    /// line, so the untraced send path keeps its registers.
+    #[cold]
+    #[inline(never)]
+    fn trace_send(&self, dest: usize, node: bool, msg: &Message) {
+        self.trace.sent(dest, node, || {
+            (
+                crate::csd::is_user_message(msg) && msg.src_pe() == self.pe,
+                msg.len(),
+            )
+        });
+    }
+
     /// Sends `msg` (a user message) to node `node`: any PE of that node may
     /// handle it.
     pub fn send_to_node(&self, node: usize, mut msg: Message) {
@@ -262,6 +289,9 @@ impl Pe {
 
     /// Puts `msg` in node `node`'s inbox as it is.
     pub fn push_to_node(&self, node: usize, msg: Message) {
+        if self.trace.on() {
+            self.trace_send(node, true, &msg);
+        }
         match self.job.local_node(node) {
             Some(shared) => {
                 shared.inbox.push(msg);

@@ -70,6 +70,8 @@ impl Pe {
         if m.take_net_mark() {
             self.job.remote().consumed(m.len());
         }
+        self.trace
+            .received(Some(self.node), || (m.src_pe(), is_user_message(&m)));
         Some(m)
     }
 
@@ -88,7 +90,29 @@ impl Pe {
                 return Some(m);
             }
         }
+        if self.trace.on() {
+            return self.next_self_send_traced();
+        }
         self.sched.self_queue.pop()
+    }
+
+    /// Records `m`, taken from this PE's inbox, in the trace (out of line:
+    /// see `trace::Tracer`).
+    #[cold]
+    #[inline(never)]
+    fn trace_receipt(&self, m: &Message) {
+        self.trace
+            .received(None, || (m.src_pe(), is_user_message(m)));
+    }
+
+    /// [`Pe::next_pe_arrival`]'s self-send, recorded in the trace.
+    #[cold]
+    #[inline(never)]
+    fn next_self_send_traced(&self) -> Option<Message> {
+        let m = self.sched.self_queue.pop()?;
+        self.trace
+            .received(None, || (m.src_pe(), is_user_message(&m)));
+        Some(m)
     }
 
     /// The next message from the released ones or the inbox, routing
@@ -103,6 +127,9 @@ impl Pe {
         while let Some(mut m) = unsafe { self.job.pe(self.pe).inbox.pop() } {
             if m.take_net_mark() {
                 self.job.remote().consumed(m.len());
+            }
+            if self.trace.on() {
+                self.trace_receipt(&m);
             }
             if m.header().flags & ARRIVAL_FLAGS == 0 {
                 return Some(m);
@@ -317,7 +344,15 @@ impl Pe {
             self.count_processed(1);
         }
         if flags & (crate::msg::message::FLAG_SYSTEM | crate::msg::message::FLAG_REDUCE) != 0 {
+            // A reduction contribution is kind 0 in the trace.
+            let kind = if flags & crate::msg::message::FLAG_REDUCE != 0 {
+                0
+            } else {
+                msg.header().handler
+            };
+            self.trace.begin_runtime(kind);
             self.dispatch.deliver(self, msg);
+            self.trace.end();
             return true;
         }
         self.run_handler(msg)
@@ -329,6 +364,9 @@ impl Pe {
         let handler = self.handler(index);
         match handler {
             Some(f) => {
+                if self.trace.on() {
+                    return self.run_handler_traced(f, index, msg);
+                }
                 f(msg);
                 true
             }
@@ -337,6 +375,17 @@ impl Pe {
                 msg.src_pe()
             )),
         }
+    }
+
+    /// [`Pe::run_handler`] on a PE that records a trace (out of line, so
+    /// the untraced path keeps its frame).
+    #[cold]
+    #[inline(never)]
+    fn run_handler_traced(&self, f: crate::msg::Handler, index: usize, msg: Message) -> bool {
+        self.trace.begin(index);
+        f(msg);
+        self.trace.end();
+        true
     }
 
     fn unpack_bundle(&self, msg: Message) {
@@ -357,6 +406,13 @@ impl Pe {
             ))
         })
     }
+}
+
+/// True for a user message (one a program sent, runtime flags clear): the
+/// messages the trace numbers and draws arrows for.
+#[inline]
+pub(crate) fn is_user_message(m: &Message) -> bool {
+    m.header().flags == 0
 }
 
 /// Counts a delivery in progress on a PE while it lives (unwinding

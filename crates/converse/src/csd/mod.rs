@@ -47,6 +47,7 @@
 //! handler runs.
 pub mod cqs;
 mod deliver;
+pub(crate) use deliver::is_user_message;
 mod fifo;
 pub(crate) mod idle;
 
@@ -121,9 +122,21 @@ impl Pe {
     }
 
     /// Appends `msg` to this PE's self-send queue.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn push_self(&self, msg: Message) {
+        if self.trace.on() {
+            self.trace_self_send(&msg);
+        }
         self.sched.self_queue.push(msg);
+    }
+
+    /// Records a self-send in the trace (out of line: see `push_self`).
+    #[cold]
+    #[inline(never)]
+    fn trace_self_send(&self, msg: &Message) {
+        self.trace.sent(self.pe, false, || {
+            (is_user_message(msg) && msg.src_pe() == self.pe, msg.len())
+        });
     }
 
     /// Hands back an arrived message that routing held back: it is taken
@@ -172,6 +185,13 @@ enum Budget<'a> {
 /// Runs the calling PE's scheduler loop per `budget`; returns how many
 /// messages it delivered.
 fn run(pe: &Pe, budget: Budget<'_>) -> usize {
+    let delivered = run_steps(pe, budget);
+    pe.trace.scheduler_leave();
+    delivered
+}
+
+/// [`run`]'s loop.
+fn run_steps(pe: &Pe, budget: Budget<'_>) -> usize {
     pe.check_handlers_once();
     let until = match budget {
         Budget::Until(done) => Some(done),

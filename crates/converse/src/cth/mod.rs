@@ -1104,6 +1104,9 @@ impl Depths {
 /// until a thread suspends or returns.
 pub(crate) fn run(pe: &Pe, first: Thread) {
     let base = Depths::of(pe);
+    // The thread control comes back to whenever a resumed one yields (for
+    // the trace).
+    let resumer_id = pe.cth.current().0.id as u32;
     let _restore = Resumed {
         pe,
         previous: Some(pe.cth.current()),
@@ -1126,11 +1129,13 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
         if own.handler != 0 || own.sched != 0 {
             Depths::stacked(base, own).apply(pe);
         }
+        pe.trace.switch(t.0.id as u32);
         let result = if t.0.migratable {
             resume_routed(pe, &t.0, &mut co)
         } else {
             co.resume(())
         };
+        pe.trace.switch(resumer_id);
         let now = Depths::of(pe);
         if now.handler != base.handler || now.sched != base.sched {
             t.0.depths.set(Depths {

@@ -62,6 +62,14 @@ pub(crate) enum Kind {
     DynamicNodeIdRequest = 19,
 }
 
+/// Every kind's name by its number, from 1 (for the trace, which shows a
+/// runtime message by its kind).
+pub(crate) fn kind_names() -> Vec<(u32, String)> {
+    (1..=KINDS as u32)
+        .filter_map(|raw| Some((raw, format!("{:?}", Kind::from_raw(raw)?))))
+        .collect()
+}
+
 /// Number of kinds (the highest `Kind` value).
 const KINDS: usize = 19;
 

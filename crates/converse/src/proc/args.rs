@@ -46,6 +46,12 @@ pub struct Config {
     /// `Cld`), which checks the name against the strategies it has. The
     /// runtime only carries it.
     pub balancer: Option<String>,
+    /// `+trace FILE`: record a timeline of every PE and write it to `FILE`
+    /// at the end of the job (`converse::trace`).
+    pub trace: Option<String>,
+    /// `+trace-buffer N`: events each PE's trace ring holds (the oldest
+    /// are overwritten beyond; the trace says how many).
+    pub trace_buffer: Option<usize>,
 }
 
 /// The former name of [`Config`].
@@ -112,7 +118,7 @@ impl fmt::Display for ArgError {
             ArgError::UnknownFlag(flag) => write!(
                 f,
                 "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M, ++spantree-branch K, +stacksize S, \
-                 ++netmod NAME, ++timeout S, ++lmt get|put|coop, +balancer NAME, ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
+                 ++netmod NAME, ++timeout S, ++lmt get|put|coop, +balancer NAME, +trace FILE, +trace-buffer N, ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
             ),
             ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
             ArgError::BadValue {
@@ -155,17 +161,7 @@ fn positive(flag: &str, value: &str) -> Result<usize, ArgError> {
 /// the runtime flags and the program's own arguments (program name kept
 /// first).
 pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
-    let mut flags = Config {
-        pes: None,
-        ppn: None,
-        branch: None,
-        stack_size: None,
-        server: None,
-        netmod: None,
-        timeout: None,
-        lmt: None,
-        balancer: None,
-    };
+    let mut flags = Config::default();
     let mut rest = Vec::with_capacity(args.len());
     let mut words = args.iter();
     if let Some(program) = words.next() {
@@ -289,6 +285,33 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
             })?);
             continue;
         }
+        if name == "+trace" {
+            let value = value_of(name, glued, &mut words)?;
+            if value.is_empty() || value.starts_with('+') {
+                return Err(ArgError::BadValue {
+                    flag: name.to_string(),
+                    value,
+                    expected: "the path of the file to write the trace to",
+                });
+            }
+            flags.trace = Some(value);
+            continue;
+        }
+        if name == "+trace-buffer" {
+            let value = value_of(name, glued, &mut words)?;
+            flags.trace_buffer = Some(
+                value
+                    .parse()
+                    .ok()
+                    .filter(|n: &usize| (MIN_TRACE_BUFFER..=MAX_TRACE_BUFFER).contains(n))
+                    .ok_or_else(|| ArgError::BadValue {
+                        flag: name.to_string(),
+                        value: value.clone(),
+                        expected: "a number of events from 16 to 268435456",
+                    })?,
+            );
+            continue;
+        }
         if name == "+stacksize" {
             let value = value_of(name, glued, &mut words)?;
             flags.stack_size = Some(stack_bytes(&value)?);
@@ -326,6 +349,11 @@ fn value_of<'a>(
             .ok_or_else(|| ArgError::MissingValue(name.to_string())),
     }
 }
+
+/// Smallest and largest `+trace-buffer` (events per PE; 16 bytes each).
+pub const MIN_TRACE_BUFFER: usize = 16;
+/// See [`MIN_TRACE_BUFFER`].
+pub const MAX_TRACE_BUFFER: usize = 1 << 28;
 
 /// Smallest and largest `+stacksize`: 16 KiB (a few frames) to 1 GiB.
 pub const MIN_STACK: usize = 16 << 10;
@@ -366,7 +394,7 @@ const SERVER_FLAGS: [&str; 7] = [
 ];
 
 /// The other flags that take a value, which may also be glued on (`+p4`).
-const COUNT_FLAGS: [&str; 8] = [
+const COUNT_FLAGS: [&str; 10] = [
     "++spantree-branch",
     "++ppn",
     "+stacksize",
@@ -375,6 +403,8 @@ const COUNT_FLAGS: [&str; 8] = [
     "++timeout",
     "++lmt",
     "+balancer",
+    "+trace",
+    "+trace-buffer",
 ];
 
 /// True if the runtime flag `word` takes its value as the next word: the
@@ -443,7 +473,7 @@ mod tests {
                 netmod: None,
                 timeout: None,
                 lmt: None,
-                balancer: None,
+                ..Config::default()
             }
         );
         assert_eq!(rest, words("prog a b"));
@@ -459,7 +489,7 @@ mod tests {
                 netmod: None,
                 timeout: None,
                 lmt: None,
-                balancer: None,
+                ..Config::default()
             }
         );
         assert_eq!(rest, words("prog x"));
@@ -564,7 +594,7 @@ mod tests {
                 netmod: None,
                 timeout: None,
                 lmt: None,
-                balancer: None,
+                ..Config::default()
             }
         );
         assert_eq!(rest, words("prog 12 -v"));

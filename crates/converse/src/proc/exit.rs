@@ -190,14 +190,13 @@ pub fn foreign_exit(code: i32) {
     }
 }
 
-/// Writes `line` to standard error after flushing standard output; a
-/// closed stderr (the launcher is gone) must not stop the process from
-/// ending.
+/// Writes `line` to standard error after flushing standard output, and
+/// emits it as an error event (`proc::log::report!`: printed here whatever
+/// the subscriber); a closed stderr (the launcher is gone) must not stop
+/// the process from ending.
 fn say(line: &str) {
     let _ = std::io::stdout().flush();
-    let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "{line}");
-    let _ = err.flush();
+    crate::proc::log::report!(ERROR, line);
 }
 
 /// A number for the calling thread, never 0.

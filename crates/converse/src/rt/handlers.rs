@@ -17,6 +17,7 @@ pub fn register_handler<F: Fn(Message) + 'static>(f: F) -> usize {
     let ident = handler::HandlerIdent::of::<F>();
     pe::with(|pe| {
         let index = pe.handlers.borrow_mut().register(Rc::new(f), ident);
+        pe.trace.name_handler(index, || ident.name.to_string());
         if pe.handlers_checked() {
             pe.check_handlers();
         }
@@ -36,6 +37,7 @@ pub fn register_handler_named<F: Fn(Message) + 'static>(f: F, name: &str) -> usi
     let ident = handler::HandlerIdent::named::<F>(name);
     pe::with(|pe| {
         let index = pe.handlers.borrow_mut().register(Rc::new(f), ident);
+        pe.trace.name_handler(index, || ident.name.to_string());
         if pe.handlers_checked() {
             pe.check_handlers();
         }
@@ -56,7 +58,10 @@ pub fn register_handler_global<F: Fn(Message) + 'static>(f: F) -> usize {
                 pe.pe
             );
         }
-        pe.handlers.borrow_mut().register_global(Rc::new(f))
+        let index = pe.handlers.borrow_mut().register_global(Rc::new(f));
+        pe.trace
+            .name_handler(index, || std::any::type_name::<F>().to_string());
+        index
     })
 }
 
@@ -64,7 +69,12 @@ pub fn register_handler_global<F: Fn(Message) + 'static>(f: F) -> usize {
 /// (`CmiRegisterHandlerLocal`); no consistency across PEs is attempted.
 #[doc(alias = "CmiRegisterHandlerLocal")]
 pub fn register_handler_local<F: Fn(Message) + 'static>(f: F) -> usize {
-    pe::with(|pe| pe.handlers.borrow_mut().register_local(Rc::new(f)))
+    pe::with(|pe| {
+        let index = pe.handlers.borrow_mut().register_local(Rc::new(f));
+        pe.trace
+            .name_handler(index, || std::any::type_name::<F>().to_string());
+        index
+    })
 }
 
 /// Installs `f` as handler number `index` on the calling PE, replacing any
@@ -75,7 +85,11 @@ pub fn register_handler_local<F: Fn(Message) + 'static>(f: F) -> usize {
 /// If `index` is 0 (reserved) or above [`MAX_HANDLER_INDEX`](crate::msg::MAX_HANDLER_INDEX).
 #[doc(alias = "CmiNumberHandler")]
 pub fn number_handler<F: Fn(Message) + 'static>(index: usize, f: F) {
-    pe::with(|pe| pe.handlers.borrow_mut().number(index, Rc::new(f)))
+    pe::with(|pe| {
+        pe.handlers.borrow_mut().number(index, Rc::new(f));
+        pe.trace
+            .name_handler(index, || std::any::type_name::<F>().to_string());
+    })
 }
 
 /// The function installed at handler index `index` on the calling PE, if any.

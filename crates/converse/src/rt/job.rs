@@ -125,6 +125,9 @@ pub(crate) struct Job {
     /// The runtime flags; each subsystem reads its own and owns its
     /// defaults.
     pub config: Config,
+    /// The timeline trace of this process's PEs (`+trace`), if the job
+    /// records one.
+    pub trace: Option<Arc<crate::trace::JobTrace>>,
     /// The subsystems' job-wide state, one value per type (see
     /// [`Job::subsystem`]).
     subsystems: Mutex<Vec<(TypeId, Arc<dyn Any + Send + Sync>)>>,
@@ -181,6 +184,7 @@ impl Job {
             start: Instant::now(),
             oversubscribed: local_pes > cores,
             config: Config::default(),
+            trace: None,
             subsystems: Mutex::new(Vec::new()),
             exiting: AtomicBool::new(false),
             exit_code: Mutex::new(None),

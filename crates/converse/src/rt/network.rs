@@ -95,7 +95,14 @@ enum Control {
     /// The sender's handler table: a u32 count, then per index a u64 hash
     /// of the handler's type, a u32 name length and the name (UTF-8).
     Handlers = 4,
+    /// A piece of the sender's part of the timeline trace (`+trace`), for
+    /// process 0: the bytes follow. The pieces of one process come in
+    /// order, before its `Bye`.
+    TracePart = 5,
 }
+
+/// Largest piece of a trace part in one `TracePart` frame.
+const TRACE_PIECE: usize = 1 << 20;
 
 /// One registered handler as the processes compare them: a hash of its
 /// type, and its name for the error message.
@@ -142,6 +149,9 @@ struct Shared {
     /// The modules and routes, to tell the others about an abort.
     links: OnceLock<Links<Weak<dyn NetModule>>>,
     handlers: Mutex<HandlerTables>,
+    /// Per peer, the bytes of its trace part received so far (process 0
+    /// only; see `Control::TracePart`).
+    trace_parts: Mutex<Vec<Vec<u8>>>,
 }
 
 #[derive(Default)]
@@ -396,6 +406,19 @@ impl Shared {
                     &format!("malformed handler table of {} bytes", body.len()),
                 ),
             },
+            Some(op) if op == Control::TracePart as u8 => {
+                if self.me != 0 || body.len() > TRACE_PIECE + 1 {
+                    self.fault(
+                        peer,
+                        &format!(
+                            "malformed trace part: {} bytes sent to process {}, which does not gather the trace",
+                            body.len(),
+                            self.me
+                        ),
+                    );
+                }
+                lock(&self.trace_parts)[peer].extend_from_slice(&body[1..]);
+            }
             Some(op) if op == Control::Abort as u8 => {
                 let text = String::from_utf8_lossy(&body[1..]).into_owned();
                 self.die(
@@ -641,6 +664,7 @@ impl Network {
                 own: Vec::new(),
                 peers: vec![Vec::new(); nodes],
             }),
+            trace_parts: Mutex::new(vec![Vec::new(); nodes]),
         });
         let _ = shared.links.set(Links {
             parts: links.parts.iter().map(Arc::downgrade).collect(),
@@ -963,6 +987,27 @@ impl Network {
         for peer in self.peers() {
             self.send_control(peer, body.clone());
         }
+    }
+
+    /// Sends this process's part of the timeline trace to process 0, in
+    /// pieces, ahead of its `Bye` (see [`Network::shutdown`]).
+    pub fn send_trace_part(&self, bytes: &[u8]) {
+        for piece in bytes.chunks(TRACE_PIECE) {
+            let mut body = Vec::with_capacity(piece.len() + 1);
+            body.push(Control::TracePart as u8);
+            body.extend_from_slice(piece);
+            self.send_control(0, body);
+        }
+    }
+
+    /// The trace parts the other processes sent (process 0, after
+    /// [`Network::shutdown`]: every peer's `Bye` came after its part), by
+    /// process; empty for a process that sent none.
+    pub fn take_trace_parts(&self) -> Vec<(usize, Vec<u8>)> {
+        let mut parts = lock(&self.shared.trace_parts);
+        self.peers()
+            .map(|p| (p, std::mem::take(&mut parts[p])))
+            .collect()
     }
 
     /// `exit(code)` was called here: every other process ends its PEs too.

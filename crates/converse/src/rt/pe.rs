@@ -75,6 +75,8 @@ pub(crate) struct Pe {
     pub cth: CthState,
     /// Conditions and timers (`ccd`).
     pub ccd: CcdState,
+    /// The PE's timeline recorder (`trace`; records only under `+trace`).
+    pub trace: crate::trace::Tracer,
 }
 
 thread_local! {
@@ -125,6 +127,12 @@ impl Pe {
             qd: QdState::default(),
             cth: CthState::new(pe),
             ccd: CcdState::new(),
+            trace: crate::trace::Tracer::new(
+                job.trace.as_ref(),
+                pe,
+                topo.node_of(pe),
+                topo.num_pes(),
+            ),
             job,
         }
     }
@@ -144,6 +152,7 @@ impl Pe {
             // abort messages) and its job's start (for the timers).
             crate::proc::exit::set_thread_pe(Some(pe.pe));
             crate::proc::timer::set_thread_epoch(Some(pe.job.start));
+            crate::trace::Tracer::install(Some(&pe.trace));
             c.0 = Some(pe);
             let inside: *const Rc<Pe> = c.0.as_ref().expect("just filled");
             CURRENT_PTR.with(|p| p.set(inside));
@@ -156,6 +165,7 @@ impl Pe {
         CURRENT_PTR.with(|p| p.set(std::ptr::null()));
         crate::proc::exit::set_thread_pe(None);
         crate::proc::timer::set_thread_epoch(None);
+        crate::trace::Tracer::install(None);
         CURRENT.with(|c| c.borrow_mut().0.take())
     }
 

@@ -21,6 +21,7 @@ mod launcher;
 mod mpiexec;
 mod scenarios;
 mod ssh;
+mod trace;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
@@ -43,6 +44,7 @@ fn child_main() -> ! {
         .or_else(|| flood::child(&name, &rest))
         .or_else(|| gamma::child(&name, &rest))
         .or_else(|| ssh::child(&name, &rest))
+        .or_else(|| trace::child(&name, &rest))
     {
         Some(code) => code,
         None => {
@@ -73,6 +75,7 @@ fn main() {
     cases.extend(flood::cases());
     cases.extend(gamma::cases());
     cases.extend(mpiexec::cases());
+    cases.extend(trace::cases());
     let selected: Vec<&Case> = cases
         .iter()
         .filter(|(name, _)| filter.as_deref().is_none_or(|f| name.contains(f)))

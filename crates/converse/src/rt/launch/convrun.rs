@@ -95,6 +95,7 @@ impl Bootstrap for Convrun {
             Card::new(card).map_err(|e| format!("cannot send the business card `{card}`: {e}"))?;
         let mut link = connect(&self.launcher, deadline)
             .map_err(|e| format!("cannot reach the launcher at {}: {e}", self.launcher))?;
+        tracing::debug!(process = me, launcher = %self.launcher, "connected to the launcher");
         // Short lines each way, some back to back: no Nagle delay.
         link.set_nodelay(true)
             .map_err(|e| format!("launcher socket: {e}"))?;
@@ -140,6 +141,7 @@ impl Bootstrap for Convrun {
             }
             _ => return Err(unexpected(&line)),
         }
+        tracing::debug!(process = me, "the launcher proved the job key");
         let max = ToProcess::max_len(place.nodes);
         let cards = match read_from_launcher(&mut reader, &mut line, max, place)? {
             ToProcess::Cards(cards) => cards,
@@ -277,6 +279,7 @@ fn watch_launcher(mut reader: BufReader<TcpStream>, me: usize) {
                 match read_line(&mut reader, &mut line, max) {
                     Ok(Got::End) | Err(_) => {
                         if ENDING.load(Ordering::Acquire) {
+                            tracing::debug!(process = me, "the launcher closed the connection");
                             return;
                         }
                         die_lost(me, "the launcher (convrun) is gone");
@@ -293,8 +296,14 @@ fn watch_launcher(mut reader: BufReader<TcpStream>, me: usize) {
                 }
             }
         });
-    if let Err(e) = spawned {
-        eprintln!("converse: process {me}: cannot watch the launcher: {e}");
+    match spawned {
+        Ok(_) => tracing::debug!(process = me, "watching the launcher connection"),
+        Err(e) => {
+            crate::proc::log::report!(
+                ERROR,
+                &format!("converse: process {me}: cannot watch the launcher: {e}")
+            );
+        }
     }
 }
 

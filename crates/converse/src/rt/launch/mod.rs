@@ -121,9 +121,18 @@ pub(crate) struct Placement {
 pub(crate) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     for detect in BOOTSTRAPS {
         if let Some(place) = detect(config)? {
+            tracing::debug!(
+                process = place.node,
+                processes = place.nodes,
+                netmod = %place.netmod,
+                host = %place.host,
+                timeout_s = place.timeout.as_secs(),
+                "placed by a launcher"
+            );
             return Ok(Some(place));
         }
     }
+    tracing::debug!("no launcher placed this process: a job of one process");
     Ok(None)
 }
 
@@ -266,6 +275,12 @@ pub(crate) fn join(
         .map(|(_, m)| m.module().business_card())
         .collect::<Vec<_>>()
         .join(",");
+    tracing::debug!(
+        process = me,
+        modules = ?started.iter().map(|(k, _)| MODULES[*k].name).collect::<Vec<_>>(),
+        card = %card,
+        "network modules started"
+    );
     let parts: Vec<Arc<dyn NetModule>> = started.iter().map(|(_, m)| m.module()).collect();
     // This process's own entry is unused; its module may not run (one that
     // reaches every peer over tcp, under `auto`).
@@ -279,6 +294,11 @@ pub(crate) fn join(
     });
 
     let cards = place.boot.exchange(place, &card, deadline)?;
+    tracing::debug!(
+        process = me,
+        cards = cards.len(),
+        "business cards exchanged"
+    );
     for (peer, card) in cards.iter().enumerate().filter(|&(p, _)| p != me) {
         let kind = &MODULES[routes.via[peer]];
         let part = modules::card_for(card, kind).ok_or_else(|| {
@@ -302,15 +322,28 @@ pub(crate) fn join(
         module
             .accept_peers(&peers, deadline)
             .map_err(|e| e.to_string())?;
+        tracing::debug!(
+            process = me,
+            module = MODULES[*kind].name,
+            peers = peers.len(),
+            "connected to the peers"
+        );
     }
     place.boot.joined(place)?;
     let _ = JOINED.set(place.boot.clone());
+    tracing::info!(
+        process = me,
+        processes = place.nodes,
+        netmod = network.module_name(),
+        "joined the job"
+    );
     Ok(network)
 }
 
 /// The process is ending on purpose from now on.
 pub(crate) fn ending() {
     if let Some(boot) = JOINED.get() {
+        tracing::debug!("the process is ending on purpose");
         boot.ending();
     }
 }
@@ -318,6 +351,7 @@ pub(crate) fn ending() {
 /// This process's part of the job is done; it exits next, on purpose.
 pub(crate) fn tell_ended() {
     if let Some(boot) = JOINED.get() {
+        tracing::debug!("this process's part of the job is done: telling the launcher");
         boot.tell_ended();
     }
 }

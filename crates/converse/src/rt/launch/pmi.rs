@@ -212,6 +212,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         Answer::MyKvsname(k) => k,
         other => return Err(refused("get_my_kvsname", &other)),
     };
+    tracing::debug!(rank, size, kvs = ?link.kvs, "connected to the PMI-1 launcher");
     let host = super::host_name();
     if rank == 0 {
         let (key, shm_id) = super::draw_job_secrets()?;
@@ -403,13 +404,20 @@ impl Bootstrap for Pmi {
         let mut link = crate::sync::lock(&self.link);
         let deadline = Instant::now() + Duration::from_secs(5);
         match link.ask(&Request::Finalize, deadline) {
-            Ok(Answer::FinalizeAck) => {}
-            Ok(other) => eprintln!(
-                "converse: process {}: {}",
-                self.rank,
-                refused("finalize", &other)
+            Ok(Answer::FinalizeAck) => {
+                tracing::debug!(process = self.rank, "the launcher acknowledged finalize")
+            }
+            Ok(other) => crate::proc::log::report!(
+                ERROR,
+                &format!(
+                    "converse: process {}: {}",
+                    self.rank,
+                    refused("finalize", &other)
+                )
             ),
-            Err(e) => eprintln!("converse: process {}: {e}", self.rank),
+            Err(e) => {
+                crate::proc::log::report!(ERROR, &format!("converse: process {}: {e}", self.rank))
+            }
         }
     }
 }

@@ -1,0 +1,616 @@
+//! Timeline tracing (`+trace FILE`): every PE records what it does in a
+//! ring of its own, and at the end of the job the rings of every PE of
+//! every process become one file that Perfetto (<https://ui.perfetto.dev>)
+//! and Chrome's `about:tracing` open: one track per PE, grouped by
+//! process, with an arrow from each user message's send to the handler
+//! that takes it.
+//!
+//! # What is recorded
+//!
+//! - every handler run (its registered function's name; runtime messages
+//!   as `converse: <kind>`), idle periods, switches between user-level
+//!   threads, scheduler calls returning;
+//! - every message a PE sends (destination, length) and every user message
+//!   it takes from its arrivals: the flow arrows;
+//! - collective operations (broadcasts, multicasts, reductions) and CCS
+//!   requests as marks;
+//! - the program's own spans and marks ([`span`], [`mark`]).
+//!
+//! # Flows
+//!
+//! A user message is numbered at its sender: the `k`-th one PE `a` sends
+//! to PE `b` (or to node `b`) is `(a, b, k)`; the receiver numbers what it
+//! takes from `a` the same way. In-process queues and every network module
+//! keep the order of the messages between two PEs, so the numbers agree
+//! and the writer draws an arrow for each pair it finds. Two exceptions,
+//! where an arrow may join two messages of the same pair: a large message
+//! between processes that goes by single copy may be overtaken by a later
+//! small one, and two PEs of a node taking node messages at the same
+//! instant number them in the order of their counts, not of the queue.
+//! Runtime messages (collective routing, system messages) are recorded as
+//! sends without arrows.
+//!
+//! # Cost
+//!
+//! A handler start reads the clock (`clock`); its end, a send and a
+//! receipt are untimed (see `event`). With `+trace` off (no ring) every
+//! hook is one test of a `None`; without the crate feature `trace` the
+//! hooks are empty.
+//!
+//! # Invariants
+//!
+//! - A PE's [`Recorder`] is touched only by the PE's thread (`!Send`, held
+//!   by `rt::Pe` and this module's thread-local); its ring is written only
+//!   there and read by any thread (`ring`).
+//! - A process writes its part once ([`JobTrace::take_part`] hands it out
+//!   once): at the end of the job, or at an abort (the at-exit hook), not
+//!   both.
+//!
+//! # Concurrency
+//!
+//! Rings: one writer, any readers (`ring`). Names (handlers, spans) live
+//! behind a mutex per PE, taken only when a name is first used and when
+//! the trace is written. The counts of node messages taken are atomics
+//! shared by the PEs of a node.
+mod chrome;
+pub(crate) mod clock;
+pub(crate) mod event;
+pub(crate) mod part;
+pub(crate) mod ring;
+
+use std::borrow::Cow;
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+
+pub(crate) use chrome::write_trace;
+use event::{Category, Event};
+use part::{PePart, ProcessPart};
+use ring::Ring;
+
+/// Events a PE's ring holds unless `+trace-buffer` says otherwise (16 bytes
+/// each: 4 MiB per PE).
+pub const DEFAULT_BUFFER_EVENTS: usize = 1 << 18;
+
+/// Whether the calling PE records a trace (`+trace` given and the crate
+/// feature `trace` on). False on a thread that is no PE.
+pub fn enabled() -> bool {
+    CURRENT.with(|c| c.borrow().is_some())
+}
+
+/// Begins a span named `name` on the calling PE's track; it ends when the
+/// returned guard is dropped. Spans nest. Does nothing when the PE does
+/// not trace (see [`enabled`]).
+///
+/// ```
+/// # converse::Converse::new().args(["t", "+p", "1"]).run(|_| {
+/// {
+///     let _phase = converse::trace::span("setup");
+///     // ... work shown as one slice named "setup"
+/// }
+/// # converse::exit(0);
+/// # }).unwrap();
+/// ```
+pub fn span(name: impl Into<Cow<'static, str>>) -> Span {
+    let recorder = CURRENT.with(|c| c.borrow().clone());
+    match recorder {
+        Some(r) => {
+            let name = r.intern(name.into());
+            r.push(Event::SpanBegin {
+                name,
+                t: clock::now(),
+            });
+            Span(Some((r, name)))
+        }
+        None => Span(None),
+    }
+}
+
+/// A point event named `name` on the calling PE's track (nothing when the
+/// PE does not trace).
+pub fn mark(name: impl Into<Cow<'static, str>>) {
+    with_current(|r| r.mark(Category::User, name.into()));
+}
+
+/// A span begun by [`span`]; it ends when dropped.
+#[must_use = "a span ends when its guard is dropped"]
+pub struct Span(Option<(Rc<Recorder>, u32)>);
+
+impl Drop for Span {
+    fn drop(&mut self) {
+        if let Some((r, name)) = self.0.take() {
+            r.push(Event::SpanEnd {
+                name,
+                t: clock::now(),
+            });
+        }
+    }
+}
+
+thread_local! {
+    /// The calling thread's PE's recorder, while it is a PE that traces.
+    static CURRENT: RefCell<Option<Rc<Recorder>>> = const { RefCell::new(None) };
+}
+
+fn with_current(f: impl FnOnce(&Recorder)) {
+    let r = CURRENT.with(|c| c.borrow().clone());
+    if let Some(r) = r {
+        f(&r);
+    }
+}
+
+/// What a traced job shares: the file, the rings of this process's PEs,
+/// and the counts of node messages taken.
+pub(crate) struct JobTrace {
+    /// Where process 0 writes the trace.
+    pub path: PathBuf,
+    capacity: usize,
+    /// This process's number (its node, one per process).
+    process: u32,
+    first_node: usize,
+    /// Runtime message kinds by number (`msg::system`).
+    runtime_kinds: Vec<(u32, String)>,
+    /// Per local node, per source PE: user messages taken from the node's
+    /// arrivals.
+    node_received: Vec<Box<[AtomicU32]>>,
+    logs: Mutex<Vec<Arc<PeLog>>>,
+    /// This process's PEs and their nodes: each has a track, even one
+    /// that had not started when an abort took the part.
+    local_pes: Vec<(u32, u32)>,
+    /// Set once the part is taken (written, or sent to process 0).
+    taken: AtomicBool,
+}
+
+/// One PE's ring and names, shared with the job so that the dump reaches
+/// them from any thread.
+struct PeLog {
+    pe: u32,
+    node: u32,
+    ring: Arc<Ring>,
+    names: Mutex<Names>,
+    /// The PE has ended: its ring is complete.
+    done: AtomicBool,
+}
+
+#[derive(Default)]
+struct Names {
+    handlers: Vec<(u32, String)>,
+    interned: Vec<String>,
+}
+
+/// Every traced job of the process, for the abort hook.
+static LIVE: Mutex<Vec<Weak<JobTrace>>> = Mutex::new(Vec::new());
+
+impl JobTrace {
+    /// A trace of this process's part of a job (`local_nodes` of
+    /// `num_pes` PEs), to be written to `path`, `capacity` events per PE.
+    pub fn new(
+        path: PathBuf,
+        capacity: usize,
+        process: usize,
+        local_nodes: std::ops::Range<usize>,
+        local_pes: Vec<(usize, usize)>,
+        num_pes: usize,
+        runtime_kinds: Vec<(u32, String)>,
+    ) -> Arc<JobTrace> {
+        clock::start();
+        let trace = Arc::new(JobTrace {
+            path,
+            capacity,
+            process: process as u32,
+            first_node: local_nodes.start,
+            runtime_kinds,
+            node_received: local_nodes
+                .map(|_| (0..num_pes).map(|_| AtomicU32::new(0)).collect())
+                .collect(),
+            logs: Mutex::new(Vec::new()),
+            local_pes: local_pes
+                .into_iter()
+                .map(|(pe, node)| (pe as u32, node as u32))
+                .collect(),
+            taken: AtomicBool::new(false),
+        });
+        let mut live = crate::sync::lock(&LIVE);
+        live.retain(|w| w.strong_count() > 0);
+        if live.is_empty() {
+            register_abort_hook();
+        }
+        live.push(Arc::downgrade(&trace));
+        trace
+    }
+
+    /// This process's part, once: `None` if it was taken already.
+    /// `complete`: the PEs have all ended (else this is an abort).
+    pub fn take_part(&self, complete: bool) -> Option<ProcessPart> {
+        if self.taken.swap(true, Ordering::AcqRel) {
+            return None;
+        }
+        let cal = clock::Calibration::now();
+        let logs = crate::sync::lock(&self.logs).clone();
+        let mut pes: Vec<PePart> = logs.iter().map(|log| log.part(&cal)).collect();
+        for &(pe, node) in &self.local_pes {
+            if !pes.iter().any(|p| p.pe == pe) {
+                pes.push(PePart {
+                    pe,
+                    node,
+                    capacity: self.capacity as u64,
+                    ..PePart::default()
+                });
+            }
+        }
+        pes.sort_by_key(|p| p.pe);
+        Some(ProcessPart {
+            process: self.process,
+            pid: std::process::id(),
+            host: host_name(),
+            complete,
+            runtime_kinds: self.runtime_kinds.clone(),
+            pes,
+        })
+    }
+
+    /// The file this process writes at an abort: the trace's own path in
+    /// process 0, `PATH.K` in process `K` (see [`write_trace`]).
+    fn abort_path(&self) -> PathBuf {
+        if self.process == 0 {
+            self.path.clone()
+        } else {
+            let mut p = self.path.clone().into_os_string();
+            p.push(format!(".{}", self.process));
+            PathBuf::from(p)
+        }
+    }
+}
+
+/// At an abort, every traced job of the process writes what it has.
+fn register_abort_hook() {
+    crate::proc::exit::at_exit(|ending| {
+        let live: Vec<Arc<JobTrace>> = crate::sync::lock(&LIVE)
+            .iter()
+            .filter_map(Weak::upgrade)
+            .collect();
+        for trace in live {
+            if let Some(part) = trace.take_part(false) {
+                let path = trace.abort_path();
+                let note = format!("the job aborted: {}", ending.reason);
+                match write_trace(&path, vec![part], &note) {
+                    Ok(summary) => crate::proc::io::error(format_args!(
+                        "converse: trace of this process's PEs written to {} ({summary})\n",
+                        path.display()
+                    )),
+                    Err(e) => crate::proc::io::error(format_args!("converse: {e}\n")),
+                }
+            }
+        }
+    });
+}
+
+fn host_name() -> String {
+    rustix::system::uname()
+        .nodename()
+        .to_string_lossy()
+        .into_owned()
+}
+
+impl PeLog {
+    fn part(&self, cal: &clock::Calibration) -> PePart {
+        let snap = self.ring.snapshot(self.done.load(Ordering::Acquire));
+        let events = snap
+            .events
+            .into_iter()
+            .filter_map(Event::decode)
+            .map(|e| match e.time() {
+                Some(t) => e.with_time(cal.unix_ns(t)).encode(),
+                None => e.encode(),
+            })
+            .collect();
+        let names = crate::sync::lock(&self.names);
+        PePart {
+            pe: self.pe,
+            node: self.node,
+            events,
+            lost: snap.lost,
+            capacity: self.ring.capacity(),
+            handlers: names.handlers.clone(),
+            names: names.interned.clone(),
+        }
+    }
+}
+
+/// A PE's recorder: its ring, and the counts that number its messages.
+pub(crate) struct Recorder {
+    /// The PE's ring (also in `log`: one pointer less per event).
+    ring: Arc<Ring>,
+    log: Arc<PeLog>,
+    job: Arc<JobTrace>,
+    /// Per destination PE, then per destination node: user messages sent.
+    sent: Box<[Cell<u32>]>,
+    num_pes: usize,
+    /// Per source PE: user messages taken from this PE's arrivals.
+    received: Box<[Cell<u32>]>,
+    /// Names already interned, to their index.
+    interned: RefCell<HashMap<Cow<'static, str>, u32>>,
+}
+
+impl Recorder {
+    #[inline]
+    fn push(&self, e: Event) {
+        let [a, b] = e.encode();
+        self.ring.push(a, b);
+    }
+
+    fn intern(&self, name: Cow<'static, str>) -> u32 {
+        if let Some(&i) = self.interned.borrow().get(&name) {
+            return i;
+        }
+        let mut names = crate::sync::lock(&self.log.names);
+        let i = names.interned.len() as u32;
+        names.interned.push(name.to_string());
+        drop(names);
+        self.interned.borrow_mut().insert(name, i);
+        i
+    }
+
+    fn mark(&self, cat: Category, name: Cow<'static, str>) {
+        let name = self.intern(name);
+        self.push(Event::Mark {
+            name,
+            cat,
+            t: clock::now(),
+        });
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        self.log.done.store(true, Ordering::Release);
+    }
+}
+
+/// What `rt::Pe` holds: the PE's recorder when it traces. Every hook is
+/// inlined, and a test of `None` when the PE does not trace.
+#[derive(Default)]
+pub(crate) struct Tracer(Option<Rc<Recorder>>);
+
+impl Tracer {
+    /// PE `pe` of node `node`'s tracer, recording if the job traces.
+    pub fn new(job: Option<&Arc<JobTrace>>, pe: usize, node: usize, num_pes: usize) -> Tracer {
+        if !cfg!(feature = "trace") {
+            return Tracer(None);
+        }
+        let Some(job) = job else {
+            return Tracer(None);
+        };
+        let log = Arc::new(PeLog {
+            pe: pe as u32,
+            node: node as u32,
+            ring: Arc::new(Ring::new(job.capacity)),
+            names: Mutex::new(Names::default()),
+            done: AtomicBool::new(false),
+        });
+        crate::sync::lock(&job.logs).push(log.clone());
+        // `sent` counts sends to PEs, then to nodes: `num_pes` bounds the
+        // node count too.
+        Tracer(Some(Rc::new(Recorder {
+            ring: log.ring.clone(),
+            log,
+            job: job.clone(),
+            sent: (0..2 * num_pes).map(|_| Cell::new(0)).collect(),
+            num_pes,
+            received: (0..num_pes).map(|_| Cell::new(0)).collect(),
+            interned: RefCell::new(HashMap::new()),
+        })))
+    }
+
+    /// Makes this the calling thread's tracer for [`span`] and [`mark`]
+    /// (`None`: the thread stops being a PE).
+    pub fn install(this: Option<&Tracer>) {
+        let r = this.and_then(|t| t.0.clone());
+        CURRENT.with(|c| *c.borrow_mut() = r);
+    }
+
+    #[inline]
+    fn rec(&self) -> Option<&Recorder> {
+        if cfg!(feature = "trace") {
+            self.0.as_deref()
+        } else {
+            None
+        }
+    }
+
+    /// Whether the PE records: hot paths test this once and take a path
+    /// of their own when it does.
+    #[inline(always)]
+    pub fn on(&self) -> bool {
+        self.rec().is_some()
+    }
+
+    /// The handler at `index` is `name` (its registration).
+    pub fn name_handler(&self, index: usize, name: impl FnOnce() -> String) {
+        if let Some(r) = self.rec() {
+            r.name_handler(index as u32, name());
+        }
+    }
+
+    // The hooks. Those of the message path (`begin`, `end`, `sent`,
+    // `received`) inline the recording: their callers test [`Tracer::on`]
+    // first and call them from a path of their own, out of line, so that
+    // the untraced path keeps its registers (with the hooks inlined into
+    // it, the self-send loop took 25 more instructions per message with
+    // tracing off, measured with callgrind). The others (idle, threads,
+    // scheduler calls) are a test of `None` and a call.
+
+    /// A user handler (table index `index`) starts.
+    #[inline]
+    pub fn begin(&self, index: usize) {
+        if let Some(r) = self.rec() {
+            r.begin(index as u32, false);
+        }
+    }
+
+    /// A runtime message of system kind `kind` is handled.
+    #[inline]
+    pub fn begin_runtime(&self, kind: u32) {
+        if let Some(r) = self.rec() {
+            r.begin(kind, true);
+        }
+    }
+
+    /// The innermost handler returned.
+    #[inline]
+    pub fn end(&self) {
+        if let Some(r) = self.rec() {
+            r.untimed(Event::End);
+        }
+    }
+
+    /// The PE found nothing to do.
+    #[inline]
+    pub fn idle_begin(&self) {
+        if let Some(r) = self.rec() {
+            r.timed(|t| Event::IdleBegin { t });
+        }
+    }
+
+    /// The PE found work again.
+    #[inline]
+    pub fn idle_end(&self) {
+        if let Some(r) = self.rec() {
+            r.timed(|t| Event::IdleEnd { t });
+        }
+    }
+
+    /// A scheduler call returns to its caller.
+    #[inline]
+    pub fn scheduler_leave(&self) {
+        if let Some(r) = self.rec() {
+            r.timed(|t| Event::SchedulerLeave { t });
+        }
+    }
+
+    /// The PE switches to user-level thread `thread` (0: the main flow).
+    #[inline]
+    pub fn switch(&self, thread: u32) {
+        if let Some(r) = self.rec() {
+            r.timed(|t| Event::Switch { thread, t });
+        }
+    }
+
+    /// A message leaves for PE `dest` (node `dest` if `node`).
+    /// `facts()` says whether it is a user message sent by this PE (it
+    /// gets a number and an arrow) and its length; called only when the
+    /// PE traces.
+    #[inline]
+    pub fn sent(&self, dest: usize, node: bool, facts: impl FnOnce() -> (bool, usize)) {
+        if let Some(r) = self.rec() {
+            r.sent(dest, node, facts);
+        }
+    }
+
+    /// A message was taken from this PE's arrivals (its node's, if
+    /// `node`: node `node_index` of the job). `facts()` gives its sender
+    /// and whether it is a user message (only those are numbered).
+    #[inline]
+    pub fn received(&self, node: Option<usize>, facts: impl FnOnce() -> (usize, bool)) {
+        if let Some(r) = self.rec() {
+            r.received(node, facts);
+        }
+    }
+
+    /// A collective operation happened here: a mark.
+    pub fn collective(&self, what: &'static str) {
+        if let Some(r) = self.rec() {
+            r.mark(Category::Collective, Cow::Borrowed(what));
+        }
+    }
+
+    /// A CCS request for handler `name` is handled here.
+    pub fn ccs_request(&self, name: &str) {
+        if let Some(r) = self.rec() {
+            r.mark(Category::Ccs, Cow::Owned(format!("CCS {name}")));
+        }
+    }
+}
+
+/// The recording, out of line (see the hooks above).
+impl Recorder {
+    fn name_handler(&self, index: u32, name: String) {
+        let mut names = crate::sync::lock(&self.log.names);
+        match names.handlers.iter_mut().find(|(i, _)| *i == index) {
+            Some(entry) => entry.1 = name,
+            None => names.handlers.push((index, name)),
+        }
+    }
+
+    #[inline]
+    fn begin(&self, index: u32, runtime: bool) {
+        self.push(Event::Begin {
+            index,
+            runtime,
+            t: clock::now(),
+        });
+    }
+
+    #[inline]
+    fn untimed(&self, e: Event) {
+        self.push(e);
+    }
+
+    #[inline(never)]
+    fn timed(&self, e: impl FnOnce(u64) -> Event) {
+        self.push(e(clock::now()));
+    }
+
+    #[inline]
+    fn sent(&self, dest: usize, node: bool, facts: impl FnOnce() -> (bool, usize)) {
+        let (user, len) = facts();
+        let seq = if user {
+            let slot = if node { self.num_pes + dest } else { dest };
+            match self.sent.get(slot) {
+                Some(c) => {
+                    c.set(c.get().wrapping_add(1));
+                    c.get()
+                }
+                None => 0,
+            }
+        } else {
+            0
+        };
+        self.push(Event::Send {
+            dest: dest as u32,
+            node,
+            seq,
+            len: len.min(u32::MAX as usize) as u32,
+        });
+    }
+
+    #[inline]
+    fn received(&self, node: Option<usize>, facts: impl FnOnce() -> (usize, bool)) {
+        let (src, user) = facts();
+        if !user || src >= self.num_pes {
+            return;
+        }
+        let seq = match node {
+            None => {
+                let c = &self.received[src];
+                c.set(c.get().wrapping_add(1));
+                c.get()
+            }
+            Some(n) => match n
+                .checked_sub(self.job.first_node)
+                .and_then(|i| self.job.node_received.get(i))
+            {
+                Some(counts) => counts[src].fetch_add(1, Ordering::Relaxed).wrapping_add(1),
+                None => return,
+            },
+        };
+        self.push(Event::Receipt {
+            src: src as u32,
+            node: node.is_some(),
+            seq,
+        });
+    }
+}

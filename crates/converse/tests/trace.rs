@@ -1,0 +1,121 @@
+//! `+trace FILE` on one process: the file is JSON a trace viewer opens,
+//! with a track per PE, handlers by name, arrows for user messages,
+//! spans, idle periods, thread switches and runtime messages by kind.
+use std::collections::HashSet;
+
+use converse::{Converse, Message};
+use serde_json::Value;
+
+fn temp(tag: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("converse-trace-{tag}-{}.json", std::process::id()))
+}
+
+fn on_token(msg: Message) {
+    let hops = u32::from_le_bytes(msg.payload()[..4].try_into().unwrap());
+    if hops == 30 {
+        // Quiescence detection: runtime messages, shown by kind.
+        converse::start_quiescence_detection(|| converse::exit(0));
+        return;
+    }
+    let mut msg = msg;
+    msg.payload_mut()[..4].copy_from_slice(&(hops + 1).to_le_bytes());
+    let next = (converse::my_pe() + 1) % converse::num_pes();
+    converse::sync_send_and_free(next, msg);
+}
+
+#[test]
+fn a_ring_of_three_pes_is_traced_whole() {
+    let path = temp("ring");
+    let file = path.display().to_string();
+    let code = Converse::new()
+        .args(["ring", "+p", "3", "+trace", &file])
+        .run(|_| {
+            assert!(converse::trace::enabled());
+            let token = converse::register_handler(on_token);
+            if converse::my_pe() == 0 {
+                let _s = converse::trace::span("start");
+                // A user-level thread: its switches are marked.
+                let t = converse::Thread::create(|| converse::trace::mark("in a thread"), 64 << 10);
+                t.awaken();
+                converse::sync_send_and_free(0, Message::from_payload(token, &0u32.to_le_bytes()));
+            }
+        })
+        .unwrap();
+    assert_eq!(code, 0);
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let evs = trace["traceEvents"].as_array().unwrap();
+    let tracks: HashSet<u64> = evs
+        .iter()
+        .filter(|e| e["name"] == "thread_name")
+        .map(|e| e["tid"].as_u64().unwrap())
+        .collect();
+    assert_eq!(tracks, HashSet::from([0, 1, 2]));
+    let named = |n: &str| evs.iter().filter(|e| e["name"] == n).count();
+    // 31 token hops (0..=30), each a run of `on_token` named by its path.
+    assert_eq!(named("trace::on_token"), 31, "{}", trace["converse"]);
+    assert_eq!(named("start"), 1);
+    assert_eq!(named("in a thread"), 1);
+    assert!(named("resume thread 1") >= 1 && named("resume the main flow") >= 1);
+    assert!(
+        evs.iter().any(|e| e["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("converse: Qd"))),
+        "quiescence detection's messages named by kind"
+    );
+    assert!(evs.iter().any(|e| e["name"] == "idle" && e["ph"] == "X"));
+    // 31 sends (PE 0's first, then every hop but the last), each matched.
+    let flows = |ph: &str| evs.iter().filter(|e| e["ph"] == ph).count();
+    assert_eq!(flows("s"), 31);
+    assert_eq!(flows("f"), 31);
+    assert_eq!(trace["converse"]["complete"], true);
+    // Slices are well formed: no negative durations.
+    assert!(
+        evs.iter()
+            .filter(|e| e["ph"] == "X")
+            .all(|e| e["dur"].as_f64().unwrap() >= 0.0)
+    );
+}
+
+#[test]
+fn without_the_flag_nothing_is_recorded() {
+    let code = Converse::new()
+        .args(["t", "+p", "1"])
+        .run(|_| {
+            assert!(!converse::trace::enabled());
+            // Spans and marks are free no-ops.
+            let _s = converse::trace::span("nothing");
+            converse::trace::mark("nothing");
+            converse::exit(0);
+        })
+        .unwrap();
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn bad_trace_flags_are_refused_by_name() {
+    for (args, says) in [
+        (vec!["t", "+trace"], "`+trace` needs a value"),
+        (
+            vec!["t", "+trace", "f", "+trace-buffer", "3"],
+            "+trace-buffer",
+        ),
+        (vec!["t", "+trace-buffer", "lots"], "a number of events"),
+    ] {
+        let e = Converse::new().args(args.clone()).run(|_| {}).unwrap_err();
+        assert!(e.to_string().contains(says), "{args:?}: {e}");
+    }
+}
+
+#[test]
+fn a_trace_file_that_cannot_be_written_stops_the_start() {
+    let e = Converse::new()
+        .args(["t", "+p", "2", "+trace", "/nonexistent-dir/trace.json"])
+        .run(|_| panic!("the job must not start"))
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("+trace: cannot create /nonexistent-dir/trace.json"),
+        "{e}"
+    );
+}
