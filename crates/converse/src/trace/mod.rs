@@ -39,10 +39,10 @@
 //!
 //! # Invariants
 //!
-//! - A PE's [`Recorder`] is touched only by the PE's thread (`!Send`, held
+//! - A PE's `Recorder` is touched only by the PE's thread (`!Send`, held
 //!   by `rt::Pe` and this module's thread-local); its ring is written only
 //!   there and read by any thread (`ring`).
-//! - A process writes its part once ([`JobTrace::take_part`] hands it out
+//! - A process writes its part once (`JobTrace::take_part` hands it out
 //!   once): at the end of the job, or at an abort (the at-exit hook), not
 //!   both.
 //!
