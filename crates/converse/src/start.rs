@@ -354,9 +354,9 @@ impl Converse {
         pe_body(&job, job.first_pe, Role::Worker, &start, mode);
         join_all(&job, others);
         stop_ccs(&job);
-        let trace = gather_trace(&job);
+        gather_trace(&job);
         end_network(&job);
-        write_trace(&job, trace);
+        write_trace(&job);
         if let Some(payload) = job.take_panic() {
             std::panic::resume_unwind(payload);
         }
@@ -485,30 +485,34 @@ fn stop_ccs(job: &Job) {
 }
 
 /// Once this process's PEs have all finished, its part of the trace (if
-/// the job records one): kept by process 0, sent to it by the others
-/// (ahead of their `Bye`, so process 0 has every part once the network
-/// has ended).
-fn gather_trace(job: &Job) -> Option<crate::trace::part::ProcessPart> {
-    let part = job.trace.as_ref()?.take_part(true)?;
+/// the job records one): kept by process 0 until it writes the file, sent
+/// to it by the others (ahead of their `Bye`, so process 0 has every part
+/// once the network has ended).
+fn gather_trace(job: &Job) {
+    let Some(trace) = &job.trace else { return };
+    let Some(part) = trace.take_part(true) else {
+        return;
+    };
     match &job.net {
-        Some(net) if job.first_node != 0 => {
-            net.send_trace_part(&part.encode());
-            None
-        }
-        _ => Some(part),
+        Some(net) if job.first_node != 0 => net.send_trace_part(&part.encode()),
+        _ => trace.keep(part),
     }
 }
 
 /// Process 0 writes the trace: its own part and those the others sent.
-fn write_trace(job: &Job, own: Option<crate::trace::part::ProcessPart>) {
-    let (Some(trace), Some(own)) = (&job.trace, own) else {
-        return;
-    };
+fn write_trace(job: &Job) {
+    let Some(trace) = &job.trace else { return };
+    let Some(own) = trace.take_kept() else { return };
     let mut parts = vec![own];
     let mut missing = Vec::new();
     if let Some(net) = &job.net {
         for (process, bytes) in net.take_trace_parts() {
-            match crate::trace::part::ProcessPart::decode(&bytes) {
+            let why = if bytes.is_empty() {
+                Err("it sent none".to_string())
+            } else {
+                crate::trace::part::ProcessPart::decode(&bytes)
+            };
+            match why {
                 Ok(part) => parts.push(part),
                 Err(e) => {
                     crate::proc::io::error(format_args!(
@@ -522,7 +526,7 @@ fn write_trace(job: &Job, own: Option<crate::trace::part::ProcessPart>) {
     let note = if missing.is_empty() {
         String::new()
     } else {
-        format!("the parts of processes {missing:?} could not be read")
+        format!("the parts of processes {missing:?} are missing")
     };
     match crate::trace::write_trace(&trace.path, parts, &note) {
         Ok(summary) => crate::proc::io::error(format_args!(
@@ -626,9 +630,9 @@ pub(crate) fn finish_returned_main(code: i32) -> i32 {
     join_all(&job, others);
     teardown(&job);
     stop_ccs(&job);
-    let trace = gather_trace(&job);
+    gather_trace(&job);
     end_network(&job);
-    write_trace(&job, trace);
+    write_trace(&job);
     if let Some(payload) = job.take_panic() {
         std::panic::resume_unwind(payload);
     }

@@ -119,3 +119,58 @@ fn a_trace_file_that_cannot_be_written_stops_the_start() {
         "{e}"
     );
 }
+
+/// A handler that suspends the main flow (the scheduler runs on a stand-in
+/// meanwhile) still ends its slice when it is resumed, and the handlers
+/// run meanwhile are all there, each ended.
+#[test]
+fn a_suspended_main_flow_keeps_its_slices_whole() {
+    let path = temp("suspend");
+    let file = path.display().to_string();
+    let code = Converse::new()
+        .args(["t", "+p", "1", "+trace", &file])
+        .run(|_| {
+            let wake = converse::register_handler(|_m: Message| {});
+            let outer = converse::register_handler(move |_m: Message| {
+                let me = converse::Thread::current();
+                let waker = converse::Thread::create(
+                    move || {
+                        converse::sync_send_and_free(0, Message::new(wake, 8));
+                        me.awaken();
+                    },
+                    64 << 10,
+                );
+                waker.awaken();
+                converse::suspend();
+                converse::exit_scheduler();
+            });
+            converse::sync_send_and_free(0, Message::new(outer, 8));
+        })
+        .unwrap();
+    assert_eq!(code, 0);
+    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let evs = trace["traceEvents"].as_array().unwrap();
+    let slices: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "handler")
+        .collect();
+    assert_eq!(slices.len(), 2, "{slices:?}");
+    assert!(
+        slices.iter().all(|e| e["args"]["unfinished"].is_null()),
+        "every handler ended: {slices:?}"
+    );
+    // The outer handler encloses the one that ran while it was suspended.
+    let span = |e: &Value| {
+        let a = e["ts"]
+            .as_str()
+            .map_or_else(|| e["ts"].as_f64().unwrap(), |s| s.parse().unwrap());
+        (a, a + e["dur"].as_f64().unwrap())
+    };
+    let (outer, inner) = (span(slices[1]), span(slices[0]));
+    assert!(
+        outer.0 <= inner.0 && inner.1 <= outer.1,
+        "{outer:?} encloses {inner:?}"
+    );
+    assert_eq!(trace["converse"]["handler_runs"], 2);
+}

@@ -949,6 +949,7 @@ fn suspend_main_flow(pe: &Pe, me: &Thread) {
         return;
     }
     let standin = pe.cth.standin(pe.pe);
+    pe.trace.switch(standin.0.id as u32);
     let previous = pe.cth.current.replace(standin.clone());
     me.0.state.set(State::Suspended);
     struct Back<'a>(&'a Pe, Option<Thread>, Thread);
@@ -956,6 +957,7 @@ fn suspend_main_flow(pe: &Pe, me: &Thread) {
         fn drop(&mut self) {
             let previous = self.1.take().expect("set once");
             previous.0.state.set(State::Running);
+            self.0.trace.switch(previous.0.id as u32);
             self.0.cth.current.replace(previous);
             self.0.cth.standins.borrow_mut().push(self.2.clone());
         }

@@ -23,8 +23,10 @@
 //! [`init`] runs at the start of every job (`Converse::job`): the first call
 //! of the process reads `CONVERSE_LOG` (`off`, `error`, `warn`, `info`,
 //! `debug`, `trace`, in any case; unset or empty: `error`, so a default run
-//! prints what it always did) and installs [`Stderr`] as the process's
-//! global default subscriber, unless one is set already. Another value
+//! prints what it always did) and, when it asks for more than errors,
+//! installs [`Stderr`] as the process's global default subscriber, unless
+//! one is set already (at the default none is installed: error lines print
+//! themselves, and a program may still install its own later). Another value
 //! prints one warning line naming the variable and the accepted values, and
 //! the default is used. [`Stderr`] prints each event at or above the level
 //! as one line, `converse: LEVEL: target: message key=value …` (the level
@@ -105,9 +107,10 @@ macro_rules! report {
 }
 pub(crate) use report;
 
-/// Reads `CONVERSE_LOG` (the first call of the process) and installs
-/// [`Stderr`] as the global default subscriber unless the program set one
-/// (see the module comment). Called at the start of every job.
+/// Reads `CONVERSE_LOG` (the first call of the process) and, if it asks
+/// for more than errors, installs [`Stderr`] as the global default
+/// subscriber unless the program set one (see the module comment). Called
+/// at the start of every job.
 pub(crate) fn init() {
     let max = *FILTER.get_or_init(|| {
         let value = std::env::var(LOG_VAR).ok();
@@ -119,7 +122,11 @@ pub(crate) fn init() {
             }
         }
     });
-    if !tracing::dispatcher::has_been_set() {
+    // Errors print themselves (`report!`): a subscriber is installed only
+    // when `CONVERSE_LOG` asks for more, so a program that installs its
+    // own after a job has started (`tracing_subscriber::fmt().init()`
+    // panics if one is set) is not stopped by ours.
+    if max > DEFAULT && !tracing::dispatcher::has_been_set() {
         // Another thread may have set one meanwhile: then that one stays.
         let _ = tracing::subscriber::set_global_default(Stderr { max });
     }

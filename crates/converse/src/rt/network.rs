@@ -407,13 +407,21 @@ impl Shared {
                 ),
             },
             Some(op) if op == Control::TracePart as u8 => {
-                if self.me != 0 || body.len() > TRACE_PIECE + 1 {
+                if self.me != 0 {
                     self.fault(
                         peer,
                         &format!(
-                            "malformed trace part: {} bytes sent to process {}, which does not gather the trace",
-                            body.len(),
+                            "malformed trace part: sent to process {}, which does not gather the trace",
                             self.me
+                        ),
+                    );
+                }
+                if body.len() > TRACE_PIECE + 1 {
+                    self.fault(
+                        peer,
+                        &format!(
+                            "malformed trace part: a piece of {} bytes, above the {TRACE_PIECE} it sends at most",
+                            body.len() - 1
                         ),
                     );
                 }

@@ -44,7 +44,13 @@ pub(crate) fn write_trace(
     note: &str,
 ) -> Result<String, String> {
     let (json, summary) = render(parts, note);
-    std::fs::write(path, json)
+    // Written beside it, then renamed: a process ended while writing (an
+    // abort's grace period runs out) leaves no half file at `path`.
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = std::path::PathBuf::from(partial);
+    std::fs::write(&partial, json)
+        .and_then(|()| std::fs::rename(&partial, path))
         .map_err(|e| format!("cannot write the trace to {}: {e}", path.display()))?;
     Ok(summary)
 }
@@ -62,7 +68,10 @@ struct Placed {
     events: Vec<(f64, Event)>,
 }
 
-fn place(pid: u32, kinds: std::rc::Rc<HashMap<u32, String>>, part: PePart) -> Placed {
+/// Places `part`'s events in time, in nanoseconds since `base` (the
+/// earliest timed event of the trace: subtracted as integers, since a Unix
+/// time in nanoseconds is a multiple of 256 as an `f64`).
+fn place(pid: u32, kinds: std::rc::Rc<HashMap<u32, String>>, part: PePart, base: u64) -> Placed {
     let decoded: Vec<Event> = part
         .events
         .iter()
@@ -86,7 +95,7 @@ fn place(pid: u32, kinds: std::rc::Rc<HashMap<u32, String>>, part: PePart) -> Pl
     for e in decoded {
         match e.time() {
             Some(t) => {
-                let t = t as f64;
+                let t = t.saturating_sub(base) as f64;
                 flush(&mut pending, last_timed, t, &mut events);
                 events.push((t, e));
                 last_timed = Some(t);
@@ -121,6 +130,13 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
     let processes: Vec<u32> = parts.iter().map(|p| p.process).collect();
     let complete = parts.iter().all(|p| p.complete);
     let mut placed: Vec<Placed> = Vec::new();
+    let base = parts
+        .iter()
+        .flat_map(|p| &p.pes)
+        .flat_map(|pe| &pe.events)
+        .filter_map(|&w| Event::decode(w)?.time())
+        .min()
+        .unwrap_or(0);
     for p in parts {
         emit(
             &mut out,
@@ -142,7 +158,7 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
         );
         let kinds = std::rc::Rc::new(p.runtime_kinds.into_iter().collect::<HashMap<_, _>>());
         for pe in p.pes {
-            placed.push(place(p.process, kinds.clone(), pe));
+            placed.push(place(p.process, kinds.clone(), pe, base));
         }
     }
     // Times relative to the earliest event.
@@ -230,16 +246,9 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
         }
         // Open slices per user-level thread (0: the main flow): a thread
         // that suspends inside a handler ends it when it is resumed.
-        let mut stacks: Vec<(u32, Vec<Open<'_>>)> = Vec::new();
-        fn stack_of<T>(stacks: &mut Vec<(u32, Vec<T>)>, thread: u32) -> &mut Vec<T> {
-            let i = match stacks.iter().position(|s| s.0 == thread) {
-                Some(i) => i,
-                None => {
-                    stacks.push((thread, Vec::new()));
-                    stacks.len() - 1
-                }
-            };
-            &mut stacks[i].1
+        let mut stacks: HashMap<u32, Vec<Open<'_>>, FastHash> = HashMap::default();
+        fn stack_of<T>(stacks: &mut HashMap<u32, Vec<T>, FastHash>, thread: u32) -> &mut Vec<T> {
+            stacks.entry(thread).or_default()
         }
         let mut current = 0u32;
         let mut idle_since: Option<f64> = None;
@@ -381,6 +390,7 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
         if let Some(a) = idle_since {
             slice(&mut out, &mut emit, "idle", "idle", a, last, false);
         }
+        let mut stacks: Vec<(u32, Vec<Open<'_>>)> = stacks.into_iter().collect();
         stacks.sort_unstable_by_key(|s| s.0);
         for (_, stack) in &mut stacks {
             while let Some((a, name, cat)) = stack.pop() {
@@ -420,10 +430,10 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
     (out, summary)
 }
 
-/// A hasher for the writer's flow tables (the keys are small integers
-/// from this job: no attacker chooses them for collisions that matter; a
-/// multiply-rotate per word, as rustc's FxHash, instead of SipHash, which
-/// took a quarter of the writer's time).
+/// A hasher for the writer's tables: a multiply-rotate per word, as
+/// rustc's FxHash, instead of SipHash, which took a quarter of the writer's
+/// time. The keys come from the job's own processes (a peer that sends
+/// colliding numbers only slows the writing of its own job's trace).
 #[derive(Clone, Copy, Default)]
 struct FastHash;
 
@@ -504,7 +514,7 @@ mod tests {
             ],
             ..PePart::default()
         };
-        let p = place(0, Default::default(), part);
+        let p = place(0, Default::default(), part, 0);
         let times: Vec<f64> = p.events.iter().map(|e| e.0).collect();
         assert_eq!(times, vec![1000.0, 4999.0, 5000.0]);
     }

@@ -111,8 +111,10 @@ impl Calibration {
 
     /// `ticks` as nanoseconds since the Unix epoch.
     pub fn unix_ns(&self, ticks: u64) -> u64 {
-        let since = ticks.wrapping_sub(self.ticks0) as i64 as f64 * self.scale;
-        (self.unix_ns0 as f64 + since).max(0.0) as u64
+        // The offset in floating point, the sum in integers: a Unix time in
+        // nanoseconds (about 1.8e18) is a multiple of 256 as an `f64`.
+        let since = (ticks.wrapping_sub(self.ticks0) as i64 as f64 * self.scale).round() as i64;
+        self.unix_ns0.saturating_add_signed(since)
     }
 }
 
@@ -138,6 +140,8 @@ mod tests {
             (15.0..5000.0).contains(&gap),
             "20 ms sleep measured as {gap} ms"
         );
+        // Nanosecond resolution at today's epoch (not an `f64`'s 256 ns).
+        assert_eq!(cal.unix_ns(t0 + 3) - a, (3.0 * cal.scale).round() as u64);
         let off = (a as i128 - wall0 as i128).abs() as f64 / 1e6;
         assert!(off < 5000.0, "tick time is {off} ms off the wall clock");
     }

@@ -11,7 +11,9 @@
 //!   as `converse: <kind>`), idle periods, switches between user-level
 //!   threads, scheduler calls returning;
 //! - every message a PE sends (destination, length) and every user message
-//!   it takes from its arrivals: the flow arrows;
+//!   it takes from its arrivals: the flow arrows (user messages only; the
+//!   parts of a `multiple_send` bundle have none, their bundle being a
+//!   runtime message);
 //! - collective operations (broadcasts, multicasts, reductions) and CCS
 //!   requests as marks;
 //! - the program's own spans and marks ([`span`], [`mark`]).
@@ -84,6 +86,9 @@ pub fn enabled() -> bool {
 /// Begins a span named `name` on the calling PE's track; it ends when the
 /// returned guard is dropped. Spans nest. Does nothing when the PE does
 /// not trace (see [`enabled`]).
+///
+/// The guard belongs to the PE that made it (it is not `Send`): end it
+/// before a migratable thread moves to another PE (`Thread::migrate_self`).
 ///
 /// ```
 /// # converse::Converse::new().args(["t", "+p", "1"]).run(|_| {
@@ -162,6 +167,9 @@ pub(crate) struct JobTrace {
     local_pes: Vec<(u32, u32)>,
     /// Set once the part is taken (written, or sent to process 0).
     taken: AtomicBool,
+    /// Process 0's part between its taking and the writing (after the
+    /// network's end): an abort meanwhile writes it.
+    kept: Mutex<Option<ProcessPart>>,
 }
 
 /// One PE's ring and names, shared with the job so that the dump reaches
@@ -212,12 +220,11 @@ impl JobTrace {
                 .map(|(pe, node)| (pe as u32, node as u32))
                 .collect(),
             taken: AtomicBool::new(false),
+            kept: Mutex::new(None),
         });
+        register_abort_hook();
         let mut live = crate::sync::lock(&LIVE);
         live.retain(|w| w.strong_count() > 0);
-        if live.is_empty() {
-            register_abort_hook();
-        }
         live.push(Arc::downgrade(&trace));
         trace
     }
@@ -252,6 +259,17 @@ impl JobTrace {
         })
     }
 
+    /// Keeps process 0's part until it is written ([`JobTrace::take_kept`]),
+    /// so that an abort in between still writes it.
+    pub fn keep(&self, part: ProcessPart) {
+        *crate::sync::lock(&self.kept) = Some(part);
+    }
+
+    /// The part [`JobTrace::keep`] kept, once.
+    pub fn take_kept(&self) -> Option<ProcessPart> {
+        crate::sync::lock(&self.kept).take()
+    }
+
     /// The file this process writes at an abort: the trace's own path in
     /// process 0, `PATH.K` in process `K` (see [`write_trace`]).
     fn abort_path(&self) -> PathBuf {
@@ -265,27 +283,39 @@ impl JobTrace {
     }
 }
 
-/// At an abort, every traced job of the process writes what it has.
+/// At an abort, every traced job of the process writes what it has (once
+/// per process: the hook serves every job).
 fn register_abort_hook() {
-    crate::proc::exit::at_exit(|ending| {
-        let live: Vec<Arc<JobTrace>> = crate::sync::lock(&LIVE)
-            .iter()
-            .filter_map(Weak::upgrade)
-            .collect();
-        for trace in live {
-            if let Some(part) = trace.take_part(false) {
-                let path = trace.abort_path();
-                let note = format!("the job aborted: {}", ending.reason);
-                match write_trace(&path, vec![part], &note) {
-                    Ok(summary) => crate::proc::io::error(format_args!(
-                        "converse: trace of this process's PEs written to {} ({summary})\n",
-                        path.display()
-                    )),
-                    Err(e) => crate::proc::io::error(format_args!("converse: {e}\n")),
-                }
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| crate::proc::exit::at_exit(write_at_abort));
+}
+
+/// The abort hook: this process's part of every traced job, taken now or
+/// kept since the job's end, written where [`JobTrace::abort_path`] says.
+fn write_at_abort(ending: &crate::proc::exit::Ending) {
+    let live: Vec<Arc<JobTrace>> = crate::sync::lock(&LIVE)
+        .iter()
+        .filter_map(Weak::upgrade)
+        .collect();
+    for trace in live {
+        let part = trace.take_part(false).or_else(|| {
+            trace.take_kept().map(|mut p| {
+                p.complete = false;
+                p
+            })
+        });
+        if let Some(part) = part {
+            let path = trace.abort_path();
+            let note = format!("the job aborted: {}", ending.reason);
+            match write_trace(&path, vec![part], &note) {
+                Ok(summary) => crate::proc::io::error(format_args!(
+                    "converse: trace of this process's PEs written to {} ({summary})\n",
+                    path.display()
+                )),
+                Err(e) => crate::proc::io::error(format_args!("converse: {e}\n")),
             }
         }
-    });
+    }
 }
 
 fn host_name() -> String {

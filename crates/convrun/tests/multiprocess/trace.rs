@@ -13,7 +13,7 @@ use super::common::{Finished, job};
 use super::scenarios::output;
 
 /// Pings each PE gets from PE 0 (and pongs it sends back).
-const PINGS: usize = 50;
+pub const PINGS: usize = 50;
 
 fn on_ping(msg: Message) {
     let _phase = converse::trace::span("answer");
@@ -237,10 +237,28 @@ fn a_wrapped_trace_says_so() {
             "PE {pe}'s track says it wrapped"
         );
     }
-    // Only pairs with both ends left are drawn.
+    // Only pairs with both ends left are drawn: each arrow's id starts
+    // once and ends once.
     let evs = events(&trace);
-    let count = |ph: &str| evs.iter().filter(|e| e["ph"] == ph).count();
-    assert_eq!(count("s"), count("f"));
+    let ids = |ph: &str| -> Vec<u64> {
+        let mut v: Vec<u64> = evs
+            .iter()
+            .filter(|e| e["ph"] == ph)
+            .map(|e| e["id"].as_u64().unwrap())
+            .collect();
+        v.sort_unstable();
+        v
+    };
+    let starts = ids("s");
+    assert_eq!(starts, ids("f"));
+    assert!(starts.windows(2).all(|w| w[0] < w[1]), "an id drawn twice");
+    // The rings kept the last events: fewer arrows than messages.
+    let sent = trace["converse"]["user_messages_sent"].as_u64().unwrap() as usize;
+    assert!(
+        starts.len() < 2 * super::trace::PINGS * 3,
+        "{} of {sent}",
+        starts.len()
+    );
     let _ = std::fs::remove_file(&path);
 }
 
