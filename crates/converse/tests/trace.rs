@@ -10,6 +10,13 @@ fn temp(tag: &str) -> std::path::PathBuf {
     std::env::temp_dir().join(format!("converse-trace-{tag}-{}.json", std::process::id()))
 }
 
+/// The trace at `path`, parsed as a viewer would; the file is removed.
+fn take_trace(path: &std::path::Path) -> Value {
+    let text = std::fs::read_to_string(path).unwrap();
+    let _ = std::fs::remove_file(path);
+    serde_json::from_str(&text).expect("the trace is JSON")
+}
+
 fn on_token(msg: Message) {
     let hops = u32::from_le_bytes(msg.payload()[..4].try_into().unwrap());
     if hops == 30 {
@@ -42,8 +49,7 @@ fn a_ring_of_three_pes_is_traced_whole() {
         })
         .unwrap();
     assert_eq!(code, 0);
-    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&path);
+    let trace = take_trace(&path);
     let evs = trace["traceEvents"].as_array().unwrap();
     let tracks: HashSet<u64> = evs
         .iter()
@@ -148,8 +154,7 @@ fn a_suspended_main_flow_keeps_its_slices_whole() {
         })
         .unwrap();
     assert_eq!(code, 0);
-    let trace: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let _ = std::fs::remove_file(&path);
+    let trace = take_trace(&path);
     let evs = trace["traceEvents"].as_array().unwrap();
     let slices: Vec<&Value> = evs
         .iter()

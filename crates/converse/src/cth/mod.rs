@@ -1106,9 +1106,6 @@ impl Depths {
 /// until a thread suspends or returns.
 pub(crate) fn run(pe: &Pe, first: Thread) {
     let base = Depths::of(pe);
-    // The thread control comes back to whenever a resumed one yields (for
-    // the trace).
-    let resumer_id = pe.cth.current().0.id as u32;
     let _restore = Resumed {
         pe,
         previous: Some(pe.cth.current()),
@@ -1116,6 +1113,9 @@ pub(crate) fn run(pe: &Pe, first: Thread) {
         overflow_guard: stack::running(),
         depths: base,
     };
+    // The thread control comes back to whenever a resumed one yields (for
+    // the trace).
+    let resumer_id = _restore.previous.as_ref().map_or(0, |p| p.0.id as u32);
     let mut t = first;
     loop {
         let Some(mut co) = t.0.co.borrow_mut().take() else {
