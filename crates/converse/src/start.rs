@@ -254,6 +254,22 @@ impl Converse {
             branch: flags.branch.or(self.branch),
             ..flags
         };
+        let (seed, say) = msgq_seed(&job.config, placement.as_ref().map(|p| p.shm_id))?;
+        job.msgq_seed = seed;
+        if let (Some(seed), 0, true) = (seed, job.first_node, say) {
+            crate::proc::io::error(format_args!(
+                "converse: +randomized_msgq: seed {seed}: arrivals run in a random order \
+                 (rerun with +randomized_msgq {seed})\n"
+            ));
+        }
+        if let Some(period) = job.config.watchdog {
+            job.watchdog = Some(Arc::new(crate::rt::watchdog::Watchdog::new(
+                period,
+                job.first_node,
+                job.first_pe,
+                job.local_pes(),
+            )));
+        }
         if let Some(path) = &job.config.trace {
             if !cfg!(feature = "trace") {
                 return Err(ArgError::Launch(
@@ -286,6 +302,9 @@ impl Converse {
             ));
         }
         let job = Arc::new(job);
+        if let Some(watchdog) = &job.watchdog {
+            watchdog.start(&job);
+        }
         if let Some(server) = &job.config.server {
             if job.first_node == 0 {
                 let handle = crate::ccs::server::start(&job, server).map_err(ArgError::Launch)?;
@@ -353,6 +372,7 @@ impl Converse {
         let others = spawn_pes(&job, &start, mode);
         pe_body(&job, job.first_pe, Role::Worker, &start, mode);
         join_all(&job, others);
+        stop_watchdog(&job);
         stop_ccs(&job);
         gather_trace(&job);
         end_network(&job);
@@ -481,6 +501,47 @@ fn teardown(job: &Job) {
 fn stop_ccs(job: &Job) {
     if let Some(server) = crate::ccs::state(job).server.get() {
         crate::ccs::server::stop(server);
+    }
+}
+
+/// The seed of `+randomized_msgq` (or of `RANDOMIZED_MSGQ_ENV`), if the
+/// job randomizes its arrivals, and whether to say it (not when the
+/// environment gave it: it is there to read, and a test suite run under it
+/// keeps its output). A drawn seed is the same in every process of a job:
+/// one a launcher placed derives it from the job's segment id (`shared`),
+/// which every process has.
+fn msgq_seed(config: &Config, shared: Option<u64>) -> Result<(Option<u64>, bool), ArgError> {
+    use crate::proc::args::{MsgqSeed, RANDOMIZED_MSGQ_ENV};
+    let asked = match config.randomized_msgq {
+        Some(seed) => Some(seed),
+        None => match std::env::var(RANDOMIZED_MSGQ_ENV) {
+            Err(_) => None,
+            Ok(v) if v == "draw" => Some(MsgqSeed::Draw),
+            Ok(v) => Some(MsgqSeed::Given(v.parse().map_err(|_| {
+                ArgError::Launch(format!(
+                    "{RANDOMIZED_MSGQ_ENV}={v}: expected a seed (a whole number) or `draw`"
+                ))
+            })?)),
+        },
+    };
+    let say = config.randomized_msgq.is_some() || asked == Some(MsgqSeed::Draw);
+    let seed = asked.map(|seed| match (seed, shared) {
+        (MsgqSeed::Given(seed), _) => seed,
+        (MsgqSeed::Draw, Some(shared)) => crate::csd::seed_from(shared),
+        (MsgqSeed::Draw, None) => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64);
+            crate::csd::seed_from(now ^ u64::from(std::process::id()) << 32)
+        }
+    });
+    Ok((seed, say))
+}
+
+/// The PEs have all finished: the watchdog (if any) stops watching.
+fn stop_watchdog(job: &Job) {
+    if let Some(watchdog) = &job.watchdog {
+        watchdog.stop();
     }
 }
 
@@ -628,6 +689,7 @@ pub(crate) fn finish_returned_main(code: i32) -> i32 {
     serve_until_others_done(&job);
     job.request_exit(code);
     join_all(&job, others);
+    stop_watchdog(&job);
     teardown(&job);
     stop_ccs(&job);
     gather_trace(&job);

@@ -90,7 +90,7 @@ pub fn parse_args(args: Vec<String>) -> Options {
         no_aslr: false,
         command: Vec::new(),
     };
-    let mut words = args.into_iter();
+    let mut words = args.into_iter().peekable();
     // Runtime flags before the program, kept for it.
     let mut flags: Vec<String> = Vec::new();
     let mut program: Option<String> = None;
@@ -168,8 +168,12 @@ pub fn parse_args(args: Vec<String>) -> Options {
                 } else {
                     &mut o.command
                 };
+                let takes_next = takes_value
+                    || words.peek().is_some_and(|next| {
+                        converse::machine::args::takes_optional_value(&w, next)
+                    });
                 target.push(w);
-                if takes_value {
+                if takes_next {
                     if let Some(v) = words.next() {
                         target.push(v);
                     }

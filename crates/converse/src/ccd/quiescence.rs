@@ -178,6 +178,11 @@ struct Protocol {
     root: Root,
 }
 
+/// Quiescence detection callbacks waiting on `pe` (for the watchdog).
+pub(crate) fn waiting_callbacks(pe: &Pe) -> usize {
+    pe.qd.protocol.borrow().callbacks.len()
+}
+
 /// Calls `callback` on this PE, as a handler, once the job is quiescent: no
 /// message in flight or queued on any PE, no [`call_fn_after`] timer pending
 /// and no handler running (`CmiStartQD`; what raises `CcdQUIESCENCE`). Each

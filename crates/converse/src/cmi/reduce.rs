@@ -268,7 +268,8 @@ pub(crate) fn stall_timeout(pe: &Pe) -> Option<std::time::Duration> {
 }
 
 /// `pe` sat idle with reductions in progress: ask whether the job is
-/// quiescent, and abort with a report if it is.
+/// quiescent, and abort with a report if it is (through the watchdog,
+/// which says what every PE waits for, if the job has one).
 pub(crate) fn check_for_stall(pe: &Pe) {
     pe.coll.reductions.borrow_mut().stall_check_pending = true;
     crate::ccd::quiescence::check_once(
@@ -278,11 +279,41 @@ pub(crate) fn check_for_stall(pe: &Pe) {
             pe.coll.reductions.borrow_mut().stall_check_pending = false;
             if quiescent {
                 if let Some(report) = stall_report(&pe) {
-                    abort(&report);
+                    match &pe.job.watchdog {
+                        Some(watchdog) => watchdog.fire(report),
+                        None => abort(&report),
+                    }
                 }
             }
         }),
     );
+}
+
+/// Reductions (by description) with a list of PEs each.
+pub(crate) type PesPerReduction = Vec<(String, Vec<usize>)>;
+
+/// `pe`'s reductions in progress, for the watchdog (`++watchdog`): those
+/// it joined, with the PEs it waits for, and the contributions it holds
+/// for reductions it has not joined, with the PEs they came from. Each
+/// reduction is named by a description every PE gives alike.
+pub(crate) fn watchdog_view(pe: &Pe) -> (PesPerReduction, PesPerReduction) {
+    let reds = pe.coll.reductions.borrow();
+    let mut keys: Vec<&u32> = reds.active.keys().collect();
+    keys.sort();
+    let mut joined = Vec::new();
+    let mut held = Vec::new();
+    for key in keys {
+        let entry = &reds.active[key];
+        let from: Vec<usize> = entry.arrived.iter().map(|m| m.src_pe()).collect();
+        match &entry.deposit {
+            Some(d) => joined.push((
+                describe(*key),
+                d.children.iter().filter(|c| !from.contains(c)).collect(),
+            )),
+            None => held.push((describe(*key), from)),
+        }
+    }
+    (joined, held)
 }
 
 /// What keeps `pe`'s reductions from completing, if any are in progress.

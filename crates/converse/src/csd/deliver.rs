@@ -47,7 +47,7 @@ impl Pe {
     /// self-sends, then the node inbox.
     #[inline]
     pub fn next_fresh_arrival(&self) -> Option<Message> {
-        if let Some(m) = self.next_pe_arrival() {
+        if let Some(m) = self.next_arrival_for(true) {
             return Some(m);
         }
         self.next_node_arrival()
@@ -79,6 +79,14 @@ impl Pe {
     /// self-sends.
     #[inline]
     pub fn next_pe_arrival(&self) -> Option<Message> {
+        self.next_arrival_for(false)
+    }
+
+    /// [`Pe::next_pe_arrival`]; `with_node`: the caller takes node
+    /// messages next if this finds none (which, with the order of arrivals
+    /// randomized, makes the node's arrivals one more candidate).
+    #[inline(always)]
+    fn next_arrival_for(&self, with_node: bool) -> Option<Message> {
         // Whatever looks for work first writes what this PE posted to other
         // processes (every delivery path comes through here).
         self.flush_posted();
@@ -86,14 +94,25 @@ impl Pe {
         // a PE looks at its own inbox: this is the queue's single consumer.
         let inbox_empty = unsafe { self.job.pe(self.pe).inbox.is_empty() };
         if !inbox_empty || !self.sched.ready.borrow().is_empty() {
-            if let Some(m) = self.next_inbox_arrival() {
+            if let Some(m) = self.next_inbox_arrival(with_node) {
                 return Some(m);
             }
         }
-        if self.trace.on() {
-            return self.next_self_send_traced();
+        if self.sched.watched {
+            return self.next_arrival_watched(with_node);
         }
         self.sched.self_queue.pop()
+    }
+
+    /// [`Pe::next_arrival_for`] past the inbox when the PE traces or
+    /// randomizes its arrivals (out of line: see `trace::Tracer`).
+    #[cold]
+    #[inline(never)]
+    fn next_arrival_watched(&self, with_node: bool) -> Option<Message> {
+        if self.sched.shuffle.is_some() {
+            return self.next_shuffled(with_node);
+        }
+        self.next_self_send_traced()
     }
 
     /// Records `m`, taken from this PE's inbox, in the trace (out of line:
@@ -118,7 +137,10 @@ impl Pe {
     /// The next message from the released ones or the inbox, routing
     /// collectives on the way; `None` if they hold none to deliver.
     #[inline(never)]
-    fn next_inbox_arrival(&self) -> Option<Message> {
+    fn next_inbox_arrival(&self, with_node: bool) -> Option<Message> {
+        if self.sched.shuffle.is_some() {
+            return self.next_shuffled(with_node);
+        }
         if let Some(m) = self.sched.ready.borrow_mut().pop_front() {
             return Some(m);
         }
@@ -145,6 +167,58 @@ impl Pe {
             }
         }
         None
+    }
+
+    /// The next arrival drawn at random (`+randomized_msgq`, see
+    /// `csd::shuffle`): everything that arrived for this PE (released
+    /// multicasts, the inbox, after collective routing, and self-sends) is
+    /// held per sender first; `with_node` adds the node's arrivals as one
+    /// more candidate.
+    #[inline(never)]
+    fn next_shuffled(&self, with_node: bool) -> Option<Message> {
+        let shuffle = self.sched.shuffle.as_ref()?;
+        loop {
+            // Released multicasts, then the inbox, in their order.
+            loop {
+                let released = self.sched.ready.borrow_mut().pop_front();
+                if let Some(m) = released {
+                    shuffle.hold(m.src_pe(), m);
+                    continue;
+                }
+                // SAFETY: as in `next_pe_arrival`: the owning PE's thread
+                // is the inbox's single consumer.
+                let Some(mut m) = (unsafe { self.job.pe(self.pe).inbox.pop() }) else {
+                    break;
+                };
+                if m.take_net_mark() {
+                    self.job.remote().consumed(m.len());
+                }
+                if self.trace.on() {
+                    self.trace_receipt(&m);
+                }
+                if m.header().flags & ARRIVAL_FLAGS == 0 {
+                    shuffle.hold(m.src_pe(), m);
+                } else if let Some(m) = self.dispatch.arrived(self, m) {
+                    shuffle.hold(m.src_pe(), m);
+                }
+            }
+            while let Some(m) = self.sched.self_queue.pop() {
+                if self.trace.on() {
+                    self.trace_receipt(&m);
+                }
+                shuffle.hold(self.pe, m);
+            }
+            let node_waits = with_node && !self.job.node(self.node).inbox.is_empty();
+            match shuffle.pick(node_waits)? {
+                super::shuffle::Pick::Held(m) => return Some(m),
+                super::shuffle::Pick::Extra => {
+                    if let Some(m) = self.pop_node_arrival() {
+                        return Some(m);
+                    }
+                    // Another PE of the node took it first: draw again.
+                }
+            }
+        }
     }
 
     /// Takes the next queued task (see [`Pe::next_queued`]) and runs it:
@@ -200,7 +274,12 @@ impl Pe {
                 nq.front_priority(),
                 self.sched.queue.borrow().front_priority(),
             ) {
-                (Some(n), Some(l)) => n < l,
+                // Equal priorities: the PE's queue, or a draw under
+                // `+randomized_msgq`.
+                (Some(n), Some(l)) => match &self.sched.shuffle {
+                    Some(shuffle) if n == l => shuffle.coin(),
+                    _ => n < l,
+                },
                 (Some(_), None) => true,
                 (None, _) => false,
             };
@@ -219,7 +298,7 @@ impl Pe {
     }
 
     /// True if an arrived message waits (stash, released, inbox, self-sends,
-    /// node inbox or node queue): what the scheduler takes before its own
+    /// node inbox or node queue, or held for a random draw): what the scheduler takes before its own
     /// queue.
     #[inline]
     pub fn has_arrivals(&self) -> bool {
@@ -232,6 +311,7 @@ impl Pe {
             || !(unsafe { self.job.pe(self.pe).inbox.is_empty() })
             || !node.inbox.is_empty()
             || node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0
+            || self.sched.shuffle.as_ref().is_some_and(|s| !s.is_empty())
     }
 
     /// True if another thread has made work visible to this PE (what an idle
@@ -244,15 +324,19 @@ impl Pe {
             || !node.inbox.is_empty()
             || node.queue_len.load(std::sync::atomic::Ordering::Relaxed) > 0
             || self.job.is_exiting()
+            || self.trace.watch().is_some_and(|w| w.is_asked())
     }
 
     /// Waits, spinning then parking, until a message is sent to this PE (not
     /// its node) or the job ends.
     pub fn idle_wait_for_pe_message(&self) {
+        self.answer_watchdog_if_asked();
         let has = || {
             self.poll_network();
             // SAFETY: the owning PE's thread is the inbox's single consumer.
-            !unsafe { self.job.pe(self.pe).inbox.is_empty() } || self.job.is_exiting()
+            !unsafe { self.job.pe(self.pe).inbox.is_empty() }
+                || self.job.is_exiting()
+                || self.trace.watch().is_some_and(|w| w.is_asked())
         };
         self.job.pe(self.pe).idle.wait_then(
             has,
@@ -267,6 +351,7 @@ impl Pe {
     /// work, or its next timer or periodic condition is due. May return
     /// early; the caller polls again.
     pub fn idle_wait(&self) {
+        self.answer_watchdog_if_asked();
         if self.qd_due()
             && self.sched.handler_depth.get() == 0
             && crate::ccd::quiescence::on_idle(self, true)
@@ -382,6 +467,7 @@ impl Pe {
     #[cold]
     #[inline(never)]
     fn run_handler_traced(&self, f: crate::msg::Handler, index: usize, msg: Message) -> bool {
+        self.answer_watchdog_if_asked();
         self.trace.begin(index);
         f(msg);
         self.trace.end();

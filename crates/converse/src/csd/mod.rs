@@ -45,11 +45,20 @@
 //! The scheduler runs on its PE's thread only; it may be re-entered from a
 //! handler (a nested scheduler). It holds no borrow of PE state while a
 //! handler runs.
+mod answer;
 pub mod cqs;
 mod deliver;
 pub(crate) use deliver::is_user_message;
 mod fifo;
 pub(crate) mod idle;
+mod shuffle;
+use shuffle::Shuffle;
+
+/// A seed for `+randomized_msgq` made from `word` (scrambled, and kept
+/// below 2^53 so that it prints and reads back in any tool).
+pub(crate) fn seed_from(word: u64) -> u64 {
+    shuffle::mix(word) >> 11
+}
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -66,7 +75,6 @@ pub use cqs::{BitPrio, Cqs, PrioError, PrioRef, Queueing};
 /// A PE's scheduler state (`Pe::sched`). Its fields are this module's
 /// (and `deliver`'s); the other subsystems of the machine go through the
 /// methods below.
-#[derive(Default)]
 pub(crate) struct SchedState {
     /// Messages this PE sent to itself, in order.
     self_queue: fifo::LocalFifo<Message>,
@@ -92,6 +100,37 @@ pub(crate) struct SchedState {
     /// `exit_scheduler` was called while no scheduler ran: the next one
     /// started returns at once.
     stop_pending: Cell<bool>,
+    /// Arrivals take a path of their own (the PE traces, or randomizes
+    /// their order): one test on the hot path for both.
+    watched: bool,
+    /// `+randomized_msgq`: the arrivals held for a random draw.
+    shuffle: Option<Shuffle>,
+}
+
+impl SchedState {
+    /// PE `pe`'s scheduler state (of `num_pes`); `msgq_seed`: the order
+    /// of its arrivals is randomized (`+randomized_msgq`); `traced`: the
+    /// PE records a trace.
+    pub(crate) fn new(
+        msgq_seed: Option<u64>,
+        pe: usize,
+        num_pes: usize,
+        traced: bool,
+    ) -> SchedState {
+        let shuffle = msgq_seed.map(|seed| Shuffle::new(seed, pe, num_pes));
+        SchedState {
+            self_queue: Default::default(),
+            stash: Default::default(),
+            ready: Default::default(),
+            queue: Default::default(),
+            handler_depth: Default::default(),
+            stop_gen: Default::default(),
+            sched_depth: Default::default(),
+            stop_pending: Default::default(),
+            watched: traced || shuffle.is_some(),
+            shuffle,
+        }
+    }
 }
 
 impl Pe {
@@ -161,9 +200,12 @@ impl Pe {
         self.sched.queue.borrow_mut()
     }
 
-    /// Messages waiting in the PE's queue and its self-send queue.
+    /// Messages waiting in the PE's queue and its self-send queue (and
+    /// those held for a random draw).
     pub(crate) fn sched_backlog(&self) -> usize {
-        self.sched.queue.borrow().len() + self.sched.self_queue.len()
+        self.sched.queue.borrow().len()
+            + self.sched.self_queue.len()
+            + self.sched.shuffle.as_ref().map_or(0, Shuffle::len)
     }
 }
 

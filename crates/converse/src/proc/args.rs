@@ -52,6 +52,27 @@ pub struct Config {
     /// `+trace-buffer N`: events each PE's trace ring holds (the oldest
     /// are overwritten beyond; the trace says how many).
     pub trace_buffer: Option<usize>,
+    /// `+randomized_msgq [SEED]`: arrivals that Converse does not order
+    /// among themselves run in a seeded random order (`csd`).
+    pub randomized_msgq: Option<MsgqSeed>,
+    /// `++watchdog S` (decimal seconds): when no PE of a process begins a
+    /// handler for this long while work is pending, print what every PE
+    /// waits for and abort (`rt::watchdog`); SIGQUIT prints the same.
+    pub watchdog: Option<std::time::Duration>,
+}
+
+/// The environment variable that turns `+randomized_msgq` on for every
+/// job started without the flag: a seed, or `draw` (how CI runs test
+/// suites under it).
+pub const RANDOMIZED_MSGQ_ENV: &str = "CONVERSE_RANDOMIZED_MSGQ";
+
+/// The seed of `+randomized_msgq`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MsgqSeed {
+    /// Given on the command line (`+randomized_msgq 42`).
+    Given(u64),
+    /// Not given: the job draws one and prints it.
+    Draw,
 }
 
 /// The former name of [`Config`].
@@ -118,7 +139,7 @@ impl fmt::Display for ArgError {
             ArgError::UnknownFlag(flag) => write!(
                 f,
                 "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M, ++spantree-branch K, +stacksize S, \
-                 ++netmod NAME, ++timeout S, ++lmt get|put|coop, +balancer NAME, +trace FILE, +trace-buffer N, ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
+                 ++netmod NAME, ++timeout S, ++lmt get|put|coop, +balancer NAME, +trace FILE, +trace-buffer N, +randomized_msgq [SEED], ++watchdog S, ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
             ),
             ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
             ArgError::BadValue {
@@ -312,6 +333,42 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
             );
             continue;
         }
+        if name == "++watchdog" {
+            let value = value_of(name, glued, &mut words)?;
+            flags.watchdog = Some(
+                value
+                    .parse()
+                    .ok()
+                    .filter(|&s: &f64| s > 0.0 && s <= 1e6)
+                    .map(std::time::Duration::from_secs_f64)
+                    .ok_or_else(|| ArgError::BadValue {
+                        flag: name.to_string(),
+                        value: value.clone(),
+                        expected: "seconds above 0 (decimals allowed)",
+                    })?,
+            );
+            continue;
+        }
+        if name == "+randomized_msgq" {
+            // The seed is optional: the next word is it only if it is a
+            // number (`takes_optional_value`).
+            let value = match glued {
+                Some(v) => Some(v.to_string()),
+                None => match words.clone().next() {
+                    Some(next) if is_seed_word(next) => words.next().cloned(),
+                    _ => None,
+                },
+            };
+            flags.randomized_msgq = Some(match value {
+                None => MsgqSeed::Draw,
+                Some(v) => MsgqSeed::Given(v.parse().map_err(|_| ArgError::BadValue {
+                    flag: name.to_string(),
+                    value: v.clone(),
+                    expected: "a seed: a whole number from 0 to 18446744073709551615",
+                })?),
+            });
+            continue;
+        }
         if name == "+stacksize" {
             let value = value_of(name, glued, &mut words)?;
             flags.stack_size = Some(stack_bytes(&value)?);
@@ -394,7 +451,7 @@ const SERVER_FLAGS: [&str; 7] = [
 ];
 
 /// The other flags that take a value, which may also be glued on (`+p4`).
-const COUNT_FLAGS: [&str; 10] = [
+const COUNT_FLAGS: [&str; 11] = [
     "++spantree-branch",
     "++ppn",
     "+stacksize",
@@ -405,6 +462,7 @@ const COUNT_FLAGS: [&str; 10] = [
     "+balancer",
     "+trace",
     "+trace-buffer",
+    "++watchdog",
 ];
 
 /// True if the runtime flag `word` takes its value as the next word: the
@@ -414,8 +472,24 @@ pub fn takes_value(word: &str) -> bool {
     SERVER_FLAGS.contains(&word) || COUNT_FLAGS.contains(&word)
 }
 
+/// True if the runtime flag `word` takes the next word as its value when
+/// that word is a number (`+randomized_msgq [SEED]`), as the launcher must
+/// know too.
+#[doc(hidden)]
+pub fn takes_optional_value(word: &str, next: &str) -> bool {
+    word == "+randomized_msgq" && is_seed_word(next)
+}
+
+/// A word that reads as a seed (digits only).
+fn is_seed_word(word: &str) -> bool {
+    !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// `+p4` -> ("+p", Some("4")); `++ppn` -> ("++ppn", None); `+foo` -> ("+foo", None).
 fn split_flag(word: &str) -> (&str, Option<&str>) {
+    if let Some(seed) = word.strip_prefix("+randomized_msgq=") {
+        return ("+randomized_msgq", Some(seed));
+    }
     for name in SERVER_FLAGS {
         if let Some(value) = word.strip_prefix(name) {
             return match value.strip_prefix('=') {

@@ -128,6 +128,12 @@ pub(crate) struct Job {
     /// The timeline trace of this process's PEs (`+trace`), if the job
     /// records one.
     pub trace: Option<Arc<crate::trace::JobTrace>>,
+    /// The seed of `+randomized_msgq`, if the job randomizes the order of
+    /// arrivals (`csd::shuffle`).
+    pub msgq_seed: Option<u64>,
+    /// The watchdog of this process's PEs (`++watchdog S`), if the job
+    /// has one.
+    pub watchdog: Option<Arc<crate::rt::watchdog::Watchdog>>,
     /// The subsystems' job-wide state, one value per type (see
     /// [`Job::subsystem`]).
     subsystems: Mutex<Vec<(TypeId, Arc<dyn Any + Send + Sync>)>>,
@@ -185,6 +191,8 @@ impl Job {
             oversubscribed: local_pes > cores,
             config: Config::default(),
             trace: None,
+            msgq_seed: None,
+            watchdog: None,
             subsystems: Mutex::new(Vec::new()),
             exiting: AtomicBool::new(false),
             exit_code: Mutex::new(None),

@@ -89,7 +89,16 @@ impl<T> DerefMut for NodeLockGuard<'_, T> {
 pub fn node_barrier() {
     let me = pe::current();
     let job = me.job.clone();
-    if !job.node(me.node).barrier.wait(|| job.is_exiting()) {
+    // The watchdog cannot ask a PE blocked here: it is told where it is.
+    let watch = me.trace.watch();
+    if let Some(w) = watch {
+        w.blocked("a node barrier");
+    }
+    let passed = job.node(me.node).barrier.wait(|| job.is_exiting());
+    if let Some(w) = watch {
+        w.unblocked();
+    }
+    if !passed {
         me.leave_if_exiting();
     }
 }

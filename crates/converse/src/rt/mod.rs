@@ -18,6 +18,7 @@ pub(crate) mod network;
 pub(crate) mod pe;
 pub(crate) mod persistent;
 pub mod random;
+pub(crate) mod watchdog;
 
 /// The calling PE's number, `0..num_pes()` (`CmiMyPe`).
 ///

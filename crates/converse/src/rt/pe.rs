@@ -111,6 +111,13 @@ pub(crate) struct ExitUnwind;
 impl Pe {
     pub fn new(job: Arc<Job>, pe: usize, role: Role) -> Pe {
         let topo = job.topo;
+        let trace = crate::trace::Tracer::new(
+            job.trace.as_ref(),
+            job.watchdog.as_ref().map(|w| w.pe(pe)),
+            pe,
+            topo.node_of(pe),
+            topo.num_pes(),
+        );
         Pe {
             pe,
             node: topo.node_of(pe),
@@ -122,17 +129,12 @@ impl Pe {
             globals: RefCell::new(Vec::new()),
             node_globals: RefCell::new(Vec::new()),
             send: SendState::default(),
-            sched: SchedState::default(),
+            sched: SchedState::new(job.msgq_seed, pe, topo.num_pes(), trace.records()),
             coll: CollState::default(),
             qd: QdState::default(),
             cth: CthState::new(pe),
             ccd: CcdState::new(),
-            trace: crate::trace::Tracer::new(
-                job.trace.as_ref(),
-                pe,
-                topo.node_of(pe),
-                topo.num_pes(),
-            ),
+            trace,
             job,
         }
     }

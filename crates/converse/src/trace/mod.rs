@@ -59,6 +59,7 @@ pub(crate) mod clock;
 pub(crate) mod event;
 pub(crate) mod part;
 pub(crate) mod ring;
+pub(crate) mod watch;
 
 use std::borrow::Cow;
 use std::cell::{Cell, RefCell};
@@ -400,20 +401,53 @@ impl Drop for Recorder {
     }
 }
 
-/// What `rt::Pe` holds: the PE's recorder when it traces. Every hook is
-/// inlined, and a test of `None` when the PE does not trace.
+/// What `rt::Pe` holds: the PE's recorder when it traces, and its face
+/// towards the watchdog (`++watchdog`, `watch`) when the job has one. Every
+/// hook is inlined, and a test of one flag when the PE does neither.
 #[derive(Default)]
-pub(crate) struct Tracer(Option<Rc<Recorder>>);
+pub(crate) struct Tracer {
+    rec: Option<Rc<Recorder>>,
+    watch: Option<Arc<watch::PeWatch>>,
+    /// Either of the two is there.
+    on: bool,
+}
+
+impl Drop for Tracer {
+    fn drop(&mut self) {
+        if let Some(w) = &self.watch {
+            w.finished();
+        }
+    }
+}
 
 impl Tracer {
-    /// PE `pe` of node `node`'s tracer, recording if the job traces.
-    pub fn new(job: Option<&Arc<JobTrace>>, pe: usize, node: usize, num_pes: usize) -> Tracer {
-        if !cfg!(feature = "trace") {
-            return Tracer(None);
+    /// PE `pe` of node `node`'s tracer, recording if the job traces, and
+    /// telling `watch` what it does if the job has a watchdog.
+    pub fn new(
+        job: Option<&Arc<JobTrace>>,
+        watch: Option<Arc<watch::PeWatch>>,
+        pe: usize,
+        node: usize,
+        num_pes: usize,
+    ) -> Tracer {
+        let rec = Tracer::recorder(job, pe, node, num_pes);
+        Tracer {
+            on: rec.is_some() || watch.is_some(),
+            rec,
+            watch,
         }
-        let Some(job) = job else {
-            return Tracer(None);
-        };
+    }
+
+    fn recorder(
+        job: Option<&Arc<JobTrace>>,
+        pe: usize,
+        node: usize,
+        num_pes: usize,
+    ) -> Option<Rc<Recorder>> {
+        if !cfg!(feature = "trace") {
+            return None;
+        }
+        let job = job?;
         let log = Arc::new(PeLog {
             pe: pe as u32,
             node: node as u32,
@@ -424,7 +458,7 @@ impl Tracer {
         crate::sync::lock(&job.logs).push(log.clone());
         // `sent` counts sends to PEs, then to nodes: `num_pes` bounds the
         // node count too.
-        Tracer(Some(Rc::new(Recorder {
+        Some(Rc::new(Recorder {
             ring: log.ring.clone(),
             log,
             job: job.clone(),
@@ -432,36 +466,52 @@ impl Tracer {
             num_pes,
             received: (0..num_pes).map(|_| Cell::new(0)).collect(),
             interned: RefCell::new(HashMap::new()),
-        })))
+        }))
+    }
+
+    /// The PE's face towards the watchdog, if the job has one.
+    pub fn watch(&self) -> Option<&watch::PeWatch> {
+        self.watch.as_deref()
     }
 
     /// Makes this the calling thread's tracer for [`span`] and [`mark`]
     /// (`None`: the thread stops being a PE).
     pub fn install(this: Option<&Tracer>) {
-        let r = this.and_then(|t| t.0.clone());
+        let r = this.and_then(|t| t.rec.clone());
         CURRENT.with(|c| *c.borrow_mut() = r);
     }
 
     #[inline]
     fn rec(&self) -> Option<&Recorder> {
         if cfg!(feature = "trace") {
-            self.0.as_deref()
+            self.rec.as_deref()
         } else {
             None
         }
     }
 
-    /// Whether the PE records: hot paths test this once and take a path
-    /// of their own when it does.
+    /// Whether the PE records a trace.
+    pub fn records(&self) -> bool {
+        self.rec().is_some()
+    }
+
+    /// Whether the PE records or is watched: hot paths test this once and
+    /// take a path of their own when it is.
     #[inline(always)]
     pub fn on(&self) -> bool {
-        self.rec().is_some()
+        self.on
     }
 
     /// The handler at `index` is `name` (its registration).
     pub fn name_handler(&self, index: usize, name: impl FnOnce() -> String) {
-        if let Some(r) = self.rec() {
-            r.name_handler(index as u32, name());
+        if self.on {
+            let name = name();
+            if let Some(w) = &self.watch {
+                w.name_handler(index as u32, &name);
+            }
+            if let Some(r) = self.rec() {
+                r.name_handler(index as u32, name);
+            }
         }
     }
 
@@ -479,6 +529,9 @@ impl Tracer {
         if let Some(r) = self.rec() {
             r.begin(index as u32, false);
         }
+        if let Some(w) = &self.watch {
+            w.begin(index as u32);
+        }
     }
 
     /// A runtime message of system kind `kind` is handled.
@@ -486,6 +539,9 @@ impl Tracer {
     pub fn begin_runtime(&self, kind: u32) {
         if let Some(r) = self.rec() {
             r.begin(kind, true);
+        }
+        if let Some(w) = &self.watch {
+            w.begin(kind | watch::RUNTIME_KEY);
         }
     }
 
@@ -495,6 +551,9 @@ impl Tracer {
         if let Some(r) = self.rec() {
             r.untimed(Event::End);
         }
+        if let Some(w) = &self.watch {
+            w.end();
+        }
     }
 
     /// The PE found nothing to do.
@@ -503,6 +562,9 @@ impl Tracer {
         if let Some(r) = self.rec() {
             r.timed(|t| Event::IdleBegin { t });
         }
+        if let Some(w) = &self.watch {
+            w.idle_begin();
+        }
     }
 
     /// The PE found work again.
@@ -510,6 +572,9 @@ impl Tracer {
     pub fn idle_end(&self) {
         if let Some(r) = self.rec() {
             r.timed(|t| Event::IdleEnd { t });
+        }
+        if let Some(w) = &self.watch {
+            w.idle_end();
         }
     }
 
