@@ -22,6 +22,7 @@ mod mpiexec;
 mod scenarios;
 mod ssh;
 mod trace;
+mod watchdog;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::time::Instant;
@@ -45,6 +46,7 @@ fn child_main() -> ! {
         .or_else(|| gamma::child(&name, &rest))
         .or_else(|| ssh::child(&name, &rest))
         .or_else(|| trace::child(&name, &rest))
+        .or_else(|| watchdog::child(&name, &rest))
     {
         Some(code) => code,
         None => {
@@ -76,6 +78,7 @@ fn main() {
     cases.extend(gamma::cases());
     cases.extend(mpiexec::cases());
     cases.extend(trace::cases());
+    cases.extend(watchdog::cases());
     let selected: Vec<&Case> = cases
         .iter()
         .filter(|(name, _)| filter.as_deref().is_none_or(|f| name.contains(f)))
