@@ -439,6 +439,11 @@ fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMo
             crate::csd::schedule_forever();
         }
     }));
+    if result.is_err() {
+        // The handlers the unwind left (an `exit` inside one, a panic) end
+        // here, not when the PE does.
+        pe::current().trace.unwound();
+    }
     record_unwind(job, result);
     job.pe_done();
     teardown(job);

@@ -628,6 +628,15 @@ impl Tracer {
         }
     }
 
+    /// The PE's code was left by an unwind (`exit`, a panic): the
+    /// handlers open in the stats end now (the timeline shows them
+    /// unfinished, as it always did).
+    pub fn unwound(&self) {
+        if let Some(stats) = self.rec().and_then(|r| r.stats.as_ref()) {
+            stats.borrow_mut().unwound(clock::now());
+        }
+    }
+
     /// A collective operation happened here: a mark.
     pub fn collective(&self, what: &'static str) {
         if let Some(r) = self.rec() {

@@ -229,6 +229,14 @@ impl Accum {
         }
     }
 
+    /// The PE's code was left by an unwind at `t`: no handler is open any
+    /// more, on any thread.
+    pub fn unwound(&mut self, t: u64) {
+        self.advance(t);
+        self.stack.clear();
+        self.parked.clear();
+    }
+
     /// The PE ends at `t`.
     pub fn finish(&mut self, t: u64) {
         self.advance(t);
@@ -384,6 +392,20 @@ mod tests {
         assert_eq!(s.overhead_ns(), 400 - 170 - 100);
         let self_of = |i| s.handlers.iter().find(|h| h.index == i).unwrap().self_ns;
         assert_eq!((self_of(1), self_of(2)), (120, 50));
+    }
+
+    #[test]
+    fn an_unwind_ends_the_open_handlers() {
+        let mut a = Accum::new(0, 0);
+        a.begin(1, false, 0);
+        a.switch(3, 10);
+        a.begin(2, false, 10);
+        a.unwound(30); // `exit` in handler 2, with handler 1 suspended
+        a.switch(0, 40);
+        a.finish(100); // the runtime's shutdown: overhead
+        let s = a.report(|t| t, 1.0);
+        assert_eq!(s.busy_ns, 30);
+        assert_eq!(s.overhead_ns(), 70);
     }
 
     #[test]
