@@ -24,9 +24,11 @@
 //!
 //! Utilisation over time is kept in [`BUCKETS`] buckets of busy and idle
 //! time from the process's stats origin (`JobTrace` creation). The first
-//! width is `2^FIRST_SHIFT` ticks (about 0.35 ms at 3 GHz, 1 ms off
-//! x86-64); when time passes the last bucket, adjacent pairs merge and the
-//! width doubles, so memory is fixed for any job length. Times are ticks
+//! width is `2^FIRST_SHIFT` ticks (about 5 µs at 3 GHz, 16 µs off x86-64,
+//! where a tick is a nanosecond: fine enough for a job of a few
+//! milliseconds); when time passes the last bucket, adjacent pairs merge
+//! and the width doubles (a merge is 256 additions; an hour-long job
+//! makes about twenty), so memory is fixed for any job length. Times are ticks
 //! until the part is taken, when one calibration turns them into Unix
 //! nanoseconds: processes then share one time line, and the plot resamples
 //! every PE onto a common grid (`plot`).
@@ -51,7 +53,7 @@ use serde::{Deserialize, Serialize};
 pub(crate) const BUCKETS: usize = 256;
 
 /// The first bucket width: `2^FIRST_SHIFT` ticks.
-const FIRST_SHIFT: u32 = 20;
+const FIRST_SHIFT: u32 = 14;
 
 const BUSY: usize = 0;
 const IDLE: usize = 1;
