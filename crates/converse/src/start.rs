@@ -270,28 +270,45 @@ impl Converse {
                 job.local_pes(),
             )));
         }
-        if let Some(path) = &job.config.trace {
+        let stats = job.config.stats || job.config.stats_plot.is_some();
+        if job.config.trace.is_some() || stats {
             if !cfg!(feature = "trace") {
-                return Err(ArgError::Launch(
-                    "+trace: this build of converse has no tracing (its crate feature `trace` is off)"
-                        .to_string(),
-                ));
+                let flag = if job.config.trace.is_some() {
+                    "+trace"
+                } else if job.config.stats_plot.is_some() {
+                    "+stats-plot"
+                } else {
+                    "+stats"
+                };
+                return Err(ArgError::Launch(format!(
+                    "{flag}: this build of converse has no tracing (its crate feature `trace` is off)"
+                )));
             }
-            // Process 0 writes the file: a path it cannot write ends the
+            // Process 0 writes the files: a path it cannot write ends the
             // job now, not after the run.
             if job.first_node == 0 {
-                std::fs::File::create(path)
-                    .map_err(|e| ArgError::Launch(format!("+trace: cannot create {path}: {e}")))?;
+                let files = [
+                    ("+trace", &job.config.trace),
+                    ("+stats-plot", &job.config.stats_plot),
+                ];
+                for (flag, path) in files {
+                    if let Some(path) = path {
+                        std::fs::File::create(path).map_err(|e| {
+                            ArgError::Launch(format!("{flag}: cannot create {path}: {e}"))
+                        })?;
+                    }
+                }
             }
             let local = match &placement {
                 Some(place) => place.node..place.node + 1,
                 None => 0..topo.num_nodes(),
             };
             job.trace = Some(crate::trace::JobTrace::new(
-                path.into(),
+                job.config.trace.as_ref().map(Into::into),
                 job.config
                     .trace_buffer
                     .unwrap_or(crate::trace::DEFAULT_BUFFER_EVENTS),
+                stats,
                 job.first_node,
                 local,
                 (job.first_pe..job.first_pe + job.local_pes())
@@ -442,6 +459,11 @@ fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMo
             crate::csd::schedule_forever();
         }
     }));
+    if result.is_err() {
+        // The handlers the unwind left (an `exit` inside one, a panic) end
+        // here, not when the PE does.
+        pe::current().trace.unwound();
+    }
     record_unwind(job, result);
     job.pe_done();
     teardown(job);
@@ -546,7 +568,8 @@ fn stop_watchdog(job: &Job) {
 }
 
 /// Once this process's PEs have all finished, its part of the trace (if
-/// the job records one): kept by process 0 until it writes the file, sent
+/// the job records one, or keeps stats): kept by process 0 until it writes
+/// the file and prints the stats, sent
 /// to it by the others (ahead of their `Bye`, so process 0 has every part
 /// once the network has ended).
 fn gather_trace(job: &Job) {
@@ -560,7 +583,8 @@ fn gather_trace(job: &Job) {
     }
 }
 
-/// Process 0 writes the trace: its own part and those the others sent.
+/// Process 0 writes the trace, prints the stats and writes their plot
+/// (each if asked for): its own part and those the others sent.
 fn write_trace(job: &Job) {
     let Some(trace) = &job.trace else { return };
     let Some(own) = trace.take_kept() else { return };
@@ -576,8 +600,14 @@ fn write_trace(job: &Job) {
             match why {
                 Ok(part) => parts.push(part),
                 Err(e) => {
+                    // With `+stats` alone the part carries only stats.
+                    let what = if trace.path.is_some() {
+                        "trace"
+                    } else {
+                        "stats"
+                    };
                     crate::proc::io::error(format_args!(
-                        "converse: the trace part of process {process} is left out: {e}\n"
+                        "converse: the {what} part of process {process} is left out: {e}\n"
                     ));
                     missing.push(process);
                 }
@@ -589,12 +619,26 @@ fn write_trace(job: &Job) {
     } else {
         format!("the parts of processes {missing:?} are missing")
     };
-    match crate::trace::write_trace(&trace.path, parts, &note) {
-        Ok(summary) => crate::proc::io::error(format_args!(
-            "converse: trace written to {} ({summary})\n",
-            trace.path.display()
-        )),
-        Err(e) => crate::proc::io::error(format_args!("converse: {e}\n")),
+    if trace.stats() {
+        let table = crate::trace::stats_table(&parts, &missing);
+        crate::proc::io::error(format_args!("{table}"));
+        if let Some(plot) = &job.config.stats_plot {
+            match crate::trace::write_plot(std::path::Path::new(plot), &parts) {
+                Ok(summary) => crate::proc::io::error(format_args!(
+                    "converse: stats plot written to {plot} ({summary})\n"
+                )),
+                Err(e) => crate::proc::io::error(format_args!("converse: {e}\n")),
+            }
+        }
+    }
+    if let Some(path) = &trace.path {
+        match crate::trace::write_trace(path, parts, &note) {
+            Ok(summary) => crate::proc::io::error(format_args!(
+                "converse: trace written to {} ({summary})\n",
+                path.display()
+            )),
+            Err(e) => crate::proc::io::error(format_args!("converse: {e}\n")),
+        }
     }
 }
 

@@ -52,6 +52,13 @@ pub struct Config {
     /// `+trace-buffer N`: events each PE's trace ring holds (the oldest
     /// are overwritten beyond; the trace says how many).
     pub trace_buffer: Option<usize>,
+    /// `+stats`: at the end of the job, process 0 prints a summary per PE
+    /// (busy, idle and overhead time, messages, top handlers) to stderr
+    /// (`converse::trace`).
+    pub stats: bool,
+    /// `+stats-plot FILE`: `+stats`, and an SVG plot of every PE's
+    /// utilisation over time written to `FILE`.
+    pub stats_plot: Option<String>,
     /// `+randomized_msgq [SEED]`: arrivals that Converse does not order
     /// among themselves run in a seeded random order (`csd`).
     pub randomized_msgq: Option<MsgqSeed>,
@@ -139,7 +146,7 @@ impl fmt::Display for ArgError {
             ArgError::UnknownFlag(flag) => write!(
                 f,
                 "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M, ++spantree-branch K, +stacksize S, \
-                 ++netmod NAME, ++timeout S, ++lmt get|put|coop, +balancer NAME, +trace FILE, +trace-buffer N, +randomized_msgq [SEED], ++watchdog S, ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
+                 ++netmod NAME, ++timeout S, ++lmt get|put|coop, +balancer NAME, +trace FILE, +trace-buffer N, +stats, +stats-plot FILE, +randomized_msgq [SEED], ++watchdog S, ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
             ),
             ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
             ArgError::BadValue {
@@ -318,6 +325,23 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
             flags.trace = Some(value);
             continue;
         }
+        if name == "+stats" {
+            flags.stats = true;
+            continue;
+        }
+        if name == "+stats-plot" {
+            let value = value_of(name, glued, &mut words)?;
+            if value.is_empty() || value.starts_with('+') {
+                return Err(ArgError::BadValue {
+                    flag: name.to_string(),
+                    value,
+                    expected: "the path of the SVG file to write the plot to",
+                });
+            }
+            flags.stats = true;
+            flags.stats_plot = Some(value);
+            continue;
+        }
         if name == "+trace-buffer" {
             let value = value_of(name, glued, &mut words)?;
             flags.trace_buffer = Some(
@@ -451,7 +475,7 @@ const SERVER_FLAGS: [&str; 7] = [
 ];
 
 /// The other flags that take a value, which may also be glued on (`+p4`).
-const COUNT_FLAGS: [&str; 11] = [
+const COUNT_FLAGS: [&str; 12] = [
     "++spantree-branch",
     "++ppn",
     "+stacksize",
@@ -462,6 +486,7 @@ const COUNT_FLAGS: [&str; 11] = [
     "+balancer",
     "+trace",
     "+trace-buffer",
+    "+stats-plot",
     "++watchdog",
 ];
 
@@ -522,13 +547,26 @@ mod tests {
 
     #[test]
     fn the_launcher_knows_which_flags_take_the_next_word() {
-        for flag in ["+p", "++ppn", "+stacksize", "++spantree-branch"] {
+        for flag in [
+            "+p",
+            "++ppn",
+            "+stacksize",
+            "++spantree-branch",
+            "+stats-plot",
+        ] {
             assert!(takes_value(flag), "{flag}");
         }
         for flag in SERVER_FLAGS {
             assert!(takes_value(flag), "{flag}");
         }
-        for word in ["+p4", "++server", "++server-port=1", "+foo", "prog"] {
+        for word in [
+            "+p4",
+            "++server",
+            "++server-port=1",
+            "+foo",
+            "prog",
+            "+stats",
+        ] {
             assert!(!takes_value(word), "{word}");
         }
     }
@@ -673,6 +711,27 @@ mod tests {
         );
         assert_eq!(rest, words("prog 12 -v"));
         assert_eq!(parse(&[]).unwrap().1, Vec::<String>::new());
+    }
+
+    #[test]
+    fn stats_flags() {
+        let (f, rest) = parse(&words("prog +stats 5")).unwrap();
+        assert!(f.stats && f.stats_plot.is_none());
+        assert_eq!(rest, words("prog 5"));
+        for line in ["prog +stats-plot u.svg 5", "prog 5 +stats-plot=u.svg"] {
+            let (f, rest) = parse(&words(line)).unwrap();
+            assert!(f.stats, "{line}: the plot implies the summary");
+            assert_eq!(f.stats_plot.as_deref(), Some("u.svg"), "{line}");
+            assert_eq!(rest, words("prog 5"));
+        }
+        assert_eq!(
+            parse(&words("prog +stats-plot")).unwrap_err(),
+            ArgError::MissingValue("+stats-plot".into())
+        );
+        assert!(matches!(
+            parse(&words("prog +stats-plot +p")).unwrap_err(),
+            ArgError::BadValue { .. }
+        ));
     }
 
     #[test]

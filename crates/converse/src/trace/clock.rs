@@ -109,6 +109,11 @@ impl Calibration {
         }
     }
 
+    /// Nanoseconds per tick.
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
+
     /// `ticks` as nanoseconds since the Unix epoch.
     pub fn unix_ns(&self, ticks: u64) -> u64 {
         // The offset in floating point, the sum in integers: a Unix time in

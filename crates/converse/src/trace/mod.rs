@@ -5,6 +5,13 @@
 //! process, with an arrow from each user message's send to the handler
 //! that takes it.
 //!
+//! The same hooks feed the job summary (`+stats`): per PE, the time busy
+//! in handlers, idle and in the runtime, the messages sent and handled,
+//! each handler's calls and time, and utilisation over time, printed to
+//! stderr by process 0 at the end of the job (and plotted as SVG with
+//! `+stats-plot FILE`). A PE records when either flag is given: a ring
+//! with `+trace`, totals with `+stats`, each only when asked for.
+//!
 //! # What is recorded
 //!
 //! - every handler run (its registered function's name; runtime messages
@@ -35,9 +42,10 @@
 //! # Cost
 //!
 //! A handler start reads the clock (`clock`); its end, a send and a
-//! receipt are untimed (see `event`). With `+trace` off (no ring) every
-//! hook is one test of a `None`; without the crate feature `trace` the
-//! hooks are empty.
+//! receipt are untimed (see `event`). With `+stats`, a handler's end reads
+//! the clock too (the totals want exact intervals, `stats`). With neither
+//! flag (no recorder) every hook is one test of a `None`; without the
+//! crate feature `trace` the hooks are empty.
 //!
 //! # Invariants
 //!
@@ -46,7 +54,10 @@
 //!   there and read by any thread (`ring`).
 //! - A process writes its part once (`JobTrace::take_part` hands it out
 //!   once): at the end of the job, or at an abort (the at-exit hook), not
-//!   both.
+//!   both. An abort writes the timeline only; the summary needs every PE
+//!   ended (`stats`).
+//! - A PE's stats accumulator is the PE thread's until the recorder is
+//!   dropped, then the job's (behind the log's mutex).
 //!
 //! # Concurrency
 //!
@@ -58,7 +69,10 @@ mod chrome;
 pub(crate) mod clock;
 pub(crate) mod event;
 pub(crate) mod part;
+mod plot;
+mod report;
 pub(crate) mod ring;
+pub(crate) mod stats;
 pub(crate) mod watch;
 
 use std::borrow::Cow;
@@ -72,6 +86,8 @@ use std::sync::{Arc, Mutex, Weak};
 pub(crate) use chrome::write_trace;
 use event::{Category, Event};
 use part::{PePart, ProcessPart};
+pub(crate) use plot::write_plot;
+pub(crate) use report::stats_table;
 use ring::Ring;
 
 /// Events a PE's ring holds unless `+trace-buffer` says otherwise (16 bytes
@@ -151,9 +167,15 @@ fn with_current(f: impl FnOnce(&Recorder)) {
 /// What a traced job shares: the file, the rings of this process's PEs,
 /// and the counts of node messages taken.
 pub(crate) struct JobTrace {
-    /// Where process 0 writes the trace.
-    pub path: PathBuf,
-    capacity: usize,
+    /// Where process 0 writes the trace (`+trace`; `None`: no rings).
+    pub path: Option<PathBuf>,
+    /// Events per ring, with `+trace`.
+    capacity: Option<usize>,
+    /// Whether PEs keep stats (`+stats`).
+    stats: bool,
+    /// The stats buckets' origin in ticks (`stats`): the trace's creation,
+    /// before any PE starts.
+    origin: u64,
     /// This process's number (its node, one per process).
     process: u32,
     first_node: usize,
@@ -178,8 +200,10 @@ pub(crate) struct JobTrace {
 struct PeLog {
     pe: u32,
     node: u32,
-    ring: Arc<Ring>,
+    ring: Option<Arc<Ring>>,
     names: Mutex<Names>,
+    /// The PE's stats, once it has ended (see `stats`).
+    stats: Mutex<Option<stats::Accum>>,
     /// The PE has ended: its ring is complete.
     done: AtomicBool,
 }
@@ -195,10 +219,13 @@ static LIVE: Mutex<Vec<Weak<JobTrace>>> = Mutex::new(Vec::new());
 
 impl JobTrace {
     /// A trace of this process's part of a job (`local_nodes` of
-    /// `num_pes` PEs), to be written to `path`, `capacity` events per PE.
+    /// `num_pes` PEs): a timeline to be written to `path`, `capacity`
+    /// events per PE (`+trace`), and stats if `stats` (`+stats`).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        path: PathBuf,
+        path: Option<PathBuf>,
         capacity: usize,
+        stats: bool,
         process: usize,
         local_nodes: std::ops::Range<usize>,
         local_pes: Vec<(usize, usize)>,
@@ -207,8 +234,10 @@ impl JobTrace {
     ) -> Arc<JobTrace> {
         clock::start();
         let trace = Arc::new(JobTrace {
+            capacity: path.as_ref().map(|_| capacity),
             path,
-            capacity,
+            stats,
+            origin: clock::now(),
             process: process as u32,
             first_node: local_nodes.start,
             runtime_kinds,
@@ -223,11 +252,19 @@ impl JobTrace {
             taken: AtomicBool::new(false),
             kept: Mutex::new(None),
         });
-        register_abort_hook();
-        let mut live = crate::sync::lock(&LIVE);
-        live.retain(|w| w.strong_count() > 0);
-        live.push(Arc::downgrade(&trace));
+        // Only a timeline is written at an abort.
+        if trace.path.is_some() {
+            register_abort_hook();
+            let mut live = crate::sync::lock(&LIVE);
+            live.retain(|w| w.strong_count() > 0);
+            live.push(Arc::downgrade(&trace));
+        }
         trace
+    }
+
+    /// Whether the job's PEs keep stats (`+stats`).
+    pub fn stats(&self) -> bool {
+        self.stats
     }
 
     /// This process's part, once: `None` if it was taken already.
@@ -244,7 +281,7 @@ impl JobTrace {
                 pes.push(PePart {
                     pe,
                     node,
-                    capacity: self.capacity as u64,
+                    capacity: self.capacity.unwrap_or(0) as u64,
                     ..PePart::default()
                 });
             }
@@ -273,14 +310,15 @@ impl JobTrace {
 
     /// The file this process writes at an abort: the trace's own path in
     /// process 0, `PATH.K` in process `K` (see [`write_trace`]).
-    fn abort_path(&self) -> PathBuf {
-        if self.process == 0 {
-            self.path.clone()
+    fn abort_path(&self) -> Option<PathBuf> {
+        let path = self.path.clone()?;
+        Some(if self.process == 0 {
+            path
         } else {
-            let mut p = self.path.clone().into_os_string();
+            let mut p = path.into_os_string();
             p.push(format!(".{}", self.process));
             PathBuf::from(p)
-        }
+        })
     }
 }
 
@@ -299,6 +337,9 @@ fn write_at_abort(ending: &crate::proc::exit::Ending) {
         .filter_map(Weak::upgrade)
         .collect();
     for trace in live {
+        let Some(path) = trace.abort_path() else {
+            continue;
+        };
         let part = trace.take_part(false).or_else(|| {
             trace.take_kept().map(|mut p| {
                 p.complete = false;
@@ -306,7 +347,6 @@ fn write_at_abort(ending: &crate::proc::exit::Ending) {
             })
         });
         if let Some(part) = part {
-            let path = trace.abort_path();
             let note = format!("the job aborted: {}", ending.reason);
             match write_trace(&path, vec![part], &note) {
                 Ok(summary) => crate::proc::io::error(format_args!(
@@ -328,33 +368,46 @@ fn host_name() -> String {
 
 impl PeLog {
     fn part(&self, cal: &clock::Calibration) -> PePart {
-        let snap = self.ring.snapshot(self.done.load(Ordering::Acquire));
-        let events = snap
-            .events
-            .into_iter()
-            .filter_map(Event::decode)
-            .map(|e| match e.time() {
-                Some(t) => e.with_time(cal.unix_ns(t)).encode(),
-                None => e.encode(),
-            })
-            .collect();
+        let (events, lost, capacity) = match &self.ring {
+            Some(ring) => {
+                let snap = ring.snapshot(self.done.load(Ordering::Acquire));
+                let events = snap
+                    .events
+                    .into_iter()
+                    .filter_map(Event::decode)
+                    .map(|e| match e.time() {
+                        Some(t) => e.with_time(cal.unix_ns(t)).encode(),
+                        None => e.encode(),
+                    })
+                    .collect();
+                (events, snap.lost, ring.capacity())
+            }
+            None => (Vec::new(), 0, 0),
+        };
+        let stats = crate::sync::lock(&self.stats)
+            .as_ref()
+            .map(|s| s.report(|t| cal.unix_ns(t), cal.scale()));
         let names = crate::sync::lock(&self.names);
         PePart {
             pe: self.pe,
             node: self.node,
             events,
-            lost: snap.lost,
-            capacity: self.ring.capacity(),
+            lost,
+            capacity,
             handlers: names.handlers.clone(),
             names: names.interned.clone(),
+            stats,
         }
     }
 }
 
 /// A PE's recorder: its ring, and the counts that number its messages.
 pub(crate) struct Recorder {
-    /// The PE's ring (also in `log`: one pointer less per event).
-    ring: Arc<Ring>,
+    /// The PE's ring, with `+trace` (also in `log`: one pointer less per
+    /// event).
+    ring: Option<Arc<Ring>>,
+    /// The PE's stats, with `+stats`.
+    stats: Option<RefCell<stats::Accum>>,
     log: Arc<PeLog>,
     job: Arc<JobTrace>,
     /// Per destination PE, then per destination node: user messages sent.
@@ -369,8 +422,10 @@ pub(crate) struct Recorder {
 impl Recorder {
     #[inline]
     fn push(&self, e: Event) {
-        let [a, b] = e.encode();
-        self.ring.push(a, b);
+        if let Some(ring) = &self.ring {
+            let [a, b] = e.encode();
+            ring.push(a, b);
+        }
     }
 
     fn intern(&self, name: Cow<'static, str>) -> u32 {
@@ -386,6 +441,9 @@ impl Recorder {
     }
 
     fn mark(&self, cat: Category, name: Cow<'static, str>) {
+        if self.ring.is_none() {
+            return;
+        }
         let name = self.intern(name);
         self.push(Event::Mark {
             name,
@@ -397,13 +455,28 @@ impl Recorder {
 
 impl Drop for Recorder {
     fn drop(&mut self) {
+        if let Some(stats) = self.stats.take() {
+            let mut stats = stats.into_inner();
+            stats.finish(clock::now());
+            *crate::sync::lock(&self.log.stats) = Some(stats);
+        }
         self.log.done.store(true, Ordering::Release);
     }
 }
 
-/// What `rt::Pe` holds: the PE's recorder when it traces, and its face
-/// towards the watchdog (`++watchdog`, `watch`) when the job has one. Every
-/// hook is inlined, and a test of one flag when the PE does neither.
+/// A timed hook other than a handler's start (see [`Recorder::timed`]).
+#[derive(Clone, Copy)]
+enum Timed {
+    IdleBegin,
+    IdleEnd,
+    Leave,
+    Switch(u32),
+}
+
+/// What `rt::Pe` holds: the PE's recorder when it traces or keeps stats,
+/// and its face towards the watchdog (`++watchdog`, `watch`) when the job
+/// has one. Every hook is inlined, and a test of one flag when the PE does
+/// none of these.
 #[derive(Default)]
 pub(crate) struct Tracer {
     rec: Option<Rc<Recorder>>,
@@ -451,15 +524,20 @@ impl Tracer {
         let log = Arc::new(PeLog {
             pe: pe as u32,
             node: node as u32,
-            ring: Arc::new(Ring::new(job.capacity)),
+            ring: job.capacity.map(|c| Arc::new(Ring::new(c))),
             names: Mutex::new(Names::default()),
+            stats: Mutex::new(None),
             done: AtomicBool::new(false),
         });
         crate::sync::lock(&job.logs).push(log.clone());
+        let stats = job
+            .stats
+            .then(|| RefCell::new(stats::Accum::new(job.origin, clock::now())));
         // `sent` counts sends to PEs, then to nodes: `num_pes` bounds the
         // node count too.
         Some(Rc::new(Recorder {
             ring: log.ring.clone(),
+            stats,
             log,
             job: job.clone(),
             sent: (0..2 * num_pes).map(|_| Cell::new(0)).collect(),
@@ -475,9 +553,12 @@ impl Tracer {
     }
 
     /// Makes this the calling thread's tracer for [`span`] and [`mark`]
-    /// (`None`: the thread stops being a PE).
+    /// (`None`: the thread stops being a PE). Only a recorder with a ring
+    /// is installed: with `+stats` alone, spans and marks stay free.
     pub fn install(this: Option<&Tracer>) {
-        let r = this.and_then(|t| t.rec.clone());
+        let r = this
+            .and_then(|t| t.rec.clone())
+            .filter(|r| r.ring.is_some());
         CURRENT.with(|c| *c.borrow_mut() = r);
     }
 
@@ -549,7 +630,7 @@ impl Tracer {
     #[inline]
     pub fn end(&self) {
         if let Some(r) = self.rec() {
-            r.untimed(Event::End);
+            r.end();
         }
         if let Some(w) = &self.watch {
             w.end();
@@ -560,7 +641,7 @@ impl Tracer {
     #[inline]
     pub fn idle_begin(&self) {
         if let Some(r) = self.rec() {
-            r.timed(|t| Event::IdleBegin { t });
+            r.timed(Timed::IdleBegin);
         }
         if let Some(w) = &self.watch {
             w.idle_begin();
@@ -571,7 +652,7 @@ impl Tracer {
     #[inline]
     pub fn idle_end(&self) {
         if let Some(r) = self.rec() {
-            r.timed(|t| Event::IdleEnd { t });
+            r.timed(Timed::IdleEnd);
         }
         if let Some(w) = &self.watch {
             w.idle_end();
@@ -582,7 +663,7 @@ impl Tracer {
     #[inline]
     pub fn scheduler_leave(&self) {
         if let Some(r) = self.rec() {
-            r.timed(|t| Event::SchedulerLeave { t });
+            r.timed(Timed::Leave);
         }
     }
 
@@ -590,7 +671,7 @@ impl Tracer {
     #[inline]
     pub fn switch(&self, thread: u32) {
         if let Some(r) = self.rec() {
-            r.timed(|t| Event::Switch { thread, t });
+            r.timed(Timed::Switch(thread));
         }
     }
 
@@ -612,6 +693,15 @@ impl Tracer {
     pub fn received(&self, node: Option<usize>, facts: impl FnOnce() -> (usize, bool)) {
         if let Some(r) = self.rec() {
             r.received(node, facts);
+        }
+    }
+
+    /// The PE's code was left by an unwind (`exit`, a panic): the
+    /// handlers open in the stats end now (the timeline shows them
+    /// unfinished, as it always did).
+    pub fn unwound(&self) {
+        if let Some(stats) = self.rec().and_then(|r| r.stats.as_ref()) {
+            stats.borrow_mut().unwound(clock::now());
         }
     }
 
@@ -642,26 +732,53 @@ impl Recorder {
 
     #[inline]
     fn begin(&self, index: u32, runtime: bool) {
-        self.push(Event::Begin {
-            index,
-            runtime,
-            t: clock::now(),
-        });
+        let t = clock::now();
+        self.push(Event::Begin { index, runtime, t });
+        if let Some(stats) = &self.stats {
+            stats_begin(stats, index, runtime, t);
+        }
     }
 
     #[inline]
-    fn untimed(&self, e: Event) {
-        self.push(e);
+    fn end(&self) {
+        self.push(Event::End);
+        if let Some(stats) = &self.stats {
+            stats_end(stats);
+        }
     }
 
     #[inline(never)]
-    fn timed(&self, e: impl FnOnce(u64) -> Event) {
-        self.push(e(clock::now()));
+    fn timed(&self, what: Timed) {
+        if self.ring.is_none() && matches!(what, Timed::Leave) {
+            return;
+        }
+        let t = clock::now();
+        self.push(match what {
+            Timed::IdleBegin => Event::IdleBegin { t },
+            Timed::IdleEnd => Event::IdleEnd { t },
+            Timed::Leave => Event::SchedulerLeave { t },
+            Timed::Switch(thread) => Event::Switch { thread, t },
+        });
+        if let Some(stats) = &self.stats {
+            let mut s = stats.borrow_mut();
+            match what {
+                Timed::IdleBegin => s.idle_begin(t),
+                Timed::IdleEnd => s.idle_end(t),
+                Timed::Leave => {}
+                Timed::Switch(thread) => s.switch(thread, t),
+            }
+        }
     }
 
     #[inline]
     fn sent(&self, dest: usize, node: bool, facts: impl FnOnce() -> (bool, usize)) {
         let (user, len) = facts();
+        if let Some(stats) = &self.stats {
+            stats.borrow_mut().sent(user, len);
+        }
+        if self.ring.is_none() {
+            return;
+        }
         let seq = if user {
             let slot = if node { self.num_pes + dest } else { dest };
             match self.sent.get(slot) {
@@ -684,6 +801,11 @@ impl Recorder {
 
     #[inline]
     fn received(&self, node: Option<usize>, facts: impl FnOnce() -> (usize, bool)) {
+        // Receipts number the timeline's arrows; the stats count handler
+        // runs instead.
+        if self.ring.is_none() {
+            return;
+        }
         let (src, user) = facts();
         if !user || src >= self.num_pes {
             return;
@@ -708,4 +830,17 @@ impl Recorder {
             seq,
         });
     }
+}
+
+// The stats' share of the message-path hooks, out of line: a traced job
+// without `+stats` keeps its hooks as short as before.
+
+#[inline(never)]
+fn stats_begin(stats: &RefCell<stats::Accum>, index: u32, runtime: bool, t: u64) {
+    stats.borrow_mut().begin(index, runtime, t);
+}
+
+#[inline(never)]
+fn stats_end(stats: &RefCell<stats::Accum>) {
+    stats.borrow_mut().end(clock::now());
 }

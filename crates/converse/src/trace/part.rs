@@ -1,5 +1,5 @@
-//! A process's part of a trace: its PEs' events with wall-clock times and
-//! the names they refer to, as it travels to process 0 (postcard bytes)
+//! A process's part of a trace: its PEs' events with wall-clock times, the
+//! names they refer to and their stats (`+stats`), as it travels to process 0 (postcard bytes)
 //! and as the writer reads it.
 //!
 //! Bytes from another process are not trusted: [`ProcessPart::decode`]
@@ -37,6 +37,8 @@ pub(crate) struct PePart {
     pub handlers: Vec<(u32, String)>,
     /// Span and mark names, by their index in the events.
     pub names: Vec<String>,
+    /// The PE's totals (`+stats`), if it kept them and had ended.
+    pub stats: Option<super::stats::PeStats>,
 }
 
 impl ProcessPart {
@@ -70,6 +72,15 @@ mod tests {
                 capacity: 8,
                 handlers: vec![(1, "a::b".into())],
                 names: vec!["phase".into()],
+                stats: Some(super::super::stats::PeStats {
+                    busy: vec![1, 2],
+                    handlers: vec![super::super::stats::HandlerStats {
+                        index: 1,
+                        calls: 3,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
             }],
         };
         let bytes = part.encode();

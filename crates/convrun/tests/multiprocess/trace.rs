@@ -290,9 +290,64 @@ fn an_aborted_job_leaves_each_process_part() {
     }
 }
 
+/// `+stats` alone over two processes: process 0 prints a row for every
+/// PE of both, with the messages the job handled.
+fn stats_of_two_process_jobs() {
+    for (netmod, pes, ppn) in [("shm", 4, 2), ("tcp", 2, 1)] {
+        let f = job(netmod, pes, ppn, "trace_ping", &["+stats"]);
+        f.expect_code(0);
+        let mut lines = f.stderr.lines().skip_while(|l| !l.contains("busy %"));
+        assert!(lines.next().is_some(), "a table\n{}", output(&f));
+        let rows: Vec<Vec<&str>> = lines
+            .take_while(|l| !l.starts_with("converse:"))
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        let labels: Vec<&str> = rows.iter().map(|r| r[0]).collect();
+        let mut want: Vec<String> = (0..pes).map(|p| p.to_string()).collect();
+        want.push("all".into());
+        assert_eq!(labels, want, "{}", output(&f));
+        // PE, busy %, idle %, overhead %, sent, bytes, handled, runtime.
+        let num = |r: &[&str], i: usize| -> u64 { r[i].parse().unwrap() };
+        let others = pes as u64 - 1;
+        let pings = PINGS as u64;
+        // PE 0 takes every pong; each other PE a ping each time and the
+        // broadcast once, and sends its pongs.
+        assert_eq!(num(&rows[0], 6), pings * others, "{}", output(&f));
+        for r in &rows[1..pes] {
+            assert_eq!(num(r, 6), pings + 1, "{}", output(&f));
+            assert_eq!(num(r, 4), pings, "{}", output(&f));
+        }
+        assert!(num(&rows[0], 4) >= pings * others, "{}", output(&f));
+        assert_eq!(num(&rows[pes], 6), 2 * pings * others + others);
+        for r in &rows {
+            let sum: f64 = r[1..4].iter().map(|c| c.parse::<f64>().unwrap()).sum();
+            assert!((sum - 100.0).abs() <= 0.25, "{r:?}");
+        }
+        let pong = f
+            .stderr
+            .lines()
+            .skip_while(|l| !l.contains("top handlers by time"))
+            .find(|l| {
+                l.trim_start()
+                    .split(' ')
+                    .next()
+                    .unwrap()
+                    .ends_with("::on_pong")
+            })
+            .unwrap_or_else(|| panic!("on_pong among the top handlers\n{}", output(&f)));
+        assert_eq!(
+            pong.split_whitespace().nth(1),
+            Some((pings * others).to_string().as_str())
+        );
+        assert!(!f.stderr.contains("missing"), "{}", output(&f));
+        assert!(!f.stderr.contains("trace written"), "{}", output(&f));
+    }
+}
+
 pub fn cases() -> Vec<Case> {
     vec![
         ("trace_of_two_process_jobs", trace_of_two_process_jobs),
+        ("stats_of_two_process_jobs", stats_of_two_process_jobs),
         ("trace_wrapped", a_wrapped_trace_says_so),
         ("trace_abort", an_aborted_job_leaves_each_process_part),
     ]
