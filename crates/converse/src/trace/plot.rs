@@ -99,7 +99,7 @@ fn render(parts: &[ProcessPart]) -> (String, String) {
     let span = t1 - t0;
     let col_ns = span as f64 / COLUMNS as f64;
     let plot_w = COLUMNS as f64 * COL_W;
-    let width = LEFT + plot_w + 20.0;
+    let width = LEFT + plot_w + 40.0; // room for the last tick label, centred on the right edge
     let rows_h = pes.len() as f64 * (ROW_H + GAP);
     let height = TOP + rows_h + 60.0;
     let mut out = String::with_capacity(64 * 1024);
