@@ -317,6 +317,22 @@ impl Converse {
                 pes,
                 crate::msg::system::kind_names(),
             ));
+            if let (Some(net), 0) = (&job.net, job.first_node) {
+                // What another process's part can hold at most: its PEs'
+                // rings (up to 20 bytes an event, postcard's varints) and
+                // a generous allowance for names and stats; more is a
+                // peer not to trust.
+                let ring_events = match job.config.trace {
+                    Some(_) => job
+                        .config
+                        .trace_buffer
+                        .unwrap_or(crate::trace::DEFAULT_BUFFER_EVENTS)
+                        .next_power_of_two(),
+                    None => 0,
+                };
+                let per_pe = ring_events.saturating_mul(20).saturating_add(64 << 20);
+                net.expect_trace_parts(per_pe.saturating_mul(job.local_pes()));
+            }
         }
         let job = Arc::new(job);
         if let Some(watchdog) = &job.watchdog {

@@ -104,6 +104,32 @@ enum Control {
 /// Largest piece of a trace part in one `TracePart` frame.
 const TRACE_PIECE: usize = 1 << 20;
 
+/// Whether process `me` takes a trace piece of `piece` bytes from a peer
+/// that sent `have` bytes of its part so far, parts being at most `limit`
+/// bytes (0: no part may come). The error says which rule it broke.
+fn check_trace_piece(me: usize, have: usize, piece: usize, limit: usize) -> Result<(), String> {
+    if me != 0 {
+        return Err(format!(
+            "sent to process {me}, which does not gather the trace"
+        ));
+    }
+    if limit == 0 {
+        return Err("the job records no trace and no stats".to_string());
+    }
+    if piece > TRACE_PIECE {
+        return Err(format!(
+            "a piece of {piece} bytes, above the {TRACE_PIECE} it sends at most"
+        ));
+    }
+    if have + piece > limit {
+        return Err(format!(
+            "{} bytes in all, above the {limit} its PEs can record",
+            have + piece
+        ));
+    }
+    Ok(())
+}
+
 /// One registered handler as the processes compare them: a hash of its
 /// type, and its name for the error message.
 type HandlerEntry = (u64, String);
@@ -152,6 +178,9 @@ struct Shared {
     /// Per peer, the bytes of its trace part received so far (process 0
     /// only; see `Control::TracePart`).
     trace_parts: Mutex<Vec<Vec<u8>>>,
+    /// The most bytes a peer's trace part may hold (0: the job records
+    /// no trace or stats, so none may come; see [`Network::expect_trace_parts`]).
+    trace_limit: AtomicUsize,
 }
 
 #[derive(Default)]
@@ -407,25 +436,15 @@ impl Shared {
                 ),
             },
             Some(op) if op == Control::TracePart as u8 => {
-                if self.me != 0 {
-                    self.fault(
-                        peer,
-                        &format!(
-                            "malformed trace part: sent to process {}, which does not gather the trace",
-                            self.me
-                        ),
-                    );
+                let mut parts = lock(&self.trace_parts);
+                let limit = self.trace_limit.load(Ordering::Relaxed);
+                match check_trace_piece(self.me, parts[peer].len(), body.len() - 1, limit) {
+                    Ok(()) => parts[peer].extend_from_slice(&body[1..]),
+                    Err(why) => {
+                        drop(parts);
+                        self.fault(peer, &format!("malformed trace part: {why}"));
+                    }
                 }
-                if body.len() > TRACE_PIECE + 1 {
-                    self.fault(
-                        peer,
-                        &format!(
-                            "malformed trace part: a piece of {} bytes, above the {TRACE_PIECE} it sends at most",
-                            body.len() - 1
-                        ),
-                    );
-                }
-                lock(&self.trace_parts)[peer].extend_from_slice(&body[1..]);
             }
             Some(op) if op == Control::Abort as u8 => {
                 let text = String::from_utf8_lossy(&body[1..]).into_owned();
@@ -673,6 +692,7 @@ impl Network {
                 peers: vec![Vec::new(); nodes],
             }),
             trace_parts: Mutex::new(vec![Vec::new(); nodes]),
+            trace_limit: AtomicUsize::new(0),
         });
         let _ = shared.links.set(Links {
             parts: links.parts.iter().map(Arc::downgrade).collect(),
@@ -997,6 +1017,12 @@ impl Network {
         }
     }
 
+    /// The job records a trace or stats (process 0 gathers them): a
+    /// peer's part may hold up to `limit` bytes; more ends the job.
+    pub fn expect_trace_parts(&self, limit: usize) {
+        self.shared.trace_limit.store(limit, Ordering::Relaxed);
+    }
+
     /// Sends this process's part of the timeline trace to process 0, in
     /// pieces, ahead of its `Bye` (see [`Network::shutdown`]).
     pub fn send_trace_part(&self, bytes: &[u8]) {
@@ -1130,6 +1156,17 @@ fn watch_module(module: &dyn NetModule, watch: &Watch, stop: &AtomicBool, shared
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn trace_pieces_are_checked_before_they_are_kept() {
+        assert_eq!(check_trace_piece(0, 0, 100, 1 << 20), Ok(()));
+        let err = |me, have, piece, limit| check_trace_piece(me, have, piece, limit).unwrap_err();
+        assert!(err(1, 0, 100, 1 << 20).contains("process 1, which does not gather"));
+        assert!(err(0, 0, 100, 0).contains("records no trace and no stats"));
+        assert!(err(0, 0, TRACE_PIECE + 1, usize::MAX).contains("above the 1048576 it sends"));
+        assert!(err(0, 900, 200, 1000).contains("1100 bytes in all, above the 1000"));
+        assert_eq!(check_trace_piece(0, 800, 200, 1000), Ok(()));
+    }
     use super::*;
 
     #[test]
