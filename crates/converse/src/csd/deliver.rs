@@ -124,9 +124,9 @@ impl Pe {
             .received(None, || (m.src_pe(), is_user_message(m)));
     }
 
-    /// [`Pe::next_pe_arrival`]'s self-send, recorded in the trace.
-    #[cold]
-    #[inline(never)]
+    /// [`Pe::next_pe_arrival`]'s self-send, recorded in the trace (one
+    /// call with [`Pe::next_arrival_watched`]).
+    #[inline(always)]
     fn next_self_send_traced(&self) -> Option<Message> {
         let m = self.sched.self_queue.pop()?;
         self.trace
@@ -467,6 +467,12 @@ impl Pe {
     #[cold]
     #[inline(never)]
     fn run_handler_traced(&self, f: crate::msg::Handler, index: usize, msg: Message) -> bool {
+        if let Some(ring) = self.trace.plain() {
+            ring.begin(index);
+            f(msg);
+            ring.end();
+            return true;
+        }
         self.answer_watchdog_if_asked();
         self.trace.begin(index);
         f(msg);

@@ -481,8 +481,37 @@ enum Timed {
 pub(crate) struct Tracer {
     rec: Option<Rc<Recorder>>,
     watch: Option<Arc<watch::PeWatch>>,
+    /// The recorder's ring, when the PE records a trace and nothing else
+    /// (no stats, no watchdog): a handler's start and end then write it
+    /// directly, without the tests of what else there is.
+    plain: Option<Arc<Ring>>,
     /// Either of the two is there.
     on: bool,
+}
+
+/// A handler's start and end on a PE that records only a trace (see
+/// [`Tracer::plain`]).
+pub(crate) struct PlainRing<'a>(&'a Ring);
+
+impl PlainRing<'_> {
+    /// User handler `index` starts.
+    #[inline]
+    pub fn begin(&self, index: usize) {
+        let [a, b] = Event::Begin {
+            index: index as u32,
+            runtime: false,
+            t: clock::now(),
+        }
+        .encode();
+        self.0.push(a, b);
+    }
+
+    /// The innermost handler returned.
+    #[inline]
+    pub fn end(&self) {
+        let [a, b] = Event::End.encode();
+        self.0.push(a, b);
+    }
 }
 
 impl Drop for Tracer {
@@ -504,10 +533,25 @@ impl Tracer {
         num_pes: usize,
     ) -> Tracer {
         let rec = Tracer::recorder(job, pe, node, num_pes);
+        let plain = match (&rec, &watch) {
+            (Some(r), None) if r.stats.is_none() => r.ring.clone(),
+            _ => None,
+        };
         Tracer {
             on: rec.is_some() || watch.is_some(),
             rec,
             watch,
+            plain,
+        }
+    }
+
+    /// The ring alone, if the PE records a trace and nothing else.
+    #[inline(always)]
+    pub fn plain(&self) -> Option<PlainRing<'_>> {
+        if cfg!(feature = "trace") {
+            self.plain.as_deref().map(PlainRing)
+        } else {
+            None
         }
     }
 
@@ -776,9 +820,11 @@ impl Recorder {
         if let Some(stats) = &self.stats {
             stats.borrow_mut().sent(user, len);
         }
-        if self.ring.is_none() {
+        // The ring taken once: a `Cell` store below would make the
+        // compiler load it again in `push`.
+        let Some(ring) = &self.ring else {
             return;
-        }
+        };
         let seq = if user {
             let slot = if node { self.num_pes + dest } else { dest };
             match self.sent.get(slot) {
@@ -791,21 +837,23 @@ impl Recorder {
         } else {
             0
         };
-        self.push(Event::Send {
+        let [a, b] = Event::Send {
             dest: dest as u32,
             node,
             seq,
             len: len.min(u32::MAX as usize) as u32,
-        });
+        }
+        .encode();
+        ring.push(a, b);
     }
 
     #[inline]
     fn received(&self, node: Option<usize>, facts: impl FnOnce() -> (usize, bool)) {
         // Receipts number the timeline's arrows; the stats count handler
         // runs instead.
-        if self.ring.is_none() {
+        let Some(ring) = &self.ring else {
             return;
-        }
+        };
         let (src, user) = facts();
         if !user || src >= self.num_pes {
             return;
@@ -824,11 +872,13 @@ impl Recorder {
                 None => return,
             },
         };
-        self.push(Event::Receipt {
+        let [a, b] = Event::Receipt {
             src: src as u32,
             node: node.is_some(),
             seq,
-        });
+        }
+        .encode();
+        ring.push(a, b);
     }
 }
 
