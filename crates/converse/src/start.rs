@@ -769,6 +769,8 @@ fn serve_until_others_done(job: &Job) {
     let me = pe::current();
     while job.done_pes() < others && !job.is_exiting() {
         crate::csd::schedule_poll();
+        // The watchdog's question wakes this wait too: answer it here.
+        me.answer_watchdog_if_asked();
         // Timers of PE 0 still fire on time while it waits.
         let now = std::time::Instant::now();
         let deadline = crate::ccd::next_deadline(&me, now);

@@ -6,7 +6,6 @@
 //! The watchdog aborts the whole process, so each job runs in a child
 //! process: the test binary re-executes itself with `--exact child_entry`
 //! and the scenario's name in [`SCENARIO_VAR`].
-use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -23,8 +22,9 @@ struct Outcome {
 }
 
 /// Runs `scenario` in a child; `on_ready` gets the child's pid once it
-/// printed [`READY`] (or at once if `wait_ready` is false).
+/// printed [`READY`] on stderr (or at once if `wait_ready` is false).
 fn run_child(scenario: &str, wait_ready: bool, on_ready: impl FnOnce(u32)) -> Outcome {
+    use std::io::BufRead;
     let started = Instant::now();
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
@@ -36,15 +36,24 @@ fn run_child(scenario: &str, wait_ready: bool, on_ready: impl FnOnce(u32)) -> Ou
         .spawn()
         .unwrap();
     let pid = child.id();
-    let mut err = child.stderr.take().unwrap();
+    let err = child.stderr.take().unwrap();
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let reader = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = err.read_to_string(&mut s);
-        s
+        let mut all = String::new();
+        for line in std::io::BufReader::new(err).lines() {
+            let Ok(line) = line else { break };
+            if line.contains(READY) {
+                let _ = ready_tx.send(());
+            }
+            all += &line;
+            all.push('\n');
+        }
+        all
     });
     if wait_ready {
-        // The child says it is ready on stderr; poll its exit meanwhile.
-        std::thread::sleep(Duration::from_millis(800));
+        ready_rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the child says it is ready");
     }
     on_ready(pid);
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -109,6 +118,27 @@ fn child_entry() {
             .run(|_| {
                 if converse::my_pe() == 0 {
                     converse::call_fn_after(|_| converse::exit(0), 1200.0);
+                }
+            })
+            .unwrap(),
+        // Two user-level threads compute and yield for four periods: no
+        // handler begins, but the PE moves.
+        "threads" => Converse::new()
+            .args(["wd", "+p", "1", "++watchdog", "0.3"])
+            .run(|_| {
+                let until = Instant::now() + Duration::from_millis(1200);
+                for _ in 0..2 {
+                    converse::Thread::create(
+                        move || {
+                            while Instant::now() < until {
+                                std::thread::sleep(Duration::from_millis(1));
+                                converse::yield_now();
+                            }
+                            converse::exit(0);
+                        },
+                        64 << 10,
+                    )
+                    .awaken();
                 }
             })
             .unwrap(),
@@ -177,6 +207,13 @@ fn a_pe_stuck_in_a_handler_is_reported_with_its_queue() {
 #[test]
 fn an_idle_job_with_nothing_pending_is_left_alone() {
     let out = run_child("idle", false, |_| {});
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!out.stderr.contains("watchdog"), "{}", out.stderr);
+}
+
+#[test]
+fn threads_that_yield_make_progress() {
+    let out = run_child("threads", false, |_| {});
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(!out.stderr.contains("watchdog"), "{}", out.stderr);
 }

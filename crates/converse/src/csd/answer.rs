@@ -16,6 +16,9 @@ use crate::trace::watch::Answer;
 
 impl Pe {
     /// Answers the watchdog if it asked (a test of a flag otherwise).
+    /// Called before user handlers, when the PE idles, at the end of a
+    /// scheduler poll, and where an `init_returns` PE 0 waits for the
+    /// others; threads switching count as progress instead (`Tracer::switch`).
     #[inline]
     pub(crate) fn answer_watchdog_if_asked(&self) {
         if let Some(w) = self.trace.watch() {

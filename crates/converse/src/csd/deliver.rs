@@ -178,11 +178,15 @@ impl Pe {
     fn next_shuffled(&self, with_node: bool) -> Option<Message> {
         let shuffle = self.sched.shuffle.as_ref()?;
         loop {
-            // Released multicasts, then the inbox, in their order.
+            // Released multicasts, then the inbox, in their order. A plain
+            // arrival is held with its network mark and unrecorded (the
+            // mark `true`): the network counts its bytes until it is
+            // taken, which keeps its receive budget meaningful, and the
+            // trace's receipt goes with the handler that runs it.
             loop {
                 let released = self.sched.ready.borrow_mut().pop_front();
                 if let Some(m) = released {
-                    shuffle.hold(m.src_pe(), m);
+                    shuffle.hold(m.src_pe(), m, false);
                     continue;
                 }
                 // SAFETY: as in `next_pe_arrival`: the owning PE's thread
@@ -190,27 +194,38 @@ impl Pe {
                 let Some(mut m) = (unsafe { self.job.pe(self.pe).inbox.pop() }) else {
                     break;
                 };
+                if m.header().flags & ARRIVAL_FLAGS == 0 {
+                    shuffle.hold(m.src_pe(), m, true);
+                    continue;
+                }
+                // Collective routing as the message is taken, as on the
+                // path without the draw.
                 if m.take_net_mark() {
                     self.job.remote().consumed(m.len());
                 }
                 if self.trace.on() {
                     self.trace_receipt(&m);
                 }
-                if m.header().flags & ARRIVAL_FLAGS == 0 {
-                    shuffle.hold(m.src_pe(), m);
-                } else if let Some(m) = self.dispatch.arrived(self, m) {
-                    shuffle.hold(m.src_pe(), m);
+                if let Some(m) = self.dispatch.arrived(self, m) {
+                    shuffle.hold(m.src_pe(), m, false);
                 }
             }
             while let Some(m) = self.sched.self_queue.pop() {
-                if self.trace.on() {
-                    self.trace_receipt(&m);
-                }
-                shuffle.hold(self.pe, m);
+                shuffle.hold(self.pe, m, true);
             }
             let node_waits = with_node && !self.job.node(self.node).inbox.is_empty();
             match shuffle.pick(node_waits)? {
-                super::shuffle::Pick::Held(m) => return Some(m),
+                super::shuffle::Pick::Held(mut m, fresh) => {
+                    if fresh {
+                        if m.take_net_mark() {
+                            self.job.remote().consumed(m.len());
+                        }
+                        if self.trace.on() {
+                            self.trace_receipt(&m);
+                        }
+                    }
+                    return Some(m);
+                }
                 super::shuffle::Pick::Extra => {
                     if let Some(m) = self.pop_node_arrival() {
                         return Some(m);

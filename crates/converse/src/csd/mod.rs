@@ -300,6 +300,9 @@ fn run_steps(pe: &Pe, budget: Budget<'_>) -> usize {
                     if pe.qd_due() && pe.sched.handler_depth.get() == 0 {
                         crate::ccd::quiescence::on_idle(pe, false);
                     }
+                    // A program that polls (user-calls-scheduler mode)
+                    // answers the watchdog here.
+                    pe.answer_watchdog_if_asked();
                     return delivered;
                 }
                 Budget::Forever | Budget::Count(_) | Budget::Until(_) => {

@@ -43,16 +43,17 @@ use crate::msg::Message;
 pub(crate) struct Shuffle {
     rng: Cell<u64>,
     /// Per sender PE (the last slot: a sender number out of range),
-    /// arrived messages in their order.
-    by_sender: RefCell<Vec<VecDeque<Message>>>,
+    /// arrived messages in their order, each with its caller's mark
+    /// (see [`Shuffle::hold`]).
+    by_sender: RefCell<Vec<VecDeque<(Message, bool)>>>,
     /// The senders with held messages, ascending.
     active: RefCell<Vec<u32>>,
 }
 
 /// What [`Shuffle::pick`] chose.
 pub(crate) enum Pick {
-    /// A held message.
-    Held(Message),
+    /// A held message, with the mark it was held with.
+    Held(Message, bool),
     /// The extra candidate the caller offered (the node's arrivals).
     Extra,
 }
@@ -70,8 +71,9 @@ impl Shuffle {
     }
 
     /// Holds `m`, an arrived message from PE `src`, behind the others
-    /// from the same sender.
-    pub fn hold(&self, src: usize, m: Message) {
+    /// from the same sender; `mark` comes back with it (the caller's note
+    /// of what is still to do when it is taken).
+    pub fn hold(&self, src: usize, m: Message, mark: bool) {
         let mut by_sender = self.by_sender.borrow_mut();
         let slot = src.min(by_sender.len() - 1);
         let queue = &mut by_sender[slot];
@@ -80,10 +82,10 @@ impl Shuffle {
             let at = active.partition_point(|&s| (s as usize) < slot);
             active.insert(at, slot as u32);
         }
-        queue.push_back(m);
+        queue.push_back((m, mark));
     }
 
-    /// Held messages.
+    /// Held messages (O(PEs): for reports, not the message path).
     pub fn len(&self) -> usize {
         self.by_sender.borrow().iter().map(VecDeque::len).sum()
     }
@@ -108,13 +110,13 @@ impl Shuffle {
         }
         let slot = active[k] as usize;
         let mut by_sender = self.by_sender.borrow_mut();
-        let m = by_sender[slot]
+        let (m, mark) = by_sender[slot]
             .pop_front()
             .expect("an active sender holds a message");
         if by_sender[slot].is_empty() {
             active.remove(k);
         }
-        Some(Pick::Held(m))
+        Some(Pick::Held(m, mark))
     }
 
     /// A draw of 0 or 1 (a tie broken at random).
@@ -167,13 +169,16 @@ mod tests {
     fn drain(seed: u64, arrival: &[(usize, u32)]) -> Vec<(usize, u32)> {
         let s = Shuffle::new(seed, 0, 4);
         for &(src, k) in arrival {
-            s.hold(src, msg(src, k));
+            s.hold(src, msg(src, k), k % 2 == 0);
         }
         assert_eq!(s.len(), arrival.len());
         let mut out = Vec::new();
         while let Some(p) = s.pick(false) {
             match p {
-                Pick::Held(m) => out.push((sender(&m), key(&m))),
+                Pick::Held(m, mark) => {
+                    assert_eq!(mark, key(&m) % 2 == 0, "the mark comes back with it");
+                    out.push((sender(&m), key(&m)))
+                }
                 Pick::Extra => unreachable!("no extra candidate offered"),
             }
         }
@@ -219,10 +224,10 @@ mod tests {
         let s = Shuffle::new(3, 0, 2);
         let mut extra = 0;
         for round in 0..200 {
-            s.hold(1, msg(1, round));
+            s.hold(1, msg(1, round), false);
             match s.pick(true).unwrap() {
                 Pick::Extra => extra += 1,
-                Pick::Held(_) => {}
+                Pick::Held(..) => {}
             }
             while s.pick(false).is_some() {}
         }
@@ -232,10 +237,10 @@ mod tests {
     #[test]
     fn out_of_range_senders_share_the_last_slot() {
         let s = Shuffle::new(1, 0, 2);
-        s.hold(99, msg(1, 0));
-        s.hold(usize::MAX, msg(1, 1));
+        s.hold(99, msg(1, 0), false);
+        s.hold(usize::MAX, msg(1, 1), false);
         let mut ks = Vec::new();
-        while let Some(Pick::Held(m)) = s.pick(false) {
+        while let Some(Pick::Held(m, _)) = s.pick(false) {
             ks.push(key(&m));
         }
         assert_eq!(ks, vec![0, 1]);

@@ -8,16 +8,19 @@
 //!
 //! # What counts as pending
 //!
-//! After `S` seconds without a handler beginning on any PE of the process,
-//! the watchdog asks every PE (`csd::answer`): a PE answers between
-//! handlers or when it idles. Work is pending if a PE does not answer
+//! After `S` seconds without a handler beginning or a user-level thread
+//! switching on any PE of the process, the watchdog asks every PE
+//! (`csd::answer`): a PE answers before user handlers, when it idles and
+//! at the end of a scheduler poll. Work is pending if a PE does not answer
 //! within a second (it is inside a handler that does not return, blocked
 //! in a node barrier, or busy outside the scheduler), holds messages in a
 //! queue, waits in a reduction, holds contributions, or waits for a
 //! quiescence answer. Otherwise the process is idle by design (a server
 //! waiting for CCS requests) and the watchdog looks again after another
-//! `S`. So `S` must be longer than any handler runs, and than any wait for
-//! another process (each process watches its own PEs only).
+//! `S`. So `S` must be longer than any handler runs, than any stretch a
+//! PE computes outside its scheduler, and than any wait for another
+//! process (each process watches its own PEs only). A job that is ending
+//! is never reported.
 //!
 //! # Naming who never came
 //!
@@ -88,11 +91,14 @@ impl Watchdog {
     /// Starts the watching thread (and the SIGQUIT handler).
     pub fn start(self: &Arc<Self>, job: &Arc<Job>) {
         install_sigquit();
+        // Counted from here, not from when the thread first runs: a
+        // SIGQUIT in between is this job's.
+        let sigquits = SIGQUITS.load(Ordering::Acquire);
         let me = self.clone();
         let job = Arc::downgrade(job);
         let handle = std::thread::Builder::new()
             .name("converse-watchdog".into())
-            .spawn(move || me.run(job))
+            .spawn(move || me.run(job, sigquits))
             .unwrap_or_else(|e| {
                 crate::proc::exit::abort(&format!("++watchdog: cannot start its thread: {e}"))
             });
@@ -120,11 +126,10 @@ impl Watchdog {
         self.cv.notify_all();
     }
 
-    fn run(&self, job: Weak<Job>) {
+    fn run(&self, job: Weak<Job>, mut sigquits: u64) {
         let tick = (self.period / 4).clamp(Duration::from_millis(10), Duration::from_millis(250));
         let mut beats = self.beats();
         let mut quiet_since = Instant::now();
-        let mut sigquits = SIGQUITS.load(Ordering::Acquire);
         loop {
             let fired = {
                 let state = crate::sync::lock(&self.state);
@@ -143,6 +148,10 @@ impl Watchdog {
             }
             if let Some(reason) = fired {
                 let answers = self.ask_all(&job);
+                if job.is_exiting() {
+                    // It ended meanwhile (PEs unwinding answer no more).
+                    continue;
+                }
                 self.dump(
                     &format!(
                         "what each PE of process {} does (the job aborts: the last line says why):",
@@ -176,7 +185,7 @@ impl Watchdog {
             let answers = self.ask_all(&job);
             // Answering begins no handler; a handler begun meanwhile means
             // the PEs are moving after all.
-            if self.beats() != beats || !pending(&answers) {
+            if self.beats() != beats || !pending(&answers) || job.is_exiting() {
                 beats = self.beats();
                 quiet_since = Instant::now();
                 continue;

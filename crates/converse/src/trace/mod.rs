@@ -717,6 +717,10 @@ impl Tracer {
         if let Some(r) = self.rec() {
             r.timed(Timed::Switch(thread));
         }
+        // Threads that compute and yield make progress without a handler.
+        if let Some(w) = &self.watch {
+            w.beat();
+        }
     }
 
     /// A message leaves for PE `dest` (node `dest` if `node`).

@@ -8,8 +8,9 @@
 //! - Only the PE's own thread writes a `PeWatch` (through the trace hooks,
 //!   `trace::Tracer`, and `answer`); the watchdog thread only reads it,
 //!   sets `asked`, and takes the answer.
-//! - `beats` only grows: one per handler begun. A watchdog that sees it
-//!   unchanged for S seconds knows no handler began on the PE meanwhile.
+//! - `beats` only grows: one per handler begun or user-level thread
+//!   switch. A watchdog that sees it unchanged for S seconds knows the PE
+//!   began no handler and switched no thread meanwhile.
 //!
 //! # Concurrency
 //!
@@ -119,6 +120,11 @@ impl PeWatch {
         crate::sync::lock(&self.running).push((key, now));
     }
 
+    /// Progress without a handler (a user-level thread switch).
+    pub fn beat(&self) {
+        self.beats.fetch_add(1, Relaxed);
+    }
+
     /// The innermost handler returned.
     pub fn end(&self) {
         crate::sync::lock(&self.running).pop();
@@ -158,8 +164,10 @@ impl PeWatch {
 
     /// The PE's answer to the watchdog's question.
     pub fn answer(&self, answer: Answer) {
-        *crate::sync::lock(&self.answer) = Some(answer);
+        // Cleared first: a question asked while the answer is stored is
+        // answered again later, not lost.
         self.asked.store(false, Relaxed);
+        *crate::sync::lock(&self.answer) = Some(answer);
     }
 
     pub fn finished(&self) {
