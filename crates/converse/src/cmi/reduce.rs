@@ -318,22 +318,15 @@ pub(crate) fn watchdog_view(pe: &Pe) -> (PesPerReduction, PesPerReduction) {
 
 /// What keeps `pe`'s reductions from completing, if any are in progress.
 fn stall_report(pe: &Pe) -> Option<String> {
-    let reds = pe.coll.reductions.borrow();
-    let mut keys: Vec<&u32> = reds.active.keys().collect();
-    keys.sort();
-    let mut waiting = Vec::new();
-    let mut orphans = Vec::new();
-    for key in keys {
-        let entry = &reds.active[key];
-        let from: Vec<usize> = entry.arrived.iter().map(|m| m.src_pe()).collect();
-        match &entry.deposit {
-            Some(d) => {
-                let missing: Vec<usize> = d.children.iter().filter(|c| !from.contains(c)).collect();
-                waiting.push(format!("{} waits for PEs {missing:?}", describe(*key)));
-            }
-            None => orphans.push(format!("{} from PEs {from:?}", describe(*key))),
-        }
-    }
+    let (joined, held) = watchdog_view(pe);
+    let waiting: Vec<String> = joined
+        .iter()
+        .map(|(what, missing)| format!("{what} waits for PEs {missing:?}"))
+        .collect();
+    let orphans: Vec<String> = held
+        .iter()
+        .map(|(what, from)| format!("{what} from PEs {from:?}"))
+        .collect();
     let node = super::node_reduce::stall_report(pe);
     if waiting.is_empty() && orphans.is_empty() && node.is_none() {
         return None;

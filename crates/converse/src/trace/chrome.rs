@@ -44,13 +44,7 @@ pub(crate) fn write_trace(
     note: &str,
 ) -> Result<String, String> {
     let (json, summary) = render(parts, note);
-    // Written beside it, then renamed: a process ended while writing (an
-    // abort's grace period runs out) leaves no half file at `path`.
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = std::path::PathBuf::from(partial);
-    std::fs::write(&partial, json)
-        .and_then(|()| std::fs::rename(&partial, path))
+    super::write_whole(path, json.as_bytes())
         .map_err(|e| format!("cannot write the trace to {}: {e}", path.display()))?;
     Ok(summary)
 }

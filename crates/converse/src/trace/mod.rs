@@ -359,6 +359,16 @@ fn write_at_abort(ending: &crate::proc::exit::Ending) {
     }
 }
 
+/// Writes `bytes` to `path` whole: beside it first, then renamed, so a
+/// process ended while writing (an abort's grace period runs out) leaves
+/// no half file at `path`.
+fn write_whole(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut partial = path.as_os_str().to_owned();
+    partial.push(".partial");
+    let partial = PathBuf::from(partial);
+    std::fs::write(&partial, bytes).and_then(|()| std::fs::rename(&partial, path))
+}
+
 fn host_name() -> String {
     rustix::system::uname()
         .nodename()

@@ -39,11 +39,7 @@ const IDLE: &str = "#c8c8c8";
 /// Writes the plot of `parts` to `path`; returns a one-line summary.
 pub(crate) fn write_plot(path: &Path, parts: &[ProcessPart]) -> Result<String, String> {
     let (svg, summary) = render(parts);
-    let mut partial = path.as_os_str().to_owned();
-    partial.push(".partial");
-    let partial = std::path::PathBuf::from(partial);
-    std::fs::write(&partial, svg)
-        .and_then(|()| std::fs::rename(&partial, path))
+    super::write_whole(path, svg.as_bytes())
         .map_err(|e| format!("cannot write the stats plot to {}: {e}", path.display()))?;
     Ok(summary)
 }
