@@ -52,12 +52,12 @@
 //! outside input, after quiescence may already have been reported.
 pub mod conditions;
 pub mod quiescence;
-mod signals;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BinaryHeap;
 use std::time::{Duration, Instant};
 
+use crate::proc::signals;
 use crate::rt::pe::{self, Pe};
 
 pub use conditions::{
@@ -263,7 +263,11 @@ fn on_registered(pe: &Pe, cond: Condition) {
         }
     }
     if cond == Condition::SIGUSR1 || cond == Condition::SIGUSR2 {
-        let which = usize::from(cond == Condition::SIGUSR2);
+        let which = if cond == Condition::SIGUSR2 {
+            signals::USR2
+        } else {
+            signals::USR1
+        };
         signals::install(which);
         if count_callbacks_is_one(pe, cond) {
             // Signals received before the first callback do not count.
@@ -424,7 +428,10 @@ pub(crate) fn poll(pe: &Pe, now: Instant) -> bool {
             ran |= conditions::raise(pe, cond);
         }
     }
-    for (which, cond) in [(0, Condition::SIGUSR1), (1, Condition::SIGUSR2)] {
+    for (which, cond) in [
+        (signals::USR1, Condition::SIGUSR1),
+        (signals::USR2, Condition::SIGUSR2),
+    ] {
         if ccd.conditions.has_callbacks(cond) {
             let count = signals::count(which);
             if ccd.signals_seen[which].replace(count) != count {

@@ -313,8 +313,8 @@ impl Pe {
     }
 
     /// True if an arrived message waits (stash, released, inbox, self-sends,
-    /// node inbox or node queue, or held for a random draw): what the scheduler takes before its own
-    /// queue.
+    /// node inbox or node queue, or held for a random draw): what the
+    /// scheduler takes before its own queue.
     #[inline]
     pub fn has_arrivals(&self) -> bool {
         let node = &self.job.node(self.node);

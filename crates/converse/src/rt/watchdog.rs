@@ -36,11 +36,11 @@
 //! `trace::watch`) and wakes idle PEs so they answer; it never touches PE
 //! state. `fire` and `stop` reach it through a mutex and a condition
 //! variable. It holds the job weakly: a job that has ended ends it.
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, Once, Weak};
+use std::sync::{Arc, Condvar, Mutex, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::proc::signals;
 use crate::rt::job::Job;
 use crate::trace::watch::{Answer, PeWatch, Seen};
 
@@ -90,10 +90,10 @@ impl Watchdog {
 
     /// Starts the watching thread (and the SIGQUIT handler).
     pub fn start(self: &Arc<Self>, job: &Arc<Job>) {
-        install_sigquit();
+        signals::install(signals::QUIT);
         // Counted from here, not from when the thread first runs: a
         // SIGQUIT in between is this job's.
-        let sigquits = SIGQUITS.load(Ordering::Acquire);
+        let sigquits = signals::count(signals::QUIT);
         let me = self.clone();
         let job = Arc::downgrade(job);
         let handle = std::thread::Builder::new()
@@ -161,7 +161,7 @@ impl Watchdog {
                 );
                 crate::proc::exit::abort(&format!("watchdog: {reason}"));
             }
-            let now_quits = SIGQUITS.load(Ordering::Acquire);
+            let now_quits = signals::count(signals::QUIT);
             if now_quits != sigquits {
                 sigquits = now_quits;
                 let answers = self.ask_all(&job);
@@ -328,34 +328,6 @@ fn culprits(answers: &[(Seen, Option<Answer>)], first_pe: usize) -> Vec<String> 
         }
     }
     lines
-}
-
-/// SIGQUITs received so far.
-static SIGQUITS: AtomicU64 = AtomicU64::new(0);
-
-/// Counts SIGQUIT instead of dumping core, once per process.
-fn install_sigquit() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        // SAFETY: a plain sigaction call with a zeroed, filled-in struct;
-        // the handler does only an atomic add (async-signal-safe).
-        unsafe {
-            let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_sigquit as *const () as usize;
-            action.sa_flags = libc::SA_RESTART;
-            libc::sigemptyset(&mut action.sa_mask);
-            if libc::sigaction(libc::SIGQUIT, &action, std::ptr::null_mut()) != 0 {
-                crate::proc::exit::abort(&format!(
-                    "++watchdog: cannot install a handler for SIGQUIT: {}",
-                    std::io::Error::last_os_error()
-                ));
-            }
-        }
-    });
-}
-
-extern "C" fn on_sigquit(_sig: libc::c_int) {
-    SIGQUITS.fetch_add(1, Ordering::Release);
 }
 
 #[cfg(test)]
