@@ -254,7 +254,11 @@ impl Converse {
             branch: flags.branch.or(self.branch),
             ..flags
         };
-        let (seed, say) = msgq_seed(&job.config, placement.as_ref().map(|p| p.shm_id))?;
+        let (seed, say) = msgq_seed(
+            &job.config,
+            std::env::var(crate::proc::args::RANDOMIZED_MSGQ_ENV).ok(),
+            placement.as_ref().map(|p| p.shm_id),
+        )?;
         job.msgq_seed = seed;
         if let (Some(seed), 0, true) = (seed, job.first_node, say) {
             crate::proc::io::error(format_args!(
@@ -542,20 +546,25 @@ fn stop_ccs(job: &Job) {
     }
 }
 
-/// The seed of `+randomized_msgq` (or of `RANDOMIZED_MSGQ_ENV`), if the
+/// The seed of `+randomized_msgq` (or of `RANDOMIZED_MSGQ_ENV`, whose
+/// value is `env`), if the
 /// job randomizes its arrivals, and whether to say it (not when the
 /// environment gave it: it is there to read, and a test suite run under it
 /// keeps its output). A drawn seed is the same in every process of a job:
 /// one a launcher placed derives it from the job's segment id (`shared`),
 /// which every process has.
-fn msgq_seed(config: &Config, shared: Option<u64>) -> Result<(Option<u64>, bool), ArgError> {
+fn msgq_seed(
+    config: &Config,
+    env: Option<String>,
+    shared: Option<u64>,
+) -> Result<(Option<u64>, bool), ArgError> {
     use crate::proc::args::{MsgqSeed, RANDOMIZED_MSGQ_ENV};
     let asked = match config.randomized_msgq {
         Some(seed) => Some(seed),
-        None => match std::env::var(RANDOMIZED_MSGQ_ENV) {
-            Err(_) => None,
-            Ok(v) if v == "draw" => Some(MsgqSeed::Draw),
-            Ok(v) => Some(MsgqSeed::Given(v.parse().map_err(|_| {
+        None => match env {
+            None => None,
+            Some(v) if v == "draw" => Some(MsgqSeed::Draw),
+            Some(v) => Some(MsgqSeed::Given(v.parse().map_err(|_| {
                 ArgError::Launch(format!(
                     "{RANDOMIZED_MSGQ_ENV}={v}: expected a seed (a whole number) or `draw`"
                 ))
@@ -864,4 +873,44 @@ pub fn exit(code: i32) -> ! {
 /// unwind, can use this to stop polling.
 pub fn job_exiting() -> bool {
     pe::with(|pe| pe.job.is_exiting())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proc::args::MsgqSeed;
+
+    #[test]
+    fn the_randomized_order_seed_from_the_flag_or_the_environment() {
+        let flag = |seed| Config {
+            randomized_msgq: Some(seed),
+            ..Config::default()
+        };
+        let none = Config::default();
+        // The flag wins and is said; the environment's seed is not said.
+        assert_eq!(
+            msgq_seed(&flag(MsgqSeed::Given(5)), Some("9".into()), None).unwrap(),
+            (Some(5), true)
+        );
+        assert_eq!(
+            msgq_seed(&none, Some("9".into()), None).unwrap(),
+            (Some(9), false)
+        );
+        assert_eq!(msgq_seed(&none, None, None).unwrap(), (None, false));
+        // Drawn: from the job's shared id when a launcher placed it, so
+        // every process draws alike.
+        let drawn = msgq_seed(&none, Some("draw".into()), Some(77)).unwrap();
+        assert_eq!(drawn, (Some(crate::csd::seed_from(77)), true));
+        assert_eq!(
+            msgq_seed(&flag(MsgqSeed::Draw), None, Some(77)).unwrap(),
+            drawn
+        );
+        // A bad value names the variable.
+        let err = msgq_seed(&none, Some("soon".into()), None).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("CONVERSE_RANDOMIZED_MSGQ=soon: expected a seed"),
+            "{err}"
+        );
+    }
 }
