@@ -100,7 +100,9 @@ pub struct MsgHeader {
     /// the runtime: user sends clear them.
     pub flags: u32,
     /// Collective operation the message belongs to, set by the runtime: the
-    /// multicast group or the reduction key; 0 otherwise.
+    /// multicast group or the reduction key. In a user message, the
+    /// sender's number for it when the job records a trace (`+trace`), 0
+    /// or stale otherwise.
     pub coll: u32,
 }
 
@@ -716,6 +718,19 @@ impl Message {
         unsafe { &*self.buf().data().cast::<MsgHeader>() }
     }
 
+    /// The header for writing if this handle owns its buffer outright;
+    /// `None` for a shared buffer (nothing is copied). One test, no slice:
+    /// for writes on every message (the trace's flow numbers).
+    #[inline]
+    pub fn owned_header_mut(&mut self) -> Option<&mut MsgHeader> {
+        if self.is_shared() {
+            return None;
+        }
+        // SAFETY: as in `header`; the buffer is ours outright (not shared)
+        // and borrowed mutably through `self`.
+        Some(unsafe { &mut *self.buf().data().cast::<MsgHeader>() })
+    }
+
     /// The header, for writing (copies a shared buffer first).
     #[inline]
     pub fn header_mut(&mut self) -> &mut MsgHeader {
@@ -1117,6 +1132,19 @@ mod tests {
         assert_eq!(c.header(), &h);
         assert_eq!(c.payload(), m.payload());
         assert_eq!(m.header().flags, 0);
+    }
+
+    #[test]
+    fn only_an_owned_buffer_lends_its_header() {
+        let mut m = Message::from_payload(3, &[7u8; 20]);
+        m.owned_header_mut().expect("owned").coll = 41;
+        assert_eq!(m.header().coll, 41);
+        let h = *m.header();
+        let mut shared = m.to_shared_with_header(&h);
+        let other = shared.clone();
+        assert!(shared.owned_header_mut().is_none(), "no copy, no write");
+        assert!(shared.is_shared() && other.is_shared());
+        assert_eq!(other.header().coll, 41);
     }
 
     #[test]

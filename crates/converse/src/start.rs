@@ -303,22 +303,17 @@ impl Converse {
                     }
                 }
             }
-            let local = match &placement {
-                Some(place) => place.node..place.node + 1,
-                None => 0..topo.num_nodes(),
-            };
             job.trace = Some(crate::trace::JobTrace::new(
                 job.config.trace.as_ref().map(Into::into),
                 job.config
                     .trace_buffer
                     .unwrap_or(crate::trace::DEFAULT_BUFFER_EVENTS),
+                job.config.trace_exact,
                 stats,
                 job.first_node,
-                local,
                 (job.first_pe..job.first_pe + job.local_pes())
                     .map(|pe| (pe, topo.node_of(pe)))
                     .collect(),
-                pes,
                 crate::msg::system::kind_names(),
             ));
             if let (Some(net), 0) = (&job.net, job.first_node) {

@@ -179,3 +179,151 @@ fn a_suspended_main_flow_keeps_its_slices_whole() {
     );
     assert_eq!(trace["converse"]["handler_runs"], 2);
 }
+
+/// The time of a trace event, in microseconds.
+fn ts(e: &Value) -> f64 {
+    e["ts"]
+        .as_str()
+        .map_or_else(|| e["ts"].as_f64().unwrap(), |s| s.parse().unwrap())
+}
+
+/// A self-send loop of `n` messages on one PE, traced with `flags`; the
+/// trace's summary object.
+fn traced_self_sends(tag: &str, n: u32, flags: &[&str]) -> Value {
+    let path = temp(tag);
+    let file = path.display().to_string();
+    let mut args = vec!["t", "+p", "1", "+trace", &file, "+trace-buffer", "1048576"];
+    args.extend_from_slice(flags);
+    let code = Converse::new()
+        .args(args)
+        .run(move |_| {
+            let left = std::rc::Rc::new(std::cell::Cell::new(n));
+            let again = converse::register_handler(move |msg: Message| {
+                if left.get() == 0 {
+                    converse::exit(0);
+                }
+                left.set(left.get() - 1);
+                converse::sync_send_and_free(0, msg);
+            });
+            converse::sync_send_and_free(0, Message::new(again, 8));
+        })
+        .unwrap();
+    assert_eq!(code, 0);
+    let trace = take_trace(&path);
+    let evs = trace["traceEvents"].as_array().unwrap();
+    // Every handler slice is well formed, and the slices of one PE never
+    // overlap (one level: the handlers do not nest here).
+    let mut slices: Vec<(f64, f64)> = evs
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "handler")
+        .map(|e| (ts(e), ts(e) + e["dur"].as_f64().unwrap()))
+        .collect();
+    slices.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    assert!(slices.iter().all(|s| s.1 >= s.0));
+    assert!(
+        slices.windows(2).all(|w| w[0].1 <= w[1].0 + 0.002),
+        "overlapping slices"
+    );
+    trace["converse"].clone()
+}
+
+/// Short handlers are timed in groups (a clock read for several starts),
+/// long ones each; `+trace-exact` times every start. Either way every
+/// handler run is there and every message's arrow is drawn.
+#[test]
+fn short_handlers_are_timed_in_groups_and_every_message_has_its_arrow() {
+    let n = 20_000;
+    let grouped = traced_self_sends("grouped", n, &[]);
+    let exact = traced_self_sends("exact", n, &["+trace-exact"]);
+    for summary in [&grouped, &exact] {
+        assert_eq!(summary["wrapped"].as_array().unwrap().len(), 0);
+        // The first message, then `n` forwards of it; the last run ends
+        // the job from inside its handler (an unfinished slice).
+        assert_eq!(summary["handler_runs"], u64::from(n), "{summary}");
+        assert_eq!(summary["user_messages_sent"], u64::from(n) + 1);
+        assert_eq!(summary["flows"], u64::from(n) + 1, "{summary}");
+    }
+    assert_eq!(exact["timed_starts"], u64::from(n) + 1, "{exact}");
+    // A self-send's handler takes well under a microsecond (about 20 ns
+    // built for release, 500 for debug): its starts are timed in groups.
+    let timed = grouped["timed_starts"].as_u64().unwrap();
+    assert!(timed < u64::from(n) * 9 / 10, "{grouped}");
+}
+
+static SECOND: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+static FIRST: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+fn on_start(_m: Message) {
+    use std::sync::atomic::Ordering::Relaxed;
+    converse::sync_send_and_free(0, Message::new(FIRST.load(Relaxed), 8));
+    converse::sync_send_and_free(0, Message::new(SECOND.load(Relaxed), 8));
+    converse::deliver_specific_msg(SECOND.load(Relaxed));
+}
+
+fn on_second(_m: Message) {}
+
+fn on_first(_m: Message) {
+    converse::exit_scheduler();
+}
+
+/// An arrow ends at the handler that runs its message, whatever the order
+/// they run in: here `deliver_specific_msg` runs the second message sent
+/// before the first.
+#[test]
+fn an_arrow_ends_at_the_run_of_its_own_message() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let path = temp("order");
+    let file = path.display().to_string();
+    let code = Converse::new()
+        .args(["t", "+p", "1", "+trace", &file])
+        .run(|_| {
+            FIRST.store(converse::register_handler(on_first), Relaxed);
+            SECOND.store(converse::register_handler(on_second), Relaxed);
+            let start = converse::register_handler(on_start);
+            converse::sync_send_and_free(0, Message::new(start, 8));
+            converse::schedule_forever();
+            converse::exit(0);
+        })
+        .unwrap();
+    assert_eq!(code, 0);
+    let trace = take_trace(&path);
+    let evs = trace["traceEvents"].as_array().unwrap();
+    assert_eq!(trace["converse"]["flows"], 3, "{}", trace["converse"]);
+    // The arrows' starts in the order sent: `start`, `first`, `second`.
+    let mut starts: Vec<&Value> = evs.iter().filter(|e| e["ph"] == "s").collect();
+    starts.sort_by(|a, b| ts(a).partial_cmp(&ts(b)).unwrap());
+    // Where each arrow ends: the start of the slice of the handler that
+    // ran its message.
+    let ran: Vec<String> = starts
+        .iter()
+        .map(|s| {
+            let end = evs
+                .iter()
+                .find(|f| f["ph"] == "f" && f["id"] == s["id"])
+                .expect("the arrow's end");
+            assert_eq!(end["bp"], "e");
+            evs.iter()
+                .filter(|e| e["ph"] == "X" && e["cat"] == "handler")
+                .find(|e| (ts(e) - ts(end)).abs() < 1e-9)
+                .and_then(|e| e["name"].as_str())
+                .unwrap_or("no slice")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        ran,
+        ["trace::on_start", "trace::on_first", "trace::on_second"],
+        "each arrow at the run of its own message"
+    );
+    // And they ran in the other order.
+    let mut runs: Vec<&Value> = evs
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] == "handler")
+        .collect();
+    runs.sort_by(|a, b| ts(a).partial_cmp(&ts(b)).unwrap());
+    let names: Vec<&str> = runs.iter().map(|e| e["name"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["trace::on_start", "trace::on_second", "trace::on_first"]
+    );
+}

@@ -71,7 +71,9 @@ impl Pe {
         match self.send.persistent.channel_for(dest, msg.len()) {
             // A ready handle names a PE of another process.
             Some(channel) => {
-                self.trace.sent(dest, false, || (true, msg.len()));
+                if self.trace.on() {
+                    self.trace_send_numbered(dest, false, true, &mut msg);
+                }
                 if self.job.remote().send_on_channel(dest, channel, msg) {
                     self.send.net_posted.set(true);
                 }
@@ -135,9 +137,14 @@ impl Pe {
             return false;
         }
         self.count_created(1);
-        // A copy of a user message (`to`: its PE, or its node).
-        self.trace.sent(to.0, to.1, || (true, msg.len()));
-        if net.send_borrowed(tag, flags, node, self.pe, msg) {
+        // A copy of a user message (`to`: its PE, or its node), numbered
+        // in the header the network writes.
+        let flow = if self.trace.on() {
+            self.trace.sent(to.0, to.1, true, msg.len())
+        } else {
+            0
+        };
+        if net.send_borrowed(tag, flags, node, self.pe, msg, flow) {
             self.send.net_posted.set(true);
         }
         true
@@ -247,12 +254,12 @@ impl Pe {
     /// Puts `msg` in PE `dest`'s inbox (its self-send queue if `dest` is this
     /// PE) as it is: no stamping, no counting, no range check. The runtime's
     /// own sends and forwards use it.
-    pub fn push_to_pe(&self, dest: usize, msg: Message) {
+    pub fn push_to_pe(&self, dest: usize, mut msg: Message) {
         if dest == self.pe {
             self.push_self(msg);
         } else {
             if self.trace.on() {
-                self.trace_send(dest, false, &msg);
+                self.trace_send(dest, false, &mut msg);
             }
             match self.job.local_pe(dest) {
                 Some(target) => {
@@ -272,13 +279,9 @@ impl Pe {
     /// line, so the untraced send path keeps its registers.
     #[cold]
     #[inline(never)]
-    fn trace_send(&self, dest: usize, node: bool, msg: &Message) {
-        self.trace.sent(dest, node, || {
-            (
-                crate::csd::is_user_message(msg) && msg.src_pe() == self.pe,
-                msg.len(),
-            )
-        });
+    fn trace_send(&self, dest: usize, node: bool, msg: &mut Message) {
+        let user = crate::csd::is_user_message(msg) && msg.src_pe() == self.pe;
+        self.trace_send_numbered(dest, node, user, msg);
     }
 
     /// Sends `msg` (a user message) to node `node`: any PE of that node may
@@ -292,9 +295,9 @@ impl Pe {
     }
 
     /// Puts `msg` in node `node`'s inbox as it is.
-    pub fn push_to_node(&self, node: usize, msg: Message) {
+    pub fn push_to_node(&self, node: usize, mut msg: Message) {
         if self.trace.on() {
-            self.trace_send(node, true, &msg);
+            self.trace_send(node, true, &mut msg);
         }
         match self.job.local_node(node) {
             Some(shared) => {

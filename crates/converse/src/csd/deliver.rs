@@ -25,6 +25,7 @@ use crate::msg::message::{
     ARRIVAL_FLAGS, FLAG_BUNDLE, FLAG_NO_QD, Message, SPECIAL_DELIVERY_FLAGS,
 };
 use crate::rt::pe::Pe;
+use crate::trace::Flow;
 
 impl Pe {
     /// The next arrived message (stash, then the released ones, then the
@@ -70,8 +71,6 @@ impl Pe {
         if m.take_net_mark() {
             self.job.remote().consumed(m.len());
         }
-        self.trace
-            .received(Some(self.node), || (m.src_pe(), is_user_message(&m)));
         Some(m)
     }
 
@@ -98,40 +97,10 @@ impl Pe {
                 return Some(m);
             }
         }
-        if self.sched.watched {
-            return self.next_arrival_watched(with_node);
-        }
-        self.sched.self_queue.pop()
-    }
-
-    /// [`Pe::next_arrival_for`] past the inbox when the PE traces or
-    /// randomizes its arrivals (out of line: see `trace::Tracer`).
-    #[cold]
-    #[inline(never)]
-    fn next_arrival_watched(&self, with_node: bool) -> Option<Message> {
         if self.sched.shuffle.is_some() {
             return self.next_shuffled(with_node);
         }
-        self.next_self_send_traced()
-    }
-
-    /// Records `m`, taken from this PE's inbox, in the trace (out of line:
-    /// see `trace::Tracer`).
-    #[cold]
-    #[inline(never)]
-    fn trace_receipt(&self, m: &Message) {
-        self.trace
-            .received(None, || (m.src_pe(), is_user_message(m)));
-    }
-
-    /// [`Pe::next_pe_arrival`]'s self-send, recorded in the trace (one
-    /// call with [`Pe::next_arrival_watched`]).
-    #[inline(always)]
-    fn next_self_send_traced(&self) -> Option<Message> {
-        let m = self.sched.self_queue.pop()?;
-        self.trace
-            .received(None, || (m.src_pe(), is_user_message(&m)));
-        Some(m)
+        self.sched.self_queue.pop()
     }
 
     /// The next message from the released ones or the inbox, routing
@@ -149,9 +118,6 @@ impl Pe {
         while let Some(mut m) = unsafe { self.job.pe(self.pe).inbox.pop() } {
             if m.take_net_mark() {
                 self.job.remote().consumed(m.len());
-            }
-            if self.trace.on() {
-                self.trace_receipt(&m);
             }
             if m.header().flags & ARRIVAL_FLAGS == 0 {
                 return Some(m);
@@ -203,9 +169,6 @@ impl Pe {
                 if m.take_net_mark() {
                     self.job.remote().consumed(m.len());
                 }
-                if self.trace.on() {
-                    self.trace_receipt(&m);
-                }
                 if let Some(m) = self.dispatch.arrived(self, m) {
                     shuffle.hold(m.src_pe(), m, false);
                 }
@@ -215,14 +178,9 @@ impl Pe {
             }
             let node_waits = with_node && !self.job.node(self.node).inbox.is_empty();
             match shuffle.pick(node_waits)? {
-                super::shuffle::Pick::Held(mut m, fresh) => {
-                    if fresh {
-                        if m.take_net_mark() {
-                            self.job.remote().consumed(m.len());
-                        }
-                        if self.trace.on() {
-                            self.trace_receipt(&m);
-                        }
+                super::shuffle::Pick::Held(mut m, marked) => {
+                    if marked && m.take_net_mark() {
+                        self.job.remote().consumed(m.len());
                     }
                     return Some(m);
                 }
@@ -482,14 +440,24 @@ impl Pe {
     #[cold]
     #[inline(never)]
     fn run_handler_traced(&self, f: crate::msg::Handler, index: usize, msg: Message) -> bool {
-        if let Some(ring) = self.trace.plain() {
-            ring.begin(index);
-            f(msg);
-            ring.end();
-            return true;
+        // Two tail calls: each path has a frame of its own.
+        match self.trace.plain() {
+            Some(ring) => run_handler_plain(ring, f, index, msg),
+            None => self.run_handler_watched(f, index, msg),
         }
+    }
+
+    /// [`Pe::run_handler_traced`] on a PE that keeps stats or has a
+    /// watchdog.
+    #[inline(never)]
+    fn run_handler_watched(&self, f: crate::msg::Handler, index: usize, mut msg: Message) -> bool {
         self.answer_watchdog_if_asked();
-        self.trace.begin(index);
+        let flow = if self.trace.records() {
+            take_flow(&mut msg)
+        } else {
+            NO_FLOW
+        };
+        self.trace.begin(index, flow);
         f(msg);
         self.trace.end();
         true
@@ -512,6 +480,40 @@ impl Pe {
                 "malformed multiple-send bundle from PE {src}: {e}"
             ))
         })
+    }
+}
+
+/// [`Pe::run_handler`] on a PE that records a trace and nothing else: a
+/// frame of its own, as small as the hooks allow.
+#[inline(never)]
+fn run_handler_plain(
+    ring: crate::trace::PlainRing<'_>,
+    f: crate::msg::Handler,
+    index: usize,
+    mut msg: Message,
+) -> bool {
+    ring.begin(index, take_flow(&mut msg));
+    f(msg);
+    ring.end();
+    true
+}
+
+/// No user message's flow (`trace`'s "Flows").
+const NO_FLOW: Flow = Flow { src: 0, seq: 0 };
+
+/// The flow number `msg` carries, taken out of its header as it is about
+/// to run (`trace`'s "Flows": so that a message kept and enqueued, or sent
+/// on in a bundle, carries no stale number); none for a runtime message
+/// or a shared buffer (whose header is not written).
+#[inline(always)]
+fn take_flow(msg: &mut Message) -> Flow {
+    let src = msg.src_pe() as u32;
+    match msg.owned_header_mut() {
+        Some(h) if h.flags == 0 => Flow {
+            src,
+            seq: std::mem::take(&mut h.coll),
+        },
+        _ => NO_FLOW,
     }
 }
 

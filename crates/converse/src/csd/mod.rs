@@ -100,23 +100,14 @@ pub(crate) struct SchedState {
     /// `exit_scheduler` was called while no scheduler ran: the next one
     /// started returns at once.
     stop_pending: Cell<bool>,
-    /// Arrivals take a path of their own (the PE traces, or randomizes
-    /// their order): one test on the hot path for both.
-    watched: bool,
     /// `+randomized_msgq`: the arrivals held for a random draw.
     shuffle: Option<Shuffle>,
 }
 
 impl SchedState {
     /// PE `pe`'s scheduler state (of `num_pes`); `msgq_seed`: the order
-    /// of its arrivals is randomized (`+randomized_msgq`); `traced`: the
-    /// PE records a trace.
-    pub(crate) fn new(
-        msgq_seed: Option<u64>,
-        pe: usize,
-        num_pes: usize,
-        traced: bool,
-    ) -> SchedState {
+    /// of its arrivals is randomized (`+randomized_msgq`).
+    pub(crate) fn new(msgq_seed: Option<u64>, pe: usize, num_pes: usize) -> SchedState {
         let shuffle = msgq_seed.map(|seed| Shuffle::new(seed, pe, num_pes));
         SchedState {
             self_queue: Default::default(),
@@ -127,7 +118,6 @@ impl SchedState {
             stop_gen: Default::default(),
             sched_depth: Default::default(),
             stop_pending: Default::default(),
-            watched: traced || shuffle.is_some(),
             shuffle,
         }
     }
@@ -162,9 +152,9 @@ impl Pe {
 
     /// Appends `msg` to this PE's self-send queue.
     #[inline(always)]
-    pub(crate) fn push_self(&self, msg: Message) {
+    pub(crate) fn push_self(&self, mut msg: Message) {
         if self.trace.on() {
-            self.trace_self_send(&msg);
+            self.trace_self_send(&mut msg);
         }
         self.sched.self_queue.push(msg);
     }
@@ -172,10 +162,46 @@ impl Pe {
     /// Records a self-send in the trace (out of line: see `push_self`).
     #[cold]
     #[inline(never)]
-    fn trace_self_send(&self, msg: &Message) {
-        self.trace.sent(self.pe, false, || {
-            (is_user_message(msg) && msg.src_pe() == self.pe, msg.len())
-        });
+    fn trace_self_send(&self, msg: &mut Message) {
+        let user = is_user_message(msg) && msg.src_pe() == self.pe;
+        match self.trace.plain() {
+            Some(ring) => {
+                let len = msg.len();
+                let seq = match msg.owned_header_mut().filter(|_| user) {
+                    Some(header) => {
+                        let seq = ring.number(true);
+                        header.coll = seq;
+                        seq
+                    }
+                    None => 0,
+                };
+                // Last: a pending end's write is then a tail call, and
+                // this frame stays without saved registers.
+                ring.sent(self.pe, seq, len);
+            }
+            None => self.trace_send_numbered(self.pe, false, user, msg),
+        }
+    }
+
+    /// Records `msg` leaving for PE (or, if `node`, node) `dest` in the
+    /// trace; `user`: a user message sent by this PE, whose number is
+    /// written in its header (`trace`'s "Flows"; a shared buffer's header
+    /// is not written: the send is recorded without a number).
+    #[inline(never)]
+    pub(crate) fn trace_send_numbered(
+        &self,
+        dest: usize,
+        node: bool,
+        user: bool,
+        msg: &mut Message,
+    ) {
+        let len = msg.len();
+        match msg.owned_header_mut().filter(|_| user) {
+            Some(header) => header.coll = self.trace.sent(dest, node, true, len),
+            None => {
+                self.trace.sent(dest, node, false, len);
+            }
+        }
     }
 
     /// Hands back an arrived message that routing held back: it is taken

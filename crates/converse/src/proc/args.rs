@@ -52,6 +52,10 @@ pub struct Config {
     /// `+trace-buffer N`: events each PE's trace ring holds (the oldest
     /// are overwritten beyond; the trace says how many).
     pub trace_buffer: Option<usize>,
+    /// `+trace-exact`: time every handler start the trace records (by
+    /// default a PE whose handlers are short times them in groups of about
+    /// a microsecond, `trace::ring_writer`).
+    pub trace_exact: bool,
     /// `+stats`: at the end of the job, process 0 prints a summary per PE
     /// (busy, idle and overhead time, messages, top handlers) to stderr
     /// (`converse::trace`).
@@ -146,7 +150,7 @@ impl fmt::Display for ArgError {
             ArgError::UnknownFlag(flag) => write!(
                 f,
                 "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M, ++spantree-branch K, +stacksize S, \
-                 ++netmod NAME, ++timeout S, ++lmt get|put|coop, +balancer NAME, +trace FILE, +trace-buffer N, +stats, +stats-plot FILE, +randomized_msgq [SEED], ++watchdog S, ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
+                 ++netmod NAME, ++timeout S, ++lmt get|put|coop, +balancer NAME, +trace FILE, +trace-buffer N, +trace-exact, +stats, +stats-plot FILE, +randomized_msgq [SEED], ++watchdog S, ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
             ),
             ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
             ArgError::BadValue {
@@ -327,6 +331,10 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
         }
         if name == "+stats" {
             flags.stats = true;
+            continue;
+        }
+        if name == "+trace-exact" {
+            flags.trace_exact = true;
             continue;
         }
         if name == "+stats-plot" {

@@ -903,8 +903,9 @@ impl Network {
     /// Sends a copy of `msg`, stamped as a user message from PE `src`, to
     /// `tag` (a PE, or a node with [`FLAG_NODE`]) on process `peer`: written
     /// from `msg`'s own bytes as far as the network takes them at once, the
-    /// rest copied (`sync_send` without a copy of its own). Returns true if
-    /// bytes wait for [`Network::flush`].
+    /// rest copied (`sync_send` without a copy of its own); `flow` goes in
+    /// the header's `coll` (the trace's number, 0 for none). Returns true
+    /// if bytes wait for [`Network::flush`].
     pub fn send_borrowed(
         &self,
         tag: usize,
@@ -912,13 +913,16 @@ impl Network {
         peer: usize,
         src: usize,
         msg: &Message,
+        flow: u32,
     ) -> bool {
         check_crosses(msg);
         // The stamp a sent copy would get (`Pe::stamp_user_message`): the
-        // true size, no runtime flags. The sender travels in the frame.
+        // true size, no runtime flags, and the trace's flow number (0:
+        // none, `trace`). The sender travels in the frame.
         let mut head = *msg.header();
         head.total_size = msg.len() as u32;
         head.flags = 0;
+        head.coll = flow;
         let header = message_header_for(src, tag, flags, msg.len());
         let part = self.links.to(peer);
         let iov: [&[u8]; 2] = [

@@ -116,7 +116,6 @@ impl Pe {
             job.watchdog.as_ref().map(|w| w.pe(pe)),
             pe,
             topo.node_of(pe),
-            topo.num_pes(),
         );
         Pe {
             pe,
@@ -129,7 +128,7 @@ impl Pe {
             globals: RefCell::new(Vec::new()),
             node_globals: RefCell::new(Vec::new()),
             send: SendState::default(),
-            sched: SchedState::new(job.msgq_seed, pe, topo.num_pes(), trace.records()),
+            sched: SchedState::new(job.msgq_seed, pe, topo.num_pes()),
             coll: CollState::default(),
             qd: QdState::default(),
             cth: CthState::new(pe),

@@ -8,10 +8,9 @@
 //! - Handler runs, spans and idle periods are complete events (`"ph":
 //!   "X"`); marks and thread switches are instant events (`"ph": "i"`).
 //! - A user message is a flow: `"ph": "s"` at its send (bound to the
-//!   slice that sent it) and `"ph": "f"` at its receipt (bound to the next
-//!   slice to start on the receiving PE, the handler that takes it). Only
-//!   pairs whose both ends are in the file are drawn; the rest are
-//!   counted in the summary.
+//!   slice that sent it) and `"ph": "f"` at the start of the handler that
+//!   runs it (`"bp": "e"`: bound to that slice). Only pairs whose both
+//!   ends are in the file are drawn; the rest are counted in the summary.
 //! - A PE whose ring wrapped has a mark at its first event saying how
 //!   many earlier events were lost; the top-level `"converse"` object
 //!   (which the viewers ignore) lists them, with the flows matched and
@@ -19,21 +18,25 @@
 //!
 //! # Placing untimed events
 //!
-//! A run of untimed events (ends, sends, receipts) between two timed ones
-//! at `ta` and `tb` is placed just before `tb`, one nanosecond apart
-//! (closer if the gap is smaller), in order: a handler's slice runs until
-//! the next thing its PE did.
+//! A clock reading times the handler start after it. The untimed handler
+//! starts between two timed events at `ta` and `tb` (a group, see
+//! `ring_writer`) share `ta..tb` evenly with the start that opened the
+//! group; a group longer than [`STRETCHED_NS`] has its slices marked
+//! ("timing" in their args: their times are a guess). The other untimed
+//! events (ends, sends) are placed just before the next placed event, one
+//! nanosecond apart (closer if the gap is smaller), in order: a handler's
+//! slice runs until the next thing its PE did.
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::event::Event;
+use super::event::{Event, Flow};
 use super::part::{PePart, ProcessPart};
 
-/// A message's number: sender PE, destination (PE, or node if the flag
-/// is set), and its number between the two.
-type FlowKey = (u32, bool, u32, u32);
+/// A message's number: sender PE and its number there (`trace`'s
+/// "Flows").
+type FlowKey = (u32, u32);
 
 /// Writes `parts` (one per process present) as one trace file at `path`;
 /// `note` says why the trace ends early, if it does. Returns a one-line
@@ -49,8 +52,18 @@ pub(crate) fn write_trace(
     Ok(summary)
 }
 
-/// An open slice: its start, name and category.
-type Open<'a> = (f64, Cow<'a, str>, &'static str);
+/// An open slice: its start, name, category, and what its args say of
+/// its timing (see [`Placed::shared`]).
+struct Open<'a> {
+    at: f64,
+    name: Cow<'a, str>,
+    cat: &'static str,
+    shared: Option<(usize, f64)>,
+}
+
+/// Groups of handler starts spanning more than this (nanoseconds) are
+/// marked in the file: the handlers' times within it are a guess.
+const STRETCHED_NS: f64 = 5000.0;
 
 /// One PE's events, decoded and placed in time (nanoseconds since the
 /// earliest event of the trace).
@@ -60,19 +73,96 @@ struct Placed {
     kinds: std::rc::Rc<HashMap<u32, String>>,
     part: PePart,
     events: Vec<(f64, Event)>,
+    /// Per event: for a handler start of a group longer than
+    /// [`STRETCHED_NS`], the group's size and span.
+    shared: Vec<Option<(usize, f64)>>,
+    /// Handler starts the PE timed (the others were spread).
+    timed_starts: u64,
 }
 
 /// Places `part`'s events in time, in nanoseconds since `base` (the
 /// earliest timed event of the trace: subtracted as integers, since a Unix
 /// time in nanoseconds is a multiple of 256 as an `f64`).
 fn place(pid: u32, kinds: std::rc::Rc<HashMap<u32, String>>, part: PePart, base: u64) -> Placed {
-    let decoded: Vec<Event> = part
-        .events
-        .iter()
-        .filter_map(|&w| Event::decode(w))
+    let rel = |t: u64| t.saturating_sub(base) as f64;
+    // 1. A clock reading times the handler start after it; a start's
+    // folded end becomes an event of its own before it.
+    let mut events: Vec<(Option<f64>, Event)> = Vec::with_capacity(part.events.len());
+    let mut clock: Option<u64> = None;
+    let mut timed_starts = 0;
+    for e in part.events.iter().filter_map(|&w| Event::decode(w)) {
+        match e {
+            Event::Begin {
+                index,
+                runtime,
+                closes,
+                flow,
+            } => {
+                if closes {
+                    events.push((None, Event::End));
+                }
+                let t = clock.take().map(rel);
+                timed_starts += u64::from(t.is_some());
+                events.push((
+                    t,
+                    Event::Begin {
+                        index,
+                        runtime,
+                        closes: false,
+                        flow,
+                    },
+                ));
+            }
+            other => {
+                // A reading followed by something else: a moment alone.
+                let new = match other {
+                    Event::Clock { t } => Some(t),
+                    _ => None,
+                };
+                if let Some(t) = std::mem::replace(&mut clock, new) {
+                    events.push((Some(rel(t)), Event::Clock { t }));
+                }
+                if new.is_none() {
+                    events.push((other.time().map(rel), other));
+                }
+            }
+        }
+    }
+    if let Some(t) = clock {
+        events.push((Some(rel(t)), Event::Clock { t }));
+    }
+    // 2. The untimed starts between two timed events (a group, see
+    // `ring_writer`) share its span evenly with the start that opened it.
+    let mut shared = vec![None; events.len()];
+    let timed: Vec<usize> = (0..events.len())
+        .filter(|&i| events[i].0.is_some())
         .collect();
-    let mut events = Vec::with_capacity(decoded.len());
-    let mut last_timed: Option<f64> = None;
+    for pair in timed.windows(2) {
+        let (a, b) = (pair[0], pair[1]);
+        let starts: Vec<usize> = (a + 1..b)
+            .filter(|&i| matches!(events[i].1, Event::Begin { .. }))
+            .collect();
+        if starts.is_empty() {
+            continue;
+        }
+        let (ta, tb) = (events[a].0.unwrap_or(0.0), events[b].0.unwrap_or(0.0));
+        let size = starts.len() + 1;
+        let share = (tb - ta).max(0.0) / size as f64;
+        for (i, &k) in starts.iter().enumerate() {
+            events[k].0 = Some(ta + (i + 1) as f64 * share);
+        }
+        if tb - ta > STRETCHED_NS {
+            let group = Some((size, tb - ta));
+            for &k in starts.iter().chain([a].iter()) {
+                if matches!(events[k].1, Event::Begin { .. }) {
+                    shared[k] = group;
+                }
+            }
+        }
+    }
+    // 3. The other untimed events sit just before the next placed one.
+    let mut out = Vec::with_capacity(events.len());
+    let mut last_placed: Option<f64> = None;
     let mut pending: Vec<Event> = Vec::new();
     let flush =
         |pending: &mut Vec<Event>, ta: Option<f64>, tb: f64, out: &mut Vec<(f64, Event)>| {
@@ -86,27 +176,33 @@ fn place(pid: u32, kinds: std::rc::Rc<HashMap<u32, String>>, part: PePart, base:
                 out.push((tb - (k - i) as f64 * step, e));
             }
         };
-    for e in decoded {
-        match e.time() {
+    let mut out_shared = Vec::with_capacity(events.len());
+    for ((t, e), note) in events.into_iter().zip(shared) {
+        match t {
             Some(t) => {
-                let t = t.saturating_sub(base) as f64;
-                flush(&mut pending, last_timed, t, &mut events);
-                events.push((t, e));
-                last_timed = Some(t);
+                let before = pending.len();
+                flush(&mut pending, last_placed, t, &mut out);
+                out_shared.extend(std::iter::repeat_n(None, before));
+                out.push((t, e));
+                out_shared.push(note);
+                last_placed = Some(t);
             }
             None => pending.push(e),
         }
     }
     // A tail of untimed events (the PE ended inside a handler, say):
-    // placed just after the last timed one.
-    let k = pending.len() as f64;
-    let tail = last_timed.unwrap_or(0.0) + k + 1.0;
-    flush(&mut pending, last_timed, tail, &mut events);
+    // placed just after the last placed one.
+    let k = pending.len();
+    let tail = last_placed.unwrap_or(0.0) + k as f64 + 1.0;
+    flush(&mut pending, last_placed, tail, &mut out);
+    out_shared.extend(std::iter::repeat_n(None, k));
     Placed {
         pid,
         kinds,
         part,
-        events,
+        events: out,
+        shared: out_shared,
+        timed_starts,
     }
 }
 
@@ -167,14 +263,14 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
     for p in &placed {
         for (_, e) in &p.events {
             match *e {
-                Event::Send {
-                    dest, node, seq, ..
-                } if seq != 0 => {
-                    sends.insert((p.part.pe, node, dest, seq));
+                Event::Send { seq, .. } if seq != 0 => {
+                    sends.insert((p.part.pe, seq));
                 }
-                Event::Receipt { src, node, seq } => {
-                    let dest = if node { p.part.node } else { p.part.pe };
-                    receipts.insert((src, node, dest, seq));
+                Event::Begin {
+                    flow: Some(Flow { src, seq }),
+                    ..
+                } => {
+                    receipts.insert((src, seq));
                 }
                 _ => {}
             }
@@ -186,6 +282,8 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
         ids.insert(*key, next);
     }
     let (mut handler_runs, mut wrapped) = (0u64, Vec::new());
+    let timed_starts: u64 = placed.iter().map(|p| p.timed_starts).sum();
+    let mut stretched_starts = 0u64;
     let mut pes = Vec::new();
     for p in &placed {
         let (pid, tid) = (p.pid, p.part.pe);
@@ -247,31 +345,64 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
         let mut current = 0u32;
         let mut idle_since: Option<f64> = None;
         let last = p.events.last().map_or(t0, |e| e.0);
+        // A slice from `o`'s start to `b`; `unfinished`: it was still open
+        // when the PE's events end.
         let slice = |out: &mut String,
                      emit: &mut dyn FnMut(&mut String, String),
-                     name: &str,
-                     cat: &str,
-                     a: f64,
+                     o: &Open<'_>,
                      b: f64,
-                     open: bool| {
-            let args = if open {
-                ",\"args\":{\"unfinished\":true}"
+                     unfinished: bool| {
+            let mut args = Vec::new();
+            if unfinished {
+                args.push("\"unfinished\":true".to_string());
+            }
+            if let Some((size, span)) = o.shared {
+                args.push(format!(
+                    "\"timing\":\"not timed apart: one of {size} handler runs over {:.1} us, each drawn with an equal share\"",
+                    span / 1000.0
+                ));
+            }
+            let args = if args.is_empty() {
+                String::new()
             } else {
-                ""
+                format!(",\"args\":{{{}}}", args.join(","))
             };
             emit(
                 out,
                 format!(
-                    "{{\"ph\":\"X\",\"cat\":\"{cat}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{:.3}{args}}}",
-                    quote(name),
-                    ts(a),
-                    (b - a).max(0.0) / 1000.0
+                    "{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{:.3}{args}}}",
+                    o.cat,
+                    quote(&o.name),
+                    ts(o.at),
+                    (b - o.at).max(0.0) / 1000.0
                 ),
             );
         };
-        for &(t, e) in &p.events {
+        let idle = |at: f64| Open {
+            at,
+            name: Cow::Borrowed("idle"),
+            cat: "idle",
+            shared: None,
+        };
+        for (i, &(t, e)) in p.events.iter().enumerate() {
             match e {
-                Event::Begin { index, runtime, .. } => {
+                Event::Begin {
+                    index,
+                    runtime,
+                    flow,
+                    ..
+                } => {
+                    // The arrow's end, bound to the slice that starts here
+                    // (`"bp":"e"`: the enclosing slice).
+                    if let Some(id) = flow.and_then(|f| ids.get(&(f.src, f.seq))) {
+                        emit(
+                            &mut out,
+                            format!(
+                                "{{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"message\",\"name\":\"message\",\"id\":{id},\"pid\":{pid},\"tid\":{tid},\"ts\":{}}}",
+                                ts(t)
+                            ),
+                        );
+                    }
                     let name: Cow<'_, str> = if runtime && index == 0 {
                         Cow::Borrowed("converse: reduction contribution")
                     } else if runtime {
@@ -285,33 +416,44 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
                             Err(_) => Cow::Owned(format!("handler {index}")),
                         }
                     };
-                    stack_of(&mut stacks, current).push((t, name, "handler"));
+                    stretched_starts += u64::from(p.shared[i].is_some());
+                    stack_of(&mut stacks, current).push(Open {
+                        at: t,
+                        name,
+                        cat: "handler",
+                        shared: p.shared[i],
+                    });
                 }
                 Event::End => {
                     let stack = stack_of(&mut stacks, current);
                     // Spans left open inside the handler end with it.
-                    while let Some((a, name, cat)) = stack.pop() {
-                        slice(&mut out, &mut emit, &name, cat, a, t, false);
-                        if cat == "handler" {
+                    while let Some(o) = stack.pop() {
+                        slice(&mut out, &mut emit, &o, t, false);
+                        if o.cat == "handler" {
                             handler_runs += 1;
                             break;
                         }
                     }
                 }
                 Event::SpanBegin { name, .. } => {
-                    stack_of(&mut stacks, current).push((t, Cow::Owned(name_of(name)), "span"));
+                    stack_of(&mut stacks, current).push(Open {
+                        at: t,
+                        name: Cow::Owned(name_of(name)),
+                        cat: "span",
+                        shared: None,
+                    });
                 }
                 Event::SpanEnd { name, .. } => {
                     let stack = stack_of(&mut stacks, current);
                     let want = name_of(name);
                     if let Some(pos) = stack
                         .iter()
-                        .rposition(|(_, n, c)| *c == "span" && *n == want)
+                        .rposition(|o| o.cat == "span" && o.name == want)
                     {
                         // Spans opened after it and not closed end with it.
                         while stack.len() > pos {
-                            let (a, n, c) = stack.pop().expect("non-empty");
-                            slice(&mut out, &mut emit, &n, c, a, t, false);
+                            let o = stack.pop().expect("non-empty");
+                            slice(&mut out, &mut emit, &o, t, false);
                         }
                     }
                 }
@@ -320,7 +462,7 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
                 }
                 Event::IdleEnd { .. } => {
                     if let Some(a) = idle_since.take() {
-                        slice(&mut out, &mut emit, "idle", "idle", a, t, false);
+                        slice(&mut out, &mut emit, &idle(a), t, false);
                     }
                 }
                 Event::Switch { thread, .. } => {
@@ -354,7 +496,7 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
                     seq,
                     len,
                 } => {
-                    if let Some(id) = ids.get(&(tid, node, dest, seq)) {
+                    if let Some(id) = ids.get(&(tid, seq)) {
                         emit(
                             &mut out,
                             format!(
@@ -365,30 +507,18 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
                         );
                     }
                 }
-                Event::Receipt { src, node, seq } => {
-                    let dest = if node { p.part.node } else { tid };
-                    if let Some(id) = ids.get(&(src, node, dest, seq)) {
-                        emit(
-                            &mut out,
-                            format!(
-                                "{{\"ph\":\"f\",\"cat\":\"message\",\"name\":\"message\",\"id\":{id},\"pid\":{pid},\"tid\":{tid},\"ts\":{}}}",
-                                ts(t)
-                            ),
-                        );
-                    }
-                }
-                Event::SchedulerLeave { .. } => {}
+                Event::SchedulerLeave { .. } | Event::Clock { .. } => {}
             }
         }
         // What is still open ends at the PE's last event.
         if let Some(a) = idle_since {
-            slice(&mut out, &mut emit, "idle", "idle", a, last, false);
+            slice(&mut out, &mut emit, &idle(a), last, false);
         }
         let mut stacks: Vec<(u32, Vec<Open<'_>>)> = stacks.into_iter().collect();
         stacks.sort_unstable_by_key(|s| s.0);
         for (_, stack) in &mut stacks {
-            while let Some((a, name, cat)) = stack.pop() {
-                slice(&mut out, &mut emit, &name, cat, a, last, true);
+            while let Some(o) = stack.pop() {
+                slice(&mut out, &mut emit, &o, last, true);
             }
         }
     }
@@ -398,7 +528,7 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
     out.push_str("\n],\n\"converse\":{");
     let _ = write!(
         out,
-        "\"complete\":{complete},\"note\":{},\"processes\":{processes:?},\"pes\":{pes:?},\"handler_runs\":{handler_runs},\"user_messages_sent\":{sends_total},\"user_messages_received\":{receipts_total},\"flows\":{matched},\"wrapped\":[",
+        "\"complete\":{complete},\"note\":{},\"processes\":{processes:?},\"pes\":{pes:?},\"handler_runs\":{handler_runs},\"timed_starts\":{timed_starts},\"stretched_starts\":{stretched_starts},\"user_messages_sent\":{sends_total},\"user_messages_received\":{receipts_total},\"flows\":{matched},\"wrapped\":[",
         quote(note)
     );
     for (i, (pe, lost)) in wrapped.iter().enumerate() {
@@ -485,73 +615,142 @@ fn quote(s: &str) -> String {
 mod tests {
     use super::*;
 
-    fn timed(e: Event) -> [u64; 2] {
-        e.encode()
+    /// A timed handler start: a clock reading and the start.
+    fn timed_start(index: u32, t: u64) -> [[u64; 2]; 2] {
+        [Event::Clock { t }.encode(), start(index, false)]
+    }
+
+    fn start(index: u32, closes: bool) -> [u64; 2] {
+        Event::Begin {
+            index,
+            runtime: false,
+            closes,
+            flow: None,
+        }
+        .encode()
+    }
+
+    fn times(p: &Placed) -> Vec<f64> {
+        p.events.iter().map(|e| e.0).collect()
     }
 
     #[test]
     fn untimed_events_sit_just_before_the_next_timed_one() {
+        let mut events = timed_start(1, 1000).to_vec();
+        events.push(Event::End.encode());
+        events.extend(timed_start(1, 5000));
         let part = PePart {
             pe: 0,
-            events: vec![
-                timed(Event::Begin {
-                    index: 1,
-                    runtime: false,
-                    t: 1000,
-                }),
-                Event::End.encode(),
-                timed(Event::Begin {
-                    index: 1,
-                    runtime: false,
-                    t: 5000,
-                }),
-            ],
+            events,
             ..PePart::default()
         };
         let p = place(0, Default::default(), part, 0);
-        let times: Vec<f64> = p.events.iter().map(|e| e.0).collect();
-        assert_eq!(times, vec![1000.0, 4999.0, 5000.0]);
+        assert_eq!(times(&p), vec![1000.0, 4999.0, 5000.0]);
+        assert_eq!(p.timed_starts, 2);
+    }
+
+    #[test]
+    fn a_group_shares_its_span_and_a_long_one_is_marked() {
+        // Four starts, the first timed, then idle 400 ns later: each
+        // start a quarter; the folded end becomes an event just before
+        // each start.
+        let mut events = timed_start(1, 1000).to_vec();
+        for _ in 0..3 {
+            events.push(start(1, true));
+        }
+        events.push(Event::IdleBegin { t: 1400 }.encode());
+        // The same after the idle period, over 40 us: marked.
+        events.extend(timed_start(2, 10_000));
+        for _ in 0..3 {
+            events.push(start(2, true));
+        }
+        events.push(Event::Clock { t: 50_000 }.encode());
+        let part = PePart {
+            pe: 0,
+            events,
+            ..PePart::default()
+        };
+        let p = place(0, Default::default(), part, 0);
+        let starts: Vec<(f64, bool)> = p
+            .events
+            .iter()
+            .zip(&p.shared)
+            .filter(|(e, _)| matches!(e.1, Event::Begin { .. }))
+            .map(|(e, s)| (e.0, s.is_some()))
+            .collect();
+        assert_eq!(
+            starts,
+            vec![
+                (1000.0, false),
+                (1100.0, false),
+                (1200.0, false),
+                (1300.0, false),
+                (10_000.0, true),
+                (20_000.0, true),
+                (30_000.0, true),
+                (40_000.0, true),
+            ]
+        );
+        let ends = p.events.iter().filter(|e| e.1 == Event::End).count();
+        assert_eq!(ends, 6);
+        assert_eq!(p.timed_starts, 2);
+        // Every event in time order.
+        assert!(
+            times(&p).windows(2).all(|w| w[0] <= w[1]),
+            "{:?}",
+            times(&p)
+        );
+        let part = ProcessPart {
+            process: 0,
+            complete: true,
+            pes: vec![p.part],
+            ..ProcessPart::default()
+        };
+        let (json, _) = render(vec![part], "");
+        assert!(
+            json.contains("not timed apart: one of 4 handler runs over 40.0 us"),
+            "{json}"
+        );
+        assert!(
+            json.contains(r#""timed_starts":2,"stretched_starts":4"#),
+            "{json}"
+        );
     }
 
     #[test]
     fn a_send_and_its_receipt_become_one_flow_and_strings_are_escaped() {
+        let mut a = timed_start(1, 10).to_vec();
+        a.push(
+            Event::Send {
+                dest: 1,
+                node: false,
+                seq: 1,
+                len: 40,
+            }
+            .encode(),
+        );
+        a.push(Event::End.encode());
+        a.push(Event::IdleBegin { t: 20 }.encode());
         let a = PePart {
             pe: 0,
             handlers: vec![(1, "my \"quoted\" handler".into())],
-            events: vec![
-                timed(Event::Begin {
-                    index: 1,
-                    runtime: false,
-                    t: 10,
-                }),
-                Event::Send {
-                    dest: 1,
-                    node: false,
-                    seq: 1,
-                    len: 40,
-                }
-                .encode(),
-                Event::End.encode(),
-                timed(Event::IdleBegin { t: 20 }),
-            ],
+            events: a,
             ..PePart::default()
         };
+        // The flow number on the start of the handler that runs it.
         let b = PePart {
             pe: 1,
             lost: 3,
             capacity: 4,
             events: vec![
-                Event::Receipt {
-                    src: 0,
-                    node: false,
-                    seq: 1,
-                }
-                .encode(),
-                timed(Event::Begin {
+                Event::Clock { t: 30 }.encode(),
+                Event::Begin {
                     index: 1,
                     runtime: false,
-                    t: 30,
-                }),
+                    closes: false,
+                    flow: Some(Flow { src: 0, seq: 1 }),
+                }
+                .encode(),
                 Event::End.encode(),
             ],
             ..PePart::default()

@@ -2,11 +2,21 @@
 //!
 //! Word 0: the kind (low 8 bits), a small field (bits 8..32) and a 32-bit
 //! argument (high half). Word 1: the time in ticks for a *timed* kind;
-//! for an untimed one, more argument. Untimed events (a handler's end, a
-//! send, a receipt) cost no clock read: the writer places them just
-//! before the next timed event of their PE (see `chrome`), which on a busy
-//! PE is the next handler's start, so the time between two handler starts
-//! goes to the first, scheduler overhead included.
+//! for an untimed one, more argument.
+//!
+//! Most events are untimed and cost no clock read: a handler's end, a
+//! send, and most handler starts. A timed handler start is a
+//! [`Event::Clock`] followed by its [`Event::Begin`]; the PE times starts
+//! in groups (`ring_writer`), and the file's writer spreads the untimed
+//! starts of a group evenly between its timed neighbours (`chrome`).
+//! Other untimed events are placed just before the next placed event of
+//! their PE, so the time between two handler starts goes to the first,
+//! scheduler overhead included.
+//!
+//! A handler start carries the end of the previous handler if that came
+//! just before it (`closes`), and the flow number of the user message it
+//! runs (`flow`, see `trace`'s "Flows"): a message costs two events, its
+//! send and its handler's start.
 //!
 //! Decoding never trusts the words: events travel between processes, and
 //! an unknown kind is `None`, which the writer skips.
@@ -15,10 +25,19 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Event {
     /// A handler starts: `index` in the PE's handler table, or, if
-    /// `runtime`, a runtime message of system kind `index`.
+    /// `runtime`, a runtime message of system kind `index`. Timed when
+    /// the event before it is a [`Event::Clock`]. `closes`: the innermost
+    /// running handler returned just before (an [`Event::End`] folded in);
+    /// `flow`: the user message it runs, by its sender's number.
     Begin {
         index: u32,
         runtime: bool,
+        closes: bool,
+        flow: Option<Flow>,
+    },
+    /// A clock reading: the time of the handler start that follows, or,
+    /// alone, just a moment of the PE (its last, say).
+    Clock {
         t: u64,
     },
     /// The innermost running handler returns.
@@ -32,20 +51,13 @@ pub(crate) enum Event {
         t: u64,
     },
     /// A message left for PE (or, if `node`, node) `dest`; `seq` numbers
-    /// the user messages from this PE to that destination from 1 (0: a
-    /// runtime message, which has no flow).
+    /// the user messages this PE sends, from 1 (0: a runtime message, or a
+    /// user message that has no flow).
     Send {
         dest: u32,
         node: bool,
         seq: u32,
         len: u32,
-    },
-    /// A user message from PE `src` was taken from this PE's (or, if
-    /// `node`, its node's) arrivals: the `seq`-th from `src` there.
-    Receipt {
-        src: u32,
-        node: bool,
-        seq: u32,
     },
     /// The PE switches to user-level thread `thread` (0: the main flow).
     Switch {
@@ -74,6 +86,14 @@ pub(crate) enum Event {
     },
 }
 
+/// A user message by its sender's numbering: the `seq`-th user message
+/// PE `src` sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Flow {
+    pub src: u32,
+    pub seq: u32,
+}
+
 /// What a point event is about.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
@@ -98,12 +118,29 @@ const END: u64 = 2;
 const IDLE_BEGIN: u64 = 3;
 const IDLE_END: u64 = 4;
 const SEND: u64 = 5;
-const RECEIPT: u64 = 6;
 const SWITCH: u64 = 7;
 const SPAN_BEGIN: u64 = 8;
 const SPAN_END: u64 = 9;
 const MARK: u64 = 10;
 const LEAVE: u64 = 11;
+const CLOCK: u64 = 12;
+
+/// The small field of a [`Event::Begin`]: its flags.
+const BEGIN_RUNTIME: u64 = 1 << 8;
+const BEGIN_CLOSES: u64 = 1 << 9;
+
+/// A handler start's two words: `flow`'s number 0 is none (senders number
+/// from 1). Built here field by field for `ring_writer`'s hot path.
+#[inline(always)]
+pub(crate) fn begin_words(index: u32, runtime: bool, closes: bool, flow: Flow) -> [u64; 2] {
+    [
+        BEGIN
+            | if runtime { BEGIN_RUNTIME } else { 0 }
+            | if closes { BEGIN_CLOSES } else { 0 }
+            | (u64::from(flow.src) << 32),
+        u64::from(index) | (u64::from(flow.seq) << 32),
+    ]
+}
 
 #[inline]
 fn w0(kind: u64, small: u32, arg: u32) -> u64 {
@@ -115,7 +152,18 @@ impl Event {
     #[inline]
     pub fn encode(self) -> [u64; 2] {
         match self {
-            Event::Begin { index, runtime, t } => [w0(BEGIN, runtime as u32, index), t],
+            Event::Begin {
+                index,
+                runtime,
+                closes,
+                flow,
+            } => begin_words(
+                index,
+                runtime,
+                closes,
+                flow.unwrap_or(Flow { src: 0, seq: 0 }),
+            ),
+            Event::Clock { t } => [CLOCK, t],
             Event::End => [END, 0],
             Event::IdleBegin { t } => [IDLE_BEGIN, t],
             Event::IdleEnd { t } => [IDLE_END, t],
@@ -128,7 +176,6 @@ impl Event {
                 w0(SEND, node as u32, dest),
                 u64::from(seq) | (u64::from(len) << 32),
             ],
-            Event::Receipt { src, node, seq } => [w0(RECEIPT, node as u32, src), u64::from(seq)],
             Event::Switch { thread, t } => [w0(SWITCH, 0, thread), t],
             Event::SpanBegin { name, t } => [w0(SPAN_BEGIN, 0, name), t],
             Event::SpanEnd { name, t } => [w0(SPAN_END, 0, name), t],
@@ -143,10 +190,16 @@ impl Event {
         let arg = (a >> 32) as u32;
         Some(match a & 0xff {
             BEGIN => Event::Begin {
-                index: arg,
-                runtime: small & 1 != 0,
-                t: b,
+                index: b as u32,
+                runtime: a & BEGIN_RUNTIME != 0,
+                closes: a & BEGIN_CLOSES != 0,
+                flow: Some(Flow {
+                    src: arg,
+                    seq: (b >> 32) as u32,
+                })
+                .filter(|f| f.seq != 0),
             },
+            CLOCK => Event::Clock { t: b },
             END => Event::End,
             IDLE_BEGIN => Event::IdleBegin { t: b },
             IDLE_END => Event::IdleEnd { t: b },
@@ -155,11 +208,6 @@ impl Event {
                 node: small & 1 != 0,
                 seq: b as u32,
                 len: (b >> 32) as u32,
-            },
-            RECEIPT => Event::Receipt {
-                src: arg,
-                node: small & 1 != 0,
-                seq: b as u32,
             },
             SWITCH => Event::Switch { thread: arg, t: b },
             SPAN_BEGIN => Event::SpanBegin { name: arg, t: b },
@@ -182,7 +230,7 @@ impl Event {
     /// The event's time in ticks, if it is timed.
     pub fn time(&self) -> Option<u64> {
         match *self {
-            Event::Begin { t, .. }
+            Event::Clock { t }
             | Event::IdleBegin { t }
             | Event::IdleEnd { t }
             | Event::Switch { t, .. }
@@ -190,18 +238,14 @@ impl Event {
             | Event::SpanEnd { t, .. }
             | Event::Mark { t, .. }
             | Event::SchedulerLeave { t } => Some(t),
-            Event::End | Event::Send { .. } | Event::Receipt { .. } => None,
+            Event::Begin { .. } | Event::End | Event::Send { .. } => None,
         }
     }
 
     /// The same event with its time replaced (timed kinds only).
     pub fn with_time(self, new: u64) -> Event {
         match self {
-            Event::Begin { index, runtime, .. } => Event::Begin {
-                index,
-                runtime,
-                t: new,
-            },
+            Event::Clock { .. } => Event::Clock { t: new },
             Event::IdleBegin { .. } => Event::IdleBegin { t: new },
             Event::IdleEnd { .. } => Event::IdleEnd { t: new },
             Event::Switch { thread, .. } => Event::Switch { thread, t: new },
@@ -224,13 +268,25 @@ mod tests {
             Event::Begin {
                 index: 7,
                 runtime: false,
-                t: 1,
+                closes: false,
+                flow: None,
             },
             Event::Begin {
                 index: u32::MAX,
                 runtime: true,
-                t: u64::MAX,
+                closes: true,
+                flow: Some(Flow {
+                    src: u32::MAX,
+                    seq: u32::MAX,
+                }),
             },
+            Event::Begin {
+                index: 0,
+                runtime: false,
+                closes: false,
+                flow: Some(Flow { src: 0, seq: 1 }),
+            },
+            Event::Clock { t: u64::MAX },
             Event::End,
             Event::IdleBegin { t: 3 },
             Event::IdleEnd { t: 4 },
@@ -239,11 +295,6 @@ mod tests {
                 node: true,
                 seq: u32::MAX,
                 len: 1 << 31,
-            },
-            Event::Receipt {
-                src: 9,
-                node: false,
-                seq: 12,
             },
             Event::Switch { thread: 2, t: 5 },
             Event::SpanBegin { name: 1, t: 6 },

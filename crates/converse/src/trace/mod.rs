@@ -17,8 +17,8 @@
 //! - every handler run (its registered function's name; runtime messages
 //!   as `converse: <kind>`), idle periods, switches between user-level
 //!   threads, scheduler calls returning;
-//! - every message a PE sends (destination, length) and every user message
-//!   it takes from its arrivals: the flow arrows (user messages only; the
+//! - every message a PE sends (destination, length), and which user
+//!   message each handler runs: the flow arrows (user messages only; the
 //!   parts of a `multiple_send` bundle have none, their bundle being a
 //!   runtime message);
 //! - collective operations (broadcasts, multicasts, reductions) and CCS
@@ -27,25 +27,30 @@
 //!
 //! # Flows
 //!
-//! A user message is numbered at its sender: the `k`-th one PE `a` sends
-//! to PE `b` (or to node `b`) is `(a, b, k)`; the receiver numbers what it
-//! takes from `a` the same way. In-process queues and every network module
-//! keep the order of the messages between two PEs, so the numbers agree
-//! and the writer draws an arrow for each pair it finds. Two exceptions,
-//! where an arrow may join two messages of the same pair: a large message
-//! between processes that goes by single copy may be overtaken by a later
-//! small one, and two PEs of a node taking node messages at the same
-//! instant number them in the order of their counts, not of the queue.
-//! Runtime messages (collective routing, system messages) are recorded as
-//! sends without arrows.
+//! A PE numbers the user messages it sends, 1, 2, 3, … (all destinations
+//! together), and the number travels in the message's header, in the
+//! `coll` field, which the runtime uses only for collective messages. The
+//! handler start that runs a user message records its sender and number
+//! and clears the field (so a message kept and enqueued, or sent on in a
+//! bundle, carries no stale number); the writer draws an arrow for every
+//! number found at both ends: exactly the handler run of the message sent,
+//! whatever the order of arrival. A message whose buffer is shared (a copy
+//! of a broadcast sent on as it is) is not numbered: its header is not
+//! written. Runtime messages (collective routing, system messages) are
+//! recorded as sends without arrows. The numbers wrap after 2³² sends of
+//! one PE; a trace that long (over a minute of a PE's sends at full
+//! speed) may draw an arrow between two messages of the same number.
 //!
 //! # Cost
 //!
-//! A handler start reads the clock (`clock`); its end, a send and a
-//! receipt are untimed (see `event`). With `+stats`, a handler's end reads
-//! the clock too (the totals want exact intervals, `stats`). With neither
-//! flag (no recorder) every hook is one test of a `None`; without the
-//! crate feature `trace` the hooks are empty.
+//! A message costs two events, its send and its handler's start (a
+//! handler's end is folded into the next start, `ring_writer`). Handler
+//! starts are timed in groups of about a microsecond (`ring_writer`;
+//! `+trace-exact` times each); ends and sends are untimed (see `event`).
+//! With `+stats`, every handler's start and end reads the clock (the
+//! totals want exact intervals, `stats`). With neither flag (no recorder)
+//! every hook is one test of a flag; without the crate feature `trace`
+//! the hooks are empty.
 //!
 //! # Invariants
 //!
@@ -72,23 +77,26 @@ pub(crate) mod part;
 mod plot;
 mod report;
 pub(crate) mod ring;
+mod ring_writer;
 pub(crate) mod stats;
 pub(crate) mod watch;
 
 use std::borrow::Cow;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::rc::Rc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 pub(crate) use chrome::write_trace;
+pub(crate) use event::Flow;
 use event::{Category, Event};
 use part::{PePart, ProcessPart};
 pub(crate) use plot::write_plot;
 pub(crate) use report::stats_table;
 use ring::Ring;
+use ring_writer::RingWriter;
 
 /// Events a PE's ring holds unless `+trace-buffer` says otherwise (16 bytes
 /// each: 4 MiB per PE).
@@ -121,7 +129,7 @@ pub fn span(name: impl Into<Cow<'static, str>>) -> Span {
     match recorder {
         Some(r) => {
             let name = r.intern(name.into());
-            r.push(Event::SpanBegin {
+            r.push_timed(Event::SpanBegin {
                 name,
                 t: clock::now(),
             });
@@ -144,7 +152,7 @@ pub struct Span(Option<(Rc<Recorder>, u32)>);
 impl Drop for Span {
     fn drop(&mut self) {
         if let Some((r, name)) = self.0.take() {
-            r.push(Event::SpanEnd {
+            r.push_timed(Event::SpanEnd {
                 name,
                 t: clock::now(),
             });
@@ -164,13 +172,16 @@ fn with_current(f: impl FnOnce(&Recorder)) {
     }
 }
 
-/// What a traced job shares: the file, the rings of this process's PEs,
-/// and the counts of node messages taken.
+/// What a traced job shares: the file and the rings of this process's
+/// PEs.
 pub(crate) struct JobTrace {
     /// Where process 0 writes the trace (`+trace`; `None`: no rings).
     pub path: Option<PathBuf>,
     /// Events per ring, with `+trace`.
     capacity: Option<usize>,
+    /// Handler starts timed by one clock read at most (`ring_writer`; 1
+    /// with `+trace-exact`).
+    max_group: u32,
     /// Whether PEs keep stats (`+stats`).
     stats: bool,
     /// The stats buckets' origin in ticks (`stats`): the trace's creation,
@@ -178,12 +189,8 @@ pub(crate) struct JobTrace {
     origin: u64,
     /// This process's number (its node, one per process).
     process: u32,
-    first_node: usize,
     /// Runtime message kinds by number (`msg::system`).
     runtime_kinds: Vec<(u32, String)>,
-    /// Per local node, per source PE: user messages taken from the node's
-    /// arrivals.
-    node_received: Vec<Box<[AtomicU32]>>,
     logs: Mutex<Vec<Arc<PeLog>>>,
     /// This process's PEs and their nodes: each has a track, even one
     /// that had not started when an abort took the part.
@@ -218,32 +225,28 @@ struct Names {
 static LIVE: Mutex<Vec<Weak<JobTrace>>> = Mutex::new(Vec::new());
 
 impl JobTrace {
-    /// A trace of this process's part of a job (`local_nodes` of
-    /// `num_pes` PEs): a timeline to be written to `path`, `capacity`
-    /// events per PE (`+trace`), and stats if `stats` (`+stats`).
-    #[allow(clippy::too_many_arguments)]
+    /// A trace of process `process`'s part of a job (its PEs and their
+    /// nodes, `local_pes`): a timeline to be written to `path`, `capacity`
+    /// events per PE (`+trace`), every handler start timed if `exact`
+    /// (`+trace-exact`), and stats if `stats` (`+stats`).
     pub fn new(
         path: Option<PathBuf>,
         capacity: usize,
+        exact: bool,
         stats: bool,
         process: usize,
-        local_nodes: std::ops::Range<usize>,
         local_pes: Vec<(usize, usize)>,
-        num_pes: usize,
         runtime_kinds: Vec<(u32, String)>,
     ) -> Arc<JobTrace> {
         clock::start();
         let trace = Arc::new(JobTrace {
             capacity: path.as_ref().map(|_| capacity),
+            max_group: if exact { 1 } else { ring_writer::MAX_GROUP },
             path,
             stats,
             origin: clock::now(),
             process: process as u32,
-            first_node: local_nodes.start,
             runtime_kinds,
-            node_received: local_nodes
-                .map(|_| (0..num_pes).map(|_| AtomicU32::new(0)).collect())
-                .collect(),
             logs: Mutex::new(Vec::new()),
             local_pes: local_pes
                 .into_iter()
@@ -413,28 +416,21 @@ impl PeLog {
 
 /// A PE's recorder: its ring, and the counts that number its messages.
 pub(crate) struct Recorder {
-    /// The PE's ring, with `+trace` (also in `log`: one pointer less per
-    /// event).
-    ring: Option<Arc<Ring>>,
+    /// The PE's ring and what it holds back, with `+trace` (the ring is
+    /// also in `log`, for the readers; the writer in `Tracer::plain`).
+    ring: Option<Rc<RingWriter>>,
     /// The PE's stats, with `+stats`.
     stats: Option<RefCell<stats::Accum>>,
     log: Arc<PeLog>,
-    job: Arc<JobTrace>,
-    /// Per destination PE, then per destination node: user messages sent.
-    sent: Box<[Cell<u32>]>,
-    num_pes: usize,
-    /// Per source PE: user messages taken from this PE's arrivals.
-    received: Box<[Cell<u32>]>,
     /// Names already interned, to their index.
     interned: RefCell<HashMap<Cow<'static, str>, u32>>,
 }
 
 impl Recorder {
-    #[inline]
-    fn push(&self, e: Event) {
-        if let Some(ring) = &self.ring {
-            let [a, b] = e.encode();
-            ring.push(a, b);
+    /// Writes `e`, a timed event other than a handler's start.
+    fn push_timed(&self, e: Event) {
+        if let (Some(ring), Some(t)) = (&self.ring, e.time()) {
+            ring.push_timed(e, t);
         }
     }
 
@@ -455,7 +451,7 @@ impl Recorder {
             return;
         }
         let name = self.intern(name);
-        self.push(Event::Mark {
+        self.push_timed(Event::Mark {
             name,
             cat,
             t: clock::now(),
@@ -465,6 +461,9 @@ impl Recorder {
 
 impl Drop for Recorder {
     fn drop(&mut self) {
+        if let Some(ring) = &self.ring {
+            ring.finish();
+        }
         if let Some(stats) = self.stats.take() {
             let mut stats = stats.into_inner();
             stats.finish(clock::now());
@@ -491,36 +490,44 @@ enum Timed {
 pub(crate) struct Tracer {
     rec: Option<Rc<Recorder>>,
     watch: Option<Arc<watch::PeWatch>>,
-    /// The recorder's ring, when the PE records a trace and nothing else
-    /// (no stats, no watchdog): a handler's start and end then write it
-    /// directly, without the tests of what else there is.
-    plain: Option<Arc<Ring>>,
+    /// The recorder's ring writer, when the PE records a trace and nothing
+    /// else (no stats, no watchdog): a message's send, start and end then
+    /// write it directly, without the tests of what else there is.
+    plain: Option<Rc<RingWriter>>,
     /// Either of the two is there.
     on: bool,
 }
 
 /// A handler's start and end on a PE that records only a trace (see
 /// [`Tracer::plain`]).
-pub(crate) struct PlainRing<'a>(&'a Ring);
+pub(crate) struct PlainRing<'a>(&'a RingWriter);
 
 impl PlainRing<'_> {
-    /// User handler `index` starts.
-    #[inline]
-    pub fn begin(&self, index: usize) {
-        let [a, b] = Event::Begin {
-            index: index as u32,
-            runtime: false,
-            t: clock::now(),
-        }
-        .encode();
-        self.0.push(a, b);
+    /// User handler `index` starts, running the user message `flow` (`seq`
+    /// 0: none); timed or not (`ring_writer`).
+    #[inline(always)]
+    pub fn begin(&self, index: usize, flow: Flow) {
+        self.0.begin(index as u32, false, flow);
     }
 
     /// The innermost handler returned.
-    #[inline]
+    #[inline(always)]
     pub fn end(&self) {
-        let [a, b] = Event::End.encode();
-        self.0.push(a, b);
+        self.0.end();
+    }
+
+    /// The number of the next user message this PE sends if `user`, else
+    /// 0 (none); [`PlainRing::sent`] records its send.
+    #[inline(always)]
+    pub fn number(&self, user: bool) -> u32 {
+        self.0.number(user)
+    }
+
+    /// Message `seq` (see [`PlainRing::number`]) of `len` bytes leaves for
+    /// PE `dest`.
+    #[inline(always)]
+    pub fn sent(&self, dest: usize, seq: u32, len: usize) {
+        self.0.push_send(dest, false, seq, len);
     }
 }
 
@@ -540,9 +547,8 @@ impl Tracer {
         watch: Option<Arc<watch::PeWatch>>,
         pe: usize,
         node: usize,
-        num_pes: usize,
     ) -> Tracer {
-        let rec = Tracer::recorder(job, pe, node, num_pes);
+        let rec = Tracer::recorder(job, pe, node);
         let plain = match (&rec, &watch) {
             (Some(r), None) if r.stats.is_none() => r.ring.clone(),
             _ => None,
@@ -565,12 +571,7 @@ impl Tracer {
         }
     }
 
-    fn recorder(
-        job: Option<&Arc<JobTrace>>,
-        pe: usize,
-        node: usize,
-        num_pes: usize,
-    ) -> Option<Rc<Recorder>> {
+    fn recorder(job: Option<&Arc<JobTrace>>, pe: usize, node: usize) -> Option<Rc<Recorder>> {
         if !cfg!(feature = "trace") {
             return None;
         }
@@ -587,16 +588,13 @@ impl Tracer {
         let stats = job
             .stats
             .then(|| RefCell::new(stats::Accum::new(job.origin, clock::now())));
-        // `sent` counts sends to PEs, then to nodes: `num_pes` bounds the
-        // node count too.
         Some(Rc::new(Recorder {
-            ring: log.ring.clone(),
+            ring: log
+                .ring
+                .clone()
+                .map(|ring| Rc::new(RingWriter::new(ring, job.max_group))),
             stats,
             log,
-            job: job.clone(),
-            sent: (0..2 * num_pes).map(|_| Cell::new(0)).collect(),
-            num_pes,
-            received: (0..num_pes).map(|_| Cell::new(0)).collect(),
             interned: RefCell::new(HashMap::new()),
         }))
     }
@@ -625,9 +623,9 @@ impl Tracer {
         }
     }
 
-    /// Whether the PE records a trace.
+    /// Whether the PE records a timeline (`+trace`: a ring).
     pub fn records(&self) -> bool {
-        self.rec().is_some()
+        self.rec().is_some_and(|r| r.ring.is_some())
     }
 
     /// Whether the PE records or is watched: hot paths test this once and
@@ -658,11 +656,12 @@ impl Tracer {
     // tracing off, measured with callgrind). The others (idle, threads,
     // scheduler calls) are a test of `None` and a call.
 
-    /// A user handler (table index `index`) starts.
+    /// A user handler (table index `index`) starts, running the user
+    /// message `flow` (`seq` 0: none; "Flows").
     #[inline]
-    pub fn begin(&self, index: usize) {
+    pub fn begin(&self, index: usize, flow: Flow) {
         if let Some(r) = self.rec() {
-            r.begin(index as u32, false);
+            r.begin(index as u32, false, flow);
         }
         if let Some(w) = &self.watch {
             w.begin(index as u32);
@@ -673,7 +672,7 @@ impl Tracer {
     #[inline]
     pub fn begin_runtime(&self, kind: u32) {
         if let Some(r) = self.rec() {
-            r.begin(kind, true);
+            r.begin(kind, true, event::Flow { src: 0, seq: 0 });
         }
         if let Some(w) = &self.watch {
             w.begin(kind | watch::RUNTIME_KEY);
@@ -733,24 +732,15 @@ impl Tracer {
         }
     }
 
-    /// A message leaves for PE `dest` (node `dest` if `node`).
-    /// `facts()` says whether it is a user message sent by this PE (it
-    /// gets a number and an arrow) and its length; called only when the
-    /// PE traces.
+    /// A message of `len` bytes leaves for PE `dest` (node `dest` if
+    /// `node`); `user`: a user message sent by this PE, which gets the
+    /// next number, returned (0: none) for the caller to write in the
+    /// header it sends ("Flows"). Called only when the PE traces.
     #[inline]
-    pub fn sent(&self, dest: usize, node: bool, facts: impl FnOnce() -> (bool, usize)) {
-        if let Some(r) = self.rec() {
-            r.sent(dest, node, facts);
-        }
-    }
-
-    /// A message was taken from this PE's arrivals (its node's, if
-    /// `node`: node `node_index` of the job). `facts()` gives its sender
-    /// and whether it is a user message (only those are numbered).
-    #[inline]
-    pub fn received(&self, node: Option<usize>, facts: impl FnOnce() -> (usize, bool)) {
-        if let Some(r) = self.rec() {
-            r.received(node, facts);
+    pub fn sent(&self, dest: usize, node: bool, user: bool, len: usize) -> u32 {
+        match self.rec() {
+            Some(r) => r.sent(dest, node, user, len),
+            None => 0,
         }
     }
 
@@ -789,17 +779,30 @@ impl Recorder {
     }
 
     #[inline]
-    fn begin(&self, index: u32, runtime: bool) {
-        let t = clock::now();
-        self.push(Event::Begin { index, runtime, t });
-        if let Some(stats) = &self.stats {
-            stats_begin(stats, index, runtime, t);
+    fn begin(&self, index: u32, runtime: bool, flow: event::Flow) {
+        match &self.stats {
+            // The stats read the clock at every start: the ring's start is
+            // timed with it.
+            Some(stats) => {
+                let t = clock::now();
+                if let Some(ring) = &self.ring {
+                    ring.begin_at(index, runtime, flow, t);
+                }
+                stats_begin(stats, index, runtime, t);
+            }
+            None => {
+                if let Some(ring) = &self.ring {
+                    ring.begin(index, runtime, flow);
+                }
+            }
         }
     }
 
     #[inline]
     fn end(&self) {
-        self.push(Event::End);
+        if let Some(ring) = &self.ring {
+            ring.end();
+        }
         if let Some(stats) = &self.stats {
             stats_end(stats);
         }
@@ -811,7 +814,7 @@ impl Recorder {
             return;
         }
         let t = clock::now();
-        self.push(match what {
+        self.push_timed(match what {
             Timed::IdleBegin => Event::IdleBegin { t },
             Timed::IdleEnd => Event::IdleEnd { t },
             Timed::Leave => Event::SchedulerLeave { t },
@@ -829,70 +832,14 @@ impl Recorder {
     }
 
     #[inline]
-    fn sent(&self, dest: usize, node: bool, facts: impl FnOnce() -> (bool, usize)) {
-        let (user, len) = facts();
+    fn sent(&self, dest: usize, node: bool, user: bool, len: usize) -> u32 {
         if let Some(stats) = &self.stats {
             stats.borrow_mut().sent(user, len);
         }
-        // The ring taken once: a `Cell` store below would make the
-        // compiler load it again in `push`.
-        let Some(ring) = &self.ring else {
-            return;
-        };
-        let seq = if user {
-            let slot = if node { self.num_pes + dest } else { dest };
-            match self.sent.get(slot) {
-                Some(c) => {
-                    c.set(c.get().wrapping_add(1));
-                    c.get()
-                }
-                None => 0,
-            }
-        } else {
-            0
-        };
-        let [a, b] = Event::Send {
-            dest: dest as u32,
-            node,
-            seq,
-            len: len.min(u32::MAX as usize) as u32,
+        match &self.ring {
+            Some(ring) => ring.sent(dest, node, user, len),
+            None => 0,
         }
-        .encode();
-        ring.push(a, b);
-    }
-
-    #[inline]
-    fn received(&self, node: Option<usize>, facts: impl FnOnce() -> (usize, bool)) {
-        // Receipts number the timeline's arrows; the stats count handler
-        // runs instead.
-        let Some(ring) = &self.ring else {
-            return;
-        };
-        let (src, user) = facts();
-        if !user || src >= self.num_pes {
-            return;
-        }
-        let seq = match node {
-            None => {
-                let c = &self.received[src];
-                c.set(c.get().wrapping_add(1));
-                c.get()
-            }
-            Some(n) => match n
-                .checked_sub(self.job.first_node)
-                .and_then(|i| self.job.node_received.get(i))
-            {
-                Some(counts) => counts[src].fetch_add(1, Ordering::Relaxed).wrapping_add(1),
-                None => return,
-            },
-        };
-        let [a, b] = Event::Receipt {
-            src: src as u32,
-            node: node.is_some(),
-            seq,
-        }
-        .encode();
-        ring.push(a, b);
     }
 }
 

@@ -46,9 +46,10 @@ use std::sync::atomic::Ordering;
 pub(crate) type Words = [u64; 2];
 
 pub(crate) struct Ring {
-    /// `capacity` slots of two words (a power of two of them, so an
-    /// index masked by `len - 1` needs no bounds check).
+    /// `capacity` slots of two words (a power of two of them, at least 2).
     slots: Box<[[AtomicU64; 2]]>,
+    /// `capacity - 1`: an event's number masked by it is its slot.
+    mask: u64,
     /// Events ever written.
     head: AtomicU64,
 }
@@ -70,6 +71,7 @@ impl Ring {
             slots: (0..capacity)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])
                 .collect(),
+            mask: capacity as u64 - 1,
             head: AtomicU64::new(0),
         }
     }
@@ -80,9 +82,13 @@ impl Ring {
     }
 
     /// The slot of event number `k`.
-    #[inline]
+    #[inline(always)]
     fn slot(&self, k: u64) -> &[AtomicU64; 2] {
-        &self.slots[k as usize & (self.slots.len() - 1)]
+        let i = (k & self.mask) as usize;
+        debug_assert!(i < self.slots.len());
+        // SAFETY: `mask` is `slots.len() - 1` (set with `slots` and never
+        // changed), so `i` is in bounds.
+        unsafe { self.slots.get_unchecked(i) }
     }
 
     /// Events written so far (wrapped ones included).
@@ -93,7 +99,7 @@ impl Ring {
 
     /// Appends an event, overwriting the oldest one if the ring is full.
     /// Only the ring's one writer thread may call it (module invariants).
-    #[inline]
+    #[inline(always)]
     pub fn push(&self, w0: u64, w1: u64) {
         // Only this thread stores `head`: its own last store.
         let k = self.head.load(Ordering::Relaxed);

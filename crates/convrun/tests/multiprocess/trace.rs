@@ -32,7 +32,9 @@ fn on_pong(_msg: Message) {
     });
     if left == 0 {
         converse::trace::mark("all pongs back");
-        converse::exit(0);
+        // Not `exit` at once: the broadcast goes by the spanning tree, not
+        // in order with the pings, and may still wait on some PE.
+        converse::start_quiescence_detection(|| converse::exit(0));
     }
 }
 
