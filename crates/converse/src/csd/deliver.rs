@@ -382,6 +382,9 @@ impl Pe {
     /// next, in order, each counted when it runs) and return false. An
     /// unknown handler index aborts the job.
     pub fn deliver(&self, msg: Message) -> bool {
+        if self.trace.on() {
+            return self.deliver_traced(msg);
+        }
         let _running = HandlerRunning::enter(self);
         let flags = msg.header().flags;
         if flags & SPECIAL_DELIVERY_FLAGS != 0 {
@@ -389,6 +392,49 @@ impl Pe {
         }
         self.count_processed(1);
         self.run_handler(msg)
+    }
+
+    /// [`Pe::deliver`] on a PE that records a trace, keeps stats or has a
+    /// watchdog: the same steps, with the hooks, in a frame of its own (out
+    /// of line, so that the untraced path keeps its registers; on a PE
+    /// that records a trace and nothing else, one frame from the message
+    /// to its handler, the hooks inlined).
+    #[cold]
+    #[inline(never)]
+    fn deliver_traced(&self, mut msg: Message) -> bool {
+        let _running = HandlerRunning::enter(self);
+        let flags = msg.header().flags;
+        if flags & SPECIAL_DELIVERY_FLAGS != 0 {
+            return self.deliver_special(msg, flags);
+        }
+        self.count_processed(1);
+        let index = msg.handler();
+        let Some(f) = self.handler(index) else {
+            self.unknown_handler(&msg)
+        };
+        let Some(ring) = self.trace.plain() else {
+            return self.run_handler_watched(f, index, msg);
+        };
+        ring.begin(index, take_flow(&mut msg));
+        f(msg);
+        ring.end();
+        true
+    }
+
+    /// [`Pe::deliver_traced`]'s handler run on a PE that keeps stats or
+    /// has a watchdog (a frame of its own: the plain path's stays small).
+    #[inline(never)]
+    fn run_handler_watched(&self, f: crate::msg::Handler, index: usize, mut msg: Message) -> bool {
+        self.answer_watchdog_if_asked();
+        let flow = if self.trace.records() {
+            take_flow(&mut msg)
+        } else {
+            NO_FLOW
+        };
+        self.trace.begin(index, flow);
+        f(msg);
+        self.trace.end();
+        true
     }
 
     /// Delivery of bundles and runtime messages.
@@ -419,48 +465,23 @@ impl Pe {
     /// Runs the user handler `msg` names; aborts if there is none.
     fn run_handler(&self, msg: Message) -> bool {
         let index = msg.handler();
-        let handler = self.handler(index);
-        match handler {
+        match self.handler(index) {
             Some(f) => {
-                if self.trace.on() {
-                    return self.run_handler_traced(f, index, msg);
-                }
                 f(msg);
                 true
             }
-            None => crate::proc::exit::abort(&format!(
-                "message for unknown handler {index} (sent by PE {}); register it on every PE before messages for it arrive",
-                msg.src_pe()
-            )),
+            None => self.unknown_handler(&msg),
         }
     }
 
-    /// [`Pe::run_handler`] on a PE that records a trace (out of line, so
-    /// the untraced path keeps its frame).
+    /// Aborts the job: `msg` names no registered handler.
     #[cold]
-    #[inline(never)]
-    fn run_handler_traced(&self, f: crate::msg::Handler, index: usize, msg: Message) -> bool {
-        // Two tail calls: each path has a frame of its own.
-        match self.trace.plain() {
-            Some(ring) => run_handler_plain(ring, f, index, msg),
-            None => self.run_handler_watched(f, index, msg),
-        }
-    }
-
-    /// [`Pe::run_handler_traced`] on a PE that keeps stats or has a
-    /// watchdog.
-    #[inline(never)]
-    fn run_handler_watched(&self, f: crate::msg::Handler, index: usize, mut msg: Message) -> bool {
-        self.answer_watchdog_if_asked();
-        let flow = if self.trace.records() {
-            take_flow(&mut msg)
-        } else {
-            NO_FLOW
-        };
-        self.trace.begin(index, flow);
-        f(msg);
-        self.trace.end();
-        true
+    fn unknown_handler(&self, msg: &Message) -> ! {
+        crate::proc::exit::abort(&format!(
+            "message for unknown handler {} (sent by PE {}); register it on every PE before messages for it arrive",
+            msg.handler(),
+            msg.src_pe()
+        ))
     }
 
     fn unpack_bundle(&self, msg: Message) {
@@ -481,21 +502,6 @@ impl Pe {
             ))
         })
     }
-}
-
-/// [`Pe::run_handler`] on a PE that records a trace and nothing else: a
-/// frame of its own, as small as the hooks allow.
-#[inline(never)]
-fn run_handler_plain(
-    ring: crate::trace::PlainRing<'_>,
-    f: crate::msg::Handler,
-    index: usize,
-    mut msg: Message,
-) -> bool {
-    ring.begin(index, take_flow(&mut msg));
-    f(msg);
-    ring.end();
-    true
 }
 
 /// No user message's flow (`trace`'s "Flows").

@@ -154,18 +154,21 @@ impl Pe {
     #[inline(always)]
     pub(crate) fn push_self(&self, mut msg: Message) {
         if self.trace.on() {
-            self.trace_self_send(&mut msg);
+            msg = self.trace_self_send(msg);
         }
         self.sched.self_queue.push(msg);
     }
 
-    /// Records a self-send in the trace (out of line: see `push_self`).
+    /// Records a self-send in the trace (out of line: see `push_self`);
+    /// the message goes in and out by value (in registers).
     #[cold]
     #[inline(never)]
-    fn trace_self_send(&self, msg: &mut Message) {
-        let user = is_user_message(msg) && msg.src_pe() == self.pe;
+    fn trace_self_send(&self, mut msg: Message) -> Message {
+        let user = is_user_message(&msg) && msg.src_pe() == self.pe;
         match self.trace.plain() {
-            Some(ring) => {
+            // A send inside a handler: no end waits to be written, and
+            // this path calls nothing (no frame to save registers in).
+            Some(ring) if !ring.holds_an_end() => {
                 let len = msg.len();
                 let seq = match msg.owned_header_mut().filter(|_| user) {
                     Some(header) => {
@@ -175,12 +178,19 @@ impl Pe {
                     }
                     None => 0,
                 };
-                // Last: a pending end's write is then a tail call, and
-                // this frame stays without saved registers.
-                ring.sent(self.pe, seq, len);
+                ring.sent_now(self.pe, seq, len);
+                msg
             }
-            None => self.trace_send_numbered(self.pe, false, user, msg),
+            _ => self.trace_self_send_other(user, msg),
         }
+    }
+
+    /// [`Pe::trace_self_send`] when an end waits, or the PE keeps stats or
+    /// has a watchdog (a tail call: the plain path keeps no frame).
+    #[inline(never)]
+    fn trace_self_send_other(&self, user: bool, mut msg: Message) -> Message {
+        self.trace_send_numbered(self.pe, false, user, &mut msg);
+        msg
     }
 
     /// Records `msg` leaving for PE (or, if `node`, node) `dest` in the

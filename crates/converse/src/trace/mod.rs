@@ -523,11 +523,18 @@ impl PlainRing<'_> {
         self.0.number(user)
     }
 
-    /// Message `seq` (see [`PlainRing::number`]) of `len` bytes leaves for
-    /// PE `dest`.
+    /// Whether a handler's end waits to be written (`ring_writer`'s
+    /// "Folding").
     #[inline(always)]
-    pub fn sent(&self, dest: usize, seq: u32, len: usize) {
-        self.0.push_send(dest, false, seq, len);
+    pub fn holds_an_end(&self) -> bool {
+        self.0.holds_an_end()
+    }
+
+    /// Message `seq` (see [`PlainRing::number`]) of `len` bytes leaves for
+    /// PE `dest`; only when no end waits ([`PlainRing::holds_an_end`]).
+    #[inline(always)]
+    pub fn sent_now(&self, dest: usize, seq: u32, len: usize) {
+        self.0.push_send_now(dest, false, seq, len);
     }
 }
 

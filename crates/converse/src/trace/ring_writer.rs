@@ -61,10 +61,12 @@ pub(crate) struct RingWriter {
     end_pending: Cell<bool>,
     /// Handler starts that may still go untimed in the current group.
     untimed_left: Cell<u32>,
-    /// The current group's clock reading and its handler starts so far (0:
-    /// no group: the last clock read was for something else).
+    /// The current group's clock reading, and the allowance it began with
+    /// (its starts so far are one more than that less `untimed_left`).
     group_t: Cell<u64>,
-    group_len: Cell<u32>,
+    group_allowance: Cell<u32>,
+    /// A group is open (the last clock read was for a handler start).
+    group_open: Cell<bool>,
     /// How many untimed starts the next group may have.
     allowance: Cell<u32>,
     /// A group's largest size (1: every start timed).
@@ -82,7 +84,8 @@ impl RingWriter {
             end_pending: Cell::new(false),
             untimed_left: Cell::new(0),
             group_t: Cell::new(0),
-            group_len: Cell::new(0),
+            group_allowance: Cell::new(0),
+            group_open: Cell::new(false),
             allowance: Cell::new(0),
             max_group: max_group.max(1),
             last_sent: Cell::new(0),
@@ -121,12 +124,22 @@ impl RingWriter {
     /// Writes the send of message `seq` (see [`RingWriter::number`]).
     #[inline(always)]
     pub fn push_send(&self, dest: usize, node: bool, seq: u32, len: usize) {
-        self.push(Event::Send {
-            dest: dest as u32,
-            node,
-            seq,
-            len: len.min(u32::MAX as usize) as u32,
-        });
+        self.push(send(dest, node, seq, len));
+    }
+
+    /// [`RingWriter::push_send`] when no end waits to be written
+    /// ([`RingWriter::holds_an_end`]): no test, no call.
+    #[inline(always)]
+    pub fn push_send_now(&self, dest: usize, node: bool, seq: u32, len: usize) {
+        debug_assert!(!self.holds_an_end());
+        let [a, b] = send(dest, node, seq, len).encode();
+        self.ring.push(a, b);
+    }
+
+    /// Whether a handler's end waits to be written ("Folding").
+    #[inline(always)]
+    pub fn holds_an_end(&self) -> bool {
+        self.end_pending.get()
     }
 
     /// Writes `e`, an untimed event other than a handler's start or end
@@ -192,22 +205,22 @@ impl RingWriter {
     pub fn begin_with(&self, index: u32, runtime: bool, flow: Flow, now: impl FnOnce() -> u64) {
         let left = self.untimed_left.get();
         if left == 0 {
-            self.begin_at(index, runtime, flow, now());
+            begin_timed(self, index, runtime, flow.src, flow.seq, now());
         } else {
             self.untimed_left.set(left - 1);
-            self.group_len.set(self.group_len.get() + 1);
             self.write_begin(index, runtime, flow);
         }
     }
 
     /// A handler starts at `t` (read by the caller): a timed start, which
     /// begins a group.
-    #[inline(never)]
     pub fn begin_at(&self, index: u32, runtime: bool, flow: Flow, t: u64) {
         self.close_group(t);
         self.group_t.set(t);
-        self.group_len.set(1);
-        self.untimed_left.set(self.allowance.get());
+        self.group_open.set(true);
+        let allowance = self.allowance.get();
+        self.group_allowance.set(allowance);
+        self.untimed_left.set(allowance);
         let [a, b] = Event::Clock { t }.encode();
         self.ring.push(a, b);
         self.write_begin(index, runtime, flow);
@@ -225,8 +238,8 @@ impl RingWriter {
     /// allowance comes from its mean start-to-start time.
     #[inline]
     fn close_group(&self, t: u64) {
-        let len = self.group_len.replace(0);
-        if len != 0 {
+        if self.group_open.replace(false) {
+            let len = 1 + self.group_allowance.get() - self.untimed_left.get();
             let span = t.saturating_sub(self.group_t.get());
             self.allowance.set(allowance(span, len, self.max_group));
         }
@@ -237,6 +250,25 @@ impl RingWriter {
     pub fn finish(&self) {
         let t = clock::now();
         self.push_timed(Event::Clock { t }, t);
+    }
+}
+
+/// [`RingWriter::begin_at`] out of line for the hot path, as a function
+/// that cannot unwind (`extern "C"`: a panic aborts): its callers then
+/// keep no landing pad around the call for the message they hold.
+#[inline(never)]
+extern "C" fn begin_timed(w: &RingWriter, index: u32, runtime: bool, src: u32, seq: u32, t: u64) {
+    w.begin_at(index, runtime, Flow { src, seq }, t);
+}
+
+/// The send event of message `seq`.
+#[inline(always)]
+fn send(dest: usize, node: bool, seq: u32, len: usize) -> Event {
+    Event::Send {
+        dest: dest as u32,
+        node,
+        seq,
+        len: len.min(u32::MAX as usize) as u32,
     }
 }
 
