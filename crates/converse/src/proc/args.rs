@@ -580,6 +580,17 @@ mod tests {
     }
 
     #[test]
+    fn trace_exact_is_a_flag_of_its_own() {
+        let (f, rest) = parse(&words("prog +trace t.json +trace-exact x")).unwrap();
+        assert!(f.trace_exact);
+        assert_eq!(f.trace.as_deref(), Some("t.json"));
+        assert_eq!(rest, words("prog x"));
+        assert!(!takes_value("+trace-exact"));
+        let (f, _) = parse(&words("prog +trace t.json")).unwrap();
+        assert!(!f.trace_exact);
+    }
+
+    #[test]
     fn separate_and_glued_values() {
         let (f, rest) = parse(&words("prog +p 4 a ++ppn 2 b")).unwrap();
         assert_eq!(
