@@ -227,11 +227,13 @@ fn traced_self_sends(tag: &str, n: u32, flags: &[&str]) -> Value {
     trace["converse"].clone()
 }
 
-/// Short handlers are timed in groups (a clock read for several starts),
-/// long ones each; `+trace-exact` times every start. Either way every
-/// handler run is there and every message's arrow is drawn.
+/// Handler starts timed in groups (the default) or each (`+trace-exact`):
+/// either way every handler run is there, its slices do not overlap, and
+/// every message's arrow is drawn. (How many starts a group holds depends
+/// on how fast the handlers run: `ring_writer`'s unit tests check the
+/// grouping with a clock of their own.)
 #[test]
-fn short_handlers_are_timed_in_groups_and_every_message_has_its_arrow() {
+fn grouped_or_exact_every_run_and_every_arrow_is_there() {
     let n = 20_000;
     let grouped = traced_self_sends("grouped", n, &[]);
     let exact = traced_self_sends("exact", n, &["+trace-exact"]);
@@ -244,10 +246,8 @@ fn short_handlers_are_timed_in_groups_and_every_message_has_its_arrow() {
         assert_eq!(summary["flows"], u64::from(n) + 1, "{summary}");
     }
     assert_eq!(exact["timed_starts"], u64::from(n) + 1, "{exact}");
-    // A self-send's handler takes well under a microsecond (about 20 ns
-    // built for release, 500 for debug): its starts are timed in groups.
     let timed = grouped["timed_starts"].as_u64().unwrap();
-    assert!(timed < u64::from(n) * 9 / 10, "{grouped}");
+    assert!((1..=u64::from(n) + 1).contains(&timed), "{grouped}");
 }
 
 static SECOND: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
