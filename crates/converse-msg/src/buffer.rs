@@ -203,8 +203,17 @@ impl BufPtr {
     /// The first chunk, right after the head.
     #[inline]
     pub fn data(self) -> *mut Chunk {
-        // The head is one chunk long; this is address arithmetic only.
-        self.0.as_ptr().cast::<Chunk>().wrapping_add(1)
+        self.data_nonnull().as_ptr()
+    }
+
+    /// [`BufPtr::data`], non-null as its type says (a reference made from
+    /// it needs no null test where an `Option` of one is built).
+    #[inline]
+    pub fn data_nonnull(self) -> NonNull<Chunk> {
+        // SAFETY: the head is one chunk long and a buffer is allocated
+        // whole, so one chunk past the head's start is in the allocation
+        // (or one past its end): an in-bounds offset.
+        unsafe { self.0.cast::<Chunk>().add(1) }
     }
 
     /// The buffer whose first chunk is at `data` (what [`BufPtr::data`]

@@ -728,7 +728,7 @@ impl Message {
         }
         // SAFETY: as in `header`; the buffer is ours outright (not shared)
         // and borrowed mutably through `self`.
-        Some(unsafe { &mut *self.buf().data().cast::<MsgHeader>() })
+        Some(unsafe { self.buf().data_nonnull().cast::<MsgHeader>().as_mut() })
     }
 
     /// The header, for writing (copies a shared buffer first).

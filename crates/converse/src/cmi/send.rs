@@ -57,7 +57,7 @@ impl Pe {
             // message-driven program comes through here.
             msg.stamp_user(self.pe);
             self.count_created(1);
-            self.push_self(msg);
+            self.push_self_user(msg);
             return;
         }
         self.send_to_other_pe(dest, msg);

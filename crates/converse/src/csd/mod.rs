@@ -159,12 +159,41 @@ impl Pe {
         self.sched.self_queue.push(msg);
     }
 
+    /// [`Pe::push_self`] for a user message this PE has just stamped as
+    /// its own (`Message::stamp_user`: runtime flags clear, this PE its
+    /// sender), which the trace then numbers without looking.
+    #[inline(always)]
+    pub(crate) fn push_self_user(&self, mut msg: Message) {
+        if self.trace.on() {
+            // Inlined (no call, no moves of the message in and out), out of
+            // the untraced path's way.
+            cold_path();
+            msg = self.trace_user_self_send(msg);
+        }
+        self.sched.self_queue.push(msg);
+    }
+
     /// Records a self-send in the trace (out of line: see `push_self`);
     /// the message goes in and out by value (in registers).
     #[cold]
     #[inline(never)]
-    fn trace_self_send(&self, mut msg: Message) -> Message {
+    fn trace_self_send(&self, msg: Message) -> Message {
         let user = is_user_message(&msg) && msg.src_pe() == self.pe;
+        self.trace_self_send_as(user, msg)
+    }
+
+    /// [`Pe::trace_self_send`] of a user message of this PE's
+    /// ([`Pe::push_self_user`]).
+    #[inline(always)]
+    fn trace_user_self_send(&self, msg: Message) -> Message {
+        debug_assert!(is_user_message(&msg) && msg.src_pe() == self.pe);
+        self.trace_self_send_as(true, msg)
+    }
+
+    /// A self-send's record; `user`: a user message of this PE's, which
+    /// gets a number.
+    #[inline(always)]
+    fn trace_self_send_as(&self, user: bool, mut msg: Message) -> Message {
         match self.trace.plain() {
             // A send inside a handler: no end waits to be written, and
             // this path calls nothing (no frame to save registers in).
@@ -244,6 +273,13 @@ impl Pe {
             + self.sched.shuffle.as_ref().map_or(0, Shuffle::len)
     }
 }
+
+/// Marks the path that calls it as rarely taken, for the layout of the
+/// code around it (`std::hint::cold_path` once the minimum Rust version
+/// has it).
+#[cold]
+#[inline(always)]
+fn cold_path() {}
 
 /// How many messages a scheduler call may deliver, and whether it waits.
 #[derive(Clone, Copy)]
