@@ -787,14 +787,19 @@ impl Message {
     }
 
     /// The writing part of [`MessageRaw::stamp_user`]: size field true,
-    /// runtime flags clear.
+    /// runtime flags clear, and with them the collective field (a group or
+    /// reduction key, which a user message's reader would take for a
+    /// trace's flow number).
     #[cold]
     #[inline(never)]
     fn restamp_header(&mut self) {
         let len = self.len32();
         let header = self.header_mut();
         header.total_size = len;
-        header.flags = 0;
+        if header.flags != 0 {
+            header.flags = 0;
+            header.coll = 0;
+        }
     }
 
     /// A copy of this message in a buffer of its own (what a plain send
@@ -911,9 +916,13 @@ impl MessageRaw for Message {
             let size_at = at + std::mem::offset_of!(MsgHeader, total_size);
             out[size_at..size_at + 4].copy_from_slice(&(part.len() as u32).to_ne_bytes());
             // Runtime flags belong to the part's earlier journey (say, a
-            // broadcast copy being passed on), not to this one.
+            // broadcast copy being passed on), not to this one, and so
+            // does the collective field (a group key, or a trace's flow
+            // number for the earlier send).
             let flags_at = at + std::mem::offset_of!(MsgHeader, flags);
             out[flags_at..flags_at + 4].fill(0);
+            let coll_at = at + std::mem::offset_of!(MsgHeader, coll);
+            out[coll_at..coll_at + 4].fill(0);
             at += chunks_for(part.len()) * CHUNK;
         }
         msg
@@ -1190,6 +1199,25 @@ mod tests {
             (MSG_HEADER_SIZE + 40, 3)
         );
         assert_eq!(subs[1].payload(), b"second");
+    }
+
+    #[test]
+    fn a_part_or_a_restamped_message_carries_no_collective_key() {
+        // A multicast copy (flags set, `coll` its group) passed on.
+        let mut a = Message::from_payload(3, b"part");
+        a.header_mut().flags = crate::raw::FLAG_MCAST;
+        a.header_mut().coll = 77;
+        let subs = Message::bundle(2, &[a.as_bytes()]).unbundle().unwrap();
+        assert_eq!((subs[0].header().flags, subs[0].header().coll), (0, 0));
+        // Sent on as a user message.
+        a.stamp_user(1);
+        assert_eq!((a.header().flags, a.header().coll), (0, 0));
+        // A user message's number is its sender's to rewrite: kept.
+        let mut b = Message::from_payload(3, b"user");
+        b.header_mut().coll = 5;
+        b.header_mut().total_size = 0;
+        b.stamp_user(1);
+        assert_eq!(b.header().coll, 5);
     }
 
     #[test]

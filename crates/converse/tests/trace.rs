@@ -327,3 +327,31 @@ fn an_arrow_ends_at_the_run_of_its_own_message() {
         ["trace::on_start", "trace::on_second", "trace::on_first"]
     );
 }
+
+fn on_posted(_m: Message) {
+    converse::exit(0);
+}
+
+/// A message given to a PE from outside the job (`PeHandle::post`, which
+/// flags it as uncounted) runs with a slice like any other.
+#[test]
+fn a_message_posted_from_outside_the_job_is_traced() {
+    let path = temp("posted");
+    let file = path.display().to_string();
+    let code = Converse::new()
+        .args(["t", "+p", "1", "+trace", &file])
+        .run(|_| {
+            let h = converse::register_handler(on_posted);
+            let handle = converse::PeHandle::current();
+            std::thread::spawn(move || assert!(handle.post(Message::new(h, 8))));
+        })
+        .unwrap();
+    assert_eq!(code, 0);
+    let trace = take_trace(&path);
+    let evs = trace["traceEvents"].as_array().unwrap();
+    let runs = evs
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["name"] == "trace::on_posted")
+        .count();
+    assert_eq!(runs, 1, "{}", trace["converse"]);
+}

@@ -47,6 +47,8 @@ fn broadcast_copy(msg: &Message, scope: Scope) {
     pe::with(|pe| {
         let mut header = *msg.header();
         header.flags = 0;
+        // Shared: no trace number; none stale either (a group's key).
+        header.coll = 0;
         header.total_size = msg.len() as u32;
         let mut copy = msg.to_shared_with_header(&routed(pe, header, scope));
         copy.set_src_pe(pe.pe);

@@ -394,6 +394,8 @@ fn list_send(pes: &[usize], msg: &Message, what: &str) {
         }
         let mut header = *msg.header();
         header.flags = 0;
+        // Shared: no trace number; none stale either (a group's key).
+        header.coll = 0;
         header.total_size = msg.len() as u32;
         let mut shared = msg.to_shared_with_header(&header);
         shared.set_src_pe(pe.pe);

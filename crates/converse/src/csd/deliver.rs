@@ -401,13 +401,20 @@ impl Pe {
     /// to its handler, the hooks inlined).
     #[cold]
     #[inline(never)]
-    fn deliver_traced(&self, mut msg: Message) -> bool {
+    fn deliver_traced(&self, msg: Message) -> bool {
         let _running = HandlerRunning::enter(self);
         let flags = msg.header().flags;
         if flags & SPECIAL_DELIVERY_FLAGS != 0 {
             return self.deliver_special(msg, flags);
         }
         self.count_processed(1);
+        self.run_handler_traced(msg)
+    }
+
+    /// Runs the user handler `msg` names with the hooks of a PE that
+    /// records a trace, keeps stats or has a watchdog.
+    #[inline(always)]
+    fn run_handler_traced(&self, mut msg: Message) -> bool {
         let index = msg.handler();
         let Some(ring) = self.trace.plain() else {
             return self.run_handler_watched(index, msg);
@@ -466,6 +473,11 @@ impl Pe {
             self.dispatch.deliver(self, msg);
             self.trace.end();
             return true;
+        }
+        // A user message with flags of its own (posted from outside the
+        // job, a CCS request): its run is recorded like any other.
+        if self.trace.on() {
+            return self.run_handler_traced(msg);
         }
         self.run_handler(msg)
     }

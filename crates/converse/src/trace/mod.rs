@@ -31,15 +31,20 @@
 //! together), and the number travels in the message's header, in the
 //! `coll` field, which the runtime uses only for collective messages. The
 //! handler start that runs a user message records its sender and number
-//! and clears the field (so a message kept and enqueued, or sent on in a
-//! bundle, carries no stale number); the writer draws an arrow for every
-//! number found at both ends: exactly the handler run of the message sent,
-//! whatever the order of arrival. A message whose buffer is shared (a copy
-//! of a broadcast sent on as it is) is not numbered: its header is not
-//! written. Runtime messages (collective routing, system messages) are
-//! recorded as sends without arrows. The numbers wrap after 2³² sends of
-//! one PE; a trace that long (over a minute of a PE's sends at full
-//! speed) may draw an arrow between two messages of the same number.
+//! and clears the field (so a message kept and enqueued carries no stale
+//! number); where the runtime clears a message's flags to pass it on as a
+//! user message (a part of a bundle, a list-send's or broadcast's shared
+//! copy, a runtime message restamped as a user one), it clears the field
+//! with them. The writer draws an arrow for every number found at both
+//! ends: exactly the handler run of the message sent, whatever the order
+//! of arrival. A message whose buffer is shared (a copy of a broadcast
+//! sent on as it is) is not numbered: its header is not written. Runtime
+//! messages (flagged: collective routing, system messages) are recorded
+//! as sends without arrows; one the runtime hands to a user handler as a
+//! user message (a reduction's result at its root) is numbered like one.
+//! The numbers wrap after 2³² sends of one PE; a trace that long (over a
+//! minute of a PE's sends at full speed) may draw an arrow between two
+//! messages of the same number.
 //!
 //! # Cost
 //!
@@ -68,8 +73,8 @@
 //!
 //! Rings: one writer, any readers (`ring`). Names (handlers, spans) live
 //! behind a mutex per PE, taken only when a name is first used and when
-//! the trace is written. The counts of node messages taken are atomics
-//! shared by the PEs of a node.
+//! the trace is written. The count that numbers a PE's user messages is
+//! its ring writer's, the PE thread's alone.
 mod chrome;
 pub(crate) mod clock;
 pub(crate) mod event;
@@ -414,7 +419,8 @@ impl PeLog {
     }
 }
 
-/// A PE's recorder: its ring, and the counts that number its messages.
+/// A PE's recorder: its ring's writer (which numbers its messages) and its
+/// stats accumulator.
 pub(crate) struct Recorder {
     /// The PE's ring and what it holds back, with `+trace` (the ring is
     /// also in `log`, for the readers; the writer in `Tracer::plain`).
@@ -655,8 +661,8 @@ impl Tracer {
         }
     }
 
-    // The hooks. Those of the message path (`begin`, `end`, `sent`,
-    // `received`) inline the recording: their callers test [`Tracer::on`]
+    // The hooks. Those of the message path (`begin`, `end`, `sent`) inline
+    // the recording: their callers test [`Tracer::on`]
     // first and call them from a path of their own, out of line, so that
     // the untraced path keeps its registers (with the hooks inlined into
     // it, the self-send loop took 25 more instructions per message with

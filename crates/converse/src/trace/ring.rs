@@ -66,7 +66,11 @@ impl Ring {
     /// A ring of at least `capacity` events (rounded up to a power of two,
     /// at least 2).
     pub fn new(capacity: usize) -> Ring {
-        let capacity = capacity.max(2).next_power_of_two();
+        // `slot`'s unchecked index rests on this being a power of two.
+        let capacity = capacity
+            .max(2)
+            .checked_next_power_of_two()
+            .expect("a trace ring's capacity fits a usize");
         Ring {
             slots: (0..capacity)
                 .map(|_| [AtomicU64::new(0), AtomicU64::new(0)])

@@ -34,8 +34,9 @@
 //!
 //! - Only the PE's thread uses a `RingWriter` (it is `!Sync`: `Cell`s);
 //!   the ring it writes is read by any thread (`ring`).
-//! - Every write of an event other than a handler start writes a pending
-//!   end first, so the ring never holds an event out of order.
+//! - Every write of an event other than a handler start (and the clock
+//!   reading just before a timed one) writes a pending end first, so the
+//!   ring never holds an event out of order.
 use std::cell::Cell;
 use std::sync::Arc;
 
@@ -142,8 +143,8 @@ impl RingWriter {
         self.end_pending.get()
     }
 
-    /// Writes `e`, an untimed event other than a handler's start or end
-    /// (a send). Inlined whole: the caller's event is then encoded at
+    /// Writes `e`, an event other than a handler's start or end (a send;
+    /// a timed event through [`RingWriter::push_timed`]). Inlined whole: the caller's event is then encoded at
     /// compile time, not matched at run time; a pending end is written by
     /// a tail call, so the caller's frame stays small.
     #[inline(always)]
