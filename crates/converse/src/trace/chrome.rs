@@ -10,7 +10,8 @@
 //! - A user message is a flow: `"ph": "s"` at its send (bound to the
 //!   slice that sent it) and `"ph": "f"` at the start of the handler that
 //!   runs it (`"bp": "e"`: bound to that slice). Only pairs whose both
-//!   ends are in the file are drawn; the rest are counted in the summary.
+//!   ends are in the file, once each, are drawn; the rest are counted in
+//!   the summary (`ambiguous_flows`: numbers seen more than once).
 //! - A PE whose ring wrapped has a mark at its first event saying how
 //!   many earlier events were lost; the top-level `"converse"` object
 //!   (which the viewers ignore) lists them, with the flows matched and
@@ -27,7 +28,7 @@
 //! nanosecond apart (closer if the gap is smaller), in order: a handler's
 //! slice runs until the next thing its PE did.
 use std::borrow::Cow;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -257,29 +258,38 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
         .filter_map(|p| p.events.first().map(|e| e.0))
         .fold(f64::INFINITY, f64::min);
     let t0 = if t0.is_finite() { t0 } else { 0.0 };
-    // Flows: the keys present at both ends.
-    let mut sends: HashSet<FlowKey, FastHash> = HashSet::default();
-    let mut receipts: HashSet<FlowKey, FastHash> = HashSet::default();
+    // Flows: the keys present at both ends, once at each (a key seen twice,
+    // after 2³² sends of a PE or in a malformed part, would give one
+    // arrow several heads: it gets none, and the summary counts it).
+    let mut sends: HashMap<FlowKey, u32, FastHash> = HashMap::default();
+    let mut receipts: HashMap<FlowKey, u32, FastHash> = HashMap::default();
     for p in &placed {
         for (_, e) in &p.events {
             match *e {
                 Event::Send { seq, .. } if seq != 0 => {
-                    sends.insert((p.part.pe, seq));
+                    *sends.entry((p.part.pe, seq)).or_default() += 1;
                 }
                 Event::Begin {
                     flow: Some(Flow { src, seq }),
                     ..
                 } => {
-                    receipts.insert((src, seq));
+                    *receipts.entry((src, seq)).or_default() += 1;
                 }
                 _ => {}
             }
         }
     }
     let mut ids: HashMap<FlowKey, u64, FastHash> = HashMap::default();
-    for key in sends.intersection(&receipts) {
-        let next = ids.len() as u64 + 1;
-        ids.insert(*key, next);
+    let mut ambiguous_flows = 0u64;
+    for (key, sent) in &sends {
+        match (sent, receipts.get(key)) {
+            (1, Some(1)) => {
+                let next = ids.len() as u64 + 1;
+                ids.insert(*key, next);
+            }
+            (_, Some(_)) => ambiguous_flows += 1,
+            (_, None) => {}
+        }
     }
     let (mut handler_runs, mut wrapped) = (0u64, Vec::new());
     let timed_starts: u64 = placed.iter().map(|p| p.timed_starts).sum();
@@ -290,10 +300,9 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
         pes.push(tid);
         // Microseconds with three decimals, from whole nanoseconds (integer
         // formatting: a float's took a third of the writer's time).
-        let ts = |t: f64| {
-            let ns = (t - t0).max(0.0).round() as u64;
-            format!("{}.{:03}", ns / 1000, ns % 1000)
-        };
+        let ns = |t: f64| (t - t0).max(0.0).round() as u64;
+        let micros = |ns: u64| format!("{}.{:03}", ns / 1000, ns % 1000);
+        let ts = |t: f64| micros(ns(t));
         emit(
             &mut out,
             format!(
@@ -370,11 +379,14 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
             emit(
                 out,
                 format!(
-                    "{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{:.3}{args}}}",
+                    "{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{}{args}}}",
                     o.cat,
                     quote(&o.name),
                     ts(o.at),
-                    (b - o.at).max(0.0) / 1000.0
+                    // The end's whole nanosecond less the start's, rounded
+                    // alike: a slice never ends past its parent's end or
+                    // its successor's start by a rounding.
+                    micros(ns(b).saturating_sub(ns(o.at)))
                 ),
             );
         };
@@ -528,7 +540,7 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
     out.push_str("\n],\n\"converse\":{");
     let _ = write!(
         out,
-        "\"complete\":{complete},\"note\":{},\"processes\":{processes:?},\"pes\":{pes:?},\"handler_runs\":{handler_runs},\"timed_starts\":{timed_starts},\"stretched_starts\":{stretched_starts},\"user_messages_sent\":{sends_total},\"user_messages_received\":{receipts_total},\"flows\":{matched},\"wrapped\":[",
+        "\"complete\":{complete},\"note\":{},\"processes\":{processes:?},\"pes\":{pes:?},\"handler_runs\":{handler_runs},\"timed_starts\":{timed_starts},\"stretched_starts\":{stretched_starts},\"user_messages_sent\":{sends_total},\"user_messages_received\":{receipts_total},\"flows\":{matched},\"ambiguous_flows\":{ambiguous_flows},\"wrapped\":[",
         quote(note)
     );
     for (i, (pe, lost)) in wrapped.iter().enumerate() {
@@ -770,5 +782,46 @@ mod tests {
         assert!(json.contains(r#""flows":1"#), "{json}");
         assert!(json.contains(r#""wrapped":[{"pe":1,"lost":3}]"#), "{json}");
         assert!(summary.contains("wrapped"), "{summary}");
+    }
+
+    #[test]
+    fn a_flow_number_seen_twice_gets_no_arrow() {
+        let send = Event::Send {
+            dest: 1,
+            node: false,
+            seq: 7,
+            len: 8,
+        }
+        .encode();
+        let run = Event::Begin {
+            index: 1,
+            runtime: false,
+            closes: false,
+            flow: Some(Flow { src: 0, seq: 7 }),
+        }
+        .encode();
+        let mut a = timed_start(1, 10).to_vec();
+        a.extend([send, send, Event::End.encode()]);
+        let b = vec![Event::Clock { t: 30 }.encode(), run, Event::End.encode()];
+        let part = ProcessPart {
+            process: 0,
+            complete: true,
+            pes: vec![
+                PePart {
+                    pe: 0,
+                    events: a,
+                    ..PePart::default()
+                },
+                PePart {
+                    pe: 1,
+                    events: b,
+                    ..PePart::default()
+                },
+            ],
+            ..ProcessPart::default()
+        };
+        let (json, _) = render(vec![part], "");
+        assert!(!json.contains(r#""ph":"s""#) && !json.contains(r#""ph":"f""#));
+        assert!(json.contains(r#""flows":0,"ambiguous_flows":1"#), "{json}");
     }
 }
