@@ -94,7 +94,7 @@ impl RingWriter {
     }
 
     /// The ring written.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub fn ring(&self) -> &Arc<Ring> {
         &self.ring
     }
