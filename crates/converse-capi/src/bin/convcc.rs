@@ -2,18 +2,27 @@
 //! flags of Charm++'s `charmc` that existing Makefiles use.
 //!
 //! ```text
-//! convcc [-c] [-o OUT] [-language converse|converse++] [-optimize]
-//!        [-no-charmrun] [CC flags…] FILES…
+//! convcc [-c] [-o OUT] [-default-to-aout] [-language converse|converse++]
+//!        [-optimize] [-no-charmrun] [CC flags…] FILES…
 //! ```
 //!
 //! - `.c` files go to the C compiler (`$CC`, else `cc`), `.C`, `.cc`,
 //!   `.cpp`, `.cxx` and `.c++` to the C++ compiler (`$CXX`, else `c++`);
 //!   any other file (`.o`, `.a`) is passed to the link.
-//! - `-c` compiles only; without `-o`, `X.c` becomes `X.o` (in the current
-//!   directory, as the compiler does). Without `-c` the files are compiled
-//!   and linked with `libconverse_capi.a` and the system libraries it needs;
-//!   `-language converse++` (or any C++ source) links with the C++
-//!   compiler. Without `-o` the program is `a.out`.
+//! - What is made follows `charmc` (`src/scripts/charmc`: its `OBJECT`):
+//!   - `-o OUT` without `-c` links the files into the program `OUT` with
+//!     `libconverse_capi.a` and the system libraries it needs
+//!     (`-language converse++`, or any C++ source, links with the C++
+//!     compiler); an `OUT` ending in `.a` is an archive of the objects
+//!     instead (`ar`, or `$AR`), as charmc makes one.
+//!   - Neither `-o` nor `-c`: **compile only**, `X.c` to `X.o` in the
+//!     current directory, as charmc does (Makefiles write `$(CHARMC)
+//!     file.c` for `file.o`). `-default-to-aout` asks for charmc's other
+//!     default: link `a.out`.
+//!   - `-c` compiles only, each source to `X.o` in the current directory,
+//!     or the one source to `OUT` with `-o OUT`.
+//!   - A compile-only command given objects or libraries says that it
+//!     does not link them.
 //! - `-optimize` is `-O2`; `-no-charmrun` is accepted and does nothing
 //!   (programs run directly, or under `convrun`). Other flags (`-I`, `-D`,
 //!   `-L`, `-l`, `-g`, `-O…`, `-W…`) go to the compiler as they are.
@@ -55,6 +64,9 @@ const SYSTEM_LIBS: &[&str] = &[
 struct Request {
     compile_only: bool,
     output: Option<String>,
+    /// `-default-to-aout`: with neither `-o` nor `-c`, link `a.out`
+    /// instead of compiling only.
+    default_to_aout: bool,
     cplusplus: bool,
     verbose: bool,
     /// Flags for the compiler and the link, in order.
@@ -67,6 +79,30 @@ struct Request {
     /// `-shared-converse`: link `libconverse_capi.so` instead of the
     /// static library.
     shared: bool,
+}
+
+/// What a command line makes (charmc's rules; see the top comment).
+#[derive(Debug, PartialEq)]
+enum Product {
+    /// Each source to its object: `X.o` in the current directory, or the
+    /// one source to the given file (`-c -o OUT`).
+    Objects(Option<String>),
+    /// A program linked from the files.
+    Program(String),
+    /// An archive (`-o OUT.a`) of the files' objects.
+    Archive(String),
+}
+
+impl Request {
+    fn product(&self) -> Product {
+        match &self.output {
+            _ if self.compile_only => Product::Objects(self.output.clone()),
+            Some(out) if out.ends_with(".a") => Product::Archive(out.clone()),
+            Some(out) => Product::Program(out.clone()),
+            None if self.default_to_aout => Product::Program("a.out".into()),
+            None => Product::Objects(None),
+        }
+    }
 }
 
 fn is_cxx(file: &str) -> bool {
@@ -88,6 +124,7 @@ fn parse(args: &[String]) -> Result<Request, String> {
     while let Some(a) = it.next() {
         match a.as_str() {
             "-c" => r.compile_only = true,
+            "-default-to-aout" => r.default_to_aout = true,
             "-o" => r.output = Some(it.next().ok_or("-o needs a file name")?.clone()),
             "-language" => match it.next().map(String::as_str) {
                 Some("converse") | Some("c") => {}
@@ -321,28 +358,29 @@ fn compile_shim(r: &Request, source: &Path, object: &Path) -> Result<(), String>
 }
 
 fn build(r: &Request) -> Result<(), String> {
-    if r.compile_only {
-        if !r.others.is_empty() {
-            eprintln!(
-                "convcc: warning: -c compiles only; not linking {}",
-                r.others.join(" ")
-            );
+    let output = match r.product() {
+        Product::Objects(output) => {
+            if !r.others.is_empty() {
+                let why = if r.compile_only {
+                    "-c compiles only"
+                } else {
+                    "without -o, convcc compiles only, as charmc does (-o OUT or -default-to-aout links)"
+                };
+                eprintln!("convcc: warning: {why}; not linking {}", r.others.join(" "));
+            }
+            for source in &r.sources {
+                let object = output.clone().unwrap_or_else(|| object_of(source));
+                compile(r, source, &object)?;
+            }
+            return Ok(());
         }
-        for source in &r.sources {
-            let object = r.output.clone().unwrap_or_else(|| object_of(source));
-            compile(r, source, &object)?;
-        }
-        return Ok(());
-    }
+        Product::Archive(archive) => return build_archive(r, &archive),
+        Product::Program(program) => program,
+    };
     // Compile each source to a temporary object, then link them all.
     let scratch = scratch_dir()?;
     let result = (|| {
-        let mut objects = Vec::new();
-        for (i, source) in r.sources.iter().enumerate() {
-            let object = scratch.join(format!("{i}-{}", object_of(source)));
-            compile(r, source, &object.to_string_lossy())?;
-            objects.push(object);
-        }
+        let objects = compile_to(r, &scratch)?;
         // After the program's objects and libraries (below): its own
         // balancer's names, from an object or an archive, come first.
         let shim = scratch.join("converse-rs-cld.c");
@@ -365,7 +403,7 @@ fn build(r: &Request) -> Result<(), String> {
         cmd.args(&objects)
             .args(&r.others)
             .arg("-o")
-            .arg(r.output.as_deref().unwrap_or("a.out"))
+            .arg(&output)
             .arg("-pthread")
             // The program's own functions in its dynamic symbol table:
             // the handler-table check names C handlers by symbol.
@@ -378,6 +416,45 @@ fn build(r: &Request) -> Result<(), String> {
         } else {
             cmd.arg(&lib).args(SYSTEM_LIBS);
         }
+        run(cmd, r.verbose)
+    })();
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+/// Compiles every source of `r` to an object in `scratch` (numbered, so
+/// two sources of one name in different directories do not collide).
+fn compile_to(r: &Request, scratch: &Path) -> Result<Vec<PathBuf>, String> {
+    let mut objects = Vec::new();
+    for (i, source) in r.sources.iter().enumerate() {
+        let object = scratch.join(format!("{i}-{}", object_of(source)));
+        compile(r, source, &object.to_string_lossy())?;
+        objects.push(object);
+    }
+    Ok(objects)
+}
+
+/// `-o OUT.a`: the sources' objects and the other files given (objects)
+/// in a new archive `OUT.a` (an old one is replaced, as charmc removes
+/// it first), with `$AR`, else `ar`.
+fn build_archive(r: &Request, archive: &str) -> Result<(), String> {
+    let scratch = scratch_dir()?;
+    let result = (|| {
+        let objects = compile_to(r, &scratch)?;
+        match std::fs::remove_file(archive) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("{archive}: {e}"));
+            }
+            _ => {}
+        }
+        let ar = std::env::var("AR").unwrap_or_default();
+        let mut words = ar.split_whitespace();
+        let mut cmd = Command::new(words.next().unwrap_or("ar"));
+        cmd.args(words)
+            .arg("rcs")
+            .arg(archive)
+            .args(&objects)
+            .args(&r.others);
         run(cmd, r.verbose)
     })();
     let _ = std::fs::remove_dir_all(&scratch);
@@ -506,6 +583,46 @@ mod tests {
         let r = parse(&args("-c dir/ring.c")).unwrap();
         assert!(r.compile_only && !r.cplusplus);
         assert_eq!(object_of(&r.sources[0]), "ring.o");
+    }
+
+    /// charmc's `OBJECT`: no `-o` and no `-c` compiles only (a Makefile's
+    /// `$(CHARMC) file.c` makes `file.o`), `-default-to-aout` links
+    /// `a.out` unless `-o` or `-c` says otherwise, `-o X.a` archives.
+    #[test]
+    fn what_a_command_line_makes_is_what_charmc_makes() {
+        let made = |line: &str| parse(&args(line)).unwrap().product();
+        assert_eq!(made("ring.c"), Product::Objects(None));
+        assert_eq!(made("-O2 a.c b.C"), Product::Objects(None));
+        assert_eq!(made("-c ring.c"), Product::Objects(None));
+        assert_eq!(
+            made("-c -o out/ring.o ring.c"),
+            Product::Objects(Some("out/ring.o".into()))
+        );
+        // charmc: `-c` after `-o` keeps the explicit object.
+        assert_eq!(
+            made("-o x.o -c ring.c"),
+            Product::Objects(Some("x.o".into()))
+        );
+        assert_eq!(
+            made("-default-to-aout ring.c"),
+            Product::Program("a.out".into())
+        );
+        assert_eq!(made("-default-to-aout -c ring.c"), Product::Objects(None));
+        assert_eq!(
+            made("-default-to-aout -o ring ring.c"),
+            Product::Program("ring".into())
+        );
+        assert_eq!(
+            made("-o megacon a.o b.o -language converse++"),
+            Product::Program("megacon".into())
+        );
+        assert_eq!(made("-o libx.a a.c b.o"), Product::Archive("libx.a".into()));
+        assert_eq!(
+            made("-c -o libx.a a.c"),
+            Product::Objects(Some("libx.a".into()))
+        );
+        let r = parse(&args("-default-to-aout x.c")).unwrap();
+        assert!(r.default_to_aout && r.flags.is_empty());
     }
 
     #[test]
