@@ -43,8 +43,11 @@
 //! - A message given to `CldEnqueue` and friends is taken (the manual:
 //!   freed with `CmiFree`): it comes from `CmiAlloc` or a handler.
 //! - `CldSwitchHandler` keeps the message's handler in the low
-//!   [`cld::XHANDLER_BITS`] bits of the info slot, as the balancer does;
-//!   `CldRestoreHandler` puts it back.
+//!   [`cld::XHANDLER_BITS`] bits of the info slot, as the balancer does
+//!   (C's `xhdl` field, `CmiGetXHandler`); `CldRestoreHandler` puts it
+//!   back. C's `info` field (`CmiSetInfo`) is the slot's high half, where
+//!   the balancer keeps the info function: a C index on the C side, the
+//!   Rust one while the balancer holds the seed.
 //!
 //! # Concurrency
 //!
@@ -432,7 +435,8 @@ pub unsafe extern "C-unwind" fn CldPutToken(msg: *mut c_void) {
     let ptr = NonNull::new(msg.cast::<MsgHeader>())
         .unwrap_or_else(|| converse::abort("CldPutToken: the message pointer is null"));
     // SAFETY: a live message buffer (the caller's promise) holds a header.
-    let infofn = unsafe { (*ptr.as_ptr()).info } as c_int;
+    // C's `info` is the slot's high half (`CmiSetInfo`), its `xhdl` the low.
+    let infofn = (unsafe { (*ptr.as_ptr()).info } >> cld::XHANDLER_BITS) as c_int;
     // SAFETY: the caller's promise.
     let (m, _) = unsafe { seed(msg, infofn, "CldPutToken") };
     cld::put_token(m);
@@ -458,7 +462,8 @@ pub unsafe extern "C-unwind" fn CldGetToken(msg: *mut *mut c_char) {
                 .get(&cld::info_fn_index(&m))
                 .map(|&(_, c)| c);
             if let Some(c) = c_index {
-                m.set_info(c as u32);
+                // C's `info` half; the `xhdl` half stays.
+                m.set_info(((c as u32) << cld::XHANDLER_BITS) | (m.info() & XHANDLER_MASK));
             }
             m.into_c_ptr().as_ptr().cast()
         }

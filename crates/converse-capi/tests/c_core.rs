@@ -29,7 +29,14 @@ fn the_header_is_laid_out_as_the_rust_definition() {
     macro_rules! field {
         ($($f:ident),*) => { $(want.push(format!("{} {}", stringify!($f), std::mem::offset_of!(MsgHeader, $f)));)* };
     }
-    field!(handler, info, total_size, src_pe, dest, root, flags, coll);
+    field!(handler);
+    // C's `xhdl` and `info` are the low and high halves of the core's
+    // 32-bit `info` slot (little-endian), as the seed balancer splits it.
+    let info = std::mem::offset_of!(MsgHeader, info);
+    assert_eq!(converse_ext::cld::XHANDLER_BITS, 16);
+    want.push(format!("xhdl {info} 2"));
+    want.push(format!("info {} 2", info + 2));
+    field!(total_size, src_pe, dest, root, flags, coll);
     assert_eq!(stdout.lines().collect::<Vec<_>>(), want);
 }
 

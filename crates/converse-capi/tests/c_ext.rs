@@ -239,7 +239,7 @@ fn a_balancer_written_in_the_program_replaces_the_librarys() {
             "cldtest: strategy test".to_string(),
             "cldtest: CldModuleInit ran: handler 1".to_string(),
             format!("cldtest: PE 0 held {tokens} tokens, then {}", tokens / 2),
-            "cldtest: all 40 seeds ran once".to_string(),
+            "cldtest: all 48 seeds ran once, 8 of them on the PE named".to_string(),
         ]
     };
     // From an archive, under a driver that names only the Cld functions.
@@ -248,7 +248,7 @@ fn a_balancer_written_in_the_program_replaces_the_librarys() {
         &[
             "cldtest: strategy test".to_string(),
             "cldtest: PE 0 held 40 tokens, then 40".to_string(),
-            "cldtest: all 40 seeds ran once".to_string(),
+            "cldtest: all 48 seeds ran once, 8 of them on the PE named".to_string(),
         ],
     );
     expect_lines(&direct("cldtest", &["+p", "1"]), &lines(0));

@@ -6,7 +6,9 @@
 int main(void) {
   printf("size %d %d\n", (int)sizeof(CmiMsgHeaderBasic), CmiMsgHeaderSizeBytes);
   printf("handler %d\n", (int)offsetof(CmiMsgHeaderBasic, handler));
-  printf("info %d\n", (int)offsetof(CmiMsgHeaderBasic, info));
+  /* The core's info slot, in Charm++'s two 16-bit halves. */
+  printf("xhdl %d %d\n", (int)offsetof(CmiMsgHeaderBasic, xhdl), (int)sizeof(unsigned short));
+  printf("info %d %d\n", (int)offsetof(CmiMsgHeaderBasic, info), (int)sizeof(unsigned short));
   printf("total_size %d\n", (int)offsetof(CmiMsgHeaderBasic, total_size));
   printf("src_pe %d\n", (int)offsetof(CmiMsgHeaderBasic, src_pe));
   printf("dest %d\n", (int)offsetof(CmiMsgHeaderBasic, dest));

@@ -11,7 +11,11 @@
  * (which moves half of them to PE 1 at once: CldLoad()/2 of them), checks
  * the count again, and the seeds then run wherever the balancing puts
  * them; each reports to PE 0, which checks that every seed ran exactly
- * once and ends the job.
+ * once and ends the job. Then PE 0 gives DIRECTED more seeds to named PEs
+ * (CldEnqueue(pe, ...)): those to another PE take the balancer's third
+ * branch, CldSwitchHandler and then CmiSetInfo on the same message, so
+ * the set-aside handler and the info function must both survive (they
+ * are separate header fields, xhdl and info); each must run on its PE.
  *
  * Built whole, or in two halves (CLDTEST_BALANCER_ONLY for the balancer, in
  * an archive; CLDTEST_DRIVER_ONLY for a driver that names nothing of the
@@ -113,6 +117,10 @@ void CldModuleInit(void) {
 /* ---- the driver ---------------------------------------------------------- */
 
 #define SEEDS 40
+#define DIRECTED 8
+#define ALL_SEEDS (SEEDS + DIRECTED)
+/* The PE that directed seed i (SEEDS <= i < ALL_SEEDS) is given to. */
+#define DIRECTED_PE(i) (((i) - SEEDS + 1) % CmiNumPes())
 
 typedef struct {
   char head[CmiMsgHeaderSizeBytes];
@@ -144,13 +152,14 @@ static void stop(void *msg) {
 static void report(void *msg) {
   SeedMsg *m = (SeedMsg *)msg;
   int i;
-  if (m->seed < 0 || m->seed >= SEEDS) CmiAbort("cldtest: seed %d out of range", m->seed);
+  if (m->seed < 0 || m->seed >= ALL_SEEDS) CmiAbort("cldtest: seed %d out of range", m->seed);
   if (CpvAccess(seen)[m->seed]++) CmiAbort("cldtest: seed %d ran twice", m->seed);
   CmiFree(msg);
-  if (++CpvAccess(ran) == SEEDS) {
-    for (i = 0; i < SEEDS; i++)
+  if (++CpvAccess(ran) == ALL_SEEDS) {
+    for (i = 0; i < ALL_SEEDS; i++)
       if (CpvAccess(seen)[i] != 1) CmiAbort("cldtest: seed %d ran %d times", i, CpvAccess(seen)[i]);
-    CmiPrintf("cldtest: all %d seeds ran once\n", SEEDS);
+    CmiPrintf("cldtest: all %d seeds ran once, %d of them on the PE named\n", ALL_SEEDS,
+              DIRECTED);
     {
       char *s = (char *)CmiAlloc(CmiMsgHeaderSizeBytes);
       CmiSetHandler(s, CpvAccess(stop_handler));
@@ -161,6 +170,8 @@ static void report(void *msg) {
 
 static void run_seed(void *msg) {
   SeedMsg *m = (SeedMsg *)msg;
+  if (m->seed >= SEEDS && CmiMyPe() != DIRECTED_PE(m->seed))
+    CmiAbort("cldtest: seed %d for PE %d ran on PE %d", m->seed, DIRECTED_PE(m->seed), CmiMyPe());
   CmiSetHandler(m, CpvAccess(report_handler));
   CmiSyncSendAndFree(0, sizeof(SeedMsg), m);
 }
@@ -179,7 +190,7 @@ static void start(int argc, char **argv) {
   CpvAccess(report_handler) = CmiRegisterHandler(report);
   CpvAccess(stop_handler) = CmiRegisterHandler(stop);
   CpvAccess(info_index) = CldRegisterInfoFn(seed_info);
-  CpvAccess(seen) = (char *)calloc(SEEDS, 1);
+  CpvAccess(seen) = (char *)calloc(ALL_SEEDS, 1);
   if (CmiMyPe() != 0) return;
   CmiPrintf("cldtest: strategy %s\n", CldGetStrategy());
 #ifndef CLDTEST_DRIVER_ONLY
@@ -197,6 +208,12 @@ static void start(int argc, char **argv) {
 #endif
   after = CldCountTokens();
   CmiPrintf("cldtest: PE 0 held %d tokens, then %d\n", before, after);
+  for (i = SEEDS; i < ALL_SEEDS; i++) {
+    SeedMsg *m = (SeedMsg *)CmiAlloc(sizeof(SeedMsg));
+    CmiSetHandler(m, CpvAccess(seed_handler));
+    m->seed = i;
+    CldEnqueue(DIRECTED_PE(i), m, CpvAccess(info_index));
+  }
 }
 
 int main(int argc, char **argv) {

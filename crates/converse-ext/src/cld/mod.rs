@@ -54,10 +54,11 @@
 //!
 //! # The header's info slot
 //!
-//! A seed's info slot ([`Message::info`], `CmiGetInfo`) belongs to the
-//! balancer while it holds the seed: the low [`XHANDLER_BITS`] bits keep
-//! the handler [`switch_handler`] set aside (`CmiGetXHandler` in Converse),
-//! the bits above the index of its info function (`CmiGetInfo`).
+//! A seed's info slot ([`Message::info`]) belongs to the balancer while it
+//! holds the seed: the low [`XHANDLER_BITS`] bits keep the handler
+//! [`switch_handler`] set aside (`CmiGetXHandler` in Converse), the 16
+//! bits above the index of its info function (`CmiGetInfo`). The C ABI's
+//! header names the two halves `xhdl` and `info`, Charm++'s fields.
 //!
 //! # Invariants
 //!
@@ -160,9 +161,11 @@ pub type InfoFn = fn(&Message) -> SeedInfo;
 pub type PackFn = fn(Message) -> Message;
 
 /// Bits of the info slot that keep the switched-away handler: enough for
-/// every handler index (`converse::msg::MAX_HANDLER_INDEX` is 2^20, and a
-/// valid index).
-pub const XHANDLER_BITS: u32 = 21;
+/// every handler index (`converse::msg::MAX_HANDLER_INDEX` is 2^16 - 1).
+/// The low half of the slot, as the C ABI's header sees it: its `xhdl`
+/// field (`CmiGetXHandler`), and the high half its `info`
+/// (`CmiGetInfo`), 16 bits each as in Charm++.
+pub const XHANDLER_BITS: u32 = 16;
 const XHANDLER_MASK: u32 = (1 << XHANDLER_BITS) - 1;
 /// Info functions a PE may register: what the info slot's top bits hold.
 pub const MAX_INFO_FNS: usize = 1 << (32 - XHANDLER_BITS);

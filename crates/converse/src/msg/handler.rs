@@ -45,7 +45,11 @@ pub type Handler = Rc<dyn Fn(Message)>;
 
 /// Largest handler index a table accepts; the table's size is proportional to
 /// its largest index, so the manual's "do not use big numbers" is enforced.
-pub const MAX_HANDLER_INDEX: usize = 1 << 20;
+/// 2^16 - 1, Charm++'s limit too (its header's handler fields are 16-bit):
+/// a handler set aside in a message's info slot (`CmiSetXHandler`, the
+/// seed balancer's `CldSwitchHandler`) takes 16 bits of it, so the C ABI's
+/// `xhdl` and `info` are separate fields, as in Charm++.
+pub const MAX_HANDLER_INDEX: usize = (1 << 16) - 1;
 
 /// The identity of a registered handler function, compared between PEs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
