@@ -5,7 +5,7 @@
 //! `proc` (what a process knows before any PE exists: topology, flags,
 //! timers, I/O, exit) and `rt` (the PEs and the job). Its paths are the
 //! ones users name; the code lives below.
-pub use crate::proc::{args, io, timer, topology};
+pub use crate::proc::{affinity, args, io, timer, topology};
 
 /// Ending a job: normally from any PE ([`exit`](crate::exit)), abnormally ([`abort`](crate::abort),
 /// [`cmi_assert!`](crate::cmi_assert)).
@@ -17,7 +17,7 @@ pub mod exit {
 }
 #[doc(hidden)]
 pub use crate::rt::launch;
-pub use crate::rt::{globals, lock};
+pub use crate::rt::{globals, hosts, lock};
 
 /// Starting a job (`ConverseInit`) and finishing it.
 pub mod startup {

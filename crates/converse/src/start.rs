@@ -241,6 +241,7 @@ impl Converse {
                     })?;
                 let mut job = Job::with_nodes(topo, place.node..place.node + 1, program_args);
                 job.net = Some(Arc::new(net));
+                job.hosts = place.hosts.as_deref().map(Arc::from);
                 if let Some(host_pes) = place.host_pes {
                     let cores = crate::proc::topology::cores();
                     job.oversubscribed = host_pes > cores;
@@ -436,6 +437,7 @@ impl Converse {
             job.first_pe,
             Role::ReturnedMain,
         )));
+        pin_if_asked(&job, job.first_pe);
         // A counted reference, not `pe::with`: no borrow of the PE is held
         // while the libraries' code runs.
         init_pe(&pe::current(), &modules);
@@ -463,6 +465,7 @@ fn spawn_pes(job: &Arc<Job>, start: &StartFn, mode: SchedMode) -> Vec<JoinHandle
 fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMode) {
     Pe::install(Rc::new(Pe::new(job.clone(), pe, role)));
     let result = catch_unwind(AssertUnwindSafe(|| {
+        pin_if_asked(job, pe);
         let me = pe::current();
         // In normal mode the start function must not block (the manual's
         // rule): the scheduler that runs after it is what polls.
@@ -482,6 +485,22 @@ fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMo
     record_unwind(job, result);
     job.pe_done();
     teardown(job);
+}
+
+/// `+setcpuaffinity`, `+pemap`: pins the calling thread, PE `pe`'s, to
+/// its processor (`proc::affinity`), or ends the job naming both.
+fn pin_if_asked(job: &Job, pe: usize) {
+    if !job.config.set_cpu_affinity {
+        return;
+    }
+    let rank = crate::rt::hosts::physical_rank(pe);
+    let cores = crate::rt::hosts::num_cores();
+    let cpu = crate::proc::affinity::cpu_for(rank, job.config.pemap.as_deref(), cores);
+    if let Err(e) = crate::proc::affinity::pin_current_thread(cpu) {
+        crate::proc::exit::abort(&format!(
+            "+setcpuaffinity: PE {pe} cannot be pinned to processor {cpu}: {e}"
+        ));
+    }
 }
 
 /// Keeps a PE's panic (not the runtime's own exit unwinding) for `run`.

@@ -33,6 +33,16 @@ fn check_topology(pes: usize, ppn: usize) {
         assert_eq!(node_of(p), p / ppn);
         assert_eq!(rank_of(p), p % ppn);
     }
+    // One process: one host, whatever the nodes, its PEs in order.
+    use converse::machine::hosts;
+    assert_eq!(hosts::num_physical_nodes(), 1);
+    assert_eq!(hosts::physical_node_of(pe), 0);
+    assert_eq!(hosts::physical_rank(pe), pe);
+    assert_eq!(hosts::pes_on_physical_node(0), (0..pes).collect::<Vec<_>>());
+    assert_eq!(hosts::num_pes_on_physical_node(0), pes);
+    assert_eq!(hosts::first_pe_on_physical_node(0), 0);
+    assert!(hosts::same_physical_node(0, pes - 1));
+    assert!(hosts::num_cores() >= 1);
 }
 
 #[test]

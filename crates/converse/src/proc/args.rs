@@ -70,6 +70,12 @@ pub struct Config {
     /// handler for this long while work is pending, print what every PE
     /// waits for and abort (`rt::watchdog`); SIGQUIT prints the same.
     pub watchdog: Option<std::time::Duration>,
+    /// `+setcpuaffinity`: pin every PE's thread to one processor of its
+    /// host (`proc::affinity`); `+pemap` implies it.
+    pub set_cpu_affinity: bool,
+    /// `+pemap LIST`: the processors PEs are pinned to, taken round by
+    /// each PE's rank on its host (`proc::affinity::parse_pemap`).
+    pub pemap: Option<Vec<usize>>,
 }
 
 /// The environment variable that turns `+randomized_msgq` on for every
@@ -333,6 +339,22 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
             flags.stats = true;
             continue;
         }
+        if name == "+setcpuaffinity" {
+            flags.set_cpu_affinity = true;
+            continue;
+        }
+        if name == "+pemap" {
+            let value = value_of(name, glued, &mut words)?;
+            let cpus =
+                crate::proc::affinity::parse_pemap(&value).map_err(|_| ArgError::BadValue {
+                    flag: name.to_string(),
+                    value: value.clone(),
+                    expected: "processors as N, A-B or A-B:STRIDE, separated by commas",
+                })?;
+            flags.set_cpu_affinity = true;
+            flags.pemap = Some(cpus);
+            continue;
+        }
         if name == "+trace-exact" {
             flags.trace_exact = true;
             continue;
@@ -483,7 +505,7 @@ const SERVER_FLAGS: [&str; 7] = [
 ];
 
 /// The other flags that take a value, which may also be glued on (`+p4`).
-const COUNT_FLAGS: [&str; 12] = [
+const COUNT_FLAGS: [&str; 13] = [
     "++spantree-branch",
     "++ppn",
     "+stacksize",
@@ -496,6 +518,7 @@ const COUNT_FLAGS: [&str; 12] = [
     "+trace-buffer",
     "+stats-plot",
     "++watchdog",
+    "+pemap",
 ];
 
 /// True if the runtime flag `word` takes its value as the next word: the
@@ -577,6 +600,30 @@ mod tests {
         ] {
             assert!(!takes_value(word), "{word}");
         }
+    }
+
+    #[test]
+    fn affinity_flags_pin_and_a_pemap_implies_pinning() {
+        let (f, rest) = parse(&words("prog +setcpuaffinity x")).unwrap();
+        assert!(f.set_cpu_affinity && f.pemap.is_none());
+        assert_eq!(rest, words("prog x"));
+        for line in [
+            "prog +pemap 0-3:2,1 x",
+            "prog +pemap=0-3:2,1 x",
+            "prog +pemap0-3:2,1 x",
+        ] {
+            let (f, rest) = parse(&words(line)).unwrap();
+            assert!(f.set_cpu_affinity, "{line}");
+            assert_eq!(f.pemap.as_deref(), Some(&[0, 2, 1][..]), "{line}");
+            assert_eq!(rest, words("prog x"));
+        }
+        assert!(takes_value("+pemap"));
+        assert!(!takes_value("+setcpuaffinity"));
+        let err = parse(&words("prog +pemap 3-1")).unwrap_err().to_string();
+        assert!(err.contains("+pemap") && err.contains("3-1"), "{err}");
+        // `+p` still reads its own value beside `+pemap`.
+        let (f, _) = parse(&words("prog +p4 +pemap 0")).unwrap();
+        assert_eq!((f.pes, f.pemap.as_deref()), (Some(4), Some(&[0][..])));
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! hooks) the report of a PE's panic (`panic`) and the signals the runtime counts
 //! (`signals`). Nothing here knows a PE's state; a thread's PE number and its
 //! job's start instant are handed down as thread-locals by `rt`.
+pub mod affinity;
 pub mod args;
 pub mod exit;
 pub mod io;

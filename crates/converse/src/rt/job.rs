@@ -116,6 +116,10 @@ pub(crate) struct Job {
     pub first_node: usize,
     /// The other processes of a multi-process job; `None` in-process.
     pub net: Option<Arc<crate::rt::network::Network>>,
+    /// The host of every process, numbered by first appearance, as the
+    /// launcher told them apart; `None` when all run on one (see
+    /// `rt::hosts`).
+    pub hosts: Option<Arc<[usize]>>,
     /// The program's arguments, runtime flags removed, program name first.
     pub args: Vec<String>,
     /// When the job started; `timer()` counts from here.
@@ -167,6 +171,7 @@ impl Job {
             first_pe,
             first_node: local.start,
             net: None,
+            hosts: None,
             pes: (0..local_pes)
                 .map(|_| {
                     CachePadded::new(PeShared {

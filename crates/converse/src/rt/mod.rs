@@ -9,6 +9,7 @@
 pub mod globals;
 pub mod handle;
 pub(crate) mod handlers;
+pub mod hosts;
 pub mod isomalloc;
 pub(crate) mod job;
 #[doc(hidden)]

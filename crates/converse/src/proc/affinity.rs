@@ -1,0 +1,151 @@
+//! CPU affinity: `+setcpuaffinity` and `+pemap LIST` (Charm++'s flags),
+//! which pin every PE's thread to one processor of its host.
+//!
+//! Which processor: the PE's rank among the PEs of its host
+//! (`rt::hosts::physical_rank`), taken round the `+pemap` list, or round
+//! the host's processors in order when no list is given. So the PEs of a
+//! host spread over its processors whatever the processes and nodes,
+//! and two processes on one host never pick the same processor while
+//! there are enough. `+pemap` implies `+setcpuaffinity`.
+//!
+//! A list is Charm++'s short form: comma-separated items, each `N`, a
+//! range `A-B`, or a range with a stride `A-B:S` (`0-7:2` is 0,2,4,6).
+//! Charm++'s block forms (`A-B:S.R`) and `+commap` are not taken (there
+//! are no communication threads to place).
+//!
+//! # Invariants
+//!
+//! - A PE is pinned once, on its own thread, before its start function:
+//!   a processor the OS refuses ends the job naming the PE and the
+//!   processor.
+//!
+//! # Concurrency
+//!
+//! None: each thread sets its own mask.
+
+/// The largest processor number a list may name (the kernel's
+/// `cpu_set_t` holds `CPU_SETSIZE` of them).
+pub const MAX_CPU: usize = libc::CPU_SETSIZE as usize - 1;
+
+/// Longest list `+pemap` expands to: a list longer than the processors
+/// any host has is a typo.
+const MAX_PEMAP_LEN: usize = libc::CPU_SETSIZE as usize;
+
+/// The processors a `+pemap` list names, in order, or why it is no list.
+pub fn parse_pemap(text: &str) -> Result<Vec<usize>, String> {
+    let number = |s: &str| -> Result<usize, String> {
+        s.parse::<usize>()
+            .ok()
+            .filter(|&n| n <= MAX_CPU)
+            .ok_or_else(|| format!("`{s}` is no processor number from 0 to {MAX_CPU}"))
+    };
+    let mut cpus = Vec::new();
+    for item in text.split(',') {
+        let (range, stride) = match item.split_once(':') {
+            Some((r, s)) => {
+                let s = number(s)?;
+                if s == 0 {
+                    return Err(format!("`{item}`: a stride of 0"));
+                }
+                (r, s)
+            }
+            None => (item, 1),
+        };
+        let (first, last) = match range.split_once('-') {
+            Some((a, b)) => (number(a)?, number(b)?),
+            None => {
+                let n = number(range)?;
+                (n, n)
+            }
+        };
+        if last < first {
+            return Err(format!("`{item}`: the range runs backwards"));
+        }
+        cpus.extend((first..=last).step_by(stride));
+        if cpus.len() > MAX_PEMAP_LEN {
+            return Err(format!("more than {MAX_PEMAP_LEN} processors"));
+        }
+    }
+    Ok(cpus)
+}
+
+/// The processor the PE of host rank `rank` runs on: the list's entry
+/// round the list, else round the host's `cores`.
+pub fn cpu_for(rank: usize, pemap: Option<&[usize]>, cores: usize) -> usize {
+    match pemap {
+        Some(list) if !list.is_empty() => list[rank % list.len()],
+        _ => rank % cores.max(1),
+    }
+}
+
+/// Pins the calling thread to processor `cpu`.
+pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
+    if cpu > MAX_CPU {
+        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+    }
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes a
+    // bit below CPU_SETSIZE (checked); the kernel reads the set for the
+    // calling thread (pid 0).
+    let done = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if done == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// The processors the calling thread may run on, in increasing order.
+pub fn current_thread_cpus() -> std::io::Result<Vec<usize>> {
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; the kernel fills it
+    // for the calling thread (pid 0); CPU_ISSET reads bits below
+    // CPU_SETSIZE.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok((0..=MAX_CPU)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lists_expand_as_charm_writes_them() {
+        assert_eq!(parse_pemap("0-3").unwrap(), [0, 1, 2, 3]);
+        assert_eq!(parse_pemap("0-7:2,1").unwrap(), [0, 2, 4, 6, 1]);
+        assert_eq!(parse_pemap("5").unwrap(), [5]);
+        for bad in ["", "a", "3-1", "0-4:0", "1,,2", "0-3:2.1", "99999"] {
+            assert!(parse_pemap(bad).is_err(), "{bad}");
+        }
+        assert!(parse_pemap(&format!("0-{MAX_CPU},0")).is_err());
+    }
+
+    #[test]
+    fn ranks_go_round_the_list_or_the_cores() {
+        assert_eq!(cpu_for(5, Some(&[3, 1]), 8), 1);
+        assert_eq!(cpu_for(5, None, 2), 1);
+        assert_eq!(cpu_for(5, Some(&[]), 4), 1);
+    }
+
+    #[test]
+    fn a_thread_pins_itself_and_reads_its_mask_back() {
+        std::thread::spawn(|| {
+            let cpus = current_thread_cpus().unwrap();
+            let cpu = *cpus.last().expect("a thread runs somewhere");
+            pin_current_thread(cpu).unwrap();
+            assert_eq!(current_thread_cpus().unwrap(), [cpu]);
+            assert!(pin_current_thread(MAX_CPU + 1).is_err());
+        })
+        .join()
+        .unwrap();
+    }
+}
