@@ -28,11 +28,17 @@ typedef struct {
 } skt_ip_t;
 #endif
 
-/* A security level's 16-byte key (the 32 hex digits of the server's
- * `++server-auth` file, two digits a byte). */
-typedef struct {
-  unsigned char data[16];
-} CcsSec_secretKey;
+#ifdef __cplusplus
+}
+#endif
+
+/* CcsSec_secretKey and CCS_AUTH_makeSecretKey, as Charm++'s client
+ * header brings them. */
+#include "ccs-auth.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* A connection to one CCS server. Declare it anywhere (the stack is fine);
  * CcsConnect fills every field; CcsFinalize releases what it holds. The
@@ -111,5 +117,7 @@ void CcsFinalize(CcsServer *svr);
 #ifdef __cplusplus
 }
 #endif
+
+#include "converse-rs/absent.h" /* Charm++'s names that are not here */
 
 #endif

@@ -34,6 +34,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,6 +42,21 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- sized types (Charm++'s conv-config.h) ----------------------------- */
+
+typedef int8_t CmiInt1;
+typedef int16_t CmiInt2;
+typedef int32_t CmiInt4;
+typedef int64_t CmiInt8;
+typedef uint8_t CmiUInt1;
+typedef uint16_t CmiUInt2;
+typedef uint32_t CmiUInt4;
+typedef uint64_t CmiUInt8;
+typedef float CmiFloat4;
+typedef double CmiFloat8;
+typedef intptr_t CmiIntPtr;
+typedef uintptr_t CmiUIntPtr;
 
 #if defined(__GNUC__) || defined(__clang__)
 #define CMI_NORETURN __attribute__((noreturn))
@@ -62,7 +78,11 @@ void CmiAbortString_(const char *text) CMI_NORETURN;
  * runtime owns and overwrites the rest on every send. */
 typedef struct CmiMsgHeaderBasic {
   unsigned int handler;    /* index of the handler that runs the message */
-  unsigned int info;       /* an extra slot for layers above (Cld)       */
+  /* The core's 32-bit info slot, in two halves as in Charm++: a handler
+   * set aside (CmiSetXHandler, CldSwitchHandler) and a 16-bit value for
+   * layers above (CmiSetInfo: the seed balancer's info function). */
+  unsigned short xhdl;
+  unsigned short info;
   unsigned int total_size; /* header plus payload, in bytes (runtime's)  */
   unsigned int src_pe;     /* runtime's */
   unsigned int dest;       /* runtime's */
@@ -78,10 +98,10 @@ typedef struct CmiMsgHeaderBasic {
 #define CmiSetHandler(m, h) (((CmiMsgHeaderBasic *)(void *)(m))->handler = (unsigned int)(h))
 /* An lvalue, as in Converse. */
 #define CmiGetHandler(m) (((CmiMsgHeaderBasic *)(void *)(m))->handler)
-#define CmiSetInfo(m, v) (((CmiMsgHeaderBasic *)(void *)(m))->info = (unsigned int)(v))
+#define CmiSetInfo(m, v) (((CmiMsgHeaderBasic *)(void *)(m))->info = (unsigned short)(v))
 #define CmiGetInfo(m) (((CmiMsgHeaderBasic *)(void *)(m))->info)
-#define CmiSetXHandler(m, h) CmiSetInfo(m, h)
-#define CmiGetXHandler(m) CmiGetInfo(m)
+#define CmiSetXHandler(m, h) (((CmiMsgHeaderBasic *)(void *)(m))->xhdl = (unsigned short)(h))
+#define CmiGetXHandler(m) (((CmiMsgHeaderBasic *)(void *)(m))->xhdl)
 
 /* Any size (one shorter than a header is plain memory); 16-aligned, zeroed.
  * CmiFree, CmiSize and CmiReference take it on any PE. */
@@ -89,6 +109,11 @@ void *CmiAlloc(int size);
 void CmiFree(void *msg);
 int CmiSize(void *msg);
 void CmiReference(void *msg);
+/* Readies the header of a message the program made itself (on its stack,
+ * say): clears the fields the runtime owns; handler, xhdl, info and the
+ * size are kept. Never needed here (a send rewrites those fields), always
+ * harmless; a size below CmiMsgHeaderSizeBytes touches nothing. */
+void CmiInitMsgHeader(void *msg, int size);
 
 /* ---- handlers ---------------------------------------------------------- */
 
@@ -121,6 +146,55 @@ int CmiNodeSize(int node);
 int CmiNodeOf(int pe);
 int CmiRankOf(int pe);
 #define CmiNumPe() CmiNumPes()
+
+/* ---- physical nodes and CPU affinity (also via cputopology.h) ----------- */
+
+/* A physical node is a host (the launcher tells hosts apart by name, or
+ * by ++virtual-hosts); a one-process job runs on one. Numbered from 0 by
+ * first appearance: physical node 0 holds PE 0. Known from start-up:
+ * CmiInitCPUTopology does nothing and CmiCpuTopologyEnabled is 1. */
+int CmiNumCores(void); /* processors online on this host */
+int CmiCpuTopologyEnabled(void);
+void CmiInitCPUTopology(char **argv);
+int CmiNumPhysicalNodes(void);
+int CmiPhysicalNodeID(int pe);
+int CmiNumPesOnPhysicalNode(int node);
+/* The PEs of host `node`, in increasing order; the list is the runtime's
+ * (do not free it). */
+void CmiGetPesOnPhysicalNode(int node, int **pelist, int *num);
+int CmiGetFirstPeOnPhysicalNode(int node);
+int CmiPhysicalRank(int pe); /* the PE's position among its host's PEs */
+int CmiPeOnSamePhysicalNode(int pe1, int pe2);
+/* converse-rs does not pin PEs (no +setcpuaffinity): PE 0 says so once.
+ * CmiSetCPUAffinity pins the calling thread (0, or -1 if refused);
+ * CmiPrintCPUAffinity prints where the calling PE may run. */
+void CmiInitCPUAffinity(char **argv);
+int CmiSetCPUAffinity(int core);
+int CmiPrintCPUAffinity(void);
+
+/* ---- the program's command-line arguments ------------------------------- */
+
+/* On a NULL-terminated argv (the start function's). A found flag and its
+ * value are removed from argv and the call returns 1; else 0 and *dest is
+ * unchanged. Numbers may follow as `-n 5`, `-n=5` or `-n5`; a missing or
+ * bad number ends the job naming the flag. No usage listing is kept: the
+ * Desc forms' descriptions are not used, CmiArgGivingUsage is 0. */
+int CmiGetArgc(char **argv);
+char **CmiCopyArgs(char **argv); /* malloc'd: free() it */
+void CmiDeleteArgs(char **argv, int k);
+int CmiGetArgInt(char **argv, const char *arg, int *optDest);
+int CmiGetArgIntDesc(char **argv, const char *arg, int *optDest, const char *desc);
+int CmiGetArgLong(char **argv, const char *arg, CmiInt8 *optDest);
+int CmiGetArgLongDesc(char **argv, const char *arg, CmiInt8 *optDest, const char *desc);
+int CmiGetArgDouble(char **argv, const char *arg, double *optDest);
+int CmiGetArgDoubleDesc(char **argv, const char *arg, double *optDest, const char *desc);
+int CmiGetArgString(char **argv, const char *arg, char **optDest);
+int CmiGetArgStringDesc(char **argv, const char *arg, char **optDest, const char *desc);
+int CmiGetArgFlag(char **argv, const char *arg);
+int CmiGetArgFlagDesc(char **argv, const char *arg, const char *desc);
+void CmiDeprecateArgInt(char **argv, const char *arg, const char *desc, const char *warning);
+int CmiArgGivingUsage(void);
+void CmiArgGroup(const char *parentName, const char *groupName);
 
 /* ---- sends ------------------------------------------------------------- */
 
@@ -243,6 +317,38 @@ static inline void CmiDestroyLock(CmiNodeLock lock) {
   pthread_mutex_destroy(lock);
   free(lock);
 }
+
+/* ---- memory fences and atomics; network progress ----------------------- */
+
+/* Charm++'s names over the compiler's atomic builtins, on plain integer
+ * lvalues (CmiMemoryAtomicType(int) is int, in C and C++ alike). Every
+ * operation is sequentially consistent: a memory order given as the
+ * last argument (Charm++'s C11 forms) is accepted and strengthened. */
+#define CmiMemoryReadFence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define CmiMemoryWriteFence() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define CmiMemoryAtomicType(type) type
+typedef int CmiMemoryAtomicInt;
+typedef unsigned int CmiMemoryAtomicUInt;
+#define CmiAtomicPick2_(a, b, name, ...) name
+#define CmiAtomicPick3_(a, b, c, name, ...) name
+#define CmiMemoryAtomicIncrement(...)                                                    \
+  CmiAtomicPick2_(__VA_ARGS__, CmiAtomicIncOrder_, CmiAtomicInc_, )(__VA_ARGS__)
+#define CmiMemoryAtomicDecrement(...)                                                    \
+  CmiAtomicPick2_(__VA_ARGS__, CmiAtomicDecOrder_, CmiAtomicDec_, )(__VA_ARGS__)
+#define CmiMemoryAtomicFetchAndInc(...)                                                  \
+  CmiAtomicPick3_(__VA_ARGS__, CmiAtomicFetchIncOrder_, CmiAtomicFetchInc_, )(__VA_ARGS__)
+#define CmiAtomicInc_(x) ((void)__atomic_fetch_add(&(x), 1, __ATOMIC_SEQ_CST))
+#define CmiAtomicIncOrder_(x, order) CmiAtomicInc_(x)
+#define CmiAtomicDec_(x) ((void)__atomic_fetch_sub(&(x), 1, __ATOMIC_SEQ_CST))
+#define CmiAtomicDecOrder_(x, order) CmiAtomicDec_(x)
+#define CmiAtomicFetchInc_(x, out) ((out) = __atomic_fetch_add(&(x), 1, __ATOMIC_SEQ_CST))
+#define CmiAtomicFetchIncOrder_(x, out, order) CmiAtomicFetchInc_(x, out)
+
+/* Messages between processes move without the program's help (each
+ * network module has a progress thread that takes over whenever no PE
+ * polls): a call that asks for progress has nothing to do. */
+#define CmiNetworkProgress() ((void)0)
+#define CmiNetworkProgressAfter(p) ((void)(p))
 
 /* ---- the scheduler ----------------------------------------------------- */
 
@@ -408,6 +514,7 @@ int CmiCsvIndex_(void);
 #define CsvStaticDeclare(t, v) static t Csv_##v##_[CMK_CSV_MAX_LOCAL_NODES]
 #define CsvExtern(t, v) extern t Csv_##v##_[CMK_CSV_MAX_LOCAL_NODES]
 #define CsvInitialize(t, v) ((void)0)
+#define CsvInitialized(v) 1
 #define CsvAccess(v) (Csv_##v##_[CmiCsvIndex_()])
 
 #ifdef __cplusplus
@@ -422,5 +529,6 @@ int CmiCsvIndex_(void);
 #include "converse-rs/onesided.h" /* one-sided and persistent communication */
 #include "converse-rs/ext.h"     /* the extensions' tag matching (Cmm) and futures */
 #include "conv-cpm.h"            /* CPM's types and destinations, as Charm++'s converse.h has them */
+#include "converse-rs/absent.h"  /* Charm++'s names that are not here: a use is a compile error */
 
 #endif /* CONVERSE_RS_CONVERSE_H */

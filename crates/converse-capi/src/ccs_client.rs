@@ -43,6 +43,49 @@ pub struct CcsSecSecretKey {
     pub data: [u8; 16],
 }
 
+/// `CCS_AUTH_makeSecretKey(text, &key)` (`ccs-auth.h`): the key written
+/// in `text`, as the server's `++server-auth` file and its one-time-key
+/// line write one: hex digits, two a byte, up to 16 bytes; reading stops
+/// at the first other character, a last lone digit is the high half of
+/// its byte, and the bytes not given are 0. 1 if at least one byte was
+/// read, else 0 (`key` is zeroed either way).
+///
+/// Charm++'s reads each pair of digits as a *decimal* number (so
+/// `"1234"` is bytes 12 and 34 there, 0x12 and 0x34 here): a key written
+/// for converse-rs's server, whose key file is hex, is read as that
+/// server reads it (see `ccs_wire::parse_key`).
+///
+/// # Safety
+/// `text` is null or a C string; `key` points at a writable key.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CCS_AUTH_makeSecretKey(
+    text: *const c_char,
+    key: *mut CcsSecSecretKey,
+) -> c_int {
+    if key.is_null() {
+        return 0;
+    }
+    let mut out = CcsSecSecretKey { data: [0; 16] };
+    let digits: Vec<u8> = if text.is_null() {
+        Vec::new()
+    } else {
+        // SAFETY: a C string (the caller's promise).
+        unsafe { std::ffi::CStr::from_ptr(text) }
+            .to_bytes()
+            .iter()
+            .take_while(|c| c.is_ascii_hexdigit())
+            .take(2 * out.data.len())
+            .map(|&c| (c as char).to_digit(16).expect("a hex digit") as u8)
+            .collect()
+    };
+    for (byte, pair) in out.data.iter_mut().zip(digits.chunks(2)) {
+        *byte = (pair[0] << 4) | pair.get(1).copied().unwrap_or(0);
+    }
+    // SAFETY: writable (the caller's promise).
+    unsafe { key.write(out) };
+    c_int::from(!digits.is_empty())
+}
+
 /// `CcsServer`: C's connection record (`ccs-client.h` declares the same
 /// fields, in order).
 #[repr(C)]
@@ -650,4 +693,41 @@ pub unsafe extern "C-unwind" fn CcsFinalize(svr: *mut CcsServer) {
     }
     svr.num_nodes = 0;
     svr.num_pes = 0;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key_of(text: &str) -> (c_int, [u8; 16]) {
+        let text = std::ffi::CString::new(text).unwrap();
+        let mut key = CcsSecSecretKey { data: [0xee; 16] };
+        // SAFETY: a C string and a writable key.
+        let made = unsafe { CCS_AUTH_makeSecretKey(text.as_ptr(), &mut key) };
+        (made, key.data)
+    }
+
+    #[test]
+    fn a_key_is_read_as_the_servers_key_file_writes_it() {
+        let (made, key) = key_of("00112233445566778899aabbccddEEFF");
+        assert_eq!(made, 1);
+        assert_eq!(
+            key,
+            converse_ccs::parse_key("00112233445566778899aabbccddeeff").unwrap()
+        );
+        // Short keys: the rest is 0; a last lone digit is a byte's high half.
+        assert_eq!(
+            key_of("1234\n"),
+            (1, [0x12, 0x34, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+        );
+        assert_eq!(
+            key_of("abc"),
+            (1, [0xab, 0xc0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0])
+        );
+        // Nothing readable: 0, and a zero key.
+        assert_eq!(key_of("xyz"), (0, [0; 16]));
+        assert_eq!(key_of(""), (0, [0; 16]));
+        // More than 32 digits: the first 32.
+        assert_eq!(key_of(&"f".repeat(40)).1, [0xff; 16]);
+    }
 }

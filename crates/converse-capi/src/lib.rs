@@ -28,6 +28,8 @@
 //!
 //! - `converse.h`: [`start`] (ConverseInit/ConverseExit, printing,
 //!   aborting, a C `exit()` during the job), [`pe`] (who am I, timers),
+//!   [`topology`] (physical nodes, cores, CPU affinity; also
+//!   `cputopology.h`), [`args`] (`CmiGetArg*`, the program's flags),
 //!   [`handlers`], [`msgs`] (buffers, sends, broadcasts), [`collectives`]
 //!   (node sends, vector and multiple sends, groups, list sends, message
 //!   reductions, spanning trees), [`node`] (node barrier, `Csv`),
@@ -39,7 +41,7 @@
 //! - `converse-rs/memory.h` and `pup_c.h`: [`pup`], [`reduce_struct`],
 //!   [`memory`];
 //! - `converse-rs/onesided.h`: [`rdma`], [`persistent`];
-//! - `conv-ccs.h` and `ccs-client.h`: [`ccs`], [`ccs_client`];
+//! - `conv-ccs.h`, `ccs-client.h` and `ccs-auth.h`: [`ccs`], [`ccs_client`];
 //! - the extensions library (`converse-ext`): `converse-rs/ext.h` (tag
 //!   matching [`ext_cmm`], futures [`ext_futures`]), `cms.h` ([`ext_cms`]),
 //!   `cldb.h` ([`ext_cld`]), `cpthreads.h` ([`ext_cpthreads`]),
@@ -59,6 +61,7 @@
 //! size shorter than a header or longer than the buffer, a PE out of
 //! range, an unknown handler: each ends the job with a message naming the
 //! PE and the cause.
+pub mod args;
 pub mod ccs;
 pub mod ccs_client;
 mod cld_weak;
@@ -86,6 +89,7 @@ pub mod reduce_struct;
 pub mod sched;
 pub mod start;
 pub mod threads;
+pub mod topology;
 
 /// The C string at `s`, or `""` for a null pointer; invalid UTF-8 is
 /// replaced, not refused (it only ever reaches a message).

@@ -161,6 +161,32 @@ pub unsafe extern "C-unwind" fn CmiReference(msg: *mut c_void) {
     unsafe { raw::c_reference(non_null(msg, "CmiReference")) }
 }
 
+/// `CmiInitMsgHeader(msg, size)`: readies the header of a message the
+/// program made itself (on its stack, say) for a send. Charm++ marks its
+/// zero-copy fields there; here the fields the runtime owns and reads
+/// from a header (`root`, `flags`, `coll`) are cleared, so the header
+/// reads as a plain user message's. The handler, the info slot and the
+/// size field are left alone; a size shorter than a header touches
+/// nothing, as in Charm++. A send rewrites these fields anyway: calling
+/// it is never needed here, and always harmless.
+///
+/// # Safety
+/// `msg` points at `size` writable bytes.
+#[unsafe(no_mangle)]
+pub unsafe extern "C-unwind" fn CmiInitMsgHeader(msg: *mut c_void, size: c_int) {
+    if usize::try_from(size).is_ok_and(|s| s >= MSG_HEADER_SIZE) {
+        let header = non_null(msg, "CmiInitMsgHeader").cast::<converse::MsgHeader>();
+        // SAFETY: a header's worth of writable bytes (the caller's
+        // promise); written field by field, unaligned-safe.
+        unsafe {
+            let h = header.as_ptr();
+            std::ptr::addr_of_mut!((*h).root).write_unaligned(0);
+            std::ptr::addr_of_mut!((*h).flags).write_unaligned(0);
+            std::ptr::addr_of_mut!((*h).coll).write_unaligned(0);
+        }
+    }
+}
+
 /// `CmiSize(msg)`: the size the buffer was allocated with, or the size of
 /// the message a handler received (kept beside the buffer: the header is
 /// the program's to write).
