@@ -98,4 +98,6 @@ void pup_bytes(pup_er p, void *ptr, int nBytes);
 }
 #endif
 
+#include "converse-rs/absent.h" /* Charm++'s names that are not here */
+
 #endif /* CONVERSE_RS_PUP_C_H */

@@ -82,4 +82,6 @@ void CqsRemoveSpecific(Queue q, const void *data);
 }
 #endif
 
+#include "converse-rs/absent.h" /* Charm++'s names that are not here */
+
 #endif /* CONVERSE_RS_QUEUEING_H */
