@@ -99,7 +99,7 @@ int CmiSyncGet(GlobalPtr *gptr, void *lptr, unsigned int size);
 
 /* ---- persistent communication ------------------------------------------ */
 
-typedef struct PersistentHandleStruct *PersistentHandle;
+typedef void *PersistentHandle; /* a plain void *, as in Charm++ */
 
 /* What the receiver sends the sender. pe and maxBytes (header included)
  * may be read; opaque is the runtime's and must travel unchanged. */

@@ -46,8 +46,10 @@ use converse::{Cpv, Message};
 use converse_ext::cms;
 
 /// The worker (`CmsWorkerFn`): `int worker(void *task, void **response)`,
-/// returning the response's size.
-pub type CmsWorkerFn = unsafe extern "C-unwind" fn(*mut c_void, *mut *mut c_void) -> c_int;
+/// returning the response's size. Declared `int (*)(void *, void *)`, as
+/// Converse's `cms.h` has it (programs cast their worker to it): the
+/// second argument is the `void **`, passed as a `void *`.
+pub type CmsWorkerFn = unsafe extern "C-unwind" fn(*mut c_void, *mut c_void) -> c_int;
 
 /// The consumer (`CmsConsumerFn`): `int consumer(void *response, int ref)`.
 pub type CmsConsumerFn = unsafe extern "C-unwind" fn(*mut c_void, c_int) -> c_int;
@@ -94,7 +96,7 @@ fn run_worker(task: &[u8]) -> Vec<u8> {
     unsafe { std::ptr::copy_nonoverlapping(task.as_ptr(), buf, task.len()) };
     let mut response: *mut c_void = std::ptr::null_mut();
     // SAFETY: the C worker, given the task's copy and an out-pointer.
-    let size = unsafe { worker(buf.cast(), &mut response) };
+    let size = unsafe { worker(buf.cast(), std::ptr::from_mut(&mut response).cast()) };
     let size = crate::nonneg(size, "a Cms worker's response size");
     let out = if size == 0 {
         Vec::new()

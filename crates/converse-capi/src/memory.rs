@@ -131,8 +131,15 @@ pub extern "C-unwind" fn CmiStartQDCond_(f: Option<CcdCondFn>, arg: *mut c_void)
     converse::start_quiescence_detection(move || f(arg));
 }
 
+/// What a `CQdState` points at, as C declares it (`struct ConvQdState`):
+/// nothing, the pointer is a token.
+#[repr(C)]
+pub struct ConvQdState {
+    _opaque: [u8; 0],
+}
+
 /// A `CQdState`: the calling PE's token (see the module comment).
-pub type CQdState = *mut c_void;
+pub type CQdState = *mut ConvQdState;
 
 /// The calling PE's `CQdState` (what `CpvAccess(cQdState)` reads).
 #[unsafe(no_mangle)]

@@ -475,7 +475,7 @@ unsafe fn prio_from_c(p: *const PrioHead, call: &str) -> BitPrio {
 /// # Safety
 /// As [`CqsEnqueueGeneral`].
 #[unsafe(no_mangle)]
-pub unsafe extern "C-unwind" fn CqsGetPriority(q: *mut CqsQueue) -> *const PrioHead {
+pub unsafe extern "C-unwind" fn CqsGetPriority(q: *mut CqsQueue) -> *mut PrioHead {
     const CALL: &str = "CqsGetPriority";
     // SAFETY: the caller's promise.
     let q = unsafe { queue(q, CALL) };
@@ -494,7 +494,7 @@ pub unsafe extern "C-unwind" fn CqsGetPriority(q: *mut CqsQueue) -> *const PrioH
     q.front_prio.clear();
     q.front_prio.push(u32::from_ne_bytes([b0, b1, i0, i1]));
     q.front_prio.extend_from_slice(&words);
-    q.front_prio.as_ptr().cast()
+    q.front_prio.as_mut_ptr().cast()
 }
 
 /// `CqsPrioGT(p1, p2)`: 1 if `p1` is the greater number (the less urgent
