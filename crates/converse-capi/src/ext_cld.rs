@@ -508,6 +508,13 @@ pub unsafe extern "C-unwind" fn CldSwitchHandler(msg: *mut c_void, handler: c_in
     let handler = crate::nonneg(handler, "CldSwitchHandler (the handler)");
     // SAFETY: the caller's promise.
     let h = unsafe { header(msg, "CldSwitchHandler") };
+    // C's `xhdl` holds 16 bits, every handler index (as in Charm++).
+    if h.handler > XHANDLER_MASK {
+        converse::abort(&format!(
+            "CldSwitchHandler: the message's handler {} is no handler index (at most {XHANDLER_MASK})",
+            h.handler
+        ));
+    }
     h.info = (h.info & !XHANDLER_MASK) | (h.handler & XHANDLER_MASK);
     h.handler = u32::try_from(handler).unwrap_or(u32::MAX);
 }

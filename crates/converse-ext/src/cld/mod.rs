@@ -249,7 +249,14 @@ fn info_fn_or_abort(index: usize, what: &dyn Fn() -> String) -> InfoFn {
 /// arrives, and [`restore_handler`] puts the seed's own back.
 #[doc(alias = "CldSwitchHandler")]
 pub fn switch_handler(msg: &mut Message, handler: usize) {
-    let own = u32::try_from(msg.handler()).expect("a handler index fits 21 bits");
+    let own = u32::try_from(msg.handler()).expect("a header's handler field is 32 bits");
+    // Registered handlers are at most MAX_HANDLER_INDEX, which the mask
+    // holds: a larger one is no handler, and would come back as another.
+    if own > XHANDLER_MASK {
+        converse::abort(&format!(
+            "CldSwitchHandler: the seed's handler {own} is no handler index (at most {XHANDLER_MASK})"
+        ));
+    }
     msg.set_info((msg.info() & !XHANDLER_MASK) | (own & XHANDLER_MASK));
     msg.set_handler(handler);
 }

@@ -7,7 +7,7 @@
 //! node of a one-process job. The launcher tells hosts apart as it does
 //! for the network modules (by host name, numbered by first appearance in
 //! process order); the job keeps the host of every process
-//! ([`Job::hosts`](crate::rt::job::Job)), `None` when all are on one.
+//! (the job's `hosts` field), `None` when all are on one.
 //!
 //! # Invariants
 //!
@@ -20,9 +20,9 @@
 //! # Cost
 //!
 //! The host list is what the launcher gave (one entry per process).
-//! `num_physical_nodes` and `pes_on_physical_node` scan it (O(processes));
-//! `physical_node_of` is O(1); `physical_rank` scans the processes before
-//! the PE's. Nothing is kept per PE.
+//! `physical_node_of` is O(1); the others scan it (O(processes), the
+//! processes before the PE's for `physical_rank`), for a question asked at
+//! start-up. Nothing is kept per PE.
 //!
 //! # Concurrency
 //!
@@ -74,32 +74,36 @@ pub fn physical_node_of(pe: usize) -> usize {
     })
 }
 
+/// The nodes on host `host` below node `below`, in order, with their
+/// first PE and size.
+fn nodes_on(job: &crate::rt::job::Job, host: usize, below: usize) -> Vec<(usize, usize)> {
+    let topo = job.topo;
+    (0..below.min(topo.num_nodes()))
+        .filter(|&n| host_of_node(job.hosts.as_deref(), n) == host)
+        .map(|n| (topo.node_first(n), topo.node_size(n)))
+        .collect()
+}
+
 /// The PEs on host `node`, in increasing order
 /// (`CmiGetPesOnPhysicalNode`). Ends the job naming a host that does not
 /// exist.
 #[doc(alias = "CmiGetPesOnPhysicalNode")]
 pub fn pes_on_physical_node(node: usize) -> Vec<usize> {
     check_physical_node(node, "pes_on_physical_node");
-    pe::with(|p| {
-        let topo = p.job.topo;
-        (0..topo.num_nodes())
-            .filter(|&n| host_of_node(p.job.hosts.as_deref(), n) == node)
-            .flat_map(|n| topo.node_first(n)..topo.node_first(n) + topo.node_size(n))
-            .collect()
-    })
+    pe::with(|p| nodes_on(&p.job, node, usize::MAX))
+        .into_iter()
+        .flat_map(|(first, size)| first..first + size)
+        .collect()
 }
 
 /// How many PEs run on host `node` (`CmiNumPesOnPhysicalNode`).
 #[doc(alias = "CmiNumPesOnPhysicalNode")]
 pub fn num_pes_on_physical_node(node: usize) -> usize {
     check_physical_node(node, "num_pes_on_physical_node");
-    pe::with(|p| {
-        let topo = p.job.topo;
-        (0..topo.num_nodes())
-            .filter(|&n| host_of_node(p.job.hosts.as_deref(), n) == node)
-            .map(|n| topo.node_size(n))
-            .sum()
-    })
+    pe::with(|p| nodes_on(&p.job, node, usize::MAX))
+        .iter()
+        .map(|&(_, size)| size)
+        .sum()
 }
 
 /// The lowest-numbered PE on host `node`
@@ -107,13 +111,10 @@ pub fn num_pes_on_physical_node(node: usize) -> usize {
 #[doc(alias = "CmiGetFirstPeOnPhysicalNode")]
 pub fn first_pe_on_physical_node(node: usize) -> usize {
     check_physical_node(node, "first_pe_on_physical_node");
-    pe::with(|p| {
-        let topo = p.job.topo;
-        let n = (0..topo.num_nodes())
-            .find(|&n| host_of_node(p.job.hosts.as_deref(), n) == node)
-            .expect("every physical node holds a node");
-        topo.node_first(n)
-    })
+    pe::with(|p| nodes_on(&p.job, node, usize::MAX))
+        .first()
+        .map(|&(first, _)| first)
+        .expect("every physical node holds a node")
 }
 
 /// PE `pe`'s position among the PEs of its host (`CmiPhysicalRank`).
@@ -121,15 +122,13 @@ pub fn first_pe_on_physical_node(node: usize) -> usize {
 pub fn physical_rank(pe: usize) -> usize {
     check_pe(pe, "physical_rank");
     pe::with(|p| {
-        let topo = p.job.topo;
-        let hosts = p.job.hosts.as_deref();
-        let own = topo.node_of(pe);
-        let host = host_of_node(hosts, own);
-        let before: usize = (0..own)
-            .filter(|&n| host_of_node(hosts, n) == host)
-            .map(|n| topo.node_size(n))
+        let own = p.job.topo.node_of(pe);
+        let host = host_of_node(p.job.hosts.as_deref(), own);
+        let before: usize = nodes_on(&p.job, host, own)
+            .iter()
+            .map(|&(_, size)| size)
             .sum();
-        before + topo.rank_of(pe)
+        before + p.job.topo.rank_of(pe)
     })
 }
 
