@@ -43,7 +43,6 @@ fn main() {
         .run(|args| {
             let n: u64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1_000_000);
             let (me, pes) = (converse::my_pe(), converse::num_pes());
-            let evens: Vec<usize> = (0..pes).step_by(2).collect();
             // Every PE sets the ID aside in the same order: the same ID
             // everywhere.
             let evens_id = converse::global_reduction_id();
@@ -82,6 +81,9 @@ fn main() {
                 );
                 assert_eq!(a.sum_of_squares, expected);
                 assert_eq!(who, (0..pes).collect::<Vec<_>>());
+                // Made where it is used (PE 0), not on every PE: a list of
+                // P/2 PEs on each of P PEs would grow as P².
+                let evens: Vec<usize> = (0..pes).step_by(2).collect();
                 let group = converse::establish_group(&evens);
                 let msg = Message::from_payload(to_evens, &(group.id() as u64).to_le_bytes());
                 converse::sync_multicast_and_free(group, msg);

@@ -454,7 +454,13 @@ fn spawn_pes(job: &Arc<Job>, start: &StartFn, mode: SchedMode) -> Vec<JoinHandle
                 .name(format!("PE {pe}"))
                 .stack_size(PE_STACK)
                 .spawn(move || pe_body(&job, pe, Role::Worker, &start, mode))
-                .unwrap_or_else(|e| crate::proc::exit::abort(&format!("cannot start PE {pe}: {e}")))
+                .unwrap_or_else(|e| {
+                    crate::proc::exit::abort(&format!(
+                        "cannot start PE {pe}: {e} (each PE is a thread: the OS's limits on \
+                         threads and memory maps, `ulimit -u`, kernel.threads-max and \
+                         vm.max_map_count, bound the PEs of one process)"
+                    ))
+                })
         })
         .collect()
 }

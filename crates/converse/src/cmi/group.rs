@@ -8,6 +8,13 @@
 //! "one broadcast's worth"). Each PE records a definition as it takes it from
 //! its inbox.
 //!
+//! A definition is immutable, so the PEs of a process share one copy
+//! (`GroupDefs`, the job's subsystem state): the first PE of the process to
+//! take the definition parses and checks it, the others take the shared
+//! copy. Memory per process is the member list (16 bytes a member: the list
+//! and its sorted index), per PE one pointer a group; a process of P PEs
+//! that all learn a group of P/2 members no longer holds P copies of it.
+//!
 //! A multicast travels down the spanning tree over the group's members
 //! (positions in the list as given), rooted at the sender's position if the
 //! sender is a member and at the first member otherwise; each member passes
@@ -43,7 +50,7 @@
 //! `Groups` is per PE and touched only by its thread; no borrow of it is held
 //! while messages are routed on or deferred work runs.
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::sync::Arc;
 
 use super::CommHandle;
 use super::spantree::SpanningTree;
@@ -75,18 +82,51 @@ impl Group {
 /// A group's members, as its creator listed them.
 pub(crate) struct GroupInfo {
     pub pes: Vec<usize>,
-    /// PE -> position in `pes`.
-    position: HashMap<usize, usize>,
+    /// (PE, position in `pes`), sorted by PE: `position`'s index (a
+    /// binary search; half the memory of a hash map).
+    by_pe: Box<[(u32, u32)]>,
 }
 
 impl GroupInfo {
-    fn new(pes: Vec<usize>) -> GroupInfo {
-        let position = pes.iter().enumerate().map(|(i, &p)| (p, i)).collect();
-        GroupInfo { pes, position }
+    /// The group of `pes`, or the first PE it names twice.
+    fn new(pes: Vec<usize>) -> Result<GroupInfo, usize> {
+        let mut by_pe: Box<[(u32, u32)]> = pes
+            .iter()
+            .enumerate()
+            // PE numbers and positions were checked against the job's size,
+            // which fits 32 bits (`+p`'s limit).
+            .map(|(i, &p)| (p as u32, i as u32))
+            .collect();
+        by_pe.sort_unstable();
+        if let Some(w) = by_pe.windows(2).find(|w| w[0].0 == w[1].0) {
+            return Err(w[0].0 as usize);
+        }
+        Ok(GroupInfo { pes, by_pe })
     }
 
     pub fn position(&self, pe: usize) -> Option<usize> {
-        self.position.get(&pe).copied()
+        let pe = u32::try_from(pe).ok()?;
+        self.by_pe
+            .binary_search_by_key(&pe, |&(p, _)| p)
+            .ok()
+            .map(|i| self.by_pe[i].1 as usize)
+    }
+}
+
+/// The definitions this process's PEs have taken, shared by them (see the
+/// module comment). Groups live as long as the job.
+#[derive(Default)]
+struct GroupDefs {
+    by_id: std::sync::Mutex<HashMap<u32, Arc<GroupInfo>>>,
+}
+
+impl GroupDefs {
+    /// The process's copy of group `gid`, made by `make` if no PE of the
+    /// process has it yet.
+    fn get_or_make(pe: &Pe, gid: u32, make: impl FnOnce() -> GroupInfo) -> Arc<GroupInfo> {
+        let defs = pe.job.subsystem::<GroupDefs>();
+        let mut by_id = crate::sync::lock(&defs.by_id);
+        Arc::clone(by_id.entry(gid).or_insert_with(|| Arc::new(make())))
     }
 }
 
@@ -97,7 +137,7 @@ type Deferred = Box<dyn FnOnce(&Pe, &[usize])>;
 #[derive(Default)]
 pub(crate) struct Groups {
     /// Groups whose definition this PE has.
-    known: HashMap<u32, Rc<GroupInfo>>,
+    known: HashMap<u32, Arc<GroupInfo>>,
     /// Groups this PE established.
     established: u32,
     /// Multicast copies that arrived before their group's definition.
@@ -126,7 +166,7 @@ fn creator_of(pe: &Pe, gid: u32) -> usize {
     gid as usize % pe.job.topo.num_pes()
 }
 
-fn lookup(pe: &Pe, gid: u32) -> Option<Rc<GroupInfo>> {
+fn lookup(pe: &Pe, gid: u32) -> Option<Arc<GroupInfo>> {
     pe.coll.groups.borrow().known.get(&gid).cloned()
 }
 
@@ -153,12 +193,13 @@ pub fn establish_group(pes: &[usize]) -> Group {
                 pe.pe
             ))
         };
+        let info = GroupDefs::get_or_make(pe, gid, || {
+            GroupInfo::new(pes.to_vec()).expect("check_list refused repeated PEs")
+        });
         {
             let mut groups = pe.coll.groups.borrow_mut();
             groups.established += 1;
-            groups
-                .known
-                .insert(gid, Rc::new(GroupInfo::new(pes.to_vec())));
+            groups.known.insert(gid, info);
         }
         let mut words = vec![gid as u64, pes.len() as u64];
         words.extend(pes.iter().map(|&p| p as u64));
@@ -175,16 +216,18 @@ pub(crate) fn on_definition(pe: &Pe, msg: &Message) {
     let Ok(gid) = u32::try_from(gid) else {
         r.malformed(&format!("group ID {gid} does not fit 32 bits"))
     };
-    let n = pe.job.topo.num_pes();
-    let count = r.index(n + 1);
-    let pes: Vec<usize> = (0..count).map(|_| r.index(n)).collect();
-    let info = Rc::new(GroupInfo::new(pes));
-    if info.position.len() != info.pes.len() {
-        r.malformed("the member list repeats a PE");
-    }
+    // The first PE of the process to take it reads and checks the list;
+    // the others share that copy (every copy of one broadcast is the same).
+    let info = GroupDefs::get_or_make(pe, gid, || {
+        let n = pe.job.topo.num_pes();
+        let count = r.index(n + 1);
+        let pes: Vec<usize> = (0..count).map(|_| r.index(n)).collect();
+        GroupInfo::new(pes)
+            .unwrap_or_else(|twice| r.malformed(&format!("the member list names PE {twice} twice")))
+    });
     let (pending, deferred) = {
         let mut groups = pe.coll.groups.borrow_mut();
-        groups.known.insert(gid, Rc::clone(&info));
+        groups.known.insert(gid, Arc::clone(&info));
         (
             groups.pending.remove(&gid).unwrap_or_default(),
             groups.deferred.remove(&gid).unwrap_or_default(),
@@ -425,4 +468,21 @@ pub fn sync_list_send_and_free(pes: &[usize], msg: Message) {
 pub fn async_list_send(pes: &[usize], msg: &Message) -> CommHandle {
     list_send(pes, msg, "async_list_send");
     CommHandle::completed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GroupInfo;
+
+    #[test]
+    fn positions_are_found_in_the_sorted_index_and_a_repeat_is_named() {
+        let info = GroupInfo::new(vec![7, 3, 10, 0]).unwrap();
+        for (pos, pe) in [7, 3, 10, 0].into_iter().enumerate() {
+            assert_eq!(info.position(pe), Some(pos));
+        }
+        assert_eq!(info.position(4), None);
+        assert_eq!(info.position(usize::MAX), None);
+        assert_eq!(GroupInfo::new(vec![]).unwrap().position(0), None);
+        assert_eq!(GroupInfo::new(vec![5, 2, 5]).err(), Some(5));
+    }
 }

@@ -958,20 +958,20 @@ fn launcher_layout_refused() {
     let glued = format!("+p{too_many}");
     let cases: Vec<(Vec<&str>, String)> = vec![
         (
-            vec!["+p", "5000", "++ppn", "50"],
-            "runtime flag `+p` needs a whole number from 1 to 4096, got `5000`".into(),
+            vec!["+p", "70000", "++ppn", "50"],
+            "runtime flag `+p` needs a whole number from 1 to 65536, got `70000`".into(),
         ),
         (
             vec!["++ppn", "50", &glued],
-            format!("runtime flag `+p` needs a whole number from 1 to 4096, got `{too_many}`"),
+            format!("runtime flag `+p` needs a whole number from 1 to 65536, got `{too_many}`"),
         ),
         (
             vec!["+p", "0"],
-            "runtime flag `+p` needs a whole number from 1 to 4096, got `0`".into(),
+            "runtime flag `+p` needs a whole number from 1 to 65536, got `0`".into(),
         ),
         (
             vec!["+p", "4", "++ppn", "x"],
-            "runtime flag `++ppn` needs a whole number from 1 to 4096, got `x`".into(),
+            "runtime flag `++ppn` needs a whole number from 1 to 65536, got `x`".into(),
         ),
         (
             vec!["+p", "6", "++ppn", "4"],
