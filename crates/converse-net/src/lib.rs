@@ -12,6 +12,7 @@
 //! as its `net` module for its own use; programs never see them.
 #![warn(missing_docs)]
 
+pub mod counts;
 pub mod frame;
 pub mod lmt;
 #[cfg(feature = "mpi")]

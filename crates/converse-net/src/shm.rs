@@ -1243,6 +1243,7 @@ impl NetModule for ShmModule {
         }
         let fd = rustix::shm::open(name, OFlags::RDWR, FileMode::empty())
             .map_err(|e| NetError::peer(peer, format!("shm: cannot open {name}: {e}")))?;
+        crate::counts::shm_segment_mapped();
         let len = segment_len(self.nodes);
         let size = rustix::fs::fstat(&fd)
             .map_err(|e| NetError::peer(peer, format!("shm: {e}")))?

@@ -312,7 +312,10 @@ impl Connecting {
         let mut last = None;
         for &addr in addrs {
             let stream = match TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT) {
-                Ok(s) => s,
+                Ok(s) => {
+                    crate::counts::tcp_connection_started();
+                    s
+                }
                 Err(e) => {
                     last = Some(format!("{addr}: {e}"));
                     continue;
