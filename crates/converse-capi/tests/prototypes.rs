@@ -1812,14 +1812,16 @@ fn the_checker_reports_each_kind_of_mismatch() {
         }
         "#,
     );
+    // Source text the checker parses, never compiled: only the signatures
+    // matter, so the bodies are empty.
     let rust = RustSide::parse(&[(
         "lib.rs".into(),
         r#"
         type Handler = extern "C-unwind" fn(*mut c_void);
         #[repr(C)] pub struct Pair { a: c_int, b: c_long }
         #[repr(C)] pub struct PairT { a: c_int, b: c_int }
-        #[unsafe(no_mangle)] pub extern "C" fn ok_fn(n: c_int, s: *const c_char, h: Option<Handler>) -> *mut c_void { todo!() }
-        #[unsafe(no_mangle)] pub extern "C" fn ok_typedef(p: *mut PairT, q: PairT) -> Handler { todo!() }
+        #[unsafe(no_mangle)] pub extern "C" fn ok_fn(n: c_int, s: *const c_char, h: Option<Handler>) -> *mut c_void {}
+        #[unsafe(no_mangle)] pub extern "C" fn ok_typedef(p: *mut PairT, q: PairT) -> Handler {}
         #[unsafe(no_mangle)] pub extern "C-unwind" fn signedness(n: c_int) {}
         #[unsafe(no_mangle)] pub unsafe extern "C" fn const_param(s: *mut c_char) {}
         #[no_mangle] pub extern "C" fn bare_fn(h: Handler) {}
@@ -1834,7 +1836,7 @@ fn the_checker_reports_each_kind_of_mismatch() {
         }
         make! { /// Doc.
             from_macro: c_uint; }
-        #[unsafe(no_mangle)] pub extern "C" fn ret_const() -> *const c_char { todo!() }
+        #[unsafe(no_mangle)] pub extern "C" fn ret_const() -> *const c_char {}
         #[unsafe(no_mangle)] pub extern "C" fn undeclared() {}
         #[unsafe(no_mangle)] pub fn rust_abi() {}
         #[unsafe(no_mangle)] pub static var: AtomicI8 = AtomicI8::new(0);

@@ -241,6 +241,12 @@ fn scenario(name: &str) -> i32 {
                 converse::sync_send_and_free(1, Message::new(99, 0));
             }
         }),
+        // 3a'. A host (physical node) that does not exist.
+        "no_such_host" => job(&["+p", "2"], |_| {
+            if converse::my_pe() == 1 {
+                converse::machine::hosts::pes_on_physical_node(3);
+            }
+        }),
         // 3b. The same when the receiver has registered handlers (index 99 is
         //     past the end of its table, index 2 inside it but empty).
         "unknown_handler_in_table" => job(&["+p", "2"], |_| {
@@ -1066,6 +1072,19 @@ fn unknown_handler_aborts_on_receiver() {
     out.expect(
         ABORT_EXIT_CODE,
         &["converse: PE 1 aborting:", "unknown handler 99", "PE 0"],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn a_host_that_does_not_exist_is_named() {
+    let out = run_scenario("no_such_host");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 1 aborting:",
+            "pes_on_physical_node: physical node 3 does not exist: the job has physical nodes 0..1",
+        ],
     );
     out.expect_absent(RETURNED);
 }

@@ -122,6 +122,10 @@ pub fn first_pe_on_physical_node(node: usize) -> usize {
 pub fn physical_rank(pe: usize) -> usize {
     check_pe(pe, "physical_rank");
     pe::with(|p| {
+        if p.job.hosts.is_none() {
+            // One host: its PEs are all the job's, in order.
+            return pe;
+        }
         let own = p.job.topo.node_of(pe);
         let host = host_of_node(p.job.hosts.as_deref(), own);
         let before: usize = nodes_on(&p.job, host, own)
