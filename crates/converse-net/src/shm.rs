@@ -1331,6 +1331,12 @@ impl NetModule for ShmModule {
         self.connect_to_root(peer, card)
     }
 
+    fn connected_peers(&self) -> Vec<usize> {
+        (0..self.vcs.len())
+            .filter(|&p| self.vcs[p].get().is_some())
+            .collect()
+    }
+
     fn vc_destroy(&self, _peer: usize) {
         // The mapping goes with the module; nothing else to undo.
     }

@@ -1097,6 +1097,12 @@ impl NetModule for TcpModule {
         }
     }
 
+    fn connected_peers(&self) -> Vec<usize> {
+        (0..self.vcs.len())
+            .filter(|&p| self.vcs[p].get().is_some())
+            .collect()
+    }
+
     fn vc_destroy(&self, peer: usize) {
         if let Ok(vc) = self.vc(peer) {
             let _send = lock(&vc.send);

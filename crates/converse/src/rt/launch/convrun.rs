@@ -45,6 +45,8 @@ pub(super) struct Convrun {
     /// until start-up is over: then [`LINK`] and the watcher thread take
     /// them.
     link: Mutex<Option<(TcpStream, BufReader<TcpStream>)>>,
+    /// Every process's card, from the launcher.
+    cards: OnceLock<Vec<String>>,
 }
 
 /// The placement `convrun` gave this process, if it started it.
@@ -79,17 +81,13 @@ pub(super) fn placement() -> Result<Option<Placement>, String> {
         boot: std::sync::Arc::new(Convrun {
             launcher,
             link: Mutex::new(None),
+            cards: OnceLock::new(),
         }),
     }))
 }
 
 impl Bootstrap for Convrun {
-    fn exchange(
-        &self,
-        place: &Placement,
-        card: &str,
-        deadline: Instant,
-    ) -> Result<Vec<String>, String> {
+    fn publish(&self, place: &Placement, card: &str, deadline: Instant) -> Result<(), String> {
         let me = place.node;
         let card =
             Card::new(card).map_err(|e| format!("cannot send the business card `{card}`: {e}"))?;
@@ -155,7 +153,18 @@ impl Bootstrap for Convrun {
             ));
         }
         *crate::sync::lock(&self.link) = Some((link, reader));
-        Ok(cards.into_iter().map(Card::into_string).collect())
+        let _ = self
+            .cards
+            .set(cards.into_iter().map(Card::into_string).collect());
+        Ok(())
+    }
+
+    fn card_of(&self, peer: usize) -> Result<String, String> {
+        self.cards
+            .get()
+            .and_then(|c| c.get(peer))
+            .cloned()
+            .ok_or_else(|| format!("no business card of process {peer}"))
     }
 
     fn joined(&self, place: &Placement) -> Result<(), String> {

@@ -54,14 +54,14 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = launch_wire::DEFAULT_TIMEOUT_SECS;
 /// How a process learns its place in the job and exchanges business cards
 /// with the others. [`BOOTSTRAPS`] lists them.
 pub(crate) trait Bootstrap: Send + Sync {
-    /// Publishes `card` (this process's) and returns every process's, in
-    /// order of their numbers, by `deadline`.
-    fn exchange(
-        &self,
-        place: &Placement,
-        card: &str,
-        deadline: Instant,
-    ) -> Result<Vec<String>, String>;
+    /// Publishes `card` (this process's) and returns once every process
+    /// of the job has published its own (the start barrier), by
+    /// `deadline`.
+    fn publish(&self, place: &Placement, card: &str, deadline: Instant) -> Result<(), String>;
+    /// Process `peer`'s card, from any thread once [`Bootstrap::publish`]
+    /// returned: what a network module connects by on its first send to
+    /// `peer` (cards are learnt on demand, not all at start-up).
+    fn card_of(&self, peer: usize) -> Result<String, String>;
     /// Start-up is over (every VC up): from now on the bootstrap watches
     /// for the job ending elsewhere, which ends this process.
     fn joined(&self, place: &Placement) -> Result<(), String>;
@@ -293,15 +293,12 @@ pub(crate) fn join(
         }
     });
 
-    let cards = place.boot.exchange(place, &card, deadline)?;
-    tracing::debug!(
-        process = me,
-        cards = cards.len(),
-        "business cards exchanged"
-    );
-    for (peer, card) in cards.iter().enumerate().filter(|&(p, _)| p != me) {
+    place.boot.publish(place, &card, deadline)?;
+    tracing::debug!(process = me, "business card published");
+    for peer in (0..place.nodes).filter(|&p| p != me) {
+        let card = place.boot.card_of(peer)?;
         let kind = &MODULES[routes.via[peer]];
-        let part = modules::card_for(card, kind).ok_or_else(|| {
+        let part = modules::card_for(&card, kind).ok_or_else(|| {
             format!(
                 "process {peer}'s business card `{card}` has no {} part",
                 kind.name
