@@ -10,12 +10,19 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 static TCP_CONNECTIONS_STARTED: AtomicUsize = AtomicUsize::new(0);
+static TCP_CONNECT_RETRIES: AtomicUsize = AtomicUsize::new(0);
 static SHM_SEGMENTS_MAPPED: AtomicUsize = AtomicUsize::new(0);
 
 /// TCP connections this process has started (at start-up and since,
 /// connecting again included); accepted ones are their starters'.
 pub fn tcp_connections_started() -> usize {
     TCP_CONNECTIONS_STARTED.load(Ordering::Relaxed)
+}
+
+/// Connects this process tried again because the peer's listener was
+/// busy (refused or reset during a burst of connects).
+pub fn tcp_connect_retries() -> usize {
+    TCP_CONNECT_RETRIES.load(Ordering::Relaxed)
 }
 
 /// Other processes' shared-memory segments this process has mapped.
@@ -25,6 +32,10 @@ pub fn shm_segments_mapped() -> usize {
 
 pub(crate) fn tcp_connection_started() {
     TCP_CONNECTIONS_STARTED.fetch_add(1, Ordering::Relaxed);
+}
+
+pub(crate) fn tcp_connect_retried() {
+    TCP_CONNECT_RETRIES.fetch_add(1, Ordering::Relaxed);
 }
 
 pub(crate) fn shm_segment_mapped() {

@@ -18,6 +18,7 @@ pub mod lock;
 pub(crate) mod network;
 pub(crate) mod pe;
 pub(crate) mod persistent;
+pub(crate) mod process_tree;
 pub mod random;
 pub(crate) mod watchdog;
 

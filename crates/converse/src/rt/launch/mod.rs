@@ -1,12 +1,12 @@
 //! How a process of a multi-process job joins it: it learns its place from
-//! a *bootstrap*, starts the network modules its VCs need, exchanges
-//! business cards through the bootstrap, and connects to every other
-//! process.
+//! a *bootstrap*, starts the network modules its VCs need, and publishes
+//! its business card through the bootstrap; the others' cards are looked
+//! up when first needed.
 //!
 //! Two tables make the choices, so that a new way in is an addition:
 //!
-//! - Bootstraps (`Bootstrap`): how a process learns its place and
-//!   exchanges cards.
+//! - Bootstraps (`Bootstrap`): how a process learns its place, publishes
+//!   its card and looks up the others'.
 //!   `convrun`'s (`convrun.rs`: its environment and control socket, the
 //!   protocol of the `launch-wire` crate), and PMI-1's (`pmi.rs`: a job
 //!   started by MPICH's `mpiexec`, its cards exchanged through the
@@ -18,9 +18,12 @@
 //! 1. the modules the VCs need are started, each giving a card; the
 //!    process's card is theirs joined with `,` (a peer takes the part of
 //!    the module it reaches this process with);
-//! 2. the bootstrap publishes it and returns every process's card;
-//! 3. each module connects the VCs it carries (`vc_init`) and waits for
-//!    the peers' (`accept_peers`);
+//! 2. the bootstrap publishes it and returns once every process has
+//!    published its own (the start barrier);
+//! 3. a module that connects on first use (tcp, mpi) needs nothing more:
+//!    it asks for a peer's card ([`Bootstrap::card_of`], through the
+//!    process layer) when it first sends there; one that does not is
+//!    connected to each peer it carries now (`vc_init`, `accept_peers`);
 //! 4. the bootstrap is told start-up is over: from then on it watches for
 //!    the job ending elsewhere, and is told how this process ends
 //!    (`ending`, `tell_ended`).
@@ -212,12 +215,15 @@ impl Drop for StartupOver<'_> {
     }
 }
 
-/// Joins the job: network modules, card exchange through the bootstrap,
-/// VCs. Returns the network, connected to every other process.
+/// Joins the job: network modules, this process's card published through
+/// the bootstrap (the start barrier), the VCs of modules that do not
+/// connect on first use. Returns the network; `branch` is the branching
+/// factor of its spanning tree of processes.
 pub(crate) fn join(
     place: &Placement,
     topo: Topology,
     lmt: Option<&str>,
+    branch: usize,
 ) -> Result<Network, String> {
     // `++lmt` was checked against the same names (`args::LMT_MODES`).
     let lmt = match lmt {
@@ -248,6 +254,7 @@ pub(crate) fn join(
         host: &place.host,
         max_payload: crate::net::frame::DEFAULT_MAX_PAYLOAD,
         lmt,
+        timeout: place.timeout,
     };
     // (index in MODULES, the module), in MODULES order.
     let mut started: Vec<(usize, Box<dyn Joining>)> = Vec::new();
@@ -287,35 +294,45 @@ pub(crate) fn join(
     let route = (0..place.nodes)
         .map(|p| if p == me { 0 } else { part_of(routes.via[p]) })
         .collect();
-    let network = Network::new(me, topo, Links::new(parts, route), routes.label, |u| {
-        for (_, m) in &started {
-            m.set_upcalls(u.clone());
-        }
-    });
+    let boot = place.boot.clone();
+    let cards: crate::rt::network::CardSource = Box::new(move |peer| boot.card_of(peer));
+    let network = Network::new(
+        me,
+        topo,
+        Links::new(parts, route),
+        routes.label,
+        branch,
+        cards,
+        |u| {
+            for (_, m) in &started {
+                m.set_upcalls(u.clone());
+            }
+        },
+    );
 
     place.boot.publish(place, &card, deadline)?;
     tracing::debug!(process = me, "business card published");
-    for peer in (0..place.nodes).filter(|&p| p != me) {
-        let card = place.boot.card_of(peer)?;
-        let kind = &MODULES[routes.via[peer]];
-        let part = modules::card_for(&card, kind).ok_or_else(|| {
-            format!(
-                "process {peer}'s business card `{card}` has no {} part",
-                kind.name
-            )
-        })?;
-        let (_, module) = &started[part_of(routes.via[peer])];
-        module
-            .module()
-            .vc_init(peer, part)
-            .map_err(|e| e.to_string())?;
-    }
-    // In any order: a module's wait depends on the peers' `vc_init`s,
-    // which never wait.
-    for (kind, module) in &started {
+    // A module that connects on first use needs nothing more; one that
+    // does not is connected to every peer it carries now.
+    for (kind, module) in started.iter().filter(|(_, m)| !m.connects_on_demand()) {
         let peers: Vec<usize> = (0..place.nodes)
             .filter(|&p| p != me && routes.via[p] == *kind)
             .collect();
+        for &peer in &peers {
+            let card = place.boot.card_of(peer)?;
+            let part = modules::card_for(&card, &MODULES[*kind]).ok_or_else(|| {
+                format!(
+                    "process {peer}'s business card `{card}` has no {} part",
+                    MODULES[*kind].name
+                )
+            })?;
+            module
+                .module()
+                .vc_init(peer, part)
+                .map_err(|e| e.to_string())?;
+        }
+        // In any order: a module's wait depends on the peers' `vc_init`s,
+        // which never wait.
         module
             .accept_peers(&peers, deadline)
             .map_err(|e| e.to_string())?;

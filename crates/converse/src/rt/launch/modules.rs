@@ -42,6 +42,9 @@ pub(super) struct Init<'a> {
     pub max_payload: usize,
     /// How shm moves large messages (`++lmt`).
     pub lmt: crate::net::lmt::Mode,
+    /// How long start-up may take (`++timeout`): also how long a
+    /// connection may take to be set up.
+    pub timeout: std::time::Duration,
 }
 
 /// A network module as start-up drives it: the contract, and the calls
@@ -52,6 +55,12 @@ pub(super) trait Joining {
     /// Who hears about its frames and connection events; before any VC is
     /// connected.
     fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>);
+    /// True if the module connects a VC on its first use, by itself (from
+    /// the card `Upcalls::peer_card` gives); false if start-up must connect
+    /// every VC it carries (`vc_init`, `accept_peers`).
+    fn connects_on_demand(&self) -> bool {
+        false
+    }
     /// Waits until the VCs of `peers` (those this module carries) are up,
     /// or fails at `deadline` naming the processes that never came.
     fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError>;
@@ -156,7 +165,7 @@ fn tcp(init: &Init) -> Result<Box<dyn Joining>, NetError> {
         init.host,
         init.max_payload,
     )
-    .map(|m| Box::new(Arc::new(m)) as Box<dyn Joining>)
+    .map(|m| Box::new(Arc::new(m.with_connect_wait(init.timeout))) as Box<dyn Joining>)
 }
 
 impl Joining for Arc<TcpModule> {
@@ -165,6 +174,9 @@ impl Joining for Arc<TcpModule> {
     }
     fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>) {
         TcpModule::set_upcalls(self, upcalls);
+    }
+    fn connects_on_demand(&self) -> bool {
+        true
     }
     fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
         TcpModule::accept_peers(self, peers, deadline)
@@ -191,6 +203,10 @@ impl Joining for Arc<crate::net::mpi::MpiModule> {
     }
     fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>) {
         crate::net::mpi::MpiModule::set_upcalls(self, upcalls);
+    }
+    fn connects_on_demand(&self) -> bool {
+        // MPI connects every pair itself.
+        true
     }
     fn accept_peers(&self, _peers: &[usize], _deadline: Instant) -> Result<(), NetError> {
         // MPI connects every pair itself.
