@@ -21,4 +21,4 @@ pub mod netmod;
 pub mod shm;
 mod sync;
 pub mod tcp;
-mod tcp_handshake;
+pub mod tcp_handshake;

@@ -103,7 +103,7 @@ use super::frame::{FrameHeader, MessageBuffers, Reassembler};
 use super::netmod::{
     NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls, check_iov_len,
 };
-use super::tcp_handshake::{Accepting, Connecting, Step, Verdict};
+use super::tcp_handshake::{AcceptorSide, Accepting, Connecting, Step, Verdict};
 use launch_wire::JobKey;
 
 /// How long an accepted connection may take over its handshake before it
@@ -701,12 +701,15 @@ impl TcpModule {
             self.reset_terminated(vc);
         }
         let mut side = lock(&vc.send);
-        let verdict = match side.link {
-            _ if side.failed => Verdict::Refuse,
-            Link::Idle | Link::Awaiting { .. } => Verdict::Accept,
-            Link::Connecting if self.me < peer => Verdict::Lose,
-            Link::Connecting => Verdict::Accept,
-            Link::Up => Verdict::Refuse,
+        let verdict = if side.failed {
+            Verdict::Refuse
+        } else {
+            let ours = match side.link {
+                Link::Idle | Link::Awaiting { .. } => AcceptorSide::Free,
+                Link::Connecting => AcceptorSide::Connecting,
+                Link::Up => AcceptorSide::Up,
+            };
+            Verdict::decide(self.me, peer, ours)
         };
         if let Err(e) = conn.send_verdict(verdict) {
             drop(side);

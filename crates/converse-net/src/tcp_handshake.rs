@@ -84,7 +84,32 @@ pub enum Verdict {
     Refuse = 3,
 }
 
+/// Where the acceptor's VC to the connector is, as the verdict sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AcceptorSide {
+    /// No connection: none yet, terminated, or this side lost a
+    /// head-to-head and awaits the peer's.
+    Free,
+    /// This side's own connection to the connector is in its handshake.
+    Connecting,
+    /// A live connection.
+    Up,
+}
+
 impl Verdict {
+    /// The verdict of acceptor `me` on a connection from `connector`, its
+    /// VC to the connector being `side`: the rule that leaves one
+    /// connection per pair whatever the timing (the lower-numbered
+    /// process's connection stands in a head-to-head).
+    pub fn decide(me: usize, connector: usize, side: AcceptorSide) -> Verdict {
+        match side {
+            AcceptorSide::Free => Verdict::Accept,
+            AcceptorSide::Connecting if me < connector => Verdict::Lose,
+            AcceptorSide::Connecting => Verdict::Accept,
+            AcceptorSide::Up => Verdict::Refuse,
+        }
+    }
+
     fn from_byte(b: u8) -> Option<Verdict> {
         [Verdict::Accept, Verdict::Lose, Verdict::Refuse]
             .into_iter()
