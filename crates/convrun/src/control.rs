@@ -1,5 +1,6 @@
-//! The control socket: the processes' hellos and the cards during
-//! start-up, then watching the running job for exits and signals.
+//! The control socket: the processes' hellos and `go` during start-up,
+//! then the running job: answering the processes' `whois` requests with
+//! one card each, and watching for exits and signals.
 //!
 //! # Invariants
 //!
@@ -11,20 +12,28 @@
 //!   hello, or one recorded from another connection, is refused. Anything
 //!   else is refused with a message naming where it came from, and
 //!   start-up goes on. The launcher answers a hello that holds with
-//!   `welcome`, its own proof. Hellos are read without blocking, each connection with its
-//!   own bound (`ToLauncher::MAX_LEN` bytes, [`HELLO_TIMEOUT`]) while the
-//!   others are accepted and read, so connections that stay silent delay
-//!   no process's hello; at most [`MAX_PENDING`] wait at once.
-//! - The cards go out once, when every process has said hello, in process
-//!   order.
+//!   `welcome`, its own proof. Hellos are read without blocking, each
+//!   connection with its own bound (`ToLauncher::MAX_LEN` bytes,
+//!   [`HELLO_TIMEOUT`]) while the others are accepted and read, so
+//!   connections that stay silent delay no process's hello; at most
+//!   [`MAX_PENDING`] wait at once.
+//! - `go` goes out once, when every process has said hello (so every card
+//!   is known before any process can ask for one); no line carries more
+//!   than one card.
+//! - A process's `whois N` is answered on its own link with `card N CARD`
+//!   (one look-up by number); a number naming no process of the job ends
+//!   the job, the asker reported as its culprit ([`Job::listen`]). Every
+//!   line to a process goes through its link's queue, written as the
+//!   socket takes it ([`crate::job::Link`]).
 //! - Start-up ends the job if a process exits, a signal arrives, or
 //!   `++timeout` passes first, naming the processes that never joined.
 //!
 //! # Concurrency
 //!
-//! All of it runs on the job's thread: the listener and then the links
-//! are non-blocking, and between sweeps the loops sleep in `poll(2)` until
-//! a connection, a line, an exit or a signal comes ([`crate::wake`]).
+//! All of it runs on the job's thread: the listener and the links are
+//! non-blocking, and between sweeps the loops sleep in `poll(2)` until a
+//! connection, a line, room on a link with lines waiting, an exit or a
+//! signal comes ([`crate::wake`]).
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -34,7 +43,7 @@ use launch_wire::{Card, JobKey, Nonce, ToLauncher, ToProcess};
 
 use crate::fail;
 use crate::hosts::{Plan, hostname};
-use crate::job::{GRACE, Job};
+use crate::job::{GRACE, Job, Link};
 use crate::signals::stop_requested;
 use crate::status::{Ending, code_of, describe};
 use crate::wake::Watch;
@@ -107,8 +116,8 @@ impl Control {
         self.addresses[node].clone()
     }
 
-    /// Start-up: waits for every process's hello, then sends them all the
-    /// cards. Ends the job (and `convrun`) if start-up fails.
+    /// Start-up: waits for every process's hello, then tells them all
+    /// `go`. Ends the job (and `convrun`) if start-up fails.
     pub fn start_up(&self, job: &mut Job) {
         let nodes = job.procs.len();
         self.listener
@@ -158,23 +167,20 @@ impl Control {
                         match result {
                             Ok(hello) if job.procs[hello.node].link.is_none() => {
                                 let Hello { node, card, nonce } = hello;
-                                // Blocking from now on: the welcome and
-                                // cards lines are written whole.
                                 let welcome = ToProcess::Welcome(job.key.welcome_proof(
                                     &conn.nonce,
                                     &nonce,
                                     node,
                                 ));
-                                if let Err(e) = conn.stream.set_nonblocking(false).and_then(|()| {
-                                    (&conn.stream).write_all(welcome.encode().as_bytes())
-                                }) {
+                                let mut link = Link::new(conn.stream);
+                                if let Err(e) = link.send(&welcome.encode()) {
                                     eprintln!(
                                         "convrun: refused a control connection from {}: {e}",
                                         conn.from
                                     );
                                     continue;
                                 }
-                                job.procs[node].link = Some(conn.stream);
+                                job.procs[node].link = Some(link);
                                 job.procs[node].card = Some(card);
                                 joined += 1;
                             }
@@ -193,33 +199,28 @@ impl Control {
             if joined == nodes {
                 break;
             }
+            // A welcome the socket did not take whole.
+            job.flush_links();
             if Instant::now() >= deadline {
                 timed_out(job);
             }
             if !progressed {
-                // Sleep until a connection, a hello's bytes, an exit or a
-                // signal (or the first deadline: the job's, or a hello's).
+                // Sleep until a connection, a hello's bytes, room for a
+                // welcome, an exit or a signal (or the first deadline: the
+                // job's, or a hello's).
                 let mut w = Watch::new();
                 w.add(self.listener.as_raw_fd());
                 for conn in &pending {
                     w.add(conn.stream.as_raw_fd());
                 }
                 job.watch_exits(&mut w);
+                job.watch_unsent(&mut w);
                 let until = pending.iter().map(|c| c.until).fold(deadline, Instant::min);
                 w.wait(until);
             }
         }
-        let cards: Vec<Card> = job
-            .procs
-            .iter()
-            .map(|p| p.card.clone().expect("joined"))
-            .collect();
-        job.tell_all(&ToProcess::Cards(cards));
-        for p in &job.procs {
-            if let Some(link) = &p.link {
-                let _ = link.set_nonblocking(true);
-            }
-        }
+        // Every card is known: the processes may start, and ask.
+        job.tell_all(&ToProcess::Go);
     }
 }
 
@@ -264,10 +265,10 @@ impl Control {
 /// whole or not at all.
 fn challenge(stream: &TcpStream) -> std::io::Result<Nonce> {
     stream.set_nonblocking(true)?;
-    // The launcher writes `welcome`, then `cards` once every process said
-    // hello, with nothing read in between: with Nagle's algorithm the
-    // second line waits for the process's delayed ACK of the first (40 ms
-    // on Linux).
+    // The launcher writes `welcome`, then `go` once every process said
+    // hello, with nothing read in between, and answers requests one line
+    // each: with Nagle's algorithm a line waits for the process's delayed
+    // ACK of the one before (40 ms on Linux).
     stream.set_nodelay(true)?;
     let nonce = Nonce::generate()?;
     let line = ToProcess::Challenge(nonce).encode();
@@ -395,8 +396,8 @@ fn parse_hello(
     }
 }
 
-/// The running job: watches for exits and signals until every process has
-/// ended, reporting as `status` says.
+/// The running job: answers the processes' requests and watches for exits
+/// and signals until every process has ended, reporting as `status` says.
 pub fn watch(job: &mut Job) {
     loop {
         if let Some(sig) = stop_requested() {
@@ -408,8 +409,9 @@ pub fn watch(job: &mut Job) {
         }
         let mut ended = job.reap();
         // What a process said before it exited is in our socket buffer
-        // by now.
+        // by now. Its requests are answered here too.
         job.listen();
+        job.flush_links();
         // Failures first: a process that died decides the report, not the
         // ones that noticed and ended in the same moment.
         ended.sort_by_key(|&n| job.ending(n) != Ending::Primary);
@@ -421,10 +423,12 @@ pub fn watch(job: &mut Job) {
         if job.running() == 0 {
             break;
         }
-        // Sleep until a process exits or says something, or a signal.
+        // Sleep until a process exits or says something, a link with lines
+        // waiting can take more, or a signal.
         let mut w = Watch::new();
         job.watch_exits(&mut w);
         job.watch_links(&mut w);
+        job.watch_unsent(&mut w);
         w.wait(Instant::now() + Duration::from_secs(1));
     }
 }

@@ -7,6 +7,17 @@
 //! - `procs[n]` is process `n`; its `status` is set once, when reaped.
 //! - Signals and lines go only to processes not yet reaped (a reaped pid
 //!   may be reused).
+//! - A line to a process is never lost, cut or mixed with another: every
+//!   line goes through its [`Link`]'s queue of unsent bytes, which the
+//!   socket takes from the front as it can (the non-blocking link takes
+//!   part of a line when its buffer is nearly full; the rest goes when it is
+//!   writable again, before any later line). Only a link that failed drops
+//!   what it holds (the process is gone).
+//! - What the launcher holds per process does not grow with the job: one
+//!   card, and at most [`BACKLOG`] bytes of unsent lines plus the answers
+//!   to one read's requests. A process whose answers pile up (it asks
+//!   without reading) is not read until it has taken them; answering a
+//!   `whois` is one look-up by number.
 //! - [`Job::finish`] is the launcher's only way out once a process was
 //!   started: it joins the output forwarders, removes what dead processes
 //!   may have left (their shared-memory segments), and exits with the
@@ -16,7 +27,7 @@
 //!
 //! The job's thread owns all of it; the output forwarders only hold their
 //! pipes.
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::process::{Child, ChildStdin, ExitStatus};
@@ -31,20 +42,129 @@ use crate::wake::Watch;
 /// How long the other processes get to end by themselves after one died.
 pub const GRACE: Duration = Duration::from_secs(5);
 
+/// Unsent bytes of a link beyond which the launcher stops reading the
+/// process's requests until it takes its answers.
+pub const BACKLOG: usize = 64 * 1024;
+
+/// Bytes read from a link at once: at most this many short requests'
+/// answers (each at most `ToProcess::MAX_LEN`) are queued past
+/// [`BACKLOG`].
+const READ_CHUNK: usize = 1024;
+
+/// Reads of a running process's link per sweep at most, so that a process
+/// that keeps asking delays the others' answers (and the launcher's look
+/// at exits) by no more than this many chunks; the rest is read in the
+/// next sweep. (An exited process's link is read to its end at once: what
+/// it said decides how it ended.)
+const READS_PER_SWEEP: usize = 16;
+
+/// A process's control connection, once its hello was taken: non-blocking,
+/// read for what the process says and written through a queue (see the
+/// module comment).
+pub struct Link {
+    stream: TcpStream,
+    /// Bytes of whole lines the socket has not taken yet, oldest first.
+    unsent: Vec<u8>,
+    /// The process closed its end, or reading failed: nothing more to read.
+    pub closed: bool,
+    /// A write failed: the process can be told nothing more.
+    broken: bool,
+}
+
+impl Link {
+    /// The link of a process over `stream`, which is non-blocking.
+    pub fn new(stream: TcpStream) -> Link {
+        Link {
+            stream,
+            unsent: Vec::new(),
+            closed: false,
+            broken: false,
+        }
+    }
+
+    /// Queues `line` (a whole line) after what waits, without writing.
+    fn queue(&mut self, line: &str) {
+        if !self.broken {
+            self.unsent.extend_from_slice(line.as_bytes());
+        }
+    }
+
+    /// Queues `line` and writes what the socket takes now.
+    pub fn send(&mut self, line: &str) -> std::io::Result<()> {
+        self.queue(line);
+        self.flush()
+    }
+
+    /// Writes what waits, as much as the socket takes without blocking.
+    /// An error (the process is gone) breaks the link: what waited is
+    /// dropped and nothing more is queued.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        while !self.unsent.is_empty() && !self.broken {
+            match (&self.stream).write(&self.unsent) {
+                Ok(0) => self.break_off(),
+                Ok(n) => {
+                    self.unsent.drain(..n);
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(()),
+                Err(e) => {
+                    self.break_off();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn break_off(&mut self) {
+        self.broken = true;
+        self.unsent = Vec::new();
+    }
+
+    /// Whether lines wait for the socket to take them.
+    pub fn has_unsent(&self) -> bool {
+        !self.unsent.is_empty()
+    }
+
+    /// Whether so much waits unsent that the process's requests are left
+    /// unread for now.
+    fn backlogged(&self) -> bool {
+        self.unsent.len() >= BACKLOG
+    }
+
+    /// Reads what came, without blocking: `Some(n)` bytes, or `None` if
+    /// nothing more comes now (or ever: `closed` is then set).
+    fn read(&mut self, buf: &mut [u8]) -> Option<usize> {
+        loop {
+            match (&self.stream).read(buf) {
+                Ok(0) => break,
+                Ok(n) => return Some(n),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == ErrorKind::WouldBlock => return None,
+                Err(_) => break,
+            }
+        }
+        self.closed = true;
+        None
+    }
+
+    pub fn fd(&self) -> std::os::fd::RawFd {
+        self.stream.as_raw_fd()
+    }
+}
+
 /// One process of the job.
 pub struct Proc {
     pub node: usize,
     pub child: Child,
     pub status: Option<ExitStatus>,
     /// The control connection, once it said hello.
-    pub link: Option<TcpStream>,
-    /// The process closed its end of `link` (nothing more to read).
-    pub link_closed: bool,
+    pub link: Option<Link>,
     /// Readable once the process has exited (`None`: the kernel has no
     /// pidfds, see [`crate::wake`]).
     pub pidfd: Option<OwnedFd>,
     pub card: Option<Card>,
-    /// What the process said on its control connection since the cards.
+    /// What the process said on its control connection since `go`.
     pub said: Said,
     /// The host, for a process started through the remote shell.
     pub remote: Option<String>,
@@ -118,13 +238,28 @@ impl Job {
         }
     }
 
-    /// Writes `line` to every running process that said hello.
+    /// Tells `line` to every running process that said hello (what the
+    /// socket does not take now goes when it can: [`Job::flush_links`]).
     pub fn tell_all(&mut self, line: &ToProcess) {
         let line = line.encode();
         for p in &mut self.procs {
             if p.status.is_none() {
                 if let Some(link) = &mut p.link {
-                    let _ = link.write_all(line.as_bytes());
+                    // A link that fails is a process that is gone: its
+                    // exit tells the rest.
+                    let _ = link.send(&line);
+                }
+            }
+        }
+    }
+
+    /// Writes what waits on the running processes' links, as much as their
+    /// sockets take now.
+    pub fn flush_links(&mut self) {
+        for p in &mut self.procs {
+            if let (Some(link), None) = (&mut p.link, p.status) {
+                if link.has_unsent() {
+                    let _ = link.flush();
                 }
             }
         }
@@ -136,6 +271,8 @@ impl Job {
         let deadline = Instant::now() + grace;
         loop {
             self.reap();
+            // The line that tells them to end may still be on its way.
+            self.flush_links();
             if self.running() == 0 || Instant::now() >= deadline {
                 break;
             }
@@ -153,12 +290,13 @@ impl Job {
         }
     }
 
-    /// Sleeps until a running process exits, a signal comes or `until`
-    /// passes (a signal while the job is already ending changes nothing:
-    /// the caller just looks again).
+    /// Sleeps until a running process exits, a signal comes, a link with
+    /// unsent lines can take more, or `until` passes (a signal while the
+    /// job is already ending changes nothing: the caller just looks again).
     fn wait_exits(&self, until: Instant) {
         let mut w = Watch::new();
         self.watch_exits(&mut w);
+        self.watch_unsent(&mut w);
         w.wait(until);
     }
 
@@ -169,40 +307,108 @@ impl Job {
         }
     }
 
-    /// Adds the control links that may still say something to `w`.
+    /// Adds to `w` the control links that may still say something the
+    /// launcher reads now (not a running process's backlogged one: see
+    /// [`Job::listen`]).
     pub fn watch_links(&self, w: &mut Watch) {
         for p in &self.procs {
-            if let (Some(link), false) = (&p.link, p.link_closed) {
-                w.add(link.as_raw_fd());
+            if let Some(link) = &p.link {
+                if !link.closed && (p.status.is_some() || !link.backlogged()) {
+                    w.add(link.fd());
+                }
             }
         }
     }
 
-    /// Reads what the processes said on their control connections (which
-    /// are non-blocking by then).
-    pub fn listen(&mut self) {
-        for p in &mut self.procs {
-            let Some(link) = &mut p.link else { continue };
-            if p.link_closed {
-                continue;
+    /// Adds to `w` the running processes' links with lines waiting for
+    /// their socket (each is written by [`Job::flush_links`] or
+    /// [`Job::listen`] in the loop's next sweep).
+    pub fn watch_unsent(&self, w: &mut Watch) {
+        for p in self.procs.iter().filter(|p| p.status.is_none()) {
+            if let Some(link) = p.link.as_ref().filter(|l| l.has_unsent()) {
+                w.add_writable(link.fd());
             }
-            let mut buf = [0u8; 512];
+        }
+    }
+
+    /// Reads what the processes said on their control connections and
+    /// answers their `whois` requests (each a look-up of the card by its
+    /// number, queued on the asker's link, which is written once it has
+    /// been read). A request naming no process of the job ends it
+    /// ([`Job::refuse`]).
+    pub fn listen(&mut self) {
+        let nodes = self.procs.len();
+        let mut buf = [0u8; READ_CHUNK];
+        let mut asked = Vec::new();
+        let mut refused = None;
+        'procs: for i in 0..nodes {
+            let mut reads = 0;
             loop {
-                match link.read(&mut buf) {
-                    Ok(0) => {
-                        p.link_closed = true;
-                        break;
-                    }
-                    Ok(n) => p.said.feed(&buf[..n]),
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
-                    Err(_) => {
-                        p.link_closed = true;
+                let p = &mut self.procs[i];
+                let running = p.status.is_none();
+                if running && reads == READS_PER_SWEEP {
+                    break;
+                }
+                reads += 1;
+                let Some(link) = p.link.as_mut().filter(|l| !l.closed) else {
+                    break;
+                };
+                if running && link.backlogged() {
+                    let _ = link.flush();
+                    if link.backlogged() {
+                        // Read on once the process has taken its answers.
                         break;
                     }
                 }
+                let Some(n) = link.read(&mut buf) else { break };
+                p.said.feed(&buf[..n]);
+                p.said.take_asked(&mut asked);
+                if !running {
+                    // Gone: what it said counts, its questions need no
+                    // answer.
+                    continue;
+                }
+                for &peer in &asked {
+                    // Every process said hello (and gave its card) before
+                    // `go`, the first thing a process waits for.
+                    let Some(card) = self.procs.get(peer).and_then(|q| q.card.clone()) else {
+                        refused = Some((i, peer));
+                        break 'procs;
+                    };
+                    if let Some(link) = &mut self.procs[i].link {
+                        link.queue(&ToProcess::Card { node: peer, card }.encode());
+                    }
+                }
+            }
+            if let Some(link) = &mut self.procs[i].link {
+                if link.has_unsent() {
+                    let _ = link.flush();
+                }
             }
         }
+        if let Some((asker, peer)) = refused {
+            self.refuse(asker, peer);
+        }
+    }
+
+    /// Process `asker` asked for the card of `peer`, no process of the job:
+    /// its fault. Reports it, tells every process (the asker first of all)
+    /// why the job ends, and ends it.
+    fn refuse(&mut self, asker: usize, peer: usize) {
+        let first = self.failure.is_none();
+        if first {
+            self.failure = Some(1);
+        }
+        let who = self.who(asker);
+        let why = format!(
+            "{who} asked for the business card of process {peer}, but the job's processes are 0 to {}",
+            self.procs.len() - 1
+        );
+        if first {
+            eprintln!("convrun: {why}; ending the job");
+        }
+        self.tell_all(&ToProcess::Abort(why));
+        self.end_all(GRACE);
     }
 
     pub fn final_code(&self) -> i32 {

@@ -268,7 +268,6 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
             child,
             status: None,
             link: None,
-            link_closed: false,
             card: None,
             said: Default::default(),
             remote: (!is_local_host(&host.name)).then(|| host.name.clone()),

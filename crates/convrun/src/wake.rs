@@ -1,7 +1,8 @@
 //! Waiting for the launcher's next event instead of sleeping a fixed nap:
 //! a loop gathers the descriptors that can bring it news (the control
-//! socket, connections saying hello, control links, a pidfd per running
-//! process, the signal pipe) into a [`Watch`] and sleeps in `poll(2)` until
+//! socket, connections saying hello, control links — to read, or to write
+//! when lines wait for them —, a pidfd per running process, the signal
+//! pipe) into a [`Watch`] and sleeps in `poll(2)` until
 //! one is ready or its deadline passes; then it does its non-blocking sweep
 //! as before. A job's start-up and end therefore cost no nap: `convrun`
 //! answers a hello or an exit as soon as it happens.
@@ -10,7 +11,8 @@
 //!
 //! - A loop watches a descriptor only while its sweep consumes what makes
 //!   it ready (a link at end of file and a reaped process's pidfd are left
-//!   out), else the loop would spin.
+//!   out; a link is watched for writing only while lines wait for it, and
+//!   the sweep writes them), else the loop would spin.
 //! - Where an event source cannot be watched (a kernel without pidfds,
 //!   Linux before 5.3), the watch is *blind*: the wait is capped at
 //!   [`BLIND_NAP`], the nap the loops took before.
@@ -64,6 +66,15 @@ impl Watch {
         self.fds.push(libc::pollfd {
             fd,
             events: libc::POLLIN,
+            revents: 0,
+        });
+    }
+
+    /// Also wakes when `fd` can take more bytes (or is in error).
+    pub fn add_writable(&mut self, fd: RawFd) {
+        self.fds.push(libc::pollfd {
+            fd,
+            events: libc::POLLOUT,
             revents: 0,
         });
     }
