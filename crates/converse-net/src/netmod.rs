@@ -505,6 +505,15 @@ pub trait NetModule: Send + Sync {
     /// True if some VC has bytes queued (posted or left over).
     fn has_queued(&self) -> bool;
 
+    /// True if no VC is being connected: every VC this process made is
+    /// known to the peer at its other end (a module that connects on first
+    /// use says false while a connection is in its handshake, frames
+    /// waiting for it). The layer above waits for this, and for nothing
+    /// queued, before it counts itself done at the end of a job.
+    fn settled(&self) -> bool {
+        true
+    }
+
     /// Bytes accepted for `peer` and not yet sent: what a sender throttles
     /// on (flow control).
     fn backlog(&self, peer: usize) -> usize;

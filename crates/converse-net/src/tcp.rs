@@ -103,11 +103,13 @@ use super::frame::{FrameHeader, MessageBuffers, Reassembler};
 use super::netmod::{
     NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls, check_iov_len,
 };
-use super::tcp_handshake::{AcceptorSide, Accepting, Connecting, Step, Verdict};
+use super::tcp_handshake::{Accepting, AcceptorSide, Connecting, Step, Verdict};
 use launch_wire::JobKey;
 
 /// How long an accepted connection may take over its handshake before it
-/// is refused (a real peer answers at once).
+/// is refused, at least (a real peer answers at once when it runs, but in
+/// a job of many processes on few cores it may wait its turn for seconds:
+/// the module gives it its connections' time, `connect_wait`, if longer).
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 
 /// How long a connection this process starts may take, retries after a
@@ -116,9 +118,10 @@ const HELLO_WAIT: Duration = Duration::from_secs(5);
 /// the processor in a job of many).
 const CONNECT_WAIT: Duration = Duration::from_secs(30);
 
-/// The longest `poll` waits while a handshake is under way (handshakes
-/// move on their own clocks: their sockets are not in the poll set).
-const HANDSHAKE_POLL: Duration = Duration::from_millis(1);
+/// The longest `poll` waits while a handshake is under way: its sockets'
+/// events wake it, but a handshake's clock and a refused connect's next
+/// try are looked at no later than this.
+const HANDSHAKE_POLL: Duration = Duration::from_millis(20);
 
 /// Connections this process starts at once; more wait for a slot, so that
 /// a burst of first sends never floods the peers' listeners.
@@ -126,7 +129,8 @@ const MAX_CONNECTS_IN_FLIGHT: usize = 64;
 
 /// Connections in their handshake at once beyond which newcomers are
 /// refused at once (strangers cannot hold unbounded memory or
-/// descriptors).
+/// descriptors): this, or one per process of the job and some, if more
+/// (every peer may connect at once).
 const MAX_PENDING_HELLOS: usize = 256;
 
 /// The listen queue: room for every process of the job to connect at once,
@@ -134,6 +138,25 @@ const MAX_PENDING_HELLOS: usize = 256;
 /// 128.
 fn listen_backlog(nodes: usize) -> i32 {
     nodes.clamp(128, 65_535) as i32
+}
+
+/// Raises this process's limit on open descriptors (the soft one, up to
+/// the hard one) so that it can hold a connection to each of the job's
+/// `nodes` processes and more, if a program talks to them all: a VC's
+/// connection is a descriptor, and the usual soft limit (1,024) is below
+/// a job of a thousand processes.
+fn raise_descriptor_limit(nodes: usize) {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let want = (nodes as u64).saturating_mul(2).saturating_add(256);
+    let mut limit = getrlimit(Resource::Nofile);
+    let Some(current) = limit.current else { return };
+    if current >= want {
+        return;
+    }
+    limit.current = Some(limit.maximum.map_or(want, |max| want.min(max)));
+    // Best effort: a process that cannot raise it fails later, naming the
+    // connection that needed the descriptor.
+    let _ = setrlimit(Resource::Nofile, limit);
 }
 
 /// An idle PE's polls between two looks at the listener and the
@@ -360,6 +383,9 @@ pub struct TcpModule {
     handshake_count: AtomicUsize,
     /// Idle polls, for [`HANDSHAKE_TICK`].
     polls: AtomicUsize,
+    /// The listener may hold connections not yet taken (see
+    /// `drive_handshakes`).
+    to_accept: AtomicBool,
     /// How long a connection this process starts may take.
     connect_wait: Duration,
 }
@@ -377,6 +403,7 @@ impl TcpModule {
         advertise: &str,
         max_payload: usize,
     ) -> Result<TcpModule, NetError> {
+        raise_descriptor_limit(nodes);
         let listener = TcpListener::bind(bind)
             .map_err(|e| NetError::local(format!("tcp: cannot listen on {bind}: {e}")))?;
         // Again, with a queue sized for the job: Linux takes a second
@@ -423,6 +450,7 @@ impl TcpModule {
             handshakes: Mutex::new(Handshakes::default()),
             handshake_count: AtomicUsize::new(0),
             polls: AtomicUsize::new(0),
+            to_accept: AtomicBool::new(false),
             connect_wait: CONNECT_WAIT,
         })
     }
@@ -476,7 +504,7 @@ impl TcpModule {
                     absent.join(", ")
                 )));
             }
-            if !self.drive_handshakes() {
+            if !self.drive_handshakes(true) {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
@@ -528,7 +556,14 @@ impl TcpModule {
         let mut hs = lock(&self.handshakes);
         if hs.connecting.len() < MAX_CONNECTS_IN_FLIGHT {
             let until = Instant::now() + self.connect_wait;
-            match Connecting::start(self.me, self.nodes, peer, addrs, until) {
+            match Connecting::start(
+                self.me,
+                self.nodes,
+                peer,
+                addrs,
+                until,
+                Some(&self.registry),
+            ) {
                 Ok(conn) => hs.connecting.push((conn, attempt)),
                 Err(why) => {
                     drop(hs);
@@ -565,15 +600,25 @@ impl TcpModule {
     }
 
     /// Moves every handshake on as far as it goes without blocking: takes
-    /// new connections from the listener, answers and decides accepted
+    /// new connections from the listener (if `listener`: it had an event,
+    /// or may have), answers and decides accepted
     /// ones, ends this side's, starts waiting connects, and fails VCs whose
     /// peer did not connect back in time. True if anything moved.
-    fn drive_handshakes(&self) -> bool {
+    fn drive_handshakes(&self, listener: bool) -> bool {
+        if listener {
+            // Kept until a thread takes the listener's connections: the
+            // listener's edge is gone once seen, and the thread that saw
+            // it may find another at work here.
+            self.to_accept.store(true, Ordering::Release);
+        }
         let Ok(mut hs) = self.handshakes.try_lock() else {
-            // Another thread is at it.
+            // Another thread is at it (and looks at `to_accept` next).
             return false;
         };
-        let mut moved = self.accept_new(&mut hs.accepting);
+        let mut moved = false;
+        while self.to_accept.swap(false, Ordering::AcqRel) {
+            moved |= self.accept_new(&mut hs.accepting);
+        }
         // Decisions and installs happen after the list is walked, outside
         // its lock (they take VC locks, and fail VCs through upcalls).
         let mut accepted: Vec<(Accepting, usize)> = Vec::new();
@@ -599,7 +644,7 @@ impl TcpModule {
                     let peer = conn.connector().expect("a finished handshake");
                     accepted.push((conn, peer));
                 }
-                Step::Lost | Step::Failed(_) => {
+                Step::Lost | Step::Failed(_) | Step::Gone => {
                     moved = true;
                     let conn = hs.accepting.swap_remove(i);
                     if let Step::Failed(why) = step {
@@ -634,6 +679,7 @@ impl TcpModule {
                     hs.connecting.swap_remove(i);
                     ended.push((peer, attempt, Err(why)));
                 }
+                Step::Gone => unreachable!("only an acceptor's connection is gone"),
             }
         }
         // Looked at after the lock is released (they take VC locks).
@@ -644,7 +690,14 @@ impl TcpModule {
             };
             moved = true;
             let until = Instant::now() + self.connect_wait;
-            match Connecting::start(self.me, self.nodes, peer, addrs, until) {
+            match Connecting::start(
+                self.me,
+                self.nodes,
+                peer,
+                addrs,
+                until,
+                Some(&self.registry),
+            ) {
                 Ok(conn) => hs.connecting.push((conn, attempt)),
                 Err(why) => ended.push((peer, attempt, Err(format!("cannot connect ({why})")))),
             }
@@ -685,6 +738,12 @@ impl TcpModule {
         let mut hs = lock(&self.handshakes);
         hs.awaiting.extend(still);
         self.handshake_count.store(hs.len(), Ordering::Release);
+        drop(hs);
+        if self.to_accept.load(Ordering::Acquire) {
+            // A listener edge came while this thread held the handshakes:
+            // the poller takes the connections.
+            self.wake();
+        }
         moved
     }
 
@@ -719,19 +778,32 @@ impl TcpModule {
         match verdict {
             Verdict::Accept => {
                 // This side's own attempt, if one is under way, no longer
-                // matters: the peer loses it.
+                // matters (the peer would refuse it): dropped.
+                let abandoned = (side.link == Link::Connecting).then_some(side.attempt);
                 side.attempt += 1;
-                self.install(vc, side, conn.into_stream());
+                let stream = conn.into_stream();
+                // Out of the handshakes' token, into the VC's.
+                let _ = self.registry.deregister(&mut SourceFd(&stream.as_raw_fd()));
+                self.install(vc, side, stream);
+                if let Some(attempt) = abandoned {
+                    self.cancel_attempt(peer, attempt);
+                }
             }
-            Verdict::Lose => {}
-            Verdict::Refuse => {
-                drop(side);
-                self.refuse(
-                    conn.from(),
-                    &format!("process {peer} has a live connection already"),
-                );
-            }
+            // The connector is a process of the job (it proved the key)
+            // whose attempt no longer matters: no stranger to report.
+            Verdict::Lose | Verdict::Refuse => {}
         }
+    }
+
+    /// Drops this side's attempt `attempt` to connect to `peer`, wherever
+    /// it is (its socket closes).
+    fn cancel_attempt(&self, peer: usize, attempt: u64) {
+        let mut hs = lock(&self.handshakes);
+        hs.connecting
+            .retain(|(c, a)| !(c.peer() == peer && *a == attempt));
+        hs.waiting
+            .retain(|(p, a, _)| !(*p == peer && *a == attempt));
+        self.handshake_count.store(hs.len(), Ordering::Release);
     }
 
     /// This side's attempt `attempt` to connect to `peer` ended: with the
@@ -815,12 +887,18 @@ impl TcpModule {
             match self.listener.accept() {
                 Ok((stream, from)) => {
                     any = true;
-                    if pending.len() >= MAX_PENDING_HELLOS {
+                    if pending.len() >= MAX_PENDING_HELLOS.max(self.nodes + 64) {
                         self.refuse(from, "too many connections are in their handshake at once");
                         continue;
                     }
-                    let far = Instant::now() + HELLO_WAIT;
-                    match Accepting::new(stream, from, HELLO_WAIT, far) {
+                    let wait = HELLO_WAIT.max(self.connect_wait);
+                    let far = Instant::now() + wait;
+                    let registered = self.registry.register(
+                        &mut SourceFd(&stream.as_raw_fd()),
+                        Connecting::TOKEN,
+                        Interest::READABLE,
+                    );
+                    match registered.and_then(|()| Accepting::new(stream, from, wait, far)) {
                         Ok(conn) => pending.push(conn),
                         Err(e) => self.refuse(from, &e.to_string()),
                     }
@@ -1364,8 +1442,13 @@ impl NetModule for TcpModule {
         }
         drop(poll);
         let mut moved = false;
-        if handshakes || events.iter().any(|e| e.token() == LISTENER) {
-            moved |= self.drive_handshakes();
+        let listener = events.iter().any(|e| e.token() == LISTENER);
+        if listener
+            || handshakes
+            || self.to_accept.load(Ordering::Acquire)
+            || events.iter().any(|e| e.token() == Connecting::TOKEN)
+        {
+            moved |= self.drive_handshakes(listener);
         }
         if self.resume.swap(false, Ordering::AcqRel) {
             // Receiving paused for room: read every VC now, events or not.
@@ -1375,7 +1458,7 @@ impl NetModule for TcpModule {
         }
         for event in events.iter() {
             let Token(peer) = event.token();
-            if peer == WAKER.0 || peer == LISTENER.0 {
+            if peer == WAKER.0 || peer == LISTENER.0 || peer == Connecting::TOKEN.0 {
                 continue;
             }
             let Some(vc) = self.vcs.get(peer).and_then(|v| v.get()) else {
@@ -1418,8 +1501,19 @@ impl NetModule for TcpModule {
     }
 
     fn has_queued(&self) -> bool {
+        // Frames that wait for their connection leave when it is up (the
+        // handshake's events move it): only a connected VC's count here.
         self.made_vcs()
-            .any(|vc| vc.queued.load(Ordering::Relaxed) > 0)
+            .any(|vc| vc.queued.load(Ordering::Relaxed) > 0 && vc.fd.load(Ordering::Relaxed) >= 0)
+    }
+
+    fn settled(&self) -> bool {
+        // A VC connecting or awaiting is one of this side's attempts; the
+        // peer's own attempts are the peer's to wait for.
+        self.made_vcs().all(|vc| {
+            let side = lock(&vc.send);
+            matches!(side.link, Link::Up | Link::Idle) || side.failed
+        })
     }
 
     fn backlog(&self, peer: usize) -> usize {
@@ -1454,8 +1548,8 @@ impl NetModule for TcpModule {
         // move too, every few polls.
         let polls = self.polls.load(Ordering::Relaxed).wrapping_add(1);
         self.polls.store(polls, Ordering::Relaxed);
-        if polls % HANDSHAKE_TICK == 0 || self.handshake_count.load(Ordering::Relaxed) > 0 {
-            moved |= self.drive_handshakes();
+        if polls % HANDSHAKE_TICK == 0 {
+            moved |= self.drive_handshakes(true);
         }
         moved
     }
@@ -1545,8 +1639,11 @@ mod tests {
         let accepted = std::thread::spawn(move || {
             acceptor.accept_peers(&[1], Instant::now() + Duration::from_secs(5))
         });
-        b.0.accept_peers(&[0], Instant::now() + Duration::from_secs(5))
-            .unwrap();
+        if let Err(e) =
+            b.0.accept_peers(&[0], Instant::now() + Duration::from_secs(5))
+        {
+            panic!("{e}: {:?}", lock(&b.1.events));
+        }
         accepted.join().unwrap().unwrap();
         (a, b)
     }
@@ -1762,7 +1859,7 @@ mod tests {
         let (a, ra) = module(0, 2);
         let addr: SocketAddr = addr_of(&a).parse().unwrap();
         let until = Instant::now() + Duration::from_secs(5);
-        let mut conn = Connecting::start(1, 2, 0, vec![addr], until).unwrap();
+        let mut conn = Connecting::start(1, 2, 0, vec![addr], until, None).unwrap();
         let acceptor = a.clone();
         let accepted = std::thread::spawn(move || {
             acceptor.accept_peers(&[1], Instant::now() + Duration::from_secs(5))

@@ -132,6 +132,10 @@ pub enum Step {
     Lost,
     /// The connection is refused (or failed), and why.
     Failed(String),
+    /// The connector closed the connection before its handshake was over
+    /// (an acceptor's: nothing happened, nothing to report; a process
+    /// drops its own attempt when the peer's connection is taken instead).
+    Gone,
 }
 
 /// The connector's number, the acceptor's and the process count, as the
@@ -282,8 +286,15 @@ impl Accepting {
         let before = self.len;
         let full = match fill(&self.stream, &mut self.buf[..wanted], &mut self.len) {
             Ok(full) => full,
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                return Step::Failed("it closed during the handshake".into());
+            // Closed, or reset (a socket closed with bytes unread): the
+            // connector gave up; nothing happened.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                return Step::Gone;
             }
             Err(e) => return Step::Failed(format!("reading its handshake: {e}")),
         };
@@ -391,18 +402,27 @@ pub struct Connecting {
     refused_until: Instant,
     /// When the attempt fails if it is not over.
     until: Instant,
+    /// Where its socket is registered (under [`Connecting::TOKEN`]) while
+    /// it connects, if anywhere: its events then wake the poller.
+    registry: Option<mio::Registry>,
 }
 
 impl Connecting {
+    /// The token of every handshake socket in its module's poll set.
+    pub const TOKEN: mio::Token = mio::Token(usize::MAX - 2);
+
     /// Starts connecting process `me` of `nodes` to process `peer` at the
     /// first of `addrs` that takes the connection, by `until`. Never
     /// blocks: [`Connecting::advance`] moves it on.
+    /// With `registry`, each socket it connects is registered there under
+    /// [`Connecting::TOKEN`] until [`Connecting::into_stream`].
     pub fn start(
         me: usize,
         nodes: usize,
         peer: usize,
         addrs: Vec<SocketAddr>,
         until: Instant,
+        registry: Option<&mio::Registry>,
     ) -> Result<Connecting, String> {
         if addrs.is_empty() {
             return Err("no address".into());
@@ -422,6 +442,10 @@ impl Connecting {
             retry_at: None,
             refused_until: (Instant::now() + REFUSED_WAIT).min(until),
             until,
+            registry: registry
+                .map(mio::Registry::try_clone)
+                .transpose()
+                .map_err(|e| format!("epoll: {e}"))?,
         };
         conn.connect()?;
         Ok(conn)
@@ -430,8 +454,17 @@ impl Connecting {
     /// Starts the non-blocking connect to the current address.
     fn connect(&mut self) -> Result<(), String> {
         let addr = self.addrs[self.at];
-        let stream = mio::net::TcpStream::connect(addr).map_err(|e| format!("{addr}: {e}"))?;
+        let mut stream = mio::net::TcpStream::connect(addr).map_err(|e| format!("{addr}: {e}"))?;
         crate::counts::tcp_connection_started();
+        if let Some(registry) = &self.registry {
+            registry
+                .register(
+                    &mut stream,
+                    Self::TOKEN,
+                    mio::Interest::READABLE | mio::Interest::WRITABLE,
+                )
+                .map_err(|e| format!("{addr}: epoll: {e}"))?;
+        }
         self.stream = Some(stream);
         self.phase = ConnectPhase::Connect;
         Ok(())
@@ -448,11 +481,16 @@ impl Connecting {
     }
 
     /// The connection, once [`Step::Done`].
-    pub fn into_stream(self) -> TcpStream {
-        TcpStream::from(
-            self.stream
-                .expect("a connection once the handshake is done"),
-        )
+    /// Out of the poll set it was registered in.
+    pub fn into_stream(mut self) -> TcpStream {
+        let mut stream = self
+            .stream
+            .take()
+            .expect("a connection once the handshake is done");
+        if let Some(registry) = &self.registry {
+            let _ = registry.deregister(&mut stream);
+        }
+        TcpStream::from(stream)
     }
 
     fn std_stream(&self) -> &mio::net::TcpStream {

@@ -1184,12 +1184,13 @@ impl Network {
         let shared = &self.shared;
         shared.draining.store(true, Ordering::Release);
         self.modules().for_each(|m| m.resume_receiving());
-        // Nothing this process sent may still wait for its connection: the
-        // peer then knows the VC before the barrier lets it end.
+        // Nothing this process sent may still wait for its connection, nor
+        // be queued: every VC it used is then known to the peer before the
+        // barrier lets it end.
         let mut pause = Duration::from_micros(20);
         loop {
             self.flush();
-            if !self.modules().any(|m| m.has_queued()) {
+            if self.modules().all(|m| !m.has_queued() && m.settled()) {
                 break;
             }
             self.pe_parking();
