@@ -623,7 +623,9 @@ fn handler_hash(ident: &HandlerIdent) -> u64 {
     h.finish()
 }
 
-fn encode_handlers(table: &[HandlerEntry]) -> Vec<u8> {
+/// The body of a `Handlers` packet carrying `table` (`rt::scale_model`
+/// counts its bytes with it).
+pub(super) fn encode_handlers(table: &[HandlerEntry]) -> Vec<u8> {
     let mut body = vec![Control::Handlers as u8];
     body.extend_from_slice(&(table.len() as u32).to_le_bytes());
     for e in table {
