@@ -172,8 +172,15 @@ const WATCH_CHECK: Duration = Duration::from_micros(100);
 const WAKER: Token = Token(usize::MAX);
 /// The listening socket's token.
 const LISTENER: Token = Token(usize::MAX - 1);
-/// Receive buffer of a VC (between frame bodies).
+/// Receive buffer (between frame bodies): one per thread that reads, not
+/// per VC (a process may hold a VC to every other).
 const RECV_BUF: usize = 64 << 10;
+
+thread_local! {
+    /// This thread's receive buffer, made at its first read.
+    static RECV_BUF_OF_THREAD: std::cell::Cell<Option<Box<[u8]>>> =
+        const { std::cell::Cell::new(None) };
+}
 /// How long a gathering send keeps writing into a full socket, from the
 /// caller's memory, before it copies the rest to send later.
 const GATHER_STALL: Duration = Duration::from_micros(50);
@@ -286,7 +293,6 @@ struct SendSide {
 
 struct RecvSide {
     reasm: Reassembler,
-    buf: Box<[u8]>,
     /// The peer closed its side.
     eof: bool,
 }
@@ -323,7 +329,6 @@ impl Vc {
             send: Mutex::new(SendSide::default()),
             recv: Mutex::new(RecvSide {
                 reasm: Reassembler::new(peer, max_payload).with_buffers(buffers),
-                buf: vec![0; RECV_BUF].into_boxed_slice(),
                 eof: false,
             }),
             queued: AtomicUsize::new(0),
@@ -867,7 +872,6 @@ impl TcpModule {
         *owner = None;
         *recv = RecvSide {
             reasm: Reassembler::new(vc.peer, self.max_payload).with_buffers(self.message_buffers()),
-            buf: std::mem::take(&mut recv.buf),
             eof: false,
         };
         *send = SendSide {
@@ -1280,11 +1284,29 @@ impl TcpModule {
                 |h, body| upcalls.arrived(peer, h, body),
             );
             let result = match direct {
-                Some(read) => read.map(|n| (n, true)).map_err(io::Error::from),
-                None => (&*io(vc)).read(&mut side.buf).map(|n| (n, false)),
+                Some(read) => read.map(|n| (n, true, None)).map_err(io::Error::from),
+                None => RECV_BUF_OF_THREAD.with(|cell| {
+                    // Taken for the read and its frames, then handed back:
+                    // a nested receive on this thread (none is known) would
+                    // get a buffer of its own.
+                    let mut buf = cell
+                        .take()
+                        .unwrap_or_else(|| vec![0; RECV_BUF].into_boxed_slice());
+                    let read = (&*io(vc)).read(&mut buf).map(|n| {
+                        let framed = if n == 0 {
+                            Ok(())
+                        } else {
+                            side.reasm
+                                .handle(&buf[..n], |h, body| upcalls.arrived(peer, h, body))
+                        };
+                        (n, false, framed.err())
+                    });
+                    cell.set(Some(buf));
+                    read
+                }),
             };
             match result {
-                Ok((0, _)) => {
+                Ok((0, _, _)) => {
                     side.eof = true;
                     vc.read_closed.store(true, Ordering::SeqCst);
                     let truncated = side.reasm.finish();
@@ -1302,19 +1324,13 @@ impl TcpModule {
                     }
                     return true;
                 }
-                Ok((_, true)) => moved = true,
-                Ok((n, false)) => {
-                    moved = true;
-                    let RecvSide { reasm, buf, .. } = side;
-                    if let Err(e) =
-                        reasm.handle(&buf[..n], |h, body| upcalls.arrived(peer, h, body))
-                    {
-                        side.eof = true;
-                        let _ = io(vc).shutdown(Shutdown::Both);
-                        drop(guard);
-                        upcalls.vc_failed(peer, e.to_string());
-                        return true;
-                    }
+                Ok((_, _, None)) => moved = true,
+                Ok((_, _, Some(e))) => {
+                    side.eof = true;
+                    let _ = io(vc).shutdown(Shutdown::Both);
+                    drop(guard);
+                    upcalls.vc_failed(peer, e.to_string());
+                    return true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return moved,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}

@@ -81,6 +81,7 @@
 //! the module's check period (`NetModule::watch_check`: 1 ms, tcp 100 µs),
 //! or at once when a PE parks ([`Network::pe_parking`]).
 use crate::sync::lock;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
@@ -194,7 +195,7 @@ struct Shared {
     cards: CardSource,
     /// Per peer, the bytes of its trace part received so far (process 0
     /// only; see `Control::TracePart`).
-    trace_parts: Mutex<Vec<Vec<u8>>>,
+    trace_parts: Mutex<HashMap<usize, Vec<u8>>>,
     /// The most bytes a peer's trace part may hold (0: the job records
     /// no trace or stats, so none may come; see [`Network::expect_trace_parts`]).
     trace_limit: AtomicUsize,
@@ -202,9 +203,9 @@ struct Shared {
 
 struct State {
     /// Peers whose `Bye` arrived.
-    bye: Vec<bool>,
+    bye: HashSet<usize>,
     /// Peers whose VC finished terminating.
-    terminated: Vec<bool>,
+    terminated: HashSet<usize>,
     /// The end barrier (see "Exit protocol").
     end: EndBarrier,
 }
@@ -400,7 +401,7 @@ impl Shared {
     fn send_failed(&self, peer: usize, why: &str) {
         if crate::proc::exit::is_dying()
             || self.closing.load(Ordering::Acquire)
-            || lock(&self.state).bye[peer]
+            || lock(&self.state).bye.contains(&peer)
         {
             return;
         }
@@ -517,7 +518,7 @@ impl Shared {
                 }
             }
             Some(op) if op == Control::Bye as u8 && body.len() == 1 => {
-                lock(&self.state).bye[peer] = true;
+                lock(&self.state).bye.insert(peer);
                 self.changed.notify_all();
             }
             Some(op) if op == Control::Done as u8 && body.len() == 1 => {
@@ -564,8 +565,9 @@ impl Shared {
             Some(op) if op == Control::TracePart as u8 => {
                 let mut parts = lock(&self.trace_parts);
                 let limit = self.trace_limit.load(Ordering::Relaxed);
-                match check_trace_piece(self.me, parts[peer].len(), body.len() - 1, limit) {
-                    Ok(()) => parts[peer].extend_from_slice(&body[1..]),
+                let have = parts.get(&peer).map_or(0, Vec::len);
+                match check_trace_piece(self.me, have, body.len() - 1, limit) {
+                    Ok(()) => parts.entry(peer).or_default().extend_from_slice(&body[1..]),
                     Err(why) => {
                         drop(parts);
                         self.fault(peer, &format!("malformed trace part: {why}"));
@@ -738,7 +740,7 @@ impl Upcalls for Shared {
     }
 
     fn vc_terminated(&self, peer: usize) {
-        lock(&self.state).terminated[peer] = true;
+        lock(&self.state).terminated.insert(peer);
         self.changed.notify_all();
     }
 
@@ -781,7 +783,7 @@ impl Upcalls for Shared {
     }
 
     fn vc_failed(&self, peer: usize, why: String) {
-        if lock(&self.state).bye[peer] || self.closing.load(Ordering::Acquire) {
+        if lock(&self.state).bye.contains(&peer) || self.closing.load(Ordering::Acquire) {
             // It said goodbye first: a close now is the end, not a fault.
             return;
         }
@@ -823,8 +825,8 @@ impl Network {
             topo,
             job: OnceLock::new(),
             state: Mutex::new(State {
-                bye: vec![false; nodes],
-                terminated: vec![false; nodes],
+                bye: HashSet::new(),
+                terminated: HashSet::new(),
                 end: EndBarrier::new(tree),
             }),
             changed: Condvar::new(),
@@ -836,7 +838,7 @@ impl Network {
             exit_flood: Mutex::new(Flood::default()),
             handlers: Mutex::new(HandlerRef::default()),
             cards,
-            trace_parts: Mutex::new(vec![Vec::new(); nodes]),
+            trace_parts: Mutex::new(HashMap::new()),
             trace_limit: AtomicUsize::new(0),
         });
         let _ = shared.links.set(Links {
@@ -1168,7 +1170,7 @@ impl Network {
         let me = self.shared.me;
         (0..self.shared.topo.num_nodes())
             .filter(|&p| p != me)
-            .map(|p| (p, std::mem::take(&mut parts[p])))
+            .map(|p| (p, parts.remove(&p).unwrap_or_default()))
             .collect()
     }
 
@@ -1218,7 +1220,7 @@ impl Network {
             self.send_control(peer, vec![Control::Bye as u8]);
         }
         let mut state = lock(&shared.state);
-        while !peers.iter().all(|&p| state.bye[p]) {
+        while !peers.iter().all(|p| state.bye.contains(p)) {
             state = shared
                 .changed
                 .wait(state)
@@ -1235,7 +1237,7 @@ impl Network {
         // after it); a peer that dies instead is reported by the launcher,
         // which ends this process. So the wait needs no deadline.
         let mut state = lock(&shared.state);
-        while !peers.iter().all(|&p| state.terminated[p]) {
+        while !peers.iter().all(|p| state.terminated.contains(p)) {
             state = shared
                 .changed
                 .wait(state)
