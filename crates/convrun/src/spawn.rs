@@ -262,7 +262,7 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
                 to_stderr: true,
             });
         }
-        job.procs.push(Proc {
+        job.add_proc(Proc {
             node,
             pidfd: crate::wake::pidfd_of(&child),
             child,
