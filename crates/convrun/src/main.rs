@@ -84,10 +84,11 @@
 //!
 //! # Concurrency
 //!
-//! One thread runs the job, sleeping in `poll(2)` between its steps
-//! ([`wake`]); one thread forwards every process's output streams
-//! ([`output`]); the signal handler only stores a number and wakes the job's
-//! thread ([`signals`]).
+//! One thread runs the job, sleeping in `epoll_wait(2)` between its steps
+//! and handling only the events that came ([`wake`]); two threads forward
+//! the processes' output streams, one the stdouts, one the stderrs
+//! ([`output`]); the signal handler only stores a number and wakes the
+//! job's thread ([`signals`]).
 mod control;
 mod flags;
 mod hosts;
@@ -165,7 +166,8 @@ fn main() {
             control.local_addr()
         );
     }
-    let mut job = job::Job::new(opts, key, shm_id);
+    let mut job = job::Job::new(opts, key, shm_id)
+        .unwrap_or_else(|e| fail(&format!("cannot watch the job's events (epoll): {e}")));
     spawn::start_all(&mut job, &plan, &control);
     control.start_up(&mut job);
     control::watch(&mut job);
