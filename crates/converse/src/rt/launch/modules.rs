@@ -116,6 +116,9 @@ fn shm(init: &Init) -> Result<Box<dyn Joining>, NetError> {
     .map(|m| Box::new(Arc::new(m.with_lmt_mode(init.lmt))) as Box<dyn Joining>)
 }
 
+/// A job's shm names are one segment per process (its rings live in it),
+/// named by process number: each is removed by its owner's module when it
+/// ends, so only those of killed processes are left.
 fn shm_leftovers(shm_id: u64, nodes: usize) {
     for node in 0..nodes {
         let _ = rustix::shm::unlink(crate::net::shm::segment_name(shm_id, node).as_str());
@@ -133,9 +136,10 @@ impl Joining for Arc<ShmModule> {
         ShmModule::accept_peers(self, peers, deadline)
     }
     fn startup_over(&self) {
-        // Gone already once every peer mapped the segment; this covers a
-        // start-up that failed before.
-        self.unlink();
+        // Nothing: the segment's name must stay for the process's life (a
+        // peer maps it when it first talks to this process, at any time).
+        // The module removes it when it is finalized or dropped (a failed
+        // start-up drops it).
     }
 }
 
