@@ -986,7 +986,7 @@ impl ShmModule {
         if how != Taking::All && list.load(Ordering::Relaxed) == 0 {
             return;
         }
-        let _taking = if how == Taking::IfFree {
+        let taking = if how == Taking::IfFree {
             match self.discovering.try_lock() {
                 Ok(g) => g,
                 Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
@@ -1012,6 +1012,9 @@ impl ShmModule {
             match self.map_ring_from(writer, slot) {
                 Ok(next) => entry = next,
                 Err(why) => {
+                    // Reported holding no lock: the layer above may end
+                    // the process, telling its peers on the way.
+                    drop(taking);
                     self.upcalls().vc_failed(
                         writer,
                         format!("{why} (announcements behind its ring's are lost)"),

@@ -514,6 +514,9 @@ fn three_processes_talk_all_to_all() {
             assert!(g.body == pattern(g.header.tag, g.header.len as usize));
         }
         assert!(r.events().is_empty());
+        let others: Vec<usize> = (0..3).filter(|&p| p != m.me).collect();
+        assert_eq!(m.connected_peers(), others);
+        assert_eq!(peer_mappings(m), 4, "two headers, two rings");
     }
     job.assert_clean();
 }
