@@ -42,12 +42,19 @@
 //! So a process maps two pieces of each peer it talks to (the peer's
 //! header page and the ring the peer writes for it; both are counted by
 //! `counts::shm_segment_mapped`) and its own rings, and its polls walk the
-//! list of its VCs (`ShmModule::active`), whose length is the number of
-//! its peers. Names stay until their owner finalizes or drops its module
-//! (a peer may map a ring at any time); the launcher removes those of a
-//! job whose processes were killed (one name per process). Everything in a
-//! segment is found by offset from its base, never by pointer: each process
-//! maps it at its own address.
+//! list of its VCs (`ShmModule::active`, a `VcList`), whose length is the number of
+//! peers it talks to. Names stay until their owner finalizes or drops its
+//! module (a peer may map a ring at any time); the launcher removes those
+//! of a job whose processes were killed (one name per process). Everything
+//! in a segment is found by offset from its base, never by pointer: each
+//! process maps it at its own address.
+//!
+//! Why rings live in the writer's segment rather than in segments of
+//! their own (`/converse-<id>-<from>-<to>`): the writer makes its ring
+//! alone (it grows its own file), a job still has one name per process
+//! (what a killed job leaves is known without listing `/dev/shm`), and the
+//! reader finds the ring by the writer's number and the slot its
+//! announcement gives.
 //!
 //! # Layout (offsets in bytes)
 //!
@@ -175,8 +182,10 @@
 //!   `connecting`; a VC's `recv`, then `connecting` (an LMT answer making
 //!   the ring back). Nothing holding `connecting` takes another lock.
 //! - `active` is appended to under `connecting` and read without a lock: a
-//!   peer's entry is stored before the length that covers it is (Release),
-//!   and readers load the length with Acquire.
+//!   VC's entry is stored before the length that covers it is (Release),
+//!   and readers load the length with Acquire. An entry points at the VC
+//!   in `vcs`, boxed, set once and never taken out: it stays valid as long
+//!   as the module.
 //! - Sleeping: the owner's progress thread sets `sleeping`, fences, looks
 //!   at its announcement list and its rings once more, then waits on the
 //!   futex word `wake` if it has not changed. A producer, after publishing
@@ -194,7 +203,9 @@ use crate::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -484,24 +495,25 @@ struct Vc {
     card: String,
 }
 
-/// The peers a module has a VC with, in the order the VCs were made: what
-/// its polls walk. Appended to (one thread at a time) and never shrunk;
-/// read without a lock (see the concurrency protocol). Its memory is the
-/// number of entries, in chunks of doubling size.
-struct PeerList {
-    chunks: [OnceLock<Box<[AtomicU32]>>; PEER_LIST_CHUNKS],
+/// The VCs a module has made, in the order made: what its polls walk.
+/// Appended to (one thread at a time) and never shrunk; read without a
+/// lock (see the concurrency protocol). Its memory is the number of
+/// entries, in chunks of doubling size; an entry points at a VC of the
+/// module's table (`ShmModule::vcs`), so a walk costs no look-up there.
+struct VcList {
+    chunks: [OnceLock<Box<[AtomicPtr<Vc>]>>; VC_LIST_CHUNKS],
     len: AtomicUsize,
 }
 
-/// Entries of a [`PeerList`]'s first chunk; each further chunk holds twice
+/// Entries of a [`VcList`]'s first chunk; each further chunk holds twice
 /// the one before.
-const PEER_LIST_FIRST: usize = 16;
+const VC_LIST_FIRST: usize = 16;
 /// Chunks enough for any process number (`u32`).
-const PEER_LIST_CHUNKS: usize = 29;
+const VC_LIST_CHUNKS: usize = 29;
 
-impl PeerList {
-    fn new() -> PeerList {
-        PeerList {
+impl VcList {
+    fn new() -> VcList {
+        VcList {
             chunks: std::array::from_fn(|_| OnceLock::new()),
             len: AtomicUsize::new(0),
         }
@@ -509,40 +521,66 @@ impl PeerList {
 
     /// The chunk entry `i` is in, and its place there.
     fn place(i: usize) -> (usize, usize) {
-        let q = i / PEER_LIST_FIRST + 1;
+        let q = i / VC_LIST_FIRST + 1;
         let chunk = (usize::BITS - 1 - q.leading_zeros()) as usize;
-        (chunk, i - PEER_LIST_FIRST * ((1 << chunk) - 1))
+        (chunk, i - VC_LIST_FIRST * ((1 << chunk) - 1))
     }
 
-    /// Appends `peer`. Callers append one at a time (`connecting`).
-    fn push(&self, peer: usize) {
+    /// Appends `vc`. Callers append one at a time (`connecting`).
+    ///
+    /// # Safety
+    /// `vc` must stay where it is, alive, for as long as the list lives.
+    unsafe fn push(&self, vc: &Vc) {
         let i = self.len.load(Ordering::Relaxed);
         let (chunk, at) = Self::place(i);
         let entries = self.chunks[chunk].get_or_init(|| {
-            (0..PEER_LIST_FIRST << chunk)
-                .map(|_| AtomicU32::new(0))
+            (0..VC_LIST_FIRST << chunk)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
                 .collect()
         });
-        entries[at].store(peer as u32, Ordering::Relaxed);
-        // Publishes the entry (and the VC set before it).
+        entries[at].store(std::ptr::from_ref(vc).cast_mut(), Ordering::Relaxed);
+        // Publishes the entry (and the VC, made before).
         self.len.store(i + 1, Ordering::Release);
     }
 
-    /// The peers listed when called, in order.
-    fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+    /// How many VCs are listed.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Calls `f` on the VCs listed when called, in order, until it returns
+    /// true; returns whether it did.
+    #[inline]
+    fn any(&self, mut f: impl FnMut(&Vc) -> bool) -> bool {
         let n = self.len.load(Ordering::Acquire);
-        self.chunks
-            .iter()
-            .enumerate()
-            .map_while(move |(chunk, entries)| {
-                let start = PEER_LIST_FIRST * ((1 << chunk) - 1);
-                (start < n).then(|| {
-                    let entries = entries.get().expect("a chunk below the length is made");
-                    &entries[..(n - start).min(entries.len())]
-                })
-            })
-            .flatten()
-            .map(|peer| peer.load(Ordering::Relaxed) as usize)
+        let mut start = 0;
+        for chunk in &self.chunks {
+            if start >= n {
+                break;
+            }
+            let entries = chunk.get().expect("a chunk below the length is made");
+            for entry in &entries[..(n - start).min(entries.len())] {
+                // SAFETY: entries below `len` were stored before it
+                // (Release, loaded above with Acquire) by `push`, whose
+                // caller keeps the VC alive and in place while the list
+                // lives, which the borrow of `self` covers.
+                if f(unsafe { &*entry.load(Ordering::Relaxed) }) {
+                    return true;
+                }
+            }
+            start += entries.len();
+        }
+        false
+    }
+
+    /// Calls `f` on the VCs listed when called, in order.
+    #[inline]
+    fn for_each(&self, mut f: impl FnMut(&Vc)) {
+        self.any(|vc| {
+            f(vc);
+            false
+        });
     }
 }
 
@@ -584,8 +622,8 @@ pub struct ShmModule {
     /// The VC to each process, made on first use: a pointer each, the one
     /// thing here as large as the job.
     vcs: Box<[OnceLock<Box<Vc>>]>,
-    /// The peers with a VC (see [`PeerList`]).
-    active: PeerList,
+    /// The VCs made (see [`VcList`]).
+    active: VcList,
     /// Taking the announcement list, one thread at a time.
     discovering: Mutex<()>,
     /// A fault of the announcement list that names no process of the job:
@@ -686,7 +724,7 @@ impl ShmModule {
             connecting: Mutex::new(OwnSegment { fd, rings: 0 }),
             unlinked: AtomicBool::new(false),
             vcs: (0..nodes).map(|_| OnceLock::new()).collect(),
-            active: PeerList::new(),
+            active: VcList::new(),
             discovering: Mutex::new(()),
             fault: Mutex::new(None),
             faulted: AtomicBool::new(false),
@@ -747,14 +785,6 @@ impl ShmModule {
             .and_then(|v| v.get())
             .map(|vc| &**vc)
             .ok_or_else(|| NetError::peer(peer, "shm: no connection to this process"))
-    }
-
-    /// The VCs made, in the order made.
-    fn active_vcs(&self) -> impl Iterator<Item = &Vc> + '_ {
-        self.active
-            .iter()
-            .filter_map(|peer| self.vcs.get(peer)?.get())
-            .map(|vc| &**vc)
     }
 
     /// Fails unless `peer` is another process of the job.
@@ -930,10 +960,15 @@ impl ShmModule {
             terminated: AtomicBool::new(false),
             card,
         };
-        if self.vcs[peer].set(Box::new(vc)).is_ok() {
-            self.active.push(peer);
+        let set = self.vcs[peer].set(Box::new(vc)).is_ok();
+        let vc = self.vcs[peer].get().expect("the VC was just set");
+        if set {
+            // SAFETY: the VC is boxed in `vcs`, set once and never taken
+            // out, so it stays in place until the module drops, with
+            // `active`.
+            unsafe { self.active.push(vc) };
         }
-        self.vcs[peer].get().expect("the VC was just set")
+        vc
     }
 
     /// Adds a ring slot for `vc`'s peer to this process's segment,
@@ -1724,7 +1759,7 @@ impl ShmModule {
     /// cell freed after the sender last looked: its wake-up may have come
     /// before this process said it sleeps).
     fn can_send_more(&self) -> bool {
-        self.active_vcs().any(|vc| {
+        self.active.any(|vc| {
             vc.queued.load(Ordering::Relaxed) > 0
                 && vc.out.get().is_some_and(|out| {
                     vc.tail
@@ -1739,7 +1774,7 @@ impl ShmModule {
     /// some ring it reads has cells to read.
     fn has_incoming(&self) -> bool {
         self.own.u64_at(OFF_ANNOUNCED).load(Ordering::SeqCst) != 0
-            || self.active_vcs().any(|vc| {
+            || self.active.any(|vc| {
                 vc.inb.get().is_some_and(|inb| {
                     let ring = inb.ring();
                     ring.is_ready(ring.head().load(Ordering::Relaxed))
@@ -1766,15 +1801,13 @@ impl ShmModule {
         });
         let mut moved = false;
         if dir == PollDir::OutFirst {
-            for vc in self.active_vcs() {
-                moved |= self.drain_vc(vc);
-            }
+            self.active.for_each(|vc| moved |= self.drain_vc(vc));
         }
         // Plain loads first: an idle PE calls this in its spin loop, and
         // most calls find nothing.
         let resume =
             self.resume.load(Ordering::Relaxed) && self.resume.swap(false, Ordering::AcqRel);
-        for vc in self.active_vcs() {
+        self.active.for_each(|vc| {
             if let Some(inb) = vc.inb.get() {
                 let ring = inb.ring();
                 let has_cells = ring.is_ready(ring.head().load(Ordering::Relaxed));
@@ -1790,7 +1823,7 @@ impl ShmModule {
                 }
             }
             moved |= self.drain_vc(vc);
-        }
+        });
         moved
     }
 
@@ -1887,11 +1920,12 @@ impl NetModule for ShmModule {
     fn connected_peers(&self) -> Vec<usize> {
         // Rings announced before this call count: take them first.
         self.take_announcements(Taking::All);
-        let mut peers: Vec<usize> = self
-            .active_vcs()
-            .filter(|vc| vc.out.get().is_some() || vc.inb.get().is_some())
-            .map(|vc| vc.peer)
-            .collect();
+        let mut peers = Vec::new();
+        self.active.for_each(|vc| {
+            if vc.out.get().is_some() || vc.inb.get().is_some() {
+                peers.push(vc.peer);
+            }
+        });
         peers.sort_unstable();
         peers
     }
@@ -1957,11 +1991,11 @@ impl NetModule for ShmModule {
 
     fn flush_all(&self) -> bool {
         let mut moved = false;
-        for vc in self.active_vcs() {
+        self.active.for_each(|vc| {
             if vc.queued.load(Ordering::Relaxed) > 0 {
                 moved |= self.flush(vc);
             }
-        }
+        });
         moved
     }
 
@@ -2010,8 +2044,7 @@ impl NetModule for ShmModule {
     }
 
     fn has_queued(&self) -> bool {
-        self.active_vcs()
-            .any(|vc| vc.queued.load(Ordering::Relaxed) > 0)
+        self.active.any(|vc| vc.queued.load(Ordering::Relaxed) > 0)
     }
 
     fn backlog(&self, peer: usize) -> usize {

@@ -1996,7 +1996,7 @@ fn two_processes_sending_first_to_each_other_at_once_end_with_one_vc() {
             let other = 1 - m.me;
             assert_eq!(m.connected_peers(), [other]);
             assert_eq!(rings_made(m), 1, "one ring to the other");
-            assert_eq!(m.active.iter().count(), 1, "one VC");
+            assert_eq!(m.active.len(), 1, "one VC");
             assert_eq!(peer_mappings(m), 2, "the other's header and ring");
             // None if the other's ring was taken before this process's
             // first send; one per sending thread at most.
