@@ -1931,7 +1931,7 @@ impl NetModule for ShmModule {
     }
 
     fn vc_destroy(&self, _peer: usize) {
-        // The mapping goes with the module; nothing else to undo.
+        // The mappings go with the module; nothing else to undo.
     }
 
     fn vc_terminate(&self, peer: usize) {
