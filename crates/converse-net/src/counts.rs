@@ -2,7 +2,10 @@
 //! benchmark (`cargo bench -p convrun --bench scale`): the TCP connections
 //! this process started (every connection is started by exactly one of
 //! its ends, so a job's total is the sum over its processes), and the
-//! peers' shared-memory segments the shm module mapped.
+//! mappings of peers' shared-memory segments the shm module made (a
+//! peer's header page when the VC is made, and the ring the peer writes
+//! for this process once it announced it: at most two per peer talked to,
+//! either way).
 //!
 //! # Concurrency
 //!
@@ -25,7 +28,8 @@ pub fn tcp_connect_retries() -> usize {
     TCP_CONNECT_RETRIES.load(Ordering::Relaxed)
 }
 
-/// Other processes' shared-memory segments this process has mapped.
+/// Mappings of other processes' shared-memory segments this process has
+/// made (header pages and rings).
 pub fn shm_segments_mapped() -> usize {
     SHM_SEGMENTS_MAPPED.load(Ordering::Relaxed)
 }

@@ -20,10 +20,10 @@
 //!    the module it reaches this process with);
 //! 2. the bootstrap publishes it and returns once every process has
 //!    published its own (the start barrier);
-//! 3. a module that connects on first use (tcp, mpi) needs nothing more:
-//!    it asks for a peer's card ([`Bootstrap::card_of`], through the
-//!    process layer) when it first sends there; one that does not is
-//!    connected to each peer it carries now (`vc_init`, `accept_peers`);
+//! 3. nothing more: every module connects a VC when this process first
+//!    sends to the peer, asking for the peer's card
+//!    ([`Bootstrap::card_of`], through the process layer), and takes the
+//!    peers' connections (or rings) whenever they come;
 //! 4. the bootstrap is told start-up is over: from then on it watches for
 //!    the job ending elsewhere, and is told how this process ends
 //!    (`ending`, `tell_ended`).
@@ -195,30 +195,18 @@ pub fn netmod_names() -> Vec<&'static str> {
     modules::names()
 }
 
-/// Removes the shared-memory segments a job with segment id `shm_id` and `nodes`
-/// processes may have left (a process killed before its peers had mapped
-/// its segment), and whatever else a module may leave. For the launcher,
-/// after the job.
+/// Removes the shared-memory segments a job with segment id `shm_id` and
+/// `nodes` processes may have left (a process killed before it could
+/// remove its own segment's name), and whatever else a module may leave.
+/// For the launcher, after the job.
 pub fn remove_segments(shm_id: u64, nodes: usize) {
     modules::remove_leftovers(shm_id, nodes);
 }
 
-/// Runs `startup_over` on the started modules when dropped: start-up is
-/// over however `join` returns.
-struct StartupOver<'a>(&'a [(usize, Box<dyn Joining>)]);
-
-impl Drop for StartupOver<'_> {
-    fn drop(&mut self) {
-        for (_, m) in self.0 {
-            m.startup_over();
-        }
-    }
-}
-
-/// Joins the job: network modules, this process's card published through
-/// the bootstrap (the start barrier), the VCs of modules that do not
-/// connect on first use. Returns the network; `branch` is the branching
-/// factor of its spanning tree of processes.
+/// Joins the job: network modules, and this process's card published
+/// through the bootstrap (the start barrier). Returns the network, whose
+/// VCs connect on first use; `branch` is the branching factor of its
+/// spanning tree of processes.
 pub(crate) fn join(
     place: &Placement,
     topo: Topology,
@@ -261,16 +249,11 @@ pub(crate) fn join(
     for (kind, _) in needed.iter().enumerate().filter(|(_, n)| **n) {
         match (MODULES[kind].init)(&init) {
             Ok(m) => started.push((kind, m)),
-            Err(e) => {
-                // What the modules started so far must not outlive this.
-                drop(StartupOver(&started));
-                return Err(e.to_string());
-            }
+            // What the modules started so far goes with them (an shm
+            // segment's name is removed when its module is dropped).
+            Err(e) => return Err(e.to_string()),
         }
     }
-    // Whatever happens next, a started module's start-up leftovers (an shm
-    // segment's name) must not outlive the process.
-    let _over = StartupOver(&started);
     let part_of = |kind: usize| {
         started
             .iter()
@@ -310,39 +293,10 @@ pub(crate) fn join(
         },
     );
 
+    // The start barrier; from here on a module connects a VC when this
+    // process first sends to its peer, asking the bootstrap for the card.
     place.boot.publish(place, &card, deadline)?;
     tracing::debug!(process = me, "business card published");
-    // A module that connects on first use needs nothing more; one that
-    // does not is connected to every peer it carries now.
-    for (kind, module) in started.iter().filter(|(_, m)| !m.connects_on_demand()) {
-        let peers: Vec<usize> = (0..place.nodes)
-            .filter(|&p| p != me && routes.via[p] == *kind)
-            .collect();
-        for &peer in &peers {
-            let card = place.boot.card_of(peer)?;
-            let part = modules::card_for(&card, &MODULES[*kind]).ok_or_else(|| {
-                format!(
-                    "process {peer}'s business card `{card}` has no {} part",
-                    MODULES[*kind].name
-                )
-            })?;
-            module
-                .module()
-                .vc_init(peer, part)
-                .map_err(|e| e.to_string())?;
-        }
-        // In any order: a module's wait depends on the peers' `vc_init`s,
-        // which never wait.
-        module
-            .accept_peers(&peers, deadline)
-            .map_err(|e| e.to_string())?;
-        tracing::debug!(
-            process = me,
-            module = MODULES[*kind].name,
-            peers = peers.len(),
-            "connected to the peers"
-        );
-    }
     place.boot.joined(place)?;
     let _ = JOINED.set(place.boot.clone());
     tracing::info!(
