@@ -160,9 +160,11 @@ fn raise_descriptor_limit(nodes: usize) {
 }
 
 /// An idle PE's polls between two looks at the listener and the
-/// handshakes (an `accept` that finds nothing costs a system call; the
-/// progress thread looks at once whenever it watches).
-const HANDSHAKE_TICK: usize = 64;
+/// handshakes (an `accept` that finds nothing costs a system call, about
+/// a poll's worth: one in 1,024 is noise on the hot path, and a new
+/// connection waits at most about a millisecond for it while PEs poll;
+/// the progress thread looks at once whenever it watches).
+const HANDSHAKE_TICK: usize = 1024;
 
 /// How long the progress thread leaves the module to polling PEs
 /// ([`NetModule::watch_check`]).
@@ -352,8 +354,9 @@ struct Handshakes {
 }
 
 impl Handshakes {
-    fn len(&self) -> usize {
-        self.connecting.len() + self.waiting.len() + self.accepting.len() + self.awaiting.len()
+    /// This process's own connections under way.
+    fn own(&self) -> usize {
+        self.connecting.len() + self.waiting.len() + self.awaiting.len()
     }
 }
 
@@ -383,9 +386,11 @@ pub struct TcpModule {
     /// the next poll (their edges were consumed while it had none).
     resume: AtomicBool,
     handshakes: Mutex<Handshakes>,
-    /// About how many handshakes are under way (never too low for long: a
-    /// poll reads it without the lock).
+    /// About how many handshakes are under way, and how many of them are
+    /// this process's own connections (never too low for long: polls read
+    /// them without the lock).
     handshake_count: AtomicUsize,
+    own_attempts: AtomicUsize,
     /// Idle polls, for [`HANDSHAKE_TICK`].
     polls: AtomicUsize,
     /// The listener may hold connections not yet taken (see
@@ -454,6 +459,7 @@ impl TcpModule {
             resume: AtomicBool::new(false),
             handshakes: Mutex::new(Handshakes::default()),
             handshake_count: AtomicUsize::new(0),
+            own_attempts: AtomicUsize::new(0),
             polls: AtomicUsize::new(0),
             to_accept: AtomicBool::new(false),
             connect_wait: CONNECT_WAIT,
@@ -578,7 +584,7 @@ impl TcpModule {
         } else {
             hs.waiting.push_back((peer, attempt, addrs));
         }
-        self.handshake_count.store(hs.len(), Ordering::Release);
+        self.count_handshakes(&hs);
         drop(hs);
         // The progress thread may be waiting with no deadline: it must
         // move the handshake on.
@@ -742,7 +748,7 @@ impl TcpModule {
         }
         let mut hs = lock(&self.handshakes);
         hs.awaiting.extend(still);
-        self.handshake_count.store(hs.len(), Ordering::Release);
+        self.count_handshakes(&hs);
         drop(hs);
         if self.to_accept.load(Ordering::Acquire) {
             // A listener edge came while this thread held the handshakes:
@@ -800,6 +806,14 @@ impl TcpModule {
         }
     }
 
+    /// Publishes the handshake counts of `hs` (under its lock).
+    fn count_handshakes(&self, hs: &Handshakes) {
+        let own = hs.own();
+        self.own_attempts.store(own, Ordering::Release);
+        self.handshake_count
+            .store(own + hs.accepting.len(), Ordering::Release);
+    }
+
     /// Drops this side's attempt `attempt` to connect to `peer`, wherever
     /// it is (its socket closes).
     fn cancel_attempt(&self, peer: usize, attempt: u64) {
@@ -808,7 +822,7 @@ impl TcpModule {
             .retain(|(c, a)| !(c.peer() == peer && *a == attempt));
         hs.waiting
             .retain(|(p, a, _)| !(*p == peer && *a == attempt));
-        self.handshake_count.store(hs.len(), Ordering::Release);
+        self.count_handshakes(&hs);
     }
 
     /// This side's attempt `attempt` to connect to `peer` ended: with the
@@ -1564,8 +1578,10 @@ impl NetModule for TcpModule {
         // move too, every few polls.
         let polls = self.polls.load(Ordering::Relaxed).wrapping_add(1);
         self.polls.store(polls, Ordering::Relaxed);
-        if polls % HANDSHAKE_TICK == 0 {
-            moved |= self.drive_handshakes(true);
+        // This process's own connections move at every poll: a PE may be
+        // waiting for one (a peer's are the peer's to hurry).
+        if polls % HANDSHAKE_TICK == 0 || self.own_attempts.load(Ordering::Relaxed) > 0 {
+            moved |= self.drive_handshakes(polls % HANDSHAKE_TICK == 0);
         }
         moved
     }
