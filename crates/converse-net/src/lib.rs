@@ -14,6 +14,7 @@
 
 pub mod counts;
 pub mod frame;
+mod limits;
 pub mod lmt;
 #[cfg(feature = "mpi")]
 pub mod mpi;

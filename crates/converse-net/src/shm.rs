@@ -459,6 +459,12 @@ struct Vc {
     /// The peer's header page: the futex words that wake it, its
     /// announcement list.
     header: Mapping,
+    /// The peer's segment, open from the VC's making on: the ring the
+    /// peer announces later is mapped from it, not by name (the peer may
+    /// have removed the name by then: it ends once it has this process's
+    /// `Bye`, which may go before the ring of the peer's own `Bye` is
+    /// taken).
+    segment: OwnedFd,
     /// The ring this process writes for the peer (a slot of its own
     /// segment), once it has sent or connected to it. Set once, after the
     /// ring is announced.
@@ -672,6 +678,7 @@ impl ShmModule {
         segment_id: u64,
         max_payload: usize,
     ) -> Result<ShmModule, NetError> {
+        crate::limits::raise_descriptor_limit(nodes);
         if nodes > u32::MAX as usize {
             return Err(err(format!(
                 "a job of {nodes} processes: at most {} share memory",
@@ -863,7 +870,7 @@ impl ShmModule {
                 let header = self
                     .map_header(peer, &fd, &name)
                     .map_err(|e| NetError::peer(peer, e))?;
-                self.add_vc(peer, header, pid, addr, card.to_string())
+                self.add_vc(peer, header, fd, pid, addr, card.to_string())
             }
         };
         if vc.out.get().is_some() {
@@ -935,7 +942,15 @@ impl ShmModule {
 
     /// Sets and lists `peer`'s VC, made from its checked header page (under
     /// `connecting`, with no VC to `peer` yet).
-    fn add_vc(&self, peer: usize, header: Mapping, pid: i32, addr: u64, card: String) -> &Vc {
+    fn add_vc(
+        &self,
+        peer: usize,
+        header: Mapping,
+        segment: OwnedFd,
+        pid: i32,
+        addr: u64,
+        card: String,
+    ) -> &Vc {
         // The single-copy probe: read the owner's magic from its memory.
         let mut probe = [0u8; 8];
         let single_copy = Self::read_remote(pid, addr, &mut probe).is_ok() && &probe == MAGIC;
@@ -943,6 +958,7 @@ impl ShmModule {
             peer,
             pid,
             header,
+            segment,
             out: OnceLock::new(),
             inb: OnceLock::new(),
             send: Mutex::new(SendSide::default()),
@@ -1071,10 +1087,11 @@ impl ShmModule {
                 "malformed data from process {writer}: a second ring announced for this process"
             ));
         }
-        let (fd, name) = self.open_segment(writer)?;
+        let name = segment_name(self.segment_id, writer);
         let vc = match existing {
             Some(vc) => vc,
             None => {
+                let (fd, _) = self.open_segment(writer)?;
                 let header = self.map_header(writer, &fd, &name)?;
                 let fields = header.header_fields();
                 let word = |at: usize, n: usize| {
@@ -1085,17 +1102,18 @@ impl ShmModule {
                 let (pid, addr) = (word(OFF_PID, 4) as u32 as i32, word(OFF_ADDR, 8));
                 // The card the writer publishes (`business_card`).
                 let card = format!("shm:{name}:{pid}:{addr}");
-                self.add_vc(writer, header, pid, addr, card)
+                self.add_vc(writer, header, fd, pid, addr, card)
             }
         };
+        let fd = &vc.segment;
         let at = slot_offset(slot).ok_or("beyond any file")?;
-        let size = Self::segment_size(&fd, &name)?;
+        let size = Self::segment_size(fd, &name)?;
         if size < at + RING as u64 {
             return Err(format!(
                 "malformed data from process {writer}: ring {slot} announced, but segment {name} has {size} bytes"
             ));
         }
-        let map = Mapping::map(&fd, at, RING)
+        let map = Mapping::map(fd, at, RING)
             .map_err(|e| format!("shm: cannot map ring {slot} of {name}: {e}"))?;
         let ring = map.ring();
         let (to, from) = (

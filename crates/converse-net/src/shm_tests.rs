@@ -2208,3 +2208,24 @@ fn a_bad_announcement_is_reported() {
     poll_until(&[c], || rc.count() == 1);
     job.assert_clean();
 }
+
+/// The end of a job: process 1 sent to process 0 first (it opened 0's
+/// segment then); 0's first frame to 1 (its `Bye`) makes a ring in 0's
+/// segment, and 0 may end (its name removed) before 1 takes the
+/// announcement. The ring is still mapped, from the segment 1 holds open.
+#[test]
+fn a_ring_announced_by_a_peer_whose_name_is_gone_is_still_taken() {
+    let (job, sides) = lazy_job(2, Mode::Get);
+    let [(a, ra), (b, rb)] = &sides[..] else {
+        unreachable!()
+    };
+    send_by(b, 0, 0, 1, 8);
+    poll_until(&[a, b], || ra.count() == 1);
+    send_by(a, 1, 0, 2, 8);
+    // Process 0 ends: its segment's name goes.
+    a.finalize();
+    assert!(job.leftovers().iter().all(|n| !n.ends_with("-0")));
+    poll_until(&[b], || rb.count() == 1);
+    assert_eq!(lock(&rb.got)[0].header.tag, 2);
+    assert!(rb.events().is_empty(), "{:?}", rb.events());
+}

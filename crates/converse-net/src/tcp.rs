@@ -140,25 +140,6 @@ fn listen_backlog(nodes: usize) -> i32 {
     nodes.clamp(128, 65_535) as i32
 }
 
-/// Raises this process's limit on open descriptors (the soft one, up to
-/// the hard one) so that it can hold a connection to each of the job's
-/// `nodes` processes and more, if a program talks to them all: a VC's
-/// connection is a descriptor, and the usual soft limit (1,024) is below
-/// a job of a thousand processes.
-fn raise_descriptor_limit(nodes: usize) {
-    use rustix::process::{Resource, getrlimit, setrlimit};
-    let want = (nodes as u64).saturating_mul(2).saturating_add(256);
-    let mut limit = getrlimit(Resource::Nofile);
-    let Some(current) = limit.current else { return };
-    if current >= want {
-        return;
-    }
-    limit.current = Some(limit.maximum.map_or(want, |max| want.min(max)));
-    // Best effort: a process that cannot raise it fails later, naming the
-    // connection that needed the descriptor.
-    let _ = setrlimit(Resource::Nofile, limit);
-}
-
 /// An idle PE's polls between two looks at the listener and the
 /// handshakes (an `accept` that finds nothing costs a system call, about
 /// a poll's worth: one in 1,024 is noise on the hot path, and a new
@@ -413,7 +394,7 @@ impl TcpModule {
         advertise: &str,
         max_payload: usize,
     ) -> Result<TcpModule, NetError> {
-        raise_descriptor_limit(nodes);
+        crate::limits::raise_descriptor_limit(nodes);
         let listener = TcpListener::bind(bind)
             .map_err(|e| NetError::local(format!("tcp: cannot listen on {bind}: {e}")))?;
         // Again, with a queue sized for the job: Linux takes a second
