@@ -10,7 +10,7 @@
 //! peer's card (`Upcalls::peer_card`, learnt on demand) and starts a
 //! non-blocking connect; the frames go once the connection is up. So a
 //! job whose processes talk only to their tree neighbours opens O(P)
-//! connections, not P². At most [`MAX_CONNECTS_IN_FLIGHT`] of a process's
+//! connections, not P². At most `MAX_CONNECTS_IN_FLIGHT` (64) of a process's
 //! connects are under way at once; a connect refused or reset by a busy
 //! listener is tried again after a pause (`tcp_handshake`), counted, not
 //! printed.
@@ -20,7 +20,7 @@
 //! challenge-response), so a stranger, or a process of another job, is
 //! refused; then the acceptor gives its verdict. Two processes may connect
 //! to each other at once (a head-to-head, as in MPICH's tcp module): the
-//! acceptor decides, under its VC's send lock, from the VC's [`Link`]:
+//! acceptor decides, under its VC's send lock, from the VC's `Link`:
 //!
 //! - no connection, or this side lost a head-to-head and awaits the
 //!   peer's: *accept*;
@@ -77,7 +77,7 @@
 //!
 //! # Concurrency protocol
 //!
-//! - `send` lock: the VC's queue, its [`Link`] and attempt number, and
+//! - `send` lock: the VC's queue, its `Link` and attempt number, and
 //!   writing to its socket.
 //! - `recv` lock: the VC's reassembler, and reading from its socket. The
 //!   progress thread reads (blocking on the lock: an edge it was woken for
@@ -448,7 +448,7 @@ impl TcpModule {
     }
 
     /// The module, its connections given `wait` to connect (retries after a
-    /// busy listener included) instead of [`CONNECT_WAIT`], 30 s.
+    /// busy listener included) instead of `CONNECT_WAIT`, 30 s.
     pub fn with_connect_wait(mut self, wait: Duration) -> TcpModule {
         self.connect_wait = wait;
         self
@@ -547,20 +547,9 @@ impl TcpModule {
         };
         let mut hs = lock(&self.handshakes);
         if hs.connecting.len() < MAX_CONNECTS_IN_FLIGHT {
-            let until = Instant::now() + self.connect_wait;
-            match Connecting::start(
-                self.me,
-                self.nodes,
-                peer,
-                addrs,
-                until,
-                Some(&self.registry),
-            ) {
-                Ok(conn) => hs.connecting.push((conn, attempt)),
-                Err(why) => {
-                    drop(hs);
-                    return Err(self.fail_vc(vc, format!("tcp: cannot connect ({why})")));
-                }
+            if let Err(why) = self.start_attempt(&mut hs, peer, attempt, addrs) {
+                drop(hs);
+                return Err(self.fail_vc(vc, why));
             }
         } else {
             hs.waiting.push_back((peer, attempt, addrs));
@@ -570,6 +559,30 @@ impl TcpModule {
         // The progress thread may be waiting with no deadline: it must
         // move the handshake on.
         self.wake();
+        Ok(())
+    }
+
+    /// Starts attempt `attempt` to connect to `peer` at `addrs` (a slot is
+    /// free in `hs`, which is locked), on this module's clock and poll set;
+    /// why not if it cannot start.
+    fn start_attempt(
+        &self,
+        hs: &mut Handshakes,
+        peer: usize,
+        attempt: u64,
+        addrs: Vec<SocketAddr>,
+    ) -> Result<(), String> {
+        let until = Instant::now() + self.connect_wait;
+        let conn = Connecting::start(
+            self.me,
+            self.nodes,
+            peer,
+            addrs,
+            until,
+            Some(&self.registry),
+        )
+        .map_err(|why| format!("tcp: cannot connect ({why})"))?;
+        hs.connecting.push((conn, attempt));
         Ok(())
     }
 
@@ -681,17 +694,8 @@ impl TcpModule {
                 break;
             };
             moved = true;
-            let until = Instant::now() + self.connect_wait;
-            match Connecting::start(
-                self.me,
-                self.nodes,
-                peer,
-                addrs,
-                until,
-                Some(&self.registry),
-            ) {
-                Ok(conn) => hs.connecting.push((conn, attempt)),
-                Err(why) => ended.push((peer, attempt, Err(format!("cannot connect ({why})")))),
+            if let Err(why) = self.start_attempt(&mut hs, peer, attempt, addrs) {
+                ended.push((peer, attempt, Err(why)));
             }
         }
         drop(hs);

@@ -22,7 +22,7 @@
 //!    published its own (the start barrier);
 //! 3. nothing more: every module connects a VC when this process first
 //!    sends to the peer, asking for the peer's card
-//!    ([`Bootstrap::card_of`], through the process layer), and takes the
+//!    (`Bootstrap::card_of`, through the process layer), and takes the
 //!    peers' connections (or rings) whenever they come;
 //! 4. the bootstrap is told start-up is over: from then on it watches for
 //!    the job ending elsewhere, and is told how this process ends
