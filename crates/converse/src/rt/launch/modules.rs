@@ -104,7 +104,19 @@ fn shm(init: &Init) -> Result<Box<dyn Joining>, NetError> {
         init.shm_id,
         init.max_payload,
     )
-    .map(|m| Box::new(Arc::new(m.with_lmt_mode(init.lmt))) as Box<dyn Joining>)
+    .map(|m| {
+        let m = Arc::new(m.with_lmt_mode(init.lmt));
+        // An abnormal end (an abort, a lost peer) skips the module's drop:
+        // its segment's name goes then too. (A process killed outright
+        // leaves it for its launcher: `remove_leftovers`.)
+        let dying = Arc::downgrade(&m);
+        crate::proc::exit::at_exit(move |_| {
+            if let Some(m) = dying.upgrade() {
+                m.finalize();
+            }
+        });
+        Box::new(m) as Box<dyn Joining>
+    })
 }
 
 /// A job's shm names are one segment per process (its rings live in it),
