@@ -1074,6 +1074,14 @@ impl ShmModule {
                 }
             }
         }
+        drop(taking);
+        // An announcement pushed while this thread held `discovering` may
+        // have woken a thread that found the lock taken and went back to
+        // waiting (`IfFree`): looked at again now the lock is free, so no
+        // announcement waits for a wake-up that already came.
+        if list.load(Ordering::Acquire) != 0 {
+            self.take_announcements(how);
+        }
     }
 
     /// Maps ring slot `slot` of `writer`'s segment, announced to this
