@@ -14,7 +14,6 @@
 
 pub mod counts;
 pub mod frame;
-mod limits;
 pub mod lmt;
 #[cfg(feature = "mpi")]
 pub mod mpi;
@@ -22,4 +21,4 @@ pub mod netmod;
 pub mod shm;
 mod sync;
 pub mod tcp;
-pub mod tcp_handshake;
+mod tcp_handshake;

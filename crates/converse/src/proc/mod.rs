@@ -12,6 +12,5 @@ pub mod io;
 pub(crate) mod log;
 pub(crate) mod panic;
 pub(crate) mod signals;
-pub mod spantree;
 pub mod timer;
 pub mod topology;
