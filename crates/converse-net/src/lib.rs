@@ -14,6 +14,7 @@
 
 pub mod counts;
 pub mod frame;
+mod limits;
 pub mod lmt;
 #[cfg(feature = "mpi")]
 pub mod mpi;
@@ -21,4 +22,4 @@ pub mod netmod;
 pub mod shm;
 mod sync;
 pub mod tcp;
-mod tcp_handshake;
+pub mod tcp_handshake;

@@ -1057,6 +1057,11 @@ impl NetModule for MpiModule {
         Ok(())
     }
 
+    fn connected_peers(&self) -> Vec<usize> {
+        // MPI connects every pair itself.
+        (0..self.nodes).filter(|&p| p != self.me).collect()
+    }
+
     fn vc_destroy(&self, peer: usize) {
         if peer < self.nodes {
             let mut vcs = lock(&self.send);

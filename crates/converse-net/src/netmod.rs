@@ -314,6 +314,19 @@ pub trait Upcalls: Send + Sync {
     fn message_buffers(&self) -> Option<Arc<dyn MessageBuffers>> {
         None
     }
+    /// Process `peer`'s business card for the module whose cards begin
+    /// with `prefix` (`"tcp:"`, `"shm:"`): what a module connects by when it
+    /// first sends to `peer` (VCs are set up on first use; the layer above
+    /// learns cards on demand from the job's bootstrap, as MPICH's
+    /// `MPIDI_PG_GetConnString` does). May block for a round trip to the
+    /// launcher; call it holding no lock of the VC. The default knows no
+    /// card.
+    fn peer_card(&self, peer: usize, prefix: &str) -> Result<String, NetError> {
+        Err(NetError::peer(
+            peer,
+            format!("no `{prefix}` business card is known for this process"),
+        ))
+    }
     /// Whether the layer above takes more frames now (flow control). While
     /// it says no, the module leaves received bytes in the network; it
     /// reads them after [`NetModule::resume_receiving`].
@@ -342,6 +355,12 @@ pub trait NetModule: Send + Sync {
     /// both sides' `vc_init` make it usable again (the spec: "the VC may
     /// be used for communication again later"); on a live one it fails.
     fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError>;
+
+    /// The peers this process has a VC with, either way: those it sent to
+    /// and those whose frames it received or whose connection it accepted
+    /// (a VC is set up on first use, by either end). The layer above ends
+    /// the job over exactly these (its `Bye` exchange).
+    fn connected_peers(&self) -> Vec<usize>;
 
     /// Forgets the VC to `peer` (`vc_destroy`); it must be terminated.
     fn vc_destroy(&self, peer: usize);
@@ -485,6 +504,15 @@ pub trait NetModule: Send + Sync {
 
     /// True if some VC has bytes queued (posted or left over).
     fn has_queued(&self) -> bool;
+
+    /// True if no VC is being connected: every VC this process made is
+    /// known to the peer at its other end (a module that connects on first
+    /// use says false while a connection is in its handshake, frames
+    /// waiting for it). The layer above waits for this, and for nothing
+    /// queued, before it counts itself done at the end of a job.
+    fn settled(&self) -> bool {
+        true
+    }
 
     /// Bytes accepted for `peer` and not yet sent: what a sender throttles
     /// on (flow control).

@@ -3,51 +3,100 @@
 //! and large messages move in one copy with `process_vm_readv` (or
 //! `process_vm_writev`).
 //!
+//! Nothing a process keeps grows with the job's size but a table of one
+//! pointer per process: a VC, its rings and its mappings exist only for
+//! the peers the process talks to, made on first use by either end (as
+//! MPICH's VCs are), and what a poll looks at is those peers' rings, never
+//! one per possible sender.
+//!
 //! # Segments
 //!
 //! Each process creates one POSIX shared-memory segment,
 //! `/converse-<id>-<node>` (the job's segment id, random and apart from its
-//! key: anyone may list the names), readable by its user only, holding a
-//! header and one ring of cells per
-//! possible sender. Its business card is `shm:NAME:PID:ADDR` (ADDR: where
-//! the segment is mapped in the owner, for the single-copy probe). At
-//! start-up every process maps every other's segment (`vc_init`) and counts
-//! itself in the owner's `attached`; once all have, the owner unlinks the
-//! name ([`ShmModule::accept_peers`]), so nothing is left in `/dev/shm`
-//! whatever happens to the job later. Until then the launcher removes
-//! leftovers of a job that failed early. Everything in a segment is found
-//! by offset from its base, never by pointer: each process maps it at its
-//! own address.
+//! key: anyone may list the names), readable and writable by its user
+//! only. It begins with a header page of a fixed size: who owns it, the
+//! futex words its progress thread sleeps on, and the head of its
+//! *announcement list* (the rings other processes made for it). Behind the
+//! header the segment grows by one ring slot each time its owner first
+//! writes to a peer: the ring a process writes for a peer lives in the
+//! writer's own segment. Its business card is `shm:NAME:PID:ADDR` (ADDR:
+//! where the owner maps its header, for the single-copy probe); the header
+//! holds PID and ADDR too, so a process that learns of a sender from an
+//! announcement needs no card to answer it.
+//!
+//! A VC is made the first time either end needs it:
+//!
+//! - *Sending* (the first `isend_contig`, `istart_contig`, `post_contig` or
+//!   `send_noncontig` to a peer, an LMT packet answering it, or `vc_init`,
+//!   which connects at once): unless the VC exists already (the peer
+//!   announced a ring first), the sender asks the layer above for the
+//!   peer's card (`Upcalls::peer_card`, holding no lock: it may take a
+//!   round trip to the launcher), maps the peer's header page, checks it
+//!   (magic, job tag, size of the job, owner) and probes single copy; then
+//!   it adds a ring slot to its own segment and pushes the ring on the
+//!   peer's announcement list.
+//! - *Receiving*: a poll that finds its announcement list non-empty takes
+//!   it, maps each announcing writer's header page (checked the same way,
+//!   unless its VC exists) and ring, and adds the ring to those it polls.
+//!
+//! So a process maps two pieces of each peer it talks to (the peer's
+//! header page and the ring the peer writes for it; both are counted by
+//! `counts::shm_segment_mapped`) and its own rings, and its polls walk the
+//! list of its VCs (`ShmModule::active`, a `VcList`), whose length is the number of
+//! peers it talks to. Names stay until their owner finalizes or drops its
+//! module (a peer may map a ring at any time); the launcher removes those
+//! of a job whose processes were killed (one name per process). Everything
+//! in a segment is found by offset from its base, never by pointer: each
+//! process maps it at its own address.
+//!
+//! Why rings live in the writer's segment rather than in segments of
+//! their own (`/converse-<id>-<from>-<to>`): the writer makes its ring
+//! alone (it grows its own file), a job still has one name per process
+//! (what a killed job leaves is known without listing `/dev/shm`), and the
+//! reader finds the ring by the writer's number and the slot its
+//! announcement gives.
 //!
 //! # Layout (offsets in bytes)
 //!
+//! The header page:
+//!
 //! | at | what |
 //! |---|---|
-//! | 0 | magic `CVRSSHM1`, job tag (u64: derived from the job key, never the key), nodes (u32), owner node (u32), owner pid (u32) |
-//! | 64 | `attached` (u32): peers that mapped the segment |
+//! | 0 | magic `CVRSSHM2`, job tag (u64: derived from the job key, never the key), nodes (u32), owner node (u32), owner pid (u32) |
+//! | 32 | where the owner maps its header (u64: its card's ADDR) |
+//! | 64 | `announced` (u64): the announcement list's first entry, 0 if empty (own cache line) |
 //! | 128 | `wake` (u32 futex word, bumped by every waker), `sleeping` (u32) |
-//! | 4096 + r * RING | the ring written by process `r` |
 //!
-//! A ring: `head` (the consumer's index, own cache line), `waiting` (the
-//! producer waits for room, own line), then `CELLS` cells of
-//! `CELL_BYTES`, 64-byte aligned: a sequence word (u32), a length (u32),
-//! and up to `CELL_DATA` bytes of the sender's frame stream. A cell
-//! carries any part of the stream: several small frames, or a piece of a
-//! large one (the cooperative copy: the sender fills cells as the receiver
-//! empties them). The receiver feeds each cell's bytes to the VC's
-//! `Reassembler` (the one reassembly path; a cell's length and every frame
-//! are checked, since another process wrote them).
+//! Ring slot `k` (the ring for the `k`-th peer its owner wrote to) is at
+//! `SLOT_ALIGN + k * RING_STRIDE`, 64 KiB-aligned so that a peer maps it
+//! alone whatever the page size (up to 64 KiB):
 //!
-//! Cell number `i` (counting from 0 since the job began; it lives in slot
-//! `i % CELLS`) is published by writing its sequence word `i + 1` (mod
-//! 2^32) last. So the receiver learns that a cell is ready, and reads a
-//! small message, from the cache lines the message itself is in: a frame
+//! | at | what |
+//! |---|---|
+//! | 0 | `head` (u64): the consumer's index (own cache line) |
+//! | 64 | `waiting` (u32): the producer waits for room (own line) |
+//! | 128 | `to` (u32): the reader; `from` (u32): the writer; `next` (u64): the announcement after this ring's on the reader's list |
+//! | 192 | `CELLS` cells of `CELL_BYTES` |
+//!
+//! A cell, 64-byte aligned: a sequence word (u32), a length (u32), and up
+//! to `CELL_DATA` bytes of the sender's frame stream. A cell carries any
+//! part of the stream: several small frames, or a piece of a large one
+//! (the cooperative copy: the sender fills cells as the receiver empties
+//! them). The receiver feeds each cell's bytes to the VC's `Reassembler`
+//! (the one reassembly path; a cell's length and every frame are checked,
+//! since another process wrote them).
+//!
+//! Cell number `i` (counting from 0 since the ring was made; it lives in
+//! slot `i % CELLS`) is published by writing its sequence word `i + 1`
+//! (mod 2^32) last. So the receiver learns that a cell is ready, and reads
+//! a small message, from the cache lines the message itself is in: a frame
 //! of up to 56 bytes (an 8-byte payload) shares one line with the sequence
 //! word. No producer index is published: the producer keeps its own
 //! (`Vc::tail`) and a cached copy of `head`, which it reloads only when the
 //! copy says the ring is full (as in FastForward and Nemesis's fastbox,
 //! a message costs the two cache-line transfers of its own lines, not two
-//! more for indices).
+//! more for indices). A ring's memory starts zeroed (a new slot of the
+//! file), so no cell of it reads as published before it is.
 //!
 //! A frame that fits one cell, sent while nothing waits in the VC's send
 //! queue and the ring has room (a small message, the common case), goes
@@ -55,6 +104,37 @@
 //! entry, no queued-bytes accounting. Anything else joins the queue, which
 //! `drain` empties into cells in order; the fast path is taken only with
 //! the queue empty, so frames keep their order either way.
+//!
+//! # Announcements
+//!
+//! An announcement names a ring by its writer and slot: the u64
+//! `slot << 32 | (writer + 1)` (0 ends the list). The list is a Treiber
+//! stack whose links live in the rings themselves (`next`), so the
+//! reader's header has the same size whatever the number of writers, and
+//! taking the list costs the reader the announcements it holds, nothing
+//! per possible writer.
+//!
+//! - *Push* (the writer, under its module's `connecting` lock, once per
+//!   ring): fill in the new slot's `to` and `from`, then: load `announced`,
+//!   store it in the ring's `next`, compare-and-swap `announced` from it to
+//!   the new entry (SeqCst), again until the swap succeeds. Only then does
+//!   the VC get its ring (`Vc::out`), so every cell of a ring is published
+//!   after its announcement.
+//! - *Take* (the reader, under its `discovering` lock, so that a caller of
+//!   `connected_peers` that finds the list empty knows every ring announced
+//!   before is mapped): swap `announced` to 0 (SeqCst), then for each entry
+//!   map the ring and read its `next`, which was stored before the
+//!   compare-and-swap that published the entry, which the swap reads from.
+//! - No ABA: a writer pushes each of its rings once, on the one list of its
+//!   reader, and rings are never removed, so an entry never comes back to
+//!   a list after leaving it.
+//! - Untrusted: the entry's writer must be another process of the job and
+//!   its slot below the job's size; the mapped ring must say it is from
+//!   that writer to this reader; a writer announcing a second ring ends
+//!   the walk (a cycle). A bad entry, or a ring that cannot be mapped,
+//!   ends the walk and the entries behind it are lost with it: the fault is
+//!   reported (`vc_failed` of the writer; the next poll's error if the
+//!   entry names no process of the job).
 //!
 //! # Single-copy large messages (the spec's LMT)
 //!
@@ -80,24 +160,40 @@
 //!   would wait forever.
 //! - **Cooperative**: through the cells, as any other frame.
 //!
-//! At start-up each VC probes the peer's segment header with
-//! `process_vm_readv`; where the system forbids it (ptrace restrictions),
-//! large messages go through the cells whatever the mode.
+//! A receiver answers an RTS over its own ring to the sender, made then if
+//! it has none (from the sender's header: no card needed). When a VC is
+//! made, it probes the peer's header with `process_vm_readv`; where the
+//! system forbids it (ptrace restrictions), large messages go through the
+//! cells whatever the mode.
 //!
 //! # Concurrency protocol
 //!
 //! - A ring has one producer process; inside it, the VC's `send` lock makes
-//!   one thread the producer at a time. One consumer: the owner's thread
+//!   one thread the producer at a time. One consumer: the reader's thread
 //!   holding the VC's `recv` lock. A cell's sequence word is stored
 //!   (Release) after its length and bytes, and loaded by the consumer
 //!   with Acquire; `head` is stored (Release) once the cell's bytes are
 //!   copied out, and loaded by the producer with Acquire.
+//! - VCs are made, and rings added and announced, under the module's
+//!   `connecting` lock, so two threads sending first to one peer end with
+//!   one VC and one ring; a VC is set in its `OnceLock` (and then listed in
+//!   `active`) once, and its rings (`out`, `inb`) once each. `peer_card` is
+//!   called before that lock is taken. Lock order: `discovering`, then
+//!   `connecting`; a VC's `recv`, then `connecting` (an LMT answer making
+//!   the ring back). Nothing holding `connecting` takes another lock.
+//! - `active` is appended to under `connecting` and read without a lock: a
+//!   VC's entry is stored before the length that covers it is (Release),
+//!   and readers load the length with Acquire. An entry points at the VC
+//!   in `vcs`, boxed, set once and never taken out: it stays valid as long
+//!   as the module.
 //! - Sleeping: the owner's progress thread sets `sleeping`, fences, looks
-//!   at its rings once more, then waits on the futex word `wake` if it has
-//!   not changed. A producer, after publishing a cell, fences and, if
-//!   `sleeping` is set, bumps `wake` and wakes it. The fences order
-//!   "publish, then look at `sleeping`" against "set `sleeping`, then look
-//!   for data" (as in `csd::idle`), so no wake-up is lost.
+//!   at its announcement list and its rings once more, then waits on the
+//!   futex word `wake` if it has not changed. A producer, after publishing
+//!   a cell, fences and, if `sleeping` is set, bumps `wake` and wakes it.
+//!   The fences order "publish, then look at `sleeping`" against "set
+//!   `sleeping`, then look for data" (as in `csd::idle`), so no wake-up is
+//!   lost; a ring's announcement comes before its first cell, so a sleeper
+//!   that has not taken it yet either sees it or is woken by that cell.
 //! - A producer that finds the ring full sets the ring's `waiting`, fences
 //!   and looks at `head` again; a consumer that freed cells fences (once
 //!   per batch) and, if it sees `waiting`, clears it and wakes the
@@ -107,7 +203,9 @@ use crate::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
+};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -121,7 +219,8 @@ use super::netmod::{NetError, NetModule, OutFrame, PollDir, SendData, SendReques
 use converse_msg::Message;
 use converse_msg::raw::MessageRaw as _;
 
-const MAGIC: &[u8; 8] = b"CVRSSHM1";
+const MAGIC: &[u8; 8] = b"CVRSSHM2";
+/// The header page's size (the segment's, before it holds a ring).
 const HEADER: usize = 4096;
 /// Bytes of one cell, and of its data (after the sequence and length
 /// words).
@@ -130,9 +229,14 @@ const CELL_HEADER: usize = 8;
 pub(crate) const CELL_DATA: usize = CELL_BYTES - CELL_HEADER;
 /// Cells per ring (a power of two).
 pub(crate) const CELLS: usize = 64;
-/// `head` and `waiting`, a cache line each.
-const RING_META: usize = 128;
+/// `head`, `waiting`, and `to`/`from`/`next`: a cache line each.
+const RING_META: usize = 192;
 const RING: usize = RING_META + CELLS * CELL_BYTES;
+/// Ring slots begin at multiples of this: `mmap` takes page-aligned
+/// offsets, and this is the largest page size the module supports.
+const SLOT_ALIGN: usize = 64 << 10;
+/// From one ring slot to the next.
+const RING_STRIDE: usize = RING.next_multiple_of(SLOT_ALIGN);
 /// Messages from this size on go by single copy (when the system allows).
 /// Smaller ones stream through the cells: up to about a ring's worth (1
 /// MiB), the two pipelined copies of the cooperative path measured
@@ -140,13 +244,22 @@ const RING: usize = RING_META + CELLS * CELL_BYTES;
 /// (2026-11-23, 2-core EPYC host; at 4 MiB the single copy was faster).
 pub(crate) const LMT_MIN: usize = (1 << 20) + (64 << 10);
 
-const OFF_ATTACHED: usize = 64;
+// The header page (see the layout).
+/// Magic, job tag, nodes, owner: what a peer checks.
+const HEADER_CHECKED: usize = 24;
+const OFF_PID: usize = 24;
+const OFF_ADDR: usize = 32;
+/// The fields written once by the owner, before its card is published.
+const HEADER_FIELDS: usize = 40;
+const OFF_ANNOUNCED: usize = 64;
 const OFF_WAKE: usize = 128;
 const OFF_SLEEPING: usize = 132;
 
-fn segment_len(nodes: usize) -> usize {
-    HEADER + nodes * RING
-}
+// A ring slot (see the layout).
+const RING_WAITING: usize = 64;
+const RING_TO: usize = 128;
+const RING_FROM: usize = 132;
+const RING_NEXT: usize = 136;
 
 /// The name of process `node`'s segment in the job whose segment id is
 /// `id` (random and apart from the job's key: names are listable by
@@ -155,7 +268,32 @@ pub fn segment_name(id: u64, node: usize) -> String {
     format!("/converse-{id:016x}-{node}")
 }
 
-/// A mapping of a segment, unmapped on drop.
+/// Where ring slot `slot` begins in its writer's segment (`None`: beyond
+/// any file).
+fn slot_offset(slot: usize) -> Option<u64> {
+    (slot as u64)
+        .checked_mul(RING_STRIDE as u64)?
+        .checked_add(SLOT_ALIGN as u64)
+}
+
+/// The announcement of ring slot `slot` of process `writer` (never 0).
+fn announcement(writer: usize, slot: usize) -> u64 {
+    (slot as u64) << 32 | (writer as u64 + 1)
+}
+
+/// The header fields a process writes into its segment (see the layout).
+fn header_fields(job_tag: u64, nodes: usize, owner: usize, pid: u32, addr: u64) -> [u8; 40] {
+    let mut f = [0u8; HEADER_FIELDS];
+    f[..8].copy_from_slice(MAGIC);
+    f[8..16].copy_from_slice(&job_tag.to_le_bytes());
+    f[16..20].copy_from_slice(&(nodes as u32).to_le_bytes());
+    f[20..24].copy_from_slice(&(owner as u32).to_le_bytes());
+    f[OFF_PID..OFF_PID + 4].copy_from_slice(&pid.to_le_bytes());
+    f[OFF_ADDR..OFF_ADDR + 8].copy_from_slice(&addr.to_le_bytes());
+    f
+}
+
+/// A mapping of a segment (or of one ring slot of it), unmapped on drop.
 struct Mapping {
     base: *mut u8,
     len: usize,
@@ -168,7 +306,9 @@ unsafe impl Send for Mapping {}
 unsafe impl Sync for Mapping {}
 
 impl Mapping {
-    fn map(fd: &OwnedFd, len: usize) -> std::io::Result<Mapping> {
+    /// Maps `len` bytes of `fd` from `offset` (a multiple of the page
+    /// size).
+    fn map(fd: &OwnedFd, offset: u64, len: usize) -> std::io::Result<Mapping> {
         // SAFETY: a fresh shared mapping of a file we hold; nothing else in
         // this process refers to the range it returns.
         let base = unsafe {
@@ -178,7 +318,7 @@ impl Mapping {
                 ProtFlags::READ | ProtFlags::WRITE,
                 MapFlags::SHARED,
                 fd,
-                0,
+                offset,
             )
         }?;
         Ok(Mapping {
@@ -202,12 +342,25 @@ impl Mapping {
         unsafe { &*(self.base.add(off) as *const AtomicU64) }
     }
 
-    fn ring(&self, writer: usize) -> Ring<'_> {
-        let at = HEADER + writer * RING;
-        assert!(at + RING <= self.len);
-        Ring { map: self, at }
+    /// A header page's fields written by its owner (see the layout).
+    fn header_fields(&self) -> [u8; HEADER_FIELDS] {
+        assert!(HEADER_FIELDS <= self.len);
+        let mut f = [0u8; HEADER_FIELDS];
+        // SAFETY: in bounds (checked); written by the owner before it
+        // published its card or announced a ring, and never again (a peer
+        // that writes them anyway only fails its own checks).
+        unsafe { std::ptr::copy_nonoverlapping(self.base, f.as_mut_ptr(), HEADER_FIELDS) };
+        f
     }
 
+    /// This mapping of one ring slot, as a ring.
+    fn ring(&self) -> Ring<'_> {
+        assert!(RING <= self.len);
+        Ring { map: self }
+    }
+
+    /// Wakes the owner of this header page if its progress thread sleeps
+    /// (see the concurrency protocol).
     fn wake_owner(&self) {
         fence(Ordering::SeqCst);
         if self.u32_at(OFF_SLEEPING).load(Ordering::SeqCst) != 0 {
@@ -226,26 +379,38 @@ impl Drop for Mapping {
     }
 }
 
-/// One ring of a segment (see the layout).
+/// One ring (see the layout): a mapping of its slot.
 struct Ring<'a> {
     map: &'a Mapping,
-    at: usize,
 }
 
 impl Ring<'_> {
     fn head(&self) -> &AtomicU64 {
-        self.map.u64_at(self.at)
+        self.map.u64_at(0)
     }
     fn waiting(&self) -> &AtomicU32 {
-        self.map.u32_at(self.at + 64)
+        self.map.u32_at(RING_WAITING)
+    }
+    /// The reader, written by the writer before it announces the ring.
+    fn to(&self) -> &AtomicU32 {
+        self.map.u32_at(RING_TO)
+    }
+    /// The writer, written with `to`.
+    fn from(&self) -> &AtomicU32 {
+        self.map.u32_at(RING_FROM)
+    }
+    /// The announcement after this ring's on the reader's list.
+    fn next(&self) -> &AtomicU64 {
+        self.map.u64_at(RING_NEXT)
     }
     /// The cell for index `i`: its sequence word, length word and data.
     fn cell(&self, i: u64) -> Cell<'_> {
-        let off = self.at + RING_META + (i as usize % CELLS) * CELL_BYTES;
+        let off = RING_META + (i as usize % CELLS) * CELL_BYTES;
         Cell {
             seq: self.map.u32_at(off),
             len: self.map.u32_at(off + 4),
-            // SAFETY: `off + CELL_BYTES` is inside the ring (layout).
+            // SAFETY: `off + CELL_BYTES <= RING`, which the mapping holds
+            // (checked by `Mapping::ring`).
             data: unsafe { self.map.base.add(off + CELL_HEADER) },
         }
     }
@@ -286,12 +451,27 @@ struct SendSide {
     failed: bool,
 }
 
-/// A virtual connection to one peer process.
+/// A virtual connection to one peer process, made on first use by either
+/// end (see the module comment).
 struct Vc {
     peer: usize,
     pid: i32,
-    /// The peer's segment: we write into its ring for us.
-    theirs: Mapping,
+    /// The peer's header page: the futex words that wake it, its
+    /// announcement list.
+    header: Mapping,
+    /// The peer's segment, open from the VC's making on: the ring the
+    /// peer announces later is mapped from it, not by name (the peer may
+    /// have removed the name by then: it ends once it has this process's
+    /// `Bye`, which may go before the ring of the peer's own `Bye` is
+    /// taken).
+    segment: OwnedFd,
+    /// The ring this process writes for the peer (a slot of its own
+    /// segment), once it has sent or connected to it. Set once, after the
+    /// ring is announced.
+    out: OnceLock<Mapping>,
+    /// The ring the peer writes for this process (a slot of the peer's
+    /// segment), once its announcement was taken. Set once.
+    inb: OnceLock<Mapping>,
     send: Mutex<SendSide>,
     /// The reassembler, and the buffer a cell is copied into.
     recv: Mutex<(Reassembler, Vec<u8>)>,
@@ -308,16 +488,126 @@ struct Vc {
     /// `put_in` is set (read on every frame: a plain flag, written with
     /// the `recv` lock held).
     receiving_put: AtomicBool,
-    /// The number of the next cell this process publishes in the peer's
-    /// ring (written under `send`; read without it to see whether the
+    /// The number of the next cell this process publishes in its ring to
+    /// the peer (written under `send`; read without it to see whether the
     /// ring has room).
     tail: AtomicU64,
     /// Large messages may be read from this peer in one copy.
     single_copy: bool,
     terminated: AtomicBool,
-    /// The card the VC was made from (a terminated VC is used again only
-    /// for the same one).
+    /// The peer's card: the one the VC was made from, or, for a VC made
+    /// from the peer's announcement, the one the peer publishes (made
+    /// from its header). A terminated VC is used again only for the same.
     card: String,
+}
+
+/// The VCs a module has made, in the order made: what its polls walk.
+/// Appended to (one thread at a time) and never shrunk; read without a
+/// lock (see the concurrency protocol). Its memory is the number of
+/// entries, in chunks of doubling size; an entry points at a VC of the
+/// module's table (`ShmModule::vcs`), so a walk costs no look-up there.
+struct VcList {
+    chunks: [OnceLock<Box<[AtomicPtr<Vc>]>>; VC_LIST_CHUNKS],
+    len: AtomicUsize,
+}
+
+/// Entries of a [`VcList`]'s first chunk; each further chunk holds twice
+/// the one before.
+const VC_LIST_FIRST: usize = 16;
+/// Chunks enough for any process number (`u32`).
+const VC_LIST_CHUNKS: usize = 29;
+
+impl VcList {
+    fn new() -> VcList {
+        VcList {
+            chunks: std::array::from_fn(|_| OnceLock::new()),
+            len: AtomicUsize::new(0),
+        }
+    }
+
+    /// The chunk entry `i` is in, and its place there.
+    fn place(i: usize) -> (usize, usize) {
+        let q = i / VC_LIST_FIRST + 1;
+        let chunk = (usize::BITS - 1 - q.leading_zeros()) as usize;
+        (chunk, i - VC_LIST_FIRST * ((1 << chunk) - 1))
+    }
+
+    /// Appends `vc`. Callers append one at a time (`connecting`).
+    ///
+    /// # Safety
+    /// `vc` must stay where it is, alive, for as long as the list lives.
+    unsafe fn push(&self, vc: &Vc) {
+        let i = self.len.load(Ordering::Relaxed);
+        let (chunk, at) = Self::place(i);
+        let entries = self.chunks[chunk].get_or_init(|| {
+            (0..VC_LIST_FIRST << chunk)
+                .map(|_| AtomicPtr::new(std::ptr::null_mut()))
+                .collect()
+        });
+        entries[at].store(std::ptr::from_ref(vc).cast_mut(), Ordering::Relaxed);
+        // Publishes the entry (and the VC, made before).
+        self.len.store(i + 1, Ordering::Release);
+    }
+
+    /// How many VCs are listed.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Calls `f` on the VCs listed when called, in order, until it returns
+    /// true; returns whether it did.
+    #[inline]
+    fn any(&self, mut f: impl FnMut(&Vc) -> bool) -> bool {
+        let n = self.len.load(Ordering::Acquire);
+        let mut start = 0;
+        for chunk in &self.chunks {
+            if start >= n {
+                break;
+            }
+            let entries = chunk.get().expect("a chunk below the length is made");
+            for entry in &entries[..(n - start).min(entries.len())] {
+                // SAFETY: entries below `len` were stored before it
+                // (Release, loaded above with Acquire) by `push`, whose
+                // caller keeps the VC alive and in place while the list
+                // lives, which the borrow of `self` covers.
+                if f(unsafe { &*entry.load(Ordering::Relaxed) }) {
+                    return true;
+                }
+            }
+            start += entries.len();
+        }
+        false
+    }
+
+    /// Calls `f` on the VCs listed when called, in order.
+    #[inline]
+    fn for_each(&self, mut f: impl FnMut(&Vc)) {
+        self.any(|vc| {
+            f(vc);
+            false
+        });
+    }
+}
+
+/// How [`ShmModule::take_announcements`] deals with another thread taking
+/// the list.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Taking {
+    /// Leaves the list to it (an idle PE's poll never waits).
+    IfFree,
+    /// Waits for it if the list is not empty (the progress thread).
+    Blocking,
+    /// Waits for it whatever the list holds, so that on return every ring
+    /// announced before the call is mapped (`connected_peers`).
+    All,
+}
+
+/// This process's segment, under the module's `connecting` lock: its file
+/// (which grows by a ring slot for each peer written to) and its slots.
+struct OwnSegment {
+    fd: OwnedFd,
+    rings: usize,
 }
 
 /// The shm network module of one process.
@@ -330,9 +620,26 @@ pub struct ShmModule {
     /// The id naming the job's segments.
     segment_id: u64,
     name: String,
+    /// This process's header page.
     own: Mapping,
+    /// Making VCs and rings, one at a time (see the concurrency protocol).
+    connecting: Mutex<OwnSegment>,
     unlinked: AtomicBool,
-    vcs: Box<[OnceLock<Vc>]>,
+    /// The VC to each process, made on first use: a pointer each, the one
+    /// thing here as large as the job.
+    vcs: Box<[OnceLock<Box<Vc>>]>,
+    /// The VCs made (see [`VcList`]).
+    active: VcList,
+    /// Taking the announcement list, one thread at a time.
+    discovering: Mutex<()>,
+    /// A fault of the announcement list that names no process of the job:
+    /// the next poll's error.
+    fault: Mutex<Option<NetError>>,
+    /// `fault` is set (what a poll looks at).
+    faulted: AtomicBool,
+    /// Mappings of other processes' segments this module made (header
+    /// pages and rings; `counts::shm_segments_mapped` counts the process's).
+    peer_mappings: AtomicUsize,
     upcalls: OnceLock<Arc<dyn Upcalls>>,
     max_payload: usize,
     /// Large messages lent to a peer until its `LmtDone`, by id.
@@ -362,7 +669,8 @@ fn take_lent(lent: &Mutex<HashMap<u64, Message>>, id: u64) -> Option<Message> {
 }
 
 impl ShmModule {
-    /// `net_module_init`: creates this process's segment.
+    /// `net_module_init`: creates this process's segment (its header page:
+    /// rings are added as peers are written to).
     pub fn init(
         me: usize,
         nodes: usize,
@@ -370,6 +678,20 @@ impl ShmModule {
         segment_id: u64,
         max_payload: usize,
     ) -> Result<ShmModule, NetError> {
+        crate::limits::raise_descriptor_limit(nodes);
+        if nodes > u32::MAX as usize {
+            return Err(err(format!(
+                "a job of {nodes} processes: at most {} share memory",
+                u32::MAX
+            )));
+        }
+        // SAFETY: sysconf with an integer argument only.
+        let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if page <= 0 || SLOT_ALIGN % page as usize != 0 {
+            return Err(err(format!(
+                "pages of {page} bytes: ring slots are aligned to {SLOT_ALIGN} bytes, which must be whole pages"
+            )));
+        }
         let name = segment_name(segment_id, me);
         let fd = rustix::shm::open(
             name.as_str(),
@@ -377,11 +699,10 @@ impl ShmModule {
             FileMode::RUSR | FileMode::WUSR,
         )
         .map_err(|e| err(format!("cannot create {name}: {e}")))?;
-        let len = segment_len(nodes);
-        let made = rustix::fs::ftruncate(&fd, len as u64)
+        let made = rustix::fs::ftruncate(&fd, HEADER as u64)
             .map_err(|e| err(format!("cannot size {name}: {e}")))
             .and_then(|()| {
-                Mapping::map(&fd, len).map_err(|e| err(format!("cannot map {name}: {e}")))
+                Mapping::map(&fd, 0, HEADER).map_err(|e| err(format!("cannot map {name}: {e}")))
             });
         let own = match made {
             Ok(m) => m,
@@ -390,23 +711,10 @@ impl ShmModule {
                 return Err(e);
             }
         };
-        // SAFETY: the header's first 28 bytes, in bounds; no other process
+        let fields = header_fields(job_tag, nodes, me, std::process::id(), own.base as u64);
+        // SAFETY: the header's first bytes, in bounds; no other process
         // reads them before our card is published.
-        unsafe {
-            std::ptr::copy_nonoverlapping(MAGIC.as_ptr(), own.base, 8);
-            std::ptr::copy_nonoverlapping(job_tag.to_le_bytes().as_ptr(), own.base.add(8), 8);
-            std::ptr::copy_nonoverlapping(
-                (nodes as u32).to_le_bytes().as_ptr(),
-                own.base.add(16),
-                4,
-            );
-            std::ptr::copy_nonoverlapping((me as u32).to_le_bytes().as_ptr(), own.base.add(20), 4);
-            std::ptr::copy_nonoverlapping(
-                std::process::id().to_le_bytes().as_ptr(),
-                own.base.add(24),
-                4,
-            );
-        }
+        unsafe { std::ptr::copy_nonoverlapping(fields.as_ptr(), own.base, fields.len()) };
         // Let peers read our memory (large messages): needed where Yama's
         // ptrace restrictions are on; harmless elsewhere.
         // SAFETY: prctl with integer arguments only.
@@ -420,8 +728,14 @@ impl ShmModule {
             segment_id,
             name,
             own,
+            connecting: Mutex::new(OwnSegment { fd, rings: 0 }),
             unlinked: AtomicBool::new(false),
             vcs: (0..nodes).map(|_| OnceLock::new()).collect(),
+            active: VcList::new(),
+            discovering: Mutex::new(()),
+            fault: Mutex::new(None),
+            faulted: AtomicBool::new(false),
+            peer_mappings: AtomicUsize::new(0),
             upcalls: OnceLock::new(),
             max_payload,
             lent: Mutex::new(HashMap::new()),
@@ -455,50 +769,374 @@ impl ShmModule {
         self.upcalls.get().and_then(|u| u.message_buffers())
     }
 
-    /// Waits until every process of `peers` (those whose VC this module
-    /// carries) has mapped this one's segment, then removes its name. Fails
-    /// naming the count missing after `deadline`.
-    pub fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
-        let attached = self.own.u32_at(OFF_ATTACHED);
-        while (attached.load(Ordering::Acquire) as usize) < peers.len() {
-            if Instant::now() >= deadline {
-                let absent: Vec<String> = peers
-                    .iter()
-                    .filter(|&&p| self.vcs[p].get().is_none())
-                    .map(|p| p.to_string())
-                    .collect();
-                self.unlink();
-                return Err(err(format!(
-                    "process {} waited in vain for the other processes to map its segment ({} of {} did; this one has not reached process(es) {})",
-                    self.me,
-                    attached.load(Ordering::Acquire),
-                    peers.len(),
-                    if absent.is_empty() {
-                        "none".into()
-                    } else {
-                        absent.join(", ")
-                    }
-                )));
-            }
-            std::thread::sleep(Duration::from_micros(200));
-        }
-        self.unlink();
+    /// Start-up's wait for the peers of `peers`: there is nothing to wait
+    /// for (a peer maps this process's segment whenever it first needs to,
+    /// and the name stays until this module ends), so it returns at once.
+    pub fn accept_peers(&self, _peers: &[usize], _deadline: Instant) -> Result<(), NetError> {
         Ok(())
     }
 
     /// Removes the segment's name (the memory stays until every mapping is
-    /// gone).
+    /// gone). From then on no peer can make a VC with this process: for
+    /// `finalize` and drop.
     pub fn unlink(&self) {
         if !self.unlinked.swap(true, Ordering::AcqRel) {
             let _ = rustix::shm::unlink(self.name.as_str());
         }
     }
 
+    /// The VC to `peer`, if one was made.
     fn vc(&self, peer: usize) -> Result<&Vc, NetError> {
         self.vcs
             .get(peer)
             .and_then(|v| v.get())
+            .map(|vc| &**vc)
             .ok_or_else(|| NetError::peer(peer, "shm: no connection to this process"))
+    }
+
+    /// Fails unless `peer` is another process of the job.
+    fn check_peer(&self, peer: usize) -> Result<(), NetError> {
+        if peer >= self.nodes || peer == self.me {
+            return Err(NetError::peer(
+                peer,
+                format!("shm: no such peer in a job of {} processes", self.nodes),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The VC to `peer` with its ring to the peer, made now if need be
+    /// (a first send; see the module comment). Holds no lock while it asks
+    /// the layer above for the peer's card. A terminated VC is returned as
+    /// it is (its sends are refused).
+    fn vc_to(&self, peer: usize) -> Result<&Vc, NetError> {
+        if let Some(vc) = self.vcs.get(peer).and_then(|v| v.get()) {
+            if vc.out.get().is_none() && !vc.terminated.load(Ordering::Acquire) {
+                self.connect_out(vc)?;
+            }
+            return Ok(vc);
+        }
+        self.check_peer(peer)?;
+        let card = self
+            .upcalls()
+            .peer_card(peer, "shm:")
+            .map_err(|e| NetError::peer(peer, format!("shm: no card to connect by: {}", e.what)))?;
+        self.connect(peer, &card, false)
+    }
+
+    /// Parses `card`, process `peer`'s: its segment's name (checked: this
+    /// job's segment of that process), pid and header address.
+    fn parse_card(&self, peer: usize, card: &str) -> Result<(i32, u64), NetError> {
+        let bad = || NetError::peer(peer, format!("shm: `{card}` is no shm business card"));
+        let mut parts = card.strip_prefix("shm:").ok_or_else(bad)?.split(':');
+        let (Some(name), Some(pid), Some(addr), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(bad());
+        };
+        let pid: i32 = pid.parse().map_err(|_| bad())?;
+        let addr: u64 = addr.parse().map_err(|_| bad())?;
+        if name != segment_name(self.segment_id, peer) {
+            return Err(NetError::peer(
+                peer,
+                format!(
+                    "shm: card names segment {name}, expected that of process {peer} of this job"
+                ),
+            ));
+        }
+        Ok((pid, addr))
+    }
+
+    /// Makes the VC to `peer` from its `card` if there is none, then the
+    /// VC's ring to the peer (`vc_init`, `connect_to_root`, a first send).
+    /// `twice_fails`: a VC that has its ring already is an error
+    /// (connected twice) rather than the answer.
+    fn connect(&self, peer: usize, card: &str, twice_fails: bool) -> Result<&Vc, NetError> {
+        self.check_peer(peer)?;
+        let (pid, addr) = self.parse_card(peer, card)?;
+        let mut own = lock(&self.connecting);
+        let vc = match self.vcs[peer].get() {
+            Some(vc) if vc.card != card => {
+                return Err(NetError::peer(
+                    peer,
+                    format!("shm: card `{card}` is not the one VC {peer} was made from"),
+                ));
+            }
+            Some(vc) => &**vc,
+            None => {
+                let (fd, name) = self
+                    .open_segment(peer)
+                    .map_err(|e| NetError::peer(peer, e))?;
+                let header = self
+                    .map_header(peer, &fd, &name)
+                    .map_err(|e| NetError::peer(peer, e))?;
+                self.add_vc(peer, header, fd, pid, addr, card.to_string())
+            }
+        };
+        if vc.out.get().is_some() {
+            return if twice_fails {
+                Err(NetError::peer(peer, "shm: connected twice"))
+            } else {
+                Ok(vc)
+            };
+        }
+        self.add_ring(&mut own, vc)?;
+        Ok(vc)
+    }
+
+    /// Makes `vc`'s ring to its peer if it has none (a VC made from the
+    /// peer's announcement: its header says all that is needed).
+    fn connect_out(&self, vc: &Vc) -> Result<(), NetError> {
+        if vc.out.get().is_some() {
+            return Ok(());
+        }
+        let mut own = lock(&self.connecting);
+        if vc.out.get().is_none() {
+            self.add_ring(&mut own, vc)?;
+        }
+        Ok(())
+    }
+
+    /// Opens process `peer`'s segment: the file and its name.
+    fn open_segment(&self, peer: usize) -> Result<(OwnedFd, String), String> {
+        let name = segment_name(self.segment_id, peer);
+        let fd = rustix::shm::open(name.as_str(), OFlags::RDWR, FileMode::empty())
+            .map_err(|e| format!("shm: cannot open {name}: {e}"))?;
+        Ok((fd, name))
+    }
+
+    /// Bytes in the segment `fd` (`name`).
+    fn segment_size(fd: &OwnedFd, name: &str) -> Result<u64, String> {
+        let size = rustix::fs::fstat(fd)
+            .map_err(|e| format!("shm: cannot look at {name}: {e}"))?
+            .st_size;
+        Ok(size.max(0) as u64)
+    }
+
+    /// Maps the header page of `peer`'s segment `fd` (`name`), checked to
+    /// be that process's of this job (see the layout).
+    fn map_header(&self, peer: usize, fd: &OwnedFd, name: &str) -> Result<Mapping, String> {
+        let size = Self::segment_size(fd, name)?;
+        if size < HEADER as u64 {
+            return Err(format!(
+                "shm: segment {name} has {size} bytes, fewer than its header's {HEADER}"
+            ));
+        }
+        let header =
+            Mapping::map(fd, 0, HEADER).map_err(|e| format!("shm: cannot map {name}: {e}"))?;
+        let want = header_fields(self.job_tag, self.nodes, peer, 0, 0);
+        if header.header_fields()[..HEADER_CHECKED] != want[..HEADER_CHECKED] {
+            return Err(format!(
+                "shm: segment {name} is not process {peer}'s of this job"
+            ));
+        }
+        self.peer_mapped();
+        Ok(header)
+    }
+
+    /// Counts a mapping of another process's segment.
+    fn peer_mapped(&self) {
+        self.peer_mappings.fetch_add(1, Ordering::Relaxed);
+        crate::counts::shm_segment_mapped();
+    }
+
+    /// Sets and lists `peer`'s VC, made from its checked header page (under
+    /// `connecting`, with no VC to `peer` yet).
+    fn add_vc(
+        &self,
+        peer: usize,
+        header: Mapping,
+        segment: OwnedFd,
+        pid: i32,
+        addr: u64,
+        card: String,
+    ) -> &Vc {
+        // The single-copy probe: read the owner's magic from its memory.
+        let mut probe = [0u8; 8];
+        let single_copy = Self::read_remote(pid, addr, &mut probe).is_ok() && &probe == MAGIC;
+        let vc = Vc {
+            peer,
+            pid,
+            header,
+            segment,
+            out: OnceLock::new(),
+            inb: OnceLock::new(),
+            send: Mutex::new(SendSide::default()),
+            recv: Mutex::new((
+                Reassembler::new(peer, self.max_payload).with_buffers(self.message_buffers()),
+                Vec::with_capacity(CELL_DATA),
+            )),
+            lent_bytes: AtomicUsize::new(0),
+            queued: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
+            put_in: Mutex::new(None),
+            receiving_put: AtomicBool::new(false),
+            tail: AtomicU64::new(0),
+            single_copy,
+            terminated: AtomicBool::new(false),
+            card,
+        };
+        let set = self.vcs[peer].set(Box::new(vc)).is_ok();
+        let vc = self.vcs[peer].get().expect("the VC was just set");
+        if set {
+            // SAFETY: the VC is boxed in `vcs`, set once and never taken
+            // out, so it stays in place until the module drops, with
+            // `active`.
+            unsafe { self.active.push(vc) };
+        }
+        vc
+    }
+
+    /// Adds a ring slot for `vc`'s peer to this process's segment,
+    /// announces it on the peer's list, then gives it to the VC (see
+    /// "Announcements"; under `connecting`).
+    fn add_ring(&self, own: &mut OwnSegment, vc: &Vc) -> Result<(), NetError> {
+        let peer = vc.peer;
+        let fail = |e: &dyn std::fmt::Display| {
+            NetError::peer(
+                peer,
+                format!(
+                    "shm: cannot add a ring for this process to {}: {e}",
+                    self.name
+                ),
+            )
+        };
+        let slot = own.rings;
+        let at = slot_offset(slot).ok_or_else(|| fail(&"beyond any file"))?;
+        rustix::fs::ftruncate(&own.fd, at + RING as u64).map_err(|e| fail(&e))?;
+        let map = Mapping::map(&own.fd, at, RING).map_err(|e| fail(&e))?;
+        own.rings += 1;
+        let ring = map.ring();
+        ring.to().store(peer as u32, Ordering::Relaxed);
+        ring.from().store(self.me as u32, Ordering::Relaxed);
+        let list = vc.header.u64_at(OFF_ANNOUNCED);
+        let entry = announcement(self.me, slot);
+        let mut first = list.load(Ordering::Acquire);
+        loop {
+            ring.next().store(first, Ordering::Relaxed);
+            // Release (SeqCst): the reader that takes the entry sees the
+            // ring's `to`, `from` and `next`.
+            match list.compare_exchange(first, entry, Ordering::SeqCst, Ordering::Acquire) {
+                Ok(_) => break,
+                Err(now) => first = now,
+            }
+        }
+        // Only now can a sender publish a cell in it: after the
+        // announcement (see the concurrency protocol).
+        let _ = vc.out.set(map);
+        Ok(())
+    }
+
+    /// Takes this process's announcement list and maps the rings on it
+    /// (see "Announcements"), waiting or not for another thread taking it
+    /// as `how` says. A fault is reported as the module comment says.
+    #[inline]
+    fn take_announcements(&self, how: Taking) {
+        let list = self.own.u64_at(OFF_ANNOUNCED);
+        // A plain load first: an idle PE calls this in its spin loop.
+        if how != Taking::All && list.load(Ordering::Relaxed) == 0 {
+            return;
+        }
+        let taking = if how == Taking::IfFree {
+            match self.discovering.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(e)) => e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return,
+            }
+        } else {
+            lock(&self.discovering)
+        };
+        let mut entry = list.swap(0, Ordering::SeqCst);
+        while entry != 0 {
+            let writer = (entry as u32 as usize).wrapping_sub(1);
+            let slot = (entry >> 32) as usize;
+            if writer >= self.nodes || writer == self.me || slot >= self.nodes {
+                *lock(&self.fault) = Some(err(format!(
+                    "malformed announcement {entry:#x} in process {}'s segment: no ring of another process of this job of {} (announcements behind it are lost)",
+                    self.me, self.nodes
+                )));
+                self.faulted.store(true, Ordering::Release);
+                // The progress thread reports it.
+                self.wake();
+                return;
+            }
+            match self.map_ring_from(writer, slot) {
+                Ok(next) => entry = next,
+                Err(why) => {
+                    // Reported holding no lock: the layer above may end
+                    // the process, telling its peers on the way.
+                    drop(taking);
+                    self.upcalls().vc_failed(
+                        writer,
+                        format!("{why} (announcements behind its ring's are lost)"),
+                    );
+                    return;
+                }
+            }
+        }
+        drop(taking);
+        // An announcement pushed while this thread held `discovering` may
+        // have woken a thread that found the lock taken and went back to
+        // waiting (`IfFree`): looked at again now the lock is free, so no
+        // announcement waits for a wake-up that already came.
+        if list.load(Ordering::Acquire) != 0 {
+            self.take_announcements(how);
+        }
+    }
+
+    /// Maps ring slot `slot` of `writer`'s segment, announced to this
+    /// process, as the incoming ring of the VC to `writer` (made from the
+    /// writer's header if there is none). Returns the ring's `next`.
+    fn map_ring_from(&self, writer: usize, slot: usize) -> Result<u64, String> {
+        let _own = lock(&self.connecting);
+        let existing = self.vcs[writer].get().map(|vc| &**vc);
+        if existing.is_some_and(|vc| vc.inb.get().is_some()) {
+            return Err(format!(
+                "malformed data from process {writer}: a second ring announced for this process"
+            ));
+        }
+        let name = segment_name(self.segment_id, writer);
+        let vc = match existing {
+            Some(vc) => vc,
+            None => {
+                let (fd, _) = self.open_segment(writer)?;
+                let header = self.map_header(writer, &fd, &name)?;
+                let fields = header.header_fields();
+                let word = |at: usize, n: usize| {
+                    let mut b = [0u8; 8];
+                    b[..n].copy_from_slice(&fields[at..at + n]);
+                    u64::from_le_bytes(b)
+                };
+                let (pid, addr) = (word(OFF_PID, 4) as u32 as i32, word(OFF_ADDR, 8));
+                // The card the writer publishes (`business_card`).
+                let card = format!("shm:{name}:{pid}:{addr}");
+                self.add_vc(writer, header, fd, pid, addr, card)
+            }
+        };
+        let fd = &vc.segment;
+        let at = slot_offset(slot).ok_or("beyond any file")?;
+        let size = Self::segment_size(fd, &name)?;
+        if size < at + RING as u64 {
+            return Err(format!(
+                "malformed data from process {writer}: ring {slot} announced, but segment {name} has {size} bytes"
+            ));
+        }
+        let map = Mapping::map(fd, at, RING)
+            .map_err(|e| format!("shm: cannot map ring {slot} of {name}: {e}"))?;
+        let ring = map.ring();
+        let (to, from) = (
+            ring.to().load(Ordering::Relaxed),
+            ring.from().load(Ordering::Relaxed),
+        );
+        if (to as usize, from as usize) != (self.me, writer) {
+            return Err(format!(
+                "malformed data from process {writer}: ring {slot} of {name}, announced to this process, is from process {from} to process {to}"
+            ));
+        }
+        let next = ring.next().load(Ordering::Relaxed);
+        self.peer_mapped();
+        let _ = vc.inb.set(map);
+        Ok(next)
     }
 
     /// Reads `into.len()` bytes at `addr` in process `pid` into `into`.
@@ -615,7 +1253,10 @@ impl ShmModule {
         if len > CELL_DATA {
             return Err(p);
         }
-        let ring = vc.theirs.ring(self.me);
+        let Some(out) = vc.out.get() else {
+            return Err(p);
+        };
+        let ring = out.ring();
         let tail = vc.tail.load(Ordering::Relaxed);
         if !Self::room_for(&ring, side, tail) {
             return Err(p);
@@ -629,7 +1270,7 @@ impl ShmModule {
             std::ptr::copy_nonoverlapping(data.as_ptr(), cell.data.add(hdr.len()), data.len());
         }
         Self::publish(vc, &cell, tail, len);
-        vc.theirs.wake_owner();
+        vc.header.wake_owner();
         Ok(())
     }
 
@@ -710,7 +1351,21 @@ impl ShmModule {
     /// Fills free cells of the peer's ring from the queue, packing small
     /// frames together. Returns whether anything was written.
     fn drain(&self, vc: &Vc, side: &mut SendSide) -> bool {
-        let ring = vc.theirs.ring(self.me);
+        let mut moved = false;
+        // Nothing is queued on a VC without its ring (a send makes it
+        // first), so there is nothing to write then.
+        if let Some(out) = vc.out.get() {
+            moved = self.fill_cells(vc, out, side);
+        }
+        if side.queue.is_empty() && side.put_wait.is_none() && side.terminate && !side.closed {
+            side.closed = true;
+        }
+        moved
+    }
+
+    /// [`drain`](Self::drain)'s writing, into the ring `out`.
+    fn fill_cells(&self, vc: &Vc, out: &Mapping, side: &mut SendSide) -> bool {
+        let ring = out.ring();
         let mut moved = false;
         let mut tail = vc.tail.load(Ordering::Relaxed);
         while !side.queue.is_empty() {
@@ -750,10 +1405,7 @@ impl ShmModule {
             moved = true;
         }
         if moved {
-            vc.theirs.wake_owner();
-        }
-        if side.queue.is_empty() && side.put_wait.is_none() && side.terminate && !side.closed {
-            side.closed = true;
+            vc.header.wake_owner();
         }
         moved
     }
@@ -761,6 +1413,8 @@ impl ShmModule {
     /// Queues an LMT packet on `vc` ahead of whatever waits behind a Put
     /// transfer (see the module comment) and writes what the ring takes.
     fn send_packet(&self, vc: &Vc, packet: Packet) -> Result<(), NetError> {
+        // A VC made from the peer's announcement may have no ring back yet.
+        self.connect_out(vc)?;
         let mut side = lock(&vc.send);
         if side.failed {
             return Err(NetError::peer(vc.peer, "shm: send on a failed connection"));
@@ -955,8 +1609,13 @@ impl ShmModule {
     }
 
     /// Reads the cells `peer` wrote into this process's segment.
-    fn receive(&self, vc: &Vc, mut reasm: MutexGuard<'_, (Reassembler, Vec<u8>)>) -> bool {
-        let ring = self.own.ring(vc.peer);
+    fn receive(
+        &self,
+        vc: &Vc,
+        inb: &Mapping,
+        mut reasm: MutexGuard<'_, (Reassembler, Vec<u8>)>,
+    ) -> bool {
+        let ring = inb.ring();
         let mut moved = false;
         let mut failed = None;
         // Frames in stream order, the large-message packets included (they
@@ -1044,7 +1703,7 @@ impl ShmModule {
             if ring.waiting().load(Ordering::Relaxed) != 0
                 && ring.waiting().swap(0, Ordering::SeqCst) != 0
             {
-                vc.theirs.wake_owner();
+                vc.header.wake_owner();
             }
         }
         if let Some(why) = failed {
@@ -1126,23 +1785,27 @@ impl ShmModule {
     /// cell freed after the sender last looked: its wake-up may have come
     /// before this process said it sleeps).
     fn can_send_more(&self) -> bool {
-        self.vcs.iter().filter_map(|v| v.get()).any(|vc| {
-            vc.queued.load(Ordering::Relaxed) > 0 && {
-                let ring = vc.theirs.ring(self.me);
-                vc.tail
-                    .load(Ordering::Relaxed)
-                    .wrapping_sub(ring.head().load(Ordering::Acquire))
-                    < CELLS as u64
-            }
+        self.active.any(|vc| {
+            vc.queued.load(Ordering::Relaxed) > 0
+                && vc.out.get().is_some_and(|out| {
+                    vc.tail
+                        .load(Ordering::Relaxed)
+                        .wrapping_sub(out.ring().head().load(Ordering::Acquire))
+                        < CELLS as u64
+                })
         })
     }
 
-    /// True if some ring of this process's segment has cells to read.
+    /// True if a ring was announced to this process and not taken yet, or
+    /// some ring it reads has cells to read.
     fn has_incoming(&self) -> bool {
-        self.vcs.iter().filter_map(|v| v.get()).any(|vc| {
-            let ring = self.own.ring(vc.peer);
-            ring.is_ready(ring.head().load(Ordering::Relaxed))
-        })
+        self.own.u64_at(OFF_ANNOUNCED).load(Ordering::SeqCst) != 0
+            || self.active.any(|vc| {
+                vc.inb.get().is_some_and(|inb| {
+                    let ring = inb.ring();
+                    ring.is_ready(ring.head().load(Ordering::Relaxed))
+                })
+            })
     }
 
     #[inline]
@@ -1153,35 +1816,70 @@ impl ShmModule {
     /// [`ShmModule::progress`], in direction `dir`: `InFirst` receives
     /// before it sends on each VC; `OutFirst` sends what every VC has
     /// queued before it receives anything (`net_module_poll`'s
-    /// `in_or_out`).
+    /// `in_or_out`). First takes the rings announced since the last call
+    /// (waiting for another thread taking them if `blocking_locks`).
     #[inline]
     fn progress_dir(&self, blocking_locks: bool, dir: PollDir) -> bool {
+        self.take_announcements(if blocking_locks {
+            Taking::Blocking
+        } else {
+            Taking::IfFree
+        });
         let mut moved = false;
         if dir == PollDir::OutFirst {
-            for vc in self.vcs.iter().filter_map(|v| v.get()) {
-                moved |= self.drain_vc(vc);
-            }
+            self.active.for_each(|vc| moved |= self.drain_vc(vc));
         }
         // Plain loads first: an idle PE calls this in its spin loop, and
         // most calls find nothing.
         let resume =
             self.resume.load(Ordering::Relaxed) && self.resume.swap(false, Ordering::AcqRel);
-        for vc in self.vcs.iter().filter_map(|v| v.get()) {
-            let ring = self.own.ring(vc.peer);
-            let has_cells = ring.is_ready(ring.head().load(Ordering::Relaxed));
-            let guard = if !has_cells {
-                None
-            } else if blocking_locks || resume {
-                Some(lock(&vc.recv))
-            } else {
-                vc.recv.try_lock().ok()
-            };
-            if let Some(g) = guard {
-                moved |= self.receive(vc, g);
+        self.active.for_each(|vc| {
+            if let Some(inb) = vc.inb.get() {
+                let ring = inb.ring();
+                let has_cells = ring.is_ready(ring.head().load(Ordering::Relaxed));
+                let guard = if !has_cells {
+                    None
+                } else if blocking_locks || resume {
+                    Some(lock(&vc.recv))
+                } else {
+                    vc.recv.try_lock().ok()
+                };
+                if let Some(g) = guard {
+                    moved |= self.receive(vc, inb, g);
+                }
             }
             moved |= self.drain_vc(vc);
-        }
+        });
         moved
+    }
+
+    /// `poll`'s work: progress, or, if there is none, a sleep on the futex
+    /// word until something happens or `timeout` passes, then progress.
+    fn progress_or_wait(&self, dir: PollDir, timeout: Option<Duration>) -> bool {
+        if self.progress_dir(true, dir) {
+            return true;
+        }
+        // Sleep on the futex word unless something arrived meanwhile.
+        let word = self.own.u32_at(OFF_WAKE);
+        let sleeping = self.own.u32_at(OFF_SLEEPING);
+        let seen = word.load(Ordering::SeqCst);
+        sleeping.store(1, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        if self.has_incoming()
+            || self.can_send_more()
+            || self.resume.load(Ordering::Acquire)
+            || self.woken.swap(false, Ordering::AcqRel)
+        {
+            sleeping.store(0, Ordering::Relaxed);
+            return self.progress(true);
+        }
+        let ts = timeout.map(|t| rustix::time::Timespec {
+            tv_sec: t.as_secs() as i64,
+            tv_nsec: t.subsec_nanos() as _,
+        });
+        let _ = futex::wait(word, futex::Flags::empty(), seen, ts.as_ref());
+        sleeping.store(0, Ordering::Relaxed);
+        self.progress(true)
     }
 
     /// Sends what `vc` has queued, as far as the ring takes it, unless
@@ -1218,101 +1916,13 @@ impl NetModule for ShmModule {
     }
 
     fn connect_to_root(&self, peer: usize, card: &str) -> Result<(), NetError> {
-        if peer >= self.nodes || peer == self.me {
-            return Err(NetError::peer(
-                peer,
-                format!("shm: no such peer in a job of {} processes", self.nodes),
-            ));
-        }
-        let bad = || NetError::peer(peer, format!("shm: `{card}` is no shm business card"));
-        let mut parts = card.strip_prefix("shm:").ok_or_else(bad)?.split(':');
-        let (Some(name), Some(pid), Some(addr), None) =
-            (parts.next(), parts.next(), parts.next(), parts.next())
-        else {
-            return Err(bad());
-        };
-        let pid: i32 = pid.parse().map_err(|_| bad())?;
-        let addr: u64 = addr.parse().map_err(|_| bad())?;
-        if name != segment_name(self.segment_id, peer) {
-            return Err(NetError::peer(
-                peer,
-                format!(
-                    "shm: card names segment {name}, expected that of process {peer} of this job"
-                ),
-            ));
-        }
-        let fd = rustix::shm::open(name, OFlags::RDWR, FileMode::empty())
-            .map_err(|e| NetError::peer(peer, format!("shm: cannot open {name}: {e}")))?;
-        crate::counts::shm_segment_mapped();
-        let len = segment_len(self.nodes);
-        let size = rustix::fs::fstat(&fd)
-            .map_err(|e| NetError::peer(peer, format!("shm: {e}")))?
-            .st_size;
-        if size as usize != len {
-            return Err(NetError::peer(
-                peer,
-                format!("shm: segment {name} has {size} bytes, expected {len}"),
-            ));
-        }
-        let theirs = Mapping::map(&fd, len)
-            .map_err(|e| NetError::peer(peer, format!("shm: cannot map {name}: {e}")))?;
-        let mut head = [0u8; 28];
-        // SAFETY: the first 28 bytes of the header, written by the owner
-        // before it published its card.
-        unsafe { std::ptr::copy_nonoverlapping(theirs.base, head.as_mut_ptr(), 28) };
-        let ok = &head[..8] == MAGIC
-            && head[8..16] == self.job_tag.to_le_bytes()
-            && head[16..20] == (self.nodes as u32).to_le_bytes()
-            && head[20..24] == (peer as u32).to_le_bytes();
-        if !ok {
-            return Err(NetError::peer(
-                peer,
-                format!("shm: segment {name} is not process {peer}'s of this job"),
-            ));
-        }
-        // The single-copy probe: read the owner's magic from its memory.
-        let mut probe = [0u8; 8];
-        let single_copy = Self::read_remote(pid, addr, &mut probe).is_ok() && &probe == MAGIC;
-        if self.vcs[peer].get().is_some() {
-            return Err(NetError::peer(peer, "shm: connected twice"));
-        }
-        let vc = Vc {
-            peer,
-            pid,
-            theirs,
-            send: Mutex::new(SendSide::default()),
-            recv: Mutex::new((
-                Reassembler::new(peer, self.max_payload).with_buffers(self.message_buffers()),
-                Vec::with_capacity(CELL_DATA),
-            )),
-            lent_bytes: AtomicUsize::new(0),
-            queued: AtomicUsize::new(0),
-            held: AtomicUsize::new(0),
-            put_in: Mutex::new(None),
-            receiving_put: AtomicBool::new(false),
-            tail: AtomicU64::new(0),
-            single_copy,
-            terminated: AtomicBool::new(false),
-            card: card.to_string(),
-        };
-        self.vcs[peer]
-            .set(vc)
-            .map_err(|_| NetError::peer(peer, "shm: connected twice"))?;
-        // Counted once the VC is in place (a second connect fails above).
-        if let Some(vc) = self.vcs[peer].get() {
-            vc.theirs
-                .u32_at(OFF_ATTACHED)
-                .fetch_add(1, Ordering::AcqRel);
-        }
-        Ok(())
+        self.connect(peer, card, true).map(|_| ())
     }
 
     fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError> {
         // A terminated VC is used again (the spec's "may be used for
-        // communication again later"): its rings stay mapped and in
-        // step (the segment's name is gone once every process mapped it,
-        // so it could not be mapped again), so it only opens its sending
-        // side again.
+        // communication again later"): its rings stay mapped and in step,
+        // so it only opens its sending side again.
         if let Some(vc) = self.vcs.get(peer).and_then(|v| v.get()) {
             if vc.terminated.load(Ordering::Acquire) {
                 if vc.card != card {
@@ -1328,11 +1938,26 @@ impl NetModule for ShmModule {
                 return Ok(());
             }
         }
-        self.connect_to_root(peer, card)
+        // Connects now (start-up's eager connection): a VC made from the
+        // peer's announcement gets its ring back.
+        self.connect(peer, card, true).map(|_| ())
+    }
+
+    fn connected_peers(&self) -> Vec<usize> {
+        // Rings announced before this call count: take them first.
+        self.take_announcements(Taking::All);
+        let mut peers = Vec::new();
+        self.active.for_each(|vc| {
+            if vc.out.get().is_some() || vc.inb.get().is_some() {
+                peers.push(vc.peer);
+            }
+        });
+        peers.sort_unstable();
+        peers
     }
 
     fn vc_destroy(&self, _peer: usize) {
-        // The mapping goes with the module; nothing else to undo.
+        // The mappings go with the module; nothing else to undo.
     }
 
     fn vc_terminate(&self, peer: usize) {
@@ -1353,7 +1978,7 @@ impl NetModule for ShmModule {
         data: SendData,
     ) -> Result<(), NetError> {
         let p = Pending::frame(header, data, Some(req));
-        self.send_pending(self.vc(peer)?, p, true).map(|_| ())
+        self.send_pending(self.vc_to(peer)?, p, true).map(|_| ())
     }
 
     fn istart_contig(
@@ -1364,7 +1989,7 @@ impl NetModule for ShmModule {
     ) -> Result<Option<SendRequest>, NetError> {
         let req = SendRequest::new();
         let p = Pending::frame(header, data, Some(req.clone()));
-        let sent = self.send_pending(self.vc(peer)?, p, true)?;
+        let sent = self.send_pending(self.vc_to(peer)?, p, true)?;
         Ok((!sent).then_some(req))
     }
 
@@ -1374,7 +1999,7 @@ impl NetModule for ShmModule {
         header: FrameHeader,
         data: SendData,
     ) -> Result<bool, NetError> {
-        let vc = self.vc(peer)?;
+        let vc = self.vc_to(peer)?;
         if let (FrameKind::Message, SendData::Message(msg)) = (header.kind, &data) {
             if vc.single_copy && msg.len() >= LMT_MIN && self.lmt_mode != Mode::Cooperative {
                 // Lend the buffer until the peer has read it (Get) or it
@@ -1392,16 +2017,17 @@ impl NetModule for ShmModule {
 
     fn flush_all(&self) -> bool {
         let mut moved = false;
-        for vc in self.vcs.iter().filter_map(|v| v.get()) {
+        self.active.for_each(|vc| {
             if vc.queued.load(Ordering::Relaxed) > 0 {
                 moved |= self.flush(vc);
             }
-        }
+        });
         moved
     }
 
     fn copies_peer_memory(&self, peer: usize) -> bool {
-        self.vc(peer).is_ok_and(|vc| vc.single_copy)
+        // Asked before the first message to the peer, maybe: connects.
+        self.vc_to(peer).is_ok_and(|vc| vc.single_copy)
     }
 
     unsafe fn write_peer_memory(
@@ -1411,7 +2037,7 @@ impl NetModule for ShmModule {
         src: *const u8,
         len: usize,
     ) -> Result<(), NetError> {
-        let vc = self.vc(peer)?;
+        let vc = self.vc_to(peer)?;
         // SAFETY: the caller's promise for `src`.
         unsafe { Self::write_remote_raw(vc.pid, addr, src, len) }.map_err(|e| {
             NetError::peer(
@@ -1431,7 +2057,7 @@ impl NetModule for ShmModule {
         dst: *mut u8,
         len: usize,
     ) -> Result<(), NetError> {
-        let vc = self.vc(peer)?;
+        let vc = self.vc_to(peer)?;
         Self::read_remote_raw(vc.pid, addr, dst, len).map_err(|e| {
             NetError::peer(
                 peer,
@@ -1444,10 +2070,7 @@ impl NetModule for ShmModule {
     }
 
     fn has_queued(&self) -> bool {
-        self.vcs
-            .iter()
-            .filter_map(|v| v.get())
-            .any(|vc| vc.queued.load(Ordering::Relaxed) > 0)
+        self.active.any(|vc| vc.queued.load(Ordering::Relaxed) > 0)
     }
 
     fn backlog(&self, peer: usize) -> usize {
@@ -1465,30 +2088,14 @@ impl NetModule for ShmModule {
 
     fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
         let _one = lock(&self.poll);
-        if self.progress_dir(true, dir) {
-            return Ok(true);
+        let moved = self.progress_or_wait(dir, timeout);
+        if self.faulted.load(Ordering::Acquire) {
+            self.faulted.store(false, Ordering::Relaxed);
+            if let Some(fault) = lock(&self.fault).take() {
+                return Err(fault);
+            }
         }
-        // Sleep on the futex word unless something arrived meanwhile.
-        let word = self.own.u32_at(OFF_WAKE);
-        let sleeping = self.own.u32_at(OFF_SLEEPING);
-        let seen = word.load(Ordering::SeqCst);
-        sleeping.store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        if self.has_incoming()
-            || self.can_send_more()
-            || self.resume.load(Ordering::Acquire)
-            || self.woken.swap(false, Ordering::AcqRel)
-        {
-            sleeping.store(0, Ordering::Relaxed);
-            return Ok(self.progress(true));
-        }
-        let ts = timeout.map(|t| rustix::time::Timespec {
-            tv_sec: t.as_secs() as i64,
-            tv_nsec: t.subsec_nanos() as _,
-        });
-        let _ = futex::wait(word, futex::Flags::empty(), seen, ts.as_ref());
-        sleeping.store(0, Ordering::Relaxed);
-        Ok(self.progress(true))
+        Ok(moved)
     }
 
     fn try_progress(&self) -> bool {
@@ -1505,6 +2112,14 @@ impl NetModule for ShmModule {
     }
 
     fn finalize(&self) {
+        self.unlink();
+    }
+}
+
+impl Drop for ShmModule {
+    fn drop(&mut self) {
+        // A module dropped without `finalize` (start-up failed, a test)
+        // leaves no name behind either.
         self.unlink();
     }
 }

@@ -1,7 +1,7 @@
 //! Unit tests of the shm module (`shm`): two or more modules of one
 //! test process stand for processes of a job. Each test has a job tag (and
 //! segment id) of its own (tests run in parallel) and checks that the modules
-//! left no segment behind in `/dev/shm`.
+//! left no segment behind in `/dev/shm` once finalized or dropped.
 use super::*;
 use crate::frame::FRAME_HEADER_SIZE;
 use crate::netmod::DataAvail;
@@ -25,21 +25,39 @@ struct Got {
     as_message: bool,
 }
 
-/// What a module reported, in order.
+/// What a module reported, in order; and the cards it serves
+/// (`peer_card`), as the layer above learns them from the bootstrap.
 struct Record {
     got: Mutex<Vec<Got>>,
     events: Mutex<Vec<String>>,
     /// `room()` says yes while fewer than this many frames were handed up.
     limit: AtomicUsize,
+    /// The cards `peer_card` answers with, by process (shared by the
+    /// modules of a test job).
+    cards: Arc<Mutex<HashMap<usize, String>>>,
+    /// How many times `peer_card` was asked for each process.
+    card_calls: Mutex<HashMap<usize, usize>>,
 }
 
 impl Record {
     fn new() -> Arc<Record> {
+        Record::serving(Arc::new(Mutex::new(HashMap::new())))
+    }
+
+    /// A record whose `peer_card` answers from `cards`.
+    fn serving(cards: Arc<Mutex<HashMap<usize, String>>>) -> Arc<Record> {
         Arc::new(Record {
             got: Mutex::new(Vec::new()),
             events: Mutex::new(Vec::new()),
             limit: AtomicUsize::new(usize::MAX),
+            cards,
+            card_calls: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// How many times `peer_card` was asked for `peer`.
+    fn card_calls(&self, peer: usize) -> usize {
+        lock(&self.card_calls).get(&peer).copied().unwrap_or(0)
     }
 
     fn count(&self) -> usize {
@@ -77,6 +95,14 @@ impl Upcalls for Record {
     fn room(&self) -> bool {
         self.count() < self.limit.load(Ordering::SeqCst)
     }
+    fn peer_card(&self, peer: usize, prefix: &str) -> Result<String, NetError> {
+        assert_eq!(prefix, "shm:");
+        *lock(&self.card_calls).entry(peer).or_default() += 1;
+        lock(&self.cards)
+            .get(&peer)
+            .cloned()
+            .ok_or_else(|| NetError::peer(peer, "the bootstrap knows no such process"))
+    }
 }
 
 /// A fresh random job tag.
@@ -98,13 +124,21 @@ fn random_tag() -> u64 {
 struct Job {
     tag: u64,
     nodes: usize,
+    /// The modules `job_in` made, finalized by `assert_clean` (as the
+    /// layer above finalizes its modules at the end).
+    made: Mutex<Vec<Arc<ShmModule>>>,
 }
 
 impl Job {
     fn new(nodes: usize) -> Job {
+        Job::tagged(random_tag(), nodes)
+    }
+
+    fn tagged(tag: u64, nodes: usize) -> Job {
         Job {
-            tag: random_tag(),
+            tag,
             nodes,
+            made: Mutex::new(Vec::new()),
         }
     }
 
@@ -119,7 +153,12 @@ impl Job {
             .collect()
     }
 
+    /// Finalizes the modules `job_in` made, then checks that no name of the
+    /// job is left (other modules must be finalized or dropped first).
     fn assert_clean(&self) {
+        for m in lock(&self.made).drain(..) {
+            m.finalize();
+        }
         let left = self.leftovers();
         assert!(left.is_empty(), "segments left in /dev/shm: {left:?}");
     }
@@ -173,8 +212,8 @@ fn job_in(nodes: usize, mode: Mode) -> (Job, Vec<Side>) {
         })
         .collect();
     connect(&mods.iter().map(|(m, _)| m).collect::<Vec<_>>());
-    job.assert_clean();
-    let sides = mods.into_iter().map(|(m, r)| (Arc::new(m), r)).collect();
+    let sides: Vec<Side> = mods.into_iter().map(|(m, r)| (Arc::new(m), r)).collect();
+    lock(&job.made).extend(sides.iter().map(|(m, _)| Arc::clone(m)));
     (job, sides)
 }
 
@@ -233,10 +272,19 @@ fn wait_until(what: &str, done: impl Fn() -> bool) {
     }
 }
 
-/// Cells of the ring `writer` writes into `m`'s segment, published and not
-/// read yet.
+/// The ring `writer` writes for `m`, as `m` maps it (taking the
+/// announcements first).
+fn inbound(m: &ShmModule, writer: usize) -> &Mapping {
+    m.take_announcements(Taking::All);
+    m.vc(writer)
+        .ok()
+        .and_then(|vc| vc.inb.get())
+        .expect("a ring announced")
+}
+
+/// Cells of the ring `writer` writes for `m`, published and not read yet.
 fn cells_in(m: &ShmModule, writer: usize) -> u64 {
-    let ring = m.own.ring(writer);
+    let ring = inbound(m, writer).ring();
     let head = ring.head().load(Ordering::SeqCst);
     (head..head + CELLS as u64)
         .take_while(|&i| ring.is_ready(i))
@@ -402,7 +450,7 @@ fn a_frame_onto_an_empty_queue_goes_at_once_and_a_backlog_is_packed() {
     assert!(!b.has_queued());
     assert_eq!(cells_in(&a, 1), 1, "fifty small frames fill one cell");
     assert_eq!(
-        a.own.ring(1).cell(tail).len.load(Ordering::SeqCst) as usize,
+        inbound(&a, 1).ring().cell(tail).len.load(Ordering::SeqCst) as usize,
         50 * (FRAME_HEADER_SIZE + 10)
     );
     // Once the ring is full again, a whole batch waits for room, and
@@ -466,6 +514,9 @@ fn three_processes_talk_all_to_all() {
             assert!(g.body == pattern(g.header.tag, g.header.len as usize));
         }
         assert!(r.events().is_empty());
+        let others: Vec<usize> = (0..3).filter(|&p| p != m.me).collect();
+        assert_eq!(m.connected_peers(), others);
+        assert_eq!(peer_mappings(m), 4, "two headers, two rings");
     }
     job.assert_clean();
 }
@@ -642,6 +693,9 @@ fn without_single_copy_a_large_message_goes_through_the_cells() {
     );
     assert_eq!(got[0].header.kind, FrameKind::Message);
     assert!(got[0].body == bytes);
+    drop(got);
+    a.finalize();
+    drop(b);
     job.assert_clean();
 }
 
@@ -914,7 +968,7 @@ fn a_full_ring_holds_the_sender_until_the_receiver_reads() {
     }
     assert_eq!(cells_in(&a, 1), CELLS as u64, "the ring is full");
     assert_eq!(
-        a.own.ring(1).waiting().load(Ordering::SeqCst),
+        inbound(&a, 1).ring().waiting().load(Ordering::SeqCst),
         1,
         "the sender asked to be woken"
     );
@@ -990,7 +1044,7 @@ fn run_streams_through_progress_threads(
                 rb.count(),
                 b.backlog(0),
                 cells_in(&a, 1),
-                a.own.ring(1).waiting().load(Ordering::SeqCst),
+                inbound(&a, 1).ring().waiting().load(Ordering::SeqCst),
                 a.backlog(1),
             );
             stop_threads(&[&a, &b], &stop, threads);
@@ -1077,7 +1131,7 @@ fn a_full_layer_above_leaves_the_cells_in_the_ring_until_resumed() {
 fn write_cell(b: &ShmModule, peer: usize, len: u32, bytes: &[u8]) {
     let vc = b.vc(peer).unwrap();
     let _producer = lock(&vc.send);
-    let ring = vc.theirs.ring(b.me);
+    let ring = vc.out.get().expect("connected").ring();
     let tail = vc.tail.load(Ordering::SeqCst);
     assert!(tail - ring.head().load(Ordering::SeqCst) < CELLS as u64);
     let cell = ring.cell(tail);
@@ -1281,7 +1335,11 @@ fn bad_cards_are_refused_naming_the_peer() {
     assert!(e.to_string().contains("expected that of process 1"), "{e}");
     c.unlink();
     other.assert_clean();
-    assert_eq!(a.own.u32_at(OFF_ATTACHED).load(Ordering::SeqCst), 0);
+    assert!(
+        a.connected_peers().is_empty() && b.connected_peers().is_empty(),
+        "no VC was made"
+    );
+    assert_eq!(a.own.u64_at(OFF_ANNOUNCED).load(Ordering::SeqCst), 0);
     a.unlink();
     b.unlink();
     job.assert_clean();
@@ -1301,15 +1359,18 @@ fn a_missing_or_foreign_segment_is_refused_naming_the_peer() {
         )),
         "{e}"
     );
-    // A segment of a job of another size.
-    let three = Job {
-        tag: job.tag,
-        nodes: 3,
-    };
+    // A segment of a job of another size (its header says so).
+    let three = Job::tagged(job.tag, 3);
     let (a3, _ra3) = three.module(0);
     let e = b.vc_init(0, &a3.business_card()).unwrap_err();
     assert_eq!(e.peer, Some(0));
-    assert!(e.to_string().contains("bytes, expected"), "{e}");
+    assert!(
+        e.to_string().ends_with(&format!(
+            "segment {} is not process 0's of this job",
+            segment_name(job.tag, 0)
+        )),
+        "{e}"
+    );
     a3.unlink();
     drop(a3);
     // The right size and name, but not a segment of this job (its header).
@@ -1325,7 +1386,8 @@ fn a_missing_or_foreign_segment_is_refused_naming_the_peer() {
         )),
         "{e}"
     );
-    assert_eq!(a.own.u32_at(OFF_ATTACHED).load(Ordering::SeqCst), 0);
+    assert!(b.connected_peers().is_empty(), "no VC was made");
+    assert_eq!(a.own.u64_at(OFF_ANNOUNCED).load(Ordering::SeqCst), 0);
     a.unlink();
     b.unlink();
     job.assert_clean();
@@ -1334,10 +1396,7 @@ fn a_missing_or_foreign_segment_is_refused_naming_the_peer() {
 #[test]
 fn a_process_beyond_the_job_is_refused_not_a_panic() {
     let job = Job::new(2);
-    let guard = Job {
-        tag: job.tag,
-        nodes: 3,
-    };
+    let guard = Job::tagged(job.tag, 3);
     let (b, _rb) = job.module(1);
     // A process 2 of this job's tag and size (a process outside the
     // initial set, as `connect_to_root` is for).
@@ -1351,26 +1410,27 @@ fn a_process_beyond_the_job_is_refused_not_a_panic() {
     assert_eq!(e.peer, Some(2));
 }
 
+/// `accept_peers` has nothing to wait for; a segment's name stays while
+/// its module lives (a peer may map it at any time), and goes when it is
+/// finalized or dropped.
 #[test]
-fn accept_peers_names_the_missing_and_removes_the_name() {
+fn accept_peers_returns_at_once_and_the_name_stays_until_the_end() {
     let job = Job::new(3);
     let (a, _ra) = job.module(0);
     let (b, _rb) = job.module(1);
     b.vc_init(0, &a.business_card()).unwrap();
-    assert_eq!(a.leftovers_of(&job), 1);
-    let e = a
-        .accept_peers(&[1, 2], Instant::now() + Duration::from_millis(300))
-        .unwrap_err();
-    assert_eq!(e.peer, None);
-    assert!(
-        e.what.contains(
-            "process 0 waited in vain for the other processes to map its segment (1 of 2 did"
-        ),
-        "{e}"
-    );
-    assert!(e.what.contains("has not reached process(es) 1, 2"), "{e}");
-    assert_eq!(a.leftovers_of(&job), 0, "the name is gone after a failure");
-    b.unlink();
+    // Process 2 never came: no wait, no error.
+    a.accept_peers(&[1, 2], Instant::now()).unwrap();
+    b.accept_peers(&[0, 2], Instant::now()).unwrap();
+    assert_eq!((a.leftovers_of(&job), b.leftovers_of(&job)), (1, 1));
+    // A peer that comes late still connects.
+    let (c, _rc) = job.module(2);
+    c.vc_init(0, &a.business_card()).unwrap();
+    assert_eq!(a.connected_peers(), [1, 2]);
+    drop(a);
+    assert_eq!(b.leftovers_of(&job), 1);
+    b.finalize();
+    drop(c);
     job.assert_clean();
 }
 
@@ -1740,4 +1800,432 @@ fn a_terminated_vc_is_used_again() {
     poll_until(&[&a], || ra.events().len() == 2);
     drop((a, b));
     job.assert_clean();
+}
+
+// ---------------------------------------------------------------------------
+// VCs on first use
+
+/// A job of `nodes` processes none of which is connected; each serves the
+/// others' cards through `peer_card` (as the layer above does from the
+/// bootstrap), from one map.
+fn lazy_job(nodes: usize, mode: Mode) -> (Job, Vec<Side>) {
+    let job = Job::new(nodes);
+    let cards = Arc::new(Mutex::new(HashMap::new()));
+    let sides: Vec<Side> = (0..nodes)
+        .map(|me| {
+            let m = ShmModule::init(me, nodes, job.tag, job.tag, MAX_PAYLOAD)
+                .unwrap()
+                .with_lmt_mode(mode);
+            let rec = Record::serving(Arc::clone(&cards));
+            m.set_upcalls(rec.clone());
+            lock(&cards).insert(me, m.business_card());
+            (Arc::new(m), rec)
+        })
+        .collect();
+    lock(&job.made).extend(sides.iter().map(|(m, _)| Arc::clone(m)));
+    (job, sides)
+}
+
+/// Rings `m` made in its own segment (one per peer it writes to).
+fn rings_made(m: &ShmModule) -> usize {
+    lock(&m.connecting).rings
+}
+
+/// Mappings of other processes' segments `m` made.
+fn peer_mappings(m: &ShmModule) -> usize {
+    m.peer_mappings.load(Ordering::SeqCst)
+}
+
+/// Runs `try_progress` on the modules until `done`, failing after
+/// [`HANG`].
+fn progress_until(mods: &[&ShmModule], done: impl Fn() -> bool) {
+    let end = Instant::now() + HANG;
+    while !done() {
+        assert!(Instant::now() < end, "timed out");
+        for m in mods {
+            m.try_progress();
+        }
+    }
+}
+
+/// Sends frame `tag` of `len` bytes from `from` to `to` through send call
+/// number `call % 4`.
+fn send_by(from: &ShmModule, to: usize, call: u32, tag: u32, len: usize) {
+    let body = pattern(tag, len);
+    let h = header(FrameKind::Control, len, tag);
+    match call % 4 {
+        0 => drop(from.istart_contig(to, h, SendData::Bytes(body)).unwrap()),
+        1 => from
+            .isend_contig(to, SendRequest::new(), h, SendData::Bytes(body))
+            .unwrap(),
+        2 => {
+            let (x, y) = body.split_at(len / 2);
+            from.send_noncontig(to, SendRequest::new(), h, &[x, y])
+                .unwrap()
+        }
+        _ => {
+            from.post_contig(to, h, SendData::Bytes(body)).unwrap();
+            from.flush_all();
+        }
+    }
+}
+
+#[test]
+fn a_first_send_connects_by_the_card_the_layer_above_serves() {
+    let (job, sides) = lazy_job(3, Mode::Get);
+    let [(a, ra), (b, rb), (c, rc)] = &sides[..] else {
+        unreachable!()
+    };
+    // Nothing is connected, and asking about a peer connects nothing.
+    assert_eq!(b.backlog(0), 0);
+    assert!(!b.has_queued() && !b.flush_all());
+    assert!(b.connected_peers().is_empty());
+    assert_eq!(
+        (peer_mappings(b), rings_made(b), rb.card_calls(0)),
+        (0, 0, 0)
+    );
+    // Process 1 sends to process 0, which never connected to it, through
+    // every send call; the card is asked for once.
+    let sizes = [0, 10, 1000, CELL_DATA + 5, 3 * CELL_DATA];
+    for tag in 0..40u32 {
+        send_by(b, 0, tag, tag, sizes[tag as usize % sizes.len()]);
+    }
+    assert_eq!(rb.card_calls(0), 1, "asked for once, not per send");
+    assert_eq!(
+        (peer_mappings(b), rings_made(b)),
+        (1, 1),
+        "0's header; a ring"
+    );
+    // The receiver lists the sender before it polled (it takes the
+    // announcements first), and needs no card for it.
+    assert_eq!(a.connected_peers(), [1]);
+    assert_eq!(b.connected_peers(), [0]);
+    poll_until(&[a, b], || ra.count() == 40);
+    for (i, g) in lock(&ra.got).iter().enumerate() {
+        let len = sizes[i % sizes.len()];
+        assert_eq!((g.peer, g.header.tag), (1, i as u32));
+        assert!(g.body == pattern(i as u32, len), "frame {i} garbled");
+    }
+    assert_eq!(ra.card_calls(1), 0, "a receiver needs no card");
+    assert_eq!(
+        (peer_mappings(a), rings_made(a)),
+        (2, 0),
+        "1's header and ring"
+    );
+    // The answer goes over a ring made from the sender's header.
+    send_by(a, 1, 0, 99, 5);
+    poll_until(&[a, b], || rb.count() == 1);
+    assert_eq!(lock(&rb.got)[0].header.tag, 99);
+    assert_eq!(ra.card_calls(1), 0, "the way back needs no card either");
+    assert_eq!((peer_mappings(a), rings_made(a)), (2, 1));
+    assert_eq!(peer_mappings(b), 2);
+    // Process 2 was never talked to.
+    assert!(c.connected_peers().is_empty() && rc.count() == 0);
+    assert_eq!((a.backlog(2), b.backlog(2)), (0, 0));
+    assert_eq!(a.connected_peers(), [1]);
+    assert!(ra.events().is_empty() && rb.events().is_empty());
+    job.assert_clean();
+}
+
+/// A receiver asleep in `poll` is woken by the first frame of a sender it
+/// never mapped: the announcement comes before the frame, which wakes it.
+#[test]
+fn a_sleeping_receiver_gets_frames_from_a_sender_it_never_mapped() {
+    for _ in 0..10 {
+        let (job, sides) = lazy_job(2, Mode::Get);
+        let [(a, ra), (b, _rb)] = &sides[..] else {
+            unreachable!()
+        };
+        let (tx, rx) = mpsc::channel();
+        let (a2, ra2) = (Arc::clone(a), Arc::clone(ra));
+        let t = std::thread::spawn(move || {
+            while ra2.count() < 3 {
+                a2.poll(PollDir::InFirst, None).unwrap();
+            }
+            tx.send(()).unwrap();
+        });
+        wait_until("the poll to sleep", || {
+            a.own.u32_at(OFF_SLEEPING).load(Ordering::SeqCst) == 1
+        });
+        for tag in 0..3 {
+            send_by(b, 0, tag, tag, 8);
+        }
+        let woke = rx.recv_timeout(HANG);
+        if woke.is_err() {
+            a.wake();
+        }
+        t.join().unwrap();
+        assert!(woke.is_ok(), "the poll slept through the frames");
+        let tags: Vec<u32> = lock(&ra.got).iter().map(|g| g.header.tag).collect();
+        assert_eq!(tags, [0, 1, 2]);
+        drop(sides);
+        job.assert_clean();
+    }
+}
+
+/// Two processes sending first to each other at once, two threads each:
+/// each ends with one VC and one ring to the other, and every thread's
+/// frames arrive in order.
+#[test]
+fn two_processes_sending_first_to_each_other_at_once_end_with_one_vc() {
+    const EACH: u32 = 100;
+    for _ in 0..10 {
+        let (job, sides) = lazy_job(2, Mode::Get);
+        let barrier = Arc::new(std::sync::Barrier::new(4));
+        let threads: Vec<_> = (0..4u32)
+            .map(|t| {
+                let from = Arc::clone(&sides[t as usize % 2].0);
+                let barrier = Arc::clone(&barrier);
+                std::thread::spawn(move || {
+                    let to = 1 - from.me;
+                    barrier.wait();
+                    for i in 0..EACH {
+                        send_by(&from, to, i, t << 16 | i, (i as usize * 37) % 200);
+                    }
+                })
+            })
+            .collect();
+        let mods: Vec<&ShmModule> = sides.iter().map(|(m, _)| &**m).collect();
+        progress_until(&mods, || {
+            sides.iter().all(|(_, r)| r.count() == 2 * EACH as usize)
+        });
+        for t in threads {
+            t.join().unwrap();
+        }
+        for (m, r) in &sides {
+            let other = 1 - m.me;
+            assert_eq!(m.connected_peers(), [other]);
+            assert_eq!(rings_made(m), 1, "one ring to the other");
+            assert_eq!(m.active.len(), 1, "one VC");
+            assert_eq!(peer_mappings(m), 2, "the other's header and ring");
+            // None if the other's ring was taken before this process's
+            // first send; one per sending thread at most.
+            let calls = r.card_calls(other);
+            assert!(calls <= 2, "{calls} card look-ups");
+            let mut next = [0u32; 4];
+            for g in lock(&r.got).iter() {
+                let (t, i) = ((g.header.tag >> 16) as usize, g.header.tag & 0xffff);
+                assert_eq!(t % 2, other, "from the other process");
+                assert_eq!(i, next[t], "thread {t}'s frames in order");
+                next[t] += 1;
+                assert!(g.body == pattern(g.header.tag, g.header.len as usize));
+            }
+            assert!(r.events().is_empty());
+        }
+        job.assert_clean();
+    }
+}
+
+/// 64 processes, each sending only to the next: each maps the headers of
+/// its two neighbours and the ring of one, whatever the job's size, and
+/// every frame arrives in order.
+#[test]
+fn sixty_four_processes_talking_to_their_neighbours_map_a_few_segments_each() {
+    const N: usize = 64;
+    const EACH: u32 = 30;
+    let (job, sides) = lazy_job(N, Mode::Get);
+    for i in 0..EACH {
+        for (m, _) in &sides {
+            let len = (i as usize * 101) % (2 * CELL_DATA);
+            send_by(m, (m.me + 1) % N, i, (m.me as u32) << 16 | i, len);
+        }
+    }
+    let mods: Vec<&ShmModule> = sides.iter().map(|(m, _)| &**m).collect();
+    progress_until(&mods, || {
+        sides.iter().all(|(_, r)| r.count() == EACH as usize)
+    });
+    for (m, r) in &sides {
+        let (prev, next) = ((m.me + N - 1) % N, (m.me + 1) % N);
+        for (i, g) in lock(&r.got).iter().enumerate() {
+            assert_eq!(
+                (g.peer, g.header.tag),
+                (prev, (prev as u32) << 16 | i as u32)
+            );
+            assert!(g.body == pattern(g.header.tag, g.header.len as usize));
+        }
+        assert_eq!(
+            peer_mappings(m),
+            3,
+            "process {}: the neighbours' headers, the previous one's ring",
+            m.me
+        );
+        assert_eq!(rings_made(m), 1);
+        let mut both = vec![prev, next];
+        both.sort_unstable();
+        assert_eq!(m.connected_peers(), both);
+        assert_eq!(r.card_calls(next), 1);
+        assert_eq!(lock(&r.card_calls).len(), 1, "no other card asked for");
+        assert!(r.events().is_empty());
+    }
+    drop(mods);
+    job.assert_clean();
+}
+
+#[test]
+fn a_card_that_cannot_be_had_is_an_error_naming_the_peer() {
+    let (job, sides) = lazy_job(3, Mode::Get);
+    let [(a, ra), ..] = &sides[..] else {
+        unreachable!()
+    };
+    let card_of_2 = lock(&ra.cards).remove(&2).unwrap();
+    let small = || header(FrameKind::Control, 1, 0);
+    let refused = [
+        a.istart_contig(2, small(), SendData::Bytes(vec![1]))
+            .map(|_| ()),
+        a.isend_contig(2, SendRequest::new(), small(), SendData::Bytes(vec![1])),
+        a.send_noncontig(2, SendRequest::new(), small(), &[&[1]]),
+        a.post_contig(2, small(), SendData::Bytes(vec![1]))
+            .map(|_| ()),
+    ];
+    for r in refused {
+        let e = r.unwrap_err();
+        assert_eq!(e.peer, Some(2));
+        assert_eq!(
+            e.to_string(),
+            "process 2: shm: no card to connect by: the bootstrap knows no such process"
+        );
+    }
+    assert!(!a.copies_peer_memory(2));
+    // A failure leaves nothing behind.
+    assert!(a.connected_peers().is_empty());
+    assert_eq!((a.backlog(2), rings_made(a), peer_mappings(a)), (0, 0, 0));
+    // A card of another job's process is refused, naming the peer.
+    let other = Job::new(3);
+    let stranger = ShmModule::init(2, 3, other.tag, other.tag, MAX_PAYLOAD).unwrap();
+    lock(&ra.cards).insert(2, stranger.business_card());
+    let e = a
+        .isend_contig(2, SendRequest::new(), small(), SendData::Bytes(vec![1]))
+        .unwrap_err();
+    assert_eq!(e.peer, Some(2));
+    assert!(e.what.contains("expected that of process 2"), "{e}");
+    drop(stranger);
+    other.assert_clean();
+    // Once the card is known, the send goes.
+    lock(&ra.cards).insert(2, card_of_2);
+    a.istart_contig(2, small(), SendData::Bytes(vec![7]))
+        .unwrap();
+    poll_until(&[&sides[2].0], || sides[2].1.count() == 1);
+    assert_eq!(a.connected_peers(), [2]);
+    job.assert_clean();
+}
+
+/// A receiver answers a large message's RTS (Get: DONE; Put: CTS) over a
+/// ring it makes from the sender's header, with no card.
+#[test]
+fn a_large_message_from_a_sender_never_mapped_is_answered_without_a_card() {
+    for mode in [Mode::Get, Mode::Put] {
+        let (job, sides) = lazy_job(2, mode);
+        let [(a, ra), (b, _rb)] = &sides[..] else {
+            unreachable!()
+        };
+        // Process 0 knows no card for process 1.
+        lock(&ra.cards).remove(&1);
+        let bytes = post_message(b, 0, LMT_MIN + 3, 1);
+        post_small(b, 0, 2);
+        poll_until(&[a, b], || ra.count() == 2 && b.backlog(0) == 0);
+        let got = lock(&ra.got);
+        assert!(got[0].as_message && got[0].body == bytes, "{mode:?}");
+        assert_eq!(got[1].header.tag, 2);
+        assert_eq!(
+            a.lmt_reads.load(Ordering::SeqCst) + b.lmt_writes.load(Ordering::SeqCst),
+            1,
+            "{mode:?}: in one copy"
+        );
+        assert_eq!(ra.card_calls(1), 0);
+        assert_eq!(rings_made(a), 1, "the ring back");
+        assert!(lock(&b.lent).is_empty());
+        assert!(ra.events().is_empty());
+        drop(got);
+        job.assert_clean();
+    }
+}
+
+/// `vc_init` (start-up's eager connection) on a VC made from the peer's
+/// announcement makes the ring back; a second one is refused, as is
+/// another card.
+#[test]
+fn vc_init_after_the_peer_announced_itself_connects_the_way_back() {
+    let (job, sides) = lazy_job(2, Mode::Get);
+    let [(a, ra), (b, rb)] = &sides[..] else {
+        unreachable!()
+    };
+    send_by(b, 0, 0, 1, 8);
+    assert_eq!(a.connected_peers(), [1], "made from the announcement");
+    let card = b.business_card();
+    let forged = card.replace(&format!(":{}:", std::process::id()), ":1:");
+    let e = a.vc_init(1, &forged).unwrap_err();
+    assert!(e.what.contains("is not the one VC 1 was made from"), "{e}");
+    a.vc_init(1, &card).unwrap();
+    assert_eq!(rings_made(a), 1);
+    assert_eq!(
+        a.vc_init(1, &card).unwrap_err().what,
+        "shm: connected twice"
+    );
+    b.vc_init(0, &a.business_card()).unwrap_err();
+    send_by(a, 1, 0, 2, 8);
+    poll_until(&[a, b], || ra.count() == 1 && rb.count() == 1);
+    assert_eq!(b.connected_peers(), [0]);
+    assert_eq!((ra.card_calls(1), rb.card_calls(0)), (0, 1));
+    job.assert_clean();
+}
+
+/// What another process writes into the announcement list is checked: an
+/// entry naming no process of the job is the next poll's error; a ring
+/// that is not there, or not for this process, fails the writer's VC.
+#[test]
+fn a_bad_announcement_is_reported() {
+    let (job, sides) = lazy_job(3, Mode::Get);
+    let [(a, ra), (b, _rb), (c, rc)] = &sides[..] else {
+        unreachable!()
+    };
+    let list = a.own.u64_at(OFF_ANNOUNCED);
+    list.store(announcement(7, 0), Ordering::SeqCst);
+    let e = a
+        .poll(PollDir::InFirst, Some(Duration::from_millis(1)))
+        .unwrap_err();
+    assert_eq!(e.peer, None);
+    assert!(e.what.contains("malformed announcement"), "{e}");
+    assert!(a.poll(PollDir::InFirst, Some(Duration::ZERO)).is_ok());
+    list.store(announcement(1, 2), Ordering::SeqCst);
+    a.try_progress();
+    assert!(
+        ra.events()[0]
+            .starts_with("failed 1: malformed data from process 1: ring 2 announced, but segment"),
+        "{:?}",
+        ra.events()
+    );
+    // A ring of process 1's for process 2, announced to process 0.
+    send_by(b, 2, 0, 1, 8);
+    list.store(announcement(1, 0), Ordering::SeqCst);
+    a.try_progress();
+    assert!(
+        ra.events()[1]
+            .ends_with("is from process 1 to process 2 (announcements behind its ring's are lost)"),
+        "{:?}",
+        ra.events()
+    );
+    // Process 2 got its frame all the same.
+    poll_until(&[c], || rc.count() == 1);
+    job.assert_clean();
+}
+
+/// The end of a job: process 1 sent to process 0 first (it opened 0's
+/// segment then); 0's first frame to 1 (its `Bye`) makes a ring in 0's
+/// segment, and 0 may end (its name removed) before 1 takes the
+/// announcement. The ring is still mapped, from the segment 1 holds open.
+#[test]
+fn a_ring_announced_by_a_peer_whose_name_is_gone_is_still_taken() {
+    let (job, sides) = lazy_job(2, Mode::Get);
+    let [(a, ra), (b, rb)] = &sides[..] else {
+        unreachable!()
+    };
+    send_by(b, 0, 0, 1, 8);
+    poll_until(&[a, b], || ra.count() == 1);
+    send_by(a, 1, 0, 2, 8);
+    // Process 0 ends: its segment's name goes.
+    a.finalize();
+    assert!(job.leftovers().iter().all(|n| !n.ends_with("-0")));
+    poll_until(&[b], || rb.count() == 1);
+    assert_eq!(lock(&rb.got)[0].header.tag, 2);
+    assert!(rb.events().is_empty(), "{:?}", rb.events());
 }

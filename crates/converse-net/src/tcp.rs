@@ -4,47 +4,66 @@
 //! # Connections
 //!
 //! A process's business card is `tcp:HOST:PORT`, the address of its
-//! listening socket. At start-up process `i` connects to every process
-//! `j < i` (`vc_init`) and accepts one connection from every `j > i`.
+//! listening socket, which takes connections from `init` on (its queue
+//! sized for the job). A VC is connected on first use, by whichever end
+//! sends first: the send queues its frame, asks the layer above for the
+//! peer's card (`Upcalls::peer_card`, learnt on demand) and starts a
+//! non-blocking connect; the frames go once the connection is up. So a
+//! job whose processes talk only to their tree neighbours opens O(P)
+//! connections, not P². At most `MAX_CONNECTS_IN_FLIGHT` (64) of a process's
+//! connects are under way at once; a connect refused or reset by a busy
+//! listener is tried again after a pause (`tcp_handshake`), counted, not
+//! printed.
+//!
 //! Before a connection becomes a VC, its two ends prove to each other that
 //! they hold the job key, without sending it (`tcp_handshake`: a mutual
 //! challenge-response), so a stranger, or a process of another job, is
-//! refused. `vc_init` only connects and sends the hello;
-//! [`TcpModule::accept_peers`] then drives every handshake of the process
-//! at once, those it accepts and those it started, without blocking and
-//! each accepted connection on its own short clock: a stranger that
-//! connects and stays silent never holds up start-up, and no process waits
-//! for a peer that is itself waiting (a process answers its peers'
-//! handshakes only once in `accept_peers`, after all its `vc_init`s).
-//! Each VC then carries frames (`frame`) both ways.
+//! refused; then the acceptor gives its verdict. Two processes may connect
+//! to each other at once (a head-to-head, as in MPICH's tcp module): the
+//! acceptor decides, under its VC's send lock, from the VC's `Link`:
+//!
+//! - no connection, or this side lost a head-to-head and awaits the
+//!   peer's: *accept*;
+//! - this side's own connection is in its handshake: the lower-numbered
+//!   process's connection stands, so *lose* if the acceptor is lower
+//!   (the connector drops its connection and awaits the acceptor's), else
+//!   *accept* (and this side's attempt, which the peer will refuse, no
+//!   longer matters: its number is bumped);
+//! - a live connection: *refuse* (the connector's VC fails, naming it).
+//!
+//! The acceptor makes the connection its VC's before it writes *accept*,
+//! and the connector sends nothing before it reads it: once either end
+//! counts the VC as up, both do, so a process that has nothing queued has
+//! every VC it used known to both ends (the process layer's end of job
+//! relies on it). Every handshake moves without blocking, on its own
+//! clock, driven by `poll` (with a short timeout while any is under way)
+//! and, while PEs poll instead, by `try_progress` every few polls.
 //!
 //! # Connecting again
 //!
 //! A terminated VC may be used again (the spec: "the VC may be used for
-//! communication again later"): `vc_init` on both sides connects it again
-//! the same way round, through the same handshake. Once start-up is over
-//! the listening socket is in the poll set, so `poll` accepts (a stranger
-//! is refused as at start-up) and moves the handshakes of connections
-//! started or accepted after start-up, with a short poll timeout while any
-//! is pending. The new connection replaces the VC's while both of the
-//! VC's locks are held: every use of a VC's connection holds one of them
-//! (its descriptor is read from an atomic on the hot path, no lock of its
-//! own), so none is under way. Both sides then start afresh.
-//! A connection whose handshake ends before this side's `vc_init` is kept
-//! for it.
+//! communication again later"): `vc_init`, a send, or the peer's new
+//! connection makes it a fresh, unconnected VC (`reset_terminated`,
+//! holding both of its locks: no I/O is under way, every I/O holding one
+//! of them) and connects it as above.
+//!
+//! # Cost per peer
+//!
+//! The VCs a process made are kept in the order made (`made`): polls,
+//! flushes and the end walk those, never all the job's processes.
 //!
 //! # Sending
 //!
 //! A send tries to write at once from the sender's thread (`writev` of the
 //! frame header and the data, no copy). What does not fit in the socket
 //! buffer is queued on the VC with the owned data; the progress thread writes
-//! it when the socket becomes writable. A non-contiguous send (the layer
+//! it when the socket becomes writable (or when the connection is up). A non-contiguous send (the layer
 //! above's copying sends of large messages) gathers straight from the
 //! caller's memory when nothing is queued before it, writing on for a
 //! moment (`GATHER_STALL`) into a socket the peer is emptying, and copies
 //! only what is left. A write that failed with
 //! `WouldBlock` guarantees such an event (sockets are registered
-//! edge-triggered for both directions once, at start-up). Frames of one VC
+//! edge-triggered for both directions once, when they become a VC's). Frames of one VC
 //! never interleave: the queue is behind the VC's send lock and a send goes
 //! straight to the socket only when the queue is empty.
 //!
@@ -58,12 +77,15 @@
 //!
 //! # Concurrency protocol
 //!
-//! - `send` lock: the VC's queue, and writing to its socket.
+//! - `send` lock: the VC's queue, its `Link` and attempt number, and
+//!   writing to its socket.
 //! - `recv` lock: the VC's reassembler, and reading from its socket. The
 //!   progress thread reads (blocking on the lock: an edge it was woken for
 //!   must not be lost) and so do idle PEs (`try_progress`, skipping a VC
 //!   being read).
 //! - `poll` lock: the mio `Poll`, held by the one thread that waits on it.
+//! - `handshakes` lock: the handshakes under way, moved by one thread at a
+//!   time (others skip it); VC locks are taken only after it is released.
 //! - Upcalls run with the VC's `recv` lock held (frames) or nothing held.
 use crate::sync::lock;
 use std::collections::VecDeque;
@@ -77,27 +99,53 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use std::os::fd::AsRawFd;
 
-use super::frame::{FrameHeader, Reassembler};
+use super::frame::{FrameHeader, MessageBuffers, Reassembler};
 use super::netmod::{
     NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls, check_iov_len,
 };
-use super::tcp_handshake::{Accepting, Connecting, Step};
+use super::tcp_handshake::{Accepting, AcceptorSide, Connecting, Step, Verdict};
 use launch_wire::JobKey;
 
 /// How long an accepted connection may take over its handshake before it
-/// is refused (a real peer answers at once).
+/// is refused, at least (a real peer answers at once when it runs, but in
+/// a job of many processes on few cores it may wait its turn for seconds:
+/// the module gives it its connections' time, `connect_wait`, if longer).
 const HELLO_WAIT: Duration = Duration::from_secs(5);
 
-/// How long `connect_to_root` waits for its peer's answer.
-const CONNECT_WAIT: Duration = Duration::from_secs(10);
+/// How long a connection this process starts may take, retries after a
+/// busy listener included, and how long a VC whose connection lost a
+/// head-to-head waits for the peer's (both processes may be starved of
+/// the processor in a job of many).
+const CONNECT_WAIT: Duration = Duration::from_secs(30);
 
-/// The longest `poll` waits while a VC is being connected again.
-const REJOIN_POLL: Duration = Duration::from_millis(1);
+/// The longest `poll` waits while a handshake is under way: its sockets'
+/// events wake it, but a handshake's clock and a refused connect's next
+/// try are looked at no later than this.
+const HANDSHAKE_POLL: Duration = Duration::from_millis(20);
+
+/// Connections this process starts at once; more wait for a slot, so that
+/// a burst of first sends never floods the peers' listeners.
+const MAX_CONNECTS_IN_FLIGHT: usize = 64;
 
 /// Connections in their handshake at once beyond which newcomers are
 /// refused at once (strangers cannot hold unbounded memory or
-/// descriptors).
+/// descriptors): this, or one per process of the job and some, if more
+/// (every peer may connect at once).
 const MAX_PENDING_HELLOS: usize = 256;
+
+/// The listen queue: room for every process of the job to connect at once,
+/// up to the system's own limit (`somaxconn`), and never below the usual
+/// 128.
+fn listen_backlog(nodes: usize) -> i32 {
+    nodes.clamp(128, 65_535) as i32
+}
+
+/// An idle PE's polls between two looks at the listener and the
+/// handshakes (an `accept` that finds nothing costs a system call, about
+/// a poll's worth: one in 1,024 is noise on the hot path, and a new
+/// connection waits at most about a millisecond for it while PEs poll;
+/// the progress thread looks at once whenever it watches).
+const HANDSHAKE_TICK: usize = 1024;
 
 /// How long the progress thread leaves the module to polling PEs
 /// ([`NetModule::watch_check`]).
@@ -105,11 +153,17 @@ const WATCH_CHECK: Duration = Duration::from_micros(100);
 
 /// The waker's token; VCs use their peer's number.
 const WAKER: Token = Token(usize::MAX);
-/// The listening socket's token, once start-up is over (connections that
-/// connect a terminated VC again).
+/// The listening socket's token.
 const LISTENER: Token = Token(usize::MAX - 1);
-/// Receive buffer of a VC (between frame bodies).
+/// Receive buffer (between frame bodies): one per thread that reads, not
+/// per VC (a process may hold a VC to every other).
 const RECV_BUF: usize = 64 << 10;
+
+thread_local! {
+    /// This thread's receive buffer, made at its first read.
+    static RECV_BUF_OF_THREAD: std::cell::Cell<Option<Box<[u8]>>> =
+        const { std::cell::Cell::new(None) };
+}
 /// How long a gathering send keeps writing into a full socket, from the
 /// caller's memory, before it copies the rest to send later.
 const GATHER_STALL: Duration = Duration::from_micros(50);
@@ -119,18 +173,34 @@ const BATCH_BYTES: usize = 256 << 10;
 
 type Pending = OutFrame;
 
-/// A VC's connection, for one use: called holding the VC's `send` or
-/// `recv` lock (see "Connecting again" in the module comment).
+/// A VC's connection, for one use: called holding the VC's `send` lock
+/// with the VC `Up`, or its `recv` lock having seen a descriptor (see
+/// "Connections" in the module comment).
 fn io(vc: &Vc) -> std::mem::ManuallyDrop<std::net::TcpStream> {
     use std::os::fd::FromRawFd;
+    let fd = vc.fd.load(Ordering::Acquire);
+    assert!(fd >= 0, "tcp: I/O on VC {} before it is connected", vc.peer);
     // SAFETY: `fd` is the open descriptor of the stream in `owner`, which
-    // closes it only when the VC is connected again (`rejoin_vc`, holding
-    // both of the VC's locks, after the VC terminated: no I/O is under
-    // way, and every I/O holds one of the locks) or dropped. The
-    // `ManuallyDrop` never closes it.
-    std::mem::ManuallyDrop::new(unsafe {
-        std::net::TcpStream::from_raw_fd(vc.fd.load(Ordering::Acquire))
-    })
+    // closes it only when a terminated VC is connected anew
+    // (`reset_terminated`, holding both of the VC's locks, after the VC
+    // terminated: no I/O is under way, and every I/O holds one of the
+    // locks) or dropped. The `ManuallyDrop` never closes it.
+    std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) })
+}
+
+/// The addresses of a tcp business card (`tcp:HOST:PORT`), or why none.
+fn addresses(card: &str) -> Result<Vec<SocketAddr>, String> {
+    let addr = card
+        .strip_prefix("tcp:")
+        .ok_or_else(|| format!("tcp: `{card}` is no tcp business card"))?;
+    let addrs: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|e| format!("tcp: cannot resolve `{addr}`: {e}"))?
+        .collect();
+    if addrs.is_empty() {
+        return Err(format!("tcp: `{addr}` names no address"));
+    }
+    Ok(addrs)
 }
 
 impl OutFrame {
@@ -172,6 +242,22 @@ fn tail<'a>(parts: &[&'a [u8]], mut skip: usize) -> Vec<&'a [u8]> {
     out
 }
 
+/// Where a VC's connection is (under its send lock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+enum Link {
+    /// No connection: none yet, or the last one terminated. The next send
+    /// (or `vc_init`) starts one.
+    #[default]
+    Idle,
+    /// This side's connection is in its handshake.
+    Connecting,
+    /// This side's connection lost a head-to-head: the peer's comes, by
+    /// `until`.
+    Awaiting { until: Instant },
+    /// Connected: frames flow.
+    Up,
+}
+
 #[derive(Default)]
 struct SendSide {
     queue: VecDeque<Pending>,
@@ -181,11 +267,15 @@ struct SendSide {
     write_closed: bool,
     /// The VC broke; sends fail.
     failed: bool,
+    link: Link,
+    /// The number of this side's current connection attempt: bumped when
+    /// an attempt stops mattering (the peer's connection was taken
+    /// instead), so that its outcome is ignored.
+    attempt: u64,
 }
 
 struct RecvSide {
     reasm: Reassembler,
-    buf: Box<[u8]>,
     /// The peer closed its side.
     eof: bool,
 }
@@ -193,11 +283,11 @@ struct RecvSide {
 /// A virtual connection to one peer process.
 struct Vc {
     peer: usize,
-    /// The connection's descriptor, for I/O ([`io`]); replaced when a
-    /// terminated VC is connected again.
+    /// The connection's descriptor, for I/O ([`io`]); -1 until the VC is
+    /// connected, replaced when a terminated VC is connected anew.
     fd: AtomicI32,
     /// The connection, which owns `fd` (closed when replaced or dropped).
-    owner: Mutex<mio::net::TcpStream>,
+    owner: Mutex<Option<mio::net::TcpStream>>,
     send: Mutex<SendSide>,
     recv: Mutex<RecvSide>,
     /// Bytes queued in `send` and not yet written: written under the send
@@ -213,18 +303,61 @@ struct Vc {
     read_closed: AtomicBool,
 }
 
+impl Vc {
+    fn new(peer: usize, max_payload: usize, buffers: Option<Arc<dyn MessageBuffers>>) -> Vc {
+        Vc {
+            peer,
+            fd: AtomicI32::new(-1),
+            owner: Mutex::new(None),
+            send: Mutex::new(SendSide::default()),
+            recv: Mutex::new(RecvSide {
+                reasm: Reassembler::new(peer, max_payload).with_buffers(buffers),
+                eof: false,
+            }),
+            queued: AtomicUsize::new(0),
+            terminated: AtomicBool::new(false),
+            read_closed: AtomicBool::new(false),
+        }
+    }
+}
+
+/// Handshakes under way (see "Connections" in the module comment).
+#[derive(Default)]
+struct Handshakes {
+    /// Connections this process started: the attempt's number on its VC.
+    connecting: Vec<(Connecting, u64)>,
+    /// Connects waiting for a slot: (peer, attempt, addresses).
+    waiting: VecDeque<(usize, u64, Vec<SocketAddr>)>,
+    /// Accepted connections in their handshake.
+    accepting: Vec<Accepting>,
+    /// VCs whose connection lost a head-to-head: (peer, attempt, until).
+    awaiting: Vec<(usize, u64, Instant)>,
+}
+
+impl Handshakes {
+    /// This process's own connections under way.
+    fn own(&self) -> usize {
+        self.connecting.len() + self.waiting.len() + self.awaiting.len()
+    }
+}
+
 /// The tcp network module of one process.
 pub struct TcpModule {
     me: usize,
     nodes: usize,
     /// The job key every connection's handshake proves.
     key: JobKey,
-    /// Connections `vc_init` started whose handshake is not over
-    /// (`accept_peers` ends them).
-    connecting: Mutex<Vec<Connecting>>,
     card: String,
     listener: TcpListener,
+    /// Per peer, its VC once it has one.
     vcs: Box<[OnceLock<Arc<Vc>>]>,
+    /// The peers with a VC, in the order their VCs were made (appended
+    /// under `made_lock`, read without it up to `made_len`): what polls,
+    /// flushes and the end walk, so that their cost follows the peers
+    /// this process talks to, never the job's size.
+    made: Box<[AtomicUsize]>,
+    made_len: AtomicUsize,
+    made_lock: Mutex<()>,
     poll: Mutex<Poll>,
     registry: Registry,
     waker: Waker,
@@ -233,29 +366,26 @@ pub struct TcpModule {
     /// The layer above has room again after refusing it: read every VC at
     /// the next poll (their edges were consumed while it had none).
     resume: AtomicBool,
-    /// After start-up: handshakes of terminated VCs connected again (see
-    /// "Connecting again" in the module comment). Connections this process
-    /// started, with the instant they must be over by.
-    rejoining: Mutex<Vec<(Connecting, Instant)>>,
-    /// Connections accepted after start-up, in their handshake.
-    accepting: Mutex<Vec<Accepting>>,
-    /// About how many are in `rejoining` and `accepting` (never too low
-    /// for long: a poll reads it without their locks).
-    rejoin_count: AtomicUsize,
-    /// Per peer: a terminated VC that `vc_init` asked to connect again, by
-    /// the peer's connection (the peer is higher-numbered).
-    rejoin_expected: Box<[AtomicBool]>,
-    /// The listening socket is in the poll set (start-up is over).
-    listening: AtomicBool,
-    /// Connections of terminated VCs whose handshake ended before this
-    /// side's `vc_init` asked for them: taken by that `vc_init`.
-    parked: Mutex<Vec<(usize, TcpStream)>>,
+    handshakes: Mutex<Handshakes>,
+    /// About how many handshakes are under way, and how many of them are
+    /// this process's own connections (never too low for long: polls read
+    /// them without the lock).
+    handshake_count: AtomicUsize,
+    own_attempts: AtomicUsize,
+    /// Idle polls, for [`HANDSHAKE_TICK`].
+    polls: AtomicUsize,
+    /// The listener may hold connections not yet taken (see
+    /// `drive_handshakes`).
+    to_accept: AtomicBool,
+    /// How long a connection this process starts may take.
+    connect_wait: Duration,
 }
 
 impl TcpModule {
     /// `net_module_init`: binds the listening socket on `bind` (port 0: any)
     /// and returns the module; its card is [`NetModule::business_card`].
-    /// `advertise` is the host name peers should use to reach it.
+    /// `advertise` is the host name peers should use to reach it. The
+    /// module takes connections from then on.
     pub fn init(
         me: usize,
         nodes: usize,
@@ -264,8 +394,16 @@ impl TcpModule {
         advertise: &str,
         max_payload: usize,
     ) -> Result<TcpModule, NetError> {
+        crate::limits::raise_descriptor_limit(nodes);
         let listener = TcpListener::bind(bind)
             .map_err(|e| NetError::local(format!("tcp: cannot listen on {bind}: {e}")))?;
+        // Again, with a queue sized for the job: Linux takes a second
+        // `listen` as a new backlog.
+        rustix::net::listen(&listener, listen_backlog(nodes))
+            .map_err(|e| NetError::local(format!("tcp: cannot listen on {bind}: {e}")))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| NetError::local(format!("tcp: {e}")))?;
         let port = listener
             .local_addr()
             .map_err(|e| NetError::local(format!("tcp: {e}")))?
@@ -277,27 +415,43 @@ impl TcpModule {
             .map_err(|e| NetError::local(format!("tcp: epoll: {e}")))?;
         let waker = Waker::new(&registry, WAKER)
             .map_err(|e| NetError::local(format!("tcp: waker: {e}")))?;
+        registry
+            .register(
+                &mut SourceFd(&listener.as_raw_fd()),
+                LISTENER,
+                Interest::READABLE,
+            )
+            .map_err(|e| NetError::local(format!("tcp: epoll: {e}")))?;
         Ok(TcpModule {
             me,
             nodes,
             key,
-            connecting: Mutex::new(Vec::new()),
             card: format!("tcp:{advertise}:{port}"),
             listener,
             vcs: (0..nodes).map(|_| OnceLock::new()).collect(),
+            made: (0..nodes).map(|_| AtomicUsize::new(0)).collect(),
+            made_len: AtomicUsize::new(0),
+            made_lock: Mutex::new(()),
             poll: Mutex::new(poll),
             registry,
             waker,
             upcalls: OnceLock::new(),
             max_payload,
             resume: AtomicBool::new(false),
-            rejoining: Mutex::new(Vec::new()),
-            accepting: Mutex::new(Vec::new()),
-            rejoin_count: AtomicUsize::new(0),
-            rejoin_expected: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
-            listening: AtomicBool::new(false),
-            parked: Mutex::new(Vec::new()),
+            handshakes: Mutex::new(Handshakes::default()),
+            handshake_count: AtomicUsize::new(0),
+            own_attempts: AtomicUsize::new(0),
+            polls: AtomicUsize::new(0),
+            to_accept: AtomicBool::new(false),
+            connect_wait: CONNECT_WAIT,
         })
+    }
+
+    /// The module, its connections given `wait` to connect (retries after a
+    /// busy listener included) instead of `CONNECT_WAIT`, 30 s.
+    pub fn with_connect_wait(mut self, wait: Duration) -> TcpModule {
+        self.connect_wait = wait;
+        self
     }
 
     /// Sets who hears about frames and connection events. Must be called
@@ -311,245 +465,179 @@ impl TcpModule {
     }
 
     /// The layer above's message buffers, for a new VC's reassembly.
-    fn message_buffers(&self) -> Option<Arc<dyn crate::frame::MessageBuffers>> {
+    fn message_buffers(&self) -> Option<Arc<dyn MessageBuffers>> {
         self.upcalls.get().and_then(|u| u.message_buffers())
     }
 
-    /// Ends start-up's connections: accepts those of the processes of
-    /// `peers` (those whose VC this module carries) numbered above this
-    /// one, refusing strays, and ends the handshakes `vc_init` started with
-    /// those below, until `deadline`. Fails naming the processes whose VC
-    /// is not up by then, or a process whose address did not prove the job
-    /// key.
-    ///
-    /// Every handshake moves without blocking, each accepted connection
-    /// on its own short clock (`HELLO_WAIT`, 5 s) while the others are
-    /// accepted and read: a connection that stays silent (a stranger, or a
-    /// port scanner) costs the job nothing but its slot until its clock
-    /// runs out.
+    /// Waits until the VCs to `peers` are up (connected by either end), or
+    /// fails at `deadline` naming those that are not; moves the handshakes
+    /// itself meanwhile. Nothing else needs it: VCs connect on first use.
     pub fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
-        let expected: Vec<usize> = peers.iter().copied().filter(|&p| p > self.me).collect();
-        self.handshakes(&expected, deadline)
-    }
-
-    /// Accepts the processes of `expected` and ends the connections
-    /// `vc_init` started, by `deadline` (see [`TcpModule::accept_peers`]).
-    fn handshakes(&self, expected: &[usize], deadline: Instant) -> Result<(), NetError> {
-        let mut connecting = std::mem::take(&mut *lock(&self.connecting));
-        if expected.is_empty() && connecting.is_empty() {
-            return self.listen_after_startup();
-        }
-        self.listener
-            .set_nonblocking(true)
-            .map_err(|e| NetError::local(format!("tcp: {e}")))?;
-        let mut missing = expected.len();
-        let mut pending: Vec<Accepting> = Vec::new();
-        while missing > 0 || !connecting.is_empty() {
-            let mut progressed = false;
-            if missing > 0 {
-                progressed |= self.accept_new(&mut pending, deadline)?;
+        loop {
+            let absent: Vec<usize> = peers
+                .iter()
+                .copied()
+                .filter(|&p| !self.vc(p).is_ok_and(|vc| lock(&vc.send).link == Link::Up))
+                .collect();
+            if absent.is_empty() {
+                return Ok(());
             }
-            progressed |= self.advance_accepting(
-                &mut pending,
-                |c| self.expects(expected, c),
-                |conn, peer| {
-                    // Two proven connections from one process cannot both
-                    // be it: the first stands.
-                    match self.expects(expected, peer) {
-                        Ok(()) => {
-                            self.install_vc(peer, conn.into_stream())?;
-                            missing -= 1;
-                        }
-                        Err(why) => self.refuse(conn.from(), &why),
-                    }
-                    Ok(())
-                },
-            )?;
-            let mut i = 0;
-            while i < connecting.len() {
-                match connecting[i].advance(&self.key) {
-                    Step::Waiting => i += 1,
-                    Step::Progress => {
-                        progressed = true;
-                        i += 1;
-                    }
-                    Step::Done => {
-                        progressed = true;
-                        let conn = connecting.swap_remove(i);
-                        self.install_vc(conn.peer(), conn.into_stream())?;
-                    }
-                    Step::Failed(why) => {
-                        let peer = connecting[i].peer();
-                        return Err(NetError::peer(peer, format!("tcp: {why}")));
-                    }
-                }
-            }
-            if missing == 0 && connecting.is_empty() {
-                break;
+            if let Some(failed) = absent
+                .iter()
+                .find(|&&p| self.vc(p).is_ok_and(|vc| lock(&vc.send).failed))
+            {
+                return Err(NetError::peer(*failed, "tcp: the connection failed"));
             }
             if Instant::now() >= deadline {
-                let absent: Vec<String> = expected
-                    .iter()
-                    .copied()
-                    .filter(|&p| self.vcs[p].get().is_none())
-                    .chain(connecting.iter().map(Connecting::peer))
-                    .map(|p| p.to_string())
-                    .collect();
+                let absent: Vec<String> = absent.iter().map(|p| p.to_string()).collect();
                 return Err(NetError::local(format!(
                     "tcp: process {} waited in vain for process(es) {} to connect",
                     self.me,
                     absent.join(", ")
                 )));
             }
-            if !progressed {
+            if !self.drive_handshakes(true) {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
-        self.listen_after_startup()
     }
 
-    /// Start-up is over: the listening socket joins the poll set, where
-    /// the connections that connect a terminated VC again come in (and
-    /// strangers are refused, as during start-up).
-    fn listen_after_startup(&self) -> Result<(), NetError> {
-        if self.listening.swap(true, Ordering::AcqRel) {
-            return Ok(());
+    /// The VC to `peer`, made if it has none yet.
+    fn vc_or_make(&self, peer: usize) -> Result<&Arc<Vc>, NetError> {
+        if peer >= self.nodes || peer == self.me {
+            return Err(NetError::peer(
+                peer,
+                format!(
+                    "tcp: no such peer of process {} in a job of {} processes",
+                    self.me, self.nodes
+                ),
+            ));
         }
-        self.listener
-            .set_nonblocking(true)
-            .and_then(|()| {
-                self.registry.register(
-                    &mut SourceFd(&self.listener.as_raw_fd()),
-                    LISTENER,
-                    Interest::READABLE,
-                )
-            })
-            .map_err(|e| NetError::local(format!("tcp: listening after start-up: {e}")))
+        Ok(self.vcs[peer].get_or_init(|| {
+            let _made = lock(&self.made_lock);
+            let at = self.made_len.load(Ordering::Relaxed);
+            self.made[at].store(peer, Ordering::Relaxed);
+            // Publishes the entry: a reader that sees the length sees it.
+            self.made_len.store(at + 1, Ordering::Release);
+            Arc::new(Vc::new(peer, self.max_payload, self.message_buffers()))
+        }))
     }
 
-    /// After start-up: accepts what waits on the listener and moves every
-    /// handshake of a VC connected again one step. True if anything moved.
-    fn drive_rejoins(&self) -> bool {
-        let mut moved = false;
-        let mut accepting = lock(&self.accepting);
-        // Each on its own clock; a failing accept leaves the listener for
-        // the next poll.
-        let far = Instant::now() + HELLO_WAIT;
-        moved |= self.accept_new(&mut accepting, far).unwrap_or(false);
-        let expects = |c: usize| {
-            let terminated = self
-                .vcs
-                .get(c)
-                .and_then(|v| v.get())
-                .is_some_and(|vc| vc.terminated.load(Ordering::Acquire));
-            if c > self.me && terminated {
-                Ok(())
-            } else {
-                Err(format!(
-                    "it claims to be process {c}, whose VC is not terminated (or that \
-                     process is not the one to connect)"
-                ))
-            }
-        };
-        let rejoined = self.advance_accepting(&mut accepting, expects, |conn, peer| {
-            if self.rejoin_expected[peer].swap(false, Ordering::AcqRel) {
-                if let Err(e) = self.rejoin_vc(peer, conn.into_stream()) {
-                    self.upcalls().vc_failed(peer, e.to_string());
-                }
-            } else {
-                // Before this side's `vc_init`: kept for it (the peer's
-                // first frames wait in the socket).
-                let mut parked = lock(&self.parked);
-                if parked.iter().any(|(p, _)| *p == peer) {
-                    self.refuse(conn.from(), "a second connection for one VC");
-                } else {
-                    parked.push((peer, conn.into_stream()));
-                }
-            }
-            Ok(())
-        });
-        moved |= rejoined.unwrap_or(true);
-        let accepting_left = accepting.len();
-        drop(accepting);
-        let mut rejoining = lock(&self.rejoining);
-        let mut i = 0;
-        while i < rejoining.len() {
-            let peer = rejoining[i].0.peer();
-            match rejoining[i].0.advance(&self.key) {
-                Step::Waiting if Instant::now() < rejoining[i].1 => i += 1,
-                Step::Waiting => {
-                    rejoining.swap_remove(i);
-                    self.upcalls()
-                        .vc_failed(peer, "tcp: no answer to connecting again".into());
-                }
-                Step::Progress => {
-                    moved = true;
-                    i += 1;
-                }
-                Step::Done => {
-                    moved = true;
-                    let (conn, _) = rejoining.swap_remove(i);
-                    if let Err(e) = self.rejoin_vc(peer, conn.into_stream()) {
-                        self.upcalls().vc_failed(peer, e.to_string());
-                    }
-                }
-                Step::Failed(why) => {
-                    moved = true;
-                    rejoining.swap_remove(i);
-                    self.upcalls().vc_failed(peer, format!("tcp: {why}"));
-                }
-            }
+    /// The VCs made so far, in the order they were made.
+    fn made_vcs(&self) -> impl Iterator<Item = &Arc<Vc>> {
+        let len = self.made_len.load(Ordering::Acquire);
+        self.made[..len]
+            .iter()
+            .filter_map(|p| self.vcs[p.load(Ordering::Relaxed)].get())
+    }
+
+    /// Starts connecting the VC to `peer` (attempt `attempt`, its send side
+    /// now `Connecting`), at `card`, or at the card the layer above has for
+    /// it. A failure fails the VC.
+    fn connect_vc(&self, vc: &Vc, attempt: u64, card: Option<&str>) -> Result<(), NetError> {
+        let peer = vc.peer;
+        let addrs = match card {
+            Some(card) => Ok(card.to_string()),
+            None => self.upcalls().peer_card(peer, "tcp:").map_err(|e| e.what),
         }
-        // Under `rejoining`'s lock: a `vc_init` that pushes after this
-        // adds its own.
-        self.rejoin_count
-            .store(accepting_left + rejoining.len(), Ordering::Release);
-        moved
-    }
-
-    /// True while a VC is being connected again (poll must not sleep
-    /// long: those sockets are not in the poll set).
-    fn rejoins_pending(&self) -> bool {
-        self.rejoin_count.load(Ordering::Acquire) > 0
-    }
-
-    /// Makes `stream` the connection of terminated VC `peer`, which is
-    /// open again from now on.
-    fn rejoin_vc(&self, peer: usize, stream: TcpStream) -> Result<(), NetError> {
-        let vc = self.vc(peer)?;
-        let stream = self.ready_stream(peer, stream)?;
-        let mut recv = lock(&vc.recv);
-        let mut send = lock(&vc.send);
-        let mut owner = lock(&vc.owner);
-        vc.fd.store(stream.as_raw_fd(), Ordering::Release);
-        // The old connection closes here: no I/O holds it (both locks).
-        *owner = stream;
-        *recv = RecvSide {
-            reasm: Reassembler::new(peer, self.max_payload).with_buffers(self.message_buffers()),
-            buf: std::mem::take(&mut recv.buf),
-            eof: false,
+        .and_then(|card| addresses(&card));
+        let addrs = match addrs {
+            Ok(addrs) => addrs,
+            Err(why) => return Err(self.fail_vc(vc, why)),
         };
-        *send = SendSide::default();
-        vc.queued.store(0, Ordering::Release);
-        vc.read_closed.store(false, Ordering::Release);
-        vc.terminated.store(false, Ordering::Release);
+        let mut hs = lock(&self.handshakes);
+        if hs.connecting.len() < MAX_CONNECTS_IN_FLIGHT {
+            if let Err(why) = self.start_attempt(&mut hs, peer, attempt, addrs) {
+                drop(hs);
+                return Err(self.fail_vc(vc, why));
+            }
+        } else {
+            hs.waiting.push_back((peer, attempt, addrs));
+        }
+        self.count_handshakes(&hs);
+        drop(hs);
+        // The progress thread may be waiting with no deadline: it must
+        // move the handshake on.
+        self.wake();
         Ok(())
     }
 
-    /// Moves every accepted connection of `pending` one step through its
-    /// handshake (`expects` says which processes may connect now); hands
-    /// each finished one to `done` with the process it proved to be, and
-    /// refuses those that failed. True if any moved.
-    fn advance_accepting(
+    /// Starts attempt `attempt` to connect to `peer` at `addrs` (a slot is
+    /// free in `hs`, which is locked), on this module's clock and poll set;
+    /// why not if it cannot start.
+    fn start_attempt(
         &self,
-        pending: &mut Vec<Accepting>,
-        expects: impl Fn(usize) -> Result<(), String>,
-        mut done: impl FnMut(Accepting, usize) -> Result<(), NetError>,
-    ) -> Result<bool, NetError> {
+        hs: &mut Handshakes,
+        peer: usize,
+        attempt: u64,
+        addrs: Vec<SocketAddr>,
+    ) -> Result<(), String> {
+        let until = Instant::now() + self.connect_wait;
+        let conn = Connecting::start(
+            self.me,
+            self.nodes,
+            peer,
+            addrs,
+            until,
+            Some(&self.registry),
+        )
+        .map_err(|why| format!("tcp: cannot connect ({why})"))?;
+        hs.connecting.push((conn, attempt));
+        Ok(())
+    }
+
+    /// Fails `vc` (its queue is dropped, sends fail from now on) and tells
+    /// the layer above why; returns the error for the caller.
+    fn fail_vc(&self, vc: &Vc, why: String) -> NetError {
+        {
+            let mut side = lock(&vc.send);
+            side.failed = true;
+            side.queue.clear();
+            vc.queued.store(0, Ordering::Relaxed);
+        }
+        let why = if why.starts_with("tcp: ") {
+            why
+        } else {
+            format!("tcp: {why}")
+        };
+        self.upcalls().vc_failed(vc.peer, why.clone());
+        NetError::peer(vc.peer, why)
+    }
+
+    /// Moves every handshake on as far as it goes without blocking: takes
+    /// new connections from the listener (if `listener`: it had an event,
+    /// or may have), answers and decides accepted
+    /// ones, ends this side's, starts waiting connects, and fails VCs whose
+    /// peer did not connect back in time. True if anything moved.
+    fn drive_handshakes(&self, listener: bool) -> bool {
+        if listener {
+            // Kept until a thread takes the listener's connections: the
+            // listener's edge is gone once seen, and the thread that saw
+            // it may find another at work here.
+            self.to_accept.store(true, Ordering::Release);
+        }
+        let Ok(mut hs) = self.handshakes.try_lock() else {
+            // Another thread is at it (and looks at `to_accept` next).
+            return false;
+        };
         let mut moved = false;
+        while self.to_accept.swap(false, Ordering::AcqRel) {
+            moved |= self.accept_new(&mut hs.accepting);
+        }
+        // Decisions and installs happen after the list is walked, outside
+        // its lock (they take VC locks, and fail VCs through upcalls).
+        let mut accepted: Vec<(Accepting, usize)> = Vec::new();
         let mut i = 0;
-        while i < pending.len() {
-            match pending[i].advance(&self.key, self.me, self.nodes, &expects) {
+        while i < hs.accepting.len() {
+            let me = self.me;
+            let step = hs.accepting[i].advance(&self.key, me, self.nodes, |c| {
+                if c == me {
+                    Err(format!("it claims to be process {c}, which is this one"))
+                } else {
+                    Ok(())
+                }
+            });
+            match step {
                 Step::Waiting => i += 1,
                 Step::Progress => {
                     moved = true;
@@ -557,61 +645,274 @@ impl TcpModule {
                 }
                 Step::Done => {
                     moved = true;
-                    let conn = pending.swap_remove(i);
+                    let conn = hs.accepting.swap_remove(i);
                     let peer = conn.connector().expect("a finished handshake");
-                    done(conn, peer)?;
+                    accepted.push((conn, peer));
                 }
-                Step::Failed(why) => {
+                Step::Lost | Step::Failed(_) | Step::Gone => {
                     moved = true;
-                    let conn = pending.swap_remove(i);
-                    self.refuse(conn.from(), &why);
+                    let conn = hs.accepting.swap_remove(i);
+                    if let Step::Failed(why) = step {
+                        self.refuse(conn.from(), &why);
+                    }
                 }
             }
         }
-        Ok(moved)
+        let mut ended: Vec<(usize, u64, Result<Option<TcpStream>, String>)> = Vec::new();
+        let mut i = 0;
+        while i < hs.connecting.len() {
+            let (conn, attempt) = &mut hs.connecting[i];
+            let (peer, attempt) = (conn.peer(), *attempt);
+            match conn.advance(&self.key) {
+                Step::Waiting => i += 1,
+                Step::Progress => {
+                    moved = true;
+                    i += 1;
+                }
+                Step::Done => {
+                    moved = true;
+                    let (conn, _) = hs.connecting.swap_remove(i);
+                    ended.push((peer, attempt, Ok(Some(conn.into_stream()))));
+                }
+                Step::Lost => {
+                    moved = true;
+                    hs.connecting.swap_remove(i);
+                    ended.push((peer, attempt, Ok(None)));
+                }
+                Step::Failed(why) => {
+                    moved = true;
+                    hs.connecting.swap_remove(i);
+                    ended.push((peer, attempt, Err(why)));
+                }
+                Step::Gone => unreachable!("only an acceptor's connection is gone"),
+            }
+        }
+        // Looked at after the lock is released (they take VC locks).
+        let awaiting = std::mem::take(&mut hs.awaiting);
+        while hs.connecting.len() < MAX_CONNECTS_IN_FLIGHT {
+            let Some((peer, attempt, addrs)) = hs.waiting.pop_front() else {
+                break;
+            };
+            moved = true;
+            if let Err(why) = self.start_attempt(&mut hs, peer, attempt, addrs) {
+                ended.push((peer, attempt, Err(why)));
+            }
+        }
+        drop(hs);
+        for (conn, peer) in accepted {
+            self.decide(conn, peer);
+        }
+        for (peer, attempt, outcome) in ended {
+            self.attempt_ended(peer, attempt, outcome);
+        }
+        let now = Instant::now();
+        let mut still = Vec::new();
+        for (peer, attempt, until) in awaiting {
+            let Some(vc) = self.vcs[peer].get() else {
+                continue;
+            };
+            let current = {
+                let side = lock(&vc.send);
+                side.attempt == attempt && matches!(side.link, Link::Awaiting { .. })
+            };
+            // Connected (or failed) meanwhile: nothing to wait for.
+            if !current {
+                continue;
+            }
+            if now < until {
+                still.push((peer, attempt, until));
+            } else {
+                self.fail_vc(
+                    vc,
+                    format!(
+                        "process {peer} did not connect back within {} s (both ends connected at once and its connection stands)",
+                        self.connect_wait.as_secs()
+                    ),
+                );
+            }
+        }
+        let mut hs = lock(&self.handshakes);
+        hs.awaiting.extend(still);
+        self.count_handshakes(&hs);
+        drop(hs);
+        if self.to_accept.load(Ordering::Acquire) {
+            // A listener edge came while this thread held the handshakes:
+            // the poller takes the connections.
+            self.wake();
+        }
+        moved
+    }
+
+    /// An accepted connection from `peer` proved the job key: decides
+    /// whether it becomes the VC (see "Connections" in the module comment),
+    /// tells the connector, and installs it if so.
+    fn decide(&self, conn: Accepting, peer: usize) {
+        let Ok(vc) = self.vc_or_make(peer) else {
+            self.refuse(conn.from(), "it is no peer of this process");
+            return;
+        };
+        if vc.terminated.load(Ordering::Acquire) {
+            // The peer connects a terminated VC anew.
+            self.reset_terminated(vc);
+        }
+        let mut side = lock(&vc.send);
+        let verdict = if side.failed {
+            Verdict::Refuse
+        } else {
+            let ours = match side.link {
+                Link::Idle | Link::Awaiting { .. } => AcceptorSide::Free,
+                Link::Connecting => AcceptorSide::Connecting,
+                Link::Up => AcceptorSide::Up,
+            };
+            Verdict::decide(self.me, peer, ours)
+        };
+        if let Err(e) = conn.send_verdict(verdict) {
+            drop(side);
+            self.refuse(conn.from(), &format!("writing its verdict: {e}"));
+            return;
+        }
+        match verdict {
+            Verdict::Accept => {
+                // This side's own attempt, if one is under way, no longer
+                // matters (the peer would refuse it): dropped.
+                let abandoned = (side.link == Link::Connecting).then_some(side.attempt);
+                side.attempt += 1;
+                let stream = conn.into_stream();
+                // Out of the handshakes' token, into the VC's.
+                let _ = self.registry.deregister(&mut SourceFd(&stream.as_raw_fd()));
+                self.install(vc, side, stream);
+                if let Some(attempt) = abandoned {
+                    self.cancel_attempt(peer, attempt);
+                }
+            }
+            // The connector is a process of the job (it proved the key)
+            // whose attempt no longer matters: no stranger to report.
+            Verdict::Lose | Verdict::Refuse => {}
+        }
+    }
+
+    /// Publishes the handshake counts of `hs` (under its lock).
+    fn count_handshakes(&self, hs: &Handshakes) {
+        let own = hs.own();
+        self.own_attempts.store(own, Ordering::Release);
+        self.handshake_count
+            .store(own + hs.accepting.len(), Ordering::Release);
+    }
+
+    /// Drops this side's attempt `attempt` to connect to `peer`, wherever
+    /// it is (its socket closes).
+    fn cancel_attempt(&self, peer: usize, attempt: u64) {
+        let mut hs = lock(&self.handshakes);
+        hs.connecting
+            .retain(|(c, a)| !(c.peer() == peer && *a == attempt));
+        hs.waiting
+            .retain(|(p, a, _)| !(*p == peer && *a == attempt));
+        self.count_handshakes(&hs);
+    }
+
+    /// This side's attempt `attempt` to connect to `peer` ended: with the
+    /// VC's connection (`Some`), lost to the peer's (`None`), or failed.
+    /// An attempt that no longer matters is dropped.
+    fn attempt_ended(&self, peer: usize, attempt: u64, outcome: Result<Option<TcpStream>, String>) {
+        let Some(vc) = self.vcs[peer].get() else {
+            return;
+        };
+        let mut side = lock(&vc.send);
+        if side.attempt != attempt || side.link != Link::Connecting {
+            return;
+        }
+        match outcome {
+            Ok(Some(stream)) => self.install(vc, side, stream),
+            Ok(None) => {
+                let until = Instant::now() + self.connect_wait;
+                side.link = Link::Awaiting { until };
+                drop(side);
+                lock(&self.handshakes).awaiting.push((peer, attempt, until));
+            }
+            Err(why) => {
+                drop(side);
+                self.fail_vc(vc, why);
+            }
+        }
+    }
+
+    /// Makes `stream` the connection of `vc` (its send side locked as
+    /// `side`), which is `Up` from now on, and writes what was queued
+    /// while it connected.
+    fn install(&self, vc: &Vc, mut side: MutexGuard<'_, SendSide>, stream: TcpStream) {
+        let stream = match self.ready_stream(vc.peer, stream) {
+            Ok(stream) => stream,
+            Err(e) => {
+                drop(side);
+                self.fail_vc(vc, e.what);
+                return;
+            }
+        };
+        vc.fd.store(stream.as_raw_fd(), Ordering::Release);
+        *lock(&vc.owner) = Some(stream);
+        side.link = Link::Up;
+        // Frames queued while connecting go now; a failure fails the VC.
+        let _ = self.drain_or_fail(vc, side);
+    }
+
+    /// Makes terminated `vc` a new, unconnected VC (its old connection is
+    /// closed): the next send, `vc_init`, or the peer's connection connects
+    /// it anew.
+    fn reset_terminated(&self, vc: &Vc) {
+        // Receive then send: the order the receive path takes them in.
+        let mut recv = lock(&vc.recv);
+        let mut send = lock(&vc.send);
+        if !vc.terminated.load(Ordering::Acquire) {
+            return;
+        }
+        let mut owner = lock(&vc.owner);
+        vc.fd.store(-1, Ordering::Release);
+        // The old connection closes here: no I/O holds it (both locks).
+        *owner = None;
+        *recv = RecvSide {
+            reasm: Reassembler::new(vc.peer, self.max_payload).with_buffers(self.message_buffers()),
+            eof: false,
+        };
+        *send = SendSide {
+            attempt: send.attempt + 1,
+            ..SendSide::default()
+        };
+        vc.queued.store(0, Ordering::Release);
+        vc.read_closed.store(false, Ordering::Release);
+        vc.terminated.store(false, Ordering::Release);
     }
 
     /// Accepts every connection waiting on the listener into `pending`;
     /// true if there was any.
-    fn accept_new(
-        &self,
-        pending: &mut Vec<Accepting>,
-        deadline: Instant,
-    ) -> Result<bool, NetError> {
+    fn accept_new(&self, pending: &mut Vec<Accepting>) -> bool {
         let mut any = false;
         loop {
             match self.listener.accept() {
                 Ok((stream, from)) => {
                     any = true;
-                    if pending.len() >= MAX_PENDING_HELLOS {
+                    if pending.len() >= MAX_PENDING_HELLOS.max(self.nodes + 64) {
                         self.refuse(from, "too many connections are in their handshake at once");
                         continue;
                     }
-                    match Accepting::new(stream, from, HELLO_WAIT, deadline) {
+                    let wait = HELLO_WAIT.max(self.connect_wait);
+                    let far = Instant::now() + wait;
+                    let registered = self.registry.register(
+                        &mut SourceFd(&stream.as_raw_fd()),
+                        Connecting::TOKEN,
+                        Interest::READABLE,
+                    );
+                    match registered.and_then(|()| Accepting::new(stream, from, wait, far)) {
                         Ok(conn) => pending.push(conn),
                         Err(e) => self.refuse(from, &e.to_string()),
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return any,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(NetError::local(format!("tcp: accept: {e}"))),
+                // A connection reset before it was taken, or a passing
+                // shortage of descriptors: the listener stays, and the
+                // next look tries again.
+                Err(_) => return any,
             }
-        }
-    }
-
-    /// Whether a connection from process `peer` is wanted now: it is one of
-    /// `expected` and has no VC yet.
-    fn expects(&self, expected: &[usize], peer: usize) -> Result<(), String> {
-        if !expected.contains(&peer) {
-            Err(format!(
-                "it claims to be process {peer}, but that process connects otherwise"
-            ))
-        } else if self.vcs[peer].get().is_some() {
-            Err(format!(
-                "it claims to be process {peer}, but that one is connected already"
-            ))
-        } else {
-            Ok(())
         }
     }
 
@@ -647,47 +948,6 @@ impl TcpModule {
         Ok(stream)
     }
 
-    /// Makes `stream` the VC to `peer`: non-blocking, no Nagle, registered
-    /// for both directions.
-    fn install_vc(&self, peer: usize, stream: TcpStream) -> Result<(), NetError> {
-        let stream = self.ready_stream(peer, stream)?;
-        let vc = Arc::new(Vc {
-            peer,
-            fd: AtomicI32::new(stream.as_raw_fd()),
-            owner: Mutex::new(stream),
-            send: Mutex::new(SendSide::default()),
-            recv: Mutex::new(RecvSide {
-                reasm: Reassembler::new(peer, self.max_payload)
-                    .with_buffers(self.message_buffers()),
-                buf: vec![0; RECV_BUF].into_boxed_slice(),
-                eof: false,
-            }),
-            queued: AtomicUsize::new(0),
-            terminated: AtomicBool::new(false),
-            read_closed: AtomicBool::new(false),
-        });
-        self.vcs[peer]
-            .set(vc)
-            .map_err(|_| NetError::peer(peer, "tcp: connected twice"))
-    }
-
-    /// Connects to `peer` at the address of its card and sends the
-    /// handshake's hello; [`TcpModule::handshakes`] ends it.
-    fn start_connect(&self, peer: usize, card: &str) -> Result<(), NetError> {
-        let addr = card.strip_prefix("tcp:").ok_or_else(|| {
-            NetError::peer(peer, format!("tcp: `{card}` is no tcp business card"))
-        })?;
-        let addrs: Vec<SocketAddr> = addr
-            .to_socket_addrs()
-            .map_err(|e| NetError::peer(peer, format!("tcp: cannot resolve `{addr}`: {e}")))?
-            .collect();
-        let conn = Connecting::start(self.me, self.nodes, peer, &addrs).map_err(|why| {
-            NetError::peer(peer, format!("tcp: cannot connect to {addr} ({why})"))
-        })?;
-        lock(&self.connecting).push(conn);
-        Ok(())
-    }
-
     fn vc(&self, peer: usize) -> Result<&Arc<Vc>, NetError> {
         self.vcs
             .get(peer)
@@ -711,10 +971,32 @@ impl TcpModule {
         }
         let queued = vc.queued.fetch_add(p.total(), Ordering::Relaxed) + p.total();
         side.queue.push_back(p);
+        if side.link != Link::Up {
+            return self.connect_on_first_use(vc, side);
+        }
         if !now && queued < BATCH_BYTES && side.queue.len() < BATCH_ITEMS {
             return Ok(false);
         }
         self.drain_or_fail(vc, side)
+    }
+
+    /// A frame was queued on `vc`, which is not connected: starts its
+    /// connection if none is under way. The frame waits in the queue (not
+    /// sent: `Ok(false)`) until the connection is up.
+    fn connect_on_first_use(
+        &self,
+        vc: &Vc,
+        mut side: MutexGuard<'_, SendSide>,
+    ) -> Result<bool, NetError> {
+        if side.link != Link::Idle {
+            return Ok(false);
+        }
+        side.link = Link::Connecting;
+        let attempt = side.attempt;
+        // The card may take a round trip to the launcher: not under the
+        // VC's lock.
+        drop(side);
+        self.connect_vc(vc, attempt, None).map(|()| false)
     }
 
     /// Sends `header` then the concatenation of `iov`: written straight
@@ -731,6 +1013,15 @@ impl TcpModule {
         let mut side = lock(&vc.send);
         if side.failed || side.write_closed || side.terminate {
             return Err(NetError::peer(vc.peer, "tcp: send on a closed connection"));
+        }
+        if side.link != Link::Up {
+            // Copied and queued until the connection is up.
+            let mut body = Vec::with_capacity(header.len as usize);
+            iov.iter().for_each(|part| body.extend_from_slice(part));
+            let p = Pending::frame(header, SendData::Bytes(body), Some(req));
+            vc.queued.fetch_add(p.total(), Ordering::Relaxed);
+            side.queue.push_back(p);
+            return self.connect_on_first_use(vc, side);
         }
         let head = header.encode();
         let mut parts: Vec<&[u8]> = Vec::with_capacity(iov.len() + 1);
@@ -838,6 +1129,10 @@ impl TcpModule {
     /// empty (called with the send lock held: items never interleave).
     /// Returns whether anything was written.
     fn drain(vc: &Vc, side: &mut SendSide) -> io::Result<bool> {
+        if side.link != Link::Up {
+            // Written once the connection is up (`install`).
+            return Ok(false);
+        }
         let mut sent = 0;
         let result = loop {
             if side.queue.len() > 1 {
@@ -937,7 +1232,7 @@ impl TcpModule {
                 return true;
             }
         };
-        if side.queue.is_empty() && side.terminate && !side.write_closed {
+        if side.queue.is_empty() && side.terminate && !side.write_closed && side.link == Link::Up {
             side.write_closed = true;
             let _ = io(vc).shutdown(Shutdown::Write);
             drop(side);
@@ -970,7 +1265,8 @@ impl TcpModule {
         let upcalls = self.upcalls();
         let peer = vc.peer;
         let side = &mut *guard;
-        if side.eof {
+        if side.eof || vc.fd.load(Ordering::Acquire) < 0 {
+            // Closed, or not connected yet.
             return false;
         }
         let mut moved = false;
@@ -987,11 +1283,29 @@ impl TcpModule {
                 |h, body| upcalls.arrived(peer, h, body),
             );
             let result = match direct {
-                Some(read) => read.map(|n| (n, true)).map_err(io::Error::from),
-                None => (&*io(vc)).read(&mut side.buf).map(|n| (n, false)),
+                Some(read) => read.map(|n| (n, true, None)).map_err(io::Error::from),
+                None => RECV_BUF_OF_THREAD.with(|cell| {
+                    // Taken for the read and its frames, then handed back:
+                    // a nested receive on this thread (none is known) would
+                    // get a buffer of its own.
+                    let mut buf = cell
+                        .take()
+                        .unwrap_or_else(|| vec![0; RECV_BUF].into_boxed_slice());
+                    let read = (&*io(vc)).read(&mut buf).map(|n| {
+                        let framed = if n == 0 {
+                            Ok(())
+                        } else {
+                            side.reasm
+                                .handle(&buf[..n], |h, body| upcalls.arrived(peer, h, body))
+                        };
+                        (n, false, framed.err())
+                    });
+                    cell.set(Some(buf));
+                    read
+                }),
             };
             match result {
-                Ok((0, _)) => {
+                Ok((0, _, _)) => {
                     side.eof = true;
                     vc.read_closed.store(true, Ordering::SeqCst);
                     let truncated = side.reasm.finish();
@@ -1009,19 +1323,13 @@ impl TcpModule {
                     }
                     return true;
                 }
-                Ok((_, true)) => moved = true,
-                Ok((n, false)) => {
-                    moved = true;
-                    let RecvSide { reasm, buf, .. } = side;
-                    if let Err(e) =
-                        reasm.handle(&buf[..n], |h, body| upcalls.arrived(peer, h, body))
-                    {
-                        side.eof = true;
-                        let _ = io(vc).shutdown(Shutdown::Both);
-                        drop(guard);
-                        upcalls.vc_failed(peer, e.to_string());
-                        return true;
-                    }
+                Ok((_, _, None)) => moved = true,
+                Ok((_, _, Some(e))) => {
+                    side.eof = true;
+                    let _ = io(vc).shutdown(Shutdown::Both);
+                    drop(guard);
+                    upcalls.vc_failed(peer, e.to_string());
+                    return true;
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return moved,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
@@ -1046,62 +1354,39 @@ impl NetModule for TcpModule {
     }
 
     fn connect_to_root(&self, peer: usize, card: &str) -> Result<(), NetError> {
-        self.start_connect(peer, card)?;
-        // Only this connection's handshake: the peer answers once it
-        // accepts.
-        self.handshakes(&[], Instant::now() + CONNECT_WAIT)
+        self.vc_init(peer, card)?;
+        self.accept_peers(&[peer], Instant::now() + self.connect_wait)
     }
 
     fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError> {
-        if let Some(vc) = self.vcs.get(peer).and_then(|v| v.get()) {
-            // A VC used again after it terminated: connected again the
-            // same way round, its handshake driven by `poll`.
-            if !vc.terminated.load(Ordering::Acquire) {
-                return Err(NetError::peer(peer, "tcp: connected twice"));
-            }
-            if peer < self.me {
-                let addr = card.strip_prefix("tcp:").ok_or_else(|| {
-                    NetError::peer(peer, format!("tcp: `{card}` is no tcp business card"))
-                })?;
-                let addrs: Vec<SocketAddr> = addr
-                    .to_socket_addrs()
-                    .map_err(|e| {
-                        NetError::peer(peer, format!("tcp: cannot resolve `{addr}`: {e}"))
-                    })?
-                    .collect();
-                let conn = Connecting::start(self.me, self.nodes, peer, &addrs).map_err(|why| {
-                    NetError::peer(peer, format!("tcp: cannot connect to {addr} ({why})"))
-                })?;
-                lock(&self.rejoining).push((conn, Instant::now() + CONNECT_WAIT));
-                self.rejoin_count.fetch_add(1, Ordering::AcqRel);
-            } else {
-                let parked = {
-                    let mut parked = lock(&self.parked);
-                    let at = parked.iter().position(|(p, _)| *p == peer);
-                    at.map(|i| parked.swap_remove(i).1)
-                };
-                match parked {
-                    Some(stream) => self.rejoin_vc(peer, stream)?,
-                    None => self.rejoin_expected[peer].store(true, Ordering::Release),
-                }
-            }
-            self.wake();
+        let vc = self.vc_or_make(peer)?;
+        if vc.terminated.load(Ordering::Acquire) {
+            // A VC used again after it terminated: connected anew, by
+            // whichever end gets there first.
+            self.reset_terminated(vc);
+        }
+        let mut side = lock(&vc.send);
+        if side.link != Link::Idle || side.failed {
+            // Connected, or being connected, already.
             return Ok(());
         }
-        // Lower-numbered peers are connected to now (their handshakes end
-        // in `accept_peers`); higher ones connect to this process.
-        if peer < self.me {
-            self.start_connect(peer, card)
-        } else {
-            Ok(())
-        }
+        side.link = Link::Connecting;
+        let attempt = side.attempt;
+        drop(side);
+        self.connect_vc(vc, attempt, Some(card))
+    }
+
+    fn connected_peers(&self) -> Vec<usize> {
+        self.made_vcs().map(|vc| vc.peer).collect()
     }
 
     fn vc_destroy(&self, peer: usize) {
         if let Ok(vc) = self.vc(peer) {
-            let _send = lock(&vc.send);
-            let _ = self.registry.deregister(&mut SourceFd(&io(vc).as_raw_fd()));
-            let _ = io(vc).shutdown(Shutdown::Both);
+            let side = lock(&vc.send);
+            if side.link == Link::Up {
+                let _ = self.registry.deregister(&mut SourceFd(&io(vc).as_raw_fd()));
+                let _ = io(vc).shutdown(Shutdown::Both);
+            }
         }
     }
 
@@ -1124,7 +1409,7 @@ impl NetModule for TcpModule {
         data: SendData,
     ) -> Result<(), NetError> {
         let p = Pending::frame(header, data, Some(req));
-        self.send_pending(self.vc(peer)?, p).map(|_| ())
+        self.send_pending(self.vc_or_make(peer)?, p).map(|_| ())
     }
 
     fn istart_contig(
@@ -1135,7 +1420,7 @@ impl NetModule for TcpModule {
     ) -> Result<Option<SendRequest>, NetError> {
         let req = SendRequest::new();
         let p = Pending::frame(header, data, Some(req.clone()));
-        let sent = self.send_pending(self.vc(peer)?, p)?;
+        let sent = self.send_pending(self.vc_or_make(peer)?, p)?;
         Ok((!sent).then_some(req))
     }
 
@@ -1147,7 +1432,8 @@ impl NetModule for TcpModule {
         iov: &[&[u8]],
     ) -> Result<(), NetError> {
         check_iov_len(self.name(), peer, &header, iov)?;
-        self.gather(self.vc(peer)?, req, header, iov).map(|_| ())
+        self.gather(self.vc_or_make(peer)?, req, header, iov)
+            .map(|_| ())
     }
 
     fn gathers(&self) -> bool {
@@ -1155,10 +1441,10 @@ impl NetModule for TcpModule {
     }
 
     fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
-        // A VC being connected again moves on its own clock, not on events.
-        let rejoins = self.listening.load(Ordering::Acquire) && self.rejoins_pending();
-        let timeout = if rejoins {
-            Some(timeout.map_or(REJOIN_POLL, |t| t.min(REJOIN_POLL)))
+        // Handshakes move on their own clocks, not on events.
+        let handshakes = self.handshake_count.load(Ordering::Acquire) > 0;
+        let timeout = if handshakes {
+            Some(timeout.map_or(HANDSHAKE_POLL, |t| t.min(HANDSHAKE_POLL)))
         } else {
             timeout
         };
@@ -1171,18 +1457,23 @@ impl NetModule for TcpModule {
         }
         drop(poll);
         let mut moved = false;
-        if rejoins || events.iter().any(|e| e.token() == LISTENER) {
-            moved |= self.drive_rejoins();
+        let listener = events.iter().any(|e| e.token() == LISTENER);
+        if listener
+            || handshakes
+            || self.to_accept.load(Ordering::Acquire)
+            || events.iter().any(|e| e.token() == Connecting::TOKEN)
+        {
+            moved |= self.drive_handshakes(listener);
         }
         if self.resume.swap(false, Ordering::AcqRel) {
             // Receiving paused for room: read every VC now, events or not.
-            for vc in self.vcs.iter().filter_map(|v| v.get()) {
+            for vc in self.made_vcs() {
                 moved |= self.receive(vc);
             }
         }
         for event in events.iter() {
             let Token(peer) = event.token();
-            if peer == WAKER.0 || peer == LISTENER.0 {
+            if peer == WAKER.0 || peer == LISTENER.0 || peer == Connecting::TOKEN.0 {
                 continue;
             }
             let Some(vc) = self.vcs.get(peer).and_then(|v| v.get()) else {
@@ -1210,13 +1501,13 @@ impl NetModule for TcpModule {
         data: SendData,
     ) -> Result<bool, NetError> {
         let p = Pending::frame(header, data, None);
-        self.send_pending_when(self.vc(peer)?, p, false)
+        self.send_pending_when(self.vc_or_make(peer)?, p, false)
             .map(|empty| !empty)
     }
 
     fn flush_all(&self) -> bool {
         let mut moved = false;
-        for vc in self.vcs.iter().filter_map(|v| v.get()) {
+        for vc in self.made_vcs() {
             if vc.queued.load(Ordering::Relaxed) > 0 {
                 moved |= self.flush(vc);
             }
@@ -1225,10 +1516,19 @@ impl NetModule for TcpModule {
     }
 
     fn has_queued(&self) -> bool {
-        self.vcs
-            .iter()
-            .filter_map(|v| v.get())
-            .any(|vc| vc.queued.load(Ordering::Relaxed) > 0)
+        // Frames that wait for their connection leave when it is up (the
+        // handshake's events move it): only a connected VC's count here.
+        self.made_vcs()
+            .any(|vc| vc.queued.load(Ordering::Relaxed) > 0 && vc.fd.load(Ordering::Relaxed) >= 0)
+    }
+
+    fn settled(&self) -> bool {
+        // A VC connecting or awaiting is one of this side's attempts; the
+        // peer's own attempts are the peer's to wait for.
+        self.made_vcs().all(|vc| {
+            let side = lock(&vc.send);
+            matches!(side.link, Link::Up | Link::Idle) || side.failed
+        })
     }
 
     fn backlog(&self, peer: usize) -> usize {
@@ -1245,7 +1545,7 @@ impl NetModule for TcpModule {
 
     fn try_progress(&self) -> bool {
         let mut moved = false;
-        for vc in self.vcs.iter().filter_map(|v| v.get()) {
+        for vc in self.made_vcs() {
             // Skip a VC being read elsewhere: that reader takes it all.
             if let Ok(guard) = vc.recv.try_lock() {
                 moved |= self.receive_locked(vc, guard);
@@ -1257,6 +1557,16 @@ impl NetModule for TcpModule {
                     moved |= self.flush_locked(vc, side);
                 }
             }
+        }
+        // While PEs poll, the progress thread leaves the module to them: a
+        // peer's new connection, and this side's handshakes, are theirs to
+        // move too, every few polls.
+        let polls = self.polls.load(Ordering::Relaxed).wrapping_add(1);
+        self.polls.store(polls, Ordering::Relaxed);
+        // This process's own connections move at every poll: a PE may be
+        // waiting for one (a peer's are the peer's to hurry).
+        if polls % HANDSHAKE_TICK == 0 || self.own_attempts.load(Ordering::Relaxed) > 0 {
+            moved |= self.drive_handshakes(polls % HANDSHAKE_TICK == 0);
         }
         moved
     }
@@ -1276,10 +1586,12 @@ impl NetModule for TcpModule {
     }
 
     fn finalize(&self) {
-        for vc in self.vcs.iter().filter_map(|v| v.get()) {
-            let _send = lock(&vc.send);
-            let _ = self.registry.deregister(&mut SourceFd(&io(vc).as_raw_fd()));
-            let _ = io(vc).shutdown(Shutdown::Both);
+        for vc in self.made_vcs() {
+            let side = lock(&vc.send);
+            if side.link == Link::Up && vc.fd.load(Ordering::Acquire) >= 0 {
+                let _ = self.registry.deregister(&mut SourceFd(&io(vc).as_raw_fd()));
+                let _ = io(vc).shutdown(Shutdown::Both);
+            }
         }
     }
 }
@@ -1340,13 +1652,15 @@ mod tests {
         let a = module(0, 2);
         let b = module(1, 2);
         b.0.vc_init(0, &a.0.business_card()).unwrap();
-        b.0.vc_init(1, "unused").unwrap();
         let acceptor = a.0.clone();
         let accepted = std::thread::spawn(move || {
             acceptor.accept_peers(&[1], Instant::now() + Duration::from_secs(5))
         });
-        b.0.accept_peers(&[0], Instant::now() + Duration::from_secs(5))
-            .unwrap();
+        if let Err(e) =
+            b.0.accept_peers(&[0], Instant::now() + Duration::from_secs(5))
+        {
+            panic!("{e}: {:?}", lock(&b.1.events));
+        }
         accepted.join().unwrap().unwrap();
         (a, b)
     }
@@ -1561,7 +1875,8 @@ mod tests {
     fn fake_peer_sends(bytes: &[u8]) -> Arc<Record> {
         let (a, ra) = module(0, 2);
         let addr: SocketAddr = addr_of(&a).parse().unwrap();
-        let mut conn = Connecting::start(1, 2, 0, &[addr]).unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        let mut conn = Connecting::start(1, 2, 0, vec![addr], until, None).unwrap();
         let acceptor = a.clone();
         let accepted = std::thread::spawn(move || {
             acceptor.accept_peers(&[1], Instant::now() + Duration::from_secs(5))
@@ -1619,7 +1934,7 @@ mod tests {
     /// A connection's first bytes, as a connecting process `from` of a
     /// `nodes`-process job writes them to process `to`, with nonce `nonce`.
     fn raw_hello(from: u32, to: u32, nodes: u32, nonce: [u8; 16]) -> Vec<u8> {
-        let mut h = b"CVRSTCP2".to_vec();
+        let mut h = b"CVRSTCP3".to_vec();
         for word in [from, to, nodes, 0] {
             h.extend_from_slice(&word.to_le_bytes());
         }
@@ -1657,7 +1972,7 @@ mod tests {
         let mut garbage = TcpStream::connect(&addr).unwrap();
         garbage.write_all(&[0xff; 40]).unwrap();
         // A process 1 of another job.
-        let (other, _) = module_with(1, 3, JobKey::from_bytes([0x34; 32]));
+        let (other, other_rec) = module_with(1, 3, JobKey::from_bytes([0x34; 32]));
         other.vc_init(0, &a.business_card()).unwrap();
         let other_job = std::thread::spawn(move || {
             other.accept_peers(&[0], Instant::now() + Duration::from_secs(5))
@@ -1690,7 +2005,11 @@ mod tests {
             .expect("process 1 sees process 0 prove the key");
         let e = other_job.join().unwrap().unwrap_err();
         assert_eq!(e.peer, Some(0));
-        assert!(e.what.contains("does not prove the job key"), "{e}");
+        let events = lock(&other_rec.events);
+        assert!(
+            events.len() == 1 && events[0].contains("does not prove the job key"),
+            "{events:?}"
+        );
         // The strangers were closed, not made VCs.
         let (mut made_up, mut replayed, mut garbage) = strangers.join().unwrap();
         for s in [&mut made_up, &mut replayed, &mut garbage] {
@@ -1754,7 +2073,11 @@ mod tests {
                 b.vc_init(0, &a.business_card()).unwrap();
             } else {
                 b.vc_init(0, &a.business_card()).unwrap();
-                poll_until(&[&a, &b], || !lock(&a.parked).is_empty());
+                // The peer's connection may come before this side's
+                // `vc_init`: it is taken, and `vc_init` finds it up.
+                poll_until(&[&a, &b], || {
+                    a.vc(1).is_ok_and(|vc| lock(&vc.send).link == Link::Up)
+                });
                 a.vc_init(1, &b.business_card()).unwrap();
             }
             // Sends wait until the new connection is up.
@@ -1866,15 +2189,165 @@ mod tests {
             .local_addr()
             .unwrap()
             .port();
-        let (b, _rb) = module(1, 2);
-        let err = b.vc_init(0, &format!("tcp:127.0.0.1:{port}")).unwrap_err();
-        assert_eq!(err.peer, Some(0));
-        assert!(
-            err.to_string()
-                .starts_with("process 0: tcp: cannot connect to 127.0.0.1:"),
-            "{err}"
+        let (b, rb) = module(1, 3);
+        let b = Arc::new(
+            Arc::into_inner(b)
+                .unwrap()
+                .with_connect_wait(Duration::from_millis(300)),
         );
-        let err = b.vc_init(0, "shm:/x").unwrap_err();
-        assert!(err.to_string().contains("is no tcp business card"), "{err}");
+        // Refused connects are tried again (a listener may be busy) until
+        // the connection's time runs out, then the VC fails naming it.
+        b.vc_init(0, &format!("tcp:127.0.0.1:{port}")).unwrap();
+        poll_until(&[&b], || !lock(&rb.events).is_empty());
+        let events = lock(&rb.events).clone();
+        assert!(
+            events[0].starts_with(&format!(
+                "failed 0: tcp: cannot connect to 127.0.0.1:{port} ("
+            )),
+            "{events:?}"
+        );
+        assert!(crate::counts::tcp_connect_retries() > 0);
+        assert!(
+            b.istart_contig(
+                0,
+                header(FrameKind::Control, 1, 1),
+                SendData::Bytes(vec![1])
+            )
+            .is_err()
+        );
+        // A card of another module fails the VC at once.
+        b.vc_init(2, "shm:/x").unwrap_err();
+        assert!(
+            lock(&rb.events)[1].contains("is no tcp business card"),
+            "{:?}",
+            lock(&rb.events)
+        );
+    }
+
+    /// A first send connects the VC through the card the layer above
+    /// gives, asking for it once; frames sent before the connection is up
+    /// wait and arrive in order; the other end sends back on the VC it
+    /// accepted, with no card of its own.
+    #[test]
+    fn a_first_send_connects_through_the_peer_card() {
+        struct Cards {
+            rec: Record,
+            cards: Mutex<Vec<String>>,
+            asked: Mutex<Vec<usize>>,
+        }
+        impl Upcalls for Cards {
+            fn frame(&self, peer: usize, header: FrameHeader, body: Vec<u8>) {
+                self.rec.frame(peer, header, body)
+            }
+            fn vc_terminated(&self, peer: usize) {
+                self.rec.vc_terminated(peer)
+            }
+            fn vc_failed(&self, peer: usize, why: String) {
+                self.rec.vc_failed(peer, why)
+            }
+            fn peer_card(&self, peer: usize, prefix: &str) -> Result<String, NetError> {
+                assert_eq!(prefix, "tcp:");
+                lock(&self.asked).push(peer);
+                Ok(lock(&self.cards)[peer].clone())
+            }
+        }
+        let make = |me| {
+            let m = Arc::new(
+                TcpModule::init(
+                    me,
+                    3,
+                    key(),
+                    "127.0.0.1:0".parse().unwrap(),
+                    "127.0.0.1",
+                    1 << 24,
+                )
+                .unwrap(),
+            );
+            let up = Arc::new(Cards {
+                rec: Record::default(),
+                cards: Mutex::new(Vec::new()),
+                asked: Mutex::new(Vec::new()),
+            });
+            m.set_upcalls(up.clone());
+            (m, up)
+        };
+        let mods: Vec<_> = (0..3).map(make).collect();
+        let cards: Vec<String> = mods.iter().map(|(m, _)| m.business_card()).collect();
+        for (_, up) in &mods {
+            *lock(&up.cards) = cards.clone();
+        }
+        let (a, ua) = &mods[0];
+        let (c, uc) = &mods[2];
+        for tag in 0..50u32 {
+            c.istart_contig(
+                0,
+                header(FrameKind::Control, 4, tag),
+                SendData::Bytes(tag.to_le_bytes().to_vec()),
+            )
+            .unwrap();
+        }
+        poll_until(&[a, c], || lock(&ua.rec.frames).len() == 50);
+        let tags: Vec<u32> = lock(&ua.rec.frames).iter().map(|f| f.1.tag).collect();
+        assert_eq!(tags, (0..50).collect::<Vec<_>>());
+        assert_eq!(*lock(&uc.asked), [0], "one card look-up per peer");
+        // Process 0 answers on the connection it accepted.
+        a.istart_contig(
+            2,
+            header(FrameKind::Control, 1, 99),
+            SendData::Bytes(vec![7]),
+        )
+        .unwrap();
+        poll_until(&[a, c], || lock(&uc.rec.frames).len() == 1);
+        assert!(lock(&ua.asked).is_empty(), "no card needed to answer");
+        assert_eq!(a.connected_peers(), [2]);
+        assert_eq!(c.connected_peers(), [0]);
+        // Process 1 was never talked to: nobody has a VC to it.
+        assert!(mods[1].0.connected_peers().is_empty());
+        assert!(lock(&ua.rec.events).is_empty() && lock(&uc.rec.events).is_empty());
+    }
+
+    /// Two processes that send to each other first at the same moment end
+    /// with one connection, whichever way the race goes, and every frame
+    /// arrives in order.
+    #[test]
+    fn a_head_to_head_ends_with_one_connection() {
+        for round in 0..20 {
+            let ((a, ra), (b, rb)) = (module(0, 2), module(1, 2));
+            let (card_a, card_b) = (a.business_card(), b.business_card());
+            let started = crate::counts::tcp_connections_started();
+            let (a2, b2) = (a.clone(), b.clone());
+            let ta = std::thread::spawn(move || a2.vc_init(1, &card_b).unwrap());
+            let tb = std::thread::spawn(move || b2.vc_init(0, &card_a).unwrap());
+            ta.join().unwrap();
+            tb.join().unwrap();
+            for tag in 0..10u32 {
+                a.istart_contig(
+                    1,
+                    header(FrameKind::Control, 1, tag),
+                    SendData::Bytes(vec![1]),
+                )
+                .unwrap();
+                b.istart_contig(
+                    0,
+                    header(FrameKind::Control, 1, tag),
+                    SendData::Bytes(vec![2]),
+                )
+                .unwrap();
+            }
+            poll_until(&[&a, &b], || {
+                lock(&ra.frames).len() == 10 && lock(&rb.frames).len() == 10
+            });
+            for rec in [&ra, &rb] {
+                let tags: Vec<u32> = lock(&rec.frames).iter().map(|f| f.1.tag).collect();
+                assert_eq!(tags, (0..10).collect::<Vec<_>>(), "round {round}");
+                assert!(
+                    lock(&rec.events).is_empty(),
+                    "round {round}: {:?}",
+                    lock(&rec.events)
+                );
+            }
+            // Other tests may connect meanwhile: at least two started here.
+            assert!(crate::counts::tcp_connections_started() >= started + 2);
+        }
     }
 }

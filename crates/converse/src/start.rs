@@ -232,13 +232,20 @@ impl Converse {
                         topo.num_nodes()
                     )));
                 }
-                let net =
-                    crate::rt::launch::join(place, topo, flags.lmt.as_deref()).map_err(|e| {
-                        ArgError::Launch(format!(
-                            "process {} could not join the job: {e}",
-                            place.node
-                        ))
-                    })?;
+                let net = crate::rt::launch::join(
+                    place,
+                    topo,
+                    flags.lmt.as_deref(),
+                    flags
+                        .branch
+                        .unwrap_or(crate::proc::spantree::DEFAULT_BRANCH),
+                )
+                .map_err(|e| {
+                    ArgError::Launch(format!(
+                        "process {} could not join the job: {e}",
+                        place.node
+                    ))
+                })?;
                 let mut job = Job::with_nodes(topo, place.node..place.node + 1, program_args);
                 job.net = Some(Arc::new(net));
                 job.hosts = place.hosts.as_deref().map(Arc::from);

@@ -1,5 +1,6 @@
-//! The control socket: the processes' hellos and the cards during
-//! start-up, then watching the running job for exits and signals.
+//! The control socket: the processes' hellos and `go` during start-up,
+//! then the running job: answering the processes' `whois` requests with
+//! one card each, and watching for exits and signals.
 //!
 //! # Invariants
 //!
@@ -11,20 +12,34 @@
 //!   hello, or one recorded from another connection, is refused. Anything
 //!   else is refused with a message naming where it came from, and
 //!   start-up goes on. The launcher answers a hello that holds with
-//!   `welcome`, its own proof. Hellos are read without blocking, each connection with its
-//!   own bound (`ToLauncher::MAX_LEN` bytes, [`HELLO_TIMEOUT`]) while the
-//!   others are accepted and read, so connections that stay silent delay
-//!   no process's hello; at most [`MAX_PENDING`] wait at once.
-//! - The cards go out once, when every process has said hello, in process
-//!   order.
+//!   `welcome`, its own proof. Hellos are read without blocking, each
+//!   connection with its own bound (`ToLauncher::MAX_LEN` bytes,
+//!   [`HELLO_TIMEOUT`]) while the others are accepted and read, so
+//!   connections that stay silent delay no process's hello; at most
+//!   [`MAX_PENDING`] wait at once.
+//! - `go` goes out once, when every process has said hello (so every card
+//!   is known before any process can ask for one); no line carries more
+//!   than one card.
+//! - A process's `whois N` is answered on its own link with `card N CARD`
+//!   (one look-up by number); a number naming no process of the job ends
+//!   the job, the asker reported as its culprit ([`Job::listen`]). Every
+//!   line to a process goes through its link's queue, written as the
+//!   socket takes it ([`crate::job::Link`]).
 //! - Start-up ends the job if a process exits, a signal arrives, or
 //!   `++timeout` passes first, naming the processes that never joined.
+//! - Start-up's work per wake-up is that of its events: the control
+//!   socket is accepted from only when it fired, a connection saying hello
+//!   is read (to `WouldBlock`) only when its bytes came or its time is up
+//!   (connections are held in slots, their deadlines in accept order, so
+//!   neither is searched).
 //!
 //! # Concurrency
 //!
-//! All of it runs on the job's thread: the listener and then the links
-//! are non-blocking, and between sweeps the loops sleep in `poll(2)` until
-//! a connection, a line, an exit or a signal comes ([`crate::wake`]).
+//! All of it runs on the job's thread: the listener and the links are
+//! non-blocking, and between sweeps the loops sleep in `epoll_wait(2)`
+//! until a connection, a line, room on a link with lines waiting, an exit
+//! or a signal comes ([`crate::wake`], [`Job::wait`]).
+use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
@@ -37,7 +52,6 @@ use crate::hosts::{Plan, hostname};
 use crate::job::{GRACE, Job};
 use crate::signals::stop_requested;
 use crate::status::{Ending, code_of, describe};
-use crate::wake::Watch;
 
 /// How long a new connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
@@ -56,6 +70,8 @@ struct Pending {
     line: Vec<u8>,
     /// When it is refused if its hello is still incomplete.
     until: Instant,
+    /// Tells it from a later connection in its slot ([`Pendings`]).
+    serial: u64,
 }
 
 /// The launcher's control socket.
@@ -80,6 +96,17 @@ impl Control {
         };
         let listener = TcpListener::bind(bind)
             .unwrap_or_else(|e| fail(&format!("cannot open the control socket: {e}")));
+        // Every process connects at start-up, nearly at once: a queue of
+        // the usual 128 overflows above that, and a dropped connect is
+        // tried again by its kernel only after a second (measured: 256
+        // processes took 1.5 s to say hello where 128 took 0.26 s). Linux
+        // takes a second `listen` as the new queue length (up to its
+        // `somaxconn`).
+        let backlog = plan.control_ip.len().clamp(128, 65_535) as libc::c_int;
+        // SAFETY: listen(2) on the listener's own open socket.
+        unsafe {
+            libc::listen(listener.as_raw_fd(), backlog);
+        }
         let port = listener.local_addr().map(|a| a.port()).unwrap_or(0);
         let my_name = hostname();
         let addresses = control_ip
@@ -107,16 +134,18 @@ impl Control {
         self.addresses[node].clone()
     }
 
-    /// Start-up: waits for every process's hello, then sends them all the
-    /// cards. Ends the job (and `convrun`) if start-up fails.
+    /// Start-up: waits for every process's hello, then tells them all
+    /// `go`. Ends the job (and `convrun`) if start-up fails.
     pub fn start_up(&self, job: &mut Job) {
         let nodes = job.procs.len();
         self.listener
             .set_nonblocking(true)
             .unwrap_or_else(|e| fail(&format!("control socket: {e}")));
+        let listener_fd = self.listener.as_raw_fd();
+        let listener_watched = job.watch_listener(listener_fd);
         let deadline = Instant::now() + Duration::from_secs(job.opts.timeout);
         let mut joined = 0;
-        let mut pending: Vec<Pending> = Vec::new();
+        let mut pending = Pendings::default();
         while joined < nodes {
             if let Some(sig) = stop_requested() {
                 job.signal_all(libc::SIGTERM);
@@ -143,115 +172,203 @@ impl Control {
                 job.end_all(GRACE);
                 job.finish();
             }
-            let mut progressed = self.accept_new(&mut pending);
-            let mut i = 0;
-            while i < pending.len() {
-                match read_some(&mut pending[i], nodes, &job.key) {
-                    Step::Waiting => i += 1,
-                    Step::Read => {
-                        progressed = true;
-                        i += 1;
-                    }
-                    Step::Done(result) => {
-                        progressed = true;
-                        let conn = pending.swap_remove(i);
-                        match result {
-                            Ok(hello) if job.procs[hello.node].link.is_none() => {
-                                let Hello { node, card, nonce } = hello;
-                                // Blocking from now on: the welcome and
-                                // cards lines are written whole.
-                                let welcome = ToProcess::Welcome(job.key.welcome_proof(
-                                    &conn.nonce,
-                                    &nonce,
-                                    node,
-                                ));
-                                if let Err(e) = conn.stream.set_nonblocking(false).and_then(|()| {
-                                    (&conn.stream).write_all(welcome.encode().as_bytes())
-                                }) {
-                                    eprintln!(
-                                        "convrun: refused a control connection from {}: {e}",
-                                        conn.from
-                                    );
-                                    continue;
-                                }
-                                job.procs[node].link = Some(conn.stream);
-                                job.procs[node].card = Some(card);
-                                joined += 1;
-                            }
-                            Ok(hello) => eprintln!(
-                                "convrun: a second hello from process {} (from {}), ignored",
-                                hello.node, conn.from
-                            ),
-                            Err(why) => eprintln!(
-                                "convrun: refused a control connection from {}: {why}",
-                                conn.from
-                            ),
-                        }
-                    }
-                }
+            if job.take_listener_ready() || !listener_watched {
+                self.accept_new(job, &mut pending);
+            }
+            // The connections whose bytes came, those watched blind, and
+            // those whose time is up (read once more: their hello may
+            // have come whole just now).
+            let mut turn: Vec<usize> = std::iter::from_fn(|| job.next_hello_ready()).collect();
+            turn.extend_from_slice(&pending.blind);
+            pending.expired(Instant::now(), &mut turn);
+            for slot in turn {
+                joined += pending.read(slot, job, nodes);
             }
             if joined == nodes {
                 break;
             }
+            // A welcome the socket did not take whole.
+            job.flush_links();
             if Instant::now() >= deadline {
                 timed_out(job);
             }
-            if !progressed {
-                // Sleep until a connection, a hello's bytes, an exit or a
-                // signal (or the first deadline: the job's, or a hello's).
-                let mut w = Watch::new();
-                w.add(self.listener.as_raw_fd());
-                for conn in &pending {
-                    w.add(conn.stream.as_raw_fd());
-                }
-                job.watch_exits(&mut w);
-                let until = pending.iter().map(|c| c.until).fold(deadline, Instant::min);
-                w.wait(until);
+            // Sleep until a connection, a hello's bytes, room for a
+            // welcome, an exit or a signal (or the first deadline: the
+            // job's, or a hello's).
+            job.wait(
+                pending
+                    .next_deadline()
+                    .map_or(deadline, |t| t.min(deadline)),
+            );
+        }
+        job.unwatch_listener(listener_fd, listener_watched);
+        // The connections still saying hello are closed (`pending` is
+        // dropped), which ends their watch too.
+        // Every card is known: the processes may start, and ask.
+        job.tell_all(&ToProcess::Go);
+    }
+}
+
+/// The connections saying hello, in slots (a slot's number is its token:
+/// [`crate::wake::Token::Pending`]), and when each one's time is up.
+#[derive(Default)]
+struct Pendings {
+    slots: Vec<Option<Pending>>,
+    /// Empty slots, reused first.
+    free: Vec<usize>,
+    /// Connections held.
+    live: usize,
+    /// Slots the kernel would not watch: read at every sweep.
+    blind: Vec<usize>,
+    /// `(until, slot, serial)` of every connection taken, in the order of
+    /// `until` (every connection gets [`HELLO_TIMEOUT`] from its accept);
+    /// an entry whose slot holds another connection by now is stale.
+    deadlines: VecDeque<(Instant, usize, u64)>,
+    /// The serial of the next connection taken.
+    serial: u64,
+}
+
+impl Pendings {
+    /// Holds `conn` (watched by `job` if it can be) in a free slot.
+    fn insert(&mut self, mut conn: Pending, job: &mut Job) {
+        let slot = self.free.pop().unwrap_or(self.slots.len());
+        if slot == self.slots.len() {
+            self.slots.push(None);
+        }
+        conn.serial = self.serial;
+        self.serial += 1;
+        self.deadlines.push_back((conn.until, slot, conn.serial));
+        // Bytes already come are reported at once.
+        if !job.watch_hello(conn.stream.as_raw_fd(), slot) {
+            self.blind.push(slot);
+        }
+        self.slots[slot] = Some(conn);
+        self.live += 1;
+    }
+
+    /// Takes the connection out of `slot` (closing it ends its watch).
+    fn remove(&mut self, slot: usize, job: &mut Job) -> Pending {
+        let conn = self.slots[slot].take().expect("a live slot");
+        if let Some(k) = self.blind.iter().position(|&s| s == slot) {
+            self.blind.swap_remove(k);
+            job.forget_blind_hello();
+        }
+        self.free.push(slot);
+        self.live -= 1;
+        conn
+    }
+
+    /// Adds to `into` the slots of the connections whose time is up at
+    /// `now`.
+    fn expired(&mut self, now: Instant, into: &mut Vec<usize>) {
+        while let Some(&(until, slot, serial)) = self.deadlines.front() {
+            if until > now {
+                break;
+            }
+            self.deadlines.pop_front();
+            if self.slots[slot]
+                .as_ref()
+                .is_some_and(|c| c.serial == serial)
+            {
+                into.push(slot);
             }
         }
-        let cards: Vec<Card> = job
-            .procs
-            .iter()
-            .map(|p| p.card.clone().expect("joined"))
-            .collect();
-        job.tell_all(&ToProcess::Cards(cards));
-        for p in &job.procs {
-            if let Some(link) = &p.link {
-                let _ = link.set_nonblocking(true);
+    }
+
+    /// When the next connection's time is up, if one is held. Drops the
+    /// stale entries it passes (each entry is dropped once: `O(1)` a
+    /// connection).
+    fn next_deadline(&mut self) -> Option<Instant> {
+        while let Some(&(until, slot, serial)) = self.deadlines.front() {
+            if self.slots[slot]
+                .as_ref()
+                .is_some_and(|c| c.serial == serial)
+            {
+                return Some(until);
+            }
+            self.deadlines.pop_front();
+        }
+        None
+    }
+
+    /// Reads what the connection in `slot` sent, to `WouldBlock` (a stale
+    /// slot reads nothing); on a whole hello, makes it its process's link
+    /// (1 is returned: a process joined) or refuses it.
+    fn read(&mut self, slot: usize, job: &mut Job, nodes: usize) -> usize {
+        let result = loop {
+            let Some(conn) = self.slots[slot].as_mut() else {
+                return 0;
+            };
+            match read_some(conn, nodes, &job.key) {
+                Step::Waiting => return 0,
+                Step::Read => {}
+                Step::Done(result) => break result,
+            }
+        };
+        let conn = self.remove(slot, job);
+        match result {
+            Ok(hello) if job.procs[hello.node].link.is_none() => {
+                let Hello { node, card, nonce } = hello;
+                let welcome = ToProcess::Welcome(job.key.welcome_proof(&conn.nonce, &nonce, node));
+                if let Err(e) = job.adopt_link(node, conn.stream, &welcome.encode()) {
+                    eprintln!(
+                        "convrun: refused a control connection from {}: {e}",
+                        conn.from
+                    );
+                    return 0;
+                }
+                job.procs[node].card = Some(card);
+                1
+            }
+            Ok(hello) => {
+                eprintln!(
+                    "convrun: a second hello from process {} (from {}), ignored",
+                    hello.node, conn.from
+                );
+                0
+            }
+            Err(why) => {
+                eprintln!(
+                    "convrun: refused a control connection from {}: {why}",
+                    conn.from
+                );
+                0
             }
         }
     }
 }
 
 impl Control {
-    /// Accepts every connection waiting on the control socket into
-    /// `pending`; true if there was any.
-    fn accept_new(&self, pending: &mut Vec<Pending>) -> bool {
-        let mut any = false;
+    /// Accepts every connection waiting on the control socket (to
+    /// `WouldBlock`) into `pending`.
+    fn accept_new(&self, job: &mut Job, pending: &mut Pendings) {
         loop {
             match self.listener.accept() {
                 Ok((stream, from)) => {
-                    any = true;
-                    if pending.len() >= MAX_PENDING {
+                    if pending.live >= MAX_PENDING {
                         eprintln!(
                             "convrun: refused a control connection from {from}: too many connections are saying hello at once"
                         );
                     } else {
                         match challenge(&stream) {
-                            Ok(nonce) => pending.push(Pending {
-                                stream,
-                                from,
-                                nonce,
-                                line: Vec::new(),
-                                until: Instant::now() + HELLO_TIMEOUT,
-                            }),
+                            Ok(nonce) => pending.insert(
+                                Pending {
+                                    stream,
+                                    from,
+                                    nonce,
+                                    line: Vec::new(),
+                                    until: Instant::now() + HELLO_TIMEOUT,
+                                    serial: 0,
+                                },
+                                job,
+                            ),
                             Err(e) => {
                                 eprintln!("convrun: refused a control connection from {from}: {e}")
                             }
                         }
                     }
                 }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return any,
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                 Err(e) => fail(&format!("control socket: {e}")),
             }
@@ -264,10 +381,10 @@ impl Control {
 /// whole or not at all.
 fn challenge(stream: &TcpStream) -> std::io::Result<Nonce> {
     stream.set_nonblocking(true)?;
-    // The launcher writes `welcome`, then `cards` once every process said
-    // hello, with nothing read in between: with Nagle's algorithm the
-    // second line waits for the process's delayed ACK of the first (40 ms
-    // on Linux).
+    // The launcher writes `welcome`, then `go` once every process said
+    // hello, with nothing read in between, and answers requests one line
+    // each: with Nagle's algorithm a line waits for the process's delayed
+    // ACK of the one before (40 ms on Linux).
     stream.set_nodelay(true)?;
     let nonce = Nonce::generate()?;
     let line = ToProcess::Challenge(nonce).encode();
@@ -305,7 +422,15 @@ enum Step {
 fn read_some(conn: &mut Pending, nodes: usize, key: &JobKey) -> Step {
     let mut buf = [0u8; 512];
     let room = (ToLauncher::MAX_LEN - conn.line.len()).min(buf.len());
-    match (&conn.stream).read(&mut buf[..room.max(1)]) {
+    let read = loop {
+        match (&conn.stream).read(&mut buf[..room.max(1)]) {
+            // Retried: with an edge-triggered watch, giving up here would
+            // lose the edge.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            read => break read,
+        }
+    };
+    match read {
         Ok(0) => Step::Done(Err("it closed before its hello".into())),
         Ok(n) => {
             conn.line.extend_from_slice(&buf[..n]);
@@ -328,7 +453,6 @@ fn read_some(conn: &mut Pending, nodes: usize, key: &JobKey) -> Step {
             "no hello within {} s",
             HELLO_TIMEOUT.as_secs()
         ))),
-        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => Step::Waiting,
         Err(e) => Step::Done(Err(format!("no hello: {e}"))),
     }
 }
@@ -395,8 +519,8 @@ fn parse_hello(
     }
 }
 
-/// The running job: watches for exits and signals until every process has
-/// ended, reporting as `status` says.
+/// The running job: answers the processes' requests and watches for exits
+/// and signals until every process has ended, reporting as `status` says.
 pub fn watch(job: &mut Job) {
     loop {
         if let Some(sig) = stop_requested() {
@@ -408,8 +532,9 @@ pub fn watch(job: &mut Job) {
         }
         let mut ended = job.reap();
         // What a process said before it exited is in our socket buffer
-        // by now.
+        // by now. Its requests are answered here too.
         job.listen();
+        job.flush_links();
         // Failures first: a process that died decides the report, not the
         // ones that noticed and ended in the same moment.
         ended.sort_by_key(|&n| job.ending(n) != Ending::Primary);
@@ -421,10 +546,14 @@ pub fn watch(job: &mut Job) {
         if job.running() == 0 {
             break;
         }
-        // Sleep until a process exits or says something, or a signal.
-        let mut w = Watch::new();
-        job.watch_exits(&mut w);
-        job.watch_links(&mut w);
-        w.wait(Instant::now() + Duration::from_secs(1));
+        // Sleep until a process exits or says something, a link with lines
+        // waiting can take more, or a signal; not at all if links were
+        // left with more to read (their turn is over, not their bytes).
+        let now = Instant::now();
+        job.wait(if job.has_reads() {
+            now
+        } else {
+            now + Duration::from_secs(1)
+        });
     }
 }

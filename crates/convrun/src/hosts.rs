@@ -67,6 +67,10 @@ pub struct Plan {
     /// distinct nodelist name, this host's names counting as one, and per
     /// pretend host with `++virtual-hosts`.
     pub host_of: Vec<usize>,
+    /// The processes on each host of `host_of`, by its number (so that a
+    /// process's `CONVERSE_HOST_PES` is one look-up, not a count over the
+    /// job).
+    processes_on: Vec<usize>,
     /// True if every process runs on this host.
     pub all_local: bool,
     /// The network module (`++netmod`, else by the hosts).
@@ -107,8 +111,7 @@ impl Plan {
     /// PEs of the job on process `node`'s host (more than its cores, and
     /// idle PEs must not spin).
     pub fn host_pes(&self, node: usize, ppn: usize) -> usize {
-        let h = self.host_of[node];
-        self.host_of.iter().filter(|&&o| o == h).count() * ppn
+        self.processes_on[self.host_of[node]] * ppn
     }
 }
 
@@ -139,6 +142,10 @@ pub fn plan(opts: &Options) -> Plan {
             })
         })
         .collect();
+    let mut processes_on = vec![0; host_keys.len()];
+    for &h in &host_of {
+        processes_on[h] += 1;
+    }
     let one_host = host_keys.len() <= 1;
     let netmod = opts
         .netmod
@@ -173,6 +180,7 @@ pub fn plan(opts: &Options) -> Plan {
         hosts,
         placed,
         host_of,
+        processes_on,
         all_local,
         netmod,
         control_ip,

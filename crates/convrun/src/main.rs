@@ -7,8 +7,9 @@
 //! ```
 //!
 //! Starts `N / M` processes of `M` PEs each (locally, or on the hosts of a
-//! charmrun-style nodelist over ssh), gives them each other's business cards
-//! (the protocol is the `launch-wire` crate's), forwards their standard
+//! charmrun-style nodelist over ssh), starts them together once all have
+//! joined and tells each the business card of any other it asks for, one at
+//! a time (the protocol is the `launch-wire` crate's), forwards their standard
 //! output and error line by line (a line of up to 64 KiB is never cut by
 //! another process's output; a longer one goes out in 64 KiB pieces, so
 //! that it costs no more memory), and exits with the job's exit code: the
@@ -74,18 +75,20 @@
 //! process runs and how the processes and the launcher reach each other;
 //! the nodelist file is [`nodelist`]'s),
 //! [`spawn`] (starting the processes, locally or through the remote shell,
-//! and [`output`] forwarding), [`control`] (the control socket: hellos,
-//! cards, then watching the job), [`job`] (the processes and ending them)
+//! and [`output`] forwarding), [`control`] (the control socket: hellos and
+//! `go`, then watching the job), [`job`] (the processes, their links and
+//! the cards they ask for, and ending them)
 //! and [`status`] (how each process ended, what is reported, the exit
 //! code). The protocol's words are `launch_wire`'s; everything of the core
 //! it needs is its public API.
 //!
 //! # Concurrency
 //!
-//! One thread runs the job, sleeping in `poll(2)` between its steps
-//! ([`wake`]); one thread forwards every process's output streams
-//! ([`output`]); the signal handler only stores a number and wakes the job's
-//! thread ([`signals`]).
+//! One thread runs the job, sleeping in `epoll_wait(2)` between its steps
+//! and handling only the events that came ([`wake`]); two threads forward
+//! the processes' output streams, one the stdouts, one the stderrs
+//! ([`output`]); the signal handler only stores a number and wakes the
+//! job's thread ([`signals`]).
 mod control;
 mod flags;
 mod hosts;
@@ -163,7 +166,8 @@ fn main() {
             control.local_addr()
         );
     }
-    let mut job = job::Job::new(opts, key, shm_id);
+    let mut job = job::Job::new(opts, key, shm_id)
+        .unwrap_or_else(|e| fail(&format!("cannot watch the job's events (epoll): {e}")));
     spawn::start_all(&mut job, &plan, &control);
     control.start_up(&mut job);
     control::watch(&mut job);

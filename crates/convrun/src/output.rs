@@ -21,14 +21,22 @@
 //! Two threads forward the job's streams ([`forward_all`]): one every
 //! process's stdout, one every stderr, so that a stuck stdout (a pipe into
 //! a pager that stopped reading) never holds back the diagnostics on
-//! stderr. Each sleeps in `poll(2)` on its streams and reads a stream only
-//! when it is readable, so one read never blocks the others. (A thread per
-//! stream cost a 4-process job 8 thread starts and ends, on the start-up's
-//! critical path.) Each stream has its own [`Lines`]; the job joins the
-//! threads before it exits, once every stream has ended.
+//! stderr. Each registers its streams once in its own epoll
+//! ([`crate::wake::Epoll`], level-triggered: every wake-up reads each
+//! stream it reports once, and a stream with more left is reported
+//! again), sleeps in it and reads only the streams that are readable, so
+//! one read never blocks the others and a wake-up costs the streams that
+//! had something, not all of them (with a `poll(2)` list of every stream,
+//! a job's output cost `O(P)` per line). (A thread per stream cost a
+//! 4-process job 8 thread starts and ends, on the start-up's critical
+//! path; it remains the fallback for streams the kernel will not watch.)
+//! Each stream has its own [`Lines`]; the job joins the threads before it
+//! exits, once every stream has ended.
 use std::fs::File;
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, OwnedFd};
+
+use crate::wake::{Epoll, READ, Token};
 
 /// Most bytes of a line held before they are written out.
 pub const MAX_PIECE: usize = 64 << 10;
@@ -81,6 +89,15 @@ impl<R: Read> Stream<R> {
     }
 }
 
+impl Stream<File> {
+    /// Forwards the stream to its end, reading blocking (a thread of its
+    /// own: see the module comment).
+    fn pump_to_end(mut self) {
+        let to_stderr = self.to_stderr;
+        while !self.pump(&mut |piece| emit_to(to_stderr, piece)) {}
+    }
+}
+
 /// Writes `piece` whole to our stderr or stdout.
 fn emit_to(to_stderr: bool, piece: &[u8]) {
     if to_stderr {
@@ -99,38 +116,55 @@ fn emit_to(to_stderr: bool, piece: &[u8]) {
 /// Streams ready at once are read in the order of `sources`.
 pub fn forward_all(sources: Vec<Source>) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
-        let mut streams: Vec<Stream<File>> = sources
+        let mut streams: Vec<Option<Stream<File>>> = sources
             .into_iter()
-            .map(|s| Stream::new(File::from(s.fd), MAX_PIECE, s.to_stderr))
+            .map(|s| Some(Stream::new(File::from(s.fd), MAX_PIECE, s.to_stderr)))
             .collect();
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(streams.len());
-        while !streams.is_empty() {
-            fds.clear();
-            fds.extend(streams.iter().map(|s| libc::pollfd {
-                fd: s.reader.get_ref().as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            }));
-            // SAFETY: `fds` is a live array of `fds.len()` initialised
-            // pollfds whose `revents` poll may write.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
-            if n < 0 {
-                match std::io::Error::last_os_error().kind() {
-                    ErrorKind::Interrupted => continue,
-                    // Not expected with valid descriptors; reading them
-                    // blocking still forwards everything, in turn.
-                    _ => fds.iter_mut().for_each(|p| p.revents = libc::POLLIN),
+        // Streams the kernel will not watch (no epoll, or out of watches)
+        // get a thread each, reading blocking.
+        let mut alone = Vec::new();
+        let epoll = Epoll::new().ok();
+        let mut live = 0;
+        for (i, slot) in streams.iter_mut().enumerate() {
+            let Some(s) = slot else { continue };
+            let fd = s.reader.get_ref().as_raw_fd();
+            if epoll
+                .as_ref()
+                .is_some_and(|ep| ep.add(fd, Token::Stream(i), READ).is_ok())
+            {
+                live += 1;
+            } else if let Some(s) = slot.take() {
+                alone.push(std::thread::spawn(move || s.pump_to_end()));
+            }
+        }
+        if let Some(mut epoll) = epoll {
+            let mut ready = Vec::new();
+            while live > 0 {
+                ready.clear();
+                match epoll.wait(None) {
+                    Ok(events) => ready.extend(events.iter().filter_map(|e| match e.token {
+                        Token::Stream(i) => Some(i),
+                        _ => None,
+                    })),
+                    // Not expected with a valid epoll; reading every
+                    // stream blocking still forwards everything, in turn.
+                    Err(_) => ready.extend((0..streams.len()).filter(|&i| streams[i].is_some())),
+                }
+                ready.sort_unstable();
+                ready.dedup();
+                for &i in &ready {
+                    let Some(s) = &mut streams[i] else { continue };
+                    let to_stderr = s.to_stderr;
+                    if s.pump(&mut |piece| emit_to(to_stderr, piece)) {
+                        let _ = epoll.remove(s.reader.get_ref().as_raw_fd());
+                        streams[i] = None;
+                        live -= 1;
+                    }
                 }
             }
-            // `fds[i]` is `streams[i]`: ended streams are removed after
-            // the round, in order.
-            let mut i = 0;
-            streams.retain_mut(|s| {
-                let ready = fds[i].revents != 0;
-                i += 1;
-                let to_stderr = s.to_stderr;
-                !(ready && s.pump(&mut |piece| emit_to(to_stderr, piece)))
-            });
+        }
+        for t in alone {
+            let _ = t.join();
         }
     })
 }

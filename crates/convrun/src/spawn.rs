@@ -223,6 +223,13 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
     // Forwarded from when they are all started (a pipe holds 64 KiB until
     // then): the stdouts by one thread, the stderrs by another.
     let mut outputs = Vec::with_capacity(2 * nodes);
+    // `CONVERSE_HOSTS` names the host of every process: written once, not
+    // once per process (`Placement::to_env` would format all `nodes`
+    // numbers for each).
+    let hosts_list: String = {
+        let numbers: Vec<String> = plan.host_of.iter().map(usize::to_string).collect();
+        numbers.join(",")
+    };
     for node in 0..nodes {
         let host = plan.host(node);
         let place = launch_wire::Placement {
@@ -233,11 +240,13 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
             shm_id: job.shm_id,
             netmod: plan.netmod.clone(),
             host: plan.advertised(node).to_string(),
-            hosts: Some(plan.host_of.clone()),
+            // Added below, from `hosts_list`.
+            hosts: None,
             timeout: Duration::from_secs(job.opts.timeout),
             host_pes: Some(plan.host_pes(node, job.opts.ppn)),
         };
-        let (mut child, stdin) = match spawn(&job.opts, node, host, &place.to_env()) {
+        let env = env_with_hosts(&place, &hosts_list);
+        let (mut child, stdin) = match spawn(&job.opts, node, host, &env) {
             Ok(started) => started,
             Err(why) => {
                 // The processes started so far must not wait for this one;
@@ -262,13 +271,12 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
                 to_stderr: true,
             });
         }
-        job.procs.push(Proc {
+        job.add_proc(Proc {
             node,
             pidfd: crate::wake::pidfd_of(&child),
             child,
             status: None,
             link: None,
-            link_closed: false,
             card: None,
             said: Default::default(),
             remote: (!is_local_host(&host.name)).then(|| host.name.clone()),
@@ -276,6 +284,17 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
         });
     }
     forward_outputs(job, outputs);
+}
+
+/// The variables of `place` (which has no `hosts`) and `CONVERSE_HOSTS`
+/// = `hosts_list`, as `Placement::to_env` would give them with the hosts
+/// in `place`.
+fn env_with_hosts(place: &launch_wire::Placement, hosts_list: &str) -> Vec<(&'static str, String)> {
+    let mut env = place.to_env();
+    // Where `to_env` puts it: after `CONVERSE_HOST_PES`, if that is set.
+    let at = usize::from(place.host_pes.is_some());
+    env.insert(at, (launch_wire::env::HOSTS, hosts_list.to_string()));
+    env
 }
 
 /// Starts forwarding `outputs`: one thread for the stdouts, one for the
@@ -321,5 +340,31 @@ mod tests {
             ),
             "{line}"
         );
+    }
+
+    /// The hosts list written once gives each process the variables the
+    /// protocol's own `to_env` would.
+    #[test]
+    fn the_hosts_list_written_once_is_the_protocols() {
+        let host_of = vec![0, 1, 2, 0, 1];
+        for host_pes in [Some(4), None] {
+            let full = launch_wire::Placement {
+                launcher: "10.0.0.1:4000".into(),
+                node: 3,
+                nodes: 5,
+                key: launch_wire::JobKey::from_bytes([0xab; 32]),
+                shm_id: 9,
+                netmod: "auto".into(),
+                host: "h0".into(),
+                hosts: Some(host_of.clone()),
+                timeout: Duration::from_secs(60),
+                host_pes,
+            };
+            let place = launch_wire::Placement {
+                hosts: None,
+                ..full.clone()
+            };
+            assert_eq!(env_with_hosts(&place, "0,1,2,0,1"), full.to_env());
+        }
     }
 }

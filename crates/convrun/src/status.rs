@@ -15,7 +15,9 @@
 //! # Invariants
 //!
 //! [`Said`] keeps at most one line of [`ToLauncher::MAX_LEN`] bytes of what
-//! a process said, whatever it sends.
+//! a process said, whatever it sends, and the `whois` requests of the
+//! bytes it was last fed (which [`Job::listen`] takes and answers after
+//! each read).
 use std::process::ExitStatus;
 
 use launch_wire::{ToLauncher, ToProcess};
@@ -33,9 +35,11 @@ pub enum Ending {
     Primary,
 }
 
-/// What a process said on its control connection after the cards.
+/// What a process said on its control connection after `go`.
 #[derive(Default)]
 pub struct Said {
+    /// The processes whose cards it asked for (`whois`), not yet taken.
+    asked: Vec<usize>,
     /// The start of a line whose end has not come yet.
     partial: Vec<u8>,
     /// Inside a line longer than the protocol allows: dropped up to its
@@ -71,6 +75,7 @@ impl Said {
     /// What it said, a last line without its newline included.
     fn settled(&self) -> Said {
         let mut all = Said {
+            asked: Vec::new(),
             partial: Vec::new(),
             skipping: false,
             end: self.end,
@@ -83,6 +88,13 @@ impl Said {
         all
     }
 
+    /// Moves the processes it asked for the cards of since the last call
+    /// into `into` (emptied first), in the order asked.
+    pub fn take_asked(&mut self, into: &mut Vec<usize>) {
+        into.clear();
+        into.append(&mut self.asked);
+    }
+
     /// Why the process failed, if it said (`failed TEXT`).
     pub fn reason(&self) -> Option<String> {
         self.settled().reason
@@ -90,6 +102,7 @@ impl Said {
 
     fn heard(&mut self, line: &[u8]) {
         match std::str::from_utf8(line).map(ToLauncher::parse) {
+            Ok(Ok(ToLauncher::WhoIs(node))) => self.asked.push(node),
             Ok(Ok(ToLauncher::End)) => self.end = true,
             Ok(Ok(ToLauncher::Lost)) => self.lost = true,
             Ok(Ok(ToLauncher::Failed(text))) => self.reason = Some(text),
@@ -274,6 +287,26 @@ mod tests {
         let mut quiet = Said::default();
         quiet.feed(b"failed\x01bad\n");
         assert_eq!(quiet.reason(), None, "a malformed line says nothing");
+    }
+
+    #[test]
+    fn requests_are_taken_in_order_from_whole_lines() {
+        let mut s = Said::default();
+        let mut asked = vec![99];
+        s.feed(b"whois 3\nwhois 0\nwhois 1");
+        s.take_asked(&mut asked);
+        assert_eq!(asked, [3, 0]);
+        s.feed(b"2\nwhois x\nwhois\n");
+        s.take_asked(&mut asked);
+        assert_eq!(asked, [12], "malformed requests are no requests");
+        s.take_asked(&mut asked);
+        assert!(asked.is_empty());
+        // A last request without its newline asks nothing, and says
+        // nothing of how the process ended.
+        s.feed(b"whois 4");
+        assert_eq!(s.ending(), Ending::Primary);
+        s.take_asked(&mut asked);
+        assert!(asked.is_empty());
     }
 
     #[test]

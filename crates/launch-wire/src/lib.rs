@@ -24,13 +24,20 @@
 //!    [`JobKey::welcome_proof`]), which the process checks in turn: each
 //!    end knows the other holds the key, and the key never travels (see
 //!    [`auth`]);
-//! 3. reads `cards CARD0 CARD1 ...` ([`ToProcess::Cards`]: every process's
-//!    card, in order) once every process has said hello;
-//! 4. connects its VCs to the others and waits for theirs;
-//! 5. keeps the launcher connection open: a line `abort TEXT`
-//!    ([`ToProcess::Abort`]) ends the process (another one failed), and the
-//!    end of the stream means the launcher is gone, which ends the process
-//!    too;
+//! 3. reads `go` ([`ToProcess::Go`]) once every process has said hello:
+//!    the start barrier. No line carries every card;
+//! 4. learns a peer's card when it needs it (to connect to the peer):
+//!    `whois NODE` ([`ToLauncher::WhoIs`]) asks, any time after `go` and
+//!    from any of its threads, and the launcher answers
+//!    `card NODE CARD` ([`ToProcess::Card`]) on the same connection (a
+//!    process may have several requests out at once: it matches an answer
+//!    to its request by NODE). A
+//!    NODE naming no process of the job is the asking process's fault: the
+//!    launcher tells it `abort` naming the number and ends the job;
+//! 5. keeps the launcher connection open: besides the `card` answers, a
+//!    line `abort TEXT` ([`ToProcess::Abort`]) ends the process (another
+//!    one failed), and the end of the stream means the launcher is gone,
+//!    which ends the process too;
 //! 6. before it exits, says how: `end` ([`ToLauncher::End`]: its part of
 //!    the job is done; its exit code is the one chosen), `lost`
 //!    ([`ToLauncher::Lost`]: it ends because another process failed) or
@@ -40,7 +47,9 @@
 //!    the launcher reports it, its exit code becomes the job's, and the
 //!    others are told its `TEXT` if it gave one.
 //!
-//! Every step has a deadline (`++timeout`, [`env::TIMEOUT`]).
+//! Every step has a deadline (`++timeout`, [`env::TIMEOUT`]), each `whois`
+//! its own. Nothing per process grows with the job's size: the launcher
+//! keeps one card per process and answers each request with one line.
 //!
 //! A job started by an MPI launcher instead (MPICH's `mpiexec`) joins
 //! through that launcher's key-value space: [`pmi`] holds its PMI-1 lines.
@@ -59,8 +68,8 @@
 //!   limits below before keeping anything, and say in their error what was
 //!   wrong (the variable, or the line's kind and field).
 //! - A reader bounds its reads with [`ToLauncher::MAX_LEN`] and
-//!   [`ToProcess::max_len`], so that an endless line costs no more memory
-//!   than a long valid one.
+//!   [`ToProcess::MAX_LEN`] (neither depends on the job's size), so that an
+//!   endless line costs no more memory than a long valid one.
 pub mod auth;
 pub mod env;
 mod error;

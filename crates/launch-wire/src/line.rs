@@ -10,10 +10,14 @@
 //!   extra, empty or malformed is an [`Error`] naming the line's kind and
 //!   the field.
 //! - A [`Card`] is 1 to [`MAX_CARD`] bytes with no whitespace or control
-//!   character, checked when it is made, so that a `cards` line splits
-//!   back into the cards it was made of. An `abort` or `failed` text is at most
+//!   character, checked when it is made, so that it is one field of a
+//!   `hello` or `card` line. An `abort` or `failed` text is at most
 //!   [`MAX_TEXT`] bytes without control characters: `encode` makes it so
 //!   (a line break becomes a space), `parse` refuses anything else.
+//! - Every line of either direction is at most [`ToLauncher::MAX_LEN`] or
+//!   [`ToProcess::MAX_LEN`] bytes, whatever the job's size: no line carries
+//!   more than one card (a process learns the others' one at a time, with
+//!   `whois` and `card`).
 //! - `parse` never panics and allocates no more than its input's length.
 use crate::auth::{NONCE_LEN, Nonce, PROOF_LEN, Proof};
 use crate::error::{Error, shown};
@@ -101,6 +105,9 @@ pub enum ToLauncher {
         /// Its proof of holding the job key.
         proof: Proof,
     },
+    /// `whois NODE`: the process asks for process `NODE`'s business card
+    /// (after `go`); the launcher answers [`ToProcess::Card`].
+    WhoIs(usize),
     /// `end`: its part of the job is done; it exits next, on purpose.
     End,
     /// `lost`: it ends because another process failed.
@@ -144,6 +151,7 @@ impl ToLauncher {
                 nonce.to_hex(),
                 proof.to_hex()
             ),
+            ToLauncher::WhoIs(node) => format!("whois {node}\n"),
             ToLauncher::End => "end\n".into(),
             ToLauncher::Lost => "lost\n".into(),
             ToLauncher::Failed(text) => format!("failed {}\n", carriable(text)),
@@ -161,14 +169,14 @@ impl ToLauncher {
                 Ok(ToLauncher::Hello {
                     node: number("hello", "NODE", node)?,
                     pid: number("hello", "PID", pid)?,
-                    card: Card(
-                        check_card(card)
-                            .map(|()| card.to_string())
-                            .map_err(|why| Error::malformed("hello", format!("CARD: {why}")))?,
-                    ),
+                    card: card_field("hello", card)?,
                     nonce: hex_field("hello", "NONCE", nonce, Nonce::from_hex)?,
                     proof: hex_field("hello", "PROOF", proof, Proof::from_hex)?,
                 })
+            }
+            "whois" => {
+                let [node] = fields::<1>("whois", rest, "NODE")?;
+                number("whois", "NODE", node).map(ToLauncher::WhoIs)
             }
             "end" => no_fields("end", rest).map(|()| ToLauncher::End),
             "lost" => no_fields("lost", rest).map(|()| ToLauncher::Lost),
@@ -181,9 +189,17 @@ impl ToLauncher {
 /// What the launcher tells a process.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ToProcess {
-    /// `cards CARD0 CARD1 ...`: every process's business card, in order of
-    /// their numbers (sent once every process has said hello).
-    Cards(Vec<Card>),
+    /// `go`: every process of the job has said hello; start (the start
+    /// barrier). Sent once, after `welcome`.
+    Go,
+    /// `card NODE CARD`: process `node`'s business card, the answer to the
+    /// process's [`ToLauncher::WhoIs`] for it.
+    Card {
+        /// The process the card is of.
+        node: usize,
+        /// Its business card.
+        card: Card,
+    },
     /// `abort TEXT`: the job is ending because of what `TEXT` says (another
     /// process failed); the process ends.
     Abort(String),
@@ -198,54 +214,54 @@ pub enum ToProcess {
 }
 
 impl ToProcess {
-    /// Most bytes of a line to a process of a job of `nodes` processes,
-    /// its end included.
-    pub fn max_len(nodes: usize) -> usize {
-        let cards = nodes
-            .saturating_mul(1 + MAX_CARD)
-            .saturating_add("cards".len());
-        cards.max("abort ".len() + MAX_TEXT).saturating_add(END_LEN)
-    }
+    /// Most bytes of a line to a process, its end included (whatever the
+    /// job's size): what a reader should read at most before it gives up
+    /// on a line.
+    pub const MAX_LEN: usize = {
+        let card = "card ".len() + USIZE_DIGITS + 1 + MAX_CARD;
+        let abort = "abort ".len() + MAX_TEXT;
+        let challenge = "challenge ".len() + 2 * NONCE_LEN;
+        let welcome = "welcome ".len() + 2 * PROOF_LEN;
+        let mut most = card;
+        if abort > most {
+            most = abort;
+        }
+        if challenge > most {
+            most = challenge;
+        }
+        if welcome > most {
+            most = welcome;
+        }
+        most + END_LEN
+    };
 
     /// The line, `\n` included. An abort text is made carriable first:
     /// control characters become spaces and it is cut to [`MAX_TEXT`]
     /// bytes (at a character boundary).
     pub fn encode(&self) -> String {
         match self {
-            ToProcess::Cards(cards) => {
-                let mut line = String::from("cards");
-                for card in cards {
-                    line.push(' ');
-                    line.push_str(card.as_str());
-                }
-                line.push('\n');
-                line
-            }
+            ToProcess::Go => "go\n".into(),
+            ToProcess::Card { node, card } => format!("card {node} {card}\n"),
             ToProcess::Abort(text) => format!("abort {}\n", carriable(text)),
             ToProcess::Challenge(nonce) => format!("challenge {}\n", nonce.to_hex()),
             ToProcess::Welcome(proof) => format!("welcome {}\n", proof.to_hex()),
         }
     }
 
-    /// The line `line` is, or what is wrong with it. The number of cards is
-    /// not checked here (the caller knows how many processes it expects).
+    /// The line `line` is, or what is wrong with it. Whether a `card`'s
+    /// number is one the process asked for is not checked here (the caller
+    /// knows).
     pub fn parse(line: &str) -> Result<ToProcess, Error> {
-        let line = unterminated(line, "a line to a process", usize::MAX)?;
+        let line = unterminated(line, "a line to a process", Self::MAX_LEN)?;
         let (kind, rest) = split_kind(line)?;
         match kind {
-            "cards" => {
-                let Some(rest) = rest else {
-                    return Ok(ToProcess::Cards(Vec::new()));
-                };
-                rest.split(' ')
-                    .enumerate()
-                    .map(|(i, card)| {
-                        check_card(card)
-                            .map(|()| Card(card.to_string()))
-                            .map_err(|why| Error::malformed("cards", format!("card {i}: {why}")))
-                    })
-                    .collect::<Result<Vec<_>, _>>()
-                    .map(ToProcess::Cards)
+            "go" => no_fields("go", rest).map(|()| ToProcess::Go),
+            "card" => {
+                let [node, card] = fields::<2>("card", rest, "NODE CARD")?;
+                Ok(ToProcess::Card {
+                    node: number("card", "NODE", node)?,
+                    card: card_field("card", card)?,
+                })
             }
             "abort" => text("abort", rest).map(ToProcess::Abort),
             "challenge" => {
@@ -383,6 +399,13 @@ fn hex_field<T>(
     })
 }
 
+/// Field `CARD` of a `kind` line.
+fn card_field(kind: &'static str, field: &str) -> Result<Card, Error> {
+    check_card(field)
+        .map(|()| Card(field.to_string()))
+        .map_err(|why| Error::malformed(kind, format!("CARD: {why}")))
+}
+
 /// Field `name` as a number.
 fn number<T: std::str::FromStr>(kind: &'static str, name: &str, field: &str) -> Result<T, Error> {
     // Digits only: `FromStr` would take a `+`.
@@ -416,6 +439,8 @@ mod tests {
                 nonce: Nonce::from_bytes([0xa5; NONCE_LEN]),
                 proof: Proof::from_bytes([0x3c; PROOF_LEN]),
             },
+            ToLauncher::WhoIs(0),
+            ToLauncher::WhoIs(usize::MAX),
             ToLauncher::End,
             ToLauncher::Lost,
             ToLauncher::Failed("PE 1 aborted: lx_abort says boom".into()),
@@ -451,6 +476,7 @@ mod tests {
             proof: Proof::from_bytes([0; PROOF_LEN]),
         };
         assert!(longest.encode().len() < ToLauncher::MAX_LEN);
+        assert_eq!(ToLauncher::WhoIs(17).encode(), "whois 17\n");
         let longest = ToLauncher::Failed("f".repeat(MAX_TEXT + 10));
         assert_eq!(longest.encode().len() + 1, ToLauncher::MAX_LEN);
         assert_eq!(
@@ -462,9 +488,15 @@ mod tests {
     #[test]
     fn lines_to_a_process_round_trip() {
         let lines = [
-            ToProcess::Cards(vec![card("tcp:a:1"), card("shm:x,tcp:b:2")]),
-            ToProcess::Cards(vec![card("c")]),
-            ToProcess::Cards(Vec::new()),
+            ToProcess::Go,
+            ToProcess::Card {
+                node: 0,
+                card: card("shm:x,tcp:b:2"),
+            },
+            ToProcess::Card {
+                node: usize::MAX,
+                card: card(&"c".repeat(MAX_CARD)),
+            },
             ToProcess::Abort("lost process 1 (PE 1): it was killed by signal 9 (SIGKILL)".into()),
             ToProcess::Abort(String::new()),
             ToProcess::Challenge(Nonce::from_bytes([0x5a; NONCE_LEN])),
@@ -472,17 +504,34 @@ mod tests {
         ];
         for l in lines {
             let text = l.encode();
-            assert!(text.len() <= ToProcess::max_len(2), "{text:?}");
-            assert_eq!(ToProcess::parse(&text), Ok(l), "{text:?}");
+            assert!(
+                text.ends_with('\n') && text.len() < ToProcess::MAX_LEN,
+                "{text:?}"
+            );
+            assert_eq!(ToProcess::parse(&text), Ok(l.clone()), "{text:?}");
+            assert_eq!(ToProcess::parse(text.trim_end()), Ok(l.clone()));
+            assert_eq!(ToProcess::parse(&text.replace('\n', "\r\n")), Ok(l));
         }
+        assert_eq!(ToProcess::Go.encode(), "go\n");
         assert_eq!(
-            ToProcess::Cards(vec![card("a"), card("b")]).encode(),
-            "cards a b\n"
+            ToProcess::Card {
+                node: 12,
+                card: card("tcp:h:1")
+            }
+            .encode(),
+            "card 12 tcp:h:1\n"
         );
         assert_eq!(
             ToProcess::Challenge(Nonce::from_bytes([0xab; NONCE_LEN])).encode(),
             format!("challenge {}\n", "ab".repeat(16))
         );
+        // The longest line is an abort's, whatever the job's size.
+        let longest = ToProcess::Abort("f".repeat(MAX_TEXT + 10)).encode();
+        assert_eq!(longest.len() + 1, ToProcess::MAX_LEN);
+        assert!(matches!(
+            ToProcess::parse(&longest.replace('\n', "\r\n")),
+            Ok(ToProcess::Abort(_))
+        ));
     }
 
     /// A nonce or proof with a digit too many or too few, or a non-hex
@@ -575,6 +624,24 @@ mod tests {
             ),
             ("lost\nend".into(), "unknown line `lost\\nend`"),
             ("end \n".into(), "malformed `end` line: unexpected"),
+            (
+                "whois".into(),
+                "malformed `whois` line: 0 fields, not 1 (NODE)",
+            ),
+            (
+                "whois 1 2".into(),
+                "malformed `whois` line: more than 1 fields (NODE)",
+            ),
+            (
+                "whois -1".into(),
+                "malformed `whois` line: NODE `-1` is not a number",
+            ),
+            (
+                "whois 99999999999999999999".into(),
+                "malformed `whois` line: NODE `99999999999999999999` is not a number",
+            ),
+            ("whois  1".into(), "malformed `whois` line: an empty field"),
+            ("whois 1 ".into(), "malformed `whois` line: an empty field"),
         ];
         let to_launcher: Vec<(&str, &str)> = owned.iter().map(|(l, w)| (l.as_str(), *w)).collect();
         for &(line, want) in &to_launcher {
@@ -588,11 +655,28 @@ mod tests {
         ));
         let to_process: &[(&str, &str)] = &[
             (
-                "cards a  b",
-                "malformed `cards` line: card 1: an empty card",
+                "go now",
+                "malformed `go` line: unexpected text after `go`: ` now`",
             ),
-            ("cards a ", "malformed `cards` line: card 1: an empty card"),
-            ("cards a\u{7}", "malformed `cards` line: card 0: card"),
+            ("go \n", "malformed `go` line: unexpected"),
+            (
+                "card 1",
+                "malformed `card` line: 1 fields, not 2 (NODE CARD)",
+            ),
+            ("card", "malformed `card` line: 0 fields, not 2"),
+            ("card 1 a b", "malformed `card` line: more than 2 fields"),
+            ("card 1  a", "malformed `card` line: an empty field"),
+            (
+                "card x a",
+                "malformed `card` line: NODE `x` is not a number",
+            ),
+            (
+                "card +1 a",
+                "malformed `card` line: NODE `+1` is not a number",
+            ),
+            ("card 1 a\u{7}", "malformed `card` line: CARD: card"),
+            // The all-cards line of old is no line any more.
+            ("cards a b", "unknown line `cards`"),
             (
                 "abort x\ny",
                 "malformed `abort` line: TEXT holds the control character",
@@ -604,11 +688,16 @@ mod tests {
             let e = ToProcess::parse(line).unwrap_err().to_string();
             assert!(e.starts_with(want), "{line:?}: {e}");
         }
-        let long = format!("abort {}", "x".repeat(MAX_TEXT + 1));
-        assert!(matches!(
-            ToProcess::parse(&long),
-            Err(Error::TooLong { .. })
-        ));
+        for long in [
+            format!("abort {}", "x".repeat(MAX_TEXT + 1)),
+            format!("card 1 {}", "c".repeat(ToProcess::MAX_LEN)),
+        ] {
+            assert!(
+                matches!(ToProcess::parse(&long), Err(Error::TooLong { .. })),
+                "{}",
+                &long[..10]
+            );
+        }
     }
 
     /// A card the protocol can carry.
@@ -626,7 +715,8 @@ mod tests {
         #[test]
         fn parse_never_panics_on_near_misses(
             kind in prop::sample::select(vec![
-                "hello", "end", "lost", "failed", "cards", "abort", "challenge", "welcome",
+                "hello", "whois", "end", "lost", "failed", "go", "card", "abort", "challenge",
+                "welcome",
             ]),
             rest in "[ 0-9a-z:,\\r\\n\\t]{0,40}",
         ) {
@@ -640,21 +730,24 @@ mod tests {
             node in any::<usize>(),
             pid in any::<u32>(),
             card in any_card(),
-            cards in prop::collection::vec(any_card(), 0..8),
+            asked in any::<usize>(),
             text in "[^\\p{Cc}]{0,100}",
             nonce in any::<[u8; NONCE_LEN]>(),
             proof in any::<[u8; PROOF_LEN]>(),
         ) {
             let (nonce, proof) = (Nonce::from_bytes(nonce), Proof::from_bytes(proof));
+            let answer = ToProcess::Card { node: asked, card: card.clone() };
+            prop_assert!(answer.encode().len() <= ToProcess::MAX_LEN);
+            prop_assert_eq!(ToProcess::parse(&answer.encode()), Ok(answer));
+            let whois = ToLauncher::WhoIs(asked);
+            prop_assert_eq!(ToLauncher::parse(&whois.encode()), Ok(whois));
+            prop_assert_eq!(ToProcess::parse(&ToProcess::Go.encode()), Ok(ToProcess::Go));
             let hello = ToLauncher::Hello { node, pid, card, nonce, proof };
             let challenge = ToProcess::Challenge(nonce);
             prop_assert_eq!(ToProcess::parse(&challenge.encode()), Ok(challenge));
             let welcome = ToProcess::Welcome(proof);
             prop_assert_eq!(ToProcess::parse(&welcome.encode()), Ok(welcome));
             prop_assert_eq!(ToLauncher::parse(&hello.encode()), Ok(hello));
-            let all = ToProcess::Cards(cards);
-            prop_assert!(all.encode().len() <= ToProcess::max_len(8));
-            prop_assert_eq!(ToProcess::parse(&all.encode()), Ok(all));
             let failed = ToLauncher::Failed(text.clone());
             prop_assert_eq!(ToLauncher::parse(&failed.encode()), Ok(failed));
             let abort = ToProcess::Abort(text);

@@ -12,5 +12,6 @@ pub mod io;
 pub(crate) mod log;
 pub(crate) mod panic;
 pub(crate) mod signals;
+pub mod spantree;
 pub mod timer;
 pub mod topology;

@@ -18,7 +18,10 @@ pub mod lock;
 pub(crate) mod network;
 pub(crate) mod pe;
 pub(crate) mod persistent;
+pub(crate) mod process_tree;
 pub mod random;
+#[cfg(test)]
+mod scale_model;
 pub(crate) mod watchdog;
 
 /// The calling PE's number, `0..num_pes()` (`CmiMyPe`).

@@ -23,29 +23,45 @@
 //! - `Control` frames carry the protocol below; the body's first byte says
 //!   which ([`Control`]).
 //!
+//! # VCs on first use
+//!
+//! No VC is made at start-up: a module connects one when this process
+//! first sends to the peer, asking [`Upcalls::peer_card`] for the peer's
+//! card, which this layer gets from the job's bootstrap (the launcher, or
+//! PMI's key-value space) on demand. What this layer itself must tell
+//! every process travels along the spanning tree of processes
+//! (`rt::process_tree`), so a job whose PEs talk only to their tree
+//! neighbours opens O(P) connections in all.
+//!
 //! # Handler tables
 //!
 //! Each process checks its PEs' handler tables against each other
-//! (`Job::check_handlers`); whenever its table grows it sends it to the
-//! other processes (`Handlers`: per registered index, a hash of the
-//! handler's type and its name). A process compares every table it holds,
-//! its own and the last one of each peer, on their common indices; the
-//! first difference ends the job naming the index, both processes and
-//! both handlers. Handlers are identified by type, and every process runs
-//! the same binary, so equal tables hash equal.
+//! (`Job::check_handlers`); whenever its table grows it merges it into its
+//! reference table (`process_tree::HandlerRef`: per registered index, a
+//! hash of the handler's type, its name and the process it came from) and
+//! sends the reference to its tree neighbours (`Handlers`), which merge
+//! it and pass on what grew theirs. The first difference found ends the
+//! job naming the index, both processes and both handlers. Handlers are
+//! identified by type, and every process runs the same binary, so equal
+//! tables hash equal.
 //!
 //! # Exit protocol
 //!
-//! - `exit(code)` on any PE: its process sends `Exit(code)` to every other
-//!   process, which then ends its PEs as a local `exit` would.
-//! - A process whose PEs have all finished sends `Bye` to every other one,
-//!   then keeps receiving (messages for its finished PEs are dropped, as in
-//!   an in-process job) until it has a `Bye` from every other process. All
-//!   it was sent arrived before that `Bye` (frames of a VC are ordered), so
-//!   nothing in flight is lost. Then it terminates its VCs and exits.
+//! - `exit(code)` on any PE: its process floods `Exit(code)` over the tree;
+//!   every process ends its PEs as a local `exit` would.
+//! - A process whose PEs have all finished waits until nothing it sent is
+//!   queued (every VC it used is then known to both ends), then takes part
+//!   in the end barrier (`Done` up the tree, `AllDone` down). Released, it
+//!   sends `Bye` on each VC it has ([`NetModule::connected_peers`]: the
+//!   same set at both ends of each VC by then) and keeps receiving
+//!   (messages for its finished PEs are dropped, as in an in-process job)
+//!   until it has a `Bye` on each. All it was sent arrived before that
+//!   `Bye` (frames of a VC are ordered), so nothing in flight is lost.
+//!   Then it terminates those VCs and exits.
 //! - A connection that breaks before the peer's `Bye`, or bytes that are not
 //!   a frame stream, are a fault: the process prints which process (and so
-//!   which PEs) was lost and why, tells the others (`Abort`), and exits with
+//!   which PEs) was lost and why, tells the processes it has VCs with
+//!   (`Abort`) and its launcher, which tells the others, and exits with
 //!   code 1. An `Abort` from a peer ends the receiver the same way.
 //!
 //! # Concurrency protocol
@@ -65,6 +81,7 @@
 //! the module's check period (`NetModule::watch_check`: 1 ms, tcp 100 µs),
 //! or at once when a PE parks ([`Network::pe_parking`]).
 use crate::sync::lock;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
@@ -74,10 +91,12 @@ use crate::msg::handler::HandlerIdent;
 use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{MSG_HEADER_SIZE, Message};
 use crate::net::frame::{FrameHeader, FrameKind, MessageBuffers};
+use crate::net::netmod::NetError;
 use crate::net::netmod::{NetModule, PollDir, SendData, SendRequest, Upcalls};
 use crate::proc::exit::{ABORT_EXIT_CODE, Culprit, Ending};
 use crate::proc::topology::Topology;
 use crate::rt::persistent::FLAG_PERSISTENT;
+use crate::rt::process_tree::{EndBarrier, EndSend, Flood, HandlerEntry, HandlerRef, ProcessTree};
 
 /// Frame flag of a `Message` frame: `tag` is a node, not a PE.
 pub(crate) const FLAG_NODE: u8 = 1;
@@ -92,13 +111,18 @@ enum Control {
     Bye = 2,
     /// The sender is ending the job abnormally; UTF-8 text follows.
     Abort = 3,
-    /// The sender's handler table: a u32 count, then per index a u64 hash
-    /// of the handler's type, a u32 name length and the name (UTF-8).
+    /// The sender's reference handler table: a u32 count, then per index
+    /// a u64 hash of the handler's type, the u32 process it came from, a
+    /// u32 name length and the name (UTF-8).
     Handlers = 4,
     /// A piece of the sender's part of the timeline trace (`+trace`), for
     /// process 0: the bytes follow. The pieces of one process come in
     /// order, before its `Bye`.
     TracePart = 5,
+    /// The sender and its subtree of processes are done (end barrier).
+    Done = 6,
+    /// Every process is done (end barrier, down the tree).
+    AllDone = 7,
 }
 
 /// Largest piece of a trace part in one `TracePart` frame.
@@ -128,18 +152,6 @@ fn check_trace_piece(me: usize, have: usize, piece: usize, limit: usize) -> Resu
         ));
     }
     Ok(())
-}
-
-/// One registered handler as the processes compare them: a hash of its
-/// type, and its name for the error message.
-type HandlerEntry = (u64, String);
-
-/// The handler tables a process compares (see "Handler tables").
-#[derive(Default)]
-struct HandlerTables {
-    own: Vec<HandlerEntry>,
-    /// The last table each peer sent (empty until it sends one).
-    peers: Vec<Vec<HandlerEntry>>,
 }
 
 /// What the process layer needs of the job it delivers into: the only way
@@ -172,24 +184,35 @@ struct Shared {
     /// Bytes of messages delivered to this process's inboxes and not yet
     /// taken by their PE (flow control: see "Flow control").
     in_flight: AtomicUsize,
-    /// The modules and routes, to tell the others about an abort.
+    /// The modules and routes: what this layer's own packets go through.
     links: OnceLock<Links<Weak<dyn NetModule>>>,
-    handlers: Mutex<HandlerTables>,
+    /// The spanning tree of processes this layer's protocol travels.
+    tree: ProcessTree,
+    /// The exit flood (see "Exit protocol").
+    exit_flood: Mutex<Flood>,
+    handlers: Mutex<HandlerRef>,
+    /// Every process's business card, by number, on demand.
+    cards: CardSource,
     /// Per peer, the bytes of its trace part received so far (process 0
     /// only; see `Control::TracePart`).
-    trace_parts: Mutex<Vec<Vec<u8>>>,
+    trace_parts: Mutex<HashMap<usize, Vec<u8>>>,
     /// The most bytes a peer's trace part may hold (0: the job records
     /// no trace or stats, so none may come; see [`Network::expect_trace_parts`]).
     trace_limit: AtomicUsize,
 }
 
-#[derive(Default)]
 struct State {
     /// Peers whose `Bye` arrived.
-    bye: Vec<bool>,
+    bye: HashSet<usize>,
     /// Peers whose VC finished terminating.
-    terminated: Vec<bool>,
+    terminated: HashSet<usize>,
+    /// The end barrier (see "Exit protocol").
+    end: EndBarrier,
 }
+
+/// Where the process layer gets a peer's business card from (the job's
+/// bootstrap): process number to card, or why not.
+pub(crate) type CardSource = Box<dyn Fn(usize) -> Result<String, String> + Send + Sync>;
 
 /// The modules of a process, and which one carries the VC to each peer.
 pub(crate) struct Links<M> {
@@ -331,25 +354,105 @@ impl Shared {
         self.tell_abort(ending.reason, skip);
     }
 
-    /// Sends `Abort(text)` to every peer but `skip`, best effort.
+    /// Sends `Abort(text)` to every peer it has a VC with but `skip`,
+    /// best effort (the launcher tells the others).
     fn tell_abort(&self, text: &str, skip: Option<usize>) {
         let Some(links) = self.links.get() else {
             return;
         };
         let mut body = vec![Control::Abort as u8];
         body.extend_from_slice(text.as_bytes());
-        for peer in (0..self.topo.num_nodes()).filter(|&p| p != self.me && Some(p) != skip) {
-            let Some(module) = links.to(peer).upgrade() else {
-                continue;
+        for module in links.parts.iter().filter_map(Weak::upgrade) {
+            for peer in module.connected_peers() {
+                if Some(peer) == skip
+                    || links
+                        .to(peer)
+                        .upgrade()
+                        .is_none_or(|m| !Arc::ptr_eq(&m, &module))
+                {
+                    continue;
+                }
+                let _ = module.istart_contig(
+                    peer,
+                    control_header(self.me, &body),
+                    SendData::Bytes(body.clone()),
+                );
+                // Drains what is queued as far as the socket takes it, then
+                // closes: the peer reads the `Abort` before the end of stream.
+                module.vc_terminate(peer);
+            }
+        }
+    }
+
+    /// Sends one of this layer's packets to `peer` (connecting the VC if
+    /// it has none). A failure is a fault unless the process is ending.
+    fn send_control(&self, peer: usize, body: Vec<u8>) {
+        let Some(module) = self.links.get().and_then(|l| l.to(peer).upgrade()) else {
+            return;
+        };
+        let header = control_header(self.me, &body);
+        if let Err(e) = module.istart_contig(peer, header, SendData::Bytes(body)) {
+            self.send_failed(peer, &e.what);
+        }
+    }
+
+    /// A send to `peer` failed: a fault, unless this process is ending
+    /// anyway (its connections are being closed) or the peer said goodbye.
+    fn send_failed(&self, peer: usize, why: &str) {
+        if crate::proc::exit::is_dying()
+            || self.closing.load(Ordering::Acquire)
+            || lock(&self.state).bye.contains(&peer)
+        {
+            return;
+        }
+        self.fault(peer, why)
+    }
+
+    /// Sends what the end barrier says.
+    fn send_end(&self, sends: Vec<EndSend>) {
+        for send in sends {
+            let (to, op) = match send {
+                EndSend::Done(to) => (to, Control::Done),
+                EndSend::AllDone(to) => (to, Control::AllDone),
             };
-            let _ = module.istart_contig(
-                peer,
-                control_header(self.me, &body),
-                SendData::Bytes(body.clone()),
-            );
-            // Drains what is queued as far as the socket takes it, then
-            // closes: the peer reads the `Abort` before the end of stream.
-            module.vc_terminate(peer);
+            self.send_control(to, vec![op as u8]);
+        }
+    }
+
+    /// The exit flood reached this process from `from` (`None`: it starts
+    /// here): passes it on, the first time.
+    fn flood_exit(&self, code: i32, from: Option<usize>) {
+        let to = lock(&self.exit_flood).reach(&self.tree, from);
+        let mut body = vec![Control::Exit as u8];
+        body.extend_from_slice(&code.to_le_bytes());
+        for peer in to {
+            self.send_control(peer, body.clone());
+        }
+    }
+
+    /// Merges `table` (from `from`; `None`: this process's own) into the
+    /// reference table and passes the reference on if it grew; a
+    /// difference ends the job.
+    fn merge_handlers(&self, table: &[HandlerEntry], from: Option<usize>) {
+        let mut reference = lock(&self.handlers);
+        match reference.merge(table) {
+            Ok(false) => {}
+            Ok(true) => {
+                let body = encode_handlers(reference.entries());
+                drop(reference);
+                for peer in self.tree.neighbours().filter(|&n| Some(n) != from) {
+                    self.send_control(peer, body.clone());
+                }
+            }
+            Err(m) => {
+                drop(reference);
+                self.handler_mismatch(
+                    m.at,
+                    (m.ours.origin, &m.ours.name),
+                    (m.theirs.origin, &m.theirs.name),
+                    from,
+                )
+            }
         }
     }
 
@@ -409,37 +512,62 @@ impl Shared {
         match body.first().copied() {
             Some(op) if op == Control::Exit as u8 && body.len() == 5 => {
                 let code = i32::from_le_bytes(body[1..5].try_into().expect("4 bytes"));
+                self.flood_exit(code, Some(peer));
                 if let Some(job) = self.job.get().and_then(Weak::upgrade) {
                     job.request_exit(code);
                 }
             }
             Some(op) if op == Control::Bye as u8 && body.len() == 1 => {
-                lock(&self.state).bye[peer] = true;
+                lock(&self.state).bye.insert(peer);
                 self.changed.notify_all();
             }
-            Some(op) if op == Control::Handlers as u8 => match decode_handlers(&body[1..]) {
-                Some(table) => {
-                    let mut tables = lock(&self.handlers);
-                    let mismatch = compare_handlers(&tables.own, &table);
-                    // A table only grows (at its end): the longer is newer.
-                    if table.len() >= tables.peers[peer].len() {
-                        tables.peers[peer] = table;
-                    }
-                    drop(tables);
-                    if let Some((k, mine, theirs)) = mismatch {
-                        self.handler_mismatch(k, (self.me, &mine), (peer, &theirs), Some(peer));
-                    }
+            Some(op) if op == Control::Done as u8 && body.len() == 1 => {
+                if !self.tree.children().any(|c| c == peer) {
+                    self.fault(
+                        peer,
+                        "a `Done` from a process that is not a child in the tree",
+                    );
                 }
-                None => self.fault(
-                    peer,
-                    &format!("malformed handler table of {} bytes", body.len()),
-                ),
-            },
+                let sends = lock(&self.state).end.child_done();
+                match sends {
+                    Ok(sends) => {
+                        self.send_end(sends);
+                        self.changed.notify_all();
+                    }
+                    Err(why) => self.fault(peer, &why),
+                }
+            }
+            Some(op) if op == Control::AllDone as u8 && body.len() == 1 => {
+                if self.tree.parent() != Some(peer) {
+                    self.fault(
+                        peer,
+                        "an `AllDone` from a process that is not the parent in the tree",
+                    );
+                }
+                let sends = lock(&self.state).end.all_done();
+                match sends {
+                    Ok(sends) => {
+                        self.send_end(sends);
+                        self.changed.notify_all();
+                    }
+                    Err(why) => self.fault(peer, &why),
+                }
+            }
+            Some(op) if op == Control::Handlers as u8 => {
+                match decode_handlers(&body[1..], self.topo.num_nodes()) {
+                    Some(table) => self.merge_handlers(&table, Some(peer)),
+                    None => self.fault(
+                        peer,
+                        &format!("malformed handler table of {} bytes", body.len()),
+                    ),
+                }
+            }
             Some(op) if op == Control::TracePart as u8 => {
                 let mut parts = lock(&self.trace_parts);
                 let limit = self.trace_limit.load(Ordering::Relaxed);
-                match check_trace_piece(self.me, parts[peer].len(), body.len() - 1, limit) {
-                    Ok(()) => parts[peer].extend_from_slice(&body[1..]),
+                let have = parts.get(&peer).map_or(0, Vec::len);
+                match check_trace_piece(self.me, have, body.len() - 1, limit) {
+                    Ok(()) => parts.entry(peer).or_default().extend_from_slice(&body[1..]),
                     Err(why) => {
                         drop(parts);
                         self.fault(peer, &format!("malformed trace part: {why}"));
@@ -486,15 +614,6 @@ impl Shared {
     }
 }
 
-/// The first registered position where two tables differ, on the positions
-/// both have: the position and the two handlers' names.
-fn compare_handlers(a: &[HandlerEntry], b: &[HandlerEntry]) -> Option<(usize, String, String)> {
-    a.iter()
-        .zip(b)
-        .position(|(x, y)| x.0 != y.0)
-        .map(|k| (k, a[k].1.clone(), b[k].1.clone()))
-}
-
 /// A handler type's hash: the same in every process of the job (one
 /// binary), whatever the process.
 fn handler_hash(ident: &HandlerIdent) -> u64 {
@@ -506,35 +625,43 @@ fn handler_hash(ident: &HandlerIdent) -> u64 {
     h.finish()
 }
 
-fn encode_handlers(table: &[HandlerEntry]) -> Vec<u8> {
+/// The body of a `Handlers` packet carrying `table` (`rt::scale_model`
+/// counts its bytes with it).
+pub(super) fn encode_handlers(table: &[HandlerEntry]) -> Vec<u8> {
     let mut body = vec![Control::Handlers as u8];
     body.extend_from_slice(&(table.len() as u32).to_le_bytes());
-    for (hash, name) in table {
-        body.extend_from_slice(&hash.to_le_bytes());
-        body.extend_from_slice(&(name.len() as u32).to_le_bytes());
-        body.extend_from_slice(name.as_bytes());
+    for e in table {
+        body.extend_from_slice(&e.hash.to_le_bytes());
+        body.extend_from_slice(&(e.origin as u32).to_le_bytes());
+        body.extend_from_slice(&(e.name.len() as u32).to_le_bytes());
+        body.extend_from_slice(e.name.as_bytes());
     }
     body
 }
 
-/// Decodes a `Handlers` body (after its first byte); `None` if malformed.
-fn decode_handlers(mut b: &[u8]) -> Option<Vec<HandlerEntry>> {
+/// Decodes a `Handlers` body (after its first byte) of a job of `nodes`
+/// processes; `None` if malformed.
+fn decode_handlers(mut b: &[u8], nodes: usize) -> Option<Vec<HandlerEntry>> {
     fn take<'a>(b: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
         let (head, rest) = (b.len() >= n).then(|| b.split_at(n))?;
         *b = rest;
         Some(head)
     }
     let count = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
-    // Each entry takes at least 12 bytes: no allocation beyond the body.
-    if count > b.len() / 12 {
+    // Each entry takes at least 16 bytes: no allocation beyond the body.
+    if count > b.len() / 16 {
         return None;
     }
     let mut table = Vec::with_capacity(count);
     for _ in 0..count {
         let hash = u64::from_le_bytes(take(&mut b, 8)?.try_into().ok()?);
+        let origin = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
         let len = u32::from_le_bytes(take(&mut b, 4)?.try_into().ok()?) as usize;
         let name = String::from_utf8_lossy(take(&mut b, len)?).into_owned();
-        table.push((hash, name));
+        if origin >= nodes {
+            return None;
+        }
+        table.push(HandlerEntry { hash, name, origin });
     }
     b.is_empty().then_some(table)
 }
@@ -613,7 +740,7 @@ impl Upcalls for Shared {
     }
 
     fn vc_terminated(&self, peer: usize) {
-        lock(&self.state).terminated[peer] = true;
+        lock(&self.state).terminated.insert(peer);
         self.changed.notify_all();
     }
 
@@ -637,13 +764,26 @@ impl Upcalls for Shared {
         Some(crate::rt::persistent::receivers().clone())
     }
 
+    fn peer_card(&self, peer: usize, prefix: &str) -> Result<String, NetError> {
+        let card = (self.cards)(peer).map_err(|why| NetError::peer(peer, why))?;
+        card.split(',')
+            .find(|part| part.starts_with(prefix))
+            .map(str::to_string)
+            .ok_or_else(|| {
+                NetError::peer(
+                    peer,
+                    format!("its business card `{card}` has no `{prefix}` part"),
+                )
+            })
+    }
+
     fn room(&self) -> bool {
         self.in_flight.load(Ordering::Acquire) <= RECV_BUDGET
             || self.draining.load(Ordering::Acquire)
     }
 
     fn vc_failed(&self, peer: usize, why: String) {
-        if lock(&self.state).bye[peer] || self.closing.load(Ordering::Acquire) {
+        if lock(&self.state).bye.contains(&peer) || self.closing.load(Ordering::Acquire) {
             // It said goodbye first: a close now is the end, not a fault.
             return;
         }
@@ -656,11 +796,16 @@ impl Network {
     /// process), over `links`; `set_upcalls` gets the upcalls to give every
     /// module before its VCs are connected. `label` names the job's modules
     /// for the startup line.
+    /// The protocol's spanning tree of processes has branching factor
+    /// `branch`; `cards` gives a peer's business card when a module first
+    /// connects to it.
     pub fn new(
         me: usize,
         topo: Topology,
         links: Links<Arc<dyn NetModule>>,
         label: String,
+        branch: usize,
+        cards: CardSource,
         set_upcalls: impl FnOnce(Arc<dyn Upcalls>),
     ) -> Network {
         // Messages between two PEs must arrive in the order sent; this layer
@@ -674,24 +819,26 @@ impl Network {
         }
         assert_eq!(links.route.len(), topo.num_nodes(), "a route per process");
         let nodes = topo.num_nodes();
+        let tree = ProcessTree::new(nodes, branch, me);
         let shared = Arc::new(Shared {
             me,
             topo,
             job: OnceLock::new(),
             state: Mutex::new(State {
-                bye: vec![false; nodes],
-                terminated: vec![false; nodes],
+                bye: HashSet::new(),
+                terminated: HashSet::new(),
+                end: EndBarrier::new(tree),
             }),
             changed: Condvar::new(),
             closing: AtomicBool::new(false),
             draining: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             links: OnceLock::new(),
-            handlers: Mutex::new(HandlerTables {
-                own: Vec::new(),
-                peers: vec![Vec::new(); nodes],
-            }),
-            trace_parts: Mutex::new(vec![Vec::new(); nodes]),
+            tree,
+            exit_flood: Mutex::new(Flood::default()),
+            handlers: Mutex::new(HandlerRef::default()),
+            cards,
+            trace_parts: Mutex::new(HashMap::new()),
             trace_limit: AtomicUsize::new(0),
         });
         let _ = shared.links.set(Links {
@@ -811,23 +958,9 @@ impl Network {
         }
     }
 
-    fn send_frame(&self, peer: usize, header: FrameHeader, data: SendData) {
-        if let Err(e) = self.module(peer).istart_contig(peer, header, data) {
-            self.send_failed(peer, &e.what);
-        }
-    }
-
-    /// A send to `peer` failed: a fault, unless this process is ending
-    /// anyway (its connections are being closed) or the peer said goodbye.
+    /// A send to `peer` failed: see [`Shared::send_failed`].
     fn send_failed(&self, peer: usize, why: &str) {
-        let s = &self.shared;
-        if crate::proc::exit::is_dying()
-            || s.closing.load(Ordering::Acquire)
-            || lock(&s.state).bye[peer]
-        {
-            return;
-        }
-        s.fault(peer, why)
+        self.shared.send_failed(peer, why)
     }
 
     /// Sends `msg` to PE `dest` of another process. Its sender, as
@@ -985,40 +1118,31 @@ impl Network {
     }
 
     fn send_control(&self, peer: usize, body: Vec<u8>) {
-        let header = control_header(self.shared.me, &body);
-        self.send_frame(peer, header, SendData::Bytes(body));
+        self.shared.send_control(peer, body)
     }
 
-    fn peers(&self) -> impl Iterator<Item = usize> + use<> {
-        let me = self.shared.me;
-        (0..self.shared.topo.num_nodes()).filter(move |&p| p != me)
+    /// The peers this process has a VC with, in every module.
+    fn connected_peers(&self) -> Vec<usize> {
+        let mut peers: Vec<usize> = self.modules().flat_map(|m| m.connected_peers()).collect();
+        peers.sort_unstable();
+        peers.dedup();
+        peers
     }
 
     /// This process's handler table grew to `table` (registered
-    /// positions): compares it with the peers' and sends it to them.
+    /// positions): merges it into the reference table, which goes to the
+    /// tree neighbours if it grew (see "Handler tables").
     pub fn handlers_registered(&self, table: &[HandlerIdent]) {
+        let me = self.shared.me;
         let own: Vec<HandlerEntry> = table
             .iter()
-            .map(|ident| (handler_hash(ident), ident.name.to_string()))
+            .map(|ident| HandlerEntry {
+                hash: handler_hash(ident),
+                name: ident.name.to_string(),
+                origin: me,
+            })
             .collect();
-        let body = encode_handlers(&own);
-        let mut tables = lock(&self.shared.handlers);
-        let mismatch = tables.peers.iter().enumerate().find_map(|(peer, theirs)| {
-            compare_handlers(&own, theirs).map(|(k, mine, other)| (k, mine, peer, other))
-        });
-        // Two PEs may publish at once; a table only grows, so the longer is
-        // the newer.
-        if own.len() >= tables.own.len() {
-            tables.own = own;
-        }
-        drop(tables);
-        if let Some((k, mine, peer, theirs)) = mismatch {
-            self.shared
-                .handler_mismatch(k, (self.shared.me, &mine), (peer, &theirs), None);
-        }
-        for peer in self.peers() {
-            self.send_control(peer, body.clone());
-        }
+        self.shared.merge_handlers(&own, None);
     }
 
     /// The job records a trace or stats (process 0 gathers them): a
@@ -1043,36 +1167,60 @@ impl Network {
     /// process; empty for a process that sent none.
     pub fn take_trace_parts(&self) -> Vec<(usize, Vec<u8>)> {
         let mut parts = lock(&self.shared.trace_parts);
-        self.peers()
-            .map(|p| (p, std::mem::take(&mut parts[p])))
+        let me = self.shared.me;
+        (0..self.shared.topo.num_nodes())
+            .filter(|&p| p != me)
+            .map(|p| (p, parts.remove(&p).unwrap_or_default()))
             .collect()
     }
 
-    /// `exit(code)` was called here: every other process ends its PEs too.
+    /// `exit(code)` was called here: every other process ends its PEs too
+    /// (the exit flood).
     pub fn broadcast_exit(&self, code: i32) {
-        let mut body = vec![Control::Exit as u8];
-        body.extend_from_slice(&code.to_le_bytes());
-        for peer in self.peers() {
-            self.send_control(peer, body.clone());
-        }
+        self.shared.flood_exit(code, None);
     }
 
     /// Ends this process's part of the network once its PEs have all
-    /// finished: the `Bye` exchange of the module comment, then the VCs are
-    /// terminated and the progress thread stopped.
+    /// finished: the end barrier and the `Bye` exchange of the module
+    /// comment, then the VCs are terminated and the progress threads
+    /// stopped.
     pub fn shutdown(&self) {
-        self.shared.draining.store(true, Ordering::Release);
+        let shared = &self.shared;
+        shared.draining.store(true, Ordering::Release);
         self.modules().for_each(|m| m.resume_receiving());
-        for peer in self.peers() {
-            self.send_control(peer, vec![Control::Bye as u8]);
+        // Nothing this process sent may still wait for its connection, nor
+        // be queued: every VC it used is then known to the peer before the
+        // barrier lets it end.
+        let mut pause = Duration::from_micros(20);
+        loop {
+            self.flush();
+            if self.modules().all(|m| !m.has_queued() && m.settled()) {
+                break;
+            }
+            self.pe_parking();
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(1));
         }
+        let sends = lock(&shared.state).end.own_done();
+        shared.send_end(sends);
         // No PE polls from here on: the progress threads watch at once
-        // (else the peers' Byes wait up to a check period, 1 ms, for one
+        // (else the peers' packets wait up to a check period, 1 ms, for one
         // to look; measured on every job's end).
         self.pe_parking();
-        let shared = &self.shared;
         let mut state = lock(&shared.state);
-        while !self.peers().all(|p| state.bye[p]) {
+        while !state.end.released() {
+            state = shared
+                .changed
+                .wait(state)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        drop(state);
+        let peers = self.connected_peers();
+        for &peer in &peers {
+            self.send_control(peer, vec![Control::Bye as u8]);
+        }
+        let mut state = lock(&shared.state);
+        while !peers.iter().all(|p| state.bye.contains(p)) {
             state = shared
                 .changed
                 .wait(state)
@@ -1080,7 +1228,7 @@ impl Network {
         }
         drop(state);
         shared.closing.store(true, Ordering::Release);
-        for peer in self.peers() {
+        for &peer in &peers {
             self.module(peer).vc_terminate(peer);
         }
         // Both sides close after their Byes. A VC terminates once what was
@@ -1089,14 +1237,14 @@ impl Network {
         // after it); a peer that dies instead is reported by the launcher,
         // which ends this process. So the wait needs no deadline.
         let mut state = lock(&shared.state);
-        while !self.peers().all(|p| state.terminated[p]) {
+        while !peers.iter().all(|p| state.terminated.contains(p)) {
             state = shared
                 .changed
                 .wait(state)
                 .unwrap_or_else(|e| e.into_inner());
         }
         drop(state);
-        for peer in self.peers() {
+        for &peer in &peers {
             self.module(peer).vc_destroy(peer);
         }
         self.stop.store(true, Ordering::Release);
@@ -1175,22 +1323,29 @@ mod tests {
 
     #[test]
     fn handler_tables_round_trip_and_malformed_ones_are_refused() {
-        let table: Vec<HandlerEntry> = vec![
-            (1, "a".into()),
-            (u64::MAX, "b::c".into()),
-            (7, String::new()),
+        let entry = |hash, name: &str, origin| HandlerEntry {
+            hash,
+            name: name.into(),
+            origin,
+        };
+        let table = vec![
+            entry(1, "a", 0),
+            entry(u64::MAX, "b::c", 3),
+            entry(7, "", 2),
         ];
         let body = encode_handlers(&table);
         assert_eq!(body[0], Control::Handlers as u8);
-        assert_eq!(decode_handlers(&body[1..]), Some(table.clone()));
+        assert_eq!(decode_handlers(&body[1..], 4), Some(table.clone()));
         for cut in 0..body.len() - 1 {
-            assert_eq!(decode_handlers(&body[1..=cut]), None, "cut at {cut}");
+            assert_eq!(decode_handlers(&body[1..=cut], 4), None, "cut at {cut}");
         }
         let mut long = body.clone();
         long.push(0);
-        assert_eq!(decode_handlers(&long[1..]), None, "trailing bytes");
+        assert_eq!(decode_handlers(&long[1..], 4), None, "trailing bytes");
+        // An origin that is no process of the job.
+        assert_eq!(decode_handlers(&body[1..], 3), None);
         // A huge count is refused before anything is allocated.
-        assert_eq!(decode_handlers(&u32::MAX.to_le_bytes()), None);
+        assert_eq!(decode_handlers(&u32::MAX.to_le_bytes(), 4), None);
     }
 
     #[test]
@@ -1216,19 +1371,6 @@ mod tests {
         assert!(
             closed.contains(&format!("persistent channel {channel}, which is not open")),
             "{closed}"
-        );
-    }
-
-    #[test]
-    fn tables_are_compared_on_their_common_positions() {
-        let a: Vec<HandlerEntry> = vec![(1, "one".into()), (2, "two".into())];
-        let b: Vec<HandlerEntry> = vec![(1, "one".into())];
-        assert_eq!(compare_handlers(&a, &b), None);
-        assert_eq!(compare_handlers(&b, &a), None);
-        let c: Vec<HandlerEntry> = vec![(1, "one".into()), (3, "three".into()), (4, "x".into())];
-        assert_eq!(
-            compare_handlers(&a, &c),
-            Some((1, "two".to_string(), "three".to_string()))
         );
     }
 }

@@ -266,6 +266,21 @@ pub fn child(name: &str, _args: &[String]) -> Option<i32> {
             let msgs: usize = arg(&a, 1, 3000);
             run(move |_| exit_race(code, msgs))
         }
+        // Hand-made processes (see `hand_made_join`): process 1 asks for
+        // process 0's card, then for process ASK's (none of the job); every
+        // process prints what the launcher tells it after `go`.
+        "lx_whois_stranger" => {
+            let ask: usize = arg(&a, 0, 7);
+            whois_stranger(ask)
+        }
+        // Hand-made processes: process 0's card is CARD_LEN bytes; process
+        // 1 asks for it N times without reading, then reads every answer
+        // and checks each is whole.
+        "lx_whois_flood" => {
+            let n: usize = arg(&a, 0, 20_000);
+            let card_len: usize = arg(&a, 1, launch_wire::MAX_CARD);
+            whois_flood(n, card_len)
+        }
         // For the fake launcher: joins and leaves at once.
         "lx_join" => {
             converse::converse_init(
@@ -279,6 +294,109 @@ pub fn child(name: &str, _args: &[String]) -> Option<i32> {
         _ => return None,
     };
     Some(code)
+}
+
+/// Joins the job of `convrun` by hand, as the runtime would but without
+/// it: connects to the launcher, proves the job key in its hello (with
+/// `card` as its card), checks the welcome and waits for `go`. Returns the
+/// link and its reading side.
+fn hand_made_join(card: &str) -> (std::net::TcpStream, BufReader<std::net::TcpStream>) {
+    use launch_wire::{Card, JobKey, Nonce, ToLauncher, ToProcess};
+    let launcher = std::env::var("CONVERSE_LAUNCHER").expect("started by convrun");
+    let key =
+        JobKey::from_hex(&std::env::var("CONVERSE_JOB_KEY").expect("the key")).expect("a key");
+    let node = node_env();
+    let mut link = std::net::TcpStream::connect(&launcher).expect("the launcher");
+    link.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut reader = BufReader::new(link.try_clone().unwrap());
+    let mut next = || {
+        let mut line = String::new();
+        reader
+            .read_line(&mut line)
+            .expect("a line from the launcher");
+        ToProcess::parse(&line).unwrap_or_else(|e| panic!("`{line}`: {e}"))
+    };
+    let ToProcess::Challenge(challenge) = next() else {
+        panic!("no challenge first")
+    };
+    let nonce = Nonce::generate().unwrap();
+    let pid = std::process::id();
+    let hello = ToLauncher::Hello {
+        node,
+        pid,
+        card: Card::new(card).unwrap(),
+        nonce,
+        proof: key.hello_proof(&challenge, &nonce, node, pid, card),
+    };
+    link.write_all(hello.encode().as_bytes()).unwrap();
+    match next() {
+        ToProcess::Welcome(proof) if key.verify_welcome(&challenge, &nonce, node, &proof) => {}
+        other => panic!("not a welcome that holds: {other:?}"),
+    }
+    assert_eq!(next(), ToProcess::Go, "`go` after the welcome");
+    (link, reader)
+}
+
+/// The card of hand-made process `node`.
+fn hand_made_card(node: usize) -> String {
+    format!("hand-made:{node}")
+}
+
+/// See `lx_whois_stranger`.
+fn whois_stranger(ask: usize) -> i32 {
+    let node = node_env();
+    let (mut link, mut reader) = hand_made_join(&hand_made_card(node));
+    if node == 1 {
+        // One write: the launcher reads both before it answers.
+        write!(link, "whois 0\nwhois {ask}\n").unwrap();
+    }
+    loop {
+        let mut line = String::new();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return 0,
+            Ok(_) => {
+                println!("told {node}: {}", line.trim_end());
+                if line.starts_with("abort") {
+                    return 0;
+                }
+            }
+        }
+    }
+}
+
+/// See `lx_whois_flood`.
+fn whois_flood(n: usize, card_len: usize) -> i32 {
+    let node = node_env();
+    let card = format!("{:x<card_len$}", hand_made_card(node));
+    let (mut link, mut reader) = hand_made_join(&card);
+    if node == 1 {
+        // Asked from another thread: the launcher stops reading requests
+        // while this one's answers wait, and the answers are read here.
+        let mut asker = link.try_clone().unwrap();
+        let asking = std::thread::spawn(move || {
+            asker.write_all("whois 0\n".repeat(n).as_bytes()).unwrap();
+        });
+        // Not reading for a moment: the launcher's socket fills and takes
+        // the answers a piece at a time.
+        std::thread::sleep(Duration::from_millis(300));
+        let want = format!("card 0 {:x<card_len$}\n", hand_made_card(0));
+        let mut whole = 0;
+        let mut line = String::new();
+        for _ in 0..n {
+            line.clear();
+            reader.read_line(&mut line).expect("an answer");
+            if line == want {
+                whole += 1;
+            } else {
+                println!("not the answer: {line:?}");
+            }
+        }
+        asking.join().unwrap();
+        println!("answers {whole} of {n} whole");
+    }
+    link.write_all(b"end\n").unwrap();
+    0
 }
 
 /// Plays an attacker who found the launcher's port while process 0 is
@@ -801,6 +919,33 @@ fn launcher_exit_first_nonzero() {
         LIMIT,
     );
     f.expect_code(9);
+}
+
+/// A process that asks for the card of a process the job does not have
+/// ends the job: `convrun` names it and the bad number, tells every
+/// process why (the asker too, after the answer to its valid request
+/// before), and exits with 1.
+fn launcher_whois_stranger() {
+    let me = me();
+    let f = convrun(&["+p", "2", &me, "lx_whois_stranger", "7"], LIMIT);
+    f.expect_code(1);
+    let why = "process 1 (PE 1) asked for the business card of process 7, but the job's processes are 0 to 1";
+    f.expect_err_line(&format!("convrun: {why}; ending the job"));
+    f.expect_line("told 1: card 0 hand-made:0");
+    f.expect_line(&format!("told 1: abort {why}"));
+    f.expect_line(&format!("told 0: abort {why}"));
+    // The asker is the culprit, reported once; nobody else is blamed.
+    assert_eq!(f.stderr.matches("convrun: ").count(), 1, "{}", f.stderr);
+}
+
+/// A process that asks faster than it reads gets every answer, whole and in
+/// order: what its socket does not take waits in the launcher's queue for
+/// that link (and the launcher reads no more requests of it meanwhile).
+fn launcher_whois_answers_are_whole() {
+    let me = me();
+    let f = convrun(&["+p", "2", &me, "lx_whois_flood", "20000"], LIMIT);
+    f.expect_code(0);
+    f.expect_line("answers 20000 of 20000 whole");
 }
 
 /// Connections that say nothing to the launcher delay no process's hello:
@@ -1399,6 +1544,36 @@ fn fake_finish(mut child: Child, limit: Duration) -> (Option<i32>, String, Durat
     (status.code(), reader.join().unwrap(), start.elapsed())
 }
 
+/// After the welcome, plays the launcher's side of a started job on `link`:
+/// says `go`, then answers each `whois N` with `cards[N]` (a number beyond
+/// them gets no answer). Returns the numbers asked for, once the process
+/// closed the link.
+fn fake_serve(
+    mut link: std::net::TcpStream,
+    cards: Vec<String>,
+) -> std::thread::JoinHandle<Vec<usize>> {
+    use launch_wire::{Card, ToLauncher, ToProcess};
+    std::thread::spawn(move || {
+        link.set_read_timeout(None).unwrap();
+        link.write_all(ToProcess::Go.encode().as_bytes()).unwrap();
+        let mut asked = Vec::new();
+        let mut lines = BufReader::new(link.try_clone().unwrap()).lines();
+        while let Some(Ok(line)) = lines.next() {
+            if let Ok(ToLauncher::WhoIs(node)) = ToLauncher::parse(&line) {
+                asked.push(node);
+                if let Some(card) = cards.get(node) {
+                    let answer = ToProcess::Card {
+                        node,
+                        card: Card::new(card.as_str()).unwrap(),
+                    };
+                    let _ = link.write_all(answer.encode().as_bytes());
+                }
+            }
+        }
+        asked
+    })
+}
+
 fn dead_port() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     l.local_addr().unwrap().port()
@@ -1407,40 +1582,46 @@ fn dead_port() -> u16 {
 fn fault_refuse_connection() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let child = start_fake(&listener, 1, 2, 10);
-    let (mut link, card) = fake_hello(&listener, 1, &child);
+    let (link, card) = fake_hello(&listener, 1, &child);
     let t = Instant::now();
-    writeln!(link, "cards tcp:127.0.0.1:{} {card}", dead_port()).unwrap();
+    let served = fake_serve(link, vec![format!("tcp:127.0.0.1:{}", dead_port()), card]);
     let (code, stderr, _) = fake_finish(child, Duration::from_secs(10));
     let took = t.elapsed();
+    assert_eq!(served.join().unwrap(), [0], "it asks for its peer's card");
     assert!(matches!(code, Some(c) if c != 0), "exit {code:?}\n{stderr}");
     assert!(took < Duration::from_secs(5), "took {took:?}\n{stderr}");
     assert!(
         stderr.contains("process 0") && stderr.contains("cannot connect"),
         "stderr does not name process 0 and `cannot connect`:\n{stderr}"
     );
-    drop(link);
 }
 
+/// A peer whose address takes the connection but never answers the
+/// handshake (a process frozen, or something else on its port) is named
+/// once the connection's time (`++timeout`) is up.
 fn fault_peer_never_connects() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    // Somewhere process 1 could be listening; it never connects.
+    // Where process 0 could be listening; it never answers.
     let other = TcpListener::bind("127.0.0.1:0").unwrap();
     let t = Instant::now();
-    let child = start_fake(&listener, 0, 2, 2);
-    let (mut link, card) = fake_hello(&listener, 0, &child);
-    writeln!(link, "cards {card} tcp:{}", other.local_addr().unwrap()).unwrap();
+    let child = start_fake(&listener, 1, 2, 2);
+    let (link, card) = fake_hello(&listener, 1, &child);
+    let served = fake_serve(
+        link,
+        vec![format!("tcp:{}", other.local_addr().unwrap()), card],
+    );
     let (code, stderr, _) = fake_finish(child, Duration::from_secs(10));
     let took = t.elapsed();
+    assert_eq!(served.join().unwrap(), [0], "it asks for its parent's card");
     assert!(matches!(code, Some(c) if c != 0), "exit {code:?}\n{stderr}");
     assert!(
         took >= Duration::from_millis(1500) && took < Duration::from_secs(6),
         "ended after {took:?}, not about 2 s (CONVERSE_TIMEOUT)\n{stderr}"
     );
     assert!(
-        stderr.contains("process(es) 1 "),
-        "stderr does not name process 1:\n{stderr}"
+        stderr.contains("lost process 0") && stderr.contains("no answer"),
+        "stderr does not name process 0 and the silence:\n{stderr}"
     );
-    drop(link);
 }
 
 /// A process refuses a launcher that cannot prove the job key (an
@@ -1492,6 +1673,11 @@ pub fn cases() -> Vec<Case> {
         (
             "launcher_forged_hellos_are_refused",
             launcher_forged_hellos_are_refused,
+        ),
+        ("launcher_whois_stranger", launcher_whois_stranger),
+        (
+            "launcher_whois_answers_are_whole",
+            launcher_whois_answers_are_whole,
         ),
         ("fault_panic", fault_panic),
         ("fault_exit_race", fault_exit_race),

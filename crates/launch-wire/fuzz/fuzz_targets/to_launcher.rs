@@ -3,8 +3,8 @@
 //! Beyond "no panic": an error is one short printable line; a line that
 //! parses encodes back within `ToLauncher::MAX_LEN` to a line that parses
 //! to the same value, and that line is the input itself (its end made
-//! `\n`) but for the numbers of a `hello`, which may have had leading
-//! zeros, and a `failed` without its space (no text either way); the
+//! `\n`) but for the numbers of a `hello` or a `whois`, which may have
+//! had leading zeros, and a `failed` without its space (no text either way); the
 //! line's end (none, `\n`, `\r\n`) never changes the verdict.
 #![no_main]
 
@@ -46,6 +46,14 @@ fuzz_target!(|bytes: &[u8]| {
         // `failed` alone is `failed` with no text (as the protocol's
         // text fields allow), which encodes with its space.
         ToLauncher::Failed(text) if text.is_empty() && input == "failed\n" => {}
+        // Its number may have had leading zeros.
+        ToLauncher::WhoIs(node) => {
+            let field = input
+                .strip_prefix("whois ")
+                .and_then(|rest| rest.strip_suffix('\n'))
+                .expect("a whois line");
+            assert_eq!(field.parse::<usize>().ok(), Some(*node), "{input:?}");
+        }
         _ => assert_eq!(encoded, input, "the line re-encodes to itself"),
     }
 });

@@ -1,28 +1,56 @@
 //! The bootstrap of a process started by `convrun`: its place comes from
-//! the environment, the cards go through the launcher's control socket,
-//! and that connection stays open for the rest of the process's life (the
+//! the environment, its business card goes to the launcher's control
+//! socket, a peer's card comes back when asked for (`whois`, `card`), and
+//! that connection stays open for the rest of the process's life (the
 //! protocol is `launch_wire`'s; this is its process side).
 //!
 //! # Invariants
 //!
-//! - A process has at most one launcher connection ([`LINK`]); it is set
-//!   once, when start-up is over, and lines written to it are whole
-//!   (written under its lock).
-//! - Every read from the launcher is bounded (`launch_wire`'s line limits):
-//!   an endless line is malformed, not a growing buffer.
+//! - A bootstrap has at most one launcher connection. Its writing side is
+//!   one mutex (`Convrun::writer`, which [`LINK`] shares once start-up is
+//!   over): every line is written whole under it, so lines from several
+//!   threads never mix.
+//! - One thread at a time reads the connection: until start-up is over,
+//!   the [`Convrun::card_of`] caller that holds the reader (the start-up
+//!   thread, or any other), which hands every answer it reads to whoever
+//!   waits for it; then the `launcher` thread alone, which does the same.
+//!   A line is handed over whole; a line a read's timeout cut is finished
+//!   by the next read, whoever makes it.
+//! - At most one `whois` per peer is out at a time: callers asking for the
+//!   same peer meanwhile wait for the same answer. A request's entry lives
+//!   while callers wait on it and no card is kept after: what this process
+//!   holds does not grow with the job (a network module asks once per
+//!   peer, when it first connects to it).
+//! - Every read from the launcher is bounded (`ToProcess::MAX_LEN`): an
+//!   endless line is malformed, not a growing buffer. Every wait for a card
+//!   ends by `++timeout`, with an error naming the peer and the wait; when
+//!   nothing reads the connection any more (it ended, or start-up failed
+//!   on it), every wait ends at once with the reason.
 //! - The launcher's end of stream is a fault unless [`ENDING`] says the
 //!   process is ending on purpose.
 //!
 //! # Concurrency
 //!
-//! Start-up ([`Convrun::exchange`], [`Convrun::joined`]) runs on the thread
-//! that starts the process. After it, a thread named `launcher` reads the
-//! connection; any thread may write a line through [`LINK`] (the PEs when
-//! they end, an at-exit hook when the process goes down).
+//! Start-up ([`Convrun::publish`], then [`Convrun::joined`]) runs on the
+//! thread that starts the process; [`Convrun::card_of`] may be called from
+//! any thread once `publish` returned. The requests and their answers are
+//! a table under one mutex with a condition variable (`Lookups`): a caller
+//! enters its request, writes `whois` if it is the first for that peer,
+//! and waits until the card is in the table, the deadline passes, or
+//! reading ended. Until `joined`, the reader sits in the table when free: a
+//! waiting caller takes it, reads one line without the lock (a read
+//! timeout at its deadline), puts it back and wakes the others. `joined`
+//! waits for the reader to be back, then gives it to the `launcher`
+//! thread for good, which reads without a timeout, hands `card` answers
+//! over the same way and ends the process on `abort` or the launcher's end
+//! of stream. Any thread may write a line (a request, the PEs' `end`, the
+//! at-exit hook's `lost` or `failed`).
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use launch_wire::{Card, Nonce, ToLauncher, ToProcess};
@@ -33,18 +61,136 @@ use super::{Bootstrap, Placement};
 /// is then no fault.
 static ENDING: AtomicBool = AtomicBool::new(false);
 
-/// The launcher connection, for the lines this process writes after
-/// start-up.
-static LINK: OnceLock<Mutex<TcpStream>> = OnceLock::new();
+/// The launcher connection's writing side once start-up is over, for the
+/// lines the process writes as it ends (the bootstrap's `writer`).
+static LINK: OnceLock<Arc<Mutex<TcpStream>>> = OnceLock::new();
 
 /// The convrun bootstrap of one process.
 pub(super) struct Convrun {
     /// `HOST:PORT` of the launcher's control socket.
     launcher: String,
-    /// The connection (and its reading side), from the card exchange
-    /// until start-up is over: then [`LINK`] and the watcher thread take
-    /// them.
-    link: Mutex<Option<(TcpStream, BufReader<TcpStream>)>>,
+    /// How long an answer of the launcher may take (`++timeout`).
+    timeout: Duration,
+    /// The connection's writing side, from the hello on.
+    writer: OnceLock<Arc<Mutex<TcpStream>>>,
+    /// The requests for cards and their answers, and who reads.
+    lookups: Arc<Lookups>,
+}
+
+/// The cards asked for (see the module comment's protocol).
+struct Lookups {
+    table: Mutex<Table>,
+    /// Signalled when an answer comes, the reader is put back, or reading
+    /// ends.
+    changed: Condvar,
+}
+
+struct Table {
+    /// The requests out, by peer.
+    asked: HashMap<usize, Asked>,
+    reading: Reading,
+}
+
+/// One peer's request.
+struct Asked {
+    /// Callers waiting for the answer (the entry goes when the last
+    /// leaves).
+    waiters: usize,
+    /// The answer, once it came.
+    card: Option<String>,
+}
+
+/// Who reads the connection.
+enum Reading {
+    /// Start-up: a `card_of` caller, the one that took the reader (`None`
+    /// while one holds it).
+    Callers(Option<LineReader>),
+    /// The `launcher` thread, from `joined` on.
+    Watcher,
+    /// Nobody, and nobody will: why (no connection yet, or it ended).
+    Over(String),
+}
+
+impl Lookups {
+    fn table(&self) -> MutexGuard<'_, Table> {
+        crate::sync::lock(&self.table)
+    }
+
+    /// Hands the answer `card` for `peer` to its waiters (an answer nobody
+    /// waits for any more, its callers having given up, is dropped).
+    fn answered(&self, peer: usize, card: Card) {
+        if let Some(asked) = self.table().asked.get_mut(&peer) {
+            asked.card.get_or_insert_with(|| card.into_string());
+        }
+        self.changed.notify_all();
+    }
+
+    /// Nothing reads the connection any more, because of `why`: every
+    /// wait ends.
+    fn over(&self, why: String) {
+        self.table().reading = Reading::Over(why);
+        self.changed.notify_all();
+    }
+}
+
+/// The launcher connection's reading side: lines of at most
+/// `ToProcess::MAX_LEN` bytes; a line that a read's timeout cut is kept
+/// and finished by the next read.
+struct LineReader {
+    reader: BufReader<TcpStream>,
+    /// The line being read, or the last one read.
+    line: Vec<u8>,
+    /// `line` is the last one read: the next read starts a new one.
+    read: bool,
+}
+
+impl LineReader {
+    fn new(stream: TcpStream) -> LineReader {
+        LineReader {
+            reader: BufReader::new(stream),
+            line: Vec::new(),
+            read: false,
+        }
+    }
+
+    /// Reads the next line into `self.line` (a timeout or another error
+    /// leaves what came of it there for the next call).
+    fn next(&mut self) -> std::io::Result<Got> {
+        if self.read {
+            self.line.clear();
+            self.read = false;
+        }
+        let max = ToProcess::MAX_LEN;
+        let room = max.saturating_sub(self.line.len()).max(1);
+        let n = self
+            .reader
+            .by_ref()
+            .take(room.try_into().unwrap_or(u64::MAX))
+            .read_until(b'\n', &mut self.line)?;
+        self.read = true;
+        Ok(if n == 0 && self.line.is_empty() {
+            Got::End
+        } else if self.line.len() >= max && self.line.last() != Some(&b'\n') {
+            Got::Overlong
+        } else {
+            // A whole line, or the last one, cut by the end of the stream.
+            Got::Line
+        })
+    }
+
+    /// The line read, if it is one the protocol knows.
+    fn parsed(&self) -> Option<ToProcess> {
+        std::str::from_utf8(&self.line)
+            .ok()
+            .and_then(|l| ToProcess::parse(l).ok())
+    }
+
+    /// Sets how long the next reads may wait (`None`: for ever).
+    fn set_timeout(&self, timeout: Option<Duration>) -> std::io::Result<()> {
+        self.reader
+            .get_ref()
+            .set_read_timeout(timeout.map(|t| t.max(Duration::from_millis(1))))
+    }
 }
 
 /// The placement `convrun` gave this process, if it started it.
@@ -76,20 +222,142 @@ pub(super) fn placement() -> Result<Option<Placement>, String> {
         hosts,
         timeout,
         host_pes,
-        boot: std::sync::Arc::new(Convrun {
-            launcher,
-            link: Mutex::new(None),
-        }),
+        boot: Arc::new(Convrun::new(launcher, timeout)),
     }))
 }
 
-impl Bootstrap for Convrun {
-    fn exchange(
-        &self,
-        place: &Placement,
-        card: &str,
+impl Convrun {
+    fn new(launcher: String, timeout: Duration) -> Convrun {
+        Convrun {
+            launcher,
+            timeout,
+            writer: OnceLock::new(),
+            lookups: Arc::new(Lookups {
+                table: Mutex::new(Table {
+                    asked: HashMap::new(),
+                    reading: Reading::Over("the business card was not published yet".into()),
+                }),
+                changed: Condvar::new(),
+            }),
+        }
+    }
+
+    /// Writes `line` to the launcher, whole.
+    fn say(&self, line: &ToLauncher) -> std::io::Result<()> {
+        let Some(writer) = self.writer.get() else {
+            return Err(std::io::Error::other("not connected to the launcher"));
+        };
+        let mut link = crate::sync::lock(writer);
+        link.write_all(line.encode().as_bytes())?;
+        link.flush()
+    }
+
+    /// Waits in `table` for the answer about `peer` (this caller's entry
+    /// is in it), reading for everyone while start-up lends the reader,
+    /// until `deadline`.
+    fn wait_for<'a>(
+        &'a self,
+        mut table: MutexGuard<'a, Table>,
+        peer: usize,
         deadline: Instant,
-    ) -> Result<Vec<String>, String> {
+    ) -> (MutexGuard<'a, Table>, Result<String, String>) {
+        let lookups = &*self.lookups;
+        let waited = || {
+            format!(
+                "no answer from the launcher within {} s (++timeout) to the request for process {peer}'s business card",
+                self.timeout.as_secs()
+            )
+        };
+        loop {
+            if let Some(card) = table.asked.get(&peer).and_then(|a| a.card.clone()) {
+                return (table, Ok(card));
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match &mut table.reading {
+                Reading::Over(why) => {
+                    let why = format!("cannot learn process {peer}'s business card: {why}");
+                    return (table, Err(why));
+                }
+                _ if left.is_zero() => return (table, Err(waited())),
+                Reading::Callers(slot @ Some(_)) => {
+                    let mut reader = slot.take().expect("matched Some");
+                    drop(table);
+                    let outcome = read_answer(&mut reader, left, lookups);
+                    table = lookups.table();
+                    if let Reading::Callers(slot) = &mut table.reading {
+                        *slot = Some(reader);
+                    }
+                    match outcome {
+                        Ok(()) => {}
+                        Err(Failed::TimedOut) => {
+                            lookups.changed.notify_all();
+                            return (table, Err(waited()));
+                        }
+                        Err(Failed::Over(why)) => table.reading = Reading::Over(why),
+                    }
+                    lookups.changed.notify_all();
+                }
+                Reading::Callers(None) | Reading::Watcher => {
+                    table = lookups
+                        .changed
+                        .wait_timeout(table, left)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            }
+        }
+    }
+}
+
+/// Why reading an answer during start-up failed.
+enum Failed {
+    /// The caller's deadline passed (the reader stays usable).
+    TimedOut,
+    /// The connection is no use any more: why.
+    Over(String),
+}
+
+/// Reads one line during start-up, for at most `left`, and hands a `card`
+/// answer over to `lookups` (which the caller does not lock meanwhile).
+fn read_answer(reader: &mut LineReader, left: Duration, lookups: &Lookups) -> Result<(), Failed> {
+    reader
+        .set_timeout(Some(left))
+        .map_err(|e| Failed::Over(format!("launcher socket: {e}")))?;
+    match reader.next() {
+        Ok(Got::Line) => match reader.parsed() {
+            Some(ToProcess::Card { node, card }) => {
+                lookups.answered(node, card);
+                Ok(())
+            }
+            Some(ToProcess::Abort(text)) => Err(Failed::Over(format!(
+                "the launcher ended the job during start-up: {}",
+                text.trim_end()
+            ))),
+            _ => Err(Failed::Over(unexpected(&reader.line))),
+        },
+        Ok(Got::End) => Err(Failed::Over(
+            "the launcher closed the connection during start-up".into(),
+        )),
+        Ok(Got::Overlong) => Err(Failed::Over(format!(
+            "unexpected line from the launcher: longer than {} bytes",
+            ToProcess::MAX_LEN
+        ))),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock
+                    | std::io::ErrorKind::TimedOut
+                    | std::io::ErrorKind::Interrupted
+            ) =>
+        {
+            Err(Failed::TimedOut)
+        }
+        Err(e) => Err(Failed::Over(format!("cannot read from the launcher: {e}"))),
+    }
+}
+
+impl Bootstrap for Convrun {
+    fn publish(&self, place: &Placement, card: &str, deadline: Instant) -> Result<(), String> {
         let me = place.node;
         let card =
             Card::new(card).map_err(|e| format!("cannot send the business card `{card}`: {e}"))?;
@@ -99,23 +367,16 @@ impl Bootstrap for Convrun {
         // Short lines each way, some back to back: no Nagle delay.
         link.set_nodelay(true)
             .map_err(|e| format!("launcher socket: {e}"))?;
-        let mut reader = BufReader::new(
+        let mut reader = LineReader::new(
             link.try_clone()
                 .map_err(|e| format!("launcher socket: {e}"))?,
         );
-        link.set_read_timeout(Some(
-            deadline
-                .saturating_duration_since(Instant::now())
-                .max(Duration::from_millis(10)),
-        ))
-        .map_err(|e| e.to_string())?;
-        let mut line = Vec::new();
-        // The challenge and welcome lines are short: a longer line is
-        // malformed.
-        let short = ToProcess::max_len(0);
-        let challenge = match read_from_launcher(&mut reader, &mut line, short, place)? {
+        reader
+            .set_timeout(Some(deadline.saturating_duration_since(Instant::now())))
+            .map_err(|e| format!("launcher socket: {e}"))?;
+        let challenge = match read_from_launcher(&mut reader, place)? {
             ToProcess::Challenge(nonce) => nonce,
-            _ => return Err(unexpected(&line)),
+            _ => return Err(unexpected(&reader.line)),
         };
         let nonce = Nonce::generate().map_err(|e| format!("cannot draw a nonce: {e}"))?;
         let pid = std::process::id();
@@ -130,7 +391,7 @@ impl Bootstrap for Convrun {
         };
         link.write_all(hello.encode().as_bytes())
             .map_err(|e| format!("cannot write to the launcher: {e}"))?;
-        match read_from_launcher(&mut reader, &mut line, short, place)? {
+        match read_from_launcher(&mut reader, place)? {
             ToProcess::Welcome(proof)
                 if place.key.verify_welcome(&challenge, &nonce, me, &proof) => {}
             ToProcess::Welcome(_) => {
@@ -139,31 +400,99 @@ impl Bootstrap for Convrun {
                     self.launcher
                 ));
             }
-            _ => return Err(unexpected(&line)),
+            _ => return Err(unexpected(&reader.line)),
         }
         tracing::debug!(process = me, "the launcher proved the job key");
-        let max = ToProcess::max_len(place.nodes);
-        let cards = match read_from_launcher(&mut reader, &mut line, max, place)? {
-            ToProcess::Cards(cards) => cards,
-            _ => return Err(unexpected(&line)),
-        };
-        if cards.len() != place.nodes {
+        // The start barrier: every process said hello.
+        match read_from_launcher(&mut reader, place)? {
+            ToProcess::Go => {}
+            ToProcess::Abort(text) => {
+                return Err(format!(
+                    "the launcher ended the job during start-up: {}",
+                    text.trim_end()
+                ));
+            }
+            _ => return Err(unexpected(&reader.line)),
+        }
+        if self.writer.set(Arc::new(Mutex::new(link))).is_err() {
+            return Err("the business card was published twice".into());
+        }
+        self.lookups.table().reading = Reading::Callers(Some(reader));
+        Ok(())
+    }
+
+    fn card_of(&self, peer: usize) -> Result<String, String> {
+        // A deadline beyond what `Instant` holds is no deadline.
+        let deadline = Instant::now()
+            .checked_add(self.timeout)
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 86_400));
+        let mut table = self.lookups.table();
+        if let Reading::Over(why) = &table.reading {
             return Err(format!(
-                "the launcher sent {} business cards for {} processes",
-                cards.len(),
-                place.nodes
+                "cannot learn process {peer}'s business card: {why}"
             ));
         }
-        *crate::sync::lock(&self.link) = Some((link, reader));
-        Ok(cards.into_iter().map(Card::into_string).collect())
+        let first = match table.asked.entry(peer) {
+            Entry::Occupied(mut e) => {
+                e.get_mut().waiters += 1;
+                false
+            }
+            Entry::Vacant(e) => {
+                e.insert(Asked {
+                    waiters: 1,
+                    card: None,
+                });
+                true
+            }
+        };
+        if first {
+            // Written without the table's lock: a line may wait for the
+            // socket, and the reader must be able to hand answers over.
+            drop(table);
+            let sent = self.say(&ToLauncher::WhoIs(peer));
+            table = self.lookups.table();
+            if let Err(e) = sent {
+                table.reading = Reading::Over(format!("cannot write to the launcher: {e}"));
+                self.lookups.changed.notify_all();
+            }
+        }
+        let (mut table, card) = self.wait_for(table, peer, deadline);
+        if let Entry::Occupied(mut e) = table.asked.entry(peer) {
+            e.get_mut().waiters -= 1;
+            if e.get().waiters == 0 {
+                e.remove();
+            }
+        }
+        card
     }
 
     fn joined(&self, place: &Placement) -> Result<(), String> {
-        let Some((link, reader)) = crate::sync::lock(&self.link).take() else {
-            return Err("joined before the business cards were exchanged".into());
+        let reader = {
+            let mut table = self.lookups.table();
+            loop {
+                match &mut table.reading {
+                    Reading::Callers(slot @ Some(_)) => {
+                        let reader = slot.take().expect("matched Some");
+                        table.reading = Reading::Watcher;
+                        break reader;
+                    }
+                    // A `card_of` caller reads: it puts the reader back by
+                    // its deadline.
+                    Reading::Callers(None) => {
+                        table = self
+                            .lookups
+                            .changed
+                            .wait(table)
+                            .unwrap_or_else(|e| e.into_inner());
+                    }
+                    Reading::Watcher => return Err("joined twice".into()),
+                    Reading::Over(why) => return Err(format!("cannot join: {why}")),
+                }
+            }
         };
-        link.set_read_timeout(None).map_err(|e| e.to_string())?;
-        if LINK.set(Mutex::new(link)).is_ok() {
+        reader.set_timeout(None).map_err(|e| e.to_string())?;
+        let writer = self.writer.get().expect("published").clone();
+        if LINK.set(writer).is_ok() {
             // A process that goes down only because another failed says so,
             // so that the launcher blames that one; one that fails on its
             // own says why, so that the launcher tells the others the same
@@ -177,7 +506,7 @@ impl Bootstrap for Convrun {
                 }
             });
         }
-        watch_launcher(reader, place.node);
+        watch_launcher(reader, self.lookups.clone(), place.node);
         Ok(())
     }
 
@@ -190,22 +519,15 @@ impl Bootstrap for Convrun {
     }
 }
 
-/// Reads the launcher's next start-up line (at most `max` bytes).
-fn read_from_launcher(
-    reader: &mut BufReader<TcpStream>,
-    line: &mut Vec<u8>,
-    max: usize,
-    place: &Placement,
-) -> Result<ToProcess, String> {
-    match read_line(reader, line, max) {
+/// Reads the launcher's next start-up line.
+fn read_from_launcher(reader: &mut LineReader, place: &Placement) -> Result<ToProcess, String> {
+    match reader.next() {
         Ok(Got::End) => Err("the launcher closed the connection during start-up".into()),
         Ok(Got::Overlong) => Err(format!(
-            "unexpected line from the launcher: longer than {max} bytes"
+            "unexpected line from the launcher: longer than {} bytes",
+            ToProcess::MAX_LEN
         )),
-        Ok(Got::Line) => std::str::from_utf8(line)
-            .ok()
-            .and_then(|l| ToProcess::parse(l).ok())
-            .ok_or_else(|| unexpected(line)),
+        Ok(Got::Line) => reader.parsed().ok_or_else(|| unexpected(&reader.line)),
         Err(e) => Err(format!(
             "no answer from the launcher within {} s: {e}",
             place.timeout.as_secs()
@@ -265,44 +587,44 @@ pub(super) fn read_line(
     })
 }
 
-/// Watches the launcher connection for the rest of the process's life.
-fn watch_launcher(mut reader: BufReader<TcpStream>, me: usize) {
+/// Watches the launcher connection for the rest of the process's life,
+/// handing the `card` answers over to `lookups`.
+fn watch_launcher(mut reader: LineReader, lookups: Arc<Lookups>, me: usize) {
+    let watcher = lookups.clone();
     let spawned = std::thread::Builder::new()
         .name("launcher".into())
         .spawn(move || {
-            let mut line = Vec::new();
-            // After start-up the launcher sends only `abort` lines: a
-            // longer line than those can be is malformed, and skipped.
-            let max = ToProcess::max_len(0);
+            let lookups = watcher;
+            // Inside a line longer than the protocol allows: skipped to its
+            // end.
             let mut skipping = false;
             loop {
-                match read_line(&mut reader, &mut line, max) {
+                match reader.next() {
                     Ok(Got::End) | Err(_) => {
                         if ENDING.load(Ordering::Acquire) {
                             tracing::debug!(process = me, "the launcher closed the connection");
+                            lookups.over("the launcher closed the connection".into());
                             return;
                         }
                         die_lost(me, "the launcher (convrun) is gone");
                     }
                     Ok(Got::Overlong) => skipping = true,
                     Ok(Got::Line) if skipping => skipping = false,
-                    Ok(Got::Line) => {
-                        // Lines that mean nothing here are ignored.
-                        let said = std::str::from_utf8(&line).map(ToProcess::parse);
-                        if let Ok(Ok(ToProcess::Abort(text))) = said {
-                            die_lost(me, text.trim_end());
-                        }
-                    }
+                    // Lines that mean nothing here are ignored.
+                    Ok(Got::Line) => match reader.parsed() {
+                        Some(ToProcess::Card { node, card }) => lookups.answered(node, card),
+                        Some(ToProcess::Abort(text)) => die_lost(me, text.trim_end()),
+                        _ => {}
+                    },
                 }
             }
         });
     match spawned {
         Ok(_) => tracing::debug!(process = me, "watching the launcher connection"),
         Err(e) => {
-            crate::proc::log::report!(
-                ERROR,
-                &format!("converse: process {me}: cannot watch the launcher: {e}")
-            );
+            let why = format!("cannot watch the launcher: {e}");
+            crate::proc::log::report!(ERROR, &format!("converse: process {me}: {why}"));
+            lookups.over(why);
         }
     }
 }
@@ -326,5 +648,216 @@ fn tell(line: &ToLauncher) {
         let mut link = crate::sync::lock(link);
         let _ = link.write_all(line.encode().as_bytes());
         let _ = link.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use launch_wire::JobKey;
+    use std::collections::BTreeSet;
+    use std::net::{Shutdown, TcpListener};
+    use std::sync::mpsc;
+
+    const KEY: [u8; 32] = [0x5c; 32];
+
+    /// The card the fake launcher gives for `node`.
+    fn card(node: usize) -> String {
+        format!("tcp:10.0.0.{node}:{}", 9000 + node)
+    }
+
+    /// How the fake launcher answers.
+    #[derive(Default)]
+    struct Rules {
+        /// Requests are held back until every one of these peers was asked
+        /// for; then the held ones are answered, the last asked first.
+        hold: BTreeSet<usize>,
+        held: Vec<usize>,
+        /// Numbers never answered.
+        silent: BTreeSet<usize>,
+        /// Every request, in order.
+        asked: Vec<usize>,
+    }
+
+    /// A fake `convrun` for process `node` of a job: takes its hello,
+    /// welcomes it, says `go`, then answers `whois` as `rules` say until
+    /// the connection ends. Returns its address and, once the process
+    /// connected, the connection (for the test to end it).
+    fn fake_launcher(node: usize, rules: Arc<Mutex<Rules>>) -> (String, mpsc::Receiver<TcpStream>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (conn_tx, conn_rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let key = JobKey::from_bytes(KEY);
+            let (mut link, _) = listener.accept().unwrap();
+            conn_tx.send(link.try_clone().unwrap()).unwrap();
+            let mut lines = BufReader::new(link.try_clone().unwrap()).lines();
+            let challenge = Nonce::generate().unwrap();
+            link.write_all(ToProcess::Challenge(challenge).encode().as_bytes())
+                .unwrap();
+            let hello = lines.next().unwrap().unwrap();
+            let Ok(ToLauncher::Hello {
+                node: said,
+                pid,
+                card: sent,
+                nonce,
+                proof,
+            }) = ToLauncher::parse(&hello)
+            else {
+                panic!("not a hello: {hello}")
+            };
+            assert_eq!(said, node);
+            assert!(key.verify_hello(&challenge, &nonce, node, pid, sent.as_str(), &proof));
+            let welcome = ToProcess::Welcome(key.welcome_proof(&challenge, &nonce, node));
+            link.write_all(welcome.encode().as_bytes()).unwrap();
+            link.write_all(ToProcess::Go.encode().as_bytes()).unwrap();
+            while let Some(Ok(line)) = lines.next() {
+                let Ok(ToLauncher::WhoIs(peer)) = ToLauncher::parse(&line) else {
+                    continue;
+                };
+                let answer: Vec<usize> = {
+                    let mut r = crate::sync::lock(&rules);
+                    r.asked.push(peer);
+                    if r.silent.contains(&peer) {
+                        continue;
+                    }
+                    if r.hold.is_empty() {
+                        vec![peer]
+                    } else {
+                        r.held.push(peer);
+                        let held: BTreeSet<usize> = r.held.iter().copied().collect();
+                        if r.hold.is_subset(&held) {
+                            r.hold.clear();
+                            std::mem::take(&mut r.held).into_iter().rev().collect()
+                        } else {
+                            Vec::new()
+                        }
+                    }
+                };
+                for peer in answer {
+                    let line = ToProcess::Card {
+                        node: peer,
+                        card: Card::new(card(peer)).unwrap(),
+                    };
+                    let _ = link.write_all(line.encode().as_bytes());
+                }
+            }
+        });
+        (addr, conn_rx)
+    }
+
+    /// Process `node` of `nodes`, placed by `boot`.
+    fn place(boot: Arc<Convrun>, node: usize, nodes: usize) -> Placement {
+        Placement {
+            node,
+            nodes,
+            key: JobKey::from_bytes(KEY),
+            shm_id: 1,
+            netmod: "tcp".into(),
+            host: "127.0.0.1".into(),
+            hosts: None,
+            timeout: boot.timeout,
+            host_pes: None,
+            boot,
+        }
+    }
+
+    /// `card_of` of every one of `peers` at once, each from its own thread.
+    fn ask_at_once(boot: &Convrun, peers: &[usize]) -> Vec<(usize, Result<String, String>)> {
+        std::thread::scope(|s| {
+            let asking: Vec<_> = peers
+                .iter()
+                .map(|&p| s.spawn(move || (p, boot.card_of(p))))
+                .collect();
+            asking.into_iter().map(|a| a.join().unwrap()).collect()
+        })
+    }
+
+    fn expect_cards(got: &[(usize, Result<String, String>)]) {
+        for (peer, card_of) in got {
+            assert_eq!(
+                card_of.as_deref(),
+                Ok(card(*peer).as_str()),
+                "process {peer}"
+            );
+        }
+    }
+
+    /// Cards are asked for one at a time, and every caller gets its own
+    /// whatever the order of the answers: before start-up is over (the
+    /// callers take turns reading) and after (the `launcher` thread reads),
+    /// several callers at once, some for the same peer. Nothing is kept
+    /// once answered.
+    #[test]
+    fn card_of_asks_the_launcher_before_and_after_start_up() {
+        let rules = Arc::new(Mutex::new(Rules::default()));
+        let (addr, conn) = fake_launcher(0, rules.clone());
+        let boot = Arc::new(Convrun::new(addr, Duration::from_secs(60)));
+        let place = place(boot.clone(), 0, 8);
+        assert!(boot.card_of(1).is_err(), "no card before publish");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        boot.publish(&place, &card(0), deadline).unwrap();
+        // Start-up's own thread, as `join` asks.
+        assert_eq!(boot.card_of(1), Ok(card(1)));
+        // Several threads before start-up is over: the answers to 2 and 3
+        // come only once both were asked, 3's first.
+        crate::sync::lock(&rules).hold = [2, 3].into();
+        expect_cards(&ask_at_once(&boot, &[2, 3, 2, 4, 3]));
+        boot.joined(&place).unwrap();
+        // The same after it, with the watcher reading.
+        crate::sync::lock(&rules).hold = [1, 5, 6].into();
+        expect_cards(&ask_at_once(&boot, &[5, 1, 6, 6, 5, 7, 1]));
+        assert_eq!(boot.card_of(2), Ok(card(2)));
+        // One request per caller at most (callers of one peer share one
+        // while it is out), and no card kept.
+        let asked = crate::sync::lock(&rules).asked.clone();
+        assert!(asked.len() <= 1 + 5 + 7 + 1, "{asked:?}");
+        let wanted: BTreeSet<usize> = (1..8).collect();
+        assert_eq!(asked.iter().copied().collect::<BTreeSet<_>>(), wanted);
+        assert!(boot.lookups.table().asked.is_empty());
+        // The launcher's end, the process ending on purpose: no card more,
+        // and no wait for it.
+        boot.ending();
+        // (Its writing side only: what the process still writes is read.)
+        conn.recv().unwrap().shutdown(Shutdown::Write).unwrap();
+        let err = boot.card_of(3).unwrap_err();
+        assert!(err.contains("process 3") && err.contains("closed"), "{err}");
+    }
+
+    /// A card that never comes is an error by `++timeout`, naming the peer
+    /// and the wait, for every caller waiting for it; a launcher that
+    /// closes the connection during start-up ends every wait with that.
+    #[test]
+    fn an_answer_that_never_comes_is_an_error_naming_the_peer() {
+        let rules = Arc::new(Mutex::new(Rules::default()));
+        crate::sync::lock(&rules).silent = [5].into();
+        let (addr, conn) = fake_launcher(1, rules.clone());
+        let boot = Arc::new(Convrun::new(addr, Duration::from_secs(1)));
+        let place = place(boot.clone(), 1, 8);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        boot.publish(&place, &card(1), deadline).unwrap();
+        for (peer, card_of) in ask_at_once(&boot, &[5, 5, 2]) {
+            match peer {
+                5 => {
+                    let err = card_of.unwrap_err();
+                    assert!(
+                        err.contains("process 5's business card") && err.contains("within 1 s"),
+                        "{err}"
+                    );
+                }
+                _ => assert_eq!(card_of, Ok(card(peer))),
+            }
+        }
+        assert!(boot.lookups.table().asked.is_empty());
+        conn.recv().unwrap().shutdown(Shutdown::Write).unwrap();
+        let err = boot.card_of(0).unwrap_err();
+        assert!(
+            err.contains("process 0") && err.contains("closed the connection during start-up"),
+            "{err}"
+        );
+        assert!(
+            boot.joined(&place).is_err(),
+            "no joining a job whose launcher is gone"
+        );
     }
 }

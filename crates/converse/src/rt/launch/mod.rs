@@ -1,12 +1,12 @@
 //! How a process of a multi-process job joins it: it learns its place from
-//! a *bootstrap*, starts the network modules its VCs need, exchanges
-//! business cards through the bootstrap, and connects to every other
-//! process.
+//! a *bootstrap*, starts the network modules its VCs need, and publishes
+//! its business card through the bootstrap; the others' cards are looked
+//! up when first needed.
 //!
 //! Two tables make the choices, so that a new way in is an addition:
 //!
-//! - Bootstraps (`Bootstrap`): how a process learns its place and
-//!   exchanges cards.
+//! - Bootstraps (`Bootstrap`): how a process learns its place, publishes
+//!   its card and looks up the others'.
 //!   `convrun`'s (`convrun.rs`: its environment and control socket, the
 //!   protocol of the `launch-wire` crate), and PMI-1's (`pmi.rs`: a job
 //!   started by MPICH's `mpiexec`, its cards exchanged through the
@@ -18,9 +18,12 @@
 //! 1. the modules the VCs need are started, each giving a card; the
 //!    process's card is theirs joined with `,` (a peer takes the part of
 //!    the module it reaches this process with);
-//! 2. the bootstrap publishes it and returns every process's card;
-//! 3. each module connects the VCs it carries (`vc_init`) and waits for
-//!    the peers' (`accept_peers`);
+//! 2. the bootstrap publishes it and returns once every process has
+//!    published its own (the start barrier);
+//! 3. nothing more: every module connects a VC when this process first
+//!    sends to the peer, asking for the peer's card
+//!    (`Bootstrap::card_of`, through the process layer), and takes the
+//!    peers' connections (or rings) whenever they come;
 //! 4. the bootstrap is told start-up is over: from then on it watches for
 //!    the job ending elsewhere, and is told how this process ends
 //!    (`ending`, `tell_ended`).
@@ -54,14 +57,14 @@ pub const DEFAULT_TIMEOUT_SECS: u64 = launch_wire::DEFAULT_TIMEOUT_SECS;
 /// How a process learns its place in the job and exchanges business cards
 /// with the others. [`BOOTSTRAPS`] lists them.
 pub(crate) trait Bootstrap: Send + Sync {
-    /// Publishes `card` (this process's) and returns every process's, in
-    /// order of their numbers, by `deadline`.
-    fn exchange(
-        &self,
-        place: &Placement,
-        card: &str,
-        deadline: Instant,
-    ) -> Result<Vec<String>, String>;
+    /// Publishes `card` (this process's) and returns once every process
+    /// of the job has published its own (the start barrier), by
+    /// `deadline`.
+    fn publish(&self, place: &Placement, card: &str, deadline: Instant) -> Result<(), String>;
+    /// Process `peer`'s card, from any thread once [`Bootstrap::publish`]
+    /// returned: what a network module connects by on its first send to
+    /// `peer` (cards are learnt on demand, not all at start-up).
+    fn card_of(&self, peer: usize) -> Result<String, String>;
     /// Start-up is over (every VC up): from now on the bootstrap watches
     /// for the job ending elsewhere, which ends this process.
     fn joined(&self, place: &Placement) -> Result<(), String>;
@@ -192,32 +195,23 @@ pub fn netmod_names() -> Vec<&'static str> {
     modules::names()
 }
 
-/// Removes the shared-memory segments a job with segment id `shm_id` and `nodes`
-/// processes may have left (a process killed before its peers had mapped
-/// its segment), and whatever else a module may leave. For the launcher,
-/// after the job.
+/// Removes the shared-memory segments a job with segment id `shm_id` and
+/// `nodes` processes may have left (a process killed before it could
+/// remove its own segment's name), and whatever else a module may leave.
+/// For the launcher, after the job.
 pub fn remove_segments(shm_id: u64, nodes: usize) {
     modules::remove_leftovers(shm_id, nodes);
 }
 
-/// Runs `startup_over` on the started modules when dropped: start-up is
-/// over however `join` returns.
-struct StartupOver<'a>(&'a [(usize, Box<dyn Joining>)]);
-
-impl Drop for StartupOver<'_> {
-    fn drop(&mut self) {
-        for (_, m) in self.0 {
-            m.startup_over();
-        }
-    }
-}
-
-/// Joins the job: network modules, card exchange through the bootstrap,
-/// VCs. Returns the network, connected to every other process.
+/// Joins the job: network modules, and this process's card published
+/// through the bootstrap (the start barrier). Returns the network, whose
+/// VCs connect on first use; `branch` is the branching factor of its
+/// spanning tree of processes.
 pub(crate) fn join(
     place: &Placement,
     topo: Topology,
     lmt: Option<&str>,
+    branch: usize,
 ) -> Result<Network, String> {
     // `++lmt` was checked against the same names (`args::LMT_MODES`).
     let lmt = match lmt {
@@ -248,22 +242,18 @@ pub(crate) fn join(
         host: &place.host,
         max_payload: crate::net::frame::DEFAULT_MAX_PAYLOAD,
         lmt,
+        timeout: place.timeout,
     };
     // (index in MODULES, the module), in MODULES order.
     let mut started: Vec<(usize, Box<dyn Joining>)> = Vec::new();
     for (kind, _) in needed.iter().enumerate().filter(|(_, n)| **n) {
         match (MODULES[kind].init)(&init) {
             Ok(m) => started.push((kind, m)),
-            Err(e) => {
-                // What the modules started so far must not outlive this.
-                drop(StartupOver(&started));
-                return Err(e.to_string());
-            }
+            // What the modules started so far goes with them (an shm
+            // segment's name is removed when its module is dropped).
+            Err(e) => return Err(e.to_string()),
         }
     }
-    // Whatever happens next, a started module's start-up leftovers (an shm
-    // segment's name) must not outlive the process.
-    let _over = StartupOver(&started);
     let part_of = |kind: usize| {
         started
             .iter()
@@ -287,48 +277,26 @@ pub(crate) fn join(
     let route = (0..place.nodes)
         .map(|p| if p == me { 0 } else { part_of(routes.via[p]) })
         .collect();
-    let network = Network::new(me, topo, Links::new(parts, route), routes.label, |u| {
-        for (_, m) in &started {
-            m.set_upcalls(u.clone());
-        }
-    });
-
-    let cards = place.boot.exchange(place, &card, deadline)?;
-    tracing::debug!(
-        process = me,
-        cards = cards.len(),
-        "business cards exchanged"
+    let boot = place.boot.clone();
+    let cards: crate::rt::network::CardSource = Box::new(move |peer| boot.card_of(peer));
+    let network = Network::new(
+        me,
+        topo,
+        Links::new(parts, route),
+        routes.label,
+        branch,
+        cards,
+        |u| {
+            for (_, m) in &started {
+                m.set_upcalls(u.clone());
+            }
+        },
     );
-    for (peer, card) in cards.iter().enumerate().filter(|&(p, _)| p != me) {
-        let kind = &MODULES[routes.via[peer]];
-        let part = modules::card_for(card, kind).ok_or_else(|| {
-            format!(
-                "process {peer}'s business card `{card}` has no {} part",
-                kind.name
-            )
-        })?;
-        let (_, module) = &started[part_of(routes.via[peer])];
-        module
-            .module()
-            .vc_init(peer, part)
-            .map_err(|e| e.to_string())?;
-    }
-    // In any order: a module's wait depends on the peers' `vc_init`s,
-    // which never wait.
-    for (kind, module) in &started {
-        let peers: Vec<usize> = (0..place.nodes)
-            .filter(|&p| p != me && routes.via[p] == *kind)
-            .collect();
-        module
-            .accept_peers(&peers, deadline)
-            .map_err(|e| e.to_string())?;
-        tracing::debug!(
-            process = me,
-            module = MODULES[*kind].name,
-            peers = peers.len(),
-            "connected to the peers"
-        );
-    }
+
+    // The start barrier; from here on a module connects a VC when this
+    // process first sends to its peer, asking the bootstrap for the card.
+    place.boot.publish(place, &card, deadline)?;
+    tracing::debug!(process = me, "business card published");
     place.boot.joined(place)?;
     let _ = JOINED.set(place.boot.clone());
     tracing::info!(

@@ -1,9 +1,9 @@
 //! The network modules start-up can run, by name, and which one carries
 //! the VC to each peer.
 //!
-//! Adding a module (MPI next) is an addition here: an entry of [`MODULES`]
-//! (its name, its card prefix, a constructor returning it as a [`Joining`]
-//! module, what a dead job may leave of it), and, if `++netmod` should
+//! Adding a module is an addition here: an entry of [`MODULES`] (its
+//! name, a constructor returning it as a [`Joining`] module, what a dead
+//! job may leave of it), and, if `++netmod` should
 //! pick it by host, an entry of [`BY_HOST`]. Nothing else in start-up
 //! names a module.
 //!
@@ -12,8 +12,9 @@
 //! - Every process of a job computes the same [`Routes`] for a pair of
 //!   processes (from the same `CONVERSE_NETMOD` and `CONVERSE_HOSTS`), so
 //!   the two ends of a VC run the same module.
-//! - A module's card begins with its card prefix; a process's card is its
-//!   modules' cards joined with `,` in [`MODULES`] order.
+//! - A module's card begins with its name and `:` (a module finds its part
+//!   of a peer's card by it: `Upcalls::peer_card`); a process's card is
+//!   its modules' cards joined with `,` in [`MODULES`] order.
 //!
 //! # Concurrency
 //!
@@ -21,7 +22,6 @@
 //! PE exists; the modules it makes are then shared as `net::netmod` says.
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 use crate::net::netmod::{NetError, NetModule, Upcalls};
 use crate::net::shm::ShmModule;
@@ -42,6 +42,9 @@ pub(super) struct Init<'a> {
     pub max_payload: usize,
     /// How shm moves large messages (`++lmt`).
     pub lmt: crate::net::lmt::Mode,
+    /// How long start-up may take (`++timeout`): also how long a
+    /// connection may take to be set up.
+    pub timeout: std::time::Duration,
 }
 
 /// A network module as start-up drives it: the contract, and the calls
@@ -52,21 +55,12 @@ pub(super) trait Joining {
     /// Who hears about its frames and connection events; before any VC is
     /// connected.
     fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>);
-    /// Waits until the VCs of `peers` (those this module carries) are up,
-    /// or fails at `deadline` naming the processes that never came.
-    fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError>;
-    /// Start-up is over, joined or failed: drop what only start-up needed
-    /// and must not outlive the process (shm: its segment's name). Called
-    /// once, whatever happened.
-    fn startup_over(&self) {}
 }
 
 /// One network module this build can run.
 pub(super) struct Kind {
     /// Its name, as `++netmod` spells it.
     pub name: &'static str,
-    /// How its part of a business card begins.
-    pub card_prefix: &'static str,
     /// Starts it (`net_module_init`).
     pub init: fn(&Init) -> Result<Box<dyn Joining>, NetError>,
     /// Removes what a job with this segment id and process count may have left
@@ -80,20 +74,17 @@ pub(super) struct Kind {
 pub(super) const MODULES: &[Kind] = &[
     Kind {
         name: "shm",
-        card_prefix: "shm:",
         init: shm,
         remove_leftovers: shm_leftovers,
     },
     Kind {
         name: "tcp",
-        card_prefix: "tcp:",
         init: tcp,
         remove_leftovers: |_, _| {},
     },
     #[cfg(feature = "mpi")]
     Kind {
         name: "mpi",
-        card_prefix: "mpi:",
         init: mpi,
         remove_leftovers: |_, _| {},
     },
@@ -113,9 +104,24 @@ fn shm(init: &Init) -> Result<Box<dyn Joining>, NetError> {
         init.shm_id,
         init.max_payload,
     )
-    .map(|m| Box::new(Arc::new(m.with_lmt_mode(init.lmt))) as Box<dyn Joining>)
+    .map(|m| {
+        let m = Arc::new(m.with_lmt_mode(init.lmt));
+        // An abnormal end (an abort, a lost peer) skips the module's drop:
+        // its segment's name goes then too. (A process killed outright
+        // leaves it for its launcher: `remove_leftovers`.)
+        let dying = Arc::downgrade(&m);
+        crate::proc::exit::at_exit(move |_| {
+            if let Some(m) = dying.upgrade() {
+                m.finalize();
+            }
+        });
+        Box::new(m) as Box<dyn Joining>
+    })
 }
 
+/// A job's shm names are one segment per process (its rings live in it),
+/// named by process number: each is removed by its owner's module when it
+/// ends, so only those of killed processes are left.
 fn shm_leftovers(shm_id: u64, nodes: usize) {
     for node in 0..nodes {
         let _ = rustix::shm::unlink(crate::net::shm::segment_name(shm_id, node).as_str());
@@ -128,14 +134,6 @@ impl Joining for Arc<ShmModule> {
     }
     fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>) {
         ShmModule::set_upcalls(self, upcalls);
-    }
-    fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
-        ShmModule::accept_peers(self, peers, deadline)
-    }
-    fn startup_over(&self) {
-        // Gone already once every peer mapped the segment; this covers a
-        // start-up that failed before.
-        self.unlink();
     }
 }
 
@@ -156,7 +154,7 @@ fn tcp(init: &Init) -> Result<Box<dyn Joining>, NetError> {
         init.host,
         init.max_payload,
     )
-    .map(|m| Box::new(Arc::new(m)) as Box<dyn Joining>)
+    .map(|m| Box::new(Arc::new(m.with_connect_wait(init.timeout))) as Box<dyn Joining>)
 }
 
 impl Joining for Arc<TcpModule> {
@@ -165,9 +163,6 @@ impl Joining for Arc<TcpModule> {
     }
     fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>) {
         TcpModule::set_upcalls(self, upcalls);
-    }
-    fn accept_peers(&self, peers: &[usize], deadline: Instant) -> Result<(), NetError> {
-        TcpModule::accept_peers(self, peers, deadline)
     }
 }
 
@@ -191,10 +186,6 @@ impl Joining for Arc<crate::net::mpi::MpiModule> {
     }
     fn set_upcalls(&self, upcalls: Arc<dyn Upcalls>) {
         crate::net::mpi::MpiModule::set_upcalls(self, upcalls);
-    }
-    fn accept_peers(&self, _peers: &[usize], _deadline: Instant) -> Result<(), NetError> {
-        // MPI connects every pair itself.
-        Ok(())
     }
 }
 
@@ -278,12 +269,6 @@ pub(super) fn routes(
     Ok(Routes { via, label })
 }
 
-/// The part of `card` (a process's business card, one module's card or
-/// several comma-separated) for the module `kind`.
-pub(super) fn card_for<'a>(card: &'a str, kind: &Kind) -> Option<&'a str> {
-    card.split(',').find(|c| c.starts_with(kind.card_prefix))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,7 +290,6 @@ mod tests {
     fn the_table_is_consistent() {
         assert_eq!((MODULES[SHM].name, MODULES[TCP].name), ("shm", "tcp"));
         for (i, k) in MODULES.iter().enumerate() {
-            assert!(k.card_prefix.ends_with(':'), "{}", k.name);
             assert_eq!(MODULES.iter().position(|o| o.name == k.name), Some(i));
         }
         for (name, within, between) in BY_HOST {
@@ -352,15 +336,5 @@ mod tests {
                 names().join(", ")
             )
         );
-    }
-
-    #[test]
-    fn a_card_part_is_found_by_its_module() {
-        let card = "shm:/converse-00ab-1:123:456,tcp:127.0.0.1:9000";
-        let (shm, tcp) = (&MODULES[SHM], &MODULES[TCP]);
-        assert_eq!(card_for(card, shm), Some("shm:/converse-00ab-1:123:456"));
-        assert_eq!(card_for(card, tcp), Some("tcp:127.0.0.1:9000"));
-        assert_eq!(card_for("tcp:h:1", shm), None);
-        assert_eq!(card_for("tcp:h:1", tcp), Some("tcp:h:1"));
     }
 }

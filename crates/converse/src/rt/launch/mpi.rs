@@ -51,7 +51,10 @@ pub(super) fn initialized() -> bool {
 }
 
 /// The MPI bootstrap of one process.
-struct Mpi;
+struct Mpi {
+    /// Every rank's card, gathered at start-up.
+    cards: std::sync::OnceLock<Vec<String>>,
+}
 
 /// The placement MPI gave this process, if an MPI launcher started it as
 /// one of several.
@@ -113,25 +116,35 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         hosts: Some(hosts),
         timeout: Duration::from_secs(config.timeout.unwrap_or(super::DEFAULT_TIMEOUT_SECS)),
         host_pes: Some(host_pes),
-        boot: Arc::new(Mpi),
+        boot: Arc::new(Mpi {
+            cards: std::sync::OnceLock::new(),
+        }),
     }))
 }
 
 impl Bootstrap for Mpi {
-    fn exchange(
-        &self,
-        _place: &Placement,
-        card: &str,
-        _deadline: Instant,
-    ) -> Result<Vec<String>, String> {
+    fn publish(&self, _place: &Placement, card: &str, _deadline: Instant) -> Result<(), String> {
+        // MPI has no key-value space to ask later: every card is gathered
+        // here (under `++netmod mpi` a card is a few bytes; MPI connects
+        // its ranks itself).
         let cards = mpi::allgather(card.as_bytes()).map_err(|e| e.to_string())?;
-        cards
+        let cards = cards
             .into_iter()
             .enumerate()
             .map(|(r, c)| {
                 String::from_utf8(c).map_err(|_| format!("rank {r}'s business card is not UTF-8"))
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        let _ = self.cards.set(cards);
+        Ok(())
+    }
+
+    fn card_of(&self, peer: usize) -> Result<String, String> {
+        self.cards
+            .get()
+            .and_then(|c| c.get(peer))
+            .cloned()
+            .ok_or_else(|| format!("no business card of rank {peer}"))
     }
 
     fn joined(&self, _place: &Placement) -> Result<(), String> {

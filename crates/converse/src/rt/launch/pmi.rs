@@ -76,7 +76,8 @@ struct Link {
 pub(super) struct Pmi {
     link: Mutex<Link>,
     rank: usize,
-    size: usize,
+    /// How long one answer of the launcher may take (`++timeout`).
+    timeout: Duration,
     /// Start-up went through (`joined`) or the process said it ended.
     settled: AtomicBool,
 }
@@ -254,7 +255,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         boot: Arc::new(Pmi {
             link: Mutex::new(link),
             rank,
-            size,
+            timeout,
             settled: AtomicBool::new(false),
         }),
     }))
@@ -351,24 +352,17 @@ impl Link {
 }
 
 impl Bootstrap for Pmi {
-    fn exchange(
-        &self,
-        _place: &Placement,
-        card: &str,
-        deadline: Instant,
-    ) -> Result<Vec<String>, String> {
+    fn publish(&self, _place: &Placement, card: &str, deadline: Instant) -> Result<(), String> {
         let mut link = crate::sync::lock(&self.link);
         link.put(&card_key(self.rank), card, deadline)?;
-        link.barrier(deadline)?;
-        (0..self.size)
-            .map(|r| {
-                if r == self.rank {
-                    Ok(card.to_string())
-                } else {
-                    link.get(&card_key(r), deadline)
-                }
-            })
-            .collect()
+        link.barrier(deadline)
+    }
+
+    fn card_of(&self, peer: usize) -> Result<String, String> {
+        // One `get` of the launcher's key-value space, when a module first
+        // needs the peer: no process reads every card.
+        let deadline = Instant::now() + self.timeout;
+        crate::sync::lock(&self.link).get(&card_key(peer), deadline)
     }
 
     fn joined(&self, _place: &Placement) -> Result<(), String> {
