@@ -194,6 +194,10 @@
 //!   `sleeping`, then look for data" (as in `csd::idle`), so no wake-up is
 //!   lost; a ring's announcement comes before its first cell, so a sleeper
 //!   that has not taken it yet either sees it or is woken by that cell.
+//!   Another thread may have taken the list and not yet added its rings
+//!   to `active` (a window in which a cell published before the sleeper
+//!   set `sleeping` is in neither place): the sleeper does not sleep while
+//!   `discovering` is held, and once it is free `active` holds the rings.
 //! - A producer that finds the ring full sets the ring's `waiting`, fences
 //!   and looks at `head` again; a consumer that freed cells fences (once
 //!   per batch) and, if it sees `waiting`, clears it and wakes the
@@ -1800,12 +1804,30 @@ impl ShmModule {
     /// some ring it reads has cells to read.
     fn has_incoming(&self) -> bool {
         self.own.u64_at(OFF_ANNOUNCED).load(Ordering::SeqCst) != 0
+            // Another thread may have taken the list and be mapping its
+            // rings (`connected_peers`, a worker's `try_progress`): until
+            // it lets go of `discovering`, a cell already published in
+            // such a ring is seen neither in the list nor in `active`,
+            // and its writer, which published it before this thread said
+            // it sleeps, wakes no one. Not sleeping then: the next
+            // `progress(true)` waits for that thread, then reads the ring.
+            || self.discovering_busy()
             || self.active.any(|vc| {
                 vc.inb.get().is_some_and(|inb| {
                     let ring = inb.ring();
                     ring.is_ready(ring.head().load(Ordering::Relaxed))
                 })
             })
+    }
+
+    /// True while another thread holds `discovering` (taking the
+    /// announcement list). A successful `try_lock` acquires what the last
+    /// holder published (the rings it added to `active`).
+    fn discovering_busy(&self) -> bool {
+        matches!(
+            self.discovering.try_lock(),
+            Err(std::sync::TryLockError::WouldBlock)
+        )
     }
 
     #[inline]

@@ -1963,6 +1963,40 @@ fn a_sleeping_receiver_gets_frames_from_a_sender_it_never_mapped() {
     }
 }
 
+/// The window in which another thread has taken the announcement list and
+/// not yet added its rings (`connected_peers` at the end of a job, a
+/// worker's `try_progress`): a cell published there, before the progress
+/// thread said it sleeps, woke no one, so the progress thread must not go
+/// to sleep then. It found a job's end hanging (a process waiting for a
+/// `Bye` its progress thread slept over). The window is made by hand here:
+/// this thread takes the list as `take_announcements` does and holds
+/// `discovering` while another thread asks whether to sleep.
+#[test]
+fn a_ring_being_taken_by_another_thread_keeps_the_progress_thread_awake() {
+    let (job, sides) = lazy_job(2, Mode::Get);
+    let [(a, ra), (b, _rb)] = &sides[..] else {
+        unreachable!()
+    };
+    // B's first frame to A: the ring is announced, then the cell published.
+    send_by(b, 0, 0, 5, 8);
+    let taking = lock(&a.discovering);
+    let entry = a.own.u64_at(OFF_ANNOUNCED).swap(0, Ordering::SeqCst);
+    assert_eq!(entry, announcement(1, 0));
+    let asks = || std::thread::scope(|s| s.spawn(|| a.has_incoming()).join().unwrap());
+    assert!(
+        asks(),
+        "the list taken, the ring not mapped yet: the progress thread would sleep"
+    );
+    assert_eq!(a.map_ring_from(1, 0), Ok(0));
+    assert!(asks(), "the ring mapped, `discovering` still held");
+    drop(taking);
+    assert!(asks(), "the ring in `active` with its cell");
+    poll_until(&[a], || ra.count() == 1);
+    assert_eq!(lock(&ra.got)[0].header.tag, 5);
+    drop(sides);
+    job.assert_clean();
+}
+
 /// Two processes sending first to each other at once, two threads each:
 /// each ends with one VC and one ring to the other, and every thread's
 /// frames arrive in order.
