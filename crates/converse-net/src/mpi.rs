@@ -2,7 +2,8 @@
 //! of a job started by an MPI launcher travel as MPI messages over
 //! `MPI_COMM_WORLD`, through the system's MPI library (the `mpi` crate's
 //! bindings). Also the few job-wide MPI calls start-up needs ([`init`],
-//! [`allgather`], [`finalize`], [`abort`]).
+//! [`broadcast`], [`host_leaders`], [`any`], [`allgather`], [`finalize`],
+//! [`abort`]).
 //!
 //! # The byte stream as MPI messages
 //!
@@ -241,6 +242,121 @@ pub fn allgather(bytes: &[u8]) -> Result<Vec<Vec<u8>>, NetError> {
         .zip(&displs)
         .map(|(&l, &d)| all[d as usize..d as usize + l as usize].to_vec())
         .collect())
+}
+
+/// Gives every process rank `root`'s `bytes` (`MPI_Bcast`; each process
+/// passes a buffer of the same length). Collective.
+pub fn broadcast(bytes: &mut [u8], root: usize) -> Result<(), NetError> {
+    let _mpi = lock(&MPI_LOCK);
+    let len = c_int::try_from(bytes.len())
+        .map_err(|_| NetError::local("mpi: more than 2 GiB to broadcast"))?;
+    // SAFETY: MPI is initialized; `bytes` holds `len` bytes, read at the
+    // root and written elsewhere.
+    let rc = unsafe {
+        ffi::MPI_Bcast(
+            bytes.as_mut_ptr().cast(),
+            len,
+            bytes_type(),
+            root as c_int,
+            world(),
+        )
+    };
+    check(rc, "MPI_Bcast")
+}
+
+/// True on every process if `mine` is true on any (`MPI_Allreduce` with
+/// `MPI_MAX`). Collective.
+pub fn any(mine: bool) -> Result<bool, NetError> {
+    let _mpi = lock(&MPI_LOCK);
+    let (mine, mut all): (i32, i32) = (mine.into(), 0);
+    // SAFETY: MPI is initialized; one int sent, one written.
+    let rc = unsafe {
+        ffi::MPI_Allreduce(
+            (&mine as *const i32).cast(),
+            (&mut all as *mut i32).cast(),
+            1,
+            ffi::RSMPI_INT32_T,
+            ffi::RSMPI_MAX,
+            world(),
+        )
+    };
+    check(rc, "MPI_Allreduce")?;
+    Ok(all != 0)
+}
+
+/// For every rank, in rank order, the lowest rank on its host: MPI splits
+/// the job by shared memory (`MPI_Comm_split_type` with
+/// `MPI_COMM_TYPE_SHARED`), each part finds its lowest rank
+/// (`MPI_Allreduce`), and the job gathers one number per rank
+/// (`MPI_Allgather`), not host names. Collective.
+pub fn host_leaders() -> Result<Vec<usize>, NetError> {
+    let _mpi = lock(&MPI_LOCK);
+    let (mut rank, mut size): (c_int, c_int) = (0, 0);
+    // SAFETY: MPI is initialized; both calls write one int.
+    unsafe {
+        check(ffi::MPI_Comm_rank(world(), &mut rank), "MPI_Comm_rank")?;
+        check(ffi::MPI_Comm_size(world(), &mut size), "MPI_Comm_size")?;
+    }
+    // SAFETY: a null handle, written by the split below.
+    let mut host: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
+    // SAFETY: MPI is initialized; `host` is written with a new
+    // communicator, freed below.
+    let rc = unsafe {
+        ffi::MPI_Comm_split_type(
+            world(),
+            ffi::RSMPI_COMM_TYPE_SHARED,
+            rank,
+            ffi::RSMPI_INFO_NULL,
+            &mut host,
+        )
+    };
+    check(rc, "MPI_Comm_split_type")?;
+    let mut leader: c_int = 0;
+    // SAFETY: `host` is the communicator just made; one int each way.
+    let rc = unsafe {
+        ffi::MPI_Allreduce(
+            (&rank as *const c_int).cast(),
+            (&mut leader as *mut c_int).cast(),
+            1,
+            ffi::RSMPI_INT32_T,
+            ffi::RSMPI_MIN,
+            host,
+        )
+    };
+    // SAFETY: `host` was made above and is used no more.
+    unsafe {
+        ffi::MPI_Comm_free(&mut host);
+    }
+    check(rc, "MPI_Allreduce")?;
+    let mut leaders = vec![0 as c_int; size as usize];
+    // SAFETY: one int sent, `size` ints received into `leaders`.
+    let rc = unsafe {
+        ffi::MPI_Allgather(
+            (&leader as *const c_int).cast(),
+            1,
+            ffi::RSMPI_INT32_T,
+            leaders.as_mut_ptr().cast(),
+            1,
+            ffi::RSMPI_INT32_T,
+            world(),
+        )
+    };
+    check(rc, "MPI_Allgather")?;
+    leaders
+        .into_iter()
+        .map(|l| {
+            usize::try_from(l)
+                .ok()
+                .filter(|&l| l < size as usize)
+                .ok_or_else(|| NetError::local(format!("mpi: host leader {l} is no rank")))
+        })
+        .collect()
+}
+
+/// The business card of rank `rank`'s MPI module: the rank itself, so a
+/// job over MPI alone needs no exchange of cards.
+pub fn card_of_rank(rank: usize) -> String {
+    format!("mpi:{rank}")
 }
 
 /// Ends MPI in this process (`MPI_Finalize`), once; every process of the
@@ -1014,7 +1130,7 @@ impl NetModule for MpiModule {
     }
 
     fn business_card(&self) -> String {
-        format!("mpi:{}", self.me)
+        card_of_rank(self.me)
     }
 
     fn connect_to_root(&self, peer: usize, card: &str) -> Result<(), NetError> {

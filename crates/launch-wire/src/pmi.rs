@@ -19,6 +19,11 @@
 //! | `cmd=finalize` | `cmd=finalize_ack` |
 //! | `cmd=abort exitcode=N` | none: the launcher ends the job with `N` |
 //!
+//! Hydra (and Slurm's PMI-1) also put `PMI_process_mapping` in every
+//! job's key-value space, MPICH's description of which of the launcher's
+//! nodes runs each rank ([`nodes_of_ranks`] reads it), so that a process
+//! learns every rank's host with one `get`, not one per rank.
+//!
 //! # Invariants
 //!
 //! - [`Request::encode`] refuses a field that would change the line's
@@ -262,6 +267,92 @@ impl Answer {
     }
 }
 
+/// The key under which the launcher describes its placement of ranks on
+/// nodes (see [`nodes_of_ranks`]).
+pub const PROCESS_MAPPING_KEY: &str = "PMI_process_mapping";
+
+/// The launcher node of each of a job's `size` ranks, from the value of
+/// [`PROCESS_MAPPING_KEY`]: `(vector,(START,NODES,RANKS),...)`, MPICH's
+/// description, in which each block gives `NODES` nodes numbered from
+/// `START` `RANKS` consecutive ranks each, and the blocks repeat from the
+/// first until every rank has a node. So Hydra says `(vector,(0,2,1))`
+/// for 4 ranks round-robin on two hosts (ranks 0 and 2 on node 0), and
+/// `(vector,(0,1,3))` for 3 ranks on one.
+///
+/// Never panics; costs O(`size` + the value's length) whatever the value
+/// says (a block covering no rank is an error, so the repetition ends).
+/// Node numbers are labels: equal numbers, one node.
+pub fn nodes_of_ranks(value: &str, size: usize) -> Result<Vec<usize>, Error> {
+    let bad = |why: &str| {
+        Error(format!(
+            "PMI process mapping {}: {why}",
+            crate::shown(value)
+        ))
+    };
+    if value.len() > MAX_LINE {
+        return Err(bad("too long"));
+    }
+    let blocks = value
+        .strip_prefix("(vector,")
+        .and_then(|v| v.strip_suffix(')'))
+        .ok_or_else(|| bad("not `(vector,...)`"))?;
+    let mut parsed: Vec<(usize, usize, usize)> = Vec::new();
+    let mut rest = blocks;
+    loop {
+        let inner = rest
+            .strip_prefix('(')
+            .and_then(|r| r.split_once(')'))
+            .ok_or_else(|| bad("a block is not `(START,NODES,RANKS)`"))?;
+        let mut numbers = inner.0.split(',').map(|n| {
+            // Digits only: `parse` would take a sign.
+            (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| n.parse::<usize>().ok())
+                .flatten()
+        });
+        let (Some(Some(start)), Some(Some(nodes)), Some(Some(ranks)), None) = (
+            numbers.next(),
+            numbers.next(),
+            numbers.next(),
+            numbers.next(),
+        ) else {
+            return Err(bad("a block is not three whole numbers"));
+        };
+        if start.checked_add(nodes).is_none() {
+            return Err(bad("a node number out of range"));
+        }
+        parsed.push((start, nodes, ranks));
+        rest = match inner.1 {
+            "" => break,
+            more => more
+                .strip_prefix(',')
+                .ok_or_else(|| bad("blocks are not separated by `,`"))?,
+        };
+    }
+    if parsed
+        .iter()
+        .all(|&(_, nodes, ranks)| nodes == 0 || ranks == 0)
+    {
+        return Err(bad("no block places a rank"));
+    }
+    let mut out = Vec::with_capacity(size);
+    'fill: loop {
+        // A block of no ranks is skipped whole (its node range may be
+        // huge); every node of another places a rank, so the loops end
+        // after `size` ranks.
+        for &(start, nodes, ranks) in parsed.iter().filter(|b| b.2 > 0) {
+            for node in start..start + nodes {
+                for _ in 0..ranks {
+                    if out.len() == size {
+                        break 'fill;
+                    }
+                    out.push(node);
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,10 +460,80 @@ mod tests {
         assert!(Answer::parse(&"x".repeat(MAX_LINE + 1)).is_err());
     }
 
+    #[test]
+    fn hydras_process_mappings_place_every_rank() {
+        // As MPICH 4.0's Hydra put them, read off real runs: 3 ranks on
+        // one host; 4 ranks round-robin on two (`-hosts a,b`); 4 ranks
+        // two to a host (`-hosts a,b -ppn 2`).
+        assert_eq!(nodes_of_ranks("(vector,(0,1,1))", 3), Ok(vec![0, 0, 0]));
+        assert_eq!(nodes_of_ranks("(vector,(0,2,1))", 4), Ok(vec![0, 1, 0, 1]));
+        assert_eq!(
+            nodes_of_ranks("(vector,(0,2,2))", 5),
+            Ok(vec![0, 0, 1, 1, 0])
+        );
+        // Several blocks: 2 ranks on node 0, then one on each of 1 and 2.
+        assert_eq!(
+            nodes_of_ranks("(vector,(0,1,2),(1,2,1))", 4),
+            Ok(vec![0, 0, 1, 2])
+        );
+        // More than the job: the rest is not used.
+        assert_eq!(nodes_of_ranks("(vector,(0,4,4))", 2), Ok(vec![0, 0]));
+        assert_eq!(
+            nodes_of_ranks("(vector,(0,0,1),(3,1,1))", 2),
+            Ok(vec![3, 3])
+        );
+        // A block of no ranks costs nothing, however many nodes it names.
+        assert_eq!(
+            nodes_of_ranks("(vector,(0,18446744073709551614,0),(5,1,1))", 2),
+            Ok(vec![5, 5])
+        );
+    }
+
+    #[test]
+    fn malformed_process_mappings_are_named() {
+        for (value, says) in [
+            ("", "not `(vector"),
+            ("(vector,(0,1,1)", "not `(START"),
+            ("(vector,(0,1,1)))", "separated"),
+            ("(vector,)", "not `(START"),
+            ("(vector,(0,1))", "three whole numbers"),
+            ("(vector,(0,1,1,1))", "three whole numbers"),
+            ("(vector,(0,-1,1))", "three whole numbers"),
+            ("(vector,(0,+1,1))", "three whole numbers"),
+            ("(vector,(0,1,1)(0,1,1))", "separated"),
+            ("(vector,(0,0,1),(0,1,0))", "no block places a rank"),
+            ("(vector,(18446744073709551615,1,1))", "out of range"),
+        ] {
+            let err = nodes_of_ranks(value, 4).unwrap_err().to_string();
+            assert!(err.contains(says), "{value:?}: {err}");
+        }
+    }
+
     proptest! {
         #[test]
         fn parse_never_panics(line in ".{0,200}") {
             let _ = Answer::parse(&line);
+        }
+
+        #[test]
+        fn a_process_mapping_places_each_rank_once(
+            blocks in proptest::collection::vec((0usize..8, 0usize..4, 0usize..4), 1..5),
+            size in 0usize..64,
+        ) {
+            let text: Vec<String> = blocks
+                .iter()
+                .map(|(s, n, r)| format!("({s},{n},{r})"))
+                .collect();
+            let value = format!("(vector,{})", text.join(","));
+            match nodes_of_ranks(&value, size) {
+                Ok(nodes) => {
+                    prop_assert_eq!(nodes.len(), size);
+                    for node in nodes {
+                        prop_assert!(blocks.iter().any(|&(s, n, r)| r > 0 && (s..s + n).contains(&node)));
+                    }
+                }
+                Err(_) => prop_assert!(blocks.iter().all(|&(_, n, r)| n == 0 || r == 0)),
+            }
         }
 
         #[test]

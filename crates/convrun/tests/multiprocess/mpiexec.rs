@@ -96,6 +96,47 @@ fn mpiexec_core() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Every rank's host comes from the launcher's map of ranks to its
+/// nodes (`PMI_process_mapping`, one `get`), not from a `get` per rank:
+/// Hydra started on two pretend hosts (`-launcher fork -hosts a,b`: both
+/// on this machine, ranks dealt round-robin) places ranks 0 and 2 on one,
+/// 1 and 3 on the other, which the job's host queries and its choice of
+/// modules (shm within a pretend host, tcp between) follow. Under the
+/// `mpi` feature the hosts come from MPI's split of the job by shared
+/// memory (`MPI_Comm_split_type`), which MPICH draws from the same map.
+fn mpiexec_hosts_from_the_launchers_map() {
+    let Some(launcher) = mpiexec() else { return };
+    let me = me();
+    let f = launch_with(
+        launcher,
+        &[
+            "-launcher",
+            "fork",
+            "-hosts",
+            "hostA,hostB",
+            "-n",
+            "4",
+            &me,
+            "core_hosts",
+            "++ppn",
+            "2",
+        ],
+        LIMIT,
+        |_| {},
+    );
+    let netmod = if cfg!(feature = "mpi") {
+        "mpi"
+    } else {
+        "shm+tcp"
+    };
+    f.expect_code(0)
+        .expect_line("hosts 2: 0 0 1 1 0 0 1 1")
+        .expect_line(&format!(
+            "converse: 8 PEs in 4 processes of 2 PEs, netmod {netmod}"
+        ))
+        .expect_line("ok core_hosts");
+}
+
 /// `exit(7)` on the last PE ends every rank, and `mpiexec` with 7.
 fn mpiexec_exit() {
     let Some(launcher) = mpiexec() else { return };
@@ -307,6 +348,10 @@ pub fn cases() -> Vec<Case> {
     vec![
         ("mpiexec_core", mpiexec_core),
         ("mpiexec_exit", mpiexec_exit),
+        (
+            "mpiexec_hosts_from_the_launchers_map",
+            mpiexec_hosts_from_the_launchers_map,
+        ),
         ("mpiexec_layout_mismatch", mpiexec_layout_mismatch),
         ("mpiexec_faults", mpiexec_faults),
         ("mpiexec_sigkill", mpiexec_sigkill),

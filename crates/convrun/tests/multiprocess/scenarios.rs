@@ -1531,6 +1531,27 @@ fn poll_until(done: impl Fn() -> bool, what: &str) {
 /// One PE's part (the same on the PEs `init_returns` starts and on each
 /// process's main thread, its first PE): report to PE 0, which answers every
 /// PE once all have reported; wait for the answer.
+/// Prints on PE 0 the job's hosts as the physical-node queries see them:
+/// `hosts N: H0 H1 ...` (the host of every PE, in order), then `ok
+/// core_hosts`.
+fn hosts() -> i32 {
+    run_normal(|_| {
+        if my_pe() != 0 {
+            return;
+        }
+        use converse::machine::hosts;
+        let of: Vec<String> = (0..num_pes())
+            .map(|pe| hosts::physical_node_of(pe).to_string())
+            .collect();
+        cmi_printf!(
+            "hosts {}: {}\nok core_hosts\n",
+            hosts::num_physical_nodes(),
+            of.join(" ")
+        );
+        converse::exit(0);
+    })
+}
+
 fn init_returns_pe() {
     let (p, me) = (num_pes(), my_pe());
     let reports: Rc<RefCell<Vec<u64>>> = Rc::default();
@@ -2867,6 +2888,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "core_qd" => qd(),
         "core_threads" => threads(),
         "core_init_returns" => init_returns(),
+        "core_hosts" => hosts(),
         "core_exit" => ending_job(exit_seven, in_thread),
         "core_panic" => ending_job(deliberate_panic, in_thread),
         "core_handler_mismatch" => handler_mismatch(),

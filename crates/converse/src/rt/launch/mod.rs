@@ -160,29 +160,27 @@ pub(super) fn host_name() -> String {
         .into_owned()
 }
 
-/// The hosts of a launcher's job from each process's host name, in order:
-/// every process's host numbered by first appearance, how many hosts, and
-/// the PEs on the host of process `rank` (`++ppn` of them per process, from
-/// `config`).
-pub(super) fn host_layout<S: AsRef<str>>(
-    names: &[S],
+/// The hosts of a launcher's job from a label of each process's host (its
+/// name, or the launcher's node number), in order: every process's host
+/// numbered by first appearance, how many hosts, and the PEs on the host
+/// of process `rank` (`++ppn` of them per process, from `config`). O(P):
+/// labels are looked up by hash, not compared with every host before.
+pub(super) fn host_layout<L: Eq + std::hash::Hash>(
+    labels: &[L],
     rank: usize,
     config: &Config,
 ) -> (Vec<usize>, usize, usize) {
-    let mut seen: Vec<&str> = Vec::new();
-    let hosts: Vec<usize> = names
+    let mut seen: std::collections::HashMap<&L, usize> = std::collections::HashMap::new();
+    let hosts: Vec<usize> = labels
         .iter()
-        .map(|n| {
-            let n = n.as_ref();
-            seen.iter().position(|s| *s == n).unwrap_or_else(|| {
-                seen.push(n);
-                seen.len() - 1
-            })
+        .map(|l| {
+            let next = seen.len();
+            *seen.entry(l).or_insert(next)
         })
         .collect();
     let ppn = config
         .ppn
-        .or(config.pes.map(|p| p / names.len().max(1)))
+        .or(config.pes.map(|p| p / labels.len().max(1)))
         .unwrap_or(1)
         .max(1);
     let on_my_host = hosts.iter().filter(|&&h| h == hosts[rank]).count();

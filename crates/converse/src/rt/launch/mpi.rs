@@ -1,10 +1,23 @@
 //! The bootstrap of a process started by an MPI launcher, in a build with
 //! the `mpi` feature: MPI itself says the rank and the size
-//! (`MPI_Init_thread`), and the processes exchange the job key, the
-//! segment id, their hosts and their business cards with `MPI_Allgather`
-//! — whatever launcher started them (MPICH's `mpiexec`, Open MPI's
-//! `mpirun`, Slurm's `srun`, Flux), as long as it is the MPI library's.
-//! The default network module is then `mpi`.
+//! (`MPI_Init_thread`), and the processes learn the rest through MPI's
+//! collectives — whatever launcher started them (MPICH's `mpiexec`, Open
+//! MPI's `mpirun`, Slurm's `srun`, Flux), as long as it is the MPI
+//! library's. The default network module is then `mpi`.
+//!
+//! What each process sends and keeps at start-up does not grow with the
+//! job but for one number per rank:
+//!
+//! - the job key and the segment id: `MPI_Bcast` from rank 0;
+//! - every rank's host: MPI's own split of the job by shared memory,
+//!   gathered as the lowest rank on each host (`mpi::host_leaders`: one
+//!   number per rank, no host names);
+//! - business cards: under `++netmod mpi` a rank's card is its rank
+//!   (`mpi::card_of_rank`), so none is exchanged; a job that runs another
+//!   module (`++netmod shm`, `tcp`, `auto`) gathers every card once
+//!   (`MPI_Allgather`: MPI keeps no key-value space to ask later). Whether
+//!   any process needs cards is agreed first (`mpi::any`), so every
+//!   process makes the same collective calls.
 //!
 //! # Invariants
 //!
@@ -52,7 +65,8 @@ pub(super) fn initialized() -> bool {
 
 /// The MPI bootstrap of one process.
 struct Mpi {
-    /// Every rank's card, gathered at start-up.
+    /// Every rank's card, gathered at start-up if any process's card has
+    /// more than an MPI part (else a card is its rank's `mpi:` part).
     cards: std::sync::OnceLock<Vec<String>>,
 }
 
@@ -80,32 +94,25 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         ));
     }
     let host = super::host_name();
-    // Rank 0's record carries the key and the segment id; every record
-    // its host.
-    let mine = if rank == 0 {
+    // Rank 0's job key (64 hex digits) and segment id (16).
+    let mut secrets = [0u8; 80];
+    if rank == 0 {
         let (key, shm_id) = super::draw_job_secrets()?;
-        format!("{host}\n{}\n{shm_id:016x}", key.to_hex())
-    } else {
-        host.clone()
-    };
-    let records = mpi::allgather(mine.as_bytes()).map_err(|e| e.to_string())?;
-    let records: Vec<String> = records
-        .into_iter()
-        .map(|r| String::from_utf8_lossy(&r).into_owned())
-        .collect();
-    let mut root = records[0].split('\n');
-    let (_, key, shm_id) = (root.next(), root.next(), root.next());
-    let key = key
+        let text = format!("{}{shm_id:016x}", key.to_hex());
+        secrets.copy_from_slice(text.as_bytes());
+    }
+    mpi::broadcast(&mut secrets, 0).map_err(|e| e.to_string())?;
+    let (key, shm_id) = secrets.split_at(64);
+    let key = std::str::from_utf8(key)
+        .ok()
         .and_then(JobKey::from_hex)
         .ok_or("rank 0 sent no job key")?;
-    let shm_id = shm_id
+    let shm_id = std::str::from_utf8(shm_id)
+        .ok()
         .and_then(|s| u64::from_str_radix(s, 16).ok())
         .ok_or("rank 0 sent no segment id")?;
-    let names: Vec<&str> = records
-        .iter()
-        .map(|r| r.split('\n').next().unwrap_or(""))
-        .collect();
-    let (hosts, _, host_pes) = super::host_layout(&names, rank, config);
+    let leaders = mpi::host_leaders().map_err(|e| e.to_string())?;
+    let (hosts, _, host_pes) = super::host_layout(&leaders, rank, config);
     Ok(Some(Placement {
         node: rank,
         nodes: size,
@@ -123,10 +130,15 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
 }
 
 impl Bootstrap for Mpi {
-    fn publish(&self, _place: &Placement, card: &str, _deadline: Instant) -> Result<(), String> {
-        // MPI has no key-value space to ask later: every card is gathered
-        // here (under `++netmod mpi` a card is a few bytes; MPI connects
-        // its ranks itself).
+    fn publish(&self, place: &Placement, card: &str, _deadline: Instant) -> Result<(), String> {
+        // A card of the MPI module alone is its rank: nothing to gather
+        // unless some process runs another module. MPI has no key-value
+        // space to ask later, so then every card is gathered here. The
+        // agreement is the start barrier.
+        let mpi_only = card == mpi::card_of_rank(place.node);
+        if !mpi::any(!mpi_only).map_err(|e| e.to_string())? {
+            return Ok(());
+        }
         let cards = mpi::allgather(card.as_bytes()).map_err(|e| e.to_string())?;
         let cards = cards
             .into_iter()
@@ -140,11 +152,14 @@ impl Bootstrap for Mpi {
     }
 
     fn card_of(&self, peer: usize) -> Result<String, String> {
-        self.cards
-            .get()
-            .and_then(|c| c.get(peer))
-            .cloned()
-            .ok_or_else(|| format!("no business card of rank {peer}"))
+        match self.cards.get() {
+            Some(cards) => cards
+                .get(peer)
+                .cloned()
+                .ok_or_else(|| format!("no business card of rank {peer}")),
+            // Every process runs the MPI module alone.
+            None => Ok(mpi::card_of_rank(peer)),
+        }
     }
 
     fn joined(&self, _place: &Placement) -> Result<(), String> {

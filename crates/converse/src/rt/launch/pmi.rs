@@ -6,6 +6,12 @@
 //! the shared-memory segment id, the hosts and the business cards. The
 //! protocol's lines are `launch_wire::pmi`'s.
 //!
+//! What a process asks the launcher does not grow with the job: the key,
+//! the segment id and the launcher's map of ranks to its nodes
+//! (`PMI_process_mapping`, one `get` for every rank's host), then a card
+//! when it first talks to a peer (`card_of`). Only a launcher that gives
+//! no map costs a `get` of every rank's host name.
+//!
 //! A rank is a node (a process of `++ppn` PEs); `+p` must be the ranks
 //! times `++ppn` (`start` checks it). Launchers that hand out a rank but
 //! no PMI-1 connection (Open MPI's `mpirun`, Slurm's `srun` without
@@ -39,7 +45,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use launch_wire::JobKey;
-use launch_wire::pmi::{Answer, MAX_LINE, Maxes, Request};
+use launch_wire::pmi::{self, Answer, MAX_LINE, Maxes, Request};
 
 use super::convrun::{Got, read_line};
 use super::{Bootstrap, Placement};
@@ -215,28 +221,39 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     };
     tracing::debug!(rank, size, kvs = ?link.kvs, "connected to the PMI-1 launcher");
     let host = super::host_name();
+    // Every rank's host in one answer, if the launcher gives its map.
+    let mapped = launcher_nodes(&mut link, size, deadline);
     if rank == 0 {
         let (key, shm_id) = super::draw_job_secrets()?;
         link.put(KEY_KEY, &key.to_hex(), deadline)?;
         link.put(SHM_KEY, &format!("{shm_id:016x}"), deadline)?;
     }
-    link.put(&host_key(rank), &host, deadline)?;
+    if mapped.is_none() {
+        link.put(&host_key(rank), &host, deadline)?;
+    }
     link.barrier(deadline)?;
     let key = JobKey::from_hex(&link.get(KEY_KEY, deadline)?)
         .ok_or("the job key in the launcher's key-value space is not 64 hex digits")?;
     let shm_id = u64::from_str_radix(&link.get(SHM_KEY, deadline)?, 16)
         .map_err(|_| "the segment id in the launcher's key-value space is not hexadecimal")?;
-    // Hosts are told apart by name, numbered in order of first appearance.
-    let names = (0..size)
-        .map(|r| {
-            if r == rank {
-                Ok(host.clone())
-            } else {
-                link.get(&host_key(r), deadline)
-            }
-        })
-        .collect::<Result<Vec<String>, String>>()?;
-    let (hosts, host_count, host_pes) = super::host_layout(&names, rank, config);
+    // Hosts are numbered in order of first appearance: the launcher's
+    // nodes, else (a launcher without the map) the names every rank put,
+    // one `get` each.
+    let (hosts, host_count, host_pes) = match mapped {
+        Some(nodes) => super::host_layout(&nodes, rank, config),
+        None => {
+            let names = (0..size)
+                .map(|r| {
+                    if r == rank {
+                        Ok(host.clone())
+                    } else {
+                        link.get(&host_key(r), deadline)
+                    }
+                })
+                .collect::<Result<Vec<String>, String>>()?;
+            super::host_layout(&names, rank, config)
+        }
+    };
     let netmod = match &config.netmod {
         Some(m) => m.clone(),
         None if host_count == 1 => "shm".into(),
@@ -259,6 +276,16 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
             settled: AtomicBool::new(false),
         }),
     }))
+}
+
+/// The launcher node of every rank, from its `PMI_process_mapping`
+/// (Hydra's and Slurm's PMI-1 give it), or `None` if it gives none or one
+/// that does not parse (then the ranks exchange host names).
+fn launcher_nodes(link: &mut Link, size: usize, deadline: Instant) -> Option<Vec<usize>> {
+    let value = link.get(pmi::PROCESS_MAPPING_KEY, deadline).ok()?;
+    pmi::nodes_of_ranks(&value, size)
+        .inspect_err(|e| tracing::debug!("{e}: the ranks exchange host names instead"))
+        .ok()
 }
 
 /// The error for an answer that says no (or is not the one asked for).
