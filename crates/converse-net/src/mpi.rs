@@ -2,8 +2,8 @@
 //! of a job started by an MPI launcher travel as MPI messages over
 //! `MPI_COMM_WORLD`, through the system's MPI library (the `mpi` crate's
 //! bindings). Also the few job-wide MPI calls start-up needs ([`init`],
-//! [`broadcast`], [`host_leaders`], [`any`], [`allgather`], [`finalize`],
-//! [`abort`]).
+//! [`broadcast`], [`allgather_word`], [`any`], [`allgather`],
+//! [`finalize`], [`abort`]).
 //!
 //! # The byte stream as MPI messages
 //!
@@ -284,73 +284,29 @@ pub fn any(mine: bool) -> Result<bool, NetError> {
     Ok(all != 0)
 }
 
-/// For every rank, in rank order, the lowest rank on its host: MPI splits
-/// the job by shared memory (`MPI_Comm_split_type` with
-/// `MPI_COMM_TYPE_SHARED`), each part finds its lowest rank
-/// (`MPI_Allreduce`), and the job gathers one number per rank
-/// (`MPI_Allgather`), not host names. Collective.
-pub fn host_leaders() -> Result<Vec<usize>, NetError> {
+/// Every process's `mine`, in rank order: one `MPI_Allgather` of a
+/// fixed-size word (no lengths to gather first). Collective.
+pub fn allgather_word(mine: u64) -> Result<Vec<u64>, NetError> {
     let _mpi = lock(&MPI_LOCK);
-    let (mut rank, mut size): (c_int, c_int) = (0, 0);
-    // SAFETY: MPI is initialized; both calls write one int.
-    unsafe {
-        check(ffi::MPI_Comm_rank(world(), &mut rank), "MPI_Comm_rank")?;
-        check(ffi::MPI_Comm_size(world(), &mut size), "MPI_Comm_size")?;
-    }
-    // SAFETY: a null handle, written by the split below.
-    let mut host: ffi::MPI_Comm = unsafe { ffi::RSMPI_COMM_NULL };
-    // SAFETY: MPI is initialized; `host` is written with a new
-    // communicator, freed below.
-    let rc = unsafe {
-        ffi::MPI_Comm_split_type(
-            world(),
-            ffi::RSMPI_COMM_TYPE_SHARED,
-            rank,
-            ffi::RSMPI_INFO_NULL,
-            &mut host,
-        )
-    };
-    check(rc, "MPI_Comm_split_type")?;
-    let mut leader: c_int = 0;
-    // SAFETY: `host` is the communicator just made; one int each way.
-    let rc = unsafe {
-        ffi::MPI_Allreduce(
-            (&rank as *const c_int).cast(),
-            (&mut leader as *mut c_int).cast(),
-            1,
-            ffi::RSMPI_INT32_T,
-            ffi::RSMPI_MIN,
-            host,
-        )
-    };
-    // SAFETY: `host` was made above and is used no more.
-    unsafe {
-        ffi::MPI_Comm_free(&mut host);
-    }
-    check(rc, "MPI_Allreduce")?;
-    let mut leaders = vec![0 as c_int; size as usize];
-    // SAFETY: one int sent, `size` ints received into `leaders`.
+    let mut size: c_int = 0;
+    // SAFETY: MPI is initialized; writes one int.
+    let rc = unsafe { ffi::MPI_Comm_size(world(), &mut size) };
+    check(rc, "MPI_Comm_size")?;
+    let mut all = vec![0u64; size as usize];
+    // SAFETY: one u64 sent, `size` u64s received into `all`.
     let rc = unsafe {
         ffi::MPI_Allgather(
-            (&leader as *const c_int).cast(),
+            (&mine as *const u64).cast(),
             1,
-            ffi::RSMPI_INT32_T,
-            leaders.as_mut_ptr().cast(),
+            ffi::RSMPI_UINT64_T,
+            all.as_mut_ptr().cast(),
             1,
-            ffi::RSMPI_INT32_T,
+            ffi::RSMPI_UINT64_T,
             world(),
         )
     };
     check(rc, "MPI_Allgather")?;
-    leaders
-        .into_iter()
-        .map(|l| {
-            usize::try_from(l)
-                .ok()
-                .filter(|&l| l < size as usize)
-                .ok_or_else(|| NetError::local(format!("mpi: host leader {l} is no rank")))
-        })
-        .collect()
+    Ok(all)
 }
 
 /// The business card of rank `rank`'s MPI module: the rank itself, so a
