@@ -3,8 +3,8 @@
 //! two cores, so what grows faster than the work is the signal.
 //!
 //! `cargo bench -p convrun --bench scale` (quick mode, `CONVERSE_BENCH_QUICK`:
-//! the smallest size of each series only; `-- tcp`, `-- shm`, `-- pes`
-//! for one series)
+//! the smallest size of each series only; `-- tcp`, `-- shm`, `-- mpiexec`,
+//! `-- pes` for one series)
 //!
 //! Figures, for P = 16, 64, 256, 1,024 processes of one PE (`++ppn 1`),
 //! over shm and over tcp (`<nm>`):
@@ -26,8 +26,13 @@
 //!   (`value ∝ P^e`, least squares over the sizes that ran), `baseline
 //!   none`.
 //!
-//! A size that fails (today: 1,024 processes) prints a `#` line naming it
-//! and its first error line instead, and is left out of the fit.
+//! The same figures for the series `mpiexec` (`-- mpiexec`): the job
+//! started by MPICH's `mpiexec -n P` instead of `convrun` (PMI-1 start-up,
+//! shm), where `mpiexec` is on `PATH` (a `#` line says it is skipped
+//! otherwise).
+//!
+//! A size that fails prints a `#` line naming it and its first error line
+//! instead, and is left out of the fit.
 //!
 //! And for one process of P = 256 … 4,096 PEs:
 //! - `scale_collectives_rss_p<P>`: peak resident memory of a job that
@@ -78,10 +83,15 @@ fn main() {
         .collect();
     let wanted = |series: &str| filter.is_empty() || filter.contains(&series);
     let sizes: &[usize] = if quick() { &[16] } else { &[16, 64, 256, 1024] };
-    for netmod in ["shm", "tcp"] {
-        if wanted(netmod) {
-            process_series(netmod, sizes);
+    for series in ["shm", "tcp", "mpiexec"] {
+        if !wanted(series) {
+            continue;
         }
+        if series == "mpiexec" && !on_path("mpiexec") {
+            println!("# scale: the mpiexec series is skipped: no mpiexec on PATH");
+            continue;
+        }
+        process_series(series, sizes);
     }
     if wanted("pes") {
         let pes: &[usize] = if quick() {
@@ -152,15 +162,38 @@ struct Run {
     opened: u64,
 }
 
-fn run_job(netmod: &str, p: usize) -> Result<Run, String> {
+/// True if `program` is a file in a directory of `PATH`.
+fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+/// Runs the `job-scale` job of `p` processes of one PE: through `convrun`
+/// over module `series` (`shm`, `tcp`), or through `mpiexec` (`mpiexec`:
+/// PMI-1 start-up, shm).
+fn run_job(series: &str, p: usize) -> Result<Run, String> {
     let cpu0 = children_cpu();
     let t = Instant::now();
-    let out = Command::new(CONVRUN)
-        .args(["+p", &p.to_string(), "++ppn", "1", "++netmod", netmod])
-        .args(["++timeout", "120", &me(), "job-scale"])
+    let n = p.to_string();
+    let mut cmd = if series == "mpiexec" {
+        let mut c = Command::new("mpiexec");
+        c.args(["-n", &n, &me(), "job-scale", "++netmod", "shm"])
+            .args(["++timeout", "120"]);
+        c
+    } else {
+        let mut c = Command::new(CONVRUN);
+        c.args(["+p", &n, "++ppn", "1", "++netmod", series]).args([
+            "++timeout",
+            "120",
+            &me(),
+            "job-scale",
+        ]);
+        c
+    };
+    let out = cmd
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| format!("convrun: {e}"))?;
+        .map_err(|e| format!("{series}: {e}"))?;
     let secs = t.elapsed().as_secs_f64();
     let cpu = children_cpu() - cpu0;
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -184,7 +217,7 @@ fn run_job(netmod: &str, p: usize) -> Result<Run, String> {
         secs,
         cpu,
         max_rss_kib,
-        opened: if netmod == "tcp" { tcp } else { shm },
+        opened: if series == "tcp" { tcp } else { shm },
     })
 }
 
