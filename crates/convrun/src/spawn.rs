@@ -224,12 +224,8 @@ pub fn start_all(job: &mut Job, plan: &Plan, control: &Control) {
     // then): the stdouts by one thread, the stderrs by another.
     let mut outputs = Vec::with_capacity(2 * nodes);
     // `CONVERSE_HOSTS` names the host of every process: written once, not
-    // once per process (`Placement::to_env` would format all `nodes`
-    // numbers for each).
-    let hosts_list: String = {
-        let numbers: Vec<String> = plan.host_of.iter().map(usize::to_string).collect();
-        numbers.join(",")
-    };
+    // once per process (`Placement::to_env` would encode it for each).
+    let hosts_list = launch_wire::env::hosts_value(&plan.host_of);
     for node in 0..nodes {
         let host = plan.host(node);
         let place = launch_wire::Placement {

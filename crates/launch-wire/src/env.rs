@@ -9,7 +9,7 @@
 //! | [`SHM_ID`] | the job's shared-memory segment id (hex), random and apart from the key, so a segment's name (listable by anyone in `/dev/shm`) says nothing of it |
 //! | [`NETMOD`] | the network module: `tcp` (the default), `shm`, or `auto` (shm with the processes of the same host, tcp with the others) |
 //! | [`HOST`] | the host name peers should use to reach this process (default `127.0.0.1`) |
-//! | [`HOSTS`] | the host of every process, as numbers (`0,1,0,1`): processes with the same number share memory |
+//! | [`HOSTS`] | the host of every process, as numbers: processes with the same number share memory. A list (`0,1,0,1`), or, where shorter, MPICH's mapping (`(vector,(0,2,1))`, see [`crate::pmi::nodes_of_ranks`]), whose length does not grow with the job for the usual layouts (hosts filled in turn or dealt round-robin): each process's environment is then O(1), not O(P), and a job of tens of thousands of processes stays below the system's limit on one variable (128 KiB) |
 //! | [`TIMEOUT`] | seconds start-up may take (`++timeout`; default [`DEFAULT_TIMEOUT_SECS`]) |
 //! | [`HOST_PES`] | PEs of the job on this host (all processes): more than its cores means idle PEs must not spin |
 //!
@@ -38,8 +38,13 @@ pub const SHM_ID: &str = "CONVERSE_SHM_ID";
 pub const NETMOD: &str = "CONVERSE_NETMOD";
 /// The host name peers reach this process by.
 pub const HOST: &str = "CONVERSE_HOST";
-/// The host of every process, as comma-separated numbers.
+/// The host of every process, as comma-separated numbers or as a
+/// mapping (see [`hosts_value`]).
 pub const HOSTS: &str = "CONVERSE_HOSTS";
+/// The most processes a [`HOSTS`] mapping may place: what a reader
+/// allocates for it is bounded, whatever [`NODES`] says (a list is bounded
+/// by its own length). Converse's own limit on PEs is lower.
+pub const MAX_MAPPED_NODES: usize = 1 << 17;
 /// Seconds start-up may take.
 pub const TIMEOUT: &str = "CONVERSE_TIMEOUT";
 /// PEs of the job on this process's host.
@@ -93,8 +98,7 @@ impl Placement {
             vars.push((HOST_PES, pes.to_string()));
         }
         if let Some(hosts) = &self.hosts {
-            let list: Vec<String> = hosts.iter().map(usize::to_string).collect();
-            vars.push((HOSTS, list.join(",")));
+            vars.push((HOSTS, hosts_value(hosts)));
         }
         vars.push((SHM_ID, format!("{:016x}", self.shm_id)));
         vars.extend([
@@ -136,6 +140,14 @@ impl Placement {
             None => DEFAULT_TIMEOUT_SECS,
         };
         let hosts = match get(HOSTS) {
+            Some(map) if map.starts_with('(') => {
+                if nodes > MAX_MAPPED_NODES {
+                    return Err(Error::HostsNotNumbers(shown(&map)));
+                }
+                let hosts = crate::pmi::nodes_of_ranks(&map, nodes)
+                    .map_err(|_| Error::HostsNotNumbers(shown(&map)))?;
+                Some(hosts)
+            }
             Some(list) => {
                 let hosts: Vec<usize> = list
                     .split(',')
@@ -171,10 +183,115 @@ impl Placement {
     }
 }
 
+/// The value of [`HOSTS`] for `hosts` (the host of each process): MPICH's
+/// mapping where it is shorter than the list, else the list. The mapping
+/// describes the shortest period of `hosts` (the reader repeats it, and
+/// cuts the last repetition short), as runs of processes on one host (one
+/// block each, consecutive hosts with runs of one length merged). O(P).
+pub fn hosts_value(hosts: &[usize]) -> String {
+    let numbers: Vec<String> = hosts.iter().map(usize::to_string).collect();
+    let list = numbers.join(",");
+    if hosts.len() > MAX_MAPPED_NODES {
+        return list;
+    }
+    // The shortest period: the length less the longest border (the
+    // prefix function's last value).
+    let mut border = vec![0usize; hosts.len()];
+    for j in 1..hosts.len() {
+        let mut k = border[j - 1];
+        while k > 0 && hosts[j] != hosts[k] {
+            k = border[k - 1];
+        }
+        if hosts[j] == hosts[k] {
+            k += 1;
+        }
+        border[j] = k;
+    }
+    let period = hosts.len() - border.last().copied().unwrap_or(0);
+    // (first host, hosts, processes on each)
+    let mut blocks: Vec<(usize, usize, usize)> = Vec::new();
+    let cycle = &hosts[..period];
+    let mut i = 0;
+    while i < cycle.len() {
+        let run = cycle[i..].iter().take_while(|&&h| h == cycle[i]).count();
+        match blocks.last_mut() {
+            Some((start, n, each)) if *each == run && start.checked_add(*n) == Some(cycle[i]) => {
+                *n += 1
+            }
+            _ => blocks.push((cycle[i], 1, run)),
+        }
+        i += run;
+    }
+    let text: Vec<String> = blocks
+        .iter()
+        .map(|(s, n, r)| format!("({s},{n},{r})"))
+        .collect();
+    let map = format!("(vector,{})", text.join(","));
+    // Read back as a check: a mapping that said anything else would
+    // place processes on the wrong hosts.
+    if map.len() < list.len()
+        && crate::pmi::nodes_of_ranks(&map, hosts.len()).is_ok_and(|h| h == hosts)
+    {
+        map
+    } else {
+        list
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::collections::HashMap;
+
+    #[test]
+    fn the_usual_layouts_take_a_value_that_does_not_grow_with_the_job() {
+        for p in [64usize, 4096, 65_536] {
+            // Round-robin on two hosts (`++virtual-hosts 2`).
+            let dealt: Vec<usize> = (0..p).map(|n| n % 2).collect();
+            assert_eq!(hosts_value(&dealt), "(vector,(0,2,1))", "{p}");
+            // Hosts filled in turn, four processes each.
+            let filled: Vec<usize> = (0..p).map(|n| n / 4).collect();
+            assert_eq!(hosts_value(&filled), format!("(vector,(0,{},4))", p / 4));
+            // One host (as Hydra says it: one process, repeated).
+            assert_eq!(hosts_value(&vec![0; p]), "(vector,(0,1,1))");
+        }
+        // A job that stops mid-cycle: the last cycle is cut, not encoded.
+        let cut: Vec<usize> = (0..11).map(|n| (n / 2) % 3).collect();
+        assert_eq!(hosts_value(&cut), "(vector,(0,3,2))");
+        // Short or irregular: the list.
+        assert_eq!(hosts_value(&[0, 1, 0, 1]), "0,1,0,1");
+        assert_eq!(hosts_value(&[2, 0, 1, 1, 0, 2, 2]), "2,0,1,1,0,2,2");
+        assert_eq!(hosts_value(&[]), "");
+    }
+
+    #[test]
+    fn every_hosts_value_reads_back_as_its_hosts() {
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = |below: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % below as u64) as usize
+        };
+        for _ in 0..2000 {
+            let p = 1 + next(200);
+            let (hosts_n, run, mode) = (1 + next(6), 1 + next(5), next(3));
+            let hosts: Vec<usize> = (0..p)
+                .map(|n| match mode {
+                    0 => (n / run) % hosts_n,
+                    1 => n / run,
+                    _ => next(hosts_n),
+                })
+                .collect();
+            let value = hosts_value(&hosts);
+            let back = if value.starts_with('(') {
+                crate::pmi::nodes_of_ranks(&value, p).unwrap()
+            } else {
+                value.split(',').map(|h| h.parse().unwrap()).collect()
+            };
+            assert_eq!(back, hosts, "{value}");
+        }
+    }
 
     fn lookup(vars: &[(&str, String)]) -> impl Fn(&str) -> Option<String> {
         let map: HashMap<String, String> = vars
@@ -323,6 +440,16 @@ mod tests {
             let e = Placement::from_env(lookup(&with(&good, name, *value))).unwrap_err();
             assert_eq!(e.to_string(), *want, "{name}={value:?}");
         }
+        let mapped = Placement::from_env(lookup(&with(&good, HOSTS, Some("(vector,(0,2,1))"))))
+            .unwrap()
+            .unwrap();
+        assert_eq!(mapped.hosts, Some(vec![0, 1, 0, 1]));
+        let e =
+            Placement::from_env(lookup(&with(&good, HOSTS, Some("(vector,(0,2))")))).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "CONVERSE_HOSTS `(vector,(0,2))` is not a list of numbers"
+        );
         let e = Placement::from_env(lookup(&with(&good, HOSTS, Some(&"9\n".repeat(500)))))
             .unwrap_err()
             .to_string();

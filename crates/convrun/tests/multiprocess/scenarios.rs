@@ -1532,8 +1532,9 @@ fn poll_until(done: impl Fn() -> bool, what: &str) {
 /// process's main thread, its first PE): report to PE 0, which answers every
 /// PE once all have reported; wait for the answer.
 /// Prints on PE 0 the job's hosts as the physical-node queries see them:
-/// `hosts N: H0 H1 ...` (the host of every PE, in order), then `ok
-/// core_hosts`.
+/// `hosts N: H0 H1 ...` (the host of every PE, in order), what `convrun`
+/// said of them (`hosts-var VALUE` of `CONVERSE_HOSTS`, `-` unset), then
+/// `ok core_hosts`.
 fn hosts() -> i32 {
     run_normal(|_| {
         if my_pe() != 0 {
@@ -1543,8 +1544,9 @@ fn hosts() -> i32 {
         let of: Vec<String> = (0..num_pes())
             .map(|pe| hosts::physical_node_of(pe).to_string())
             .collect();
+        let var = std::env::var("CONVERSE_HOSTS").unwrap_or_else(|_| "-".into());
         cmi_printf!(
-            "hosts {}: {}\nok core_hosts\n",
+            "hosts {}: {}\nhosts-var {var}\nok core_hosts\n",
             hosts::num_physical_nodes(),
             of.join(" ")
         );
@@ -3447,9 +3449,50 @@ fn core_handler_mismatch() {
 }
 
 /// The driver cases.
+/// The physical-node queries on pretend hosts: `convrun` hands every
+/// process the hosts of all (`CONVERSE_HOSTS`), as a list for a small job
+/// and as MPICH's mapping where that is shorter (16 processes dealt to 3
+/// hosts in turn: `(vector,(0,3,1))`), and every PE answers alike.
+fn core_hosts() {
+    let me = common::me();
+    let dealt: Vec<String> = (0..16).map(|n| (n % 3).to_string()).collect();
+    for (processes, hosts, want, var) in [
+        ("4", "2", "hosts 2: 0 0 1 1 0 0 1 1".to_string(), "0,1,0,1"),
+        (
+            "16",
+            "3",
+            format!("hosts 3: {}", dealt.join(" ")),
+            "(vector,(0,3,1))",
+        ),
+    ] {
+        let ppn = if processes == "4" { "2" } else { "1" };
+        let pes = (ppn.parse::<usize>().unwrap() * processes.parse::<usize>().unwrap()).to_string();
+        let f = common::convrun(
+            &[
+                "+p",
+                &pes,
+                "++ppn",
+                ppn,
+                "++netmod",
+                "auto",
+                "++virtual-hosts",
+                hosts,
+                &me,
+                "core_hosts",
+            ],
+            JOB_LIMIT,
+        );
+        f.expect_code(0)
+            .expect_line(&want)
+            .expect_line(&format!("hosts-var {var}"))
+            .expect_line("ok core_hosts");
+    }
+}
+
 pub fn cases() -> Vec<Case> {
     vec![
         ("core_topology", core_topology),
+        ("core_hosts", core_hosts),
         ("core_sends", core_sends),
         ("core_large", core_large),
         ("core_huge", core_huge),
