@@ -18,6 +18,11 @@
 //!   root along the runtime's own routes (one PE per node, branching 4), for
 //!   `n` = 2 … 4096: computed, not timed. Baseline: ⌈log₄ n⌉.
 //!
+//! - `node_barrier_2pe`: one `node_barrier` (`CmiNodeBarrier`) of the two
+//!   PEs of one node, a round each. Baseline: the same two threads meeting
+//!   at a counter on one atomic, spinning (the raw operation underneath: a
+//!   cache line passed both ways). Best of five, taken in turns.
+//!
 //! Both PE threads are pinned to CPUs 0 and 1, as in the ping-pong bench.
 //! `CONVERSE_BENCH_ONLY=bcast` runs the first figure only (with its
 //! baseline), `=reduce_8B` that size only.
@@ -77,6 +82,7 @@ fn main() {
     let out = results.clone();
     let barrier = Arc::new(Barrier::new(2));
     let remaining = Arc::new(AtomicU64::new(0));
+    let raw_meetings = Arc::new(AtomicU64::new(0));
     Converse::new()
         .args(["collectives", "+p", "2"])
         .run_user_scheduler(move |_| {
@@ -178,6 +184,43 @@ fn main() {
                     "pe_pingpong_rtt_8B".into(),
                     rtt,
                 ));
+            }
+            if common::wanted("node_barrier") && converse::my_node_size() == 2 {
+                let rounds = common::iterations(200_000);
+                let node_barrier = || {
+                    barrier.wait();
+                    let t0 = Instant::now();
+                    for _ in 0..rounds {
+                        converse::node_barrier();
+                    }
+                    t0.elapsed().as_secs_f64() / rounds as f64 * 1e6
+                };
+                let raw_barrier = || {
+                    barrier.wait();
+                    let base = raw_meetings.load(Ordering::SeqCst);
+                    barrier.wait();
+                    let t0 = Instant::now();
+                    for r in 1..=rounds {
+                        raw_meetings.fetch_add(1, Ordering::AcqRel);
+                        while raw_meetings.load(Ordering::Acquire) < base + 2 * r {
+                            std::hint::spin_loop();
+                        }
+                    }
+                    t0.elapsed().as_secs_f64() / rounds as f64 * 1e6
+                };
+                let (mut ours, mut raw) = (f64::INFINITY, f64::INFINITY);
+                for _ in 0..5 {
+                    ours = ours.min(node_barrier());
+                    raw = raw.min(raw_barrier());
+                }
+                if me == 0 {
+                    out.lock().unwrap().push((
+                        "node_barrier_2pe".into(),
+                        ours,
+                        "raw_spin_barrier_2pe".into(),
+                        raw,
+                    ));
+                }
             }
             for bytes in SIZES {
                 if !common::wanted(&format!("reduce_{}", common::size_name(bytes))) {

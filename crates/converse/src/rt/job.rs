@@ -31,7 +31,7 @@
 use crate::sync::lock;
 use std::any::{Any, TypeId};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use crossbeam_queue::SegQueue;
@@ -43,6 +43,7 @@ use crate::msg::handler::{HandlerIdent, registered_index};
 use crate::msg::message::Message;
 use crate::proc::args::Config;
 use crate::proc::topology::Topology;
+use crate::rt::node_barrier::NodeBarrier;
 use crate::sync::inbox::Inbox;
 
 /// The process layer delivers what other processes send through this.
@@ -381,50 +382,6 @@ impl Job {
     }
 }
 
-/// A barrier for the PEs of one node that also opens when the job exits (so a
-/// PE waiting in it cannot hang the job when a peer has died or exited).
-pub(crate) struct NodeBarrier {
-    size: usize,
-    /// (PEs arrived in the current round, round number)
-    state: Mutex<(usize, u64)>,
-    condvar: Condvar,
-}
-
-impl NodeBarrier {
-    fn new(size: usize) -> NodeBarrier {
-        NodeBarrier {
-            size,
-            state: Mutex::new((0, 0)),
-            condvar: Condvar::new(),
-        }
-    }
-
-    /// Waits until all `size` PEs arrived, or until `exiting()` is true.
-    /// Returns false in the latter case.
-    pub fn wait(&self, exiting: impl Fn() -> bool) -> bool {
-        let mut state = lock(&self.state);
-        let round = state.1;
-        state.0 += 1;
-        if state.0 == self.size {
-            *state = (0, round + 1);
-            self.condvar.notify_all();
-            return true;
-        }
-        while state.1 == round {
-            if exiting() {
-                return false;
-            }
-            state = self.condvar.wait(state).unwrap_or_else(|e| e.into_inner());
-        }
-        true
-    }
-
-    fn release_all(&self) {
-        let _state = lock(&self.state);
-        self.condvar.notify_all();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -450,11 +407,5 @@ mod tests {
         let err = job.check_handlers(2, &[a, a]).unwrap_err();
         assert!(err.contains("index 4"), "{err}");
         assert!(err.contains("PE 1") && err.contains("PE 2"), "{err}");
-    }
-
-    #[test]
-    fn barrier_opens_on_exit() {
-        let b = NodeBarrier::new(2);
-        assert!(!b.wait(|| true));
     }
 }

@@ -94,7 +94,10 @@ pub fn node_barrier() {
     if let Some(w) = watch {
         w.blocked("a node barrier");
     }
-    let passed = job.node(me.node).barrier.wait(|| job.is_exiting());
+    let passed = job
+        .node(me.node)
+        .barrier
+        .wait(|| job.is_exiting(), job.oversubscribed);
     if let Some(w) = watch {
         w.unblocked();
     }

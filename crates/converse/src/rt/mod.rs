@@ -16,6 +16,7 @@ pub(crate) mod job;
 pub mod launch;
 pub mod lock;
 pub(crate) mod network;
+pub(crate) mod node_barrier;
 pub(crate) mod pe;
 pub(crate) mod persistent;
 pub(crate) mod process_tree;
