@@ -510,12 +510,24 @@ extern "C" {
  * program's static objects. CsvInitialize has nothing left to do. */
 #define CMK_CSV_MAX_LOCAL_NODES 64
 int CmiCsvIndex_(void);
+/* The calling thread's element, asked of the runtime once per thread (and
+ * per translation unit: the cache is a static thread-local here, so the
+ * header defines no symbol) and kept: a PE's thread serves one PE, of one
+ * node, for its life, and a user-level thread that moves to another PE
+ * runs on that PE's thread, with that thread's cache. So CsvAccess costs a
+ * thread-local load and an index, as CpvAccess does, not a call. */
+static __thread int CmiCsvIndexOfThread_ = -1;
+static inline int CmiCsvIndexCached_(void) {
+  int index = CmiCsvIndexOfThread_;
+  if (__builtin_expect(index < 0, 0)) index = CmiCsvIndexOfThread_ = CmiCsvIndex_();
+  return index;
+}
 #define CsvDeclare(t, v) t Csv_##v##_[CMK_CSV_MAX_LOCAL_NODES]
 #define CsvStaticDeclare(t, v) static t Csv_##v##_[CMK_CSV_MAX_LOCAL_NODES]
 #define CsvExtern(t, v) extern t Csv_##v##_[CMK_CSV_MAX_LOCAL_NODES]
 #define CsvInitialize(t, v) ((void)0)
 #define CsvInitialized(v) 1
-#define CsvAccess(v) (Csv_##v##_[CmiCsvIndex_()])
+#define CsvAccess(v) (Csv_##v##_[CmiCsvIndexCached_()])
 
 #ifdef __cplusplus
 }

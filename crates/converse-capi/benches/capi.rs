@@ -11,6 +11,12 @@
 //!   beside `rust_pingpong_rtt_8B`, the same in Rust. Microseconds per round
 //!   trip; the ratio is C over Rust (target ≤ 1.1).
 //!
+//! - `capi_csv_access`: an increment of a `Csv` variable (`CsvAccess`,
+//!   the node's element), beside `capi_cpv_access`, the same of a `Cpv`
+//!   variable (a thread-local): nanoseconds each, both in the C program,
+//!   in turns; the ratio is Csv over Cpv (target ≤ 1.1: no call per
+//!   access).
+//!
 //! Both sides have the same shape: PE 0 sends the first message and runs
 //! a nested scheduler until the last handler stops it; each figure is the
 //! best of three timed runs after an untimed tenth. The C program and the
@@ -61,8 +67,9 @@ fn build_c_program() -> PathBuf {
     out
 }
 
-/// The C program's figures: (ns per self-send, µs per round trip).
-fn run_c(program: &Path, self_count: u64, rounds: u64) -> (f64, f64) {
+/// The C program's figures: (ns per self-send, µs per round trip), and
+/// (ns per Csv access, ns per Cpv access).
+fn run_c(program: &Path, self_count: u64, rounds: u64) -> ((f64, f64), (f64, f64)) {
     let mut child = Command::new(program)
         .args(["+p", "2", &self_count.to_string(), &rounds.to_string()])
         .stdout(std::process::Stdio::piped())
@@ -90,7 +97,10 @@ fn run_c(program: &Path, self_count: u64, rounds: u64) -> (f64, f64) {
             .find_map(|l| l.strip_prefix(key).map(|v| v.trim().parse().unwrap()))
             .unwrap_or_else(|| panic!("no `{key}` in:\n{text}"))
     };
-    (value("self_send_ns"), value("pingpong_rtt_us"))
+    (
+        (value("self_send_ns"), value("pingpong_rtt_us")),
+        (value("csv_access_ns"), value("cpv_access_ns")),
+    )
 }
 
 /// The same two loops in Rust, in a job of this process: (ns per
@@ -170,8 +180,10 @@ fn main() {
     let rounds = common::iterations(200_000);
     let program = build_c_program();
     let (mut c_best, mut rust_best) = ((f64::MAX, f64::MAX), (f64::MAX, f64::MAX));
+    let mut access_best = (f64::MAX, f64::MAX);
     for _ in 0..RUNS {
-        let c = run_c(&program, self_count, rounds);
+        let (c, access) = run_c(&program, self_count, rounds);
+        access_best = (access_best.0.min(access.0), access_best.1.min(access.1));
         let r = run_rust(self_count, rounds);
         c_best = (c_best.0.min(c.0), c_best.1.min(c.1));
         rust_best = (rust_best.0.min(r.0), rust_best.1.min(r.1));
@@ -184,6 +196,16 @@ fn main() {
             "rust_self_send_rate",
             1e3 / rust_best.0,
             "M msg/s",
+        );
+    }
+    if common::wanted("capi_csv_access") {
+        common::line(
+            "capi_csv_access",
+            access_best.0,
+            "ns",
+            "capi_cpv_access",
+            access_best.1,
+            "ns",
         );
     }
     if common::wanted("capi_pingpong_rtt_8B") {

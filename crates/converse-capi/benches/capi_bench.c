@@ -4,6 +4,8 @@
  * untimed tenth) and prints
  *   self_send_ns <ns per message>
  *   pingpong_rtt_us <microseconds per round trip>
+ *   csv_access_ns <ns per increment of a Csv variable>
+ *   cpv_access_ns <ns per increment of a Cpv variable>
  * Each PE thread is pinned to the CPU of its number (as the Rust side of
  * the benchmark pins its PEs). Arguments: +p 2 [self-send count] [rounds]. */
 #define _GNU_SOURCE
@@ -16,6 +18,24 @@ typedef struct {
   char head[CmiMsgHeaderSizeBytes];
   char payload[8];
 } Msg;
+
+CpvStaticDeclare(long, cpv_counter);
+CsvStaticDeclare(long, csv_counter);
+
+/* Nanoseconds per increment of a Cpv (`cpv`) or a Csv variable, the
+ * variable looked up at every increment (the empty asm says memory may
+ * have changed, so neither the access nor the address is kept across
+ * iterations). */
+static double access_ns(int cpv, long n) {
+  double t0 = CmiWallTimer();
+  long i;
+  for (i = 0; i < n; i++) {
+    if (cpv) CpvAccess(cpv_counter)++;
+    else CsvAccess(csv_counter)++;
+    __asm__ __volatile__("" ::: "memory");
+  }
+  return (CmiWallTimer() - t0) * 1e9 / (double)n;
+}
 
 static long self_count = 2000000;
 static long rounds = 200000;
@@ -85,6 +105,8 @@ static void start(int argc, char **argv) {
   CpvInitialize(int, h_ping);
   CpvInitialize(int, h_pong);
   CpvInitialize(long, left);
+  CpvInitialize(long, cpv_counter);
+  CsvInitialize(long, csv_counter);
   CpvAccess(h_self) = CmiRegisterHandler(self_handler);
   CpvAccess(h_ping) = CmiRegisterHandler(ping_handler);
   CpvAccess(h_pong) = CmiRegisterHandler(pong_handler);
@@ -103,6 +125,19 @@ static void start(int argc, char **argv) {
       if (t < best) best = t;
     }
     CmiPrintf("pingpong_rtt_us %.4f\n", best * 1e6 / (double)rounds);
+    {
+      /* In turns, the best of RUNS each, after one untimed round. */
+      double csv = 1e30, cpv = 1e30;
+      access_ns(0, self_count / 10 + 1);
+      access_ns(1, self_count / 10 + 1);
+      for (run = 0; run < RUNS; run++) {
+        t = access_ns(0, 10 * self_count);
+        if (t < csv) csv = t;
+        t = access_ns(1, 10 * self_count);
+        if (t < cpv) cpv = t;
+      }
+      CmiPrintf("csv_access_ns %.4f\ncpv_access_ns %.4f\n", csv, cpv);
+    }
     ConverseExit();
   }
 }
