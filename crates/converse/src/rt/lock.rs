@@ -88,7 +88,9 @@ impl<T> DerefMut for NodeLockGuard<'_, T> {
 #[doc(alias = "CmiNodeBarrier")]
 pub fn node_barrier() {
     let me = pe::current();
-    let job = me.job.clone();
+    // Borrowed, not cloned: a clone's count is one cache line that every
+    // PE of the node would write at every barrier.
+    let job = &me.job;
     // The watchdog cannot ask a PE blocked here: it is told where it is.
     let watch = me.trace.watch();
     if let Some(w) = watch {
