@@ -187,40 +187,28 @@ pub fn init() -> Result<(usize, usize), NetError> {
     Ok((rank as usize, size as usize))
 }
 
-/// Every process's `bytes`, in rank order (`MPI_Allgather` of the
-/// lengths, then `MPI_Allgatherv`). Collective: every process calls it.
+/// Every process's `bytes`, in rank order (the lengths gathered as words,
+/// then `MPI_Allgatherv`). Collective: every process calls it.
 pub fn allgather(bytes: &[u8]) -> Result<Vec<Vec<u8>>, NetError> {
     let _mpi = lock(&MPI_LOCK);
-    let (mut size, mine) = (0 as c_int, bytes.len() as c_int);
-    // SAFETY: MPI is initialized; writes one int.
-    let rc = unsafe { ffi::MPI_Comm_size(world(), &mut size) };
-    check(rc, "MPI_Comm_size")?;
-    let mut lens = vec![0 as c_int; size as usize];
-    // SAFETY: one int sent, `size` ints received into `lens`.
-    let rc = unsafe {
-        ffi::MPI_Allgather(
-            (&mine as *const c_int).cast(),
-            1,
-            ffi::RSMPI_INT32_T,
-            lens.as_mut_ptr().cast(),
-            1,
-            ffi::RSMPI_INT32_T,
-            world(),
-        )
-    };
-    check(rc, "MPI_Allgather")?;
-    let mut displs = Vec::with_capacity(lens.len());
+    // Every length goes out, checked after the gather: every process sees
+    // the same lengths, so all of them give up together, or none does
+    // (a process leaving a collective early would hang the others).
+    let mut lens = Vec::new();
+    let mut displs = Vec::new();
     let mut total: usize = 0;
-    for &l in &lens {
-        if l < 0 {
-            return Err(NetError::local("mpi: a negative length gathered"));
-        }
+    for l in gather_words(bytes.len() as u64)? {
+        let l = c_int::try_from(l)
+            .map_err(|_| NetError::local("mpi: a length beyond 2 GiB gathered"))?;
+        lens.push(l);
         displs.push(total as c_int);
         total += l as usize;
     }
     if total > c_int::MAX as usize {
         return Err(NetError::local("mpi: more than 2 GiB to gather"));
     }
+    // Among the lengths checked just above.
+    let mine = bytes.len() as c_int;
     let mut all = vec![0u8; total];
     // SAFETY: `bytes` is sent; `all` holds the sum of `lens` bytes at
     // `displs`, as computed just above.
@@ -288,6 +276,11 @@ pub fn any(mine: bool) -> Result<bool, NetError> {
 /// fixed-size word (no lengths to gather first). Collective.
 pub fn allgather_word(mine: u64) -> Result<Vec<u64>, NetError> {
     let _mpi = lock(&MPI_LOCK);
+    gather_words(mine)
+}
+
+/// [`allgather_word`]'s work, for a caller holding `MPI_LOCK`.
+fn gather_words(mine: u64) -> Result<Vec<u64>, NetError> {
     let mut size: c_int = 0;
     // SAFETY: MPI is initialized; writes one int.
     let rc = unsafe { ffi::MPI_Comm_size(world(), &mut size) };

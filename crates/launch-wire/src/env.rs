@@ -142,10 +142,12 @@ impl Placement {
         let hosts = match get(HOSTS) {
             Some(map) if map.starts_with('(') => {
                 if nodes > MAX_MAPPED_NODES {
-                    return Err(Error::HostsNotNumbers(shown(&map)));
+                    return Err(Error::HostsNotMapping(format!(
+                        "a mapping places at most {MAX_MAPPED_NODES} processes, not {nodes}"
+                    )));
                 }
                 let hosts = crate::pmi::nodes_of_ranks(&map, nodes)
-                    .map_err(|_| Error::HostsNotNumbers(shown(&map)))?;
+                    .map_err(|e| Error::HostsNotMapping(e.to_string()))?;
                 Some(hosts)
             }
             Some(list) => {
@@ -448,7 +450,17 @@ mod tests {
             Placement::from_env(lookup(&with(&good, HOSTS, Some("(vector,(0,2))")))).unwrap_err();
         assert_eq!(
             e.to_string(),
-            "CONVERSE_HOSTS `(vector,(0,2))` is not a list of numbers"
+            "CONVERSE_HOSTS: PMI process mapping (vector,(0,2)): a block is not three whole numbers"
+        );
+        let huge = with(&good, NODES, Some(&(MAX_MAPPED_NODES + 1).to_string()));
+        let e =
+            Placement::from_env(lookup(&with(&huge, HOSTS, Some("(vector,(0,1,1))")))).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "CONVERSE_HOSTS: a mapping places at most {MAX_MAPPED_NODES} processes, not {}",
+                MAX_MAPPED_NODES + 1
+            )
         );
         let e = Placement::from_env(lookup(&with(&good, HOSTS, Some(&"9\n".repeat(500)))))
             .unwrap_err()

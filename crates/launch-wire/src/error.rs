@@ -30,6 +30,10 @@ pub enum Error {
     /// `CONVERSE_HOSTS` is not a comma-separated list of numbers (the
     /// value, shortened and escaped).
     HostsNotNumbers(String),
+    /// `CONVERSE_HOSTS` is a mapping (`(vector,...)`) that places no
+    /// host for each process (why, naming the value shortened and
+    /// escaped).
+    HostsNotMapping(String),
     /// `CONVERSE_HOSTS` does not name one host per process.
     HostsCount {
         /// Hosts in the list.
@@ -86,6 +90,7 @@ impl fmt::Display for Error {
             Error::HostsNotNumbers(list) => {
                 write!(f, "CONVERSE_HOSTS `{list}` is not a list of numbers")
             }
+            Error::HostsNotMapping(why) => write!(f, "CONVERSE_HOSTS: {why}"),
             Error::HostsCount { hosts, nodes } => write!(
                 f,
                 "CONVERSE_HOSTS names {hosts} hosts for {nodes} processes"
