@@ -75,7 +75,7 @@
 //! |---|---|
 //! | 0 | `head` (u64): the consumer's index (own cache line) |
 //! | 64 | `waiting` (u32): the producer waits for room (own line) |
-//! | 128 | `to` (u32): the reader; `from` (u32): the writer; `next` (u64): the announcement after this ring's on the reader's list |
+//! | 128 | `to` (u32): the reader; `from` (u32): the writer; `next` (u64): the announcement after this ring's on the reader's list; `taken` (u32): set by the reader once it has mapped the ring |
 //! | 192 | `CELLS` cells of `CELL_BYTES` |
 //!
 //! A cell, 64-byte aligned: a sequence word (u32), a length (u32), and up
@@ -165,6 +165,19 @@
 //! made, it probes the peer's header with `process_vm_readv`; where the
 //! system forbids it (ptrace restrictions), large messages go through the
 //! cells whatever the mode.
+//!
+//! # Ending
+//!
+//! A reader that has no VC to a ring's writer yet opens the writer's
+//! segment by name when it takes the announcement; once it has mapped the
+//! ring it sets the ring's `taken`, and from then on the ring's cells live
+//! as long as the reader's mapping, whatever becomes of the name. So
+//! `finalize` (a normal end, after every peer's goodbye; an abnormal one,
+//! after the `Abort` notices are written) waits until each ring this
+//! process announced is taken or its reader is gone (a reader that
+//! announced a ring to this process holds this segment open already), at most
+//! `READERS_GRACE`, before it removes the name: an aborting process's last
+//! words, in a ring its reader had not taken yet, are not lost with it.
 //!
 //! # Concurrency protocol
 //!
@@ -264,6 +277,7 @@ const RING_WAITING: usize = 64;
 const RING_TO: usize = 128;
 const RING_FROM: usize = 132;
 const RING_NEXT: usize = 136;
+const RING_TAKEN: usize = 144;
 
 /// The name of process `node`'s segment in the job whose segment id is
 /// `id` (random and apart from the job's key: names are listable by
@@ -278,6 +292,20 @@ fn slot_offset(slot: usize) -> Option<u64> {
     (slot as u64)
         .checked_mul(RING_STRIDE as u64)?
         .checked_add(SLOT_ALIGN as u64)
+}
+
+/// How long `finalize` waits for readers to map the rings announced to
+/// them (see "Ending"): they map one within a poll or a wake-up, so this
+/// bounds only a reader that is stuck or ending too.
+const READERS_GRACE: Duration = Duration::from_millis(500);
+
+/// True unless process `pid` is known to be gone (a pid read from a peer's
+/// header: only a positive one names a single process).
+fn process_alive(pid: i32) -> bool {
+    match rustix::process::Pid::from_raw(pid) {
+        Some(p) if pid > 0 => rustix::process::test_kill_process(p) != Err(rustix::io::Errno::SRCH),
+        _ => false,
+    }
 }
 
 /// The announcement of ring slot `slot` of process `writer` (never 0).
@@ -406,6 +434,11 @@ impl Ring<'_> {
     /// The announcement after this ring's on the reader's list.
     fn next(&self) -> &AtomicU64 {
         self.map.u64_at(RING_NEXT)
+    }
+    /// Non-zero once the reader has mapped the ring: from then on its
+    /// cells outlive the writer's segment name (see "Ending").
+    fn taken(&self) -> &AtomicU32 {
+        self.map.u32_at(RING_TAKEN)
     }
     /// The cell for index `i`: its sequence word, length word and data.
     fn cell(&self, i: u64) -> Cell<'_> {
@@ -789,6 +822,28 @@ impl ShmModule {
         }
     }
 
+    /// Waits, at most `grace`, until every ring this process announced
+    /// was mapped by its reader or the reader is gone (see "Ending"). A
+    /// reader that announced a ring here itself holds this segment open
+    /// (its VC's): it needs no name.
+    fn wait_for_readers(&self, grace: Duration) {
+        let until = Instant::now() + grace;
+        loop {
+            let untaken = self.active.any(|vc| {
+                vc.inb.get().is_none()
+                    && vc
+                        .out
+                        .get()
+                        .is_some_and(|map| map.ring().taken().load(Ordering::Acquire) == 0)
+                    && process_alive(vc.pid)
+            });
+            if !untaken || Instant::now() >= until {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// The VC to `peer`, if one was made.
     fn vc(&self, peer: usize) -> Result<&Vc, NetError> {
         self.vcs
@@ -1138,6 +1193,8 @@ impl ShmModule {
             ));
         }
         let next = ring.next().load(Ordering::Relaxed);
+        // The writer may remove its segment's name now (see "Ending").
+        ring.taken().store(1, Ordering::Release);
         self.peer_mapped();
         let _ = vc.inb.set(map);
         Ok(next)
@@ -2134,6 +2191,7 @@ impl NetModule for ShmModule {
     }
 
     fn finalize(&self) {
+        self.wait_for_readers(READERS_GRACE);
         self.unlink();
     }
 }

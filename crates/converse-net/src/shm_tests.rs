@@ -2263,3 +2263,33 @@ fn a_ring_announced_by_a_peer_whose_name_is_gone_is_still_taken() {
     assert_eq!(lock(&rb.got)[0].header.tag, 2);
     assert!(rb.events().is_empty(), "{:?}", rb.events());
 }
+
+/// An abort: process 0 writes its last frame (its `Abort`) to process 1,
+/// which has never opened 0's segment, then ends. Its `finalize` keeps the
+/// segment's name until 1 has mapped the ring (it would otherwise find no
+/// name to open, and report a lost process instead of the frame), and
+/// removes it once 1 has.
+#[test]
+fn finalize_keeps_the_name_until_the_reader_has_taken_its_ring() {
+    let (job, sides) = lazy_job(2, Mode::Get);
+    let [(a, _), (b, rb)] = &sides[..] else {
+        unreachable!()
+    };
+    send_by(a, 1, 0, 7, 8);
+    let ending = {
+        let a = Arc::clone(a);
+        std::thread::spawn(move || a.finalize())
+    };
+    // Process 0 is ending; process 1 looks only a while later.
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        job.leftovers().iter().any(|n| n.ends_with("-0")),
+        "process 0's name went before process 1 took its ring"
+    );
+    poll_until(&[b], || rb.count() == 1);
+    assert_eq!(lock(&rb.got)[0].header.tag, 7);
+    assert!(rb.events().is_empty(), "{:?}", rb.events());
+    ending.join().unwrap();
+    assert!(job.leftovers().iter().all(|n| !n.ends_with("-0")));
+    job.assert_clean();
+}
