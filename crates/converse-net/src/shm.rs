@@ -65,7 +65,7 @@
 //! | 0 | magic `CVRSSHM2`, job tag (u64: derived from the job key, never the key), nodes (u32), owner node (u32), owner pid (u32) |
 //! | 32 | where the owner maps its header (u64: its card's ADDR) |
 //! | 64 | `announced` (u64): the announcement list's first entry, 0 if empty (own cache line) |
-//! | 128 | `wake` (u32 futex word, bumped by every waker), `sleeping` (u32) |
+//! | 128 | `wake` (u32 futex word, bumped by every waker), `sleeping` (u32), `ending` (u32: set once the owner ends, see "Ending") |
 //!
 //! Ring slot `k` (the ring for the `k`-th peer its owner wrote to) is at
 //! `SLOT_ALIGN + k * RING_STRIDE`, 64 KiB-aligned so that a peer maps it
@@ -173,11 +173,15 @@
 //! ring it sets the ring's `taken`, and from then on the ring's cells live
 //! as long as the reader's mapping, whatever becomes of the name. So
 //! `finalize` (a normal end, after every peer's goodbye; an abnormal one,
-//! after the `Abort` notices are written) waits until each ring this
-//! process announced is taken or its reader is gone (a reader that
-//! announced a ring to this process holds this segment open already), at most
-//! `READERS_GRACE`, before it removes the name: an aborting process's last
-//! words, in a ring its reader had not taken yet, are not lost with it.
+//! first thing, before the `Abort` notices are written) sets its header's
+//! `ending`, then waits until each ring this process announced is taken,
+//! at most `READERS_GRACE`, before it removes the name: an aborting
+//! process's last words, in a ring its reader had not taken yet, are not
+//! lost with it. It does not wait for a reader that will not take: one
+//! that is gone, or ending itself (its `ending` set), or one that
+//! announced a ring to this process (it holds this segment open already).
+//! A notice written after the name went needs none: it goes into a ring
+//! taken already, or to a peer that holds the segment open.
 //!
 //! # Concurrency protocol
 //!
@@ -271,6 +275,7 @@ const HEADER_FIELDS: usize = 40;
 const OFF_ANNOUNCED: usize = 64;
 const OFF_WAKE: usize = 128;
 const OFF_SLEEPING: usize = 132;
+const OFF_ENDING: usize = 136;
 
 // A ring slot (see the layout).
 const RING_WAITING: usize = 64;
@@ -823,18 +828,20 @@ impl ShmModule {
     }
 
     /// Waits, at most `grace`, until every ring this process announced
-    /// was mapped by its reader or the reader is gone (see "Ending"). A
-    /// reader that announced a ring here itself holds this segment open
-    /// (its VC's): it needs no name.
+    /// was mapped by its reader, unless the reader will not take it (see
+    /// "Ending").
     fn wait_for_readers(&self, grace: Duration) {
         let until = Instant::now() + grace;
         loop {
             let untaken = self.active.any(|vc| {
+                // A reader that announced a ring here holds this segment
+                // open (its VC's): it needs no name.
                 vc.inb.get().is_none()
                     && vc
                         .out
                         .get()
                         .is_some_and(|map| map.ring().taken().load(Ordering::Acquire) == 0)
+                    && vc.header.u32_at(OFF_ENDING).load(Ordering::Acquire) == 0
                     && process_alive(vc.pid)
             });
             if !untaken || Instant::now() >= until {
@@ -2191,6 +2198,7 @@ impl NetModule for ShmModule {
     }
 
     fn finalize(&self) {
+        self.own.u32_at(OFF_ENDING).store(1, Ordering::Release);
         self.wait_for_readers(READERS_GRACE);
         self.unlink();
     }

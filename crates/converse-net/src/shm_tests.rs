@@ -2293,3 +2293,29 @@ fn finalize_keeps_the_name_until_the_reader_has_taken_its_ring() {
     assert!(job.leftovers().iter().all(|n| !n.ends_with("-0")));
     job.assert_clean();
 }
+
+/// Two processes ending together (one aborts, the other hears of it):
+/// neither waits for the other to take a ring it will not take.
+#[test]
+fn finalize_does_not_wait_for_a_reader_that_is_ending_too() {
+    let (job, sides) = lazy_job(2, Mode::Get);
+    let [(a, _), (b, _)] = &sides[..] else {
+        unreachable!()
+    };
+    send_by(a, 1, 0, 7, 8);
+    // Process 1 ends without taking process 0's ring.
+    b.finalize();
+    let (done, waited) = mpsc::channel();
+    {
+        let a = Arc::clone(a);
+        // Were process 1's `ending` not heeded, this would wait an hour.
+        std::thread::spawn(move || {
+            a.wait_for_readers(Duration::from_secs(3600));
+            let _ = done.send(());
+        });
+    }
+    waited
+        .recv_timeout(HANG)
+        .expect("process 0 waited for a reader that is ending");
+    job.assert_clean();
+}

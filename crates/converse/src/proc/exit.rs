@@ -7,8 +7,7 @@
 //! process layer of a multi-process job tells the other processes why this
 //! one ends (`Abort`); the launcher connection says `lost` when this
 //! process only goes down with another, and `failed` with the reason when
-//! it is the culprit; then the shm module removes its segment's name. So
-//! the code that notices a fault
+//! it is the culprit. So the code that notices a fault
 //! (a broken connection, a malformed packet, a bad PE number) names the
 //! cause and who is to blame ([`Ending`]) and needs to know none of them.
 //!
@@ -25,13 +24,9 @@
 //!   it may hold a lock that the first one's hooks wait for.
 //! - A hook that itself dies (a hook's bug) ends the process at once with
 //!   the first code: it never waits for itself.
-//! - Hooks run on the dying thread, best effort: first those that tell
-//!   ([`at_exit`], in registration order), then those that release what
-//!   the telling went through ([`at_exit_release`]: a network module's
-//!   shared-memory name, which a peer may still need to read an `Abort`
-//!   notice). They must not block for long (the kill-port notices end
-//!   within 2 s, the `Abort` frames are written without waiting for the
-//!   peers, the shm module waits at most 0.5 s for its readers).
+//! - Hooks run in registration order, on the dying thread, best effort:
+//!   they must not block for long (the kill-port notices end within 2 s, the
+//!   `Abort` frames are written without waiting for the peers).
 //!
 //! # Concurrency
 //!
@@ -89,15 +84,7 @@ const SECOND_DEATH_GRACE: std::time::Duration = std::time::Duration::from_secs(3
 
 type Hook = Arc<dyn Fn(&Ending) + Send + Sync>;
 
-/// The hooks, with the release ones apart (see the invariants).
-static HOOKS: Mutex<Vec<(Phase, Hook)>> = Mutex::new(Vec::new());
-
-/// When a hook runs: telling before releasing.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    Tell,
-    Release,
-}
+static HOOKS: Mutex<Vec<Hook>> = Mutex::new(Vec::new());
 
 /// The thread that is ending the process abnormally (a `ThreadId`'s
 /// number), 0 while none is.
@@ -112,25 +99,7 @@ thread_local! {
 /// Runs `hook` when the process ends abnormally (see the module comment),
 /// on the dying thread. For the life of the process.
 pub(crate) fn at_exit(hook: impl Fn(&Ending) + Send + Sync + 'static) {
-    crate::sync::lock(&HOOKS).push((Phase::Tell, Arc::new(hook)));
-}
-
-/// Runs `hook` when the process ends abnormally, after every [`at_exit`]
-/// hook: for releasing what those use to tell the others (see the module
-/// comment). For the life of the process.
-pub(crate) fn at_exit_release(hook: impl Fn(&Ending) + Send + Sync + 'static) {
-    crate::sync::lock(&HOOKS).push((Phase::Release, Arc::new(hook)));
-}
-
-/// Runs the hooks, telling ones first, on the dying thread (the list is
-/// copied out first: a hook may register another).
-fn run_hooks(ending: &Ending) {
-    let hooks: Vec<(Phase, Hook)> = crate::sync::lock(&HOOKS).clone();
-    for phase in [Phase::Tell, Phase::Release] {
-        for (_, hook) in hooks.iter().filter(|(p, _)| *p == phase) {
-            hook(ending);
-        }
-    }
+    crate::sync::lock(&HOOKS).push(Arc::new(hook));
 }
 
 /// Records which PE the calling thread runs (`None`: none now), so that an
@@ -172,7 +141,10 @@ pub(crate) fn die(code: i32, line: &str, ending: Ending) -> ! {
     if !line.is_empty() {
         say(line);
     }
-    run_hooks(&ending);
+    let hooks: Vec<Hook> = crate::sync::lock(&HOOKS).clone();
+    for hook in hooks {
+        hook(&ending);
+    }
     std::process::exit(code)
 }
 
@@ -208,10 +180,13 @@ pub fn foreign_exit(code: i32) {
             .compare_exchange(0, thread_number(), Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
     {
-        run_hooks(&Ending {
-            reason: &reason,
-            culprit: Culprit::ThisProcess { skip: None },
-        });
+        let hooks: Vec<Hook> = crate::sync::lock(&HOOKS).clone();
+        for hook in hooks {
+            hook(&Ending {
+                reason: &reason,
+                culprit: Culprit::ThisProcess { skip: None },
+            });
+        }
     }
 }
 

@@ -107,11 +107,13 @@ fn shm(init: &Init) -> Result<Box<dyn Joining>, NetError> {
     .map(|m| {
         let m = Arc::new(m.with_lmt_mode(init.lmt));
         // An abnormal end (an abort, a lost peer) skips the module's drop:
-        // its segment's name goes then too, once the `Abort` notices are
-        // written (a peer may need the name to read one). (A process
-        // killed outright leaves it for its launcher: `remove_leftovers`.)
+        // its segment's name goes then too, first thing (a launcher may
+        // end the process as soon as it hears of the end: the next hooks
+        // tell it), once the peers have mapped the rings announced to them
+        // (`finalize`; see "Ending" in the shm module). (A process killed
+        // outright leaves it for its launcher: `remove_leftovers`.)
         let dying = Arc::downgrade(&m);
-        crate::proc::exit::at_exit_release(move |_| {
+        crate::proc::exit::at_exit(move |_| {
             if let Some(m) = dying.upgrade() {
                 m.finalize();
             }
