@@ -24,12 +24,12 @@
 //!
 //! `cargo bench -p converse-capi --bench capi` (it builds
 //! `libconverse_capi.a` and the C program with `convcc` first).
+mod c_program;
 #[path = "../../converse/benches/common/mod.rs"]
 mod common;
 
 use std::cell::Cell;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
@@ -38,68 +38,19 @@ use converse::{Converse, Message};
 
 const RUNS: usize = 3;
 
-/// The C program, built with `convcc` against this profile's library.
-fn build_c_program() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let profile = exe.parent().and_then(Path::parent).unwrap().to_path_buf();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let mut build = Command::new(cargo);
-    build
-        .args(["build", "-p", "converse-capi", "--target-dir"])
-        .arg(profile.parent().unwrap());
-    if profile.file_name().is_some_and(|n| n == "release") {
-        build.arg("--release");
-    }
-    assert!(
-        build.status().expect("cargo runs").success(),
-        "building libconverse_capi.a failed"
-    );
-    let out = profile.join("capi_bench");
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/capi_bench.c");
-    let st = Command::new(env!("CARGO_BIN_EXE_convcc"))
-        .args(["-language", "converse", "-O2", "-o"])
-        .arg(&out)
-        .arg(&src)
-        .env("CONVERSE_LIB", &profile)
-        .status()
-        .expect("convcc runs");
-    assert!(st.success(), "building capi_bench.c failed");
-    out
-}
-
 /// The C program's figures: (ns per self-send, µs per round trip), and
 /// (ns per Csv access, ns per Cpv access).
 fn run_c(program: &Path, self_count: u64, rounds: u64) -> ((f64, f64), (f64, f64)) {
-    let mut child = Command::new(program)
-        .args(["+p", "2", &self_count.to_string(), &rounds.to_string()])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("the C benchmark starts");
-    // A hung program must not hang the run (CI runs the benchmarks).
-    let deadline = Instant::now() + std::time::Duration::from_secs(300);
-    while child.try_wait().expect("wait").is_none() {
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            panic!("the C benchmark did not end within 300 s");
-        }
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().expect("the C benchmark's output");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let text = String::from_utf8_lossy(&out.stdout);
-    let value = |key: &str| -> f64 {
-        text.lines()
-            .find_map(|l| l.strip_prefix(key).map(|v| v.trim().parse().unwrap()))
-            .unwrap_or_else(|| panic!("no `{key}` in:\n{text}"))
-    };
+    let args = [
+        "+p".into(),
+        "2".into(),
+        self_count.to_string(),
+        rounds.to_string(),
+    ];
+    let f = c_program::run(program, &args);
     (
-        (value("self_send_ns"), value("pingpong_rtt_us")),
-        (value("csv_access_ns"), value("cpv_access_ns")),
+        (f.get("self_send_ns"), f.get("pingpong_rtt_us")),
+        (f.get("csv_access_ns"), f.get("cpv_access_ns")),
     )
 }
 
@@ -178,7 +129,7 @@ fn run_rust(self_count: u64, rounds: u64) -> (f64, f64) {
 fn main() {
     let self_count = common::iterations(2_000_000);
     let rounds = common::iterations(200_000);
-    let program = build_c_program();
+    let program = c_program::build("capi_bench.c", "capi_bench");
     let (mut c_best, mut rust_best) = ((f64::MAX, f64::MAX), (f64::MAX, f64::MAX));
     let mut access_best = (f64::MAX, f64::MAX);
     for _ in 0..RUNS {
