@@ -71,8 +71,16 @@ pub fn size_name(size: usize) -> String {
 
 /// Pins the calling thread to CPU `cpu` (modulo the CPUs there are); a
 /// failure only makes the figures noisier, so it is ignored.
+///
+/// The CPUs are counted once, at the first call: the count follows the
+/// calling thread's affinity, and a bench that runs several jobs in one
+/// process runs PE 0 of each on its main thread, pinned by the first job
+/// to CPU 0, whose PE threads inherit that. Counted anew, the second job
+/// saw one CPU and pinned both its PEs to CPU 0 (a node barrier of 54 µs
+/// instead of 56 ns).
 pub fn pin_to_cpu(cpu: usize) {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    static CPUS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut set = rustix::thread::CpuSet::new();
     set.set(cpu % cpus);
     let _ = rustix::thread::sched_setaffinity(None, &set);
