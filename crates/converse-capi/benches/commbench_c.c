@@ -60,8 +60,8 @@ static void enqueue_handler(void *msg) {
   CsdEnqueue(msg);
 }
 
-/* One loop of `n` messages of the current size through `handler`, started
- * by `first`. */
+/* One loop of `n` messages of the current size through `handler`, the
+ * first sent with CmiSyncSendAndFree or, if `enqueue`, CsdEnqueue. */
 static double self_loop(long n, int handler, int enqueue) {
   double t0;
   void *m = CmiAlloc(CpvAccess(msg_size));

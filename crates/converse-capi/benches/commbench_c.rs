@@ -48,6 +48,15 @@ fn best_of(n: u64, mut f: impl FnMut(u64) -> f64) -> f64 {
     common::best_of(RUNS, || f(n))
 }
 
+/// Seconds for `n` calls of `f`.
+fn seconds_of(n: u64, mut f: impl FnMut()) -> f64 {
+    let t0 = Instant::now();
+    for _ in 0..n {
+        f();
+    }
+    t0.elapsed().as_secs_f64()
+}
+
 /// The Rust side's figures, by the C program's names.
 fn run_rust(ops: u64, round_trips: u64) -> HashMap<String, f64> {
     let results: Arc<Mutex<HashMap<String, f64>>> = Arc::default();
@@ -100,13 +109,7 @@ fn run_rust(ops: u64, round_trips: u64) -> HashMap<String, f64> {
             };
 
             let barriers = ops / 10;
-            let t = best_of(barriers, |n| {
-                let t0 = Instant::now();
-                for _ in 0..n {
-                    converse::node_barrier();
-                }
-                t0.elapsed().as_secs_f64()
-            });
+            let t = best_of(barriers, |n| seconds_of(n, converse::node_barrier));
             put("node_barrier_ns".into(), t * 1e9 / barriers as f64);
             if me != 0 {
                 for _ in 0..FORWARD_SIZES.len() * (RUNS + 1) {
@@ -132,13 +135,7 @@ fn run_rust(ops: u64, round_trips: u64) -> HashMap<String, f64> {
             }
             let t = best_of(ops, |n| self_loop(enqueue_h, 0, true, n));
             put("enqueue_self_ns".into(), t * 1e9 / ops as f64);
-            let t = best_of(ops, |n| {
-                let t0 = Instant::now();
-                for _ in 0..n {
-                    converse::yield_now();
-                }
-                t0.elapsed().as_secs_f64()
-            });
+            let t = best_of(ops, |n| seconds_of(n, converse::yield_now));
             put("yield_ns".into(), t * 1e9 / ops as f64);
             for size in FORWARD_SIZES {
                 let t = best_of(round_trips, |n| {
