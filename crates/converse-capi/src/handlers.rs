@@ -3,12 +3,12 @@
 //!
 //! # Invariants
 //!
-//! - Every C handler is registered as one closure type that calls the C
-//!   function with the message given to C ([`MessageRaw::into_c_ptr`]:
-//!   exclusive and writable). The core's handler-table check tells them
-//!   apart by name ([`converse::register_handler_named`]): the function's
-//!   image and its offset there, with its symbol where the image exports
-//!   one ([`identity`]). Addresses are never compared: they differ between
+//! - Every C handler goes into the core's table as the C function itself
+//!   ([`converse::register_c_handler`]: the scheduler hands it the message
+//!   as the buffer C knows, exclusive and writable). The core's
+//!   handler-table check tells them apart by name: the function's image
+//!   and its offset there, with its symbol where the image exports one
+//!   ([`identity`]). Addresses are never compared: they differ between
 //!   processes of one program under address randomisation; offsets do not.
 //! - `CmiHandlerToFunction` answers from a per-PE table of the C functions
 //!   by index (`C_HANDLERS`), written only by registrations on that PE.
@@ -19,12 +19,10 @@
 use std::cell::RefCell;
 use std::ffi::{CStr, c_int, c_void};
 
-use converse::Message;
-use converse_msg::raw::MessageRaw;
-
 use crate::nonneg;
 
-/// A C handler: `void f(void *msg)` (`CmiHandler`).
+/// A C handler: `void f(void *msg)` (`CmiHandler`; the same type as
+/// [`converse::CHandler`], spelled out for the header check).
 pub type CmiHandler = extern "C-unwind" fn(*mut c_void);
 
 thread_local! {
@@ -40,11 +38,6 @@ fn remember(index: usize, f: CmiHandler) {
         }
         t[index] = Some(f);
     });
-}
-
-/// The closure that stands for C handler `f` in the core's table.
-fn call(f: CmiHandler) -> impl Fn(Message) + 'static {
-    move |msg: Message| f(msg.into_c_ptr().as_ptr().cast())
 }
 
 /// `f`'s identity, the same in every process of one program: its symbol
@@ -97,7 +90,7 @@ fn index_int(index: usize) -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CmiRegisterHandler(f: Option<CmiHandler>) -> c_int {
     let f = function(f, "CmiRegisterHandler");
-    let index = converse::register_handler_named(call(f), &identity(f));
+    let index = converse::register_c_handler(f, &identity(f));
     remember(index, f);
     index_int(index)
 }
@@ -106,7 +99,7 @@ pub extern "C-unwind" fn CmiRegisterHandler(f: Option<CmiHandler>) -> c_int {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CmiRegisterHandlerLocal(f: Option<CmiHandler>) -> c_int {
     let f = function(f, "CmiRegisterHandlerLocal");
-    let index = converse::register_handler_local(call(f));
+    let index = converse::register_c_handler_local(f);
     remember(index, f);
     index_int(index)
 }
@@ -116,7 +109,7 @@ pub extern "C-unwind" fn CmiRegisterHandlerLocal(f: Option<CmiHandler>) -> c_int
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CmiRegisterHandlerGlobal(f: Option<CmiHandler>) -> c_int {
     let f = function(f, "CmiRegisterHandlerGlobal");
-    let index = converse::register_handler_global(call(f));
+    let index = converse::register_c_handler_global(f);
     remember(index, f);
     index_int(index)
 }
@@ -126,7 +119,7 @@ pub extern "C-unwind" fn CmiRegisterHandlerGlobal(f: Option<CmiHandler>) -> c_in
 pub extern "C-unwind" fn CmiNumberHandler(n: c_int, f: Option<CmiHandler>) {
     let f = function(f, "CmiNumberHandler");
     let index = nonneg(n, "CmiNumberHandler");
-    converse::number_handler(index, call(f));
+    converse::number_c_handler(index, f);
     remember(index, f);
 }
 

@@ -118,7 +118,7 @@ pub use csd::{
     scheduler,
 };
 pub use cth::{Ctv, Event, Thread, check_can_block, sleep, suspend, yield_now, yield_prio};
-pub use msg::{Handler, MAX_MESSAGE_SIZE, MSG_HEADER_SIZE, Message, MsgError, MsgHeader};
+pub use msg::{CHandler, Handler, MAX_MESSAGE_SIZE, MSG_HEADER_SIZE, Message, MsgError, MsgHeader};
 pub use proc::args::ArgError;
 pub use proc::exit::{ABORT_EXIT_CODE, abort};
 pub use proc::io::{error, printf, scan, scan_line};
@@ -126,7 +126,8 @@ pub use proc::timer::{cpu_timer, timer, wall_timer};
 pub use rt::globals::{Cpv, Csv};
 pub use rt::handle::PeHandle;
 pub use rt::handlers::{
-    handler_function, handler_of, number_handler, register_handler, register_handler_global,
+    handler_function, handler_of, number_c_handler, number_handler, register_c_handler,
+    register_c_handler_global, register_c_handler_local, register_handler, register_handler_global,
     register_handler_local, register_handler_named,
 };
 pub use rt::isomalloc;

@@ -127,8 +127,24 @@ pub fn sync_send(dest_pe: usize, msg: &Message) {
 
 /// Sends `msg` to PE `dest_pe`, giving it up (`CmiSyncSendAndFree`).
 #[doc(alias = "CmiSyncSendAndFree")]
+// The send to another PE out of line: a send to itself, the runtime's
+// cheapest message, then needs a smaller frame. Not inlined into callers:
+// it reads the calling thread's PE, which a migrating thread changes (see
+// `my_pe`).
 pub fn sync_send_and_free(dest_pe: usize, msg: Message) {
-    pe::with(|pe| pe.send_to_pe(dest_pe, msg))
+    if dest_pe == pe::number() {
+        // SAFETY: a send to this PE runs no user code and cannot end it
+        // (`Pe::send_to_self`).
+        unsafe { pe::with_uncounted(|pe| pe.send_to_self(msg)) }
+    } else {
+        send_and_free_to_other_pe(dest_pe, msg)
+    }
+}
+
+/// [`sync_send_and_free`] to another PE.
+#[inline(never)]
+fn send_and_free_to_other_pe(dest_pe: usize, msg: Message) {
+    pe::with(|pe| pe.send_to_other_pe(dest_pe, msg))
 }
 
 /// Starts sending a copy of `msg` to PE `dest_pe` (`CmiAsyncSend`); the handle

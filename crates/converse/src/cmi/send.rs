@@ -49,22 +49,30 @@ impl Pe {
     /// left to the inliner this small body became a call of its own when
     /// unrelated code grew (10 instructions a message, callgrind).
     #[inline(always)]
-    pub fn send_to_pe(&self, dest: usize, mut msg: Message) {
+    pub fn send_to_pe(&self, dest: usize, msg: Message) {
         if dest == self.pe {
-            // To itself: no range check (it is a PE), no persistent channel
-            // (those name PEs of other processes), no flow control (a send
-            // to itself never waits). Every `CsdEnqueue`-like pattern of a
-            // message-driven program comes through here.
-            msg.stamp_user(self.pe);
-            self.count_created(1);
-            self.push_self_user(msg);
+            self.send_to_self(msg);
             return;
         }
         self.send_to_other_pe(dest, msg);
     }
 
+    /// [`Pe::send_to_pe`] to this PE itself: no range check (it is a PE),
+    /// no persistent channel (those name PEs of other processes), no flow
+    /// control (a send to itself never waits). Every `CsdEnqueue`-like
+    /// pattern of a message-driven program comes through here.
+    ///
+    /// Runs no user code and never ends the PE (what
+    /// `rt::pe::with_uncounted` asks of its callers).
+    #[inline(always)]
+    pub(crate) fn send_to_self(&self, mut msg: Message) {
+        msg.stamp_user(self.pe);
+        self.count_created(1);
+        self.push_self_user(msg);
+    }
+
     /// [`Pe::send_to_pe`] to another PE.
-    fn send_to_other_pe(&self, dest: usize, mut msg: Message) {
+    pub(crate) fn send_to_other_pe(&self, dest: usize, mut msg: Message) {
         self.check_pe(dest, "send to");
         self.stamp_user_message(&mut msg);
         self.count_created(1);

@@ -55,7 +55,7 @@ impl Pe {
         let self_sends = self.sched.self_queue.len();
         let stash = self.sched.stash.borrow().len() + self.sched.ready.borrow().len();
         let held_arrivals = self.sched.shuffle.as_ref().map_or(0, |s| s.len());
-        let shared = self.job.pe(self.pe);
+        let shared = self.shared();
         // SAFETY: this is the PE's own thread, the inbox's single consumer.
         let inbox = if unsafe { shared.inbox.is_empty() } {
             0

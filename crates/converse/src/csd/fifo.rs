@@ -51,9 +51,12 @@ impl<T> LocalFifo<T> {
             return;
         }
         let mask = slots.len() - 1;
+        // SAFETY: the length is a power of two, at least 16 (see the
+        // invariants), so the mask keeps the index below it.
+        let slot = unsafe { slots.get_unchecked_mut(tail & mask) };
         // The slot is `None` (outside `head..tail`): forgetting it, rather
         // than dropping it, leaves no drop code on this path.
-        let empty = slots[tail & mask].replace(value);
+        let empty = slot.replace(value);
         debug_assert!(empty.is_none());
         std::mem::forget(empty);
         self.tail.set(tail.wrapping_add(1));
@@ -86,7 +89,8 @@ impl<T> LocalFifo<T> {
         }
         // SAFETY: as in `push`.
         let slots = unsafe { &mut *self.slots.get() };
-        let value = slots[head & (slots.len() - 1)].take();
+        // SAFETY: as in `push`.
+        let value = unsafe { slots.get_unchecked_mut(head & (slots.len() - 1)) }.take();
         self.head.set(head.wrapping_add(1));
         value
     }

@@ -6,5 +6,5 @@ pub mod handler;
 pub mod message;
 pub(crate) mod system;
 
-pub use handler::{Handler, MAX_HANDLER_INDEX};
+pub use handler::{CHandler, Handler, MAX_HANDLER_INDEX};
 pub use message::{MAX_MESSAGE_SIZE, MSG_HEADER_SIZE, Message, MsgError, MsgHeader};

@@ -4,7 +4,7 @@
 use std::rc::Rc;
 
 use super::pe;
-use crate::msg::handler::{self, Handler};
+use crate::msg::handler::{self, CHandler, Entry, Handler};
 use crate::msg::message::Message;
 
 /// Registers `f` as a handler on the calling PE and returns its index
@@ -14,15 +14,7 @@ use crate::msg::message::Message;
 /// aborts naming the first index where two PEs differ.
 #[doc(alias = "CmiRegisterHandler")]
 pub fn register_handler<F: Fn(Message) + 'static>(f: F) -> usize {
-    let ident = handler::HandlerIdent::of::<F>();
-    pe::with(|pe| {
-        let index = pe.handlers.borrow_mut().register(Rc::new(f), ident);
-        pe.trace.name_handler(index, || ident.name.to_string());
-        if pe.handlers_checked() {
-            pe.check_handlers();
-        }
-        index
-    })
+    register_entry(Entry::Closure(Rc::new(f)), handler::HandlerIdent::of::<F>())
 }
 
 /// Registers `f` as [`register_handler`] does, identified by `name` as
@@ -34,9 +26,27 @@ pub fn register_handler<F: Fn(Message) + 'static>(f: F) -> usize {
 /// program's image; never an address, which varies from process to
 /// process).
 pub fn register_handler_named<F: Fn(Message) + 'static>(f: F, name: &str) -> usize {
-    let ident = handler::HandlerIdent::named::<F>(name);
+    register_entry(
+        Entry::Closure(Rc::new(f)),
+        handler::HandlerIdent::named::<F>(name),
+    )
+}
+
+/// Registers C function `f` as [`register_handler_named`] registers a
+/// closure, under `name` (the same rules), and returns its index
+/// (`CmiRegisterHandler` of the C ABI). `f` gets each message as the
+/// buffer C knows, header first, and owns it; it runs as directly as
+/// the scheduler can call it (no closure around it).
+#[doc(alias = "CmiRegisterHandler")]
+pub fn register_c_handler(f: CHandler, name: &str) -> usize {
+    register_entry(Entry::C(f), handler::HandlerIdent::named::<CHandler>(name))
+}
+
+/// The registration of every `register_handler` form: the next index of
+/// the table every PE builds in the same order.
+fn register_entry(entry: Entry, ident: handler::HandlerIdent) -> usize {
     pe::with(|pe| {
-        let index = pe.handlers.borrow_mut().register(Rc::new(f), ident);
+        let index = pe.handlers.borrow_mut().register(entry, ident);
         pe.trace.name_handler(index, || ident.name.to_string());
         if pe.handlers_checked() {
             pe.check_handlers();
@@ -51,6 +61,16 @@ pub fn register_handler_named<F: Fn(Message) + 'static>(f: F, name: &str) -> usi
 /// still registers locally.
 #[doc(alias = "CmiRegisterHandlerGlobal")]
 pub fn register_handler_global<F: Fn(Message) + 'static>(f: F) -> usize {
+    register_global_entry(Entry::Closure(Rc::new(f)), std::any::type_name::<F>())
+}
+
+/// [`register_handler_global`] of C function `f` (`CmiRegisterHandlerGlobal`
+/// of the C ABI; see [`register_c_handler`]).
+pub fn register_c_handler_global(f: CHandler) -> usize {
+    register_global_entry(Entry::C(f), std::any::type_name::<CHandler>())
+}
+
+fn register_global_entry(entry: Entry, name: &str) -> usize {
     pe::with(|pe| {
         if pe.pe != 0 {
             crate::cmi_error!(
@@ -58,9 +78,8 @@ pub fn register_handler_global<F: Fn(Message) + 'static>(f: F) -> usize {
                 pe.pe
             );
         }
-        let index = pe.handlers.borrow_mut().register_global(Rc::new(f));
-        pe.trace
-            .name_handler(index, || std::any::type_name::<F>().to_string());
+        let index = pe.handlers.borrow_mut().register_global(entry);
+        pe.trace.name_handler(index, || name.to_string());
         index
     })
 }
@@ -69,10 +88,19 @@ pub fn register_handler_global<F: Fn(Message) + 'static>(f: F) -> usize {
 /// (`CmiRegisterHandlerLocal`); no consistency across PEs is attempted.
 #[doc(alias = "CmiRegisterHandlerLocal")]
 pub fn register_handler_local<F: Fn(Message) + 'static>(f: F) -> usize {
+    register_local_entry(Entry::Closure(Rc::new(f)), std::any::type_name::<F>())
+}
+
+/// [`register_handler_local`] of C function `f` (`CmiRegisterHandlerLocal`
+/// of the C ABI; see [`register_c_handler`]).
+pub fn register_c_handler_local(f: CHandler) -> usize {
+    register_local_entry(Entry::C(f), std::any::type_name::<CHandler>())
+}
+
+fn register_local_entry(entry: Entry, name: &str) -> usize {
     pe::with(|pe| {
-        let index = pe.handlers.borrow_mut().register_local(Rc::new(f));
-        pe.trace
-            .name_handler(index, || std::any::type_name::<F>().to_string());
+        let index = pe.handlers.borrow_mut().register_local(entry);
+        pe.trace.name_handler(index, || name.to_string());
         index
     })
 }
@@ -85,17 +113,34 @@ pub fn register_handler_local<F: Fn(Message) + 'static>(f: F) -> usize {
 /// If `index` is 0 (reserved) or above [`MAX_HANDLER_INDEX`](crate::msg::MAX_HANDLER_INDEX).
 #[doc(alias = "CmiNumberHandler")]
 pub fn number_handler<F: Fn(Message) + 'static>(index: usize, f: F) {
+    number_entry(
+        index,
+        Entry::Closure(Rc::new(f)),
+        std::any::type_name::<F>(),
+    )
+}
+
+/// [`number_handler`] of C function `f` (`CmiNumberHandler` of the C ABI;
+/// see [`register_c_handler`]).
+///
+/// # Panics
+/// As [`number_handler`].
+pub fn number_c_handler(index: usize, f: CHandler) {
+    number_entry(index, Entry::C(f), std::any::type_name::<CHandler>())
+}
+
+fn number_entry(index: usize, entry: Entry, name: &str) {
     pe::with(|pe| {
-        pe.handlers.borrow_mut().number(index, Rc::new(f));
-        pe.trace
-            .name_handler(index, || std::any::type_name::<F>().to_string());
+        pe.handlers.borrow_mut().number(index, entry);
+        pe.trace.name_handler(index, || name.to_string());
     })
 }
 
-/// The function installed at handler index `index` on the calling PE, if any.
+/// The function installed at handler index `index` on the calling PE, if
+/// any (a C function comes wrapped in a closure).
 #[doc(alias = "CmiHandlerToFunction")]
 pub fn handler_function(index: usize) -> Option<Handler> {
-    pe::with(|pe| pe.handlers.borrow().get(index).cloned())
+    pe::with(|pe| pe.handlers.borrow().get(index).map(Entry::to_handler))
 }
 
 /// The function that handles `msg` on the calling PE (`CmiGetHandlerFunction`).

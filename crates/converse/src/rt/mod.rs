@@ -34,7 +34,7 @@ pub(crate) mod watchdog;
 // caller must read the PE of the OS thread it runs on now.
 #[inline(never)]
 pub fn my_pe() -> usize {
-    pe::with(|pe| pe.pe)
+    pe::number()
 }
 
 /// Total number of PEs in the job (`CmiNumPes`, `CmiNumPe`).

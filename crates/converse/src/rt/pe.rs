@@ -23,7 +23,7 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 
-use super::job::{Job, SharedValue};
+use super::job::{Job, PeShared, SharedValue};
 // The subsystems' state types (DESIGN.md §3, rule 1: the context names
 // state, not behaviour): the only names this module takes from above.
 use crate::ccd::CcdState;
@@ -47,6 +47,12 @@ pub(crate) enum Role {
 
 pub(crate) struct Pe {
     pub job: Arc<Job>,
+    /// `job.pe(pe)`, found once: the scheduler looks at this PE's inbox
+    /// before every message (the lookup, a subtraction, a bounds check and
+    /// a multiplication, was 6 instructions of each self-send, callgrind).
+    /// Points into `job`'s slice of PE parts, which never moves and lives
+    /// as long as `job`, which this PE holds.
+    shared: std::ptr::NonNull<PeShared>,
     pub pe: usize,
     pub node: usize,
     pub rank: usize,
@@ -89,7 +95,15 @@ thread_local! {
     /// long as the thread; `install` sets it after filling `CURRENT` and
     /// `uninstall` clears it before emptying it.
     static CURRENT_PTR: Cell<*const Rc<Pe>> = const { Cell::new(std::ptr::null()) };
+    /// The number of the PE in `CURRENT`, or [`NOT_A_PE`]: what [`number`]
+    /// reads (`CmiMyPe` runs in nearly every handler; one load, where
+    /// [`with`] also takes and drops a count of the PE). Set and cleared
+    /// with `CURRENT_PTR`.
+    static CURRENT_NUMBER: Cell<usize> = const { Cell::new(NOT_A_PE) };
 }
+
+/// `CURRENT_NUMBER` of a thread that is no PE (no job has this many PEs).
+const NOT_A_PE: usize = usize::MAX;
 
 /// The thread's PE, if it is one (`CURRENT`'s value).
 struct Installed(Option<Rc<Pe>>);
@@ -101,6 +115,7 @@ impl Drop for Installed {
     /// dropped.
     fn drop(&mut self) {
         let _ = CURRENT_PTR.try_with(|p| p.set(std::ptr::null()));
+        let _ = CURRENT_NUMBER.try_with(|n| n.set(NOT_A_PE));
     }
 }
 
@@ -117,7 +132,9 @@ impl Pe {
             pe,
             topo.node_of(pe),
         );
+        let shared = std::ptr::NonNull::from(job.pe(pe));
         Pe {
+            shared,
             pe,
             node: topo.node_of(pe),
             rank: topo.rank_of(pe),
@@ -138,6 +155,16 @@ impl Pe {
         }
     }
 
+    /// What other threads may touch of this PE (its inbox and idle
+    /// state): `self.job.pe(self.pe)`, without the lookup.
+    #[inline(always)]
+    pub fn shared(&self) -> &PeShared {
+        // SAFETY: `shared` points into `self.job`'s PE parts (set in
+        // `new`), a boxed slice that never moves and lives as long as the
+        // job, which `self` keeps alive (`self.job`).
+        unsafe { self.shared.as_ref() }
+    }
+
     /// Makes `pe` the calling thread's PE.
     ///
     /// # Panics
@@ -154,9 +181,11 @@ impl Pe {
             crate::proc::exit::set_thread_pe(Some(pe.pe));
             crate::proc::timer::set_thread_epoch(Some(pe.job.start));
             crate::trace::Tracer::install(Some(&pe.trace));
+            let number = pe.pe;
             c.0 = Some(pe);
             let inside: *const Rc<Pe> = c.0.as_ref().expect("just filled");
             CURRENT_PTR.with(|p| p.set(inside));
+            CURRENT_NUMBER.with(|n| n.set(number));
         });
     }
 
@@ -164,6 +193,7 @@ impl Pe {
     /// is dropped.
     pub fn uninstall() -> Option<Rc<Pe>> {
         CURRENT_PTR.with(|p| p.set(std::ptr::null()));
+        CURRENT_NUMBER.with(|n| n.set(NOT_A_PE));
         crate::proc::exit::set_thread_pe(None);
         crate::proc::timer::set_thread_epoch(None);
         crate::trace::Tracer::install(None);
@@ -203,8 +233,8 @@ impl Pe {
     }
 
     /// The user handler registered at `index`, if any.
-    #[inline]
-    pub fn handler(&self, index: usize) -> Option<crate::msg::handler::Handler> {
+    #[inline(always)]
+    pub fn handler(&self, index: usize) -> Option<crate::msg::handler::Entry> {
         self.handlers.borrow().get(index).cloned()
     }
 
@@ -267,6 +297,41 @@ pub(crate) fn with<R>(f: impl FnOnce(&Rc<Pe>) -> R) -> R {
     // function say, may call `finish`, which uninstalls the PE).
     let pe = unsafe { (*pe).clone() };
     f(&pe)
+}
+
+/// Runs `f` with the calling thread's PE without taking a count of it
+/// (the count [`with`] takes is two writes to memory and a test a call;
+/// the self-send path, the runtime's cheapest message, goes without).
+///
+/// # Panics
+/// If the thread is no Converse PE.
+///
+/// # Safety
+/// `f` runs no user code and nothing that could end the PE (uninstall it
+/// and drop the last count): the PE must outlive `f`.
+#[inline]
+pub(crate) unsafe fn with_uncounted<R>(f: impl FnOnce(&Pe) -> R) -> R {
+    let pe = CURRENT_PTR.with(Cell::get);
+    if pe.is_null() {
+        not_a_pe()
+    }
+    // SAFETY: non-null, `CURRENT_PTR` points at the `Rc` in `CURRENT` (as
+    // in `with`), which only `uninstall` or the thread's end empties; `f`
+    // does neither (the caller's promise).
+    f(unsafe { &*pe })
+}
+
+/// The calling thread's PE number.
+///
+/// # Panics
+/// If the thread is no Converse PE.
+#[inline]
+pub(crate) fn number() -> usize {
+    let n = CURRENT_NUMBER.with(Cell::get);
+    if n == NOT_A_PE {
+        not_a_pe()
+    }
+    n
 }
 
 /// The calling thread's PE (a counted reference: cheap, and safe to hold

@@ -132,7 +132,11 @@ impl<T> Inbox<T> {
 
     #[inline]
     fn slot(&self, ticket: u64) -> &Slot<T> {
-        &self.slots[ticket as usize & (self.slots.len() - 1)]
+        let index = ticket as usize & (self.slots.len() - 1);
+        // SAFETY: the length is a power of two, at least 2 (`with_slots`),
+        // so the mask keeps `index` below it. (The checked index was 2 of
+        // the 7 instructions a look at the inbox costs.)
+        unsafe { self.slots.get_unchecked(index) }
     }
 
     /// Appends `value`. Safe from any thread; never blocks.
