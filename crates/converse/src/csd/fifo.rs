@@ -89,7 +89,8 @@ impl<T> LocalFifo<T> {
         }
         // SAFETY: as in `push`.
         let slots = unsafe { &mut *self.slots.get() };
-        // SAFETY: as in `push`.
+        // SAFETY: the length is a power of two, at least 16 (see the
+        // invariants), so the mask keeps the index below it.
         let value = unsafe { slots.get_unchecked_mut(head & (slots.len() - 1)) }.take();
         self.head.set(head.wrapping_add(1));
         value

@@ -84,7 +84,7 @@ impl Entry {
             Entry::Closure(f) => f.clone(),
             Entry::C(f) => {
                 let f = *f;
-                Rc::new(move |msg: Message| f(msg.into_c_ptr().as_ptr().cast()))
+                Rc::new(move |msg: Message| Entry::C(f).call(msg))
             }
         }
     }

@@ -109,6 +109,7 @@ pub(crate) fn set_thread_pe(pe: Option<usize>) {
 }
 
 /// The PE the calling thread runs, if any.
+#[inline]
 pub(crate) fn thread_pe() -> Option<usize> {
     THREAD_PE.with(Cell::get)
 }

@@ -95,15 +95,7 @@ thread_local! {
     /// long as the thread; `install` sets it after filling `CURRENT` and
     /// `uninstall` clears it before emptying it.
     static CURRENT_PTR: Cell<*const Rc<Pe>> = const { Cell::new(std::ptr::null()) };
-    /// The number of the PE in `CURRENT`, or [`NOT_A_PE`]: what [`number`]
-    /// reads (`CmiMyPe` runs in nearly every handler; one load, where
-    /// [`with`] also takes and drops a count of the PE). Set and cleared
-    /// with `CURRENT_PTR`.
-    static CURRENT_NUMBER: Cell<usize> = const { Cell::new(NOT_A_PE) };
 }
-
-/// `CURRENT_NUMBER` of a thread that is no PE (no job has this many PEs).
-const NOT_A_PE: usize = usize::MAX;
 
 /// The thread's PE, if it is one (`CURRENT`'s value).
 struct Installed(Option<Rc<Pe>>);
@@ -115,7 +107,6 @@ impl Drop for Installed {
     /// dropped.
     fn drop(&mut self) {
         let _ = CURRENT_PTR.try_with(|p| p.set(std::ptr::null()));
-        let _ = CURRENT_NUMBER.try_with(|n| n.set(NOT_A_PE));
     }
 }
 
@@ -181,11 +172,9 @@ impl Pe {
             crate::proc::exit::set_thread_pe(Some(pe.pe));
             crate::proc::timer::set_thread_epoch(Some(pe.job.start));
             crate::trace::Tracer::install(Some(&pe.trace));
-            let number = pe.pe;
             c.0 = Some(pe);
             let inside: *const Rc<Pe> = c.0.as_ref().expect("just filled");
             CURRENT_PTR.with(|p| p.set(inside));
-            CURRENT_NUMBER.with(|n| n.set(number));
         });
     }
 
@@ -193,7 +182,6 @@ impl Pe {
     /// is dropped.
     pub fn uninstall() -> Option<Rc<Pe>> {
         CURRENT_PTR.with(|p| p.set(std::ptr::null()));
-        CURRENT_NUMBER.with(|n| n.set(NOT_A_PE));
         crate::proc::exit::set_thread_pe(None);
         crate::proc::timer::set_thread_epoch(None);
         crate::trace::Tracer::install(None);
@@ -321,17 +309,20 @@ pub(crate) unsafe fn with_uncounted<R>(f: impl FnOnce(&Pe) -> R) -> R {
     f(unsafe { &*pe })
 }
 
-/// The calling thread's PE number.
+/// The calling thread's PE number: the one the floor below keeps for its
+/// abort messages (`proc::exit::thread_pe`, set and cleared with
+/// `CURRENT`), one load where [`with`] also takes and drops a count of
+/// the PE (`CmiMyPe` runs in nearly every handler). On a thread that ends
+/// while still a PE, it still names that PE while `Installed` drops it.
 ///
 /// # Panics
 /// If the thread is no Converse PE.
 #[inline]
 pub(crate) fn number() -> usize {
-    let n = CURRENT_NUMBER.with(Cell::get);
-    if n == NOT_A_PE {
-        not_a_pe()
+    match crate::proc::exit::thread_pe() {
+        Some(n) => n,
+        None => not_a_pe(),
     }
-    n
 }
 
 /// The calling thread's PE (a counted reference: cheap, and safe to hold
