@@ -484,6 +484,13 @@ pub trait NetModule: Send + Sync {
         Duration::from_millis(1)
     }
 
+    /// Bytes this module has read from the network so far (any count that
+    /// grows with them will do: the progress thread compares two readings
+    /// to tell a stream from a trickle). 0 if the module does not count.
+    fn bytes_received(&self) -> u64 {
+        0
+    }
+
     /// Queues a frame for `peer` to be written by a later
     /// [`NetModule::flush_all`] (or at once if the queue already holds a
     /// batch), so that a burst of small messages costs a few system calls,
