@@ -501,9 +501,17 @@ fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMo
 }
 
 /// `+setcpuaffinity`, `+pemap`: pins the calling thread, PE `pe`'s, to
-/// its processor (`proc::affinity`), or ends the job naming both.
+/// its processor (`proc::affinity`), or ends the job naming both. Without
+/// them, in a job of one process, starts the thread on a processor of its
+/// own when the PEs fit the processors
+/// (`affinity::start_current_thread_apart`), unpinned. (A job of several
+/// processes is left to the kernel, which starts each process on an idle
+/// processor: a PE's rank on its host is a walk over the job's nodes.)
 fn pin_if_asked(job: &Job, pe: usize) {
     if !job.config.set_cpu_affinity {
+        if job.net.is_none() && job.local_pes() > 1 {
+            crate::proc::affinity::start_current_thread_apart(pe - job.first_pe, job.local_pes());
+        }
         return;
     }
     let rank = crate::rt::hosts::physical_rank(pe);

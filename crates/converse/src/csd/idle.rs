@@ -207,6 +207,9 @@ impl IdleState {
         *notified = false;
         drop(notified);
         self.sleeping.store(AWAKE, Relaxed);
+        // Woken, perhaps on its waker's processor: back to its own.
+        #[cfg(not(loom))]
+        crate::proc::affinity::return_home();
         timed_out
     }
 
@@ -235,6 +238,7 @@ impl IdleState {
         let spin_until = if oversubscribed { start } else { start + SPIN };
         let yield_until = start + YIELD;
         let mut polls: u32 = 0;
+        let mut looked_home = false;
         loop {
             if has_work() {
                 return Poll::Work;
@@ -253,6 +257,16 @@ impl IdleState {
                 return Poll::Park;
             }
             if now >= spin_until {
+                // A spin that found nothing may have held the processor
+                // from the PE it waits for: the kernel puts a woken thread
+                // on its waker's processor, and two PEs there stayed
+                // together for up to 20 ms (`proc::affinity`). Once per
+                // wait, go back to this PE's own.
+                if !looked_home {
+                    looked_home = true;
+                    #[cfg(not(loom))]
+                    crate::proc::affinity::return_home();
+                }
                 std::thread::yield_now();
             }
         }

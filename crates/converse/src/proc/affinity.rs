@@ -13,11 +13,20 @@
 //! Charm++'s block forms (`A-B:S.R`) and `+commap` are not taken (there
 //! are no communication threads to place).
 //!
+//! Without those flags a PE is not pinned, but in a job of one process
+//! whose PEs fit the processors it may use, each PE's thread starts on
+//! the processor of its rank among them (`start_current_thread_apart`:
+//! moved there, its mask given back at once), so that PEs do not begin
+//! on their parent's processor and share it until the kernel spreads
+//! them.
+//!
 //! # Invariants
 //!
 //! - A PE is pinned once, on its own thread, before its start function:
 //!   a processor the OS refuses ends the job naming the PE and the
 //!   processor.
+//! - A PE that is not pinned ends its placement with the mask it began
+//!   with.
 //!
 //! # Concurrency
 //!
@@ -80,15 +89,23 @@ pub fn cpu_for(rank: usize, pemap: Option<&[usize]>, cores: usize) -> usize {
 
 /// Pins the calling thread to processor `cpu`.
 pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
-    if cpu > MAX_CPU {
+    set_current_thread_cpus(&[cpu])
+}
+
+/// Lets the calling thread run on the processors `cpus` (each at most
+/// [`MAX_CPU`]).
+fn set_current_thread_cpus(cpus: &[usize]) -> std::io::Result<()> {
+    if cpus.iter().any(|&cpu| cpu > MAX_CPU) {
         return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
     }
-    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes a
-    // bit below CPU_SETSIZE (checked); the kernel reads the set for the
+    // SAFETY: a zeroed cpu_set_t is a valid empty set; CPU_SET writes bits
+    // below CPU_SETSIZE (checked); the kernel reads the set for the
     // calling thread (pid 0).
     let done = unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
+        for &cpu in cpus {
+            libc::CPU_SET(cpu, &mut set);
+        }
         libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
     };
     if done == 0 {
@@ -96,6 +113,68 @@ pub fn pin_current_thread(cpu: usize) -> std::io::Result<()> {
     } else {
         Err(std::io::Error::last_os_error())
     }
+}
+
+/// Starts the calling thread on the `rank`-th processor it may run on
+/// (round them), without pinning it: the thread is moved there, and its
+/// mask is given back at once (a running thread stays where it is until
+/// the scheduler has a reason to move it). For PEs that fit their host
+/// without `+setcpuaffinity`: a new thread starts on its parent's
+/// processor, and two PEs that start on one processor and wait for each
+/// other's messages (each spinning, then yielding to the other) stayed
+/// there for up to 20 ms before the kernel spread them (a run of
+/// Charm++'s kNeighbors, 22 ms alone, took 33-46 ms when it happened).
+/// `threads`: how many threads are placed so (the PEs of the process);
+/// none is moved if there are more than processors. Returns the
+/// processor, or `None` if the thread stays where it is (one processor,
+/// too many threads, or the system refused).
+pub fn start_current_thread_apart(rank: usize, threads: usize) -> Option<usize> {
+    let cpus = current_thread_cpus().ok()?;
+    if cpus.len() < 2 || threads > cpus.len() {
+        return None;
+    }
+    let cpu = cpus[rank % cpus.len()];
+    let moved = move_current_thread(cpu, &cpus);
+    HOME.with(|home| *home.borrow_mut() = Some((cpu, cpus)));
+    moved.then_some(cpu)
+}
+
+/// After a wait the thread slept through (a parked PE, woken): back to the
+/// processor [`start_current_thread_apart`] started it on, if the kernel
+/// woke it elsewhere. A thread woken by another is often put on its
+/// waker's processor, and two PEs that then poll for each other's
+/// messages on one processor, each spinning while the other cannot run,
+/// stayed together for up to 20 ms (the kNeighbors run above). A thread
+/// that was not started apart is left alone. Returns whether it moved.
+pub fn return_home() -> bool {
+    HOME.with(|home| {
+        let home = home.borrow();
+        let Some((cpu, cpus)) = home.as_ref() else {
+            return false;
+        };
+        // SAFETY: no arguments; reads the calling thread's processor.
+        let now = unsafe { libc::sched_getcpu() };
+        if usize::try_from(now).ok() == Some(*cpu) {
+            return false;
+        }
+        move_current_thread(*cpu, cpus)
+    })
+}
+
+/// Moves the calling thread to `cpu`, then lets it run on `cpus` again;
+/// whether it moved.
+fn move_current_thread(cpu: usize, cpus: &[usize]) -> bool {
+    let moved = pin_current_thread(cpu).is_ok();
+    // Given back whatever happened: a thread left pinned would be a
+    // policy this module does not make.
+    moved && set_current_thread_cpus(cpus).is_ok()
+}
+
+std::thread_local! {
+    /// The processor this thread was started on by
+    /// [`start_current_thread_apart`], and the mask it may run on.
+    static HOME: std::cell::RefCell<Option<(usize, Vec<usize>)>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// The processors the calling thread may run on, in increasing order.
@@ -134,6 +213,31 @@ mod tests {
         assert_eq!(cpu_for(5, Some(&[3, 1]), 8), 1);
         assert_eq!(cpu_for(5, None, 2), 1);
         assert_eq!(cpu_for(5, Some(&[]), 4), 1);
+    }
+
+    #[test]
+    fn a_thread_started_apart_keeps_its_mask() {
+        std::thread::spawn(|| {
+            let cpus = current_thread_cpus().unwrap();
+            let placed = start_current_thread_apart(1, 2);
+            assert_eq!(current_thread_cpus().unwrap(), cpus);
+            match cpus.len() {
+                0 | 1 => assert_eq!(placed, None),
+                n => assert_eq!(placed, Some(cpus[1 % n])),
+            }
+            // More threads than processors: none is moved.
+            assert_eq!(start_current_thread_apart(0, cpus.len() + 1), None);
+            // Back home after a move elsewhere, the mask given back.
+            if let Some(home) = placed {
+                let other = *cpus.iter().find(|&&c| c != home).unwrap();
+                pin_current_thread(other).unwrap();
+                set_current_thread_cpus(&cpus).unwrap();
+                return_home();
+                assert_eq!(current_thread_cpus().unwrap(), cpus);
+            }
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

@@ -106,6 +106,11 @@ impl NodeBarrier {
             parked = self.condvar.wait(parked).unwrap_or_else(|e| e.into_inner());
         };
         self.sleepers.fetch_sub(1, Release);
+        drop(parked);
+        // Woken, perhaps on its waker's processor: back to its own (as
+        // after the idle protocol's park).
+        #[cfg(not(loom))]
+        crate::proc::affinity::return_home();
         passed
     }
 
