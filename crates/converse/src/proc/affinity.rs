@@ -145,16 +145,22 @@ pub fn start_current_thread_apart(rank: usize, threads: usize) -> Option<usize> 
 /// waker's processor, and two PEs that then poll for each other's
 /// messages on one processor, each spinning while the other cannot run,
 /// stayed together for up to 20 ms (the kNeighbors run above). A thread
-/// that was not started apart is left alone. Returns whether it moved.
+/// that was not started apart is left alone, and so is one whose mask
+/// someone else changed since (a program that pins its PEs itself): it
+/// forgets its processor then. Returns whether it moved.
 pub fn return_home() -> bool {
     HOME.with(|home| {
-        let home = home.borrow();
+        let mut home = home.borrow_mut();
         let Some((cpu, cpus)) = home.as_ref() else {
             return false;
         };
         // SAFETY: no arguments; reads the calling thread's processor.
         let now = unsafe { libc::sched_getcpu() };
         if usize::try_from(now).ok() == Some(*cpu) {
+            return false;
+        }
+        if current_thread_cpus().ok().as_ref() != Some(cpus) {
+            *home = None;
             return false;
         }
         move_current_thread(*cpu, cpus)
@@ -234,6 +240,13 @@ mod tests {
                 set_current_thread_cpus(&cpus).unwrap();
                 return_home();
                 assert_eq!(current_thread_cpus().unwrap(), cpus);
+                // Pinned by someone else: stays pinned, and home is
+                // forgotten.
+                pin_current_thread(other).unwrap();
+                assert!(!return_home());
+                assert_eq!(current_thread_cpus().unwrap(), [other]);
+                set_current_thread_cpus(&cpus).unwrap();
+                assert!(!return_home());
             }
         })
         .join()
