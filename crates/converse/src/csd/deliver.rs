@@ -25,7 +25,7 @@ use crate::msg::message::{
     ARRIVAL_FLAGS, FLAG_BUNDLE, FLAG_NO_QD, Message, SPECIAL_DELIVERY_FLAGS,
 };
 use crate::rt::pe::Pe;
-use crate::trace::Flow;
+use crate::trace::{Flow, SELF_SENT};
 
 impl Pe {
     /// The next arrived message (stash, then the released ones, then the
@@ -431,7 +431,16 @@ impl Pe {
         // and the frame saves fewer of them (6 instructions a message,
         // callgrind). An unknown handler's start is the last event before
         // the abort.
-        ring.begin(index, take_flow(&mut msg));
+        let flow = take_flow(&mut msg);
+        if flow.seq & SELF_SENT == 0 {
+            ring.begin(index, flow);
+        } else if flow.src == self.pe as u32 {
+            // A message this PE sent itself: its send goes with this start.
+            ring.begin_self_sent(index, flow.seq, msg.len());
+        } else {
+            // Marked by no PE of this job (only a PE's own messages are).
+            ring.begin(index, NO_FLOW);
+        }
         let Some(f) = self.handler(index) else {
             self.unknown_handler(&msg)
         };
@@ -449,7 +458,12 @@ impl Pe {
         };
         self.answer_watchdog_if_asked();
         let flow = if self.trace.records() {
-            take_flow(&mut msg)
+            // Only a PE that records a trace and nothing else marks its
+            // self-sends (`ring_writer`'s "Self-sends"); a mark here came
+            // from no PE of this job.
+            Some(take_flow(&mut msg))
+                .filter(|f| f.seq & SELF_SENT == 0)
+                .unwrap_or(NO_FLOW)
         } else {
             NO_FLOW
         };

@@ -198,16 +198,12 @@ impl Pe {
             // A send inside a handler: no end waits to be written, and
             // this path calls nothing (no frame to save registers in).
             Some(ring) if !ring.holds_an_end() => {
-                let len = msg.len();
-                let seq = match msg.owned_header_mut().filter(|_| user) {
-                    Some(header) => {
-                        let seq = ring.number(true);
-                        header.coll = seq;
-                        seq
-                    }
-                    None => 0,
-                };
-                ring.sent_now(self.pe, seq, len);
+                match msg.owned_header_mut().filter(|_| user) {
+                    // Its send goes with its start (`ring_writer`'s
+                    // "Self-sends"): one event, not two.
+                    Some(header) => header.coll = ring.self_send_mark(),
+                    None => ring.sent_now(self.pe, 0, msg.len()),
+                }
                 msg
             }
             _ => self.trace_self_send_other(user, msg),

@@ -520,6 +520,9 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
                     }
                 }
                 Event::SchedulerLeave { .. } | Event::Clock { .. } => {}
+                // A PE's part holds these as the send and the start they
+                // stand for (`event::expand_self_sends`): none comes here.
+                Event::SelfSentBegin { .. } => {}
             }
         }
         // What is still open ends at the PE's last event.

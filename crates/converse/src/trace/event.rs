@@ -84,6 +84,23 @@ pub(crate) enum Event {
     SchedulerLeave {
         t: u64,
     },
+    /// A user handler (table index `index`) starts, running a message of
+    /// `len` bytes this PE sent itself, whose send is not an event of its
+    /// own: it happened `back` events before this one (after the event
+    /// `back + 1` places before it, before the one `back` places before;
+    /// `back` 0: just before this start, inside the handler this start
+    /// `closes`), the `order`-th of the PE's self-sends made there. Only the ring holds these: the process's part of the
+    /// trace has each as the [`Event::Send`] and [`Event::Begin`] it
+    /// stands for ([`expand_self_sends`]).
+    SelfSentBegin {
+        index: u32,
+        closes: bool,
+        back: u32,
+        /// The send's order among those made at its place (0, 1, …; 63
+        /// for the 64th and later).
+        order: u32,
+        len: u32,
+    },
 }
 
 /// A user message by its sender's numbering: the `seq`-th user message
@@ -124,6 +141,21 @@ const SPAN_END: u64 = 9;
 const MARK: u64 = 10;
 const LEAVE: u64 = 11;
 const CLOCK: u64 = 12;
+const SELF_BEGIN: u64 = 13;
+
+/// The flag of a header's `coll` that marks a message a PE sent itself
+/// whose send the ring does not hold (`ring_writer`'s "Self-sends"): the
+/// rest of the field is the ring's count of events at the send, modulo
+/// 2²⁵ ([`SELF_SENT_PLACE`]), then the send's order among the PE's
+/// self-sends at that count (low [`SELF_SENT_ORDER_BITS`] bits, 63 for the
+/// 64th and later). Flow numbers stay below the flag.
+pub(crate) const SELF_SENT: u32 = 1 << 31;
+/// Bits of a self-send mark that order the sends made at one place.
+pub(crate) const SELF_SENT_ORDER_BITS: u32 = 6;
+/// The mask of a self-send mark's place, once shifted down.
+pub(crate) const SELF_SENT_PLACE: u32 = (1 << (31 - SELF_SENT_ORDER_BITS)) - 1;
+/// The largest order a mark holds.
+pub(crate) const SELF_SENT_ORDER_MAX: u32 = (1 << SELF_SENT_ORDER_BITS) - 1;
 
 /// The small field of a [`Event::Begin`]: its flags.
 const BEGIN_RUNTIME: u64 = 1 << 8;
@@ -139,6 +171,25 @@ pub(crate) fn begin_words(index: u32, runtime: bool, closes: bool, flow: Flow) -
             | if closes { BEGIN_CLOSES } else { 0 }
             | (u64::from(flow.src) << 32),
         u64::from(index) | (u64::from(flow.seq) << 32),
+    ]
+}
+
+/// An [`Event::SelfSentBegin`]'s two words, field by field for
+/// `ring_writer`'s hot path.
+#[inline(always)]
+pub(crate) fn self_sent_begin_words(
+    index: u32,
+    closes: bool,
+    back: u32,
+    order: u32,
+    len: u32,
+) -> [u64; 2] {
+    [
+        SELF_BEGIN
+            | if closes { BEGIN_CLOSES } else { 0 }
+            | (u64::from(order & SELF_SENT_ORDER_MAX) << 10)
+            | (u64::from(back) << 32),
+        u64::from(index) | (u64::from(len) << 32),
     ]
 }
 
@@ -183,6 +234,13 @@ impl Event {
             Event::SpanEnd { name, t } => [w0(SPAN_END, 0, name), t],
             Event::Mark { name, cat, t } => [w0(MARK, cat as u32, name), t],
             Event::SchedulerLeave { t } => [LEAVE, t],
+            Event::SelfSentBegin {
+                index,
+                closes,
+                back,
+                order,
+                len,
+            } => self_sent_begin_words(index, closes, back, order, len),
         }
     }
 
@@ -225,6 +283,13 @@ impl Event {
                 t: b,
             },
             LEAVE => Event::SchedulerLeave { t: b },
+            SELF_BEGIN => Event::SelfSentBegin {
+                index: b as u32,
+                closes: a & BEGIN_CLOSES != 0,
+                back: arg,
+                order: (small >> 2) & SELF_SENT_ORDER_MAX,
+                len: (b >> 32) as u32,
+            },
             _ => return None,
         })
     }
@@ -240,7 +305,9 @@ impl Event {
             | Event::SpanEnd { t, .. }
             | Event::Mark { t, .. }
             | Event::SchedulerLeave { t } => Some(t),
-            Event::Begin { .. } | Event::End | Event::Send { .. } => None,
+            Event::Begin { .. } | Event::End | Event::Send { .. } | Event::SelfSentBegin { .. } => {
+                None
+            }
         }
     }
 
@@ -258,6 +325,65 @@ impl Event {
             untimed => untimed,
         }
     }
+}
+
+/// The events of PE `pe`'s ring, oldest first, with every
+/// [`Event::SelfSentBegin`] replaced by the [`Event::Send`] it stands for,
+/// at the place of the send, and an [`Event::Begin`] running it. The two
+/// get a flow number of their own, from 2³¹ up ([`SELF_SENT`]: the PE's
+/// own numbers stay below it). A send older than the ring's oldest event
+/// is left out, as a send the ring lost would be. Words that are no event
+/// are left out (they still count as places).
+pub(crate) fn expand_self_sends(pe: u32, words: &[[u64; 2]]) -> Vec<Event> {
+    // The sends to put back: the place of the event each comes just
+    // before (an index into `words`), and the send.
+    let mut sends: Vec<(usize, u32, Event)> = Vec::new();
+    let mut events: Vec<(usize, Event)> = Vec::with_capacity(words.len());
+    let mut next_seq = SELF_SENT;
+    for (at, &w) in words.iter().enumerate() {
+        let e = match Event::decode(w) {
+            None => continue,
+            Some(Event::SelfSentBegin {
+                index,
+                closes,
+                back,
+                order,
+                len,
+            }) => {
+                let seq = next_seq;
+                next_seq = next_seq.wrapping_add(1).max(SELF_SENT);
+                if let Some(place) = at.checked_sub(back as usize) {
+                    let send = Event::Send {
+                        dest: pe,
+                        node: false,
+                        seq,
+                        len,
+                    };
+                    sends.push((place, order, send));
+                }
+                Event::Begin {
+                    index,
+                    runtime: false,
+                    closes,
+                    flow: Some(Flow { src: pe, seq }),
+                }
+            }
+            Some(other) => other,
+        };
+        events.push((at, e));
+    }
+    // In the order sent; stable: sends past the 64th at one place keep
+    // the order of their starts.
+    sends.sort_by_key(|&(place, order, _)| (place, order));
+    let mut sends = sends.into_iter().peekable();
+    let mut out = Vec::with_capacity(events.len() + sends.len());
+    for (at, e) in events {
+        while let Some((_, _, send)) = sends.next_if(|&(place, _, _)| place <= at) {
+            out.push(send);
+        }
+        out.push(e);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -307,6 +433,20 @@ mod tests {
                 t: 8,
             },
             Event::SchedulerLeave { t: 9 },
+            Event::SelfSentBegin {
+                index: u32::MAX,
+                closes: true,
+                back: u32::MAX,
+                order: SELF_SENT_ORDER_MAX,
+                len: u32::MAX,
+            },
+            Event::SelfSentBegin {
+                index: 1,
+                closes: false,
+                back: 0,
+                order: 0,
+                len: 0,
+            },
         ];
         for e in all {
             assert_eq!(Event::decode(e.encode()), Some(e));

@@ -42,14 +42,18 @@
 //! messages (flagged: collective routing, system messages) are recorded
 //! as sends without arrows; one the runtime hands to a user handler as a
 //! user message (a reduction's result at its root) is numbered like one.
-//! The numbers wrap after 2³² sends of one PE; a trace that long (over a
+//! The numbers wrap after 2³¹ sends of one PE; a trace that long (over a
 //! minute of a PE's sends at full speed) may draw an arrow between two
-//! messages of the same number.
+//! messages of the same number. A message a PE sends itself from a handler
+//! carries a mark instead (the high bit set, `ring_writer`'s
+//! "Self-sends"), and its send is written with its start.
 //!
 //! # Cost
 //!
 //! A message costs two events, its send and its handler's start (a
-//! handler's end is folded into the next start, `ring_writer`). Handler
+//! handler's end is folded into the next start, `ring_writer`); one a PE
+//! sends itself from a handler costs one (its send is folded into its
+//! start). Handler
 //! starts are timed in groups of about a microsecond (`ring_writer`;
 //! `+trace-exact` times each); ends and sends are untimed (see `event`).
 //! With `+stats`, every handler's start and end reads the clock (the
@@ -95,8 +99,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 pub(crate) use chrome::write_trace;
-pub(crate) use event::Flow;
 use event::{Category, Event};
+pub(crate) use event::{Flow, SELF_SENT};
 use part::{PePart, ProcessPart};
 pub(crate) use plot::write_plot;
 pub(crate) use report::stats_table;
@@ -389,10 +393,10 @@ impl PeLog {
         let (events, lost, capacity) = match &self.ring {
             Some(ring) => {
                 let snap = ring.snapshot(self.done.load(Ordering::Acquire));
-                let events = snap
-                    .events
+                // The ring's folded self-sends back as a send and a start
+                // (`ring_writer`'s "Self-sends").
+                let events = event::expand_self_sends(self.pe, &snap.events)
                     .into_iter()
-                    .filter_map(Event::decode)
                     .map(|e| match e.time() {
                         Some(t) => e.with_time(cal.unix_ns(t)).encode(),
                         None => e.encode(),
@@ -522,13 +526,6 @@ impl PlainRing<'_> {
         self.0.end();
     }
 
-    /// The number of the next user message this PE sends if `user`, else
-    /// 0 (none); [`PlainRing::sent`] records its send.
-    #[inline(always)]
-    pub fn number(&self, user: bool) -> u32 {
-        self.0.number(user)
-    }
-
     /// Whether a handler's end waits to be written (`ring_writer`'s
     /// "Folding").
     #[inline(always)]
@@ -536,11 +533,26 @@ impl PlainRing<'_> {
         self.0.holds_an_end()
     }
 
-    /// Message `seq` (see [`PlainRing::number`]) of `len` bytes leaves for
-    /// PE `dest`; only when no end waits ([`PlainRing::holds_an_end`]).
+    /// Message `seq` (0: no number) of `len` bytes leaves for PE `dest`;
+    /// only when no end waits ([`PlainRing::holds_an_end`]).
     #[inline(always)]
     pub fn sent_now(&self, dest: usize, seq: u32, len: usize) {
         self.0.push_send_now(dest, false, seq, len);
+    }
+
+    /// What the header of a message this PE sends itself carries instead
+    /// of a number, its send not written (`ring_writer`'s "Self-sends");
+    /// only when no end waits.
+    #[inline(always)]
+    pub fn self_send_mark(&self) -> u32 {
+        self.0.self_send_mark()
+    }
+
+    /// User handler `index` starts, running the message of `len` bytes
+    /// this PE sent itself with `mark` ([`PlainRing::self_send_mark`]).
+    #[inline(always)]
+    pub fn begin_self_sent(&self, index: usize, mark: u32, len: usize) {
+        self.0.begin_self_sent(index as u32, mark, len);
     }
 }
 

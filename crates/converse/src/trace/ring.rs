@@ -105,13 +105,28 @@ impl Ring {
     /// Only the ring's one writer thread may call it (module invariants).
     #[inline(always)]
     pub fn push(&self, w0: u64, w1: u64) {
+        self.push_numbered(|_| [w0, w1]);
+    }
+
+    /// [`Ring::push`] of the event `words(k)` makes, `k` its number (the
+    /// count of events written before it).
+    #[inline(always)]
+    pub fn push_numbered(&self, words: impl FnOnce(u64) -> [u64; 2]) {
         // Only this thread stores `head`: its own last store.
         let k = self.head.load(Ordering::Relaxed);
+        let [w0, w1] = words(k);
         let slot = self.slot(k);
         fence(Ordering::Release);
         slot[0].store(w0, Ordering::Relaxed);
         slot[1].store(w1, Ordering::Relaxed);
         self.head.store(k + 1, Ordering::Release);
+    }
+
+    /// The count of events written so far, for the writer thread (its own
+    /// last store).
+    #[inline(always)]
+    pub fn written_by_writer(&self) -> u64 {
+        self.head.load(Ordering::Relaxed)
     }
 
     /// The events the ring holds now, whole, oldest first (see the module

@@ -13,6 +13,18 @@
 //! start also carries the flow number of the message it runs (`trace`'s
 //! "Flows"), so a message costs two events: its send and its start.
 //!
+//! # Self-sends
+//!
+//! A message a PE sends itself while no end is held (a handler sending
+//! work to its own PE) costs one event, not two: its send is not written;
+//! the message's header (`coll`) takes the ring's count of events at the
+//! send instead, flagged (`event::SELF_SENT`), and the handler start that
+//! runs it is an `Event::SelfSentBegin` saying how many events back the
+//! send was and how long the message is. The process's part of the trace
+//! has the send and the start back (`event::expand_self_sends`). A
+//! self-sent message that never runs (the PE ended first) leaves no send
+//! in the trace.
+//!
 //! # Grouped timing
 //!
 //! A clock read costs more than a short handler (about 20 ns on this
@@ -74,6 +86,10 @@ pub(crate) struct RingWriter {
     max_group: u32,
     /// The number of the last user message this PE sent (0: none yet).
     last_sent: Cell<u32>,
+    /// The place (ring count, masked) of the last self-send mark, and that
+    /// mark's order among the self-sends made there ("Self-sends").
+    self_sends_at: Cell<u32>,
+    self_sends_order: Cell<u32>,
 }
 
 impl RingWriter {
@@ -90,6 +106,9 @@ impl RingWriter {
             allowance: Cell::new(0),
             max_group: max_group.max(1),
             last_sent: Cell::new(0),
+            // No place: the first mark starts its order at 0.
+            self_sends_at: Cell::new(u32::MAX),
+            self_sends_order: Cell::new(0),
         }
     }
 
@@ -116,8 +135,9 @@ impl RingWriter {
         if !user {
             return 0;
         }
-        // 0 is no number: skipped when the count wraps.
-        let seq = self.last_sent.get().wrapping_add(1).max(1);
+        // 0 is no number: skipped when the count wraps, below the
+        // self-send flag (`event::SELF_SENT`).
+        let seq = (self.last_sent.get().wrapping_add(1) & !event::SELF_SENT).max(1);
         self.last_sent.set(seq);
         seq
     }
@@ -135,6 +155,23 @@ impl RingWriter {
         debug_assert!(!self.holds_an_end());
         let [a, b] = send(dest, node, seq, len).encode();
         self.ring.push(a, b);
+    }
+
+    /// The mark a message this PE sends itself carries in its header's
+    /// `coll` instead of a number when its send is not written ("Self-sends";
+    /// only while no end is held).
+    #[inline(always)]
+    pub fn self_send_mark(&self) -> u32 {
+        debug_assert!(!self.holds_an_end());
+        let place = self.ring.written_by_writer() as u32 & event::SELF_SENT_PLACE;
+        let order = if self.self_sends_at.get() == place {
+            (self.self_sends_order.get() + 1).min(event::SELF_SENT_ORDER_MAX)
+        } else {
+            self.self_sends_at.set(place);
+            0
+        };
+        self.self_sends_order.set(order);
+        event::SELF_SENT | (place << event::SELF_SENT_ORDER_BITS) | order
     }
 
     /// Whether a handler's end waits to be written ("Folding").
@@ -213,9 +250,31 @@ impl RingWriter {
         }
     }
 
+    /// User handler `index` starts, running the message of `len` bytes
+    /// this PE sent itself with `mark` ([`RingWriter::self_send_mark`]);
+    /// timed as [`RingWriter::begin`].
+    #[inline(always)]
+    pub fn begin_self_sent(&self, index: u32, mark: u32, len: usize) {
+        let len = len.min(u32::MAX as usize) as u32;
+        let left = self.untimed_left.get();
+        if left == 0 {
+            begin_self_sent_timed(self, index, mark, len, clock::now());
+        } else {
+            self.untimed_left.set(left - 1);
+            self.write_self_sent_begin(index, mark, len);
+        }
+    }
+
     /// A handler starts at `t` (read by the caller): a timed start, which
     /// begins a group.
     pub fn begin_at(&self, index: u32, runtime: bool, flow: Flow, t: u64) {
+        self.open_group(t);
+        self.write_begin(index, runtime, flow);
+    }
+
+    /// A clock reading at `t` for the handler start written next: closes
+    /// the group before, opens one.
+    fn open_group(&self, t: u64) {
         self.close_group(t);
         self.group_t.set(t);
         self.group_open.set(true);
@@ -224,7 +283,6 @@ impl RingWriter {
         self.untimed_left.set(allowance);
         let [a, b] = Event::Clock { t }.encode();
         self.ring.push(a, b);
-        self.write_begin(index, runtime, flow);
     }
 
     /// A handler start with a pending end folded in.
@@ -233,6 +291,19 @@ impl RingWriter {
         let closes = self.end_pending.replace(false);
         let [a, b] = event::begin_words(index, runtime, closes, flow);
         self.ring.push(a, b);
+    }
+
+    /// [`RingWriter::write_begin`] of a self-sent message ("Self-sends"):
+    /// the send was `mark`'s count of events back.
+    #[inline(always)]
+    fn write_self_sent_begin(&self, index: u32, mark: u32, len: u32) {
+        let closes = self.end_pending.replace(false);
+        self.ring.push_numbered(|k| {
+            let place = (mark & !event::SELF_SENT) >> event::SELF_SENT_ORDER_BITS;
+            let back = (k as u32).wrapping_sub(place) & event::SELF_SENT_PLACE;
+            let order = mark & event::SELF_SENT_ORDER_MAX;
+            event::self_sent_begin_words(index, closes, back, order, len)
+        });
     }
 
     /// A clock read at `t` ends the current group: the next group's
@@ -260,6 +331,14 @@ impl RingWriter {
 #[inline(never)]
 extern "C" fn begin_timed(w: &RingWriter, index: u32, runtime: bool, src: u32, seq: u32, t: u64) {
     w.begin_at(index, runtime, Flow { src, seq }, t);
+}
+
+/// [`RingWriter::begin_self_sent`]'s timed start, out of line as
+/// [`begin_timed`] is.
+#[inline(never)]
+extern "C" fn begin_self_sent_timed(w: &RingWriter, index: u32, mark: u32, len: u32, t: u64) {
+    w.open_group(t);
+    w.write_self_sent_begin(index, mark, len);
 }
 
 /// The send event of message `seq`.
@@ -431,6 +510,90 @@ mod tests {
         let w = RingWriter::new(Arc::new(Ring::new(4)), 1);
         w.last_sent.set(u32::MAX);
         assert_eq!(w.sent(0, false, true, 0), 1);
+        // They stay below the self-send flag.
+        w.last_sent.set(event::SELF_SENT - 1);
+        assert_eq!(w.sent(0, false, true, 0), 1);
+    }
+
+    #[test]
+    fn a_self_send_is_one_event_and_comes_back_as_two() {
+        let w = RingWriter::new(Arc::new(Ring::new(64)), 1);
+        // PE 3: handler 1 sends a message to another PE, then two to
+        // itself, then returns; handler 2 runs the first of them, sends
+        // nothing; handler 2 runs the second.
+        w.begin_at(1, false, NONE, 10);
+        // The next starts in this start's group: untimed.
+        w.group_allowance.set(8);
+        w.untimed_left.set(8);
+        assert_eq!(w.sent(5, false, true, 8), 1);
+        let first = w.self_send_mark();
+        let second = w.self_send_mark();
+        w.end();
+        // They run in the other order (`deliver_specific_msg`, say): the
+        // sends come back in the order sent.
+        w.begin_self_sent(2, second, 48);
+        w.end();
+        w.begin_self_sent(2, first, 40);
+        w.end();
+        w.finish();
+        let words = w.ring().snapshot(true).events;
+        // Clock, start, send, start, start, end, clock: the two self-sends
+        // wrote nothing of their own.
+        assert_eq!(words.len(), 7);
+        let got = event::expand_self_sends(3, &words);
+        let own = |seq, len| Event::Send {
+            dest: 3,
+            node: false,
+            seq,
+            len,
+        };
+        let start = |seq| Event::Begin {
+            index: 2,
+            runtime: false,
+            closes: true,
+            flow: Some(Flow { src: 3, seq }),
+        };
+        assert!(matches!(got[0], Event::Clock { t: 10 }), "{got:?}");
+        assert_eq!(
+            got[1..8],
+            [
+                begin(1, false, None),
+                Event::Send {
+                    dest: 5,
+                    node: false,
+                    seq: 1,
+                    len: 8
+                },
+                own(event::SELF_SENT + 1, 40),
+                own(event::SELF_SENT, 48),
+                start(event::SELF_SENT),
+                start(event::SELF_SENT + 1),
+                Event::End,
+            ]
+        );
+        assert!(matches!(got[8], Event::Clock { .. }), "{got:?}");
+        assert_eq!(got.len(), 9);
+    }
+
+    #[test]
+    fn a_self_send_older_than_the_ring_is_left_out() {
+        let w = RingWriter::new(Arc::new(Ring::new(4)), 1);
+        w.begin_at(1, false, NONE, 10);
+        let mark = w.self_send_mark();
+        w.end();
+        for t in 0..4 {
+            w.push_timed(Event::IdleBegin { t }, t);
+        }
+        w.begin_self_sent(2, mark, 8);
+        let got = event::expand_self_sends(0, &w.ring().snapshot(true).events);
+        assert!(
+            !got.iter().any(|e| matches!(e, Event::Send { .. })),
+            "{got:?}"
+        );
+        assert!(
+            matches!(got.last(), Some(Event::Begin { index: 2, .. })),
+            "{got:?}"
+        );
     }
 
     #[test]
