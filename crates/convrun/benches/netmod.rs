@@ -39,7 +39,9 @@
 //!   `use_persistent` names its handle to the other). Baseline
 //!   `ordinary_oneway_<size>`: the same bounce with plain
 //!   `sync_send_and_free`, in the same job, in turns with it (the best of
-//!   5 turns each).
+//!   5 turns each). At 8 B and 4 KiB the handle sends the ordinary way
+//!   (`MIN_CHANNEL_MESSAGE`), so the two are the same path and their ratio
+//!   shows the noise; at 16 and 64 KiB the messages go on the channel.
 //! - `cth_migrate` (`-- migrate`): a migratable thread with a 64 KiB stack
 //!   moves itself between PE 0 and PE 1, two processes over shm
 //!   (`++no-aslr`): pack, send, unpack and resume, per move (its used
@@ -362,8 +364,10 @@ fn job_rdma() {
 }
 
 /// Sizes of the persistent bounces (payload bytes; the channel's limit is
-/// the message, header included).
-const PERSISTENT_SIZES: [usize; 2] = [8, 4 << 10];
+/// the message, header included). Up to `MIN_CHANNEL_MESSAGE` (8 B, 4 KiB)
+/// a handle sends the ordinary way; above it (16 KiB, 64 KiB) on its
+/// channel.
+const PERSISTENT_SIZES: [usize; 4] = [8, 4 << 10, 16 << 10, 64 << 10];
 
 /// Runs the persistent-channel job over shm and prints its figures.
 fn persistent_figures() {
@@ -407,7 +411,7 @@ fn job_persistent() {
                 }
                 converse::deliver_specific_msg(ball);
             };
-            let channel = persistent::create_persistent(peer, (4 << 10) + 64);
+            let channel = persistent::create_persistent(peer, (64 << 10) + 64);
             while !channel.is_ready() {
                 converse::schedule_count(1);
             }

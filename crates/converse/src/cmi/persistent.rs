@@ -17,6 +17,16 @@
 //!   goes the ordinary way; so does
 //!   a message large enough for the shm module's large-message transfer,
 //!   which allocates its own buffer.
+//! - **Small messages** (at most [`MIN_CHANNEL_MESSAGE`] bytes, header
+//!   included) go the ordinary way too, whatever the layer: their buffer
+//!   comes from the receiving thread's own cache or its allocator's, with
+//!   no atomic operation, and costs less than a channel's buffer, which is
+//!   found under the channel's lock, checked free with an atomic and
+//!   counted while its message lives (`persistent_oneway_8B` was 1.23–1.32×
+//!   the ordinary send; docs/benchmarks.md, "persistent channels: small messages
+//!   the ordinary way").
+//!   Charm++ draws the same line (`PERSIST_MIN_SIZE`: persistent sends
+//!   only above its eager limit).
 //! - **The same process**: a message moves from sender to receiver without
 //!   any copy or allocation already, so there is nothing to save: sends
 //!   over a handle to a PE of this process are ordinary sends.
@@ -61,6 +71,12 @@ use crate::rt::pe::{self, Pe};
 use crate::rt::persistent::{MAX_CHANNEL_BYTES, receivers};
 
 pub use crate::rt::persistent::buffers_per_channel;
+
+/// The longest message, header included, that a persistent handle sends
+/// the ordinary way: up to this size a fresh buffer costs the receiver
+/// less than a channel's (module comment, "Small messages"). Measured over
+/// shm, in turns with the ordinary send (docs/benchmarks.md).
+pub const MIN_CHANNEL_MESSAGE: usize = 4 << 10;
 
 /// A sender's end of a persistent channel (`PersistentHandle`): made by
 /// [`create_persistent`] or [`register_receive_persistent`], used through
@@ -172,7 +188,8 @@ impl Using {
         let handles = self.handles.borrow();
         let h = handles.iter().find(|h| h.0.dest_pe == dest)?;
         let channel = h.0.channel.get();
-        (h.0.remote && channel != 0 && len <= h.0.max_bytes).then_some(channel)
+        (h.0.remote && channel != 0 && len > MIN_CHANNEL_MESSAGE && len <= h.0.max_bytes)
+            .then_some(channel)
     }
 
     fn track(&self, handle: &PersistentHandle) {
@@ -330,7 +347,8 @@ pub fn register_receive_persistent(req: PersistentReq) -> PersistentHandle {
 
 /// Makes the calling PE's following sends use `handles`
 /// (`CmiUsePersistentHandle`): a user send to PE `d` of at most the
-/// handle's `max_bytes` goes on the handle for `d` among them (one handle
+/// handle's `max_bytes`, and longer than [`MIN_CHANNEL_MESSAGE`], goes on
+/// the handle for `d` among them (one handle
 /// for point-to-point sends, one per PE for a multicast's). An empty slice
 /// ends that: sends go the ordinary way again.
 ///

@@ -1911,22 +1911,29 @@ fn rdma() -> i32 {
 // ---------------------------------------------------------------------------
 
 /// Longest message (header included) of `core_persistent`'s channels.
-const PERSISTENT_MAX: usize = 256;
-/// Messages per channel; every fifth is too long for it.
+const PERSISTENT_MAX: usize = 8 << 10;
+/// Messages per channel; every fifth is too long for it, every fifth too
+/// short (a small message goes the ordinary way: `MIN_CHANNEL_MESSAGE`).
 const PERSISTENT_MSGS: u64 = 40;
 
-/// A `core_persistent` message's payload length: 100 bytes, or 1000 (over
-/// the channel's limit) for every fifth.
+/// A `core_persistent` message's payload length: 6000 bytes, 10,000 (over
+/// the channel's limit) for every fifth, and 100 (under its smallest) for
+/// every fifth.
 fn persistent_len(seq: u64) -> usize {
-    if seq % 5 == 4 { 1000 } else { 100 }
+    match seq % 5 {
+        4 => 10_000,
+        3 => 100,
+        _ => 6000,
+    }
 }
 
 /// Every PE but 0 opens a channel to itself and sends the request to PE 0;
 /// PE 0 makes a channel to each of them itself too, and sends a stream on
-/// each (some messages over the limit). The receivers check order and
-/// contents, and that messages from another process within the limit came
-/// in the channels' buffers (shared, at most 4 addresses a channel: no
-/// allocation per message) and the longer ones did not.
+/// each (some messages over the limit, some small). The receivers check
+/// order and contents, and that messages from another process within the
+/// limit came in the channels' buffers (shared, at most a channel's
+/// buffers of addresses: no allocation per message) and the longer and
+/// the small ones did not.
 fn persistent() -> i32 {
     use converse::cmi::persistent::{self, PersistentReq};
     thread_local! {
@@ -1984,6 +1991,12 @@ fn persistent() -> i32 {
                 check!(
                     !m.is_shared(),
                     "PE {me}: message {seq} over the limit came in a buffer"
+                );
+            }
+            if remote && m.len() <= converse::cmi::persistent::MIN_CHANNEL_MESSAGE {
+                check!(
+                    !m.is_shared(),
+                    "PE {me}: small message {seq} came in a channel's buffer"
                 );
             }
             SEEN.with(|s| {
