@@ -285,8 +285,10 @@ struct SendSide {
     terminate: bool,
     /// The write side is shut down.
     write_closed: bool,
-    /// The VC broke; sends fail.
-    failed: bool,
+    /// The VC broke, and why: sends fail, naming that cause (a send that
+    /// only said the connection was closed could be reported before the
+    /// cause, and end the job without naming it).
+    failed: Option<String>,
     link: Link,
     /// The number of this side's current connection attempt: bumped when
     /// an attempt stops mattering (the peer's connection was taken
@@ -507,7 +509,7 @@ impl TcpModule {
             }
             if let Some(failed) = absent
                 .iter()
-                .find(|&&p| self.vc(p).is_ok_and(|vc| lock(&vc.send).failed))
+                .find(|&&p| self.vc(p).is_ok_and(|vc| lock(&vc.send).failed.is_some()))
             {
                 return Err(NetError::peer(*failed, "tcp: the connection failed"));
             }
@@ -612,17 +614,17 @@ impl TcpModule {
     /// Fails `vc` (its queue is dropped, sends fail from now on) and tells
     /// the layer above why; returns the error for the caller.
     fn fail_vc(&self, vc: &Vc, why: String) -> NetError {
-        {
-            let mut side = lock(&vc.send);
-            side.failed = true;
-            side.queue.clear();
-            vc.queued.store(0, Ordering::Relaxed);
-        }
         let why = if why.starts_with("tcp: ") {
             why
         } else {
             format!("tcp: {why}")
         };
+        {
+            let mut side = lock(&vc.send);
+            side.failed = Some(why.clone());
+            side.queue.clear();
+            vc.queued.store(0, Ordering::Relaxed);
+        }
         self.upcalls().vc_failed(vc.peer, why.clone());
         NetError::peer(vc.peer, why)
     }
@@ -779,7 +781,7 @@ impl TcpModule {
             self.reset_terminated(vc);
         }
         let mut side = lock(&vc.send);
-        let verdict = if side.failed {
+        let verdict = if side.failed.is_some() {
             Verdict::Refuse
         } else {
             let ours = match side.link {
@@ -989,7 +991,10 @@ impl TcpModule {
     /// the queue holds a batch (the caller flushes soon).
     fn send_pending_when(&self, vc: &Vc, p: Pending, now: bool) -> Result<bool, NetError> {
         let mut side = lock(&vc.send);
-        if side.failed || side.write_closed || side.terminate {
+        if let Some(why) = &side.failed {
+            return Err(NetError::peer(vc.peer, why.clone()));
+        }
+        if side.write_closed || side.terminate {
             return Err(NetError::peer(vc.peer, "tcp: send on a closed connection"));
         }
         let queued = vc.queued.fetch_add(p.total(), Ordering::Relaxed) + p.total();
@@ -1034,7 +1039,10 @@ impl TcpModule {
         iov: &[&[u8]],
     ) -> Result<bool, NetError> {
         let mut side = lock(&vc.send);
-        if side.failed || side.write_closed || side.terminate {
+        if let Some(why) = &side.failed {
+            return Err(NetError::peer(vc.peer, why.clone()));
+        }
+        if side.write_closed || side.terminate {
             return Err(NetError::peer(vc.peer, "tcp: send on a closed connection"));
         }
         if side.link != Link::Up {
@@ -1132,10 +1140,10 @@ impl TcpModule {
     /// A write to `vc` failed: the VC fails (its queue is dropped) and the
     /// layer above hears why.
     fn fail_send(&self, vc: &Vc, mut side: MutexGuard<'_, SendSide>, e: io::Error) -> NetError {
-        side.failed = true;
+        let why = format!("send failed: {e}");
+        side.failed = Some(why.clone());
         side.queue.clear();
         drop(side);
-        let why = format!("send failed: {e}");
         self.upcalls().vc_failed(vc.peer, why.clone());
         NetError::peer(vc.peer, why)
     }
@@ -1405,7 +1413,7 @@ impl NetModule for TcpModule {
             self.reset_terminated(vc);
         }
         let mut side = lock(&vc.send);
-        if side.link != Link::Idle || side.failed {
+        if side.link != Link::Idle || side.failed.is_some() {
             // Connected, or being connected, already.
             return Ok(());
         }
@@ -1566,7 +1574,7 @@ impl NetModule for TcpModule {
         // peer's own attempts are the peer's to wait for.
         self.made_vcs().all(|vc| {
             let side = lock(&vc.send);
-            matches!(side.link, Link::Up | Link::Idle) || side.failed
+            matches!(side.link, Link::Up | Link::Idle) || side.failed.is_some()
         })
     }
 
