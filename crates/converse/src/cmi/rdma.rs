@@ -24,12 +24,19 @@
 //!   machines which do not have a one-sided hardware") the bytes travel in
 //!   the messages: a put's with the request, a get's with the answer. Over
 //!   shm where one process may read and write another's memory, an
-//!   operation of [`SINGLE_COPY_MIN`] bytes or more moves them in one copy
-//!   done by the target's process, which alone can check and hold its
-//!   registration: a get's answer is written (`process_vm_writev`) straight
-//!   into a buffer the initiator made for it and keeps until the answer;
-//!   a put's bytes are read (`process_vm_readv`) from the initiator's copy
-//!   of them. The request carries that buffer's address.
+//!   operation of [`SINGLE_COPY_MIN`] bytes or more moves them in one copy,
+//!   made or allowed by the target's process, which alone knows its
+//!   registration. A put's bytes are read (`process_vm_readv`) by the
+//!   target's process from the initiator's copy of them (the request
+//!   carries that copy's address) before it answers. A get's are written
+//!   (`process_vm_writev`) by the target's process into the buffer the get
+//!   names, before it answers; from [`INITIATOR_READS_MIN`] bytes on, the
+//!   target only checks the range and answers, and the initiator's process
+//!   reads the bytes (`process_vm_readv`) when the answer comes: for 4 MiB
+//!   the target's write took 0.53 ms at the median where the waiting
+//!   side's read of the same bytes took 0.34, while below about 1 MiB the
+//!   read after the answer measured no faster (docs/benchmarks.md,
+//!   "`rdma_get_4MiB`").
 //!
 //! # Invariants
 //!
@@ -42,9 +49,15 @@
 //!   operation race its own accesses to the same bytes (wait for the
 //!   handle, or the callback, first). Memory registered with the `unsafe`
 //!   [`register_memory`] is the caller's to keep valid.
-//! - A copy holds the registration table's read lock; unregistering takes
-//!   its write lock, so once [`unregister_memory`] returns (or a
-//!   [`DmaBuffer`] is dropped) no one-sided operation touches the range.
+//! - A copy by this process holds the registration table's read lock;
+//!   unregistering takes its write lock, so once [`unregister_memory`]
+//!   returns (or a [`DmaBuffer`] is dropped) no put writes the range and
+//!   no operation of this process reads it. A get of
+//!   [`INITIATOR_READS_MIN`] bytes or more from another process that was
+//!   answered before may still read it: it only reads,
+//!   and a program that unregisters memory a get is reading races itself
+//!   (as freeing an MPI window under an access epoch does): the get then
+//!   fails, naming the target, or brings what the memory holds after.
 //! - Each operation completes exactly once: its handle turns complete, or
 //!   its callback runs, on the initiating PE.
 //!
@@ -361,6 +374,18 @@ impl fmt::Debug for DmaBuffer {
 /// where the network allows it (see "How the bytes move").
 pub const SINGLE_COPY_MIN: usize = 4 << 10;
 
+/// Single-copy gets from this many bytes on are read by the initiator's
+/// process after the target's answer, instead of written by the target's
+/// process before it (see "How the bytes move").
+pub const INITIATOR_READS_MIN: usize = 1 << 20;
+
+/// How a get's bytes move (the request's fourth word).
+const GET_IN_ANSWER: u64 = 0;
+/// The target writes them at the request's fifth word, then answers.
+const GET_TARGET_WRITES: u64 = 1;
+/// The target checks the range and answers; the initiator reads them.
+const GET_INITIATOR_READS: u64 = 2;
+
 /// Where an operation's outcome goes.
 type Outcome = Result<Vec<u8>, RdmaError>;
 
@@ -370,9 +395,14 @@ struct Pending {
     slot: Rc<RefCell<Option<Outcome>>>,
     callback: Option<Box<dyn FnOnce(Outcome)>>,
     /// A single-copy operation's buffer, which the target's process reads
-    /// (put) or writes (get) until it answers: kept here, untouched, until
-    /// then.
+    /// (put) until it answers, or this process reads the bytes into after
+    /// the answer (get): kept here, untouched, until then.
     buffer: Option<Vec<u8>>,
+    /// A single-copy get that this process reads ([`INITIATOR_READS_MIN`]):
+    /// where the bytes are (address in the target's process, length) and
+    /// where they go here, read once the target answers that the range is
+    /// registered.
+    read: Option<(u64, usize, u64)>,
     /// A registered buffer of this process that the operation reads or
     /// writes: kept alive (and so registered) until the answer.
     keep: Option<Arc<DmaBuffer>>,
@@ -478,7 +508,12 @@ impl Op<'_> {
                 system::message(Kind::RdmaPut, &[id, addr, len as u64, buffer], &bytes)
             }
             Op::Get { addr, len } | Op::GetInto { addr, len, .. } => {
-                system::message(Kind::RdmaGet, &[id, addr, len as u64, buffer], &[])
+                let how = match buffer {
+                    0 => GET_IN_ANSWER,
+                    _ if len >= INITIATOR_READS_MIN => GET_INITIATOR_READS,
+                    _ => GET_TARGET_WRITES,
+                };
+                system::message(Kind::RdmaGet, &[id, addr, len as u64, how, buffer], &[])
             }
         }
     }
@@ -626,6 +661,14 @@ fn start(target_pe: usize, op: Op<'_>, callback: Option<Box<dyn FnOnce(Outcome)>
             Op::GetInto { offset, len, .. } if !single_copy => Some((offset, len)),
             _ => None,
         };
+        let read = match op {
+            Op::Get { addr, len } | Op::GetInto { addr, len, .. }
+                if single_copy && len >= INITIATOR_READS_MIN =>
+            {
+                Some((addr, len, buffer_addr))
+            }
+            _ => None,
+        };
         with_in_flight(pe, |s| {
             s.ops.insert(
                 id,
@@ -636,6 +679,7 @@ fn start(target_pe: usize, op: Op<'_>, callback: Option<Box<dyn FnOnce(Outcome)>
                     buffer,
                     keep: op.local_buffer().map(|(b, _)| b.clone()),
                     deliver_into,
+                    read,
                 },
             )
         });
@@ -962,11 +1006,12 @@ fn answer(pe: &Pe, msg: &Message, id: u64, outcome: Result<Vec<u8>, String>) {
     pe.send_runtime(msg.src_pe(), reply(id, outcome));
 }
 
-/// A get from this PE's process: read, answer with the bytes (or write
-/// them straight into the initiator's buffer).
+/// A get from this PE's process: read, answer with the bytes; or, for a
+/// single copy, write them straight into the initiator's buffer and
+/// answer, or check the range and answer yes (its initiator reads them).
 fn on_get(pe: &Pe, msg: &Message) {
     let mut r = Reader::new(msg, "one-sided get");
-    let (id, addr, len, into) = (r.word(), r.word(), r.word(), r.word());
+    let (id, addr, len, how, into) = (r.word(), r.word(), r.word(), r.word(), r.word());
     let Some(n) = usize::try_from(len)
         .ok()
         .filter(|&n| n <= crate::msg::message::MAX_MESSAGE_SIZE)
@@ -974,25 +1019,30 @@ fn on_get(pe: &Pe, msg: &Message) {
         let why = format!("a get of {len} bytes is larger than the largest message");
         return answer(pe, msg, id, Err(why));
     };
-    let outcome = if into == 0 {
-        read_registered(pe.pe, addr, n)
-    } else if pe.job.local_pe(msg.src_pe()).is_some() {
-        Err(from_this_process("get"))
-    } else {
-        let node = pe.job.topo.node_of(msg.src_pe());
-        let map = registered();
-        if covered(&map, addr, len) {
-            // SAFETY: registered (kept so while the read lock is held):
-            // valid for reads of `n` bytes during the copy.
-            unsafe {
-                pe.job
-                    .remote()
-                    .write_memory_of(node, into, addr as usize as *const u8, n)
-            }
-            .map(|()| Vec::new())
-        } else {
-            Err(refusal("get", pe.pe, addr, n))
+    let outcome = match how {
+        GET_IN_ANSWER => read_registered(pe.pe, addr, n),
+        GET_TARGET_WRITES | GET_INITIATOR_READS if pe.job.local_pe(msg.src_pe()).is_some() => {
+            Err(from_this_process("get"))
         }
+        GET_TARGET_WRITES => {
+            let node = pe.job.topo.node_of(msg.src_pe());
+            let map = registered();
+            if covered(&map, addr, len) {
+                // SAFETY: registered (kept so while the read lock is
+                // held): valid for reads of `n` bytes during the copy.
+                unsafe {
+                    pe.job
+                        .remote()
+                        .write_memory_of(node, into, addr as usize as *const u8, n)
+                }
+                .map(|()| Vec::new())
+            } else {
+                Err(refusal("get", pe.pe, addr, n))
+            }
+        }
+        GET_INITIATOR_READS if covered(&registered(), addr, len) => Ok(Vec::new()),
+        GET_INITIATOR_READS => Err(refusal("get", pe.pe, addr, n)),
+        other => r.malformed(&format!("its copy mode is {other}, not 0, 1 or 2")),
     };
     answer(pe, msg, id, outcome);
 }
@@ -1005,6 +1055,37 @@ fn on_done(pe: &Pe, msg: &Message) {
     let Some(mut op) = with_in_flight(pe, |s| s.ops.remove(&id)) else {
         r.malformed(&format!("PE {} has no one-sided operation {id}", pe.pe));
     };
+    if let (DONE_OK, Some((addr, len, into))) = (status, op.read) {
+        if !rest.is_empty() {
+            r.malformed(&format!(
+                "the answer to single-copy get {id} carries {} bytes",
+                rest.len()
+            ));
+        }
+        // The target's process found the range registered: read it.
+        let node = pe.job.topo.node_of(op.target);
+        // SAFETY: `into` is this operation's own buffer (`op.buffer`'s
+        // heap block, or the registered `op.keep` at its offset, checked
+        // to hold `len` bytes), alive until this function returns, and
+        // nothing reads or writes it while the get is in flight (the
+        // module's invariants).
+        let read = unsafe {
+            pe.job
+                .remote()
+                .read_memory_of(node, addr, into as usize as *mut u8, len)
+        };
+        let outcome = match read {
+            Ok(()) => Ok(op.buffer.take().unwrap_or_default()),
+            Err(why) => Err(RdmaError {
+                target_pe: op.target,
+                why: format!("reading {len} bytes at {addr:#x}: {why}"),
+            }),
+        };
+        return match op.callback {
+            Some(cb) => cb(outcome),
+            None => *op.slot.borrow_mut() = Some(outcome),
+        };
+    }
     let single_copy_get = op.buffer.is_some() && rest.is_empty();
     let outcome = match (status, op.deliver_into) {
         (DONE_OK, Some((offset, len))) => match (&op.keep, rest.len() == len) {

@@ -1883,8 +1883,16 @@ fn rdma() -> i32 {
                 g.sync_get(6).ok().as_deref() == Some(&b"global"[..]),
                 "global sync_get from PE {pe}"
             );
-            // Past the end of the buffer, and somewhere never registered.
-            for (spot, n) in [(addr + len as u64 - 3, 10), (8, 1)] {
+            // Past the end of the buffer (in the messages, and large enough
+            // for one copy between processes, written by the target or
+            // read by this process), and somewhere never registered.
+            let (single, read) = (rdma::SINGLE_COPY_MIN * 2, rdma::INITIATOR_READS_MIN * 2);
+            for (spot, n) in [
+                (addr + len as u64 - 3, 10),
+                (addr + len as u64 - 4096, single),
+                (addr + len as u64 - 4096, read),
+                (8, 1),
+            ] {
                 match rdma::get(pe, spot, n).wait() {
                     Ok(_) => fail(&format!(
                         "a get of {n} bytes at {spot:#x} on PE {pe} was allowed"
@@ -1894,7 +1902,7 @@ fn rdma() -> i32 {
                         "get outside: {e}"
                     ),
                 }
-                let h = rdma::put(pe, &[1; 10][..n], spot);
+                let h = rdma::put(pe, &vec![1; n], spot);
                 check!(
                     h.wait().is_err(),
                     "a put of {n} bytes at {spot:#x} on PE {pe} was allowed"
