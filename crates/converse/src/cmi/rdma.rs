@@ -1055,40 +1055,34 @@ fn on_done(pe: &Pe, msg: &Message) {
     let Some(mut op) = with_in_flight(pe, |s| s.ops.remove(&id)) else {
         r.malformed(&format!("PE {} has no one-sided operation {id}", pe.pe));
     };
-    if let (DONE_OK, Some((addr, len, into))) = (status, op.read) {
-        if !rest.is_empty() {
-            r.malformed(&format!(
-                "the answer to single-copy get {id} carries {} bytes",
-                rest.len()
-            ));
-        }
-        // The target's process found the range registered: read it.
-        let node = pe.job.topo.node_of(op.target);
-        // SAFETY: `into` is this operation's own buffer (`op.buffer`'s
-        // heap block, or the registered `op.keep` at its offset, checked
-        // to hold `len` bytes), alive until this function returns, and
-        // nothing reads or writes it while the get is in flight (the
-        // module's invariants).
-        let read = unsafe {
-            pe.job
-                .remote()
-                .read_memory_of(node, addr, into as usize as *mut u8, len)
-        };
-        let outcome = match read {
-            Ok(()) => Ok(op.buffer.take().unwrap_or_default()),
-            Err(why) => Err(RdmaError {
+    let single_copy_get = op.buffer.is_some() && rest.is_empty();
+    let outcome = match (status, op.deliver_into, op.read) {
+        (DONE_OK, _, Some((addr, len, into))) => {
+            if !rest.is_empty() {
+                r.malformed(&format!(
+                    "the answer to single-copy get {id} carries {} bytes",
+                    rest.len()
+                ));
+            }
+            // The target's process found the range registered: read it.
+            let node = pe.job.topo.node_of(op.target);
+            // SAFETY: `into` is this operation's own buffer (`op.buffer`'s
+            // heap block, or the registered `op.keep` at its offset,
+            // checked to hold `len` bytes), alive until this function
+            // returns, and nothing reads or writes it while the get is in
+            // flight (the module's invariants).
+            unsafe {
+                pe.job
+                    .remote()
+                    .read_memory_of(node, addr, into as usize as *mut u8, len)
+            }
+            .map(|()| op.buffer.take().unwrap_or_default())
+            .map_err(|why| RdmaError {
                 target_pe: op.target,
                 why: format!("reading {len} bytes at {addr:#x}: {why}"),
-            }),
-        };
-        return match op.callback {
-            Some(cb) => cb(outcome),
-            None => *op.slot.borrow_mut() = Some(outcome),
-        };
-    }
-    let single_copy_get = op.buffer.is_some() && rest.is_empty();
-    let outcome = match (status, op.deliver_into) {
-        (DONE_OK, Some((offset, len))) => match (&op.keep, rest.len() == len) {
+            })
+        }
+        (DONE_OK, Some((offset, len)), None) => match (&op.keep, rest.len() == len) {
             (Some(buf), true) => {
                 buf.write(offset, rest);
                 Ok(Vec::new())
@@ -1098,12 +1092,12 @@ fn on_done(pe: &Pe, msg: &Message) {
                 rest.len()
             )),
         },
-        (DONE_OK, None) if single_copy_get => {
+        (DONE_OK, None, None) if single_copy_get => {
             // The target's process wrote the bytes into the buffer (a
             // put's buffer was only read, and its answer is empty anyway).
             Ok(op.buffer.take().expect("checked"))
         }
-        (DONE_OK, None) => Ok(rest.to_vec()),
+        (DONE_OK, None, None) => Ok(rest.to_vec()),
         _ => Err(RdmaError {
             target_pe: op.target,
             why: String::from_utf8_lossy(rest).into_owned(),
