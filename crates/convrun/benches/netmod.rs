@@ -69,7 +69,10 @@
 //! `mpi`) prints only those figures.
 //!
 //! This one binary is also the program of the jobs and the raw peer it
-//! starts (by its first argument).
+//! starts (by its first argument). To profile one size of a job:
+//! `CONVERSE_BENCH_SIZE=8 CONVERSE_BENCH_REPEAT=20 convrun +p 2 ++netmod
+//! shm <this binary> job-pingpong` (or `job-gamma`) runs only that size,
+//! twenty times as long.
 // The `bench` line format, shared with the core's benchmarks.
 #[path = "../../converse/benches/common/mod.rs"]
 mod common;
@@ -94,6 +97,20 @@ const BW_SIZES: [usize; 3] = [64 << 10, 1 << 20, 4 << 20];
 /// baselines' included, warms up this way.
 fn warm_up_for(rounds: u64) -> u64 {
     (rounds / 10).max(rounds.min(10))
+}
+
+/// For profiling one size of a job under perf or callgrind: only the
+/// figures of `CONVERSE_BENCH_SIZE` bytes, if set.
+fn profiled(size: usize) -> bool {
+    std::env::var("CONVERSE_BENCH_SIZE").map_or(true, |s| s.parse::<usize>().ok() == Some(size))
+}
+
+/// For profiling: `CONVERSE_BENCH_REPEAT` times the round trips (1).
+fn profile_repeat() -> u64 {
+    std::env::var("CONVERSE_BENCH_REPEAT")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(1)
 }
 
 fn rounds_for(size: usize) -> u64 {
@@ -520,7 +537,10 @@ fn job_gamma() {
         gamma::set_passive_port(1, Some(dest), 1, GO_BACK, Some(inbox.clone()), max).unwrap();
         gamma::sync().unwrap();
         for size in GAMMA_SIZES {
-            let rounds = rounds_for(size);
+            if !profiled(size) {
+                continue;
+            }
+            let rounds = rounds_for(size) * profile_repeat();
             let mut best = [f64::MAX; 2];
             for turn in 0..10 {
                 let ports = turn % 2 == 0;
@@ -687,7 +707,10 @@ fn job_pingpong() {
                 converse::deliver_specific_msg(ball);
             };
             for size in RTT_SIZES {
-                let rounds = rounds_for(size);
+                if !profiled(size) {
+                    continue;
+                }
+                let rounds = rounds_for(size) * profile_repeat();
                 // A few warm-up trips, then the timed ones.
                 let warm = warm_up_for(rounds);
                 let mut t0 = Instant::now();
@@ -713,6 +736,9 @@ fn job_pingpong() {
                 }
             }
             for size in BW_SIZES {
+                if !profiled(size) {
+                    continue;
+                }
                 let count = (stream_bytes() / size).max(4);
                 if me == 0 {
                     let t0 = Instant::now();

@@ -321,13 +321,16 @@ impl Pe {
     }
 
     /// An idle PE of a multi-process job takes what arrived from the network
-    /// itself (see `NetModule::try_progress`). Returns false: what it
-    /// delivered shows in the queues the caller looks at next.
+    /// itself (see `NetModule::try_progress`). Returns true if a message
+    /// for this PE went straight to its released arrivals (see
+    /// `Pe::take_polled_arrival`); what else it delivered shows in the
+    /// inboxes the caller looks at next.
     #[inline]
     pub fn poll_network(&self) -> bool {
         if let Some(net) = &self.job.net {
             self.flush_posted();
             net.try_progress();
+            return self.take_polled();
         }
         false
     }

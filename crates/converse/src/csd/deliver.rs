@@ -296,6 +296,7 @@ impl Pe {
         // SAFETY: as in `next_fresh_arrival`: the owning PE's thread is the
         // inbox's single consumer.
         !(unsafe { self.shared().inbox.is_empty() })
+            || !self.sched.ready.borrow().is_empty()
             || !node.inbox.is_empty()
             || node.queue_len.load(std::sync::atomic::Ordering::Relaxed) > 0
             || self.job.is_exiting()
@@ -307,9 +308,9 @@ impl Pe {
     pub fn idle_wait_for_pe_message(&self) {
         self.answer_watchdog_if_asked();
         let has = || {
-            self.poll_network();
+            self.poll_network()
             // SAFETY: the owning PE's thread is the inbox's single consumer.
-            !unsafe { self.shared().inbox.is_empty() }
+                || !unsafe { self.shared().inbox.is_empty() }
                 || self.job.is_exiting()
                 || self.trace.watch().is_some_and(|w| w.is_asked())
         };

@@ -73,6 +73,25 @@
 //! only push to inboxes (lock-free) and update `state` (a mutex, with a
 //! condvar the shutdown waits on).
 //!
+//! # Delivery to the polling PE
+//!
+//! A message arriving while the PE it is for polls the module itself (an
+//! idle PE's spin, `Network::try_progress`) is the latency path of every
+//! ping-pong. It skips the inbox: the upcall, on that PE's thread, puts a
+//! plain message (not for a node, a persistent channel or collective
+//! routing; at most 16 KiB, and at most 64 waiting) in the PE's released
+//! arrivals (`Pe::take_polled_arrival`), which the PE takes before its
+//! inbox, and its poll reports it. Skipped with the inbox: the job's
+//! counted reference, the receive budget (these few bytes are outside it)
+//! and the inbox's ticket and wake-up: five of the nine atomic
+//! read-modify-writes a one-way 8-byte message over shm cost (the two
+//! VC locks keep theirs), and one of its three full fences. Order holds because
+//! it goes that way only while the PE's inbox is empty: upcalls of one VC
+//! run one at a time, in stream order (a module that keeps order must),
+//! so an earlier message from the same sender is either taken already or
+//! in the released arrivals ahead of it, and a later one goes behind it
+//! (the inbox is taken after them).
+//!
 //! # Progress
 //!
 //! While idle PEs spin they poll every module themselves
@@ -480,12 +499,6 @@ impl Shared {
 
     /// Checks a message from `peer` and puts it in its destination's inbox.
     fn deliver(&self, peer: usize, h: FrameHeader, mut msg: Message) {
-        let Some(job) = self.job.get().and_then(Weak::upgrade) else {
-            return;
-        };
-        if self.draining.load(Ordering::Acquire) {
-            return;
-        }
         // The original sender (a forwarded broadcast copy keeps its root's
         // number), so any PE of the job.
         let src = h.src as usize;
@@ -498,6 +511,16 @@ impl Shared {
             );
         }
         msg.set_src_pe(src);
+        let mut msg = match self.to_polling_pe(&h, msg) {
+            Ok(()) => return,
+            Err(msg) => msg,
+        };
+        let Some(job) = self.job.get().and_then(Weak::upgrade) else {
+            return;
+        };
+        if self.draining.load(Ordering::Acquire) {
+            return;
+        }
         msg.mark_from_net();
         self.in_flight
             .fetch_add(msg.len() + MSG_OVERHEAD, Ordering::AcqRel);
@@ -518,6 +541,24 @@ impl Shared {
                 &format!("malformed message: it is for PE {dest}, which is not on this process"),
             );
         }
+    }
+
+    /// The fast path of [`Shared::deliver`] (see "Delivery to the polling
+    /// PE"): a plain message for the PE whose thread is polling the module
+    /// goes straight to that PE's released arrivals. Gives the message
+    /// back when it cannot go that way.
+    #[inline]
+    fn to_polling_pe(&self, h: &FrameHeader, msg: Message) -> Result<(), Message> {
+        if h.flags & (FLAG_NODE | FLAG_PERSISTENT) != 0
+            || msg.header().flags & crate::msg::message::ARRIVAL_FLAGS != 0
+        {
+            return Err(msg);
+        }
+        let Some(job) = self.job.get() else {
+            return Err(msg);
+        };
+        let job = Weak::as_ptr(job) as *const ();
+        crate::rt::pe::hand_to_polling_pe(job, h.tag as usize, msg)
     }
 
     fn on_control(&self, peer: usize, body: &[u8]) {

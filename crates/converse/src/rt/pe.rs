@@ -331,6 +331,26 @@ pub(crate) fn current() -> Rc<Pe> {
     with(Rc::clone)
 }
 
+/// Hands `msg`, which the network received for PE `dest` of the job at
+/// `job`, to the calling thread's PE if it is that PE (see
+/// `Pe::take_polled_arrival`); gives it back otherwise. Takes no count of
+/// the PE: the network's upcalls run no user code.
+#[inline]
+pub(crate) fn hand_to_polling_pe(
+    job: *const (),
+    dest: usize,
+    msg: crate::msg::Message,
+) -> Result<(), crate::msg::Message> {
+    let pe = CURRENT_PTR.with(Cell::get);
+    if pe.is_null() {
+        return Err(msg);
+    }
+    // SAFETY: as in `with`: non-null, `CURRENT_PTR` points at the `Rc` in
+    // `CURRENT`, which only `uninstall` or the thread's end empties, and
+    // `take_polled_arrival` does neither.
+    unsafe { &*pe }.take_polled_arrival(job, dest, msg)
+}
+
 /// The calling thread's PE, if it is one.
 pub(crate) fn try_current() -> Option<Rc<Pe>> {
     let pe = CURRENT_PTR.with(Cell::get);
