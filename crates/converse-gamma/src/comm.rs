@@ -167,12 +167,19 @@ fn start_send(port: u16, pieces: [&[u8]; 2], flowctl: bool) -> Result<u64> {
         return n.send(port, dest, Out::Remote(frame), flowctl);
     }
     // Built in the Converse message itself (the only copy of the data on
-    // the sending side); the ports ride in its header (see `wire`).
-    let mut msg = Message::new(n.handler, len);
+    // the sending side, and its only pass: a one-piece message is copied
+    // into a buffer not zeroed first); the ports ride in its header (see
+    // `wire`).
+    let mut msg = if pieces[1].is_empty() {
+        Message::from_payload(n.handler, pieces[0])
+    } else {
+        let mut msg = Message::new(n.handler, len);
+        let payload = msg.payload_mut();
+        payload[..pieces[0].len()].copy_from_slice(pieces[0]);
+        payload[pieces[0].len()..].copy_from_slice(pieces[1]);
+        msg
+    };
     msg.set_info(wire::data_info(flowctl, port, dest.port));
-    let payload = msg.payload_mut();
-    payload[..pieces[0].len()].copy_from_slice(pieces[0]);
-    payload[pieces[0].len()..].copy_from_slice(pieces[1]);
     n.send(port, dest, Out::Local(msg), flowctl)
 }
 
