@@ -6,7 +6,13 @@
 //! A send copies its bytes into a Converse message before it returns, so a
 //! blocking send completes at once unless flow control holds it, and a
 //! non-blocking one's data may be reused as soon as the call returns (the
-//! handle says when the message left, for flow control).
+//! handle says when the message left, for flow control). One exception: a
+//! blocking [`send`] of [`OFFER_MIN`](crate::OFFER_MIN) bytes or more
+//! to one node of the group in another process offers the bytes to the
+//! receiver, which reads them itself, and returns once it has stored them
+//! (polling meanwhile, so handlers run): such a send waits for the
+//! receiver to poll (any GAMMA call that waits, or its scheduler), as a
+//! large MPI send waits for its receive.
 use converse::{MAX_MESSAGE_SIZE, MSG_HEADER_SIZE, Message};
 
 use crate::error::{Error, Result};
@@ -219,10 +225,39 @@ pub fn tsend(handle: SendHandle) -> Result<bool> {
     n.send_done(handle.0)
 }
 
-/// Sends `data` through output port `port` (`gamma_send`).
+/// Sends `data` through output port `port` (`gamma_send`). From
+/// [`OFFER_MIN`](crate::OFFER_MIN) bytes on, to one node in another
+/// process, the receiver reads `data` itself and the call returns once it
+/// has them (see the module's invariants).
 #[doc(alias = "gamma_send")]
 pub fn send(port: u16, data: &[u8]) -> Result<()> {
+    if data.len() >= node::OFFER_MIN && offer(port, data)? {
+        return Ok(());
+    }
     start_send(port, [data, &[]], false).map(drop)
+}
+
+/// Offers `data` to its receiver if `port` sends to one node of this group
+/// in another process; `Ok(false)` if it must go as a message.
+fn offer(port: u16, data: &[u8]) -> Result<bool> {
+    let n = node::current()?;
+    node::user_port(port)?;
+    let dest = n.ports.borrow()[port as usize]
+        .output
+        .ok_or(Error::NotOutput(port))?;
+    let DestNode::Node(to) = dest.node else {
+        return Ok(false);
+    };
+    let elsewhere = to != n.me
+        && (to as usize) < converse::num_pes()
+        && converse::node_of(to as usize) != converse::my_node();
+    if dest.par_pid != n.par_pid.get()
+        || !elsewhere
+        || data.len() > MAX_MESSAGE_SIZE - MSG_HEADER_SIZE
+    {
+        return Ok(false);
+    }
+    n.send_offer(port, to, dest.port, data)
 }
 
 /// Sends `data` through `port` with flow control (`gamma_send_flowctl`):

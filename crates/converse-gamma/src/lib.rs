@@ -71,6 +71,13 @@
 //!   the job naming the port.
 //! - Messages arriving for a port not set up for input wait until it is;
 //!   those never stored are reported on stderr when the node leaves.
+//! - A blocking [`send`] of [`OFFER_MIN`] bytes or more to one node of the
+//!   group in another process returns once the receiver has the bytes: it
+//!   offers them, the receiver's process reads them with a one-sided get
+//!   (one copy, where a message takes four) when it next polls, and the
+//!   sender polls meanwhile. A non-blocking or two-piece send, a
+//!   broadcast, a flow-controlled send and a send within a process copy
+//!   the bytes into a message before returning, as before.
 //! - `GAMMA_ERR_FRAMELOST` never happens: Converse delivers whole
 //!   messages. `SENDFAILURE` is a send whose destination left the group.
 //! - Locking memory is not needed (nothing writes buffers behind the
@@ -110,7 +117,7 @@ pub use comm::{
 pub use error::{ERR_FRAMELOST, ERR_MSGTOOLONG, ERR_SENDFAILURE, Error, Result};
 pub use group::{MAX_NODES, exit, how_many_nodes, init, install, my_node, my_par_pid, run, sync};
 pub use mlock::{mlock, munlock, munlockall};
-pub use node::{BROADCAST, Dest, DestNode, PortHandler, RESERVED};
+pub use node::{BROADCAST, Dest, DestNode, OFFER_MIN, PortHandler, RESERVED};
 pub use port::{Buffer, BufferKind, GO_AHEAD, GO_BACK};
 pub use sem::{active_port, atomic, errno, sigerr, signal, test, wait};
 pub use time::{TimeStamp, time, time_diff};

@@ -29,6 +29,17 @@
 //! - Every message is stored, or reported on stderr when the node leaves
 //!   (a port never set up for input), or refused with an abort naming the
 //!   sending PE (malformed bytes): none is dropped silently.
+//! - A blocking send of [`OFFER_MIN`] bytes or more to one node of this
+//!   group in another process is *offered*, not copied: the sender exposes
+//!   its bytes for one-sided gets (`converse::cmi::rdma::expose`), sends an
+//!   OFFER naming them, and waits (polling) until the receiver answers
+//!   TAKEN; the receiver reads them with a get when the offer arrives and
+//!   stores them as any message, then answers. The sender's bytes stay
+//!   borrowed, unchanged, until TAKEN, so the get reads exactly them; an
+//!   offer is in `offers` from its sending to its TAKEN, or until its
+//!   receiver leaves the group (the send then fails). Messages from one
+//!   sender stay in order: it sends nothing more until TAKEN, which comes
+//!   after the store.
 //!
 //! # Concurrency
 //!
@@ -57,6 +68,29 @@ pub(crate) const PORTS: usize = MAX_PORT as usize + 1;
 /// The first port and semaphore reserved to the collectives (1023: the
 /// broadcast, 1024: the barrier).
 pub const RESERVED: u16 = 1023;
+
+/// Blocking sends of this many bytes or more to a node in another process
+/// are offered for the receiver to read (see the module's invariants):
+/// one copy of the data, made by the receiver's process straight from
+/// the sender's bytes, where a message takes four (into the message, into
+/// and out of the shared-memory ring, into the port's buffer). 1 MiB: the
+/// size from which the core's gets are read by the initiating process
+/// (`converse::cmi::rdma::INITIATOR_READS_MIN`).
+pub const OFFER_MIN: usize = 1 << 20;
+
+/// The largest vector a node keeps for reading offers into.
+const SPARE_MAX: usize = 64 << 20;
+
+/// An offered message, from its sending to its receiver's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Offer {
+    /// Sent to node `to`, not taken yet.
+    Waiting { to: u16 },
+    /// Taken (stored by the receiver).
+    Taken,
+    /// The receiver left first.
+    Failed(String),
+}
 
 /// Where an output port's messages go.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -179,6 +213,12 @@ pub(crate) struct Node {
     /// Handles of sends not complete (queued) or failed and not yet
     /// waited for; any other handle below `next_handle` is complete.
     sends: RefCell<HashMap<u64, SendState>>,
+    /// Offered messages not yet answered, by their send's handle.
+    offers: RefCell<HashMap<u64, Offer>>,
+    /// The vector the last offer taken was read into, kept for the next
+    /// one (at most [`SPARE_MAX`] bytes): reading into it again needs no
+    /// allocation nor zeroing (`rdma::get_cb_reusing`).
+    spare: RefCell<Vec<u8>>,
     pub next_handle: Cell<u64>,
     /// Nodes that left the group.
     left: RefCell<Vec<bool>>,
@@ -247,6 +287,8 @@ pub(crate) fn module_init() {
         errno: Cell::new(0),
         atomic_depth: Cell::new(0),
         sends: RefCell::new(HashMap::new()),
+        offers: RefCell::new(HashMap::new()),
+        spare: RefCell::new(Vec::new()),
         next_handle: Cell::new(1),
         left: RefCell::new(vec![false; nodes]),
         left_count: Cell::new(0),
@@ -458,6 +500,128 @@ impl Node {
         Ok(())
     }
 
+    /// Offers `data` to node `to` (of this group, in another process) for
+    /// its input port `dest_port`, and waits until it has taken them (see
+    /// the module's invariants). `Ok(false)` if `data` could not be
+    /// exposed (it overlaps memory the program registered): send it as a
+    /// message instead.
+    pub fn send_offer(&self, port: u16, to: u16, dest_port: u16, data: &[u8]) -> Result<bool> {
+        let dest = Dest {
+            node: DestNode::Node(to),
+            par_pid: self.par_pid.get(),
+            port: dest_port,
+        };
+        if let Some(gone) = self.gone_target(dest) {
+            return Err(Error::SendFailure(format!(
+                "node {}: port {port}'s destination node {gone} has left the group",
+                self.me
+            )));
+        }
+        let Ok(exposed) = converse::cmi::rdma::expose(data) else {
+            return Ok(false);
+        };
+        let id = self.handle();
+        self.offers.borrow_mut().insert(id, Offer::Waiting { to });
+        self.send_payload(
+            to,
+            &wire::encode(&Wire::Offer {
+                src_port: port,
+                dest_port,
+                id,
+                addr: exposed.addr(),
+                len: data.len() as u64,
+            }),
+        );
+        let waited = self.wait_until(
+            &|| {
+                format!(
+                    "sending {} bytes to node {to} (waiting for it to take them)",
+                    data.len()
+                )
+            },
+            &mut |n| !matches!(n.offers.borrow().get(&id), Some(Offer::Waiting { .. })),
+        );
+        let outcome = self.offers.borrow_mut().remove(&id);
+        // Unregistered only now: the receiver has read the bytes (or left).
+        drop(exposed);
+        waited?;
+        match outcome {
+            Some(Offer::Failed(why)) => Err(Error::SendFailure(why)),
+            _ => Ok(true),
+        }
+    }
+
+    /// Node `src` offers `len` bytes at `addr` of its process for port
+    /// `dest_port`: read them, store them, answer TAKEN.
+    fn on_offer(&self, msg: &Message, src_port: u16, dest_port: u16, id: u64, addr: u64, len: u64) {
+        let src = msg.src_pe();
+        if dest_port >= RESERVED {
+            self.abort(msg, &format!("an offer for reserved port {dest_port}"));
+        }
+        let max = converse::MAX_MESSAGE_SIZE - converse::MSG_HEADER_SIZE;
+        let Some(len) = usize::try_from(len).ok().filter(|&l| l <= max) else {
+            self.abort(
+                msg,
+                &format!("an offer of {len} bytes, more than a message holds ({max})"),
+            );
+        };
+        if self.gone.get() {
+            // Its sender learns from this node's LEFT that it is not taken.
+            converse::cmi_error!(
+                "gamma node {}: an offer of {len} bytes from node {src} for port {dest_port}                  arrived after this node left the group; not taken\n",
+                self.me
+            );
+            return;
+        }
+        let head = Head {
+            src: Peer {
+                group: None,
+                node: src as u16,
+            },
+            src_port,
+            flowctl: false,
+        };
+        let me = self.me;
+        let spare = std::mem::take(&mut *self.spare.borrow_mut());
+        converse::cmi::rdma::get_cb_reusing(src, addr, len, spare, move |bytes| {
+            let bytes = bytes.unwrap_or_else(|e| {
+                converse::abort(&format!(
+                    "gamma node {me}: the {len} bytes node {src} offered for port {dest_port}                      could not be read: {e}"
+                ))
+            });
+            let Some(node) = raw() else {
+                return;
+            };
+            if node.gone.get() {
+                return;
+            }
+            node.arrive(dest_port, head, &bytes);
+            node.send_payload(src as u16, &wire::encode(&Wire::Taken { id }));
+            let mut spare = node.spare.borrow_mut();
+            if bytes.capacity() <= SPARE_MAX && bytes.capacity() > spare.capacity() {
+                *spare = bytes;
+            }
+        });
+    }
+
+    /// Node `src` has taken offer `id`.
+    fn on_taken(&self, msg: &Message, id: u64) {
+        let src = msg.src_pe() as u16;
+        let mut offers = self.offers.borrow_mut();
+        match offers.get_mut(&id) {
+            Some(offer @ Offer::Waiting { .. }) if *offer == (Offer::Waiting { to: src }) => {
+                *offer = Offer::Taken;
+            }
+            _ => {
+                drop(offers);
+                self.abort(
+                    msg,
+                    &format!("a TAKEN for offer {id}, which awaits no answer from node {src}"),
+                );
+            }
+        }
+    }
+
     /// `Ok(true)` if the send of `handle` completed, `Ok(false)` if not
     /// yet; a failed one is an error (once).
     pub fn send_done(&self, handle: u64) -> Result<bool> {
@@ -584,6 +748,14 @@ impl Node {
             left[node as usize] = true;
         }
         self.left_count.set(self.left_count.get() + 1);
+        for offer in self.offers.borrow_mut().values_mut() {
+            if *offer == (Offer::Waiting { to: node }) {
+                *offer = Offer::Failed(format!(
+                    "node {}: node {node} left the group before taking the message offered to it",
+                    self.me
+                ));
+            }
+        }
         self.peer_left(Peer { group: None, node });
     }
 
@@ -900,6 +1072,14 @@ fn on_message(msg: Message) {
             node.abandoned.set(node.abandoned.get().max(epoch));
         }
         Wire::Bye { .. } => node.abort(&msg, "a departure of another group's node, from a PE"),
+        Wire::Offer {
+            src_port,
+            dest_port,
+            id,
+            addr,
+            len,
+        } => node.on_offer(&msg, src_port, dest_port, id, addr, len),
+        Wire::Taken { id } => node.on_taken(&msg, id),
         Wire::Arrive { epoch } => {
             if node.me != 0 {
                 node.abort(&msg, "a barrier arrival at a node other than 0");

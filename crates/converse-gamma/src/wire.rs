@@ -19,6 +19,11 @@
 //! INTER   [7][payload...]          a frame from another group (DATA, CREDIT, BYE)
 //! BYE     [8][par-pid u8][node u16] (frames) that node of another group left
 //! ABANDON [9][epoch u32]           gamma_sync: barrier `epoch` failed (a node left)
+//! OFFER   [10][src port u16][dest port u16][id u64][addr u64][len u64]
+//!                                  a large message the receiver reads itself
+//!                                  (`len` bytes at `addr` in the sender's
+//!                                  process, exposed for gets: see `node`)
+//! TAKEN   [11][id u64]             the receiver has stored offer `id`
 //! ```
 //!
 //! Between groups (see `intergroup`) DATA carries its full header, since
@@ -47,6 +52,8 @@ const PARPID: u8 = 6;
 pub const INTER: u8 = 7;
 const BYE: u8 = 8;
 const ABANDON: u8 = 9;
+const OFFER: u8 = 10;
+const TAKEN: u8 = 11;
 
 /// Bytes before a DATA message's body.
 pub const DATA_HEADER: usize = 9;
@@ -120,6 +127,16 @@ pub enum Wire<'a> {
     Abandon {
         epoch: u32,
     },
+    Offer {
+        src_port: u16,
+        dest_port: u16,
+        id: u64,
+        addr: u64,
+        len: u64,
+    },
+    Taken {
+        id: u64,
+    },
 }
 
 /// Writes a DATA header into `out[..DATA_HEADER]`.
@@ -180,11 +197,31 @@ pub fn encode(w: &Wire<'_>) -> Vec<u8> {
             v
         }
         Wire::Abandon { epoch } => [&[ABANDON][..], &epoch.to_le_bytes()].concat(),
+        Wire::Offer {
+            src_port,
+            dest_port,
+            id,
+            addr,
+            len,
+        } => {
+            let mut v = vec![OFFER];
+            v.extend_from_slice(&src_port.to_le_bytes());
+            v.extend_from_slice(&dest_port.to_le_bytes());
+            for word in [id, addr, len] {
+                v.extend_from_slice(&word.to_le_bytes());
+            }
+            v
+        }
+        Wire::Taken { id } => [&[TAKEN][..], &id.to_le_bytes()].concat(),
     }
 }
 
 fn u16_at(b: &[u8], at: usize) -> u16 {
     u16::from_le_bytes([b[at], b[at + 1]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
 
 fn port_at(b: &[u8], at: usize, what: &str) -> Result<u16, String> {
@@ -260,6 +297,20 @@ pub fn decode(b: &[u8]) -> Result<Wire<'_>, String> {
             exact(2)?;
             Ok(Wire::ParPid(b[1]))
         }
+        OFFER => {
+            exact(29)?;
+            Ok(Wire::Offer {
+                src_port: port_at(b, 1, "source port")?,
+                dest_port: port_at(b, 3, "destination port")?,
+                id: u64_at(b, 5),
+                addr: u64_at(b, 13),
+                len: u64_at(b, 21),
+            })
+        }
+        TAKEN => {
+            exact(9)?;
+            Ok(Wire::Taken { id: u64_at(b, 1) })
+        }
         INTER => {
             if b.len() < 2 {
                 return Err("an empty frame from another group".into());
@@ -308,6 +359,14 @@ mod tests {
             Wire::Left,
             Wire::ParPid(200),
             Wire::Inter(&[2, 1, 0]),
+            Wire::Offer {
+                src_port: 1024,
+                dest_port: 3,
+                id: u64::MAX,
+                addr: 0x7f00_1234_5678,
+                len: 4 << 20,
+            },
+            Wire::Taken { id: 17 },
         ];
         for w in all {
             assert_eq!(decode(&encode(&w)).unwrap(), w);
@@ -348,8 +407,28 @@ mod tests {
             &[5, 0],
             &[6],
             &[7],
+            &[10, 0, 0, 0, 0],
+            &[11, 1, 2, 3],
+            &[11, 0, 0, 0, 0, 0, 0, 0, 0, 0],
         ] {
             assert!(decode(bad).is_err(), "{bad:?}");
+        }
+        // An offer naming a port past the last.
+        let mut offer = encode(&Wire::Offer {
+            src_port: 0,
+            dest_port: 0,
+            id: 1,
+            addr: 2,
+            len: 3,
+        });
+        offer[3..5].copy_from_slice(&1025u16.to_le_bytes());
+        assert!(
+            decode(&offer)
+                .unwrap_err()
+                .contains("destination port 1025")
+        );
+        for cut in 0..offer.len() {
+            assert!(decode(&offer[..cut]).is_err(), "{cut} bytes");
         }
     }
 }

@@ -112,3 +112,51 @@ fn puts_and_gets_within_one_process() {
         .expect("the job starts");
     assert_eq!(code, 0);
 }
+
+/// Where PE 1's exposed bytes are: (address, length).
+static EXPOSED: Mutex<Option<(u64, usize)>> = Mutex::new(None);
+
+#[test]
+fn exposed_bytes_are_read_by_gets_refused_to_puts_and_gone_with_the_guard() {
+    let code = Converse::new()
+        .args(["prog", "+p", "2"])
+        .run(|_| {
+            let step = converse::register_handler(|_m: Message| {});
+            let me = converse::my_pe();
+            if me == 1 {
+                let data: Vec<u8> = (0..10_000).map(|i| (i * 7) as u8).collect();
+                {
+                    let exposed = rdma::expose(&data).unwrap();
+                    assert_eq!(
+                        (exposed.addr(), exposed.len()),
+                        (data.as_ptr() as u64, 10_000)
+                    );
+                    // The same bytes again overlap: refused.
+                    assert!(rdma::expose(&data[5..]).is_err());
+                    *EXPOSED.lock().unwrap() = Some((exposed.addr(), exposed.len()));
+                    converse::sync_send_and_free(0, Message::new(step, 0));
+                    // PE 0 reads, tries to write, then says so.
+                    converse::deliver_specific_msg(step);
+                }
+                // Unregistered with the guard.
+                converse::sync_send_and_free(0, Message::new(step, 0));
+                assert_eq!(data[9_999], (9_999 * 7) as u8, "never written");
+            } else {
+                converse::deliver_specific_msg(step);
+                let (addr, len) = EXPOSED.lock().unwrap().unwrap();
+                let got = rdma::get(1, addr, len).wait().unwrap();
+                assert_eq!(got.len(), len);
+                assert!(got.iter().enumerate().all(|(i, &b)| b == (i * 7) as u8));
+                let e = rdma::put(1, b"no", addr).wait().unwrap_err();
+                assert_eq!(e.target_pe, 1);
+                assert!(e.why.contains("for gets only"), "{e}");
+                converse::sync_send_and_free(1, Message::new(step, 0));
+                converse::deliver_specific_msg(step);
+                let e = rdma::get(1, addr, 1).wait().unwrap_err();
+                assert!(e.why.contains("no range registered"), "{e}");
+                converse::exit(0);
+            }
+        })
+        .expect("the job starts");
+    assert_eq!(code, 0);
+}

@@ -12,7 +12,10 @@
 //! may touch; that table is what makes them safe. A put or get whose bytes
 //! are not all inside one registered range of the target's process is
 //! refused there and the initiating PE gets an error naming the target PE,
-//! the address and the size: never a wild read or write.
+//! the address and the size: never a wild read or write. [`expose`]
+//! registers borrowed bytes for gets only, while its guard lives (safe:
+//! puts into them are refused), for a library that lets a receiver pull
+//! large data straight from the sender's memory (GAMMA's large sends).
 //!
 //! # How the bytes move
 //!
@@ -78,10 +81,18 @@ use crate::msg::message::Message;
 use crate::msg::system::{self, Kind, Reader};
 use crate::rt::pe::{self, Pe};
 
-/// The registered ranges of this process: start address -> length.
-static REGISTERED: RwLock<BTreeMap<u64, u64>> = RwLock::new(BTreeMap::new());
+/// One registered range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Range {
+    len: u64,
+    /// Registered by [`expose`]: gets may read it, puts are refused.
+    read_only: bool,
+}
 
-fn registered() -> RwLockReadGuard<'static, BTreeMap<u64, u64>> {
+/// The registered ranges of this process: start address -> range.
+static REGISTERED: RwLock<BTreeMap<u64, Range>> = RwLock::new(BTreeMap::new());
+
+fn registered() -> RwLockReadGuard<'static, BTreeMap<u64, Range>> {
     REGISTERED.read().unwrap_or_else(PoisonError::into_inner)
 }
 
@@ -106,14 +117,25 @@ impl fmt::Display for RdmaError {
 
 impl std::error::Error for RdmaError {}
 
-/// True if `[addr, addr + len)` lies inside one registered range (of `map`).
-fn covered(map: &BTreeMap<u64, u64>, addr: u64, len: u64) -> bool {
-    let Some(end) = addr.checked_add(len) else {
-        return false;
-    };
+/// The registered range (of `map`) that `[addr, addr + len)` lies inside.
+fn holder(map: &BTreeMap<u64, Range>, addr: u64, len: u64) -> Option<Range> {
+    let end = addr.checked_add(len)?;
     map.range(..=addr)
         .next_back()
-        .is_some_and(|(&start, &rlen)| end <= start + rlen)
+        .filter(|&(&start, r)| end <= start + r.len)
+        .map(|(_, &r)| r)
+}
+
+/// True if `[addr, addr + len)` lies inside one registered range (of
+/// `map`): a get may read it.
+fn covered(map: &BTreeMap<u64, Range>, addr: u64, len: u64) -> bool {
+    holder(map, addr, len).is_some()
+}
+
+/// True if `[addr, addr + len)` lies inside one registered range (of
+/// `map`) that is not read-only: a put may write it.
+fn writable(map: &BTreeMap<u64, Range>, addr: u64, len: u64) -> bool {
+    holder(map, addr, len).is_some_and(|r| !r.read_only)
 }
 
 /// Registers `len` bytes at `addr` for one-sided operations from any PE
@@ -131,7 +153,61 @@ pub unsafe fn register_memory(addr: *mut u8, len: usize) -> Result<(), RdmaError
     register(addr as u64, len as u64)
 }
 
+/// Bytes registered for one-sided gets only, while this guard lives (see
+/// [`expose`]).
+#[must_use = "the bytes are unregistered when the guard drops"]
+pub struct Exposed<'a> {
+    bytes: &'a [u8],
+}
+
+impl Exposed<'_> {
+    /// The address a [`get`] names to read the bytes.
+    pub fn addr(&self) -> u64 {
+        self.bytes.as_ptr() as u64
+    }
+
+    /// How many bytes are exposed.
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// True if no bytes are exposed.
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
+impl Drop for Exposed<'_> {
+    fn drop(&mut self) {
+        // Waits for copies out of the range by this process (see
+        // `unregister_memory`).
+        let _ = unregister(self.addr(), self.bytes.len() as u64);
+    }
+}
+
+impl fmt::Debug for Exposed<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Exposed({} bytes at {:#x})", self.len(), self.addr())
+    }
+}
+
+/// Registers `bytes` for one-sided gets from any PE until the guard drops:
+/// a safe, read-only form of [`register_memory`] for memory the caller
+/// only lends (a library's send that lets the receiver pull large data).
+/// Puts into the range are refused, naming the PE and address, and the
+/// bytes cannot change while the borrow lasts, so gets read exactly them.
+/// Fails as `register_memory` does if the range overlaps one registered
+/// already.
+pub fn expose(bytes: &[u8]) -> Result<Exposed<'_>, RdmaError> {
+    insert(bytes.as_ptr() as u64, bytes.len() as u64, true)?;
+    Ok(Exposed { bytes })
+}
+
 fn register(addr: u64, len: u64) -> Result<(), RdmaError> {
+    insert(addr, len, false)
+}
+
+fn insert(addr: u64, len: u64, read_only: bool) -> Result<(), RdmaError> {
     let here = || pe::try_current().map_or(usize::MAX, |pe| pe.pe);
     let end = addr.checked_add(len).ok_or_else(|| RdmaError {
         target_pe: here(),
@@ -139,7 +215,7 @@ fn register(addr: u64, len: u64) -> Result<(), RdmaError> {
     })?;
     let mut map = REGISTERED.write().unwrap_or_else(PoisonError::into_inner);
     let before = map.range(..end).next_back();
-    if let Some((&start, &rlen)) = before {
+    if let Some((&start, &Range { len: rlen, .. })) = before {
         if start + rlen > addr || (len == 0 && start == addr) {
             return Err(RdmaError {
                 target_pe: here(),
@@ -149,7 +225,7 @@ fn register(addr: u64, len: u64) -> Result<(), RdmaError> {
             });
         }
     }
-    map.insert(addr, len);
+    map.insert(addr, Range { len, read_only });
     Ok(())
 }
 
@@ -163,8 +239,8 @@ pub fn unregister_memory(addr: *mut u8, len: usize) -> Result<(), RdmaError> {
 
 fn unregister(addr: u64, len: u64) -> Result<(), RdmaError> {
     let mut map = REGISTERED.write().unwrap_or_else(PoisonError::into_inner);
-    match map.get(&addr) {
-        Some(&l) if l == len => {
+    match map.get(&addr).map(|r| r.len) {
+        Some(l) if l == len => {
             map.remove(&addr);
             Ok(())
         }
@@ -232,8 +308,8 @@ unsafe fn load_bytes(src: *const u8, dst: &mut [u8]) {
 /// them all; else says why (for the initiator of a put to `target`).
 fn write_registered(target: usize, addr: u64, bytes: &[u8]) -> Result<(), String> {
     let map = registered();
-    if !covered(&map, addr, bytes.len() as u64) {
-        return Err(refusal("put", target, addr, bytes.len()));
+    if !writable(&map, addr, bytes.len() as u64) {
+        return Err(put_refusal(&map, target, addr, bytes.len()));
     }
     // SAFETY: the range is registered (its owner keeps it valid until it
     // unregisters, which waits for this read lock to go) and registered
@@ -259,6 +335,16 @@ fn refusal(what: &str, target: usize, addr: u64, len: usize) -> String {
     format!(
         "a {what} of {len} bytes at {addr:#x} refused: no range registered in PE {target}'s process holds it"
     )
+}
+
+/// Why a put into `[addr, addr + len)` is refused (it is not [`writable`]).
+fn put_refusal(map: &BTreeMap<u64, Range>, target: usize, addr: u64, len: usize) -> String {
+    match holder(map, addr, len as u64) {
+        Some(r) if r.read_only => format!(
+            "a put of {len} bytes at {addr:#x} refused: PE {target}'s process exposed that range for gets only"
+        ),
+        _ => refusal("put", target, addr, len),
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -620,7 +706,14 @@ impl GetHandle {
 /// Starts `op` on `target_pe` from the calling PE: copies at once if the
 /// target is in this process, else sends the request there. Returns the
 /// slot its outcome goes to.
-fn start(target_pe: usize, op: Op<'_>, callback: Option<Box<dyn FnOnce(Outcome)>>) -> Slot {
+/// `reuse`: for a get, a vector whose heap block may hold the bytes (see
+/// [`get_cb_reusing`]).
+fn start(
+    target_pe: usize,
+    op: Op<'_>,
+    callback: Option<Box<dyn FnOnce(Outcome)>>,
+    reuse: Option<Vec<u8>>,
+) -> Slot {
     pe::with(|pe| {
         pe.check_pe(target_pe, op.what());
         if let Some((buf, offset)) = op.local_buffer() {
@@ -648,7 +741,15 @@ fn start(target_pe: usize, op: Op<'_>, callback: Option<Box<dyn FnOnce(Outcome)>
         // is while the `Vec` sits in the table).
         let buffer = match op {
             Op::Put { src, .. } if single_copy => Some(src.to_vec()),
-            Op::Get { len, .. } if single_copy => Some(vec![0; len]),
+            Op::Get { len, .. } if single_copy => Some(match reuse {
+                // Bytes it already holds are overwritten by the copy, not
+                // zeroed first (4 MiB of zeroes cost as much as the copy).
+                Some(mut v) => {
+                    v.resize(len, 0);
+                    v
+                }
+                None => vec![0; len],
+            }),
             _ => None,
         };
         let buffer_addr = match (&buffer, op.local_buffer()) {
@@ -740,7 +841,7 @@ fn start_put(
         src,
         addr: remote_addr,
     };
-    start(target_pe, op, callback)
+    start(target_pe, op, callback, None)
 }
 
 /// Reads `len` bytes at `remote_addr` in PE `target_pe`'s process
@@ -749,7 +850,7 @@ fn start_put(
 #[doc(alias = "CmiGet")]
 pub fn get(target_pe: usize, remote_addr: u64, len: usize) -> GetHandle {
     GetHandle {
-        slot: start_get(target_pe, remote_addr, len, None),
+        slot: start_get(target_pe, remote_addr, len, None, None),
         target: target_pe,
     }
 }
@@ -763,7 +864,25 @@ pub fn get_cb(
     len: usize,
     callback: impl FnOnce(Result<Vec<u8>, RdmaError>) + 'static,
 ) {
-    let _ = start_get(target_pe, remote_addr, len, Some(Box::new(callback)));
+    let _ = start_get(target_pe, remote_addr, len, Some(Box::new(callback)), None);
+}
+
+/// As [`get_cb`], with `buffer`'s heap block reused for the bytes where
+/// this process reads them itself (a single-copy get over shm): the vector
+/// the callback gets is `buffer`, resized to `len`, its old bytes
+/// overwritten rather than zeroed first. A library that gets large data
+/// again and again passes back the vector its last callback got, and so
+/// neither allocates nor zeroes per get. Elsewhere the bytes come in a
+/// new vector, as with `get_cb`.
+pub fn get_cb_reusing(
+    target_pe: usize,
+    remote_addr: u64,
+    len: usize,
+    buffer: Vec<u8>,
+    callback: impl FnOnce(Result<Vec<u8>, RdmaError>) + 'static,
+) {
+    let callback = Some(Box::new(callback) as Box<dyn FnOnce(Outcome)>);
+    let _ = start_get(target_pe, remote_addr, len, callback, Some(buffer));
 }
 
 /// Writes `len` bytes of `from` (at `offset`) at `remote_addr` in PE
@@ -788,7 +907,7 @@ pub fn put_from(
         addr: remote_addr,
     };
     RdmaHandle {
-        slot: start(target_pe, op, None),
+        slot: start(target_pe, op, None, None),
         target: target_pe,
     }
 }
@@ -814,7 +933,7 @@ pub fn get_into(
         offset,
     };
     RdmaHandle {
-        slot: start(target_pe, op, None),
+        slot: start(target_pe, op, None, None),
         target: target_pe,
     }
 }
@@ -824,12 +943,13 @@ fn start_get(
     remote_addr: u64,
     len: usize,
     callback: Option<Box<dyn FnOnce(Outcome)>>,
+    reuse: Option<Vec<u8>>,
 ) -> Slot {
     let op = Op::Get {
         addr: remote_addr,
         len,
     };
-    start(target_pe, op, callback)
+    start(target_pe, op, callback, reuse)
 }
 
 // ---------------------------------------------------------------------------
@@ -972,7 +1092,7 @@ fn on_put(pe: &Pe, msg: &Message) {
         let node = pe.job.topo.node_of(msg.src_pe());
         let map = registered();
         match usize::try_from(len) {
-            Ok(n) if covered(&map, addr, len) => {
+            Ok(n) if writable(&map, addr, len) => {
                 // SAFETY: the range is registered (kept so while the read
                 // lock is held), and registered memory is never Rust memory
                 // a reference covers (it is touched atomically, or through
@@ -983,7 +1103,7 @@ fn on_put(pe: &Pe, msg: &Message) {
                         .read_memory_of(node, from, addr as usize as *mut u8, n)
                 }
             }
-            _ => Err(refusal("put", pe.pe, addr, len as usize)),
+            _ => Err(put_refusal(&map, pe.pe, addr, len as usize)),
         }
     }
     .map(|()| Vec::new());
@@ -1116,8 +1236,12 @@ mod tests {
     #[test]
     fn ranges_are_covered_only_whole() {
         let mut map = BTreeMap::new();
-        map.insert(100, 50);
-        map.insert(200, 0);
+        let range = |len| Range {
+            len,
+            read_only: false,
+        };
+        map.insert(100, range(50));
+        map.insert(200, range(0));
         assert!(covered(&map, 100, 50));
         assert!(covered(&map, 120, 30));
         assert!(covered(&map, 150, 0));

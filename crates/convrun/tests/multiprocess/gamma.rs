@@ -127,6 +127,34 @@ fn exercise() {
         }
     }
 
+    // Large messages between node 0 and the last, both sending at once:
+    // offered for the receiver to read when the two are processes apart
+    // (`converse_gamma::OFFER_MIN`), plain messages otherwise.
+    if n > 1 && (me == 0 || me == last) {
+        let peer = if me == 0 { last } else { 0 };
+        let len = (2 << 20) + 3;
+        let big = Buffer::new(len);
+        gamma::set_passive_port(6, to(peer, 6), 6, GO_BACK, Some(big.clone()), len).unwrap();
+        let pattern = |from: u16, round: usize| -> Vec<u8> {
+            (0..len)
+                .map(|i| (i * 31 + round * 7 + from as usize) as u8)
+                .collect()
+        };
+        // Both ports set up before either sends.
+        let ready = Buffer::new(1);
+        gamma::set_passive_port(7, to(peer, 7), 7, GO_BACK, Some(ready), 1).unwrap();
+        gamma::send(7, b"r").unwrap();
+        assert_eq!(gamma::wait(7, 1), Ok(0));
+        for round in 0..3 {
+            gamma::send(6, &pattern(me, round)).unwrap();
+            assert_eq!(gamma::wait(6, 1), Ok(0));
+            assert!(
+                *big.borrow() == pattern(peer, round),
+                "large message {round} from node {peer}"
+            );
+        }
+    }
+
     gamma::send(5, &[me as u8]).unwrap();
     assert_eq!(gamma::wait(5, u64::from(n - 1)), Ok(0));
     let mut got = bcast.borrow()[..n as usize - 1].to_vec();
@@ -178,6 +206,25 @@ fn gamma_deadlock(args: &[String]) -> i32 {
         match gamma::wait(1, 1) {
             Err(e) => converse::abort(&e.to_string()),
             Ok(_) => panic!("a message from nowhere"),
+        }
+    })
+    .expect("the group starts")
+}
+
+/// Node 0 offers a large message to node 1, which sleeps without polling
+/// and then leaves: the send fails, naming node 1.
+fn gamma_offer_left(args: &[String]) -> i32 {
+    let mut argv = vec!["gamma_offer_left".to_string()];
+    argv.extend_from_slice(args);
+    gamma::run(0, argv, || {
+        if gamma::my_node().unwrap() != 0 {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            return;
+        }
+        gamma::set_passive_port(1, to(1, 1), 0, GO_BACK, None, 0).unwrap();
+        match gamma::send(1, &vec![5u8; 3 << 20]) {
+            Err(e) => cmi_printf!("send failed: {e}\n"),
+            Ok(()) => cmi_printf!("send succeeded\n"),
         }
     })
     .expect("the group starts")
@@ -294,6 +341,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "gamma_run" => gamma_run(args),
         "gamma_init" => gamma_init(args),
         "gamma_deadlock" => gamma_deadlock(args),
+        "gamma_offer_left" => gamma_offer_left(args),
         _ => return None,
     })
 }
@@ -322,6 +370,21 @@ fn gamma_deadlock_case() {
         "expected an error naming the wait\n{}",
         output(&f)
     );
+}
+
+fn gamma_offer_left_case() {
+    for netmod in ["shm", "tcp"] {
+        let f = start_job(netmod, 2, 1, "gamma_offer_left", &[]);
+        assert!(
+            f.code == Some(0)
+                && f.stdout.contains("send failed:")
+                && f.stdout.contains(
+                    "gamma: node 0: node 1 left the group before taking the message offered to it"
+                ),
+            "expected the send to fail naming node 1 over {netmod}\n{}",
+            output(&f)
+        );
+    }
 }
 
 /// A fresh directory for two jobs to meet in.
@@ -432,5 +495,6 @@ pub fn cases() -> Vec<Case> {
         ("gamma_run", gamma_run_case),
         ("gamma_init", gamma_init_case),
         ("gamma_deadlock", gamma_deadlock_case),
+        ("gamma_offer_left", gamma_offer_left_case),
     ]
 }
