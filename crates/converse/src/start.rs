@@ -821,7 +821,7 @@ fn serve_until_others_done(job: &Job) {
         job.pe(job.first_pe).idle.wait(
             || me.has_incoming() || job.done_pes() >= others,
             deadline.map(|d| d.saturating_duration_since(now)),
-            job.oversubscribed,
+            crate::csd::idle::Patience::of(job.oversubscribed),
             crate::csd::idle::Sleep::Any,
         );
     }

@@ -510,6 +510,8 @@ fn on_request(pe: &Pe, msg: &Message) {
     }
     let _restore = Restore(outer);
     pe.deliver(user);
+    // The next request comes at a client's pace: park soon after.
+    pe.served_outside();
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@
 //!
 //! Runs on the PE's own thread; other threads only push to its inboxes and
 //! wake it (see `rt::job`, `csd::idle`).
+use crate::csd::idle::Patience;
 use crate::cth::Task;
 use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{
@@ -317,7 +318,7 @@ impl Pe {
         self.shared().idle.wait_then(
             has,
             None,
-            self.job.oversubscribed,
+            Patience::of(self.job.oversubscribed),
             crate::csd::idle::Sleep::OwnOnly,
             || self.parking(),
         );
@@ -338,11 +339,16 @@ impl Pe {
         // check that the job is not stuck (see `cmi::reduce`).
         let stall_timeout = crate::cmi::reduce::stall_timeout(self);
         let needs_clock = crate::ccd::needs_deadline(self);
+        let patience = if self.sched.served_outside.replace(false) {
+            Patience::Brief
+        } else {
+            Patience::of(self.job.oversubscribed)
+        };
         if stall_timeout.is_none() && !needs_clock {
             self.shared().idle.wait_then(
                 || self.poll_network() || self.has_incoming(),
                 None,
-                self.job.oversubscribed,
+                patience,
                 crate::csd::idle::Sleep::Any,
                 || self.parking(),
             );
@@ -362,7 +368,7 @@ impl Pe {
         let timed_out = self.shared().idle.wait_then(
             || self.poll_network() || self.has_incoming(),
             deadline.map(|d| d.saturating_duration_since(now)),
-            self.job.oversubscribed,
+            patience,
             crate::csd::idle::Sleep::Any,
             || self.parking(),
         );
@@ -372,6 +378,12 @@ impl Pe {
         {
             crate::cmi::reduce::check_for_stall(self);
         }
+    }
+
+    /// The work this PE just ran came from outside the job (a CCS
+    /// request): its next idle wait parks soon (`idle::Patience::Brief`).
+    pub(crate) fn served_outside(&self) {
+        self.sched.served_outside.set(true);
     }
 
     /// Counts a handler (or a callback run like one) as running on this PE

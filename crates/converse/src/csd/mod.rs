@@ -117,6 +117,10 @@ pub(crate) struct SchedState {
     stop_pending: Cell<bool>,
     /// `+randomized_msgq`: the arrivals held for a random draw.
     shuffle: Option<Shuffle>,
+    /// The last work this PE ran came from outside the job (a CCS
+    /// request): its next idle wait parks after the quick polls
+    /// (`idle::Patience::Brief`). Cleared by that wait.
+    served_outside: Cell<bool>,
 }
 
 impl SchedState {
@@ -135,6 +139,7 @@ impl SchedState {
             sched_depth: Default::default(),
             stop_pending: Default::default(),
             shuffle,
+            served_outside: Default::default(),
         }
     }
 }
