@@ -11,6 +11,8 @@
 //!   rules, and what a program does with a message;
 //! - `cache` (private): the per-thread cache of freed small buffers that
 //!   makes a small message's allocation and free a few loads and stores;
+//! - [`copy`]: byte copies that avoid `memcpy`'s slow case on this
+//!   hardware (a destination just past its source modulo 4 KiB);
 //! - [`raw`]: what only the runtime does to one (the header flags it owns,
 //!   sender stamping, sharing, bundles, receiving into an unzeroed buffer),
 //!   behind the [`raw::MessageRaw`] trait; its comment says why a trait.
@@ -18,6 +20,7 @@
 
 mod buffer;
 mod cache;
+pub mod copy;
 mod message;
 pub mod raw;
 

@@ -383,7 +383,7 @@ impl MessageBuf {
         // readable for `n` bytes (the caller's promise) and cannot overlap
         // a buffer we own uniquely.
         unsafe {
-            std::ptr::copy_nonoverlapping(src, start.cast::<u8>().add(at), n);
+            crate::copy::copy_nonoverlapping(src, start.cast::<u8>().add(at), n);
         }
         self.init = self.init.max(at + n);
     }
@@ -604,7 +604,7 @@ impl Message {
         unsafe {
             buf.data().add(n - 1).write(Chunk([0; CHUNK]));
             buf.data().cast::<MsgHeader>().write(MsgHeader::zeroed());
-            std::ptr::copy_nonoverlapping(
+            crate::copy::copy_nonoverlapping(
                 payload.as_ptr(),
                 buf.data().cast::<u8>().add(MSG_HEADER_SIZE),
                 payload.len(),
@@ -692,7 +692,7 @@ impl Message {
         // initialized.
         unsafe {
             buf.data().add(n - 1).write(Chunk([0; CHUNK]));
-            std::ptr::copy_nonoverlapping(bytes.as_ptr(), buf.data().cast::<u8>(), bytes.len());
+            crate::copy::copy_nonoverlapping(bytes.as_ptr(), buf.data().cast::<u8>(), bytes.len());
         }
         Message {
             tagged: buf.tagged(0),

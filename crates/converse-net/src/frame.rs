@@ -370,7 +370,7 @@ impl Active {
             // takes), and its first `filled` bytes are the ones received;
             // the `n` copied then are initialized.
             ActiveBody::Bytes(b) => unsafe {
-                std::ptr::copy_nonoverlapping(src, b.as_mut_ptr().add(self.filled), n);
+                converse_msg::copy::copy_nonoverlapping(src, b.as_mut_ptr().add(self.filled), n);
                 b.set_len(self.filled + n);
             },
         }

@@ -1335,7 +1335,11 @@ impl ShmModule {
         // header and the data together are at most `CELL_DATA` bytes.
         unsafe {
             std::ptr::copy_nonoverlapping(hdr.as_ptr(), cell.data, hdr.len());
-            std::ptr::copy_nonoverlapping(data.as_ptr(), cell.data.add(hdr.len()), data.len());
+            converse_msg::copy::copy_nonoverlapping(
+                data.as_ptr(),
+                cell.data.add(hdr.len()),
+                data.len(),
+            );
         }
         Self::publish(vc, &cell, tail, len);
         vc.header.wake_owner();
@@ -1455,7 +1459,13 @@ impl ShmModule {
                 // SAFETY: the cell is ours until its sequence word is
                 // published (the consumer is `CELLS` or fewer behind,
                 // checked above); `filled + n <= CELL_DATA`.
-                unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), cell.data.add(filled), n) };
+                unsafe {
+                    converse_msg::copy::copy_nonoverlapping(
+                        bytes.as_ptr(),
+                        cell.data.add(filled),
+                        n,
+                    )
+                };
                 filled += n;
                 sent += n;
                 front.written += n;
@@ -1746,7 +1756,7 @@ impl ShmModule {
             // `bytes` has room for `rest` (reserved) and they are
             // initialized by the copy.
             unsafe {
-                std::ptr::copy_nonoverlapping(
+                converse_msg::copy::copy_nonoverlapping(
                     cell.data.add(direct) as *const u8,
                     bytes.as_mut_ptr(),
                     rest,
