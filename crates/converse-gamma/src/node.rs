@@ -150,6 +150,20 @@ struct Head {
     flowctl: bool,
 }
 
+impl Head {
+    /// A message from PE `src` of this job (a node of this group).
+    fn of_pe(src: usize, src_port: u16, flowctl: bool) -> Head {
+        Head {
+            src: Peer {
+                group: None,
+                node: src as u16,
+            },
+            src_port,
+            flowctl,
+        }
+    }
+}
+
 /// A message not stored yet (its body copied out of its Converse
 /// message).
 struct Arrival {
@@ -568,19 +582,13 @@ impl Node {
         if self.gone.get() {
             // Its sender learns from this node's LEFT that it is not taken.
             converse::cmi_error!(
-                "gamma node {}: an offer of {len} bytes from node {src} for port {dest_port}                  arrived after this node left the group; not taken\n",
+                "gamma node {}: an offer of {len} bytes from node {src} for port {dest_port} \
+                 arrived after this node left the group; not taken\n",
                 self.me
             );
             return;
         }
-        let head = Head {
-            src: Peer {
-                group: None,
-                node: src as u16,
-            },
-            src_port,
-            flowctl: false,
-        };
+        let head = Head::of_pe(src, src_port, false);
         let me = self.me;
         let spare = std::mem::take(&mut *self.spare.borrow_mut());
         converse::cmi::rdma::get_cb_reusing(src, addr, len, spare, move |bytes| {
@@ -1032,14 +1040,7 @@ fn on_message(msg: Message) {
                 );
                 return;
             }
-            let head = Head {
-                src: Peer {
-                    group: None,
-                    node: src as u16,
-                },
-                src_port,
-                flowctl,
-            };
+            let head = Head::of_pe(src, src_port, flowctl);
             node.arrive(dest_port, head, msg.payload());
             return;
         }
