@@ -46,8 +46,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::reduce::{
-    CLASS_DYNAMIC, CLASS_GLOBAL, CLASS_ORDER, Form, NODE_KEY, check_id_request, describe, id_reply,
-    make_key, message_finish, parse_id_reply, send_result, stamped, struct_finish,
+    AtRoot, CLASS_DYNAMIC, CLASS_GLOBAL, CLASS_ORDER, Form, NODE_KEY, check_id_request, describe,
+    id_reply, make_key, message_finish, parse_id_reply, send_result, stamped, struct_finish,
 };
 use super::spantree::SpanningTree;
 use crate::msg::message::Message;
@@ -209,7 +209,7 @@ where
                     // A leaf node: nothing to wait for.
                     drop(state);
                     let result = finish(local, Vec::new());
-                    return send_result(pe, key, form, 0, parent, result);
+                    return send_result(pe, key, form, 0, parent, result, AtRoot::Queue);
                 }
                 let arrived = Vec::with_capacity(children.len());
                 slot.insert(InProgress {
@@ -361,7 +361,15 @@ fn complete(pe: &Pe, key: u32, done: InProgress) {
         deposit.children.iter().position(|&c| c == node)
     });
     let result = (deposit.finish)(deposit.local, arrived);
-    send_result(pe, key, deposit.form, 0, deposit.parent, result);
+    send_result(
+        pe,
+        key,
+        deposit.form,
+        0,
+        deposit.parent,
+        result,
+        AtRoot::Queue,
+    );
 }
 
 fn next_key(pe: &Pe, class: u32) -> u32 {

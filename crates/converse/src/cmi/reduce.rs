@@ -13,7 +13,13 @@
 //! result is delivered; list and group reductions use the tree over the list
 //! (in the order given) rooted at its first PE, where the result is
 //! delivered. The result runs its handler like any arrived message, never
-//! inside the call that completed it.
+//! inside the call that completed it: completed by the root's own call
+//! (its contribution came last), the result goes to the root's queue;
+//! completed by a child's contribution, which the runtime is delivering,
+//! the result's handler runs at once, as the next message would (Charm++'s
+//! `CmiSendReduce` calls it directly too), saving a trip through the
+//! queue on the common path (on a traced PE it is queued, so that the
+//! trace shows it as a message of its own).
 //!
 //! # Matching
 //!
@@ -435,7 +441,7 @@ fn deposit<F>(
     // finishing function.
     if children.is_empty() && !pe.coll.reductions.borrow().active.contains_key(&key) {
         let result = finish(local, Vec::new());
-        return send_result(pe, key, form, digest, parent, result);
+        return send_result(pe, key, form, digest, parent, result, AtRoot::Queue);
     }
     let deposit = Deposit {
         form,
@@ -479,7 +485,7 @@ fn deposit<F>(
         entry.is_complete().then(|| slot.remove())
     };
     if let Some(done) = done {
-        complete(pe, key, done);
+        complete(pe, key, done, AtRoot::Queue);
     }
 }
 
@@ -564,13 +570,24 @@ pub(crate) fn on_contribution(pe: &Pe, msg: Message) {
         entry.is_complete().then(|| slot.remove())
     };
     if let Some(done) = done {
-        complete(pe, key, done);
+        complete(pe, key, done, AtRoot::RunNow);
     }
+}
+
+/// Where the root's result goes ([`send_result`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) enum AtRoot {
+    /// To the root's queue: the reduction completed inside a call of the
+    /// program's.
+    Queue,
+    /// To its handler at once: it completed while the runtime delivered a
+    /// contribution (see the module comment).
+    RunNow,
 }
 
 /// Merges the children's contributions of `done` (all of them) into `pe`'s
 /// deposit and sends the result up, or delivers it on the root.
-fn complete(pe: &Pe, key: u32, done: InProgress) {
+fn complete(pe: &Pe, key: u32, done: InProgress, at_root: AtRoot) {
     pe.trace.collective("reduction step");
     let InProgress {
         deposit,
@@ -588,11 +605,12 @@ fn complete(pe: &Pe, key: u32, done: InProgress) {
         deposit.digest,
         deposit.parent,
         result,
+        at_root,
     );
 }
 
 /// Sends `pe`'s merged `result` of reduction `key` up to `parent`, or, on
-/// the root, to itself for its handler.
+/// the root, to its handler as `at_root` says.
 pub(super) fn send_result(
     pe: &Pe,
     key: u32,
@@ -600,6 +618,7 @@ pub(super) fn send_result(
     digest: u32,
     parent: Option<usize>,
     mut result: Message,
+    at_root: AtRoot,
 ) {
     result.set_src_pe(pe.pe);
     result.fix_total_size();
@@ -610,7 +629,11 @@ pub(super) fn send_result(
             header.flags = 0;
             header.coll = 0;
             header.root = 0;
-            pe.push_to_pe(pe.pe, result);
+            if at_root == AtRoot::RunNow && !pe.trace.on() {
+                pe.deliver(result);
+            } else {
+                pe.push_to_pe(pe.pe, result);
+            }
         }
         Some(parent) => {
             let header = result.header_mut();
