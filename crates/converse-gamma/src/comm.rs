@@ -13,11 +13,13 @@
 //! (polling meanwhile, so handlers run): such a send waits for the
 //! receiver to poll (any GAMMA call that waits, or its scheduler), as a
 //! large MPI send waits for its receive.
+use std::rc::Rc;
+
 use converse::{MAX_MESSAGE_SIZE, MSG_HEADER_SIZE, Message};
 
 use crate::error::{Error, Result};
 use crate::intergroup;
-use crate::node::{self, Dest, DestNode, Input, Out, PortHandler};
+use crate::node::{self, Dest, DestNode, Input, Node, Out, PortHandler};
 use crate::port::{Buffer, BufferKind, Destination};
 use crate::wire::{self, DATA_HEADER};
 
@@ -142,13 +144,19 @@ pub fn attach_buffer(port: u16, buffer: &Buffer) -> Result<()> {
     n.repost(port, buffer.clone(), None)
 }
 
-/// Builds the payload and sends it; the handle.
-fn start_send(port: u16, pieces: [&[u8]; 2], flowctl: bool) -> Result<u64> {
+/// The calling node and where its output port `port` sends.
+fn output(port: u16) -> Result<(Rc<Node>, Dest)> {
     let n = node::current()?;
     node::user_port(port)?;
     let dest = n.ports.borrow()[port as usize]
         .output
         .ok_or(Error::NotOutput(port))?;
+    Ok((n, dest))
+}
+
+/// Builds the payload and sends it; the handle.
+fn start_send(port: u16, pieces: [&[u8]; 2], flowctl: bool) -> Result<u64> {
+    let (n, dest) = output(port)?;
     let len = pieces[0].len() + pieces[1].len();
     if len > MAX_MESSAGE_SIZE - MSG_HEADER_SIZE {
         return Err(Error::BadBuffer(format!(
@@ -240,11 +248,7 @@ pub fn send(port: u16, data: &[u8]) -> Result<()> {
 /// Offers `data` to its receiver if `port` sends to one node of this group
 /// in another process; `Ok(false)` if it must go as a message.
 fn offer(port: u16, data: &[u8]) -> Result<bool> {
-    let n = node::current()?;
-    node::user_port(port)?;
-    let dest = n.ports.borrow()[port as usize]
-        .output
-        .ok_or(Error::NotOutput(port))?;
+    let (n, dest) = output(port)?;
     let DestNode::Node(to) = dest.node else {
         return Ok(false);
     };

@@ -569,16 +569,7 @@ impl Node {
     /// `dest_port`: read them, store them, answer TAKEN.
     fn on_offer(&self, msg: &Message, src_port: u16, dest_port: u16, id: u64, addr: u64, len: u64) {
         let src = msg.src_pe();
-        if dest_port >= RESERVED {
-            self.abort(msg, &format!("an offer for reserved port {dest_port}"));
-        }
-        let max = converse::MAX_MESSAGE_SIZE - converse::MSG_HEADER_SIZE;
-        let Some(len) = usize::try_from(len).ok().filter(|&l| l <= max) else {
-            self.abort(
-                msg,
-                &format!("an offer of {len} bytes, more than a message holds ({max})"),
-            );
-        };
+        let len = offered_len(dest_port, len).unwrap_or_else(|why| self.abort(msg, &why));
         if self.gone.get() {
             // Its sender learns from this node's LEFT that it is not taken.
             converse::cmi_error!(
@@ -594,7 +585,8 @@ impl Node {
         converse::cmi::rdma::get_cb_reusing(src, addr, len, spare, move |bytes| {
             let bytes = bytes.unwrap_or_else(|e| {
                 converse::abort(&format!(
-                    "gamma node {me}: the {len} bytes node {src} offered for port {dest_port}                      could not be read: {e}"
+                    "gamma node {me}: the {len} bytes node {src} offered for port {dest_port} \
+                     could not be read: {e}"
                 ))
             });
             let Some(node) = raw() else {
@@ -614,19 +606,9 @@ impl Node {
 
     /// Node `src` has taken offer `id`.
     fn on_taken(&self, msg: &Message, id: u64) {
-        let src = msg.src_pe() as u16;
-        let mut offers = self.offers.borrow_mut();
-        match offers.get_mut(&id) {
-            Some(offer @ Offer::Waiting { .. }) if *offer == (Offer::Waiting { to: src }) => {
-                *offer = Offer::Taken;
-            }
-            _ => {
-                drop(offers);
-                self.abort(
-                    msg,
-                    &format!("a TAKEN for offer {id}, which awaits no answer from node {src}"),
-                );
-            }
+        let taken = mark_taken(&mut self.offers.borrow_mut(), id, msg.src_pe() as u16);
+        if let Err(why) = taken {
+            self.abort(msg, &why);
         }
     }
 
@@ -1021,6 +1003,37 @@ impl Node {
     }
 }
 
+/// The length of an offer of `len` bytes for port `dest_port`, or why the
+/// offer is malformed (its bytes come from another PE: not trusted).
+fn offered_len(dest_port: u16, len: u64) -> std::result::Result<usize, String> {
+    if dest_port >= RESERVED {
+        return Err(format!("an offer for reserved port {dest_port}"));
+    }
+    let max = converse::MAX_MESSAGE_SIZE - converse::MSG_HEADER_SIZE;
+    usize::try_from(len)
+        .ok()
+        .filter(|&l| l <= max)
+        .ok_or_else(|| format!("an offer of {len} bytes, more than a message holds ({max})"))
+}
+
+/// Records node `src`'s TAKEN for offer `id`, or says why it is malformed
+/// (no such offer waits for `src`).
+fn mark_taken(
+    offers: &mut HashMap<u64, Offer>,
+    id: u64,
+    src: u16,
+) -> std::result::Result<(), String> {
+    match offers.get_mut(&id) {
+        Some(offer) if *offer == (Offer::Waiting { to: src }) => {
+            *offer = Offer::Taken;
+            Ok(())
+        }
+        _ => Err(format!(
+            "a TAKEN for offer {id}, which awaits no answer from node {src}"
+        )),
+    }
+}
+
 /// Every GAMMA message arrives here.
 fn on_message(msg: Message) {
     let Some(node) = raw() else {
@@ -1186,4 +1199,44 @@ fn frame_abort(node: &Node, why: &str) -> ! {
         node.me,
         node.par_pid.get()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offers_for_reserved_ports_or_past_the_largest_message_are_refused() {
+        assert_eq!(offered_len(5, 4 << 20), Ok(4 << 20));
+        assert!(
+            offered_len(RESERVED, 8)
+                .unwrap_err()
+                .contains("reserved port 1023")
+        );
+        let max = (converse::MAX_MESSAGE_SIZE - converse::MSG_HEADER_SIZE) as u64;
+        assert_eq!(offered_len(0, max), Ok(max as usize));
+        assert!(
+            offered_len(0, max + 1)
+                .unwrap_err()
+                .contains("more than a message holds")
+        );
+        assert!(offered_len(0, u64::MAX).is_err());
+    }
+
+    #[test]
+    fn a_taken_counts_only_from_the_node_the_offer_waits_for() {
+        let mut offers = HashMap::new();
+        offers.insert(7, Offer::Waiting { to: 2 });
+        offers.insert(8, Offer::Failed("left".into()));
+        let wrong_node = mark_taken(&mut offers, 7, 3).unwrap_err();
+        assert!(
+            wrong_node.contains("offer 7") && wrong_node.contains("node 3"),
+            "{wrong_node}"
+        );
+        assert!(mark_taken(&mut offers, 9, 2).is_err(), "no such offer");
+        assert!(mark_taken(&mut offers, 8, 2).is_err(), "one that failed");
+        mark_taken(&mut offers, 7, 2).unwrap();
+        assert_eq!(offers[&7], Offer::Taken);
+        assert!(mark_taken(&mut offers, 7, 2).is_err(), "taken twice");
+    }
 }

@@ -12,9 +12,10 @@
 //! When there are more PEs than cores the pure-spin phase is skipped: a
 //! spinning PE would hold a core that a working PE needs.
 //!
-//! How long to poll is the caller's [`Patience`]. A PE whose last work came
+//! How long to poll is the caller's [`Patience`]. A PE that has run work
 //! from outside the job (a CCS request, handed over by the server thread)
-//! parks after the first quick polls: the next such request comes at the
+//! since its last idle wait parks after the first quick polls of the
+//! next one (that one only): the next such request comes at the
 //! pace of a client's TCP connection, tens of microseconds at least, and
 //! polling meanwhile only takes the processor from the client and the
 //! server thread on the same host. Measured (`cargo bench -p converse

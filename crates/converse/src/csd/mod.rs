@@ -117,8 +117,8 @@ pub(crate) struct SchedState {
     stop_pending: Cell<bool>,
     /// `+randomized_msgq`: the arrivals held for a random draw.
     shuffle: Option<Shuffle>,
-    /// The last work this PE ran came from outside the job (a CCS
-    /// request): its next idle wait parks after the quick polls
+    /// This PE has run work from outside the job (a CCS request) since
+    /// its last idle wait: the next one parks after the quick polls
     /// (`idle::Patience::Brief`). Cleared by that wait.
     served_outside: Cell<bool>,
 }
