@@ -36,6 +36,9 @@ pub(crate) struct SendState {
     /// Messages to other processes were posted and not yet flushed: the
     /// next look for work writes them (`next_pe_arrival`).
     net_posted: Cell<bool>,
+    /// A poll of the network moved bytes since the idle wait last asked
+    /// (`take_net_moved`; see `csd::idle`, "Patience while bytes move").
+    net_moved: Cell<bool>,
     /// The persistent handles the PE made and the ones its sends use
     /// (`cmi::persistent`).
     pub(crate) persistent: crate::cmi::persistent::Using,
@@ -329,10 +332,17 @@ impl Pe {
     pub fn poll_network(&self) -> bool {
         if let Some(net) = &self.job.net {
             self.flush_posted();
-            net.try_progress();
+            if net.try_progress() {
+                self.send.net_moved.set(true);
+            }
             return self.take_polled();
         }
         false
+    }
+
+    /// Whether a poll of the network moved bytes since the last call.
+    pub(crate) fn take_net_moved(&self) -> bool {
+        self.send.net_moved.replace(false)
     }
 
     /// Writes what this PE posted to other processes, if anything: whatever

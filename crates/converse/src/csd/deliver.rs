@@ -317,6 +317,7 @@ impl Pe {
         };
         self.shared().idle.wait_then(
             has,
+            || self.take_net_moved(),
             None,
             Patience::of(self.job.oversubscribed),
             crate::csd::idle::Sleep::OwnOnly,
@@ -347,6 +348,7 @@ impl Pe {
         if stall_timeout.is_none() && !needs_clock {
             self.shared().idle.wait_then(
                 || self.poll_network() || self.has_incoming(),
+                || self.take_net_moved(),
                 None,
                 patience,
                 crate::csd::idle::Sleep::Any,
@@ -367,6 +369,7 @@ impl Pe {
         };
         let timed_out = self.shared().idle.wait_then(
             || self.poll_network() || self.has_incoming(),
+            || self.take_net_moved(),
             deadline.map(|d| d.saturating_duration_since(now)),
             patience,
             crate::csd::idle::Sleep::Any,
