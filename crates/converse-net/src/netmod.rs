@@ -484,6 +484,25 @@ pub trait NetModule: Send + Sync {
         Duration::from_millis(1)
     }
 
+    /// How often the progress thread must call [`NetModule::check_peers`]
+    /// (it then waits in [`NetModule::poll`] at most this long); `None`
+    /// (the default) if the module learns of a lost peer by itself, as a
+    /// socket does from its peer's kernel. Beyond the spec.
+    fn peer_check_period(&self) -> Option<Duration> {
+        None
+    }
+
+    /// Looks whether the peers this module has VCs with still run, and
+    /// fails the VC (`Upcalls::vc_failed`) of one that is gone without
+    /// having ended (killed, crashed): a module whose medium does not tell
+    /// (shared memory) would otherwise wait for it forever under a
+    /// launcher that does not end the job when one process dies (Slurm's
+    /// `srun` without `--kill-on-bad-exit`). Called by the progress
+    /// thread, about every [`NetModule::peer_check_period`]; a cost of the
+    /// peers the process talks to, never of the job's size. Beyond the
+    /// spec.
+    fn check_peers(&self) {}
+
     /// Bytes this module has read from the network so far (any count that
     /// grows with them will do: the progress thread compares two readings
     /// to tell a stream from a trickle). 0 if the module does not count.

@@ -64,6 +64,7 @@
 //! |---|---|
 //! | 0 | magic `CVRSSHM2`, job tag (u64: derived from the job key, never the key), nodes (u32), owner node (u32), owner pid (u32) |
 //! | 32 | where the owner maps its header (u64: its card's ADDR) |
+//! | 40 | the owner's start time (u64: the 22nd field of its `/proc/PID/stat`, 0 if unknown): with the pid, which process the owner is (see "Lost peers") |
 //! | 64 | `announced` (u64): the announcement list's first entry, 0 if empty (own cache line) |
 //! | 128 | `wake` (u32 futex word, bumped by every waker), `sleeping` (u32), `ending` (u32: set once the owner ends, see "Ending") |
 //!
@@ -183,6 +184,24 @@
 //! A notice written after the name went needs none: it goes into a ring
 //! taken already, or to a peer that holds the segment open.
 //!
+//! # Lost peers
+//!
+//! Nothing in shared memory tells a process that a peer was killed: its
+//! rings stay as they were. A launcher that ends the job when a process
+//! dies (convrun, Hydra) covers it; one that does not (Slurm's `srun`
+//! without `--kill-on-bad-exit`) would leave the others waiting. So the
+//! progress thread calls `check_peers` every `PEER_CHECK`: for each VC,
+//! `kill(pid, 0)`, and a peer that is gone while its header's `ending` is
+//! still 0 (a normal end, and an abnormal one, set it first) fails its VC
+//! once, naming the pid. The cost is the VCs the process has, not the
+//! job's size. A VC is looked after only if the pid in the peer's header
+//! is the peer's here: the process with that pid started when the header
+//! says (a peer in another pid namespace is not; its pid means nothing
+//! here, and a wrong one would end the job when some other process
+//! exits). What is not covered: a pid reused after the peer died (the
+//! check then finds a process and waits on), and a dead peer that its
+//! parent does not reap (a zombie answers `kill`).
+//!
 //! # Concurrency protocol
 //!
 //! - A ring has one producer process; inside it, the VC's `send` lock makes
@@ -270,8 +289,9 @@ pub(crate) const LMT_MIN: usize = (1 << 20) + (64 << 10);
 const HEADER_CHECKED: usize = 24;
 const OFF_PID: usize = 24;
 const OFF_ADDR: usize = 32;
+const OFF_START: usize = 40;
 /// The fields written once by the owner, before its card is published.
-const HEADER_FIELDS: usize = 40;
+const HEADER_FIELDS: usize = 48;
 const OFF_ANNOUNCED: usize = 64;
 const OFF_WAKE: usize = 128;
 const OFF_SLEEPING: usize = 132;
@@ -304,6 +324,11 @@ fn slot_offset(slot: usize) -> Option<u64> {
 /// bounds only a reader that is stuck or ending too.
 const READERS_GRACE: Duration = Duration::from_millis(500);
 
+/// How often the progress thread looks whether the peers this process has
+/// VCs with still run (`NetModule::check_peers`): a dead peer is named
+/// within about this long (one `kill(pid, 0)` per VC each time).
+const PEER_CHECK: Duration = Duration::from_millis(200);
+
 /// True unless process `pid` is known to be gone (a pid read from a peer's
 /// header: only a positive one names a single process).
 fn process_alive(pid: i32) -> bool {
@@ -319,7 +344,14 @@ fn announcement(writer: usize, slot: usize) -> u64 {
 }
 
 /// The header fields a process writes into its segment (see the layout).
-fn header_fields(job_tag: u64, nodes: usize, owner: usize, pid: u32, addr: u64) -> [u8; 40] {
+fn header_fields(
+    job_tag: u64,
+    nodes: usize,
+    owner: usize,
+    pid: u32,
+    addr: u64,
+    start: u64,
+) -> [u8; HEADER_FIELDS] {
     let mut f = [0u8; HEADER_FIELDS];
     f[..8].copy_from_slice(MAGIC);
     f[8..16].copy_from_slice(&job_tag.to_le_bytes());
@@ -327,7 +359,27 @@ fn header_fields(job_tag: u64, nodes: usize, owner: usize, pid: u32, addr: u64) 
     f[20..24].copy_from_slice(&(owner as u32).to_le_bytes());
     f[OFF_PID..OFF_PID + 4].copy_from_slice(&pid.to_le_bytes());
     f[OFF_ADDR..OFF_ADDR + 8].copy_from_slice(&addr.to_le_bytes());
+    f[OFF_START..OFF_START + 8].copy_from_slice(&start.to_le_bytes());
     f
+}
+
+/// When process `pid` (this one if `None`) started, in clock ticks since
+/// the host booted (the 22nd field of its `/proc/PID/stat`), if it can be
+/// read here: the same number for the same process seen from any pid
+/// namespace of the host, so a pid read from a peer's header names that
+/// peer here only if its start time is the one the peer wrote.
+fn process_start_time(pid: Option<i32>) -> Option<u64> {
+    let path = match pid {
+        Some(pid) if pid > 0 => format!("/proc/{pid}/stat"),
+        Some(_) => return None,
+        None => "/proc/self/stat".into(),
+    };
+    let stat = std::fs::read_to_string(path).ok()?;
+    // The command name (field 2) is in parentheses and may hold anything:
+    // fields are counted from the last `)`, which ends it (field 3 is
+    // the first after it).
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(22 - 3)?.parse().ok()
 }
 
 /// A mapping of a segment (or of one ring slot of it), unmapped on drop.
@@ -537,6 +589,12 @@ struct Vc {
     /// Large messages may be read from this peer in one copy.
     single_copy: bool,
     terminated: AtomicBool,
+    /// `pid` is the peer's here (its start time is the one in the peer's
+    /// header): only then is the peer looked after (`check_peers_with`).
+    watched: bool,
+    /// The peer was found gone without ending, and said so once
+    /// (`check_peers_with`).
+    gone: AtomicBool,
     /// The peer's card: the one the VC was made from, or, for a VC made
     /// from the peer's announcement, the one the peer publishes (made
     /// from its header). A terminated VC is used again only for the same.
@@ -753,7 +811,14 @@ impl ShmModule {
                 return Err(e);
             }
         };
-        let fields = header_fields(job_tag, nodes, me, std::process::id(), own.base as u64);
+        let fields = header_fields(
+            job_tag,
+            nodes,
+            me,
+            std::process::id(),
+            own.base as u64,
+            process_start_time(None).unwrap_or(0),
+        );
         // SAFETY: the header's first bytes, in bounds; no other process
         // reads them before our card is published.
         unsafe { std::ptr::copy_nonoverlapping(fields.as_ptr(), own.base, fields.len()) };
@@ -848,6 +913,34 @@ impl ShmModule {
                 return;
             }
             std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// Fails, once, the VC of each peer that `alive` says is gone while
+    /// its header says it had not ended (see "Lost peers"). The process is
+    /// looked at before its `ending`: a peer that ended normally set it
+    /// before it exited.
+    fn check_peers_with(&self, alive: impl Fn(i32) -> bool) {
+        let mut lost = Vec::new();
+        self.active.for_each(|vc| {
+            if !vc.watched
+                || vc.terminated.load(Ordering::Acquire)
+                || vc.gone.load(Ordering::Relaxed)
+                || alive(vc.pid)
+                || vc.header.u32_at(OFF_ENDING).load(Ordering::Acquire) != 0
+            {
+                return;
+            }
+            if !vc.gone.swap(true, Ordering::AcqRel) {
+                lost.push((vc.peer, vc.pid));
+            }
+        });
+        // Reported outside the walk: the layer above may end the process.
+        for (peer, pid) in lost {
+            self.upcalls().vc_failed(
+                peer,
+                format!("its process (pid {pid}) is gone without ending: killed, or it crashed"),
+            );
         }
     }
 
@@ -990,7 +1083,7 @@ impl ShmModule {
         }
         let header =
             Mapping::map(fd, 0, HEADER).map_err(|e| format!("shm: cannot map {name}: {e}"))?;
-        let want = header_fields(self.job_tag, self.nodes, peer, 0, 0);
+        let want = header_fields(self.job_tag, self.nodes, peer, 0, 0, 0);
         if header.header_fields()[..HEADER_CHECKED] != want[..HEADER_CHECKED] {
             return Err(format!(
                 "shm: segment {name} is not process {peer}'s of this job"
@@ -1020,6 +1113,11 @@ impl ShmModule {
         // The single-copy probe: read the owner's magic from its memory.
         let mut probe = [0u8; 8];
         let single_copy = Self::read_remote(pid, addr, &mut probe).is_ok() && &probe == MAGIC;
+        // Its pid names it here only if the process with that pid started
+        // when the peer says it did (another pid namespace, or a header
+        // without the time: not looked after).
+        let start = header.u64_at(OFF_START).load(Ordering::Relaxed);
+        let watched = start != 0 && process_start_time(Some(pid)) == Some(start);
         let vc = Vc {
             peer,
             pid,
@@ -1040,6 +1138,8 @@ impl ShmModule {
             tail: AtomicU64::new(0),
             single_copy,
             terminated: AtomicBool::new(false),
+            watched,
+            gone: AtomicBool::new(false),
             card,
         };
         let set = self.vcs[peer].set(Box::new(vc)).is_ok();
@@ -2205,6 +2305,14 @@ impl NetModule for ShmModule {
         let word = self.own.u32_at(OFF_WAKE);
         word.fetch_add(1, Ordering::SeqCst);
         let _ = futex::wake(word, futex::Flags::empty(), 1);
+    }
+
+    fn peer_check_period(&self) -> Option<Duration> {
+        Some(PEER_CHECK)
+    }
+
+    fn check_peers(&self) {
+        self.check_peers_with(process_alive);
     }
 
     fn finalize(&self) {

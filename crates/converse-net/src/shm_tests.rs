@@ -2319,3 +2319,52 @@ fn finalize_does_not_wait_for_a_reader_that_is_ending_too() {
         .expect("process 0 waited for a reader that is ending");
     job.assert_clean();
 }
+
+#[test]
+fn a_peer_gone_without_ending_fails_its_vc_once_and_one_that_ended_does_not() {
+    let (_job, (a, ra), (b, rb)) = pair();
+    // Both in the same process here: the pid in the peer's header is its
+    // own (same start time), and the check finds it alive.
+    assert!(a.vc(1).unwrap().watched && b.vc(0).unwrap().watched);
+    a.check_peers();
+    assert!(ra.events().is_empty(), "{:?}", ra.events());
+    // Told the peer's pid is gone: its VC fails, naming the pid, once.
+    let pid = std::process::id();
+    a.check_peers_with(|_| false);
+    a.check_peers_with(|_| false);
+    assert_eq!(
+        ra.events(),
+        [format!(
+            "failed 1: its process (pid {pid}) is gone without ending: killed, or it crashed"
+        )]
+    );
+    // A peer that ended (its `ending` set, as `finalize` does first) is
+    // gone as it should be.
+    a.own.u32_at(OFF_ENDING).store(1, Ordering::Release);
+    b.check_peers_with(|_| false);
+    assert!(rb.events().is_empty(), "{:?}", rb.events());
+    assert_eq!(b.peer_check_period(), Some(PEER_CHECK));
+}
+
+#[test]
+fn a_process_start_time_names_the_process_from_its_pid() {
+    let own = process_start_time(None).expect("this process's stat reads");
+    assert!(own > 0);
+    assert_eq!(
+        process_start_time(Some(std::process::id() as i32)),
+        Some(own)
+    );
+    // A process that started later has a later (or equal) time; a pid
+    // that runs nothing has none.
+    let mut child = std::process::Command::new("sleep")
+        .arg("5")
+        .spawn()
+        .unwrap();
+    let theirs = process_start_time(Some(child.id() as i32)).unwrap();
+    assert!(theirs >= own);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(process_start_time(Some(child.id() as i32)), None);
+    assert_eq!(process_start_time(Some(0)), None);
+    assert_eq!(process_start_time(Some(-5)), None);
+}

@@ -196,9 +196,14 @@ impl Converse {
         let (flags, program_args) = args::parse(&self.args)?;
         let placement = crate::rt::launch::placement(&flags).map_err(ArgError::Launch)?;
         // A launcher shapes the job: without `+p`, its processes of
-        // `++ppn` PEs (1 if not given) make it.
+        // `++ppn` PEs (the program's default, else the launcher's, else 1)
+        // make it.
+        let ppn_asked = flags
+            .ppn
+            .or(self.default_ppn)
+            .or(placement.as_ref().and_then(|p| p.ppn));
         let pes = match &placement {
-            Some(place) if flags.pes.is_none() => place.nodes * flags.ppn.unwrap_or(1),
+            Some(place) if flags.pes.is_none() => place.nodes * ppn_asked.unwrap_or(1),
             _ => flags.pes.unwrap_or(self.default_pes),
         };
         // Started by convrun, a process is one node: `+p` PEs over its
@@ -207,7 +212,7 @@ impl Converse {
             Some(place) if pes % place.nodes == 0 => pes / place.nodes,
             _ => pes,
         };
-        let ppn = flags.ppn.or(self.default_ppn).unwrap_or(ppn_default);
+        let ppn = ppn_asked.unwrap_or(ppn_default);
         if pes % ppn != 0 {
             return Err(ArgError::Layout { pes, ppn });
         }
@@ -216,7 +221,7 @@ impl Converse {
             None => Job::with_nodes(topo, 0..topo.num_nodes(), program_args),
             Some(place) => {
                 crate::proc::panic::set_process(place.node);
-                if flags.ppn.or(self.default_ppn).is_none() && pes % place.nodes != 0 {
+                if ppn_asked.is_none() && pes % place.nodes != 0 {
                     return Err(ArgError::Launch(format!(
                         "the launcher started {} processes but +p {pes} is not a multiple \
                          of them (a process runs ++ppn PEs: +p must be the processes times \

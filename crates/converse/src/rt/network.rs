@@ -101,6 +101,13 @@
 //! or at once when a PE parks ([`Network::pe_parking`]). Checks that find
 //! the PEs still polling space out, up to 1 ms (`watch_module`): each
 //! takes a core from a polling PE when all are busy.
+//!
+//! A module that cannot hear a peer die (shm: nothing tells a process
+//! that another was killed) names a period (`NetModule::peer_check_period`);
+//! the progress thread then calls its `check_peers` that often, and waits
+//! in the module no longer, so that a job whose launcher leaves it running
+//! when one process dies ends, naming that process, instead of waiting for
+//! it.
 use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -1337,7 +1344,18 @@ fn watch_module(module: &dyn NetModule, watch: &Watch, stop: &AtomicBool, shared
     let longest = check.max(CHECK_BACKOFF_MAX);
     let mut period = check;
     let mut received = module.bytes_received();
+    let peer_check = module.peer_check_period();
+    let mut peers_checked = std::time::Instant::now();
     while !stop.load(Ordering::Acquire) {
+        // Peers the module cannot hear die: looked at on this thread's
+        // rounds, whether or not the PEs poll (they may spin for ever
+        // waiting for a dead one).
+        if let Some(every) = peer_check {
+            if peers_checked.elapsed() >= every {
+                module.check_peers();
+                peers_checked = std::time::Instant::now();
+            }
+        }
         // While idle PEs poll, stay out of their way; watch once none has
         // polled for a while, or one parks.
         let seen = watch.polls.load(Ordering::Relaxed);
@@ -1372,7 +1390,10 @@ fn watch_module(module: &dyn NetModule, watch: &Watch, stop: &AtomicBool, shared
         module.flush_all();
         watch.blocked.store(true, Ordering::SeqCst);
         std::sync::atomic::fence(Ordering::SeqCst);
-        let timeout = module.has_queued().then_some(WATCH_CHECK);
+        let timeout = match (module.has_queued().then_some(WATCH_CHECK), peer_check) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let polled = module.poll(PollDir::InFirst, timeout);
         watch.blocked.store(false, Ordering::SeqCst);
         watching = watch.polls.load(Ordering::Relaxed) == seen;

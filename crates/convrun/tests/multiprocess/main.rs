@@ -2,8 +2,8 @@
 //!
 //! This one test binary is both sides:
 //!
-//! - Started by `convrun` (`CONVERSE_LAUNCHER` is set), by `mpiexec`
-//!   (`PMI_RANK`), or by a case that makes a launcher's environment itself
+//! - Started by `convrun` (`CONVERSE_LAUNCHER` is set), by `mpiexec` or
+//!   `srun` (`PMI_RANK`), or by a case that makes a launcher's environment itself
 //!   (`CONVERSE_TEST_CHILD`), it is a process of a job: it runs the child
 //!   program named by its first argument (see [`child_main`]), and its exit
 //!   code is the process's.
@@ -20,6 +20,7 @@ mod gamma;
 mod launcher;
 mod mpiexec;
 mod scenarios;
+mod srun;
 mod ssh;
 mod trace;
 mod watchdog;
@@ -77,6 +78,7 @@ fn main() {
     cases.extend(flood::cases());
     cases.extend(gamma::cases());
     cases.extend(mpiexec::cases());
+    cases.extend(srun::cases());
     cases.extend(trace::cases());
     cases.extend(watchdog::cases());
     let selected: Vec<&Case> = cases

@@ -206,7 +206,7 @@ fn mpiexec_faults() {
 }
 
 /// The job's shared-memory names in `/dev/shm`.
-fn shm_names() -> std::collections::BTreeSet<String> {
+pub(crate) fn shm_names() -> std::collections::BTreeSet<String> {
     std::fs::read_dir("/dev/shm")
         .map(|dir| {
             dir.filter_map(|e| e.ok())

@@ -222,6 +222,7 @@ pub(super) fn placement() -> Result<Option<Placement>, String> {
         hosts,
         timeout,
         host_pes,
+        ppn: None,
         boot: Arc::new(Convrun::new(launcher, timeout)),
     }))
 }
@@ -758,6 +759,7 @@ mod tests {
             hosts: None,
             timeout: boot.timeout,
             host_pes: None,
+            ppn: None,
             boot,
         }
     }

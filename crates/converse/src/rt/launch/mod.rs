@@ -116,6 +116,9 @@ pub(crate) struct Placement {
     pub timeout: Duration,
     /// PEs of the job on this host, if the bootstrap said.
     pub host_pes: Option<usize>,
+    /// PEs per process the launcher asked for (Slurm's `--cpus-per-task`),
+    /// if the command line said neither `+p` nor `++ppn`.
+    pub ppn: Option<usize>,
     /// Who placed the process, for the card exchange and after.
     boot: Arc<dyn Bootstrap>,
 }
@@ -163,12 +166,14 @@ pub(super) fn host_name() -> String {
 /// The hosts of a launcher's job from a label of each process's host (its
 /// name, or the launcher's node number), in order: every process's host
 /// numbered by first appearance, how many hosts, and the PEs on the host
-/// of process `rank` (`++ppn` of them per process, from `config`). O(P):
+/// of process `rank` (`++ppn` of them per process, from `config`, else
+/// the launcher's `hint`). O(P):
 /// labels are looked up by hash, not compared with every host before.
 pub(super) fn host_layout<L: Eq + std::hash::Hash>(
     labels: &[L],
     rank: usize,
     config: &Config,
+    hint: Option<usize>,
 ) -> (Vec<usize>, usize, usize) {
     let mut seen: std::collections::HashMap<&L, usize> = std::collections::HashMap::new();
     let hosts: Vec<usize> = labels
@@ -180,6 +185,7 @@ pub(super) fn host_layout<L: Eq + std::hash::Hash>(
         .collect();
     let ppn = config
         .ppn
+        .or(hint)
         .or(config.pes.map(|p| p / labels.len().max(1)))
         .unwrap_or(1)
         .max(1);
@@ -333,14 +339,20 @@ mod tests {
             ppn: Some(2),
             ..Config::default()
         };
-        assert_eq!(host_layout(&names, 0, &config), (vec![0, 1, 0, 2, 1], 3, 4));
-        assert_eq!(host_layout(&names, 3, &config).2, 2);
+        assert_eq!(
+            host_layout(&names, 0, &config, None),
+            (vec![0, 1, 0, 2, 1], 3, 4)
+        );
+        assert_eq!(host_layout(&names, 3, &config, None).2, 2);
+        // ++ppn over the launcher's hint, the hint over one PE each.
+        assert_eq!(host_layout(&names, 3, &config, Some(8)).2, 2);
+        assert_eq!(host_layout(&names, 3, &Config::default(), Some(8)).2, 8);
         // Without ++ppn: +p over the processes, else one PE each.
         let config = Config {
             pes: Some(15),
             ..Config::default()
         };
-        assert_eq!(host_layout(&names, 1, &config).2, 6);
-        assert_eq!(host_layout(&names, 1, &Config::default()).2, 2);
+        assert_eq!(host_layout(&names, 1, &config, None).2, 6);
+        assert_eq!(host_layout(&names, 1, &Config::default(), None).2, 2);
     }
 }

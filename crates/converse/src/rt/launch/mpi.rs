@@ -116,7 +116,8 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         .and_then(|s| u64::from_str_radix(s, 16).ok())
         .ok_or("rank 0 sent no segment id")?;
     let labels = mpi::allgather_word(host_hash(&host)).map_err(|e| e.to_string())?;
-    let (hosts, _, host_pes) = super::host_layout(&labels, rank, config);
+    let ppn = super::pmi::launcher_ppn(config, size, |v| std::env::var(v).ok());
+    let (hosts, _, host_pes) = super::host_layout(&labels, rank, config, ppn);
     Ok(Some(Placement {
         node: rank,
         nodes: size,
@@ -127,6 +128,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         hosts: Some(hosts),
         timeout: Duration::from_secs(config.timeout.unwrap_or(super::DEFAULT_TIMEOUT_SECS)),
         host_pes: Some(host_pes),
+        ppn,
         boot: Arc::new(Mpi {
             cards: std::sync::OnceLock::new(),
         }),

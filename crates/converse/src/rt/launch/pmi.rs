@@ -106,35 +106,76 @@ impl Drop for Pmi {
 }
 
 /// Launchers that give a rank without a PMI-1 connection: (variable
-/// holding the job's size, launcher's name).
-const NO_PMI1: &[(&str, &str)] = &[
-    ("OMPI_COMM_WORLD_SIZE", "Open MPI's mpirun"),
-    ("SLURM_STEP_NUM_TASKS", "Slurm's srun"),
-    ("FLUX_JOB_SIZE", "Flux"),
+/// holding the job's size, launcher's name, what to do instead). Slurm's
+/// `srun` gives one with its `pmi2` plugin (`--mpi=pmi2`, or `MpiDefault=pmi2`
+/// in `slurm.conf`), which answers PMI-1 requests as well as PMI-2 ones.
+const NO_PMI1: &[(&str, &str, &str)] = &[
+    (
+        "OMPI_COMM_WORLD_SIZE",
+        "Open MPI's mpirun",
+        "start the job with MPICH's mpiexec, or with convrun",
+    ),
+    (
+        "SLURM_STEP_NUM_TASKS",
+        "Slurm's srun",
+        "run `srun --mpi=pmi2` (or set MpiDefault=pmi2 in slurm.conf), or start \
+         the job with convrun",
+    ),
+    (
+        "FLUX_JOB_SIZE",
+        "Flux",
+        "start the job with MPICH's mpiexec, or with convrun",
+    ),
 ];
 
 /// Slurm's step ids above this are its special steps (the batch script's
 /// own, `extern`, interactive): not a parallel step started by `srun`.
 const SLURM_MAX_STEP_ID: u32 = 0xFFFF_FFF0;
 
+/// True if the environment (`var`) is that of a parallel step of Slurm
+/// (`srun`), not a batch script's or an allocation's own.
+fn in_slurm_step(var: &impl Fn(&str) -> Option<String>) -> bool {
+    var("SLURM_STEP_ID")
+        .and_then(|s| s.parse::<u32>().ok())
+        .is_some_and(|s| s < SLURM_MAX_STEP_ID)
+}
+
+/// The PEs per process the cluster's launcher asked for, when the command
+/// line says neither `+p` nor `++ppn`: Slurm's `--cpus-per-task`
+/// (`SLURM_CPUS_PER_TASK`) in a parallel step of `ranks` tasks, so that
+/// `srun -n 4 -c 8 prog` runs 4 processes of 8 PEs, one per CPU Slurm gave
+/// each.
+pub(super) fn launcher_ppn(
+    config: &Config,
+    ranks: usize,
+    var: impl Fn(&str) -> Option<String>,
+) -> Option<usize> {
+    if config.ppn.is_some() || config.pes.is_some() || !in_slurm_step(&var) {
+        return None;
+    }
+    let tasks = var("SLURM_STEP_NUM_TASKS").and_then(|n| n.parse::<usize>().ok());
+    if tasks != Some(ranks) {
+        return None;
+    }
+    var("SLURM_CPUS_PER_TASK")
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|&n| n >= 1 && n.saturating_mul(ranks) <= crate::proc::args::MAX_PES)
+}
+
 /// If a launcher that gives no PMI-1 connection started this process as
 /// one of several, why the job cannot run (`var` reads the environment).
 /// A batch script's environment is no step: Slurm's variables count only
 /// with a parallel step's id (`SLURM_STEP_ID`).
 fn foreign_launcher(var: impl Fn(&str) -> Option<String>) -> Option<String> {
-    for (size_var, launcher) in NO_PMI1 {
-        if size_var.starts_with("SLURM_") {
-            let step = var("SLURM_STEP_ID").and_then(|s| s.parse::<u32>().ok());
-            if step.is_none_or(|s| s >= SLURM_MAX_STEP_ID) {
-                continue;
-            }
+    for (size_var, launcher, instead) in NO_PMI1 {
+        if size_var.starts_with("SLURM_") && !in_slurm_step(&var) {
+            continue;
         }
         if let Some(n) = var(size_var).and_then(|n| n.parse::<usize>().ok()) {
             if n > 1 {
                 return Some(format!(
                     "started by {launcher} as one of {n} processes ({size_var}), which \
-                     gives no PMI-1 connection (PMI_FD): start the job with MPICH's \
-                     mpiexec, or with convrun"
+                     gives no PMI-1 connection (PMI_FD): {instead}"
                 ));
             }
         }
@@ -239,8 +280,9 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     // Hosts are numbered in order of first appearance: the launcher's
     // nodes, else (a launcher without the map) the names every rank put,
     // one `get` each.
+    let ppn = launcher_ppn(config, size, |v| std::env::var(v).ok());
     let (hosts, host_count, host_pes) = match mapped {
-        Some(nodes) => super::host_layout(&nodes, rank, config),
+        Some(nodes) => super::host_layout(&nodes, rank, config, ppn),
         None => {
             let names = (0..size)
                 .map(|r| {
@@ -251,7 +293,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
                     }
                 })
                 .collect::<Result<Vec<String>, String>>()?;
-            super::host_layout(&names, rank, config)
+            super::host_layout(&names, rank, config, ppn)
         }
     };
     let netmod = match &config.netmod {
@@ -269,6 +311,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         hosts: Some(hosts),
         timeout,
         host_pes: Some(host_pes),
+        ppn,
         boot: Arc::new(Pmi {
             link: Mutex::new(link),
             rank,
@@ -463,13 +506,55 @@ mod tests {
             "{why}"
         );
         let step = [("SLURM_STEP_ID", "0"), ("SLURM_STEP_NUM_TASKS", "8")];
-        assert!(foreign_launcher(env(&step)).unwrap().contains("srun"));
+        let why = foreign_launcher(env(&step)).unwrap();
+        assert!(
+            why.contains("Slurm's srun") && why.contains("srun --mpi=pmi2"),
+            "{why}"
+        );
         // One process is a plain one-process job.
         assert_eq!(
             foreign_launcher(env(&[("OMPI_COMM_WORLD_SIZE", "1")])),
             None
         );
         assert_eq!(foreign_launcher(env(&[])), None);
+    }
+
+    #[test]
+    fn slurms_cpus_per_task_is_the_ppn_of_a_step_whose_command_line_says_none() {
+        let step = [
+            ("SLURM_STEP_ID", "3"),
+            ("SLURM_STEP_NUM_TASKS", "4"),
+            ("SLURM_CPUS_PER_TASK", "8"),
+        ];
+        let none = Config::default();
+        assert_eq!(launcher_ppn(&none, 4, env(&step)), Some(8));
+        // The command line decides when it says anything.
+        let ppn = Config {
+            ppn: Some(2),
+            ..Config::default()
+        };
+        assert_eq!(launcher_ppn(&ppn, 4, env(&step)), None);
+        let pes = Config {
+            pes: Some(4),
+            ..Config::default()
+        };
+        assert_eq!(launcher_ppn(&pes, 4, env(&step)), None);
+        // Another step's tasks, a batch script, nonsense: no hint.
+        assert_eq!(launcher_ppn(&none, 2, env(&step)), None);
+        let batch = [
+            ("SLURM_STEP_ID", "4294967291"),
+            ("SLURM_STEP_NUM_TASKS", "4"),
+            ("SLURM_CPUS_PER_TASK", "8"),
+        ];
+        assert_eq!(launcher_ppn(&none, 4, env(&batch)), None);
+        for junk in ["0", "-1", "eight", "99999999999"] {
+            let bad = [
+                ("SLURM_STEP_ID", "3"),
+                ("SLURM_STEP_NUM_TASKS", "4"),
+                ("SLURM_CPUS_PER_TASK", junk),
+            ];
+            assert_eq!(launcher_ppn(&none, 4, env(&bad)), None, "{junk}");
+        }
     }
 
     #[test]
