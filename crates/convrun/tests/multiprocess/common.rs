@@ -75,6 +75,35 @@ impl Finished {
         self
     }
 
+    /// Why this run of core program `name` (over `ranks` processes of `ppn`
+    /// PEs, module `netmod`, started as `how`) is not what it should be:
+    /// exit code 0, the start-up banner and `ok NAME`; `None` if it is.
+    pub fn core_run_fault(
+        &self,
+        name: &str,
+        ranks: usize,
+        ppn: usize,
+        netmod: &str,
+        how: &str,
+    ) -> Option<String> {
+        let ok = format!("ok {name}");
+        let banner = format!(
+            "converse: {} PEs in {ranks} processes of {ppn} PE{}, netmod {netmod}",
+            ranks * ppn,
+            if ppn == 1 { "" } else { "s" }
+        );
+        let lines: Vec<&str> = self.stdout.lines().collect();
+        let right = self.code == Some(0)
+            && lines.contains(&ok.as_str())
+            && lines.contains(&banner.as_str());
+        (!right).then(|| {
+            format!(
+                "=== {name} {how}: expected code 0, `{banner}` and `{ok}`, got {:?}\n--- stdout\n{}\n--- stderr\n{}",
+                self.code, self.stdout, self.stderr
+            )
+        })
+    }
+
     /// Asserts that standard error has the whole line `line` (a last line
     /// without a newline counts).
     pub fn expect_err_line(&self, line: &str) -> &Self {

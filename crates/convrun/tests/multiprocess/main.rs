@@ -19,6 +19,7 @@ mod flood;
 mod gamma;
 mod launcher;
 mod mpiexec;
+mod openmpi;
 mod scenarios;
 mod srun;
 mod ssh;
@@ -79,6 +80,7 @@ fn main() {
     cases.extend(gamma::cases());
     cases.extend(mpiexec::cases());
     cases.extend(srun::cases());
+    cases.extend(openmpi::cases());
     cases.extend(trace::cases());
     cases.extend(watchdog::cases());
     let selected: Vec<&Case> = cases

@@ -75,21 +75,8 @@ fn mpiexec_core() {
                 ("core_groups", vec!["src"]),
             ] {
                 let f = mpi_job(launcher, ranks, name, &extra, &flags);
-                let ok = format!("ok {name}");
-                let banner = format!(
-                    "converse: {pes} PEs in {ranks} processes of {ppn} PE{}, netmod {netmod}",
-                    if ppn == 1 { "" } else { "s" }
-                );
-                let lines: Vec<&str> = f.stdout.lines().collect();
-                if f.code != Some(0)
-                    || !lines.contains(&ok.as_str())
-                    || !lines.contains(&banner.as_str())
-                {
-                    failures.push(format!(
-                        "=== {name} under mpiexec -n {ranks} {flags:?}: expected code 0, `{banner}` and `{ok}`, got {:?}\n--- stdout\n{}\n--- stderr\n{}",
-                        f.code, f.stdout, f.stderr
-                    ));
-                }
+                let how = format!("under mpiexec -n {ranks} {flags:?}");
+                failures.extend(f.core_run_fault(name, ranks, ppn, netmod, &how));
             }
         }
     }
@@ -202,6 +189,22 @@ fn mpiexec_faults() {
     }
     for name in shm_names().difference(&before) {
         let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    }
+}
+
+/// Runs `case`, then removes the shared-memory names that jobs it started
+/// left: a process killed by a signal (`kill -9`, `scancel`) removes none of
+/// its own, and `srun` or `mpirun` knows nothing of them (`convrun` removes a killed
+/// job's names; private segments without names, issue 50, will leave
+/// nothing).
+pub(crate) fn removing_left_names(case: impl FnOnce()) {
+    let before = shm_names();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(case));
+    for name in shm_names().difference(&before) {
+        let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    }
+    if let Err(panic) = result {
+        std::panic::resume_unwind(panic);
     }
 }
 

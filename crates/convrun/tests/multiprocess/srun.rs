@@ -15,23 +15,7 @@ use std::time::Duration;
 use crate::Case;
 use crate::common::{Finished, launch_with, me};
 use crate::launcher::{Running, expect_gone, expect_stderr, kill_and_wait};
-use crate::mpiexec::shm_names;
-
-/// Runs `case`, then removes the shared-memory names that jobs it started
-/// left: a task killed by a signal (`kill -9`, `scancel`) removes none of
-/// its own, and `srun` knows nothing of them (`convrun` removes a killed
-/// job's names; private segments without names, issue 50, will leave
-/// nothing).
-fn removing_left_names(case: impl FnOnce()) {
-    let before = shm_names();
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(case));
-    for name in shm_names().difference(&before) {
-        let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
-    }
-    if let Err(panic) = result {
-        std::panic::resume_unwind(panic);
-    }
-}
+use crate::mpiexec::removing_left_names;
 
 /// The network modules the core programs run over: shm and tcp, and with
 /// the `mpi` feature (MPI start-up instead of PMI-1) the MPI module too.
@@ -91,22 +75,8 @@ fn srun_core() {
             let srun_args = ["-n", n.as_str(), "-c", c.as_str()];
             for name in ["core_sends", "core_bcast", "core_reduce", "core_large"] {
                 let f = srun_job(&srun_args, name, &["++netmod", netmod]);
-                let ok = format!("ok {name}");
-                let banner = format!(
-                    "converse: {} PEs in {tasks} processes of {ppn} PE{}, netmod {netmod}",
-                    tasks * ppn,
-                    if ppn == 1 { "" } else { "s" }
-                );
-                let lines: Vec<&str> = f.stdout.lines().collect();
-                if f.code != Some(0)
-                    || !lines.contains(&ok.as_str())
-                    || !lines.contains(&banner.as_str())
-                {
-                    failures.push(format!(
-                        "=== {name} under srun {srun_args:?} over {netmod}: expected code 0, `{banner}` and `{ok}`, got {:?}\n--- stdout\n{}\n--- stderr\n{}",
-                        f.code, f.stdout, f.stderr
-                    ));
-                }
+                let how = format!("under srun {srun_args:?} over {netmod}");
+                failures.extend(f.core_run_fault(name, tasks, ppn, netmod, &how));
             }
         }
     }

@@ -113,7 +113,9 @@ const NO_PMI1: &[(&str, &str, &str)] = &[
     (
         "OMPI_COMM_WORLD_SIZE",
         "Open MPI's mpirun",
-        "start the job with MPICH's mpiexec, or with convrun",
+        "build the program with the mpi feature against Open MPI \
+         (`MPICC=mpicc.openmpi cargo build --features converse/mpi`), or start the job \
+         with MPICH's mpiexec or with convrun",
     ),
     (
         "SLURM_STEP_NUM_TASKS",
