@@ -207,7 +207,10 @@ impl IdleState {
 
     /// [`IdleState::wait`], calling `on_park` once polling gave up, just
     /// before the PE parks (a multi-process job hands the watch over the
-    /// network to its progress thread there).
+    /// network to its progress thread there). `moved` says whether the
+    /// PE's polls moved bytes over the network since it was last asked: a
+    /// [`Patience::Full`] wait that hears yes at the end of its yield phase
+    /// polls another one (see "Patience while bytes move").
     pub fn wait_then(
         &self,
         has_work: impl Fn() -> bool,
