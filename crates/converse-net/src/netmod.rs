@@ -335,6 +335,11 @@ pub trait Upcalls: Send + Sync {
     }
 }
 
+/// [`NetModule::send_window`] of a module that says nothing else: 8 MiB,
+/// two messages of 4 MiB in flight, so that a stream of them never waits
+/// for the sender's next copy.
+pub const DEFAULT_SEND_WINDOW: usize = 8 << 20;
+
 /// A network module (Nemesis netmod). See the module comment for the map to
 /// the spec.
 pub trait NetModule: Send + Sync {
@@ -543,6 +548,16 @@ pub trait NetModule: Send + Sync {
     /// Bytes accepted for `peer` and not yet sent: what a sender throttles
     /// on (flow control).
     fn backlog(&self, peer: usize) -> usize;
+
+    /// The [`NetModule::backlog`] to one peer above which a sending PE
+    /// waits, and about half of which it waits for (the layer above's
+    /// flow control). [`DEFAULT_SEND_WINDOW`] unless the module's sends
+    /// keep their copies longer (the MPI module's, until the peer has
+    /// taken them): a window of copies larger than the caches makes every
+    /// copy a copy to memory.
+    fn send_window(&self) -> usize {
+        DEFAULT_SEND_WINDOW
+    }
 
     /// The layer above has room again ([`Upcalls::room`] said no before):
     /// receive what waits.

@@ -1,5 +1,7 @@
 //! The MPI network module alone, between two ranks (feature `mpi`): every
-//! send call with frames of 0 B to 4 MiB both ways, contents checked; a
+//! send call with frames of 0 B to 4 MiB both ways, contents checked;
+//! large copying sends lent to MPI from the caller's memory, both ways at
+//! once; a
 //! request whose continuation adds data, with a frame sent after it; a VC
 //! terminated, then used again (the spec's "may be used for communication
 //! again later").
@@ -172,6 +174,38 @@ fn rank_main(rank: usize) {
     poll_until(&m, &rec, "the sends complete", || {
         reqs.iter().all(SendRequest::is_complete) && !m.has_queued()
     });
+    assert_eq!(m.backlog(peer), 0);
+
+    // Copying sends of large messages lent to MPI from the caller's memory
+    // (a short first piece, a last one of at least `BORROWED_MIN`): both
+    // ranks at once, so each waits in its send for the other, which takes
+    // it while waiting in its own. The call returns with the request
+    // complete, and the caller's bytes written over afterwards change
+    // nothing that arrives.
+    let lent = [mpi::BORROWED_MIN, 4 << 20];
+    for (k, &len) in lent.iter().enumerate() {
+        let mut body = pattern(len + 32, 200 + k as u32 + 100 * me as u32);
+        let r = SendRequest::new();
+        m.send_noncontig(
+            peer,
+            r.clone(),
+            header(len + 32, 80 + k as u32, me),
+            &[&body[..32], &body[32..]],
+        )
+        .unwrap();
+        assert!(r.is_complete(), "a lent send returns once MPI is done");
+        body.fill(0xEE);
+    }
+    poll_until(&m, &rec, "the lent sends arrive", || {
+        rec.frames.lock().unwrap().len() == lent.len()
+    });
+    for (k, (h, body)) in take(&rec).into_iter().enumerate() {
+        assert_eq!(h.tag, 80 + k as u32, "lent frames in order");
+        assert!(
+            body == pattern(lent[k] + 32, 200 + k as u32 + 100 * peer as u32),
+            "lent frame {k} differs"
+        );
+    }
     assert_eq!(m.backlog(peer), 0);
 
     // A request whose continuation adds two more pieces of the frame; a

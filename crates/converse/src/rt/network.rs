@@ -307,17 +307,19 @@ const RECV_BUDGET: usize = 8 << 20;
 /// block and its place in an inbox.
 const MSG_OVERHEAD: usize = 64;
 
-/// Bytes queued for one peer process above which a sending PE waits
-/// ([`Network::over_high_water`]), and below which it goes on. Half the
-/// high water and a little more, not less: a stream of large messages (4
-/// MiB of payload each, lent to the peer until it has read them) then
+/// Bytes queued for one peer process below which a sending PE that waited
+/// ([`Network::over_high_water`]: more than the module's
+/// `NetModule::send_window`) goes on: half the window and a little more,
+/// not less. A stream of large messages (4 MiB of payload each, lent to the
+/// peer until it has read them, in the default window of 8 MiB) then
 /// resumes while the peer still has one to read, so the peer never waits
 /// for the sender's next copy. The margin covers a message's header: with
 /// exactly half, one 4 MiB message left (4 MiB + its header) was over the
 /// mark, and the sender waited until the peer had read both (measured: its
 /// copies and the peer's reads then took turns, 3-4 GB/s).
-const SEND_HIGH_WATER: usize = 8 << 20;
-const SEND_LOW_WATER: usize = SEND_HIGH_WATER / 2 + (64 << 10);
+fn send_low_water(window: usize) -> usize {
+    window / 2 + (64 << 10)
+}
 
 /// Messages at least this long that a PE sends by copy (`sync_send`) to a
 /// module that gathers are written from the sender's buffer
@@ -974,12 +976,14 @@ impl Network {
     /// wait (and meanwhile take its own messages) before sending more.
     #[inline]
     pub fn over_high_water(&self, node: usize) -> bool {
-        self.module(node).backlog(node) > SEND_HIGH_WATER
+        let module = self.module(node);
+        module.backlog(node) > module.send_window()
     }
 
     /// True once the queue for node `node` is low enough to send again.
     pub fn below_low_water(&self, node: usize) -> bool {
-        self.module(node).backlog(node) <= SEND_LOW_WATER
+        let module = self.module(node);
+        module.backlog(node) <= send_low_water(module.send_window())
     }
 
     /// A PE that was polling parks: the progress thread watches the network
