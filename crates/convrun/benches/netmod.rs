@@ -26,7 +26,9 @@
 //!   `mpiexec -n 2` over `++netmod mpi`. Baselines `raw_mpi_oneway_<size>`
 //!   and `raw_mpi_stream_<size>`: two ranks bounce and stream the same
 //!   bytes with blocking `MPI_Send`/`MPI_Recv` (the `mpi` crate, in the
-//!   same run).
+//!   same run). Against Open MPI: build with `MPICC=mpicc.openmpi` (its
+//!   own `--target-dir`) and set `CONVERSE_BENCH_MPIEXEC="mpirun.openmpi
+//!   --oversubscribe"` (plus `--allow-run-as-root` as root).
 //! - `rdma_get_<size>` (`-- rdma`): PE 0 gets `<size>` bytes of PE 1's
 //!   registered memory into its own (`cmi::rdma::get_into` a `DmaBuffer`,
 //!   then `wait`), PE 1 in another process over shm (single copy from 4
@@ -198,11 +200,11 @@ fn driver() {
 fn job_figures(netmod: &str, raw: &Raw) {
     let me = me();
     // The MPI module runs under the MPI launcher; the others under convrun.
+    let mpi_launcher = mpi_launcher();
     let (launcher, args) = if netmod == "mpi" {
-        (
-            "mpiexec",
-            vec!["-n", "2", &me, "job-pingpong", "++netmod", "mpi"],
-        )
+        let mut args: Vec<&str> = mpi_launcher[1..].iter().map(String::as_str).collect();
+        args.extend(["-n", "2", &me, "job-pingpong", "++netmod", "mpi"]);
+        (mpi_launcher[0].as_str(), args)
     } else {
         (
             CONVRUN,
@@ -868,11 +870,29 @@ fn raw_peer(addr: &str) {
 
 // ---- the raw MPI baseline --------------------------------------------------------
 
+/// The MPI launcher and its leading arguments: `CONVERSE_BENCH_MPIEXEC`
+/// split at spaces (`mpirun.openmpi --oversubscribe` for a build against
+/// Open MPI), `mpiexec` without it.
+fn mpi_launcher() -> Vec<String> {
+    let words: Vec<String> = std::env::var("CONVERSE_BENCH_MPIEXEC")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    if words.is_empty() {
+        vec!["mpiexec".to_string()]
+    } else {
+        words
+    }
+}
+
 /// Runs the raw MPI ping-pong and stream (`raw-mpi`) under `mpiexec -n 2`
 /// and reads rank 0's figures.
 #[cfg(feature = "mpi")]
 fn raw_mpi_figures() -> Raw {
-    let out = Command::new("mpiexec")
+    let launcher = mpi_launcher();
+    let out = Command::new(&launcher[0])
+        .args(&launcher[1..])
         .args(["-n", "2", &me(), "raw-mpi"])
         .stderr(Stdio::inherit())
         .output()
