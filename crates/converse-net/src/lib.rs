@@ -19,6 +19,7 @@ pub mod lmt;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod netmod;
+mod process;
 pub mod shm;
 mod sync;
 pub mod tcp;

@@ -60,6 +60,17 @@
 //! frame that cannot go so (frames queued before it, a long lead, a
 //! continuation) is packed whole and queued, as the default does.
 //!
+//! # Lost peers
+//!
+//! An MPI library may not tell the others when a rank's process dies
+//! (killed under Slurm's `srun` without `--kill-on-bad-exit`, MPICH's
+//! ranks waited for ever). The ranks on this process's host, with their
+//! pids and start times gathered at start-up ([`LocalPeer`]), are looked
+//! at every [`PEER_CHECK`] by the progress thread (`kill(pid, 0)` each):
+//! one gone before its close came fails its VC, naming its pid, and the
+//! job ends naming the process. Ranks on other hosts are not watched
+//! here.
+//!
 //! # Threads
 //!
 //! MPI is initialized with `MPI_THREAD_SERIALIZED`, and every MPI call of
@@ -128,6 +139,10 @@ pub const BORROWED_MIN: usize = 256 << 10;
 /// (64 KiB and 1 MiB streams, copied): 2.2-3.3 GB/s with 8 MiB, 4.2-6.2
 /// with 1 MiB, 3.3-5.5 with 2 MiB.
 pub const SEND_WINDOW: usize = 1 << 20;
+
+/// How often the progress thread looks whether the watched ranks on this
+/// host still run (see "Lost peers").
+pub const PEER_CHECK: Duration = Duration::from_millis(200);
 
 /// The longest sleep of the progress thread between probes while nothing
 /// arrives.
@@ -238,7 +253,7 @@ pub fn allgather(bytes: &[u8]) -> Result<Vec<Vec<u8>>, NetError> {
     let mut lens = Vec::new();
     let mut displs = Vec::new();
     let mut total: usize = 0;
-    for l in gather_words(bytes.len() as u64)? {
+    for l in gather_words(&[bytes.len() as u64])? {
         let l = c_int::try_from(l)
             .map_err(|_| NetError::local("mpi: a length beyond 2 GiB gathered"))?;
         lens.push(l);
@@ -317,30 +332,61 @@ pub fn any(mine: bool) -> Result<bool, NetError> {
 /// fixed-size word (no lengths to gather first). Collective.
 pub fn allgather_word(mine: u64) -> Result<Vec<u64>, NetError> {
     let _mpi = lock(&MPI_LOCK);
+    gather_words(&[mine])
+}
+
+/// Every process's `mine`, rank after rank (`mine.len()` words each, the
+/// same number on every process): one `MPI_Allgather`. Collective.
+pub fn allgather_words(mine: &[u64]) -> Result<Vec<u64>, NetError> {
+    let _mpi = lock(&MPI_LOCK);
     gather_words(mine)
 }
 
-/// [`allgather_word`]'s work, for a caller holding `MPI_LOCK`.
-fn gather_words(mine: u64) -> Result<Vec<u64>, NetError> {
+/// [`allgather_words`]'s work, for a caller holding `MPI_LOCK`.
+fn gather_words(mine: &[u64]) -> Result<Vec<u64>, NetError> {
     let mut size: c_int = 0;
     // SAFETY: MPI is initialized; writes one int.
     let rc = unsafe { ffi::MPI_Comm_size(world(), &mut size) };
     check(rc, "MPI_Comm_size")?;
-    let mut all = vec![0u64; size as usize];
-    // SAFETY: one u64 sent, `size` u64s received into `all`.
+    let each = c_int::try_from(mine.len())
+        .map_err(|_| NetError::local("mpi: too many words to gather"))?;
+    let mut all = vec![0u64; size as usize * mine.len()];
+    // SAFETY: `each` u64s sent, `each` from each of `size` ranks received
+    // into `all`, which holds that many.
     let rc = unsafe {
         ffi::MPI_Allgather(
-            (&mine as *const u64).cast(),
-            1,
+            mine.as_ptr().cast(),
+            each,
             ffi::RSMPI_UINT64_T,
             all.as_mut_ptr().cast(),
-            1,
+            each,
             ffi::RSMPI_UINT64_T,
             world(),
         )
     };
     check(rc, "MPI_Allgather")?;
     Ok(all)
+}
+
+/// This process as a peer on its host sees it: its pid and its start
+/// time (see [`LocalPeer`]); 0 for a start time that cannot be read.
+pub fn own_process() -> (u32, u64) {
+    (
+        std::process::id(),
+        crate::process::process_start_time(None).unwrap_or(0),
+    )
+}
+
+/// A rank on this process's host, as it said at start-up
+/// ([`own_process`]): watched while the job runs (see "Lost peers").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LocalPeer {
+    /// Its rank.
+    pub rank: usize,
+    /// Its pid.
+    pub pid: u32,
+    /// Its start time, in clock ticks since the host booted.
+    pub start: u64,
 }
 
 /// The business card of rank `rank`'s MPI module: the rank itself, so a
@@ -476,6 +522,9 @@ pub struct MpiModule {
     /// Senders waiting in [`MpiModule::wait_for`]: they progress the
     /// module, so the progress thread keeps out of their way.
     borrowed_waits: AtomicUsize,
+    /// The ranks on this host whose processes are watched (see "Lost
+    /// peers"), each with whether it was found gone.
+    local: OnceLock<Vec<(LocalPeer, AtomicBool)>>,
 }
 
 impl MpiModule {
@@ -503,6 +552,46 @@ impl MpiModule {
             busy: AtomicUsize::new(0),
             peer_closed: (0..nodes).map(|_| AtomicBool::new(false)).collect(),
             borrowed_waits: AtomicUsize::new(0),
+            local: OnceLock::new(),
+        }
+    }
+
+    /// Watches the processes of `peers` (ranks on this host) while the job
+    /// runs: those whose pid names the same process here (its start time
+    /// matches), other ranks of this job. Once, before the progress thread
+    /// starts.
+    pub fn watch_local_peers(&self, peers: &[LocalPeer]) {
+        let watched = peers
+            .iter()
+            .filter(|p| p.rank < self.nodes && p.rank != self.me && p.start != 0)
+            .filter(|p| {
+                i32::try_from(p.pid)
+                    .is_ok_and(|pid| crate::process::process_start_time(Some(pid)) == Some(p.start))
+            })
+            .map(|&p| (p, AtomicBool::new(false)))
+            .collect();
+        let _ = self.local.set(watched);
+    }
+
+    /// Fails, once, the VC of each watched rank whose process `alive`
+    /// says is gone, unless its close came first (it ended normally).
+    fn check_local_with(&self, alive: impl Fn(i32) -> bool) {
+        let Some(local) = self.local.get() else {
+            return;
+        };
+        for (peer, gone) in local {
+            let pid = peer.pid as i32;
+            if gone.load(Ordering::Relaxed)
+                || self.peer_closed[peer.rank].load(Ordering::Acquire)
+                || alive(pid)
+                || gone.swap(true, Ordering::AcqRel)
+            {
+                continue;
+            }
+            self.upcalls().vc_failed(
+                peer.rank,
+                format!("its process (pid {pid}) is gone without ending: killed, or it crashed"),
+            );
         }
     }
 
@@ -1526,6 +1615,17 @@ impl NetModule for MpiModule {
 
     fn send_window(&self) -> usize {
         SEND_WINDOW
+    }
+
+    fn peer_check_period(&self) -> Option<Duration> {
+        self.local
+            .get()
+            .is_some_and(|l| !l.is_empty())
+            .then_some(PEER_CHECK)
+    }
+
+    fn check_peers(&self) {
+        self.check_local_with(crate::process::process_alive);
     }
 
     fn resume_receiving(&self) {

@@ -239,6 +239,7 @@
 //!   per batch) and, if it sees `waiting`, clears it and wakes the
 //!   producer's process the same way.
 use crate::lmt::{COOKIE_LEN, Cookie, Mode, Packet, mode_of, transfer_id};
+use crate::process::{process_alive, process_start_time};
 use crate::sync::lock;
 use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
@@ -329,15 +330,6 @@ const READERS_GRACE: Duration = Duration::from_millis(500);
 /// within about this long (one `kill(pid, 0)` per VC each time).
 const PEER_CHECK: Duration = Duration::from_millis(200);
 
-/// True unless process `pid` is known to be gone (a pid read from a peer's
-/// header: only a positive one names a single process).
-fn process_alive(pid: i32) -> bool {
-    match rustix::process::Pid::from_raw(pid) {
-        Some(p) if pid > 0 => rustix::process::test_kill_process(p) != Err(rustix::io::Errno::SRCH),
-        _ => false,
-    }
-}
-
 /// The announcement of ring slot `slot` of process `writer` (never 0).
 fn announcement(writer: usize, slot: usize) -> u64 {
     (slot as u64) << 32 | (writer as u64 + 1)
@@ -361,25 +353,6 @@ fn header_fields(
     f[OFF_ADDR..OFF_ADDR + 8].copy_from_slice(&addr.to_le_bytes());
     f[OFF_START..OFF_START + 8].copy_from_slice(&start.to_le_bytes());
     f
-}
-
-/// When process `pid` (this one if `None`) started, in clock ticks since
-/// the host booted (the 22nd field of its `/proc/PID/stat`), if it can be
-/// read here: the same number for the same process seen from any pid
-/// namespace of the host, so a pid read from a peer's header names that
-/// peer here only if its start time is the one the peer wrote.
-fn process_start_time(pid: Option<i32>) -> Option<u64> {
-    let path = match pid {
-        Some(pid) if pid > 0 => format!("/proc/{pid}/stat"),
-        Some(_) => return None,
-        None => "/proc/self/stat".into(),
-    };
-    let stat = std::fs::read_to_string(path).ok()?;
-    // The command name (field 2) is in parentheses and may hold anything:
-    // fields are counted from the last `)`, which ends it (field 3 is
-    // the first after it).
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_ascii_whitespace().nth(22 - 3)?.parse().ok()
 }
 
 /// A mapping of a segment (or of one ring slot of it), unmapped on drop.

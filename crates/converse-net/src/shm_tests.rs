@@ -2345,26 +2345,3 @@ fn a_peer_gone_without_ending_fails_its_vc_once_and_one_that_ended_does_not() {
     assert!(rb.events().is_empty(), "{:?}", rb.events());
     assert_eq!(b.peer_check_period(), Some(PEER_CHECK));
 }
-
-#[test]
-fn a_process_start_time_names_the_process_from_its_pid() {
-    let own = process_start_time(None).expect("this process's stat reads");
-    assert!(own > 0);
-    assert_eq!(
-        process_start_time(Some(std::process::id() as i32)),
-        Some(own)
-    );
-    // A process that started later has a later (or equal) time; a pid
-    // that runs nothing has none.
-    let mut child = std::process::Command::new("sleep")
-        .arg("5")
-        .spawn()
-        .unwrap();
-    let theirs = process_start_time(Some(child.id() as i32)).unwrap();
-    assert!(theirs >= own);
-    child.kill().unwrap();
-    child.wait().unwrap();
-    assert_eq!(process_start_time(Some(child.id() as i32)), None);
-    assert_eq!(process_start_time(Some(0)), None);
-    assert_eq!(process_start_time(Some(-5)), None);
-}

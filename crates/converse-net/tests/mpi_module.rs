@@ -1,7 +1,7 @@
 //! The MPI network module alone, between two ranks (feature `mpi`): every
 //! send call with frames of 0 B to 4 MiB both ways, contents checked;
 //! large copying sends lent to MPI from the caller's memory, both ways at
-//! once; a
+//! once; a watched rank on this host found gone; a
 //! request whose continuation adds data, with a frame sent after it; a VC
 //! terminated, then used again (the spec's "may be used for communication
 //! again later").
@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use converse_net::frame::{FrameHeader, FrameKind};
-use converse_net::mpi::{self, MpiModule};
+use converse_net::mpi::{self, LocalPeer, MpiModule};
 use converse_net::netmod::{DataAvail, NetModule, PollDir, SendData, SendRequest, Upcalls};
 
 const MAX: usize = 1 << 30;
@@ -123,6 +123,58 @@ fn take(rec: &Record) -> Vec<(FrameHeader, Vec<u8>)> {
     std::mem::take(&mut *rec.frames.lock().unwrap())
 }
 
+/// The start time of process `pid` (field 22 of its `/proc/PID/stat`).
+fn start_time(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 1..];
+    rest.split_ascii_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// Lost peers: a watched rank on this host whose process dies fails its
+/// VC once, naming the pid (a child stands for the peer's process here);
+/// a pid whose start time is another process's is not watched.
+fn lost_peers(m: &MpiModule, rec: &Record, peer: usize) {
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id();
+    let start = start_time(pid);
+    let stranger = MpiModule::new(1 - peer, 2, MAX);
+    stranger.watch_local_peers(&[LocalPeer {
+        rank: peer,
+        pid,
+        start: start + 1,
+    }]);
+    assert_eq!(
+        stranger.peer_check_period(),
+        None,
+        "a pid that is not the peer's"
+    );
+    drop(stranger);
+    m.watch_local_peers(&[LocalPeer {
+        rank: peer,
+        pid,
+        start,
+    }]);
+    assert_eq!(m.peer_check_period(), Some(mpi::PEER_CHECK));
+    m.check_peers();
+    assert!(rec.failed.lock().unwrap().is_empty(), "alive");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    m.check_peers();
+    m.check_peers();
+    let failed = std::mem::take(&mut *rec.failed.lock().unwrap());
+    assert_eq!(
+        failed,
+        [format!(
+            "{peer}: its process (pid {pid}) is gone without ending: killed, or it crashed"
+        )],
+        "once, naming the pid"
+    );
+}
+
 fn rank_main(rank: usize) {
     let (me, size) = mpi::init().expect("MPI initializes");
     assert_eq!((me, size), (rank, 2));
@@ -133,6 +185,7 @@ fn rank_main(rank: usize) {
     assert_eq!(m.business_card(), format!("mpi:{me}"));
     assert!(m.vc_init(peer, "mpi:7").is_err(), "a card for another rank");
     m.vc_init(peer, &format!("mpi:{peer}")).unwrap();
+    lost_peers(&m, &rec, peer);
 
     // Every size through every send call, both ways at once.
     let mut reqs = Vec::new();

@@ -109,15 +109,20 @@ fn srun_abort() {
 
 /// A task killed with SIGKILL ends the job within 5 s, naming the lost
 /// process, although `srun` itself leaves the others running (no
-/// `--kill-on-bad-exit`): over tcp its peers' sockets close, over shm
-/// their progress threads find its pid gone (`converse_net::shm`, "Lost
-/// peers").
+/// `--kill-on-bad-exit`): over tcp its peers' sockets close, over shm and
+/// (with the feature) MPI their progress threads find its pid gone
+/// (`converse_net::shm` and `converse_net::mpi`, "Lost peers").
 fn srun_sigkill() {
     if !slurm() {
         return;
     }
+    let netmods: &[&str] = if cfg!(feature = "mpi") {
+        &["shm", "tcp", "mpi"]
+    } else {
+        &["shm", "tcp"]
+    };
     removing_left_names(|| {
-        for netmod in ["shm", "tcp"] {
+        for &netmod in netmods {
             let me = me();
             let mut job = Running::start_program(
                 "srun",

@@ -179,6 +179,7 @@ fn mpi(init: &Init) -> Result<Box<dyn Joining>, NetError> {
         ));
     }
     let module = crate::net::mpi::MpiModule::new(init.me, init.nodes, init.max_payload);
+    module.watch_local_peers(super::mpi::local_peers());
     Ok(Box::new(Arc::new(module)))
 }
 

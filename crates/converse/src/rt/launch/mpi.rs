@@ -6,12 +6,14 @@
 //! library's. The default network module is then `mpi`.
 //!
 //! What each process sends and keeps at start-up does not grow with the
-//! job but for one number per rank:
+//! job but for a few words per rank:
 //!
 //! - the job key and the segment id: `MPI_Bcast` from rank 0;
-//! - every rank's host: a 64-bit hash of its name, gathered
-//!   (`mpi::allgather_word`: one word per rank, no names; two names with
-//!   one hash, a chance of 2⁻⁶⁴ a pair, would count as one host). Not
+//! - every rank's host: a 64-bit hash of its name, gathered with its pid
+//!   and start time (`mpi::allgather_words`: three words per rank, no
+//!   names; two names with one hash, a chance of 2⁻⁶⁴ a pair, would count
+//!   as one host; the ranks on this host are watched by the MPI module,
+//!   `mpi::LocalPeer`). Not
 //!   `MPI_Comm_split_type`: splitting makes a communicator, which costs
 //!   several collectives more, and every collective is slow when the
 //!   processes outnumber the cores (measured: 64 ranks on 2 cores started
@@ -49,6 +51,16 @@ use crate::proc::args::Config;
 
 /// True once this bootstrap initialized MPI.
 static INITIALIZED: AtomicBool = AtomicBool::new(false);
+
+/// The other ranks on this process's host, as start-up gathered them: the
+/// MPI module watches their processes (`converse_net::mpi`, "Lost
+/// peers").
+static LOCAL_PEERS: std::sync::OnceLock<Vec<mpi::LocalPeer>> = std::sync::OnceLock::new();
+
+/// The other ranks on this process's host (empty before start-up).
+pub(super) fn local_peers() -> &'static [mpi::LocalPeer] {
+    LOCAL_PEERS.get().map_or(&[], Vec::as_slice)
+}
 
 /// How long a failing process waits before `MPI_Abort` ends the job.
 const ABORT_PAUSE: Duration = Duration::from_millis(100);
@@ -115,7 +127,24 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         .ok()
         .and_then(|s| u64::from_str_radix(s, 16).ok())
         .ok_or("rank 0 sent no segment id")?;
-    let labels = mpi::allgather_word(host_hash(&host)).map_err(|e| e.to_string())?;
+    // Each rank's host, pid and start time: three words a rank, in one
+    // collective.
+    let (pid, start) = mpi::own_process();
+    let words = mpi::allgather_words(&[host_hash(&host), u64::from(pid), start])
+        .map_err(|e| e.to_string())?;
+    let labels: Vec<u64> = words.chunks_exact(3).map(|w| w[0]).collect();
+    let mine = labels[rank];
+    let local = words
+        .chunks_exact(3)
+        .enumerate()
+        .filter(|&(r, w)| r != rank && w[0] == mine)
+        .map(|(r, w)| mpi::LocalPeer {
+            rank: r,
+            pid: w[1] as u32,
+            start: w[2],
+        })
+        .collect();
+    let _ = LOCAL_PEERS.set(local);
     let ppn = super::pmi::launcher_ppn(config, size, |v| std::env::var(v).ok());
     let (hosts, _, host_pes) = super::host_layout(&labels, rank, config, ppn);
     Ok(Some(Placement {
