@@ -74,6 +74,10 @@ pub enum FrameKind {
     LmtCookie = 5,
     /// Large-message transfer: done.
     LmtDone = 6,
+    /// Large-message transfer in the Null mode: the message itself, once
+    /// its receiver said clear to send (the tag is the transfer's id;
+    /// received into a message buffer, as a `Message` frame's body).
+    LmtData = 7,
 }
 
 impl FrameKind {
@@ -85,6 +89,7 @@ impl FrameKind {
             4 => FrameKind::LmtCts,
             5 => FrameKind::LmtCookie,
             6 => FrameKind::LmtDone,
+            7 => FrameKind::LmtData,
             _ => return None,
         })
     }
@@ -306,6 +311,7 @@ impl Active {
     fn new(header: FrameHeader, buffers: Option<&dyn MessageBuffers>) -> Active {
         let len = header.len as usize;
         let body = match header.kind {
+            FrameKind::LmtData => ActiveBody::Message(MessageBuf::new(len)),
             FrameKind::Message => {
                 ActiveBody::Message(match buffers.and_then(|b| b.take(&header)) {
                     Some(space) => {
@@ -487,7 +493,9 @@ impl Reassembler {
                 Err(fault) => return Err(self.error(fault)),
             };
             let len = header.len as usize;
-            if header.kind == FrameKind::Message && len < MSG_HEADER_SIZE {
+            if matches!(header.kind, FrameKind::Message | FrameKind::LmtData)
+                && len < MSG_HEADER_SIZE
+            {
                 return Err(self.error(FrameFault::ShortMessage { len }));
             }
             let mut active = Active::new(header, self.buffers.as_deref());
@@ -625,6 +633,7 @@ mod tests {
             Just(FrameKind::LmtCts),
             Just(FrameKind::LmtCookie),
             Just(FrameKind::LmtDone),
+            Just(FrameKind::LmtData),
         ]
     }
 
@@ -646,7 +655,9 @@ mod tests {
             )
                 .prop_map(|(kind, flags, src, tag, mut payload)| {
                     // A message frame holds at least a message header.
-                    if kind == FrameKind::Message && payload.len() < MSG_HEADER_SIZE {
+                    if matches!(kind, FrameKind::Message | FrameKind::LmtData)
+                        && payload.len() < MSG_HEADER_SIZE
+                    {
                         payload.resize(MSG_HEADER_SIZE, 0);
                     }
                     (kind, flags, src, tag, payload)

@@ -2,8 +2,10 @@
 //!
 //! How bytes move between the processes of a job: network modules
 //! following the Nemesis netmod contract (`netmod`: the trait, its upcalls
-//! and the spec-to-Rust table; `shm` and `tcp`), and the frames they carry
-//! (`frame`, with the one reassembly path every module's receive side uses).
+//! and the spec-to-Rust table; `shm` and `tcp`), the frames they carry
+//! (`frame`, with the one reassembly path every module's receive side uses),
+//! and the large-message transfers (`lmt`: the packets; `lmt_transfers`:
+//! the spec's hooks and the transfers in flight).
 //!
 //! This floor knows messages (`converse-msg`) and nothing above: what a
 //! frame *means* to the job (delivery into PEs' inboxes, the exit protocol,
@@ -16,6 +18,7 @@ pub mod counts;
 pub mod frame;
 mod limits;
 pub mod lmt;
+pub mod lmt_transfers;
 #[cfg(feature = "mpi")]
 pub mod mpi;
 pub mod netmod;

@@ -3,17 +3,18 @@
 //! clear-to-send with the receiver's (`LmtCts`), a cookie changed during a
 //! transfer (`LmtCookie`), and the end of a transfer (`LmtDone`). A module
 //! sends them as frames of their kind (`frame`) and reads them back with
-//! [`Packet::parse`]; what it does with them is its own. shm uses them in
-//! its [`Mode::Get`] (`LmtRts` lends the sender's buffer, the receiver
-//! reads it, `LmtDone` gives it back) and [`Mode::Put`] (`LmtRts` asks for
-//! a buffer, `LmtCts` gives the receiver's, the sender writes it, `LmtDone`
-//! tells the receiver it is full).
+//! [`Packet::parse`]; which hook each goes to, and what the transfers in
+//! flight are, is `lmt_transfers`' business (the spec's hooks and its CH3
+//! side). shm runs [`Mode::Get`] (`LmtRts` lends the sender's buffer, the
+//! receiver reads it, `LmtDone` gives it back), [`Mode::Put`] (`LmtRts`
+//! asks for a buffer, `LmtCts` gives the receiver's, the sender writes it,
+//! `LmtDone` tells the receiver it is full) and [`Mode::Cooperative`]
+//! (`LmtRts`, `LmtCts`, then the message through the cells both processes
+//! copy through: the Null mode's exchange).
 //!
 //! A cookie is what the other side needs to move the bytes: here the
 //! address and length of a buffer and the transfer's id (the spec leaves
-//! its contents to the module). The id's low bit says the mode
-//! ([`transfer_id`]): a `LmtDone` then names one transfer on a VC whichever
-//! way it runs, and an `LmtRts` says which mode its sender chose.
+//! its contents to the module).
 //!
 //! # Invariants
 //!
@@ -26,9 +27,9 @@
 //!   business; tested below).
 use crate::frame::{FrameHeader, FrameKind};
 
-/// How a module moves a message too large for its ordinary path (the
-/// spec's transfer modes; its `Null` mode, the frame stream itself, is
-/// what a module without LMT does, as tcp and mpi).
+/// How shm moves a message too large for its ordinary path (the spec's
+/// transfer modes; its `Null` mode, `lmt_transfers::NullHooks`, is what a
+/// module with no hooks of its own runs).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Mode {
     /// The receiver reads the sender's buffer (shm: `process_vm_readv`):
@@ -41,8 +42,8 @@ pub enum Mode {
     /// The receiver allocates the message only when it answers, and the
     /// sender's later messages to that process wait for the CTS.
     Put,
-    /// Both sides copy through shared buffers, no handshake (shm: the
-    /// cells, the sender filling while the receiver empties).
+    /// Both sides copy through shared buffers (shm: RTS, CTS, then the
+    /// cells, the sender filling while the receiver empties; no DONE).
     Cooperative,
 }
 
@@ -70,19 +71,6 @@ impl Mode {
             .map(|&(n, _)| n)
             .expect("every mode is named")
     }
-}
-
-/// The id of a sender's `n`th transfer in `mode` (Get or Put): even for
-/// Get, odd for Put. A `LmtDone` goes to the sender in Get mode and to the
-/// receiver in Put mode, so on one VC the transfers each side started
-/// could share a number; their ids cannot.
-pub fn transfer_id(n: u64, mode: Mode) -> u64 {
-    (n << 1) | u64::from(mode == Mode::Put)
-}
-
-/// The mode a transfer id says ([`transfer_id`]).
-pub fn mode_of(id: u64) -> Mode {
-    if id & 1 == 1 { Mode::Put } else { Mode::Get }
 }
 
 /// A buffer in one process that the other may read or write (the spec's
@@ -157,6 +145,16 @@ impl Packet {
         }
     }
 
+    /// The frame header of this packet: its kind and length, the rest
+    /// (`src`, `tag`, `flags`) from `base`.
+    pub fn header_from(&self, base: FrameHeader) -> FrameHeader {
+        FrameHeader {
+            kind: self.kind(),
+            len: self.encode().len() as u32,
+            ..base
+        }
+    }
+
     /// The frame header of this packet from process `src`.
     pub fn header(&self, src: usize) -> FrameHeader {
         FrameHeader {
@@ -207,7 +205,7 @@ impl Packet {
                     id: u64::from_le_bytes(id),
                 })
             }
-            FrameKind::Message | FrameKind::Control => {
+            FrameKind::Message | FrameKind::Control | FrameKind::LmtData => {
                 Err(format!("process {peer}: a {kind:?} frame is no LMT packet"))
             }
         }
@@ -320,18 +318,13 @@ mod tests {
     }
 
     #[test]
-    fn modes_are_named_and_ids_say_their_mode() {
+    fn modes_are_named() {
         for (name, mode) in Mode::NAMES {
             assert_eq!(Mode::parse(name), Some(mode));
             assert_eq!(mode.name(), name);
         }
         assert_eq!(Mode::parse("rdma"), None);
         assert_eq!(Mode::default(), Mode::Get);
-        for n in [0, 1, 7, u64::MAX >> 1] {
-            assert_eq!(mode_of(transfer_id(n, Mode::Get)), Mode::Get);
-            assert_eq!(mode_of(transfer_id(n, Mode::Put)), Mode::Put);
-            assert_ne!(transfer_id(n, Mode::Get), transfer_id(n, Mode::Put));
-        }
     }
 
     #[test]

@@ -12,7 +12,9 @@
 //! | `connect_to_root` | [`NetModule::connect_to_root`] |
 //! | `vc_init` / `vc_destroy` | [`NetModule::vc_init`] / [`NetModule::vc_destroy`] |
 //! | `vc_terminate` | [`NetModule::vc_terminate`]: never blocks; [`Upcalls::vc_terminated`] once pending sends drained; `vc_init` on a terminated VC connects it again |
-//! | LMT packets (RTS, CTS, COOKIE, DONE) | `lmt` (shm's large messages use the Get mode) |
+//! | LMT packets (RTS, CTS, COOKIE, DONE) | `lmt::Packet`, sent through `lmt_transfers::LmtVc` (`send_rts`, `send_cts`, `send_cookie`, `send_done`: the `MPID_nem_lmt_send_*` macros) |
+//! | `lmt_initiate_lmt`, `lmt_start_recv`, `lmt_start_send`, `lmt_handle_cookie`, `lmt_done_send`, `lmt_done_recv` | `lmt_transfers::LmtHooks`, a module's per VC (shm: Get, Put; its Cooperative mode runs the Null mode's exchange through its cells); the transfers in flight and which packet goes to which hook: `lmt_transfers::Transfers` |
+//! | the Null mode (no LMT hooks: RTS/CTS through the layer above, then the data) | `lmt_transfers::NullHooks`: the data as an `LmtData` frame |
 //! | `get_ordering` | [`NetModule::ordering`] |
 //! | `iSendContig` (request made by the caller) | [`NetModule::isend_contig`] |
 //! | `iStartContigMsg` (request only if not sent at once) | [`NetModule::istart_contig`] |

@@ -140,32 +140,40 @@
 //! # Single-copy large messages (the spec's LMT)
 //!
 //! A message of `LMT_MIN` bytes or more moves in the mode the module was
-//! given (`lmt::Mode`, `++lmt`):
+//! given (`lmt::Mode`, `++lmt`), through the spec's hooks: each mode is
+//! an `LmtHooks` of this module (`ShmGet`, `ShmPut`; `NullHooks` for the
+//! Cooperative mode), and each VC's `lmt_transfers::Transfers` keeps its
+//! transfers in flight and hands their packets to the hooks:
 //!
 //! - **Get** (the default): an `LmtRts` frame whose body is the cookie
 //!   (address, length, id) of the sender's buffer, which the sender keeps.
 //!   The receiver allocates the message and reads it with
-//!   `process_vm_readv` straight into it, then answers `LmtDone(id)`, and
-//!   the sender drops its buffer.
+//!   `process_vm_readv` straight into it (`lmt_start_recv`), then answers
+//!   `LmtDone(id)`, and the sender drops its buffer (`lmt_done_send`).
 //! - **Put**: an `LmtRts` with the length and id only. The receiver
 //!   allocates the message (zeroed: until the sender says it wrote every
 //!   byte, nothing of another process's is trusted to be there) and answers
 //!   `LmtCts` with its address; the sender writes it with
-//!   `process_vm_writev`, drops its buffer and sends `LmtDone(id)`, on
-//!   which the receiver hands the message up. The messages the sender
+//!   `process_vm_writev` (`lmt_start_send`), drops its buffer and sends
+//!   `LmtDone(id)`, on which the receiver hands the message up
+//!   (`lmt_done_recv`). The messages the sender
 //!   posts to that process after the RTS wait in the VC's `behind` queue
 //!   until the CTS has come and the DONE is queued, so the receiver gets
 //!   nothing from it between the RTS and the DONE but LMT packets, and the
 //!   message keeps its place. LMT packets themselves (a CTS, a Get's DONE)
 //!   never wait there: two processes each waiting for the other's CTS
 //!   would wait forever.
-//! - **Cooperative**: through the cells, as any other frame.
+//! - **Cooperative**: an `LmtRts` with the length and id, an `LmtCts` back
+//!   once the receiver takes the transfer, then the message itself as an
+//!   `LmtData` frame through the cells, which both processes copy through
+//!   (the sender filling while the receiver empties them into the
+//!   message's buffer); no DONE. This needs no single copy.
 //!
 //! A receiver answers an RTS over its own ring to the sender, made then if
 //! it has none (from the sender's header: no card needed). When a VC is
 //! made, it probes the peer's header with `process_vm_readv`; where the
 //! system forbids it (ptrace restrictions), large messages go through the
-//! cells whatever the mode.
+//! cells as plain frames in the Get and Put modes.
 //!
 //! # Ending
 //!
@@ -238,10 +246,14 @@
 //!   and looks at `head` again; a consumer that freed cells fences (once
 //!   per batch) and, if it sees `waiting`, clears it and wakes the
 //!   producer's process the same way.
-use crate::lmt::{COOKIE_LEN, Cookie, Mode, Packet, mode_of, transfer_id};
+use crate::lmt::{Cookie, Mode, Packet};
+use crate::lmt_transfers::{
+    FROM_SENDER, LmtHooks, LmtVc, NullHooks, Progress, RecvTransfer, SendTransfer, Side, Transfers,
+    send_cts, send_done, send_rts,
+};
 use crate::process::{process_alive, process_start_time};
 use crate::sync::lock;
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::os::fd::OwnedFd;
 use std::sync::atomic::{
@@ -542,18 +554,15 @@ struct Vc {
     send: Mutex<SendSide>,
     /// The reassembler, and the buffer a cell is copied into.
     recv: Mutex<(Reassembler, Vec<u8>)>,
-    /// Bytes of large messages lent to the peer and not yet read (counted
-    /// in the backlog; the VC terminates only once they are back).
-    lent_bytes: AtomicUsize,
+    /// The large-message transfers in flight with the peer
+    /// (`lmt_transfers`): the messages lent to it are counted in the
+    /// backlog, and the VC terminates only once they are back.
+    lmt: Transfers,
     queued: AtomicUsize,
     /// Bytes in the send side's `behind` queue.
     held: AtomicUsize,
-    /// The Put transfer this process is receiving from the peer: its id,
-    /// the frame header of the message, and the message the peer writes
-    /// (taken only with the `recv` lock held).
-    put_in: Mutex<Option<(u64, FrameHeader, Message)>>,
-    /// `put_in` is set (read on every frame: a plain flag, written with
-    /// the `recv` lock held).
+    /// A Put transfer from the peer is in flight (read on every frame: a
+    /// plain flag, written with the `recv` lock held).
     receiving_put: AtomicBool,
     /// The number of the next cell this process publishes in its ring to
     /// the peer (written under `send`; read without it to see whether the
@@ -715,9 +724,6 @@ pub struct ShmModule {
     peer_mappings: AtomicUsize,
     upcalls: OnceLock<Arc<dyn Upcalls>>,
     max_payload: usize,
-    /// Large messages lent to a peer until its `LmtDone`, by id.
-    lent: Mutex<HashMap<u64, Message>>,
-    next_lmt: AtomicU64,
     /// Large messages read from a peer in one copy (a statistic: tests
     /// check which path a message took).
     lmt_reads: AtomicU64,
@@ -732,13 +738,253 @@ pub struct ShmModule {
     poll: Mutex<()>,
 }
 
-fn err(e: impl std::fmt::Display) -> NetError {
-    NetError::local(format!("shm: {e}"))
+/// A VC as its large-message hooks see it: the spec's packet macros
+/// (`lmt_transfers::LmtVc`) on this module's rings.
+struct ShmVc<'a> {
+    module: &'a ShmModule,
+    vc: &'a Vc,
 }
 
-/// Takes transfer `id`'s message out of `lent`, releasing the lock at once.
-fn take_lent(lent: &Mutex<HashMap<u64, Message>>, id: u64) -> Option<Message> {
-    lock(lent).remove(&id)
+impl LmtVc for ShmVc<'_> {
+    fn peer(&self) -> usize {
+        self.vc.peer
+    }
+
+    fn send_packet(&self, base: FrameHeader, packet: Packet) -> Result<(), NetError> {
+        let header = packet.header_from(base);
+        match packet {
+            // An RTS keeps its place among the messages (behind a Put that
+            // waits for its CTS); the other packets never wait.
+            Packet::Rts(cookie) => {
+                let put = (self.module.lmt_mode == Mode::Put).then_some(cookie.id);
+                self.module.queue_rts(self.vc, header, packet.encode(), put)
+            }
+            _ => self.module.send_packet(self.vc, header, packet.encode()),
+        }
+    }
+
+    fn send_data(&self, t: &mut SendTransfer) -> Result<(), NetError> {
+        let msg = t
+            .msg
+            .take()
+            .ok_or_else(|| NetError::peer(self.vc.peer, "shm: a transfer's data sent twice"))?;
+        let header = FrameHeader {
+            kind: FrameKind::LmtData,
+            flags: FROM_SENDER,
+            len: msg.len() as u32,
+            src: t.header.src,
+            tag: t.id as u32,
+        };
+        self.module
+            .send_pending(
+                self.vc,
+                Pending::frame(header, SendData::Message(msg), None),
+                true,
+            )
+            .map(|_| ())
+    }
+}
+
+/// A protocol fault of the peer in a large-message transfer.
+fn lmt_fault(vc: &ShmVc<'_>, what: String) -> String {
+    format!("malformed data from process {}: {what}", vc.vc.peer)
+}
+
+/// shm's Get mode (see "Single-copy large messages"): the RTS lends the
+/// sender's buffer, the receiver reads it and answers DONE.
+struct ShmGet;
+
+impl<'a> LmtHooks<ShmVc<'a>> for ShmGet {
+    fn initiate_lmt(&self, vc: &ShmVc<'a>, t: &SendTransfer) -> Result<(), String> {
+        let addr = t.msg.as_ref().map_or(0, |m| m.as_bytes().as_ptr() as u64);
+        send_rts(
+            vc,
+            t,
+            Cookie {
+                addr,
+                len: t.len as u64,
+                id: t.id,
+            },
+        )
+    }
+
+    fn start_recv(
+        &self,
+        vc: &ShmVc<'a>,
+        t: &mut RecvTransfer,
+        s: Cookie,
+    ) -> Result<Progress, String> {
+        let (peer, pid) = (vc.vc.peer, vc.vc.pid);
+        let len = t.header.len as usize;
+        // SAFETY: `read_remote_raw` returns `Ok` only once it has written
+        // all `len` bytes at `to`.
+        let msg = unsafe {
+            Message::filled_by(len, |to, len| {
+                ShmModule::read_remote_raw(pid, s.addr, to, len)
+            })
+        }
+        .map_err(|e| format!("cannot read a large message from process {peer} (pid {pid}): {e}"))?;
+        vc.module.lmt_reads.fetch_add(1, Ordering::Relaxed);
+        t.msg = Some(msg);
+        send_done(vc, t.header, t.id, false)?;
+        Ok(Progress::Done)
+    }
+
+    fn start_send(
+        &self,
+        vc: &ShmVc<'a>,
+        t: &mut SendTransfer,
+        _: Cookie,
+    ) -> Result<Progress, String> {
+        Err(lmt_fault(
+            vc,
+            format!(
+                "clear to send transfer {}, which the Get mode never asks for",
+                t.id
+            ),
+        ))
+    }
+
+    fn handle_cookie(&self, vc: &ShmVc<'a>, _: Side<'_>, _: Cookie) -> Result<Progress, String> {
+        Err(lmt_fault(
+            vc,
+            "a cookie change, which shm's transfers never send".into(),
+        ))
+    }
+
+    fn done_send(&self, _: &ShmVc<'a>, _: &mut SendTransfer) -> Result<Progress, String> {
+        // Read: the lent buffer comes back.
+        Ok(Progress::Done)
+    }
+
+    fn done_recv(&self, vc: &ShmVc<'a>, t: &mut RecvTransfer) -> Result<Progress, String> {
+        Err(lmt_fault(
+            vc,
+            format!(
+                "done with transfer {} from its sender, which the Get mode never says",
+                t.id
+            ),
+        ))
+    }
+}
+
+/// shm's Put mode (see "Single-copy large messages"): the RTS asks for a
+/// buffer, the CTS gives the receiver's, the sender writes it and says
+/// DONE.
+struct ShmPut;
+
+impl<'a> LmtHooks<ShmVc<'a>> for ShmPut {
+    fn initiate_lmt(&self, vc: &ShmVc<'a>, t: &SendTransfer) -> Result<(), String> {
+        // The receiver's buffer is the one that counts; the sender's
+        // address is not shown.
+        send_rts(
+            vc,
+            t,
+            Cookie {
+                addr: 0,
+                len: t.len as u64,
+                id: t.id,
+            },
+        )
+    }
+
+    fn start_recv(
+        &self,
+        vc: &ShmVc<'a>,
+        t: &mut RecvTransfer,
+        _: Cookie,
+    ) -> Result<Progress, String> {
+        if vc.vc.receiving_put.load(Ordering::Relaxed) {
+            return Err(lmt_fault(
+                vc,
+                format!("Put transfer {} before the one in flight was done", t.id),
+            ));
+        }
+        let len = t.header.len as usize;
+        // Zeroed (calloc: fresh pages cost no pass): the bytes are the
+        // peer's to write, and a peer that says DONE without writing them
+        // must not show this process's old heap. The peer writes the
+        // buffer (`process_vm_writev`) while the transfer holds it,
+        // untouched here until the DONE: a message's bytes never move,
+        // whoever holds it.
+        let msg = Message::alloc(len);
+        let addr = msg.as_bytes().as_ptr() as u64;
+        t.msg = Some(msg);
+        vc.vc.receiving_put.store(true, Ordering::Relaxed);
+        send_cts(
+            vc,
+            t,
+            Cookie {
+                addr,
+                len: len as u64,
+                id: t.id,
+            },
+        )?;
+        Ok(Progress::Pending)
+    }
+
+    fn start_send(
+        &self,
+        vc: &ShmVc<'a>,
+        t: &mut SendTransfer,
+        r: Cookie,
+    ) -> Result<Progress, String> {
+        let (peer, pid, id) = (vc.vc.peer, vc.vc.pid, t.id);
+        if lock(&vc.vc.send).put_wait != Some(id) {
+            return Err(lmt_fault(
+                vc,
+                format!("clear to send transfer {id}, which waits for none"),
+            ));
+        }
+        if r.len != t.len as u64 {
+            return Err(lmt_fault(
+                vc,
+                format!(
+                    "clear to send transfer {id} into {} bytes, for a message of {}",
+                    r.len, t.len
+                ),
+            ));
+        }
+        let msg = t
+            .msg
+            .take()
+            .ok_or_else(|| lmt_fault(vc, format!("clear to send transfer {id} twice")))?;
+        ShmModule::write_remote(pid, r.addr, msg.as_bytes()).map_err(|e| {
+            format!("cannot write a large message into process {peer} (pid {pid}): {e}")
+        })?;
+        vc.module.lmt_writes.fetch_add(1, Ordering::Relaxed);
+        drop(msg);
+        send_done(vc, t.header, id, true)?;
+        vc.module.release_behind(vc.vc, id);
+        Ok(Progress::Done)
+    }
+
+    fn handle_cookie(&self, vc: &ShmVc<'a>, _: Side<'_>, _: Cookie) -> Result<Progress, String> {
+        Err(lmt_fault(
+            vc,
+            "a cookie change, which shm's transfers never send".into(),
+        ))
+    }
+
+    fn done_send(&self, vc: &ShmVc<'a>, t: &mut SendTransfer) -> Result<Progress, String> {
+        Err(lmt_fault(
+            vc,
+            format!(
+                "done with transfer {} from its receiver, which the Put mode never says",
+                t.id
+            ),
+        ))
+    }
+
+    fn done_recv(&self, vc: &ShmVc<'a>, _: &mut RecvTransfer) -> Result<Progress, String> {
+        // Written: the message goes up.
+        vc.vc.receiving_put.store(false, Ordering::Relaxed);
+        Ok(Progress::Done)
+    }
+}
+
+fn err(e: impl std::fmt::Display) -> NetError {
+    NetError::local(format!("shm: {e}"))
 }
 
 impl ShmModule {
@@ -818,8 +1064,6 @@ impl ShmModule {
             peer_mappings: AtomicUsize::new(0),
             upcalls: OnceLock::new(),
             max_payload,
-            lent: Mutex::new(HashMap::new()),
-            next_lmt: AtomicU64::new(1),
             lmt_reads: AtomicU64::new(0),
             lmt_writes: AtomicU64::new(0),
             lmt_mode: Mode::Get,
@@ -1103,10 +1347,9 @@ impl ShmModule {
                 Reassembler::new(peer, self.max_payload).with_buffers(self.message_buffers()),
                 Vec::with_capacity(CELL_DATA),
             )),
-            lent_bytes: AtomicUsize::new(0),
+            lmt: Transfers::new(peer, self.max_payload),
             queued: AtomicUsize::new(0),
             held: AtomicUsize::new(0),
-            put_in: Mutex::new(None),
             receiving_put: AtomicBool::new(false),
             tail: AtomicU64::new(0),
             single_copy,
@@ -1561,107 +1804,59 @@ impl ShmModule {
         moved
     }
 
-    /// Queues an LMT packet on `vc` ahead of whatever waits behind a Put
-    /// transfer (see the module comment) and writes what the ring takes.
-    fn send_packet(&self, vc: &Vc, packet: Packet) -> Result<(), NetError> {
+    /// Queues an LMT packet (its frame `header` and `body`) on `vc` ahead
+    /// of whatever waits behind a Put transfer (see the module comment)
+    /// and writes what the ring takes.
+    fn send_packet(&self, vc: &Vc, header: FrameHeader, body: Vec<u8>) -> Result<(), NetError> {
         // A VC made from the peer's announcement may have no ring back yet.
         self.connect_out(vc)?;
         let mut side = lock(&vc.send);
         if side.failed {
             return Err(NetError::peer(vc.peer, "shm: send on a failed connection"));
         }
-        let p = Pending::frame(
-            packet.header(self.me),
-            SendData::Bytes(packet.encode()),
-            None,
-        );
+        let p = Pending::frame(header, SendData::Bytes(body), None);
         vc.queued.fetch_add(p.total(), Ordering::Relaxed);
         side.queue.push_back(p);
         self.drain(vc, &mut side);
         Ok(())
     }
 
-    /// Lends `msg` to the peer of `vc` as transfer `id` and queues its RTS,
-    /// behind what waits for an earlier Put's CTS if any (Put mode).
-    fn post_lmt(
+    /// Queues the RTS of a transfer (frame `header`, `body`) behind what
+    /// waits for an earlier Put's CTS if any; the RTS of Put transfer
+    /// `put` holds what is posted after it until its CTS has come (see the
+    /// module comment).
+    fn queue_rts(
         &self,
         vc: &Vc,
-        id: u64,
         header: FrameHeader,
-        msg: Message,
-    ) -> Result<bool, NetError> {
-        let rts = Packet::Rts(Cookie {
-            // Get: where the receiver reads. Put: the receiver's buffer is
-            // the one that counts; the sender's address is not shown.
-            addr: match mode_of(id) {
-                Mode::Put => 0,
-                _ => msg.as_bytes().as_ptr() as u64,
-            },
-            len: msg.len() as u64,
-            id,
-        });
-        let rts_header = FrameHeader {
-            len: COOKIE_LEN as u32,
-            kind: FrameKind::LmtRts,
-            ..header
-        };
-        let p = Pending::frame(rts_header, SendData::Bytes(rts.encode()), None);
+        body: Vec<u8>,
+        put: Option<u64>,
+    ) -> Result<(), NetError> {
+        let p = Pending::frame(header, SendData::Bytes(body), None);
         let mut side = lock(&vc.send);
         if side.failed || side.closed || side.terminate {
             return Err(NetError::peer(vc.peer, "shm: send on a closed connection"));
         }
-        vc.lent_bytes.fetch_add(msg.len(), Ordering::AcqRel);
-        lock(&self.lent).insert(id, msg);
         if side.put_wait.is_some() {
             // Behind the waiting transfer; its RTS goes when that is done.
             vc.held.fetch_add(p.total(), Ordering::Relaxed);
-            side.behind
-                .push_back(((mode_of(id) == Mode::Put).then_some(id), p));
-            return Ok(true);
+            side.behind.push_back((put, p));
+            return Ok(());
         }
-        if mode_of(id) == Mode::Put {
-            side.put_wait = Some(id);
-        }
+        side.put_wait = put;
         vc.queued.fetch_add(p.total(), Ordering::Relaxed);
         side.queue.push_back(p);
         self.drain(vc, &mut side);
-        Ok(!side.queue.is_empty() || side.put_wait.is_some())
+        Ok(())
     }
 
-    /// The CTS of Put transfer `cookie.id` came: writes the lent message
-    /// into the peer's buffer, queues the DONE and lets what waited behind
-    /// the transfer go (up to the next Put's RTS).
-    fn on_cts(&self, vc: &Vc, cookie: Cookie) -> Result<(), String> {
-        let peer = vc.peer;
-        let Cookie { addr, len, id } = cookie;
-        if lock(&vc.send).put_wait != Some(id) {
-            return Err(format!(
-                "malformed data from process {peer}: clear to send transfer {id}, which waits for none"
-            ));
-        }
-        let msg = lock(&self.lent).remove(&id).ok_or_else(|| {
-            format!("malformed data from process {peer}: clear to send transfer {id}, which was never lent")
-        })?;
-        if msg.len() as u64 != len {
-            return Err(format!(
-                "malformed data from process {peer}: clear to send transfer {id} into {len} bytes, for a message of {}",
-                msg.len()
-            ));
-        }
-        Self::write_remote(vc.pid, addr, msg.as_bytes()).map_err(|e| {
-            format!(
-                "cannot write a large message into process {peer} (pid {}): {e}",
-                vc.pid
-            )
-        })?;
-        self.lmt_writes.fetch_add(1, Ordering::Relaxed);
-        vc.lent_bytes.fetch_sub(msg.len(), Ordering::AcqRel);
-        drop(msg);
-        let done = Packet::Done { id };
+    /// Put transfer `id` is written and its DONE queued: what waited
+    /// behind it goes (up to the next Put's RTS).
+    fn release_behind(&self, vc: &Vc, id: u64) {
         let mut side = lock(&vc.send);
-        let p = Pending::frame(done.header(self.me), SendData::Bytes(done.encode()), None);
-        vc.queued.fetch_add(p.total(), Ordering::Relaxed);
-        side.queue.push_back(p);
+        if side.put_wait != Some(id) {
+            return;
+        }
         side.put_wait = None;
         while let Some((put, p)) = side.behind.pop_front() {
             vc.held.fetch_sub(p.total(), Ordering::Relaxed);
@@ -1673,65 +1868,33 @@ impl ShmModule {
             }
         }
         self.drain(vc, &mut side);
-        let closed = side.closed;
-        drop(side);
-        if closed {
-            self.check_terminated(vc);
-        }
-        Ok(())
     }
 
-    /// The RTS of Put transfer `id` of `len` bytes came: allocates the
-    /// message and answers with its address.
-    fn on_put_rts(&self, vc: &Vc, h: FrameHeader, len: usize, id: u64) -> Result<(), String> {
-        let peer = vc.peer;
-        let mut put_in = lock(&vc.put_in);
-        if let Some((earlier, ..)) = &*put_in {
-            return Err(format!(
-                "malformed data from process {peer}: Put transfer {id} before transfer {earlier} was done"
-            ));
+    /// Lends `msg` (frame header `header`) to the peer of `vc` as a
+    /// large-message transfer in the module's mode; true if bytes wait to
+    /// be written.
+    fn post_lmt(&self, vc: &Vc, header: FrameHeader, msg: Message) -> Result<bool, NetError> {
+        {
+            let side = lock(&vc.send);
+            if side.failed || side.closed || side.terminate {
+                return Err(NetError::peer(vc.peer, "shm: send on a closed connection"));
+            }
         }
-        // Zeroed (calloc: fresh pages cost no pass): the bytes are the
-        // peer's to write, and a peer that says DONE without writing them
-        // must not show this process's old heap.
-        let msg = Message::alloc(len);
-        // The peer writes the buffer (`process_vm_writev`) while it sits in
-        // `put_in`, untouched here until the DONE: a message's bytes never
-        // move, whoever holds it.
-        let addr = msg.as_bytes().as_ptr() as u64;
-        let msg_header = FrameHeader {
-            kind: FrameKind::Message,
-            len: len as u32,
-            ..h
-        };
-        *put_in = Some((id, msg_header, msg));
-        vc.receiving_put.store(true, Ordering::Relaxed);
-        drop(put_in);
-        let cts = Packet::Cts(Cookie {
-            addr,
-            len: len as u64,
-            id,
-        });
-        self.send_packet(vc, cts).map_err(|e| e.to_string())
+        // A VC made from the peer's announcement may have no ring back yet.
+        self.connect_out(vc)?;
+        let view = ShmVc { module: self, vc };
+        vc.lmt.send(&view, self.hooks(), header, msg)?;
+        let side = lock(&vc.send);
+        Ok(!side.queue.is_empty() || side.put_wait.is_some())
     }
 
-    /// The DONE of Put transfer `id`: the message is full.
-    fn on_put_done(&self, vc: &Vc, id: u64) -> Result<(), String> {
-        let peer = vc.peer;
-        let mut put_in = lock(&vc.put_in);
-        match put_in.take() {
-            Some((want, header, msg)) if want == id => {
-                vc.receiving_put.store(false, Ordering::Relaxed);
-                drop(put_in);
-                self.upcalls().message(peer, header, msg);
-                Ok(())
-            }
-            other => {
-                *put_in = other;
-                Err(format!(
-                    "malformed data from process {peer}: done with Put transfer {id}, which this process is not receiving"
-                ))
-            }
+    /// The LMT hooks of this module's VCs, by its mode (the spec's function
+    /// pointers, the same for every VC here).
+    fn hooks<'a>(&self) -> &'a (dyn LmtHooks<ShmVc<'a>> + 'a) {
+        match self.lmt_mode {
+            Mode::Get => &ShmGet,
+            Mode::Put => &ShmPut,
+            Mode::Cooperative => &NullHooks,
         }
     }
 
@@ -1751,10 +1914,7 @@ impl ShmModule {
     /// read it from this process's memory).
     fn check_terminated(&self, vc: &Vc) {
         let closed = lock(&vc.send).closed;
-        if closed
-            && vc.lent_bytes.load(Ordering::Acquire) == 0
-            && !vc.terminated.swap(true, Ordering::AcqRel)
-        {
+        if closed && vc.lmt.lent_bytes() == 0 && !vc.terminated.swap(true, Ordering::AcqRel) {
             self.upcalls().vc_terminated(vc.peer);
         }
     }
@@ -1772,9 +1932,11 @@ impl ShmModule {
         // Frames in stream order, the large-message packets included (they
         // stand for messages and keep their place).
         let mut dispatch = |h: FrameHeader, body: FrameBody| match h.kind {
-            FrameKind::LmtRts | FrameKind::LmtCts | FrameKind::LmtCookie | FrameKind::LmtDone => {
-                self.on_lmt(vc, h, body.as_slice())
-            }
+            FrameKind::LmtRts
+            | FrameKind::LmtCts
+            | FrameKind::LmtCookie
+            | FrameKind::LmtDone
+            | FrameKind::LmtData => self.on_lmt(vc, h, body),
             // Between a Put's RTS and its DONE the sender holds its other
             // frames back (see the module comment).
             _ if vc.receiving_put.load(Ordering::Relaxed) => self.upcalls().vc_failed(
@@ -1863,72 +2025,18 @@ impl ShmModule {
         moved
     }
 
-    /// The single-copy transfer's packets (see the module comment).
-    fn on_lmt(&self, vc: &Vc, h: FrameHeader, body: &[u8]) {
-        let peer = vc.peer;
-        let packet = match Packet::parse(h.kind, body, peer, self.max_payload) {
-            Ok(p) => p,
-            Err(why) => return self.upcalls().vc_failed(peer, why),
-        };
-        let outcome = match packet {
-            Packet::Rts(Cookie { len, .. }) if (len as usize) < converse_msg::MSG_HEADER_SIZE => {
-                Err(format!(
-                    "malformed data from process {peer}: a large message of {len} bytes"
-                ))
-            }
-            Packet::Rts(Cookie { len, id, .. }) if mode_of(id) == Mode::Put => {
-                self.on_put_rts(vc, h, len as usize, id)
-            }
-            Packet::Cts(cookie) => self.on_cts(vc, cookie),
-            Packet::Done { id } if mode_of(id) == Mode::Put => self.on_put_done(vc, id),
-            Packet::Rts(Cookie { addr, len, id }) => {
-                let len = len as usize;
-                // SAFETY: `read_remote_raw` returns `Ok` only once it has
-                // written all `len` bytes at `to`.
-                unsafe {
-                    Message::filled_by(len, |to, len| Self::read_remote_raw(vc.pid, addr, to, len))
-                }
-                .map_err(|e| {
-                    format!(
-                        "cannot read a large message from process {peer} (pid {}): {e}",
-                        vc.pid
-                    )
-                })
-                .and_then(|msg| {
-                    self.lmt_reads.fetch_add(1, Ordering::Relaxed);
-                    self.send_packet(vc, Packet::Done { id })
-                        .map_err(|e| e.to_string())?;
-                    let msg_header = FrameHeader {
-                        kind: FrameKind::Message,
-                        len: len as u32,
-                        ..h
-                    };
-                    self.upcalls().message(peer, msg_header, msg);
-                    Ok(())
-                })
-            }
-            // The lent map's lock is released before `check_terminated`
-            // takes the send side's: `post_lmt` takes them the other way
-            // round (a `match` on the locked call would hold both).
-            Packet::Done { id } => match take_lent(&self.lent, id) {
-                Some(msg) => {
-                    vc.lent_bytes.fetch_sub(msg.len(), Ordering::AcqRel);
-                    drop(msg);
-                    self.check_terminated(vc);
-                    Ok(())
-                }
-                None => Err(format!(
-                    "malformed data from process {peer}: done with large message {id}, which was never lent"
-                )),
-            },
-            // No mode of this module changes a cookie during a transfer
-            // (each moves its bytes in one system call).
-            Packet::Cookie(_) => Err(format!(
-                "malformed data from process {peer}: a cookie change, which shm's transfers never send"
-            )),
-        };
-        if let Err(why) = outcome {
-            self.upcalls().vc_failed(peer, why);
+    /// A large-message transfer's frame (see the module comment): to the
+    /// VC's transfers and their hooks; a message they complete goes up.
+    fn on_lmt(&self, vc: &Vc, h: FrameHeader, body: FrameBody) {
+        let view = ShmVc { module: self, vc };
+        match vc.lmt.on_frame(&view, self.hooks(), h, body) {
+            Ok(Some((header, msg))) => self.upcalls().message(vc.peer, header, msg),
+            Ok(None) => {}
+            Err(why) => self.upcalls().vc_failed(vc.peer, why),
+        }
+        if matches!(h.kind, FrameKind::LmtCts | FrameKind::LmtDone) {
+            // A lent message may be back: the VC may be done terminating.
+            self.check_terminated(vc);
         }
     }
 
@@ -2170,14 +2278,15 @@ impl NetModule for ShmModule {
     ) -> Result<bool, NetError> {
         let vc = self.vc_to(peer)?;
         if let (FrameKind::Message, SendData::Message(msg)) = (header.kind, &data) {
-            if vc.single_copy && msg.len() >= LMT_MIN && self.lmt_mode != Mode::Cooperative {
-                // Lend the buffer until the peer has read it (Get) or it
-                // has been written into the peer (Put).
-                let n = self.next_lmt.fetch_add(1, Ordering::Relaxed);
+            let handshake = vc.single_copy || self.lmt_mode == Mode::Cooperative;
+            if handshake && msg.len() >= LMT_MIN {
+                // Lend the buffer until the peer has read it (Get), it has
+                // been written into the peer (Put), or the peer said clear
+                // to send and it went into the cells (Cooperative).
                 let SendData::Message(msg) = data else {
                     unreachable!()
                 };
-                return self.post_lmt(vc, transfer_id(n, self.lmt_mode), header, msg);
+                return self.post_lmt(vc, header, msg);
             }
         }
         let p = Pending::frame(header, data, None);
@@ -2246,7 +2355,7 @@ impl NetModule for ShmModule {
         self.vcs.get(peer).and_then(|v| v.get()).map_or(0, |vc| {
             vc.queued.load(Ordering::Relaxed)
                 + vc.held.load(Ordering::Relaxed)
-                + vc.lent_bytes.load(Ordering::Relaxed)
+                + vc.lmt.lent_bytes()
         })
     }
 
