@@ -167,7 +167,9 @@
 //!   once the receiver takes the transfer, then the message itself as an
 //!   `LmtData` frame through the cells, which both processes copy through
 //!   (the sender filling while the receiver empties them into the
-//!   message's buffer); no DONE. This needs no single copy.
+//!   message's buffer); no DONE. This needs no single copy. As in the Put
+//!   mode, what the sender posts after the RTS waits in `behind` until the
+//!   data is queued, so the message keeps its place.
 //!
 //! A receiver answers an RTS over its own ring to the sender, made then if
 //! it has none (from the sender's header: no card needed). When a VC is
@@ -519,11 +521,12 @@ struct SendSide {
     /// The consumer's `head` as last loaded (never ahead of the real one).
     head_seen: u64,
     queue: VecDeque<Pending>,
-    /// The Put transfer whose RTS is queued or written and whose CTS has
-    /// not come: what is posted meanwhile waits in `behind`.
+    /// The transfer (Put, Cooperative) whose RTS is queued or written and
+    /// whose data is not on its way yet (its CTS has not come): what is
+    /// posted meanwhile waits in `behind`.
     put_wait: Option<u64>,
-    /// Frames posted while a Put transfer waits for its CTS, in order; a
-    /// further Put's RTS among them carries its id.
+    /// Frames posted while such a transfer waits for its CTS, in order; a
+    /// further held RTS among them carries its id.
     behind: VecDeque<(Option<u64>, Pending)>,
     terminate: bool,
     closed: bool,
@@ -753,11 +756,14 @@ impl LmtVc for ShmVc<'_> {
     fn send_packet(&self, base: FrameHeader, packet: Packet) -> Result<(), NetError> {
         let header = packet.header_from(base);
         match packet {
-            // An RTS keeps its place among the messages (behind a Put that
-            // waits for its CTS); the other packets never wait.
+            // An RTS keeps its place among the messages (behind a transfer
+            // that waits for its CTS); the other packets never wait. A
+            // Put's or a Cooperative transfer's RTS holds what comes after
+            // it until its data is on its way.
             Packet::Rts(cookie) => {
-                let put = (self.module.lmt_mode == Mode::Put).then_some(cookie.id);
-                self.module.queue_rts(self.vc, header, packet.encode(), put)
+                let hold = matches!(self.module.lmt_mode, Mode::Put | Mode::Cooperative);
+                self.module
+                    .queue_rts(self.vc, header, packet.encode(), hold.then_some(cookie.id))
             }
             _ => self.module.send_packet(self.vc, header, packet.encode()),
         }
@@ -775,13 +781,13 @@ impl LmtVc for ShmVc<'_> {
             src: t.header.src,
             tag: t.id as u32,
         };
-        self.module
-            .send_pending(
-                self.vc,
-                Pending::frame(header, SendData::Message(msg), None),
-                true,
-            )
-            .map(|_| ())
+        // Ahead of what waits behind the transfer, which then goes.
+        self.module.send_frame_now(
+            self.vc,
+            Pending::frame(header, SendData::Message(msg), None),
+        )?;
+        self.module.release_behind(self.vc, t.id);
+        Ok(())
     }
 }
 
@@ -1805,16 +1811,21 @@ impl ShmModule {
     }
 
     /// Queues an LMT packet (its frame `header` and `body`) on `vc` ahead
-    /// of whatever waits behind a Put transfer (see the module comment)
-    /// and writes what the ring takes.
+    /// of whatever waits behind a transfer (see the module comment) and
+    /// writes what the ring takes.
     fn send_packet(&self, vc: &Vc, header: FrameHeader, body: Vec<u8>) -> Result<(), NetError> {
+        self.send_frame_now(vc, Pending::frame(header, SendData::Bytes(body), None))
+    }
+
+    /// Queues `p` (an LMT packet, or a transfer's data) on `vc` ahead of
+    /// whatever waits behind a transfer, and writes what the ring takes.
+    fn send_frame_now(&self, vc: &Vc, p: Pending) -> Result<(), NetError> {
         // A VC made from the peer's announcement may have no ring back yet.
         self.connect_out(vc)?;
         let mut side = lock(&vc.send);
         if side.failed {
             return Err(NetError::peer(vc.peer, "shm: send on a failed connection"));
         }
-        let p = Pending::frame(header, SendData::Bytes(body), None);
         vc.queued.fetch_add(p.total(), Ordering::Relaxed);
         side.queue.push_back(p);
         self.drain(vc, &mut side);
@@ -1850,8 +1861,9 @@ impl ShmModule {
         Ok(())
     }
 
-    /// Put transfer `id` is written and its DONE queued: what waited
-    /// behind it goes (up to the next Put's RTS).
+    /// Transfer `id` (Put, Cooperative) is written and its DONE queued, or
+    /// its data queued: what waited behind it goes (up to the next held
+    /// RTS).
     fn release_behind(&self, vc: &Vc, id: u64) {
         let mut side = lock(&vc.send);
         if side.put_wait != Some(id) {

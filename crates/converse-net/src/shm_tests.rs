@@ -819,28 +819,32 @@ fn put_mode_writes_a_large_message_into_the_receivers_buffer_in_its_place() {
 
 #[test]
 fn put_transfers_queue_behind_one_another_and_both_ways_at_once() {
-    let (job, (a, ra), (b, rb)) = pair_in(Mode::Put);
-    // Each side sends two large messages and a small frame to the other
-    // before either has polled: both wait for a CTS the other must send
-    // while waiting itself.
-    let mut want = Vec::new();
-    for (from, to) in [(&a, 1), (&b, 0)] {
-        let first = post_message(from, to, LMT_MIN + 1, 1);
-        let second = post_message(from, to, 2 * LMT_MIN, 2);
-        post_small(from, to, 3);
-        want.push((first, second));
+    for mode in [Mode::Put, Mode::Cooperative] {
+        let (job, (a, ra), (b, rb)) = pair_in(mode);
+        // Each side sends two large messages and a small frame to the
+        // other before either has polled: both wait for a CTS the other
+        // must send while waiting itself, and the small frame waits behind
+        // them.
+        let mut want = Vec::new();
+        for (from, to) in [(&a, 1), (&b, 0)] {
+            let first = post_message(from, to, LMT_MIN + 1, 1);
+            let second = post_message(from, to, 2 * LMT_MIN, 2);
+            post_small(from, to, 3);
+            want.push((first, second));
+        }
+        poll_until(&[&a, &b], || ra.count() == 3 && rb.count() == 3);
+        for (rec, (first, second)) in [&rb, &ra].into_iter().zip(&want) {
+            let got = lock(&rec.got);
+            let tags: Vec<u32> = got.iter().map(|g| g.header.tag).collect();
+            assert_eq!(tags, [1, 2, 3], "{mode:?}: in the order posted");
+            assert!(got[0].body == *first && got[1].body == *second);
+        }
+        let writes = if mode == Mode::Put { 2 } else { 0 };
+        assert_eq!(a.lmt_writes.load(Ordering::SeqCst), writes);
+        assert_eq!(b.lmt_writes.load(Ordering::SeqCst), writes);
+        assert!(ra.events().is_empty() && rb.events().is_empty());
+        job.assert_clean();
     }
-    poll_until(&[&a, &b], || ra.count() == 3 && rb.count() == 3);
-    for (rec, (first, second)) in [&rb, &ra].into_iter().zip(&want) {
-        let got = lock(&rec.got);
-        let tags: Vec<u32> = got.iter().map(|g| g.header.tag).collect();
-        assert_eq!(tags, [1, 2, 3], "in the order posted");
-        assert!(got[0].body == *first && got[1].body == *second);
-    }
-    assert_eq!(a.lmt_writes.load(Ordering::SeqCst), 2);
-    assert_eq!(b.lmt_writes.load(Ordering::SeqCst), 2);
-    assert!(ra.events().is_empty() && rb.events().is_empty());
-    job.assert_clean();
 }
 
 #[test]
