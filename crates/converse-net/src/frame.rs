@@ -403,6 +403,8 @@ impl Active {
 
 /// Reassembles the frames of one connection from received bytes in any
 /// chunking (see the module comment).
+#[doc(alias = "recv_active")]
+#[doc(alias = "pending_pkt")]
 pub struct Reassembler {
     peer: usize,
     max_payload: usize,
@@ -455,6 +457,7 @@ impl Reassembler {
     /// Feeds received bytes; calls `deliver(header, payload)` for every frame
     /// they complete, in order. After an error the connection is unusable:
     /// every later call returns the same error.
+    #[doc(alias = "MPID_nem_handle_pkt")]
     pub fn handle(
         &mut self,
         mut bytes: &[u8],

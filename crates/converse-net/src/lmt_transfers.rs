@@ -131,10 +131,12 @@ pub trait LmtVc {
 pub trait LmtHooks<V: LmtVc + ?Sized>: Send + Sync {
     /// `lmt_initiate_lmt`: the sender starts `t`: sends its RTS with the
     /// cookie the receiver needs ([`send_rts`]).
+    #[doc(alias = "lmt_initiate_lmt")]
     fn initiate_lmt(&self, vc: &V, t: &SendTransfer) -> Result<(), String>;
     /// `lmt_start_recv`: the receiver got `t`'s RTS with the sender's
     /// cookie. Get: moves the bytes into a buffer of its own (`t.msg`)
     /// now; Put and Cooperative: answers CTS ([`send_cts`]).
+    #[doc(alias = "lmt_start_recv")]
     fn start_recv(
         &self,
         vc: &V,
@@ -143,6 +145,7 @@ pub trait LmtHooks<V: LmtVc + ?Sized>: Send + Sync {
     ) -> Result<Progress, String>;
     /// `lmt_start_send`: the sender got the CTS of `t` with the receiver's
     /// cookie (Put, Cooperative).
+    #[doc(alias = "lmt_start_send")]
     fn start_send(
         &self,
         vc: &V,
@@ -151,20 +154,25 @@ pub trait LmtHooks<V: LmtVc + ?Sized>: Send + Sync {
     ) -> Result<Progress, String>;
     /// `lmt_handle_cookie`: a COOKIE came for `t` during the transfer (a
     /// buffer changed).
+    #[doc(alias = "lmt_handle_cookie")]
     fn handle_cookie(&self, vc: &V, t: Side<'_>, cookie: Cookie) -> Result<Progress, String>;
     /// `lmt_done_send`: the receiver said DONE for `t` (Get: it has read).
+    #[doc(alias = "lmt_done_send")]
     fn done_send(&self, vc: &V, t: &mut SendTransfer) -> Result<Progress, String>;
     /// `lmt_done_recv`: the sender said DONE for `t` (Put: it has written).
+    #[doc(alias = "lmt_done_recv")]
     fn done_recv(&self, vc: &V, t: &mut RecvTransfer) -> Result<Progress, String>;
 }
 
 /// `MPID_nem_lmt_send_RTS`: `t`'s RTS with `cookie`.
+#[doc(alias = "MPID_nem_lmt_send_RTS")]
 pub fn send_rts<V: LmtVc + ?Sized>(vc: &V, t: &SendTransfer, cookie: Cookie) -> Result<(), String> {
     vc.send_packet(t.header, Packet::Rts(cookie))
         .map_err(|e| e.to_string())
 }
 
 /// `MPID_nem_lmt_send_CTS`: `t`'s CTS with `cookie`.
+#[doc(alias = "MPID_nem_lmt_send_CTS")]
 pub fn send_cts<V: LmtVc + ?Sized>(vc: &V, t: &RecvTransfer, cookie: Cookie) -> Result<(), String> {
     vc.send_packet(from_receiver(t.header), Packet::Cts(cookie))
         .map_err(|e| e.to_string())
@@ -172,6 +180,7 @@ pub fn send_cts<V: LmtVc + ?Sized>(vc: &V, t: &RecvTransfer, cookie: Cookie) -> 
 
 /// `MPID_nem_lmt_send_COOKIE`: a changed `cookie` for the transfer `side`
 /// names.
+#[doc(alias = "MPID_nem_lmt_send_COOKIE")]
 pub fn send_cookie<V: LmtVc + ?Sized>(
     vc: &V,
     side: &Side<'_>,
@@ -190,6 +199,7 @@ pub fn send_cookie<V: LmtVc + ?Sized>(
 
 /// `MPID_nem_lmt_send_DONE`: the end of transfer `id`, from its sender
 /// (`from_sender`) or its receiver.
+#[doc(alias = "MPID_nem_lmt_send_DONE")]
 pub fn send_done<V: LmtVc + ?Sized>(
     vc: &V,
     base: FrameHeader,

@@ -24,7 +24,7 @@
 //! | `net_module_poll(in_or_out)` | [`NetModule::poll`] with [`PollDir`] |
 //! | `MPIDI_CH3U_Handle_connection` | [`Upcalls`] |
 //! | `finalize` | [`NetModule::finalize`] |
-//! | `ckpt_shutdown` | [`NetModule::ckpt_shutdown`]: `finalize`, as MPICH's tcp module has it |
+//! | `ckpt_shutdown` | [`NetModule::ckpt_shutdown`]: `finalize`, as MPICH's tcp module has it; a module made anew afterwards connects again (tested for shm and tcp) |
 //!
 //! Where the spec hands the module a pointer and a length that stay valid
 //! until the request completes, the Rust calls hand it an owned buffer
@@ -193,11 +193,14 @@ pub enum DataAvail {
 /// The `OnDataAvail` continuation of a send request: called by the module,
 /// on its progress thread or the sender's, each time the request's data has
 /// been sent.
+#[doc(alias = "reqFn")]
 pub type OnDataAvail = Box<dyn FnMut() -> DataAvail + Send>;
 
 /// A send request (`MPID_Request` of a send): complete once all its data has
 /// left the process (or the module has copied it).
 #[derive(Clone)]
+#[doc(alias = "MPID_Request")]
+#[doc(alias = "MPIDI_CH3U_Request_complete")]
 pub struct SendRequest {
     inner: Arc<RequestInner>,
 }
@@ -278,6 +281,9 @@ impl Default for SendRequest {
 
 /// Which way [`NetModule::poll`] looks first (`MPID_nem_poll_dir_t`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[doc(alias = "MPID_nem_poll_dir_t")]
+#[doc(alias = "MPID_NEM_POLL_IN")]
+#[doc(alias = "MPID_NEM_POLL_OUT")]
 pub enum PollDir {
     /// Receive before sending what is pending (`MPID_NEM_POLL_IN`).
     InFirst,
@@ -292,6 +298,8 @@ pub trait Upcalls: Send + Sync {
     fn frame(&self, peer: usize, header: FrameHeader, body: Vec<u8>);
     /// The VC to `peer` finished terminating: pending sends drained and the
     /// connection closed (`MPIDI_VC_EVENT_TERMINATED`).
+    #[doc(alias = "MPIDI_CH3U_Handle_connection")]
+    #[doc(alias = "MPIDI_VC_EVENT_TERMINATED")]
     fn vc_terminated(&self, peer: usize);
     /// The VC to `peer` broke: the peer closed it, reset it, or sent bytes
     /// that are not a frame stream.
@@ -344,23 +352,29 @@ pub const DEFAULT_SEND_WINDOW: usize = 8 << 20;
 
 /// A network module (Nemesis netmod). See the module comment for the map to
 /// the spec.
+#[doc(alias = "MPID_nem_net_module_init")]
+#[doc(alias = "net_module_init")]
 pub trait NetModule: Send + Sync {
     /// The module's name as `++netmod` spells it.
     fn name(&self) -> &'static str;
 
     /// This process's business card: what a peer needs to reach it
     /// (`get_business_card`).
+    #[doc(alias = "MPID_nem_net_module_get_business_card")]
+    #[doc(alias = "get_business_card")]
     fn business_card(&self) -> String;
 
     /// Connects the VC to `peer`, known only by its card, now (the spec's
     /// `connect_to_root`, for a process outside the initial set, and our
     /// eager connection at start-up).
+    #[doc(alias = "MPID_nem_net_module_connect_to_root")]
     fn connect_to_root(&self, peer: usize, card: &str) -> Result<(), NetError>;
 
     /// Prepares the VC to `peer` from its business card (`vc_init`). A
     /// module may connect here or at first use. On a VC that terminated,
     /// both sides' `vc_init` make it usable again (the spec: "the VC may
     /// be used for communication again later"); on a live one it fails.
+    #[doc(alias = "MPID_nem_net_module_vc_init")]
     fn vc_init(&self, peer: usize, card: &str) -> Result<(), NetError>;
 
     /// The peers this process has a VC with, either way: those it sent to
@@ -370,19 +384,24 @@ pub trait NetModule: Send + Sync {
     fn connected_peers(&self) -> Vec<usize>;
 
     /// Forgets the VC to `peer` (`vc_destroy`); it must be terminated.
+    #[doc(alias = "MPID_nem_net_module_vc_destroy")]
     fn vc_destroy(&self, peer: usize);
 
     /// Closes the VC to `peer` once its pending sends have drained, without
     /// blocking (`vc_terminate`); [`Upcalls::vc_terminated`] follows.
+    #[doc(alias = "MPID_nem_net_module_vc_terminate")]
     fn vc_terminate(&self, peer: usize);
 
     /// True if frames sent on one VC arrive in the order sent
     /// (`get_ordering`).
+    #[doc(alias = "MPID_nem_net_module_get_ordering")]
+    #[doc(alias = "get_ordering")]
     fn ordering(&self) -> bool;
 
     /// Sends a contiguous frame: `header` then `data` (`iSendContig`). `req`
     /// completes (see [`SendRequest::data_sent`]) once the data is sent, at
     /// once if it all went now.
+    #[doc(alias = "iSendContig")]
     fn isend_contig(
         &self,
         peer: usize,
@@ -393,6 +412,7 @@ pub trait NetModule: Send + Sync {
 
     /// Sends a contiguous frame and makes a request only if it could not go
     /// at once (`iStartContigMsg`): `None` means sent.
+    #[doc(alias = "iStartContigMsg")]
     fn istart_contig(
         &self,
         peer: usize,
@@ -404,6 +424,9 @@ pub trait NetModule: Send + Sync {
     /// (`SendNoncontig`); `header.len` must be their total length. The
     /// caller's memory is free again when this returns: a module keeps a
     /// copy of whatever it has not sent.
+    #[doc(alias = "SendNoncontig")]
+    #[doc(alias = "MPIDI_CH3U_Request_load_send_iov")]
+    #[doc(alias = "MPID_Segment_pack")]
     fn send_noncontig(
         &self,
         peer: usize,
@@ -475,6 +498,8 @@ pub trait NetModule: Send + Sync {
     /// to `timeout` for something to happen (`None`: wait until something
     /// does or [`NetModule::wake`] is called). Returns true if anything
     /// moved.
+    #[doc(alias = "MPID_nem_net_module_poll")]
+    #[doc(alias = "net_module_poll")]
     fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError>;
 
     /// Receives what has arrived, without waiting and from any thread (an
@@ -569,12 +594,14 @@ pub trait NetModule: Send + Sync {
     fn wake(&self);
 
     /// Closes everything (`finalize`).
+    #[doc(alias = "MPID_nem_net_module_finalize")]
     fn finalize(&self);
 
     /// Closes everything before the process is checkpointed
     /// (`ckpt_shutdown`): as in MPICH's tcp module, this is `finalize`,
     /// and a restarted process makes its modules anew (`net_module_init`)
     /// and connects its VCs again.
+    #[doc(alias = "MPID_nem_net_module_ckpt_shutdown")]
     fn ckpt_shutdown(&self) {
         self.finalize();
     }

@@ -2245,8 +2245,14 @@ impl NetModule for ShmModule {
         peers
     }
 
-    fn vc_destroy(&self, _peer: usize) {
-        // The mappings go with the module; nothing else to undo.
+    fn vc_destroy(&self, peer: usize) {
+        // Its transfers are forgotten (a terminated VC has none in flight:
+        // it terminates once every lent message is back). Its mappings go
+        // with the module: a ring stays mapped while the module lives (see
+        // "Ending"), and another thread may be reading it.
+        if let Ok(vc) = self.vc(peer) {
+            vc.lmt.abandon();
+        }
     }
 
     fn vc_terminate(&self, peer: usize) {

@@ -2361,3 +2361,26 @@ fn a_peer_gone_without_ending_fails_its_vc_once_and_one_that_ended_does_not() {
     assert!(rb.events().is_empty(), "{:?}", rb.events());
     assert_eq!(b.peer_check_period(), Some(PEER_CHECK));
 }
+
+/// `ckpt_shutdown` ends a module as `finalize` does (its names removed),
+/// so that a restarted process makes its module anew (`net_module_init`)
+/// under the same names, connects again, and frames flow both ways.
+#[test]
+fn a_module_made_anew_after_ckpt_shutdown_connects_again() {
+    let job = Job::new(2);
+    for round in 0..2u32 {
+        let (a, ra) = job.module(0);
+        let (b, rb) = job.module(1);
+        connect(&[&a, &b]);
+        post_small(&a, 1, 10 + round);
+        post_small(&b, 0, 20 + round);
+        a.flush_all();
+        b.flush_all();
+        poll_until(&[&a, &b], || ra.count() == 1 && rb.count() == 1);
+        assert_eq!(lock(&ra.got)[0].header.tag, 20 + round);
+        assert_eq!(lock(&rb.got)[0].header.tag, 10 + round);
+        a.ckpt_shutdown();
+        b.ckpt_shutdown();
+    }
+    job.assert_clean();
+}

@@ -2332,6 +2332,31 @@ mod tests {
         });
     }
 
+    /// After `ckpt_shutdown` on both sides, modules made anew for the same
+    /// processes (`net_module_init` again, as a restarted process does)
+    /// connect and move frames both ways.
+    #[test]
+    fn modules_made_anew_after_ckpt_shutdown_connect_again() {
+        for round in 0..2u32 {
+            let ((a, ra), (b, rb)) = pair();
+            for (m, to, tag) in [(&a, 1, 10 + round), (&b, 0, 20 + round)] {
+                m.istart_contig(
+                    to,
+                    header(FrameKind::Control, 1, tag),
+                    SendData::Bytes(vec![1]),
+                )
+                .unwrap();
+            }
+            poll_until(&[&a, &b], || {
+                lock(&ra.frames).len() == 1 && lock(&rb.frames).len() == 1
+            });
+            assert_eq!(lock(&ra.frames)[0].1.tag, 20 + round);
+            assert_eq!(lock(&rb.frames)[0].1.tag, 10 + round);
+            a.ckpt_shutdown();
+            b.ckpt_shutdown();
+        }
+    }
+
     #[test]
     fn a_terminated_vc_is_connected_again() {
         for acceptor_first in [true, false] {
