@@ -77,21 +77,6 @@
 //! path); otherwise into a 64 KiB buffer passed to `handle`. Whole frames go
 //! to [`Upcalls::frame`], in order.
 //!
-//! # Large messages
-//!
-//! A message of [`LMT_MIN`] bytes or more that a PE sends and frees goes
-//! by the Nemesis spec's Null mode (`lmt_transfers::NullHooks`; sockets
-//! are the spec's example of it): an `LmtRts`, the receiver's `LmtCts`
-//! back, then the message as an `LmtData` frame, which the receiver reads
-//! straight into the message's buffer (the recv-active path); no DONE. The
-//! RTS holds what the sender posts after it (`SendSide::behind`) until the
-//! data is queued, so the message keeps its place on the stream; LMT
-//! packets never wait there (two processes each waiting for the other's
-//! CTS would wait for ever). A terminating VC closes only once no
-//! transfer holds it. Copying sends of large messages are written from the
-//! caller's memory as they are (see "Sending"): they must leave before the
-//! call returns.
-//!
 //! # Concurrency protocol
 //!
 //! - `send` lock: the VC's queue, its `Link` and attempt number, and
@@ -116,13 +101,11 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use std::os::fd::AsRawFd;
 
-use super::frame::{FrameBody, FrameHeader, FrameKind, MessageBuffers, Reassembler};
+use super::frame::{FrameHeader, MessageBuffers, Reassembler};
 use super::netmod::{
     NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls, check_iov_len,
 };
 use super::tcp_handshake::{Accepting, AcceptorSide, Connecting, Step, Verdict};
-use crate::lmt::Packet;
-use crate::lmt_transfers::{FROM_SENDER, LmtVc, NullHooks, SendTransfer, Transfers};
 use launch_wire::JobKey;
 
 /// How long an accepted connection may take over its handshake before it
@@ -298,14 +281,6 @@ enum Link {
 #[derive(Default)]
 struct SendSide {
     queue: VecDeque<Pending>,
-    /// The large-message transfer whose RTS is queued or written and whose
-    /// data is not queued yet (its CTS has not come): what is posted
-    /// meanwhile waits in `behind`, so the message keeps its place (see
-    /// "Large messages").
-    held_by: Option<u64>,
-    /// Frames posted while a transfer holds the VC, in order (counted in
-    /// `Vc::queued`); a further transfer's RTS among them carries its id.
-    behind: VecDeque<(Option<u64>, Pending)>,
     /// `vc_terminate` was called: close the write side once drained.
     terminate: bool,
     /// The write side is shut down.
@@ -319,58 +294,6 @@ struct SendSide {
     /// an attempt stops mattering (the peer's connection was taken
     /// instead), so that its outcome is ignored.
     attempt: u64,
-}
-
-/// Messages at least this long that a PE sends and frees go by the spec's
-/// Null-mode rendezvous (see "Large messages"); smaller ones, and copying
-/// sends (written from the caller's memory), go eagerly.
-pub const LMT_MIN: usize = (1 << 20) + (64 << 10);
-
-/// A VC as the Null mode's hooks see it (`lmt_transfers::LmtVc`): its
-/// packets and data on the VC's stream.
-struct TcpVc<'a> {
-    module: &'a TcpModule,
-    vc: &'a Vc,
-}
-
-impl LmtVc for TcpVc<'_> {
-    fn peer(&self) -> usize {
-        self.vc.peer
-    }
-
-    fn send_packet(&self, base: FrameHeader, packet: Packet) -> Result<(), NetError> {
-        let p = Pending::frame(
-            packet.header_from(base),
-            SendData::Bytes(packet.encode()),
-            None,
-        );
-        match packet {
-            // An RTS keeps its place among the messages and holds what
-            // comes after it; the other packets never wait.
-            Packet::Rts(cookie) => self.module.queue_rts(self.vc, p, cookie.id),
-            _ => self.module.send_frame_now(self.vc, p),
-        }
-    }
-
-    fn send_data(&self, t: &mut SendTransfer) -> Result<(), NetError> {
-        let msg = t
-            .msg
-            .take()
-            .ok_or_else(|| NetError::peer(self.vc.peer, "tcp: a transfer's data sent twice"))?;
-        let header = FrameHeader {
-            kind: FrameKind::LmtData,
-            flags: FROM_SENDER,
-            len: msg.len() as u32,
-            src: t.header.src,
-            tag: t.id as u32,
-        };
-        self.module.send_frame_now(
-            self.vc,
-            Pending::frame(header, SendData::Message(msg), None),
-        )?;
-        self.module.release_behind(self.vc, t.id);
-        Ok(())
-    }
 }
 
 struct RecvSide {
@@ -394,9 +317,6 @@ struct Vc {
     queued: AtomicUsize,
     /// `vc_terminated` was reported.
     terminated: AtomicBool,
-    /// The large-message transfers in flight with the peer (see "Large
-    /// messages").
-    lmt: Transfers,
     /// The peer closed its side cleanly (`RecvSide::eof` on a read of 0),
     /// readable without the receive lock: [`TcpModule::check_terminated`]
     /// runs from `vc_terminate`, which must not wait for a receiver (one
@@ -418,7 +338,6 @@ impl Vc {
             }),
             queued: AtomicUsize::new(0),
             terminated: AtomicBool::new(false),
-            lmt: Transfers::new(peer, max_payload),
             read_closed: AtomicBool::new(false),
         }
     }
@@ -984,96 +903,8 @@ impl TcpModule {
             ..SendSide::default()
         };
         vc.queued.store(0, Ordering::Release);
-        // Terminated: every transfer was done (the close waits for them).
-        vc.lmt.abandon();
         vc.read_closed.store(false, Ordering::Release);
         vc.terminated.store(false, Ordering::Release);
-    }
-
-    /// Queues `p` (an LMT packet, or a transfer's data) on `vc` ahead of
-    /// whatever waits behind a transfer, and writes what the socket takes.
-    fn send_frame_now(&self, vc: &Vc, p: Pending) -> Result<(), NetError> {
-        let mut side = lock(&vc.send);
-        if let Some(why) = &side.failed {
-            return Err(NetError::peer(vc.peer, why.clone()));
-        }
-        if side.write_closed {
-            return Err(NetError::peer(vc.peer, "tcp: send on a closed connection"));
-        }
-        vc.queued.fetch_add(p.total(), Ordering::Relaxed);
-        side.queue.push_back(p);
-        if side.link != Link::Up {
-            return self.connect_on_first_use(vc, side).map(|_| ());
-        }
-        self.drain_or_fail(vc, side).map(|_| ())
-    }
-
-    /// Queues the RTS `p` of transfer `id` behind what waits for an earlier
-    /// transfer's CTS, if any; it holds what is posted after it until its
-    /// data is queued (see "Large messages").
-    fn queue_rts(&self, vc: &Vc, p: Pending, id: u64) -> Result<(), NetError> {
-        let mut side = lock(&vc.send);
-        if let Some(why) = &side.failed {
-            return Err(NetError::peer(vc.peer, why.clone()));
-        }
-        if side.write_closed || side.terminate {
-            return Err(NetError::peer(vc.peer, "tcp: send on a closed connection"));
-        }
-        vc.queued.fetch_add(p.total(), Ordering::Relaxed);
-        if side.held_by.is_some() {
-            side.behind.push_back((Some(id), p));
-            return Ok(());
-        }
-        side.held_by = Some(id);
-        side.queue.push_back(p);
-        if side.link != Link::Up {
-            return self.connect_on_first_use(vc, side).map(|_| ());
-        }
-        self.drain_or_fail(vc, side).map(|_| ())
-    }
-
-    /// Transfer `id`'s data is queued: what waited behind it goes (up to
-    /// the next transfer's RTS), and a terminating VC may close.
-    fn release_behind(&self, vc: &Vc, id: u64) {
-        let mut side = lock(&vc.send);
-        if side.held_by != Some(id) {
-            return;
-        }
-        side.held_by = None;
-        while let Some((rts, p)) = side.behind.pop_front() {
-            side.queue.push_back(p);
-            if rts.is_some() {
-                side.held_by = rts;
-                break;
-            }
-        }
-        if side.link == Link::Up {
-            self.flush_locked(vc, side);
-        }
-    }
-
-    /// A large-message transfer's frame (see "Large messages"): to the
-    /// VC's transfers; a message they complete goes up.
-    fn on_lmt(&self, vc: &Vc, h: FrameHeader, body: FrameBody) {
-        let view = TcpVc { module: self, vc };
-        match vc.lmt.on_frame(&view, &NullHooks, h, body) {
-            Ok(Some((header, msg))) => self.upcalls().message(vc.peer, header, msg),
-            Ok(None) => {}
-            Err(why) => self.upcalls().vc_failed(vc.peer, why),
-        }
-    }
-
-    /// A frame of `vc`'s stream, whole: a large-message transfer's to
-    /// [`TcpModule::on_lmt`], any other up.
-    fn dispatch(&self, vc: &Vc, h: FrameHeader, body: FrameBody) {
-        match h.kind {
-            FrameKind::LmtRts
-            | FrameKind::LmtCts
-            | FrameKind::LmtCookie
-            | FrameKind::LmtDone
-            | FrameKind::LmtData => self.on_lmt(vc, h, body),
-            _ => self.upcalls().arrived(vc.peer, h, body),
-        }
     }
 
     /// Accepts every connection waiting on the listener into `pending`;
@@ -1167,10 +998,6 @@ impl TcpModule {
             return Err(NetError::peer(vc.peer, "tcp: send on a closed connection"));
         }
         let queued = vc.queued.fetch_add(p.total(), Ordering::Relaxed) + p.total();
-        if side.held_by.is_some() {
-            side.behind.push_back((None, p));
-            return Ok(false);
-        }
         side.queue.push_back(p);
         if side.link != Link::Up {
             return self.connect_on_first_use(vc, side);
@@ -1218,17 +1045,12 @@ impl TcpModule {
         if side.write_closed || side.terminate {
             return Err(NetError::peer(vc.peer, "tcp: send on a closed connection"));
         }
-        if side.link != Link::Up || side.held_by.is_some() {
-            // Copied and queued until the connection is up, or behind the
-            // transfer that holds the VC.
+        if side.link != Link::Up {
+            // Copied and queued until the connection is up.
             let mut body = Vec::with_capacity(header.len as usize);
             iov.iter().for_each(|part| body.extend_from_slice(part));
             let p = Pending::frame(header, SendData::Bytes(body), Some(req));
             vc.queued.fetch_add(p.total(), Ordering::Relaxed);
-            if side.held_by.is_some() {
-                side.behind.push_back((None, p));
-                return Ok(false);
-            }
             side.queue.push_back(p);
             return self.connect_on_first_use(vc, side);
         }
@@ -1441,12 +1263,7 @@ impl TcpModule {
                 return true;
             }
         };
-        if side.queue.is_empty()
-            && side.held_by.is_none()
-            && side.terminate
-            && !side.write_closed
-            && side.link == Link::Up
-        {
+        if side.queue.is_empty() && side.terminate && !side.write_closed && side.link == Link::Up {
             side.write_closed = true;
             let _ = io(vc).shutdown(Shutdown::Write);
             drop(side);
@@ -1495,7 +1312,7 @@ impl TcpModule {
             // which is not zeroed first.
             let direct = side.reasm.receive_body(
                 &mut |space| rustix::io::read(&*io(vc), space).map(|(filled, _)| filled),
-                |h, body| self.dispatch(vc, h, body),
+                |h, body| upcalls.arrived(peer, h, body),
             );
             // See `Drain`: whether a short read of the 64 KiB buffer ends
             // the loop. A large body read straight into its message reads
@@ -1516,7 +1333,7 @@ impl TcpModule {
                             Ok(())
                         } else {
                             side.reasm
-                                .handle(&buf[..n], |h, body| self.dispatch(vc, h, body))
+                                .handle(&buf[..n], |h, body| upcalls.arrived(peer, h, body))
                         };
                         (
                             n,
@@ -1612,7 +1429,6 @@ impl NetModule for TcpModule {
 
     fn vc_destroy(&self, peer: usize) {
         if let Ok(vc) = self.vc(peer) {
-            vc.lmt.abandon();
             let side = lock(&vc.send);
             if side.link == Link::Up {
                 let _ = self.registry.deregister(&mut SourceFd(&io(vc).as_raw_fd()));
@@ -1731,20 +1547,9 @@ impl NetModule for TcpModule {
         header: FrameHeader,
         data: SendData,
     ) -> Result<bool, NetError> {
-        let vc = self.vc_or_make(peer)?;
-        if let (FrameKind::Message, SendData::Message(msg)) = (header.kind, &data) {
-            if msg.len() >= LMT_MIN {
-                // The spec's Null mode: RTS, CTS, then the message.
-                let SendData::Message(msg) = data else {
-                    unreachable!()
-                };
-                vc.lmt
-                    .send(&TcpVc { module: self, vc }, &NullHooks, header, msg)?;
-                return Ok(vc.queued.load(Ordering::Relaxed) > 0);
-            }
-        }
         let p = Pending::frame(header, data, None);
-        self.send_pending_when(vc, p, false).map(|empty| !empty)
+        self.send_pending_when(self.vc_or_make(peer)?, p, false)
+            .map(|empty| !empty)
     }
 
     fn flush_all(&self) -> bool {
@@ -1774,9 +1579,10 @@ impl NetModule for TcpModule {
     }
 
     fn backlog(&self, peer: usize) -> usize {
-        self.vcs.get(peer).and_then(|v| v.get()).map_or(0, |vc| {
-            vc.queued.load(Ordering::Relaxed) + vc.lmt.lent_bytes()
-        })
+        self.vcs
+            .get(peer)
+            .and_then(|v| v.get())
+            .map_or(0, |vc| vc.queued.load(Ordering::Relaxed))
     }
 
     fn resume_receiving(&self) {
@@ -1935,56 +1741,6 @@ mod tests {
                     .unwrap();
             }
         }
-    }
-
-    /// A message of `LMT_MIN` bytes or more that a PE sends and frees goes
-    /// by the Null mode's rendezvous (RTS, CTS, then the message), both
-    /// ways at once; its header's flags and tag arrive with it, a frame
-    /// posted after it arrives after it, and nothing stays lent.
-    #[test]
-    fn large_messages_go_by_rendezvous_and_keep_their_place() {
-        let ((a, ra), (b, rb)) = pair();
-        let len = LMT_MIN + 100;
-        let mut sent = Vec::new();
-        for (m, to) in [(&a, 1), (&b, 0)] {
-            let mut bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8 ^ to as u8).collect();
-            bytes[8..12].copy_from_slice(&(len as u32).to_le_bytes());
-            let msg = converse_msg::Message::from_bytes(&bytes).unwrap();
-            let h = FrameHeader {
-                kind: FrameKind::Message,
-                flags: 1,
-                len: len as u32,
-                src: 7,
-                tag: 3,
-            };
-            m.post_contig(to, h, SendData::Message(msg)).unwrap();
-            assert!(
-                m.vc(to).unwrap().lmt.lent_bytes() == len,
-                "lent until clear to send"
-            );
-            m.post_contig(
-                to,
-                header(FrameKind::Control, 3, 4),
-                SendData::Bytes(vec![1, 2, 3]),
-            )
-            .unwrap();
-            m.flush_all();
-            sent.push(bytes);
-        }
-        poll_until(&[&a, &b], || {
-            lock(&ra.frames).len() == 2 && lock(&rb.frames).len() == 2
-        });
-        for (rec, bytes) in [(&rb, &sent[0]), (&ra, &sent[1])] {
-            let f = lock(&rec.frames);
-            assert_eq!(
-                (f[0].1.kind, f[0].1.flags, f[0].1.tag, f[0].1.len as usize),
-                (FrameKind::Message, 1, 3, len)
-            );
-            assert!(f[0].2 == *bytes, "the message's bytes");
-            assert_eq!(f[1].1.tag, 4, "the frame posted after it comes after it");
-        }
-        poll_until(&[&a, &b], || a.backlog(1) == 0 && b.backlog(0) == 0);
-        assert!(lock(&ra.events).is_empty() && lock(&rb.events).is_empty());
     }
 
     #[test]
