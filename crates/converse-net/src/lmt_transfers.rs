@@ -79,6 +79,18 @@ pub struct SendTransfer {
     pub msg: Option<Message>,
 }
 
+impl SendTransfer {
+    /// The cookie of this transfer naming `addr` (0: none) in the
+    /// sender's memory.
+    pub fn cookie(&self, addr: u64) -> Cookie {
+        Cookie {
+            addr,
+            len: self.len as u64,
+            id: self.id,
+        }
+    }
+}
+
 /// A large message being received (the spec's receive request).
 pub struct RecvTransfer {
     /// Its id, as its sender chose it.
@@ -224,15 +236,7 @@ pub struct NullHooks;
 
 impl<V: LmtVc + ?Sized> LmtHooks<V> for NullHooks {
     fn initiate_lmt(&self, vc: &V, t: &SendTransfer) -> Result<(), String> {
-        send_rts(
-            vc,
-            t,
-            Cookie {
-                addr: 0,
-                len: t.len as u64,
-                id: t.id,
-            },
-        )
+        send_rts(vc, t, t.cookie(0))
     }
 
     fn start_recv(&self, vc: &V, t: &mut RecvTransfer, _: Cookie) -> Result<Progress, String> {

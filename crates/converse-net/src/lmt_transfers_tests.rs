@@ -91,15 +91,7 @@ impl LmtHooks<End> for Hooks {
                 .put(t.msg.as_ref().expect("lent").as_bytes().to_vec()),
             _ => 0,
         };
-        send_rts(
-            vc,
-            t,
-            Cookie {
-                addr,
-                len: t.len as u64,
-                id: t.id,
-            },
-        )
+        send_rts(vc, t, t.cookie(addr))
     }
     fn start_recv(&self, vc: &End, t: &mut RecvTransfer, s: Cookie) -> Result<Progress, String> {
         match self.mode {

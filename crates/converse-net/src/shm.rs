@@ -803,15 +803,7 @@ struct ShmGet;
 impl<'a> LmtHooks<ShmVc<'a>> for ShmGet {
     fn initiate_lmt(&self, vc: &ShmVc<'a>, t: &SendTransfer) -> Result<(), String> {
         let addr = t.msg.as_ref().map_or(0, |m| m.as_bytes().as_ptr() as u64);
-        send_rts(
-            vc,
-            t,
-            Cookie {
-                addr,
-                len: t.len as u64,
-                id: t.id,
-            },
-        )
+        send_rts(vc, t, t.cookie(addr))
     }
 
     fn start_recv(
@@ -883,15 +875,7 @@ impl<'a> LmtHooks<ShmVc<'a>> for ShmPut {
     fn initiate_lmt(&self, vc: &ShmVc<'a>, t: &SendTransfer) -> Result<(), String> {
         // The receiver's buffer is the one that counts; the sender's
         // address is not shown.
-        send_rts(
-            vc,
-            t,
-            Cookie {
-                addr: 0,
-                len: t.len as u64,
-                id: t.id,
-            },
-        )
+        send_rts(vc, t, t.cookie(0))
     }
 
     fn start_recv(
