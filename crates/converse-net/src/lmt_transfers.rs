@@ -326,11 +326,16 @@ impl Transfers {
         header: FrameHeader,
         msg: Message,
     ) -> Result<u64, NetError> {
-        // Below 2^32 (see "The packets, and whose transfer they name"):
-        // one in flight four billion transfers later is not to be feared.
-        let id = u64::from(self.next.fetch_add(1, Ordering::Relaxed) as u32);
         let len = msg.len();
         let mut sending = lock(&self.sending);
+        // Below 2^32 (see "The packets, and whose transfer they name"), and
+        // none in flight: after four billion transfers the numbers wrap.
+        let id = loop {
+            let id = u64::from(self.next.fetch_add(1, Ordering::Relaxed) as u32);
+            if !sending.contains_key(&id) {
+                break id;
+            }
+        };
         sending.insert(
             id,
             SendTransfer {
@@ -520,6 +525,12 @@ impl Transfers {
                 Ok(None)
             }
         }
+    }
+
+    /// Makes the next id `next` (a test of the numbers' wrapping).
+    #[cfg(test)]
+    fn set_next(&self, next: u64) {
+        self.next.store(next, Ordering::Relaxed);
     }
 
     /// Forgets every transfer (`vc_destroy`, a failed VC): lent messages

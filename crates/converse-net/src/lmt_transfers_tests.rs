@@ -440,3 +440,21 @@ fn failed_sends_and_abandoned_transfers_lend_nothing() {
     assert_eq!(p.transfers[0].abandon(), 64);
     assert_eq!(p.transfers[0].lent_bytes(), 0);
 }
+
+/// Ids stay below 2^32 and skip one still in flight when they wrap.
+#[test]
+fn ids_wrap_below_two_to_the_32_past_those_in_flight() {
+    let p = pair();
+    let t = &p.transfers[0];
+    let send = || {
+        t.send(&p.ends[0], &NullHooks, msg_header(64, 1), message(64, 1))
+            .unwrap()
+    };
+    assert_eq!(send(), 1);
+    t.set_next(u64::from(u32::MAX));
+    assert_eq!(send(), u64::from(u32::MAX));
+    // 2^32 wraps to 0, then 1 is still in flight: 2.
+    assert_eq!(send(), 0);
+    assert_eq!(send(), 2);
+    assert_eq!(t.lent_bytes(), 4 * 64);
+}
