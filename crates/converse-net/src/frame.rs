@@ -267,7 +267,6 @@ impl FrameBody {
     }
 
     /// The payload's bytes as a vector.
-    #[cfg(test)]
     pub fn into_vec(self) -> Vec<u8> {
         match self {
             FrameBody::Message(m) => m.as_bytes().to_vec(),

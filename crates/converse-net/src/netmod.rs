@@ -45,7 +45,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::frame::{FRAME_HEADER_SIZE, FrameBody, FrameHeader, MessageBuffers};
+use super::frame::{FRAME_HEADER_SIZE, FrameBody, FrameHeader, FrameKind, MessageBuffers};
 use converse_msg::Message;
 
 /// A fault of a network module, naming the process it concerns.
@@ -314,8 +314,13 @@ pub trait Upcalls: Send + Sync {
     /// message, [`Upcalls::frame`] for anything else.
     fn arrived(&self, peer: usize, header: FrameHeader, body: FrameBody) {
         match body {
-            FrameBody::Message(msg) => self.message(peer, header, msg),
-            FrameBody::Bytes(bytes) => self.frame(peer, header, bytes),
+            FrameBody::Message(msg) if header.kind == FrameKind::Message => {
+                self.message(peer, header, msg)
+            }
+            // Another kind received into a message buffer (an `LmtData`
+            // frame on a VC with no transfer engine) is no message: the
+            // layer above sees its kind and refuses it.
+            body => self.frame(peer, header, body.into_vec()),
         }
     }
     /// Buffers the layer above keeps for messages (persistent channels'),
@@ -604,5 +609,54 @@ pub trait NetModule: Send + Sync {
     #[doc(alias = "MPID_nem_net_module_ckpt_shutdown")]
     fn ckpt_shutdown(&self) {
         self.finalize();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Mutex;
+
+    /// What reached which upcall.
+    #[derive(Default)]
+    struct Seen(Mutex<Vec<String>>);
+
+    impl Upcalls for Seen {
+        fn frame(&self, _: usize, header: FrameHeader, body: Vec<u8>) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("frame {:?} {}", header.kind, body.len()));
+        }
+        fn message(&self, _: usize, header: FrameHeader, msg: Message) {
+            self.0
+                .lock()
+                .unwrap()
+                .push(format!("message {:?} {}", header.kind, msg.len()));
+        }
+        fn vc_terminated(&self, _: usize) {}
+        fn vc_failed(&self, _: usize, _: String) {}
+    }
+
+    /// Only a `Message` frame goes up as a message: an `LmtData` frame
+    /// that reached the layer above (a peer sent one where no transfer
+    /// engine takes it) goes up as a frame of its kind, which it refuses.
+    #[test]
+    fn only_a_message_frame_arrives_as_a_message() {
+        let seen = Seen::default();
+        let header = |kind| FrameHeader {
+            kind,
+            flags: 0,
+            len: 32,
+            src: 0,
+            tag: 0,
+        };
+        for kind in [FrameKind::Message, FrameKind::LmtData] {
+            seen.arrived(0, header(kind), FrameBody::Message(Message::alloc(32)));
+        }
+        assert_eq!(
+            *seen.0.lock().unwrap(),
+            ["message Message 32", "frame LmtData 32"]
+        );
     }
 }
