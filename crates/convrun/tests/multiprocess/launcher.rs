@@ -45,6 +45,7 @@ pub(crate) fn own_args() -> Vec<String> {
 pub(crate) fn node_env() -> usize {
     std::env::var("CONVERSE_NODE")
         .or_else(|_| std::env::var("PMI_RANK"))
+        .or_else(|_| std::env::var("PMIX_RANK"))
         .or_else(|_| std::env::var("OMPI_COMM_WORLD_RANK"))
         .ok()
         .and_then(|s| s.parse().ok())

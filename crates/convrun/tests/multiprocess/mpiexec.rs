@@ -270,6 +270,9 @@ fn mpiexec_convrun() {
     );
 }
 
+/// Where Debian puts PMIx's client library.
+const PMIX_LIBRARY: &str = "/usr/lib/x86_64-linux-gnu/libpmix.so.2";
+
 /// A process that looks started by a PMI launcher but whose environment or
 /// launcher is wrong fails at once with one line naming the cause (no
 /// `mpiexec` needed: the environment is made here).
@@ -324,9 +327,37 @@ fn pmi_bad_launcher() {
     run(
         &[("OMPI_COMM_WORLD_SIZE", "4".to_string())],
         &[],
-        "Open MPI without the mpi feature",
-        "started by Open MPI's mpirun as one of 4 processes",
+        "Open MPI without the mpi feature and without PMIx",
+        "started by Open MPI's mpirun as one of 4 processes (OMPI_COMM_WORLD_SIZE), which \
+         gives neither a PMI-1 connection (PMI_FD) nor a PMIx server (PMIX_NAMESPACE)",
     );
+    // A PMIx launcher's environment: without the library, then with the
+    // library but no server to reach.
+    let pmix = |library: &str| {
+        vec![
+            ("PMIX_NAMESPACE", "converse-test".to_string()),
+            ("PMIX_RANK", "0".to_string()),
+            ("OMPI_COMM_WORLD_SIZE", "4".to_string()),
+            ("CONVERSE_PMIX_LIBRARY", library.to_string()),
+        ]
+    };
+    run(
+        &pmix("/nonexistent/libpmix.so.2"),
+        &[],
+        "a PMIx launcher without the PMIx library",
+        "started by a PMIx launcher (PMIX_NAMESPACE=converse-test), but cannot load the \
+         PMIx library /nonexistent/libpmix.so.2",
+    );
+    if std::path::Path::new(PMIX_LIBRARY).exists() {
+        run(
+            &pmix(PMIX_LIBRARY),
+            &[],
+            "a PMIx launcher's environment with no server",
+            "PMIx init failed: ",
+        );
+    } else {
+        println!("    part skipped: no {PMIX_LIBRARY} (Debian's libpmix2)");
+    }
     // A launcher that never answers, then one that answers garbage: the
     // child inherits one end of a socket pair.
     for (answer, says) in [

@@ -358,6 +358,7 @@ fn topology() -> i32 {
         }
         let env_node: u64 = std::env::var("CONVERSE_NODE")
             .or_else(|_| std::env::var("PMI_RANK"))
+            .or_else(|_| std::env::var("PMIX_RANK"))
             .ok()
             .and_then(|v| v.parse().ok())
             .unwrap_or(u64::MAX);

@@ -83,6 +83,59 @@ fn srun_core() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Under Slurm's PMIx plugin (`srun --mpi=pmix`), the processes join
+/// through PMIx (`converse::rt::launch::pmix`) and the core programs give
+/// the same answers: 3 tasks of 1 PE and 2 of 2, over shm and tcp; an abort
+/// on a PE of task 1 ends every task naming it, and a task killed with
+/// SIGKILL ends the job naming the lost process. Built with the `mpi`
+/// feature, MPI's own start-up would take these jobs: skipped there.
+fn srun_pmix() {
+    if !slurm() {
+        return;
+    }
+    if cfg!(feature = "mpi") {
+        println!("    skipped: the PMIx bootstrap (built without the mpi feature)");
+        return;
+    }
+    let mut failures = Vec::new();
+    for netmod in ["shm", "tcp"] {
+        for (tasks, ppn) in [(3usize, 1usize), (2, 2)] {
+            let (n, c) = (tasks.to_string(), ppn.to_string());
+            let srun_args = ["--mpi=pmix", "-n", n.as_str(), "-c", c.as_str()];
+            for name in ["core_sends", "core_bcast", "core_reduce", "core_large"] {
+                let f = srun_job(&srun_args, name, &["++netmod", netmod]);
+                let how = format!("under srun {srun_args:?} over {netmod}");
+                failures.extend(f.core_run_fault(name, tasks, ppn, netmod, &how));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    removing_left_names(|| {
+        let f = srun_job(&["--mpi=pmix", "-n", "3"], "lx_abort", &[]);
+        assert_ne!(f.code, Some(0), "{}", f.stderr);
+        expect_stderr(&f, "converse: PE 1 aborting: lx_abort says boom");
+        let me = me();
+        let mut job = Running::start_program(
+            "srun",
+            &[
+                EXPORT,
+                "--mpi=pmix",
+                "-n",
+                "3",
+                &me,
+                "lx_idle",
+                "++netmod",
+                "tcp",
+            ],
+            false,
+        );
+        job.wait_pids(3, Some("converse: 3 PEs"), LIMIT);
+        let f = kill_and_wait(job, 1, Duration::from_secs(2));
+        assert_ne!(f.code, Some(0), "{}", f.stderr);
+        expect_stderr(&f, "lost process 1 (PE 1)");
+    });
+}
+
 /// `exit(7)` on the last PE ends every task, and `srun` with 7.
 fn srun_exit() {
     if !slurm() {
@@ -178,7 +231,8 @@ fn srun_without_pmi_is_refused() {
     expect_stderr(
         &f,
         "started by Slurm's srun as one of 2 processes (SLURM_STEP_NUM_TASKS), which gives \
-         no PMI-1 connection (PMI_FD): run `srun --mpi=pmi2`",
+         neither a PMI-1 connection (PMI_FD) nor a PMIx server (PMIX_NAMESPACE): run \
+         `srun --mpi=pmi2` or `srun --mpi=pmix`",
     );
     assert!(!f.stdout.contains("ok core_sends"), "{}", f.stdout);
 }
@@ -232,6 +286,7 @@ fn srun_sbatch() {
 pub fn cases() -> Vec<Case> {
     vec![
         ("srun_core", srun_core),
+        ("srun_pmix", srun_pmix),
         ("srun_exit", srun_exit),
         ("srun_abort", srun_abort),
         ("srun_sigkill", srun_sigkill),

@@ -41,6 +41,7 @@ mod modules;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod pmi;
+mod pmix;
 
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -89,6 +90,8 @@ const BOOTSTRAPS: &[Detect] = &[
     #[cfg(feature = "mpi")]
     mpi::placement,
     pmi::placement,
+    pmix::placement,
+    pmi::refuse_foreign,
 ];
 
 /// The bootstrap of the job this process joined.

@@ -105,10 +105,12 @@ impl Drop for Pmi {
     }
 }
 
-/// Launchers that give a rank without a PMI-1 connection: (variable
-/// holding the job's size, launcher's name, what to do instead). Slurm's
-/// `srun` gives one with its `pmi2` plugin (`--mpi=pmi2`, or `MpiDefault=pmi2`
-/// in `slurm.conf`), which answers PMI-1 requests as well as PMI-2 ones.
+/// Launchers that may give a rank with neither a PMI-1 connection nor a
+/// PMIx server: (variable holding the job's size, launcher's name, what
+/// to do instead). Slurm's `srun` gives a PMI-1 connection with its
+/// `pmi2` plugin (`--mpi=pmi2`), which answers PMI-1 requests as well as
+/// PMI-2 ones, and a PMIx server with `--mpi=pmix` (`pmix.rs`); Open MPI's
+/// `mpirun` gives PMIx since 2.0.
 const NO_PMI1: &[(&str, &str, &str)] = &[
     (
         "OMPI_COMM_WORLD_SIZE",
@@ -120,8 +122,8 @@ const NO_PMI1: &[(&str, &str, &str)] = &[
     (
         "SLURM_STEP_NUM_TASKS",
         "Slurm's srun",
-        "run `srun --mpi=pmi2` (or set MpiDefault=pmi2 in slurm.conf), or start \
-         the job with convrun",
+        "run `srun --mpi=pmi2` or `srun --mpi=pmix` (or set MpiDefault in \
+         slurm.conf), or start the job with convrun",
     ),
     (
         "FLUX_JOB_SIZE",
@@ -177,7 +179,8 @@ fn foreign_launcher(var: impl Fn(&str) -> Option<String>) -> Option<String> {
             if n > 1 {
                 return Some(format!(
                     "started by {launcher} as one of {n} processes ({size_var}), which \
-                     gives no PMI-1 connection (PMI_FD): {instead}"
+                     gives neither a PMI-1 connection (PMI_FD) nor a PMIx server \
+                     (PMIX_NAMESPACE): {instead}"
                 ));
             }
         }
@@ -185,17 +188,23 @@ fn foreign_launcher(var: impl Fn(&str) -> Option<String>) -> Option<String> {
     None
 }
 
+/// The last bootstrap: a process that no other placed but that a launcher
+/// this build cannot talk to started as one of several is refused, with
+/// the way out; running as one of several unrelated one-process jobs
+/// would be wrong.
+pub(super) fn refuse_foreign(_: &Config) -> Result<Option<Placement>, String> {
+    match foreign_launcher(|name| std::env::var(name).ok()) {
+        Some(why) => Err(why),
+        None => Ok(None),
+    }
+}
+
 /// The placement a PMI-1 launcher gave this process, if one started it.
 pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     let var = |name: &str| std::env::var(name).ok();
     let (Some(fd), Some(rank), Some(size)) = (var("PMI_FD"), var("PMI_RANK"), var("PMI_SIZE"))
     else {
-        // Started by a launcher this bootstrap cannot talk to? Running
-        // as one of several unrelated one-process jobs would be wrong.
-        return match foreign_launcher(var) {
-            Some(why) => Err(why),
-            None => Ok(None),
-        };
+        return Ok(None);
     };
     let number = |name: &str, value: &str| {
         value
