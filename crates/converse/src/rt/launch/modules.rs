@@ -243,8 +243,14 @@ pub(super) fn routes(
         });
     }
     let Some(&(_, within, between)) = BY_HOST.iter().find(|(name, ..)| *name == netmod) else {
+        // The one module a build may lack: say which feature brings it.
+        let missing = if netmod == "mpi" {
+            "; the mpi module needs a build with the mpi feature"
+        } else {
+            ""
+        };
         return Err(format!(
-            "unknown network module `{netmod}` (this build has: {})",
+            "unknown network module `{netmod}` (this build has: {}{missing})",
             names().join(", ")
         ));
     };
@@ -332,6 +338,13 @@ mod tests {
         assert_eq!(routes("tcp", 0, 4, Some(&hosts)).unwrap().via, [TCP; 4]);
         let r = routes("shm", 0, 4, Some(&hosts)).unwrap();
         assert_eq!((r.via, r.label.as_str()), (vec![SHM; 4], "shm"));
+        if !cfg!(feature = "mpi") {
+            let e = routes("mpi", 0, 4, None).unwrap_err();
+            assert!(
+                e.ends_with("; the mpi module needs a build with the mpi feature)"),
+                "{e}"
+            );
+        }
         let e = routes("carrier-pigeon", 0, 4, None).unwrap_err();
         assert_eq!(
             e,
