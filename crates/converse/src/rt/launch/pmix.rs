@@ -79,6 +79,9 @@ const ABORT_PAUSE: Duration = Duration::from_millis(100);
 /// True once a process initialized PMIx: a second job in the same
 /// process (tests start several) is refused, as under PMI-1.
 static TAKEN: AtomicBool = AtomicBool::new(false);
+/// The launcher started this process alone (a job of one, which needs no
+/// launcher): every job of the process runs as a plain one-process job.
+static ALONE: AtomicBool = AtomicBool::new(false);
 
 // PMIx's types, as its headers lay them out (pmix_common.h).
 const NSPACE_LEN: usize = 256;
@@ -421,6 +424,9 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
             launch_wire::shown(&namespace)
         )
     })?;
+    if ALONE.load(Ordering::Acquire) {
+        return Ok(None);
+    }
     if TAKEN.swap(true, Ordering::AcqRel) {
         return Err("PMIx is taken by an earlier job of this process".into());
     }
@@ -449,6 +455,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     if size == 1 {
         // A job of one process needs no launcher.
         boot.tell_ended();
+        ALONE.store(true, Ordering::Release);
         return Ok(None);
     }
     tracing::debug!(rank, size, namespace = %me.namespace(), "joined the PMIx launcher's job");
