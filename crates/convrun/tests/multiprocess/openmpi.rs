@@ -79,7 +79,8 @@ fn mpirun_job(ranks: usize, name: &str, extra: &[&str]) -> Finished {
     launch_with(MPIRUN, &args, LIMIT, |_| {})
 }
 
-/// The core programs over shm, tcp and mpi: 3 ranks of 1 PE and 2 of 2.
+/// The core programs over the build's modules: 3 ranks of 1 PE and 2 of
+/// 2; and a job of one rank.
 fn openmpi_core() {
     let Some(netmods) = netmods().filter(|_| installed()) else {
         return;
@@ -96,6 +97,9 @@ fn openmpi_core() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // One rank: a plain one-process job (its launcher is told it ended).
+    let f = mpirun_job(1, "core_sends", &[]);
+    f.expect_code(0).expect_line("ok core_sends");
 }
 
 /// `exit(7)` on the last PE ends every rank, and `mpirun` with 7.
