@@ -157,6 +157,16 @@ pub(super) fn draw_job_secrets() -> Result<(launch_wire::JobKey, u64), String> {
     Ok((key, shm_id))
 }
 
+/// The network module of a launcher's job: what `++netmod` says, else
+/// shm when every process is on one host, else `auto`.
+pub(super) fn launcher_netmod(config: &Config, host_count: usize) -> String {
+    match &config.netmod {
+        Some(m) => m.clone(),
+        None if host_count == 1 => "shm".into(),
+        None => "auto".into(),
+    }
+}
+
 /// This host's name, as the processes of a launcher's job tell hosts
 /// apart.
 pub(super) fn host_name() -> String {

@@ -307,11 +307,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
             super::host_layout(&names, rank, config, ppn)
         }
     };
-    let netmod = match &config.netmod {
-        Some(m) => m.clone(),
-        None if host_count == 1 => "shm".into(),
-        None => "auto".into(),
-    };
+    let netmod = super::launcher_netmod(config, host_count);
     Ok(Some(Placement {
         node: rank,
         nodes: size,
