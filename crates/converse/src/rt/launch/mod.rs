@@ -8,9 +8,11 @@
 //! - Bootstraps (`Bootstrap`): how a process learns its place, publishes
 //!   its card and looks up the others'.
 //!   `convrun`'s (`convrun.rs`: its environment and control socket, the
-//!   protocol of the `launch-wire` crate), and PMI-1's (`pmi.rs`: a job
-//!   started by MPICH's `mpiexec`, its cards exchanged through the
-//!   launcher's key-value space).
+//!   protocol of the `launch-wire` crate), PMI-1's (`pmi.rs`: a job
+//!   started by MPICH's `mpiexec` or `srun --mpi=pmi2`, its cards
+//!   exchanged through the launcher's key-value space), PMIx's (`pmix.rs`:
+//!   Open MPI's `mpirun`, `srun --mpi=pmix`, through the launcher's own
+//!   client library) and, with the `mpi` feature, MPI's (`mpi.rs`).
 //! - Network modules, by name (`modules.rs`): what `++netmod` names, the
 //!   module that carries each VC, their card prefixes.
 //!

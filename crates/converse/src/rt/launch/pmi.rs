@@ -14,9 +14,11 @@
 //!
 //! A rank is a node (a process of `++ppn` PEs); `+p` must be the ranks
 //! times `++ppn` (`start` checks it). Launchers that hand out a rank but
-//! no PMI-1 connection (Open MPI's `mpirun`, Slurm's `srun` without
-//! `--mpi=pmi2`... which speaks PMI-2) are recognised and refused with
-//! the reason, so that a job never runs as N unrelated one-process jobs.
+//! neither a PMI-1 connection nor a PMIx server (`pmix.rs`: Open MPI's
+//! `mpirun`, `srun --mpi=pmix`), such as a Slurm step with `--mpi=none`,
+//! are recognised and refused with the reason (`refuse_foreign`, the last
+//! bootstrap tried), so that a job never runs as N unrelated one-process
+//! jobs.
 //!
 //! # Invariants
 //!
