@@ -33,7 +33,8 @@
 //!   call, the key and PMIx's own words for the status.
 //! - The structures passed to the library have the layout of PMIx's
 //!   headers (checked at compile time against the sizes of version 4.2's
-//!   `pmix_common.h`, which every PMIx since 2.0 keeps); values the library
+//!   `pmix_common.h`, the PMIx that Open MPI 4.1 and Slurm 22.05 use here;
+//!   other versions are untested); values the library
 //!   hands back are read by their type tag and released with its own
 //!   `PMIx_Value_destruct`.
 //! - The process tells the launcher how it ends: `PMIx_Finalize` (its part
@@ -254,7 +255,7 @@ fn load() -> Result<Api, String> {
         }
     };
     // SAFETY: each transmute: the symbol is PMIx's function of that name,
-    // whose C signature (pmix.h, unchanged since PMIx 2.0) the function
+    // whose C signature (PMIx 4.2's pmix.h, the version tested) the function
     // pointer type spells; a data pointer to a function is its address
     // on this platform.
     unsafe {
