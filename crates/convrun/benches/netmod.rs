@@ -102,9 +102,13 @@ fn warm_up_for(rounds: u64) -> u64 {
 }
 
 /// For profiling one size of a job under perf or callgrind: only the
-/// figures of `CONVERSE_BENCH_SIZE` bytes, if set.
+/// figures of `CONVERSE_BENCH_SIZE` bytes, if set (several sizes
+/// separated by commas: `8,1048576`).
 fn profiled(size: usize) -> bool {
-    std::env::var("CONVERSE_BENCH_SIZE").map_or(true, |s| s.parse::<usize>().ok() == Some(size))
+    std::env::var("CONVERSE_BENCH_SIZE").map_or(true, |s| {
+        s.split(',')
+            .any(|one| one.trim().parse::<usize>().ok() == Some(size))
+    })
 }
 
 /// For profiling: `CONVERSE_BENCH_REPEAT` times the round trips (1).
