@@ -62,3 +62,35 @@ fn pes_draw_different_numbers_that_repeat_from_run_to_run() {
     // A second job on new PE threads draws the same numbers.
     assert_eq!(run_job(), first);
 }
+
+/// The first numbers of PE 0's default stream in a job of one PE on the
+/// calling thread, after `before` ran on that PE.
+fn first_draws_on_this_thread(before: fn()) -> Vec<i32> {
+    // `init_returns`: this thread goes on as the job's PE 0.
+    Converse::new()
+        .args(["prog", "+p", "1"])
+        .init_returns(|_| {})
+        .expect("the job starts");
+    before();
+    let drawn = (0..8).map(|_| random::rand()).collect();
+    assert_eq!(converse::finish(0), 0);
+    drawn
+}
+
+#[test]
+fn a_second_job_on_the_same_thread_starts_from_a_fresh_default_stream() {
+    // PE 0 runs on this thread in both jobs: the first job's seeded stream
+    // must end with its PE, whatever address the second job's PE gets.
+    let seeded = first_draws_on_this_thread(|| random::srand(77));
+    let fresh = first_draws_on_this_thread(|| {});
+    let mut expected = RandomStream::for_pe(0, 0, 0);
+    let expected: Vec<i32> = (0..8).map(|_| expected.next_int()).collect();
+    assert_eq!(
+        fresh, expected,
+        "the second job's PE 0 got the first job's stream"
+    );
+    let mut after_srand = RandomStream::for_pe(0, 77, 0);
+    assert_eq!(seeded[0], after_srand.next_int());
+    // And a third, after one that drew from the default stream unseeded.
+    assert_eq!(first_draws_on_this_thread(|| {}), expected);
+}

@@ -160,3 +160,46 @@ fn exposed_bytes_are_read_by_gets_refused_to_puts_and_gone_with_the_guard() {
         .expect("the job starts");
     assert_eq!(code, 0);
 }
+
+/// Counts its drops.
+struct Dropped(Rc<Cell<u32>>);
+
+impl Drop for Dropped {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() + 1);
+    }
+}
+
+#[test]
+fn one_sided_operations_of_two_jobs_on_one_thread() {
+    // PE 0 of both jobs runs on this thread (`init_returns`): each job's
+    // operations are its PE's (a PE-private table, gone with the PE), and
+    // a callback started in the first runs once, by the time its job ends,
+    // and is dropped then.
+    let ran = Rc::new(Cell::new(0u32));
+    let dropped = Rc::new(Cell::new(0u32));
+    Converse::new()
+        .args(["prog", "+p", "1"])
+        .init_returns(|_| {})
+        .expect("the job starts");
+    let buf = rdma::dma_alloc(64);
+    let (r, guard) = (ran.clone(), Dropped(dropped.clone()));
+    rdma::get_cb(0, buf.addr(), 64, move |got| {
+        let _guard = &guard;
+        assert_eq!(got.unwrap(), vec![0; 64]);
+        r.set(r.get() + 1);
+    });
+    assert_eq!(converse::finish(0), 0);
+    drop(buf);
+    assert_eq!((ran.get(), dropped.get()), (1, 1), "(callback runs, drops)");
+    Converse::new()
+        .args(["prog", "+p", "1"])
+        .init_returns(|_| {})
+        .expect("the second job starts");
+    let buf = rdma::dma_alloc(64);
+    rdma::put(0, &[7; 64], buf.addr()).wait().unwrap();
+    assert_eq!(rdma::get(0, buf.addr(), 64).wait().unwrap(), vec![7; 64]);
+    drop(buf);
+    assert_eq!(converse::finish(0), 0);
+    assert_eq!((ran.get(), dropped.get()), (1, 1));
+}

@@ -67,9 +67,8 @@
 //! # Concurrency
 //!
 //! The registration table is process-wide (an `RwLock`). Operations in
-//! flight are per PE, in a thread-local of the PE's thread (keyed by the
-//! PE, since a thread may run PEs of several jobs in turn), touched only
-//! there.
+//! flight are per PE, in a PE-private variable (`IN_FLIGHT`, a [`Cpv`]),
+//! touched only on the PE's thread and dropped with the PE.
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -79,6 +78,7 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use crate::msg::message::Message;
 use crate::msg::system::{self, Kind, Reader};
+use crate::rt::globals::Cpv;
 use crate::rt::pe::{self, Pe};
 
 /// One registered range.
@@ -605,30 +605,26 @@ impl Op<'_> {
     }
 }
 
+/// A PE's operations in flight.
 #[derive(Default)]
 struct InFlight {
-    /// The PE this state belongs to (its `Pe`'s address).
-    pe: usize,
     next_id: u64,
     ops: HashMap<u64, Pending>,
 }
 
-thread_local! {
-    static IN_FLIGHT: RefCell<InFlight> = RefCell::new(InFlight::default());
-}
+/// The calling PE's operations in flight: a PE-private variable, so they
+/// end with their PE (what a job that ended left in flight is dropped
+/// with it, and never seen by a later job's PE on the same thread).
+static IN_FLIGHT: Cpv<RefCell<InFlight>> = Cpv::new();
 
-fn with_in_flight<R>(pe: &Pe, f: impl FnOnce(&mut InFlight) -> R) -> R {
-    let key = pe as *const Pe as usize;
-    IN_FLIGHT.with(|s| {
-        let mut s = s.borrow_mut();
-        if s.pe != key {
-            *s = InFlight {
-                pe: key,
-                ..InFlight::default()
-            };
-        }
-        f(&mut s)
-    })
+/// Runs `f` on the calling PE's operations in flight.
+fn with_in_flight<R>(f: impl FnOnce(&mut InFlight) -> R) -> R {
+    let in_flight = IN_FLIGHT.try_get().unwrap_or_else(|| {
+        IN_FLIGHT.initialize(RefCell::default());
+        IN_FLIGHT.get()
+    });
+    let mut in_flight = in_flight.borrow_mut();
+    f(&mut in_flight)
 }
 
 /// What a handle waits on.
@@ -720,7 +716,7 @@ fn start(
             buf.check(offset, op.len());
         }
         let slot = Slot(Rc::new(RefCell::new(None)));
-        let id = with_in_flight(pe, |s| {
+        let id = with_in_flight(|s| {
             s.next_id += 1;
             s.next_id
         });
@@ -770,7 +766,7 @@ fn start(
             }
             _ => None,
         };
-        with_in_flight(pe, |s| {
+        with_in_flight(|s| {
             s.ops.insert(
                 id,
                 Pending {
@@ -1172,7 +1168,7 @@ fn on_done(pe: &Pe, msg: &Message) {
     let mut r = Reader::new(msg, "one-sided answer");
     let (id, status) = (r.word(), r.word());
     let rest = r.rest();
-    let Some(mut op) = with_in_flight(pe, |s| s.ops.remove(&id)) else {
+    let Some(mut op) = with_in_flight(|s| s.ops.remove(&id)) else {
         r.malformed(&format!("PE {} has no one-sided operation {id}", pe.pe));
     };
     let single_copy_get = op.buffer.is_some() && rest.is_empty();

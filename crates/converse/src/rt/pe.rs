@@ -83,6 +83,10 @@ pub(crate) struct Pe {
     pub ccd: CcdState,
     /// The PE's timeline recorder (`trace`; records only under `+trace`).
     pub trace: crate::trace::Tracer,
+    /// The PE's default random stream (`random`), made at its first use:
+    /// it ends with the PE, so a later job's PE on the same thread starts
+    /// its own.
+    pub(in crate::rt) random: super::random::DefaultStream,
 }
 
 thread_local! {
@@ -142,6 +146,7 @@ impl Pe {
             cth: CthState::new(pe),
             ccd: CcdState::new(),
             trace,
+            random: Default::default(),
             job,
         }
     }

@@ -28,9 +28,11 @@
 //! # Concurrency
 //!
 //! A [`RandomStream`] is a plain value (`Send`, not shared). The default
-//! stream is per PE: a thread-local of the PE's thread, made for that PE
-//! at its first use (or by [`srand`]); user-level threads of a PE share
-//! it, as the manual's "shared amongst all chares on the processor".
+//! stream is per PE: it lives in the PE (`Pe::random`), made for that PE
+//! at its first use (or by [`srand`]), and ends with it; user-level
+//! threads of a PE share it, as the manual's "shared amongst all chares on
+//! the processor". A thread that is not a PE has a default stream of its
+//! own, a thread-local, apart from that of any PE the thread runs later.
 use std::cell::RefCell;
 
 /// The multipliers of stream types 0, 1 and 2 (L'Ecuyer 1999, Table 4,
@@ -146,28 +148,30 @@ impl RandomStream {
     }
 }
 
-thread_local! {
-    /// The default stream of the PE running on this thread, and which PE
-    /// (its `Pe`'s address: a thread may run PEs of several jobs in turn).
-    static DEFAULT: RefCell<Option<(usize, RandomStream)>> = const { RefCell::new(None) };
+/// A default stream, made (with seed 0) at its first use: a PE's
+/// (`Pe::random`) or that of a thread that is not a PE.
+#[derive(Default)]
+pub(crate) struct DefaultStream(RefCell<Option<RandomStream>>);
+
+impl DefaultStream {
+    fn with<R>(&self, f: impl FnOnce(&mut RandomStream) -> R) -> R {
+        let mut stream = self.0.borrow_mut();
+        f(stream.get_or_insert_with(|| RandomStream::new(0, 0)))
+    }
 }
 
-/// Runs `f` on the calling PE's default stream, made (with seed 0) if this
-/// PE has none yet.
+thread_local! {
+    /// The default stream of a thread while it is not a PE.
+    static OUTSIDE_PES: DefaultStream = DefaultStream::default();
+}
+
+/// Runs `f` on the calling PE's default stream (or the calling thread's,
+/// outside PEs).
 fn with_default<R>(f: impl FnOnce(&mut RandomStream) -> R) -> R {
-    let me = super::pe::try_current();
-    let key = me.as_ref().map_or(0, |pe| std::rc::Rc::as_ptr(pe) as usize);
-    DEFAULT.with(|d| {
-        let mut d = d.borrow_mut();
-        let stream = match &mut *d {
-            Some((k, stream)) if *k == key => stream,
-            other => {
-                *other = Some((key, RandomStream::new(0, 0)));
-                &mut other.as_mut().expect("just set").1
-            }
-        };
-        f(stream)
-    })
+    match super::pe::try_current() {
+        Some(pe) => pe.random.with(f),
+        None => OUTSIDE_PES.with(|d| d.with(f)),
+    }
 }
 
 /// Seeds the calling PE's default stream with `seed` (`CrnSrand`): from
