@@ -18,7 +18,78 @@
 //! `convrun` would have started.
 use crate::fail;
 
-pub const USAGE: &str = "usage: convrun +p N [++ppn M] [++local] [++nodelist FILE] [++netmod shm|tcp|auto] [++remote-shell CMD] [++timeout S] [++virtual-hosts N] [++mpiexec] [++no-aslr] [++verbose] program [args...]";
+/// `convrun`'s own flags, as its usage writes them, with what each does:
+/// the usage line and `--help` are made from this list (the runtime
+/// flags' part of `--help` from the core's table,
+/// `converse::machine::args::FLAGS`).
+const OWN_FLAGS: [(&str, &str); 12] = [
+    ("+p N", "the job's number of PEs"),
+    ("++ppn M", "PEs per process (a divisor of +p)"),
+    ("++local", "start every process on this host"),
+    ("++nodelist FILE", "the hosts to start processes on"),
+    (
+        "++netmod shm|tcp|auto",
+        "how processes talk (default: shm on one host, else auto)",
+    ),
+    (
+        "++remote-shell CMD",
+        "how processes start on other hosts (default: ssh -o BatchMode=yes)",
+    ),
+    ("++timeout S", "start-up deadline, in seconds"),
+    (
+        "++virtual-hosts N",
+        "count process n as on host n % N (tries a cluster's layout on one machine)",
+    ),
+    (
+        "++mpiexec",
+        "start the job through mpiexec (or the ++remote-shell command)",
+    ),
+    (
+        "++no-aslr",
+        "start the processes without address-space randomisation",
+    ),
+    (
+        "++verbose",
+        "print the layout and how each remote process starts",
+    ),
+    ("--help", "print this and exit"),
+];
+
+/// The one-line usage: `usage: convrun +p N [++ppn M] … program [args...]`.
+pub fn usage() -> String {
+    let mut line = String::from("usage: convrun");
+    for (i, (flag, _)) in OWN_FLAGS.iter().enumerate() {
+        if i == 0 {
+            line.push_str(&format!(" {flag}"));
+        } else {
+            line.push_str(&format!(" [{flag}]"));
+        }
+    }
+    line.push_str(" program [args...]");
+    line
+}
+
+/// `--help`: the usage, `convrun`'s flags, then the runtime flags the
+/// program takes (the core's table).
+pub fn help() -> String {
+    let width = OWN_FLAGS.iter().map(|(f, _)| f.len()).max().unwrap_or(0);
+    let mut text = usage();
+    text.push_str(
+        "
+
+convrun's flags (before the program):
+",
+    );
+    for (flag, what) in OWN_FLAGS {
+        text.push_str(&format!(
+            "  {flag:width$}  {what}
+"
+        ));
+    }
+    text.push('\n');
+    text.push_str(&converse::machine::args::help());
+    text
+}
 
 pub struct Options {
     pub pes: usize,
@@ -49,7 +120,7 @@ pub struct Options {
 /// The value of layout flag `flag` (`+p`, `++ppn`) as the core reads it:
 /// its bounds and its error messages are the core's.
 fn parse_layout(flag: &str, value: Option<String>) -> usize {
-    let value = value.unwrap_or_else(|| fail(&format!("{flag} needs a value\n{USAGE}")));
+    let value = value.unwrap_or_else(|| fail(&format!("{flag} needs a value\n{}", usage())));
     let words = ["convrun".to_string(), flag.to_string(), value];
     let config = layout_config(&words);
     let n = if flag == "+p" { config.pes } else { config.ppn };
@@ -66,7 +137,7 @@ fn layout_config(words: &[String]) -> converse::machine::args::Config {
 }
 
 fn parse_count(flag: &str, value: Option<String>) -> usize {
-    let value = value.unwrap_or_else(|| fail(&format!("{flag} needs a value\n{USAGE}")));
+    let value = value.unwrap_or_else(|| fail(&format!("{flag} needs a value\n{}", usage())));
     match value.parse::<usize>() {
         Ok(n) if n >= 1 => n,
         _ => fail(&format!(
@@ -108,7 +179,7 @@ pub fn parse_args(args: Vec<String>) -> Options {
             "++no-aslr" => o.no_aslr = true,
             "++virtual-hosts" => o.virtual_hosts = Some(parse_count(w.as_str(), words.next())),
             "++help" | "--help" | "-h" if o.command.is_empty() => {
-                println!("{USAGE}");
+                print!("{}", help());
                 std::process::exit(0)
             }
             "++nodelist" => {
@@ -185,7 +256,7 @@ pub fn parse_args(args: Vec<String>) -> Options {
     // flags given before the program (the runtime reads them anywhere; at
     // the end they do not shift the program's positional arguments).
     let Some(program) = program else {
-        fail(&format!("no program given\n{USAGE}"))
+        fail(&format!("no program given\n{}", usage()))
     };
     o.command.insert(0, program);
     o.command.extend(flags);

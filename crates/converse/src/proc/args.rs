@@ -4,9 +4,17 @@
 //! Converse flags start with `+` (`+x`, `++x`). The runtime removes every flag
 //! it knows before the program sees its arguments; a `+`-word it does not know
 //! is an error that names it, never silently ignored. A flag's value may be
-//! glued to it (`+p4`) or be the next word (`+p 4`).
+//! glued to it (`+p4`, `+p=4`) or be the next word (`+p 4`).
 //!
-//! Pure functions; no shared state.
+//! # One table
+//!
+//! Every flag is one entry of [`FLAGS`]: its name, what value it takes,
+//! a line of help, and how it sets the [`Config`]. The parser, the
+//! launcher's [`takes_value`], the unknown-flag error's list and the help
+//! text ([`help`], which `convrun --help` prints) are all read from it, so
+//! a new flag is one entry and none of them can miss it.
+//!
+//! Pure functions and a constant table; no shared state.
 use std::fmt;
 
 /// The names `++lmt` takes: the shm module's large-message modes
@@ -155,8 +163,8 @@ impl fmt::Display for ArgError {
         match self {
             ArgError::UnknownFlag(flag) => write!(
                 f,
-                "unknown runtime flag `{flag}` (runtime flags are +p N, ++ppn M, ++spantree-branch K, +stacksize S, \
-                 ++netmod NAME, ++timeout S, ++lmt get|put|coop, +balancer NAME, +trace FILE, +trace-buffer N, +trace-exact, +stats, +stats-plot FILE, +randomized_msgq [SEED], ++watchdog S, ++server, ++server-port N, ++server-auth FILE, ++server-bind ADDR, ++server-max-request BYTES, ++server-reply-timeout S, ++server-stall-timeout S and ++server-max-connections N)"
+                "unknown runtime flag `{flag}` (runtime flags are {})",
+                usage_list()
             ),
             ArgError::MissingValue(flag) => write!(f, "runtime flag `{flag}` needs a value"),
             ArgError::BadValue {
@@ -202,13 +210,382 @@ fn positive(flag: &str, value: &str) -> Result<usize, ArgError> {
     }
 }
 
+/// What a runtime flag takes after its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlagValue {
+    /// Nothing (`+stats`).
+    Nothing,
+    /// A value: the next word, or glued on (`+p 4`, `+p4`, `+p=4`); what
+    /// it names (`N`, `FILE`), for the usage.
+    Required(&'static str),
+    /// A value only if the next word is a number, or glued on with `=`
+    /// (`+randomized_msgq [SEED]`); what it names.
+    OptionalNumber(&'static str),
+}
+
+/// One runtime flag of [`FLAGS`].
+pub struct Flag {
+    /// Its name, with its `+` or `++`.
+    pub name: &'static str,
+    /// What it takes after it.
+    pub value: FlagValue,
+    /// What it does, one line.
+    pub help: &'static str,
+    /// Records it (and its value, if it takes one) in the configuration.
+    apply: fn(&mut Config, &'static str, Option<String>) -> Result<(), ArgError>,
+}
+
+impl Flag {
+    /// How the usage writes it: `+p N`, `+stats`, `+randomized_msgq [SEED]`.
+    pub fn usage(&self) -> String {
+        match self.value {
+            FlagValue::Nothing => self.name.to_string(),
+            FlagValue::Required(what) => format!("{} {what}", self.name),
+            FlagValue::OptionalNumber(what) => format!("{} [{what}]", self.name),
+        }
+    }
+}
+
+impl fmt::Debug for Flag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Flag")
+            .field("name", &self.name)
+            .field("value", &self.value)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Stores `value` in `slot`: what most flags' `apply` does.
+fn set<T>(slot: &mut T, value: T) -> Result<(), ArgError> {
+    *slot = value;
+    Ok(())
+}
+
+/// The value of a flag that takes one (the parser gives it one).
+fn given(value: Option<String>) -> String {
+    value.expect("the parser gives a value to a flag that takes one")
+}
+
+/// A `BadValue` of `flag`.
+fn bad(flag: &str, value: &str, expected: &'static str) -> ArgError {
+    ArgError::BadValue {
+        flag: flag.to_string(),
+        value: value.to_string(),
+        expected,
+    }
+}
+
+/// `value` parsed as a `T` that `ok` accepts, else `expected`.
+fn checked<T: std::str::FromStr>(
+    flag: &str,
+    value: &str,
+    ok: impl Fn(&T) -> bool,
+    expected: &'static str,
+) -> Result<T, ArgError> {
+    value
+        .parse()
+        .ok()
+        .filter(|v| ok(v))
+        .ok_or_else(|| bad(flag, value, expected))
+}
+
+/// Decimal seconds above 0 (`++watchdog`, `++server-stall-timeout`).
+fn seconds(flag: &str, value: &str) -> Result<std::time::Duration, ArgError> {
+    checked(
+        flag,
+        value,
+        |&s: &f64| s > 0.0 && s <= 1e6,
+        "seconds above 0 (decimals allowed)",
+    )
+    .map(std::time::Duration::from_secs_f64)
+}
+
+/// A name of letters and digits (and `extra` bytes), not empty.
+fn name_of(
+    flag: &str,
+    value: String,
+    extra: &[u8],
+    expected: &'static str,
+) -> Result<String, ArgError> {
+    if value.is_empty()
+        || !value
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || extra.contains(&b))
+    {
+        return Err(bad(flag, &value, expected));
+    }
+    Ok(value)
+}
+
+/// A path to write to: not empty, not a flag.
+fn path_of(flag: &str, value: String, expected: &'static str) -> Result<String, ArgError> {
+    if value.is_empty() || value.starts_with('+') {
+        return Err(bad(flag, &value, expected));
+    }
+    Ok(value)
+}
+
+/// The CCS server's part of the configuration, made by any server flag.
+fn server(c: &mut Config) -> &mut ServerFlags {
+    c.server.get_or_insert_with(ServerFlags::default)
+}
+
+/// Every runtime flag: the parser, [`takes_value`], the unknown-flag
+/// error and [`help`] all read this one table.
+pub static FLAGS: &[Flag] = &[
+    Flag {
+        name: "+p",
+        value: FlagValue::Required("N"),
+        help: "the job's number of PEs",
+        apply: |c, f, v| set(&mut c.pes, Some(positive(f, &given(v))?)),
+    },
+    Flag {
+        name: "++ppn",
+        value: FlagValue::Required("M"),
+        help: "PEs per process (a divisor of +p)",
+        apply: |c, f, v| set(&mut c.ppn, Some(positive(f, &given(v))?)),
+    },
+    Flag {
+        name: "++spantree-branch",
+        value: FlagValue::Required("K"),
+        help: "branching factor of the spanning trees",
+        apply: |c, f, v| set(&mut c.branch, Some(positive(f, &given(v))?)),
+    },
+    Flag {
+        name: "+stacksize",
+        value: FlagValue::Required("S"),
+        help: "default stack size of user-level threads (bytes, or with K or M)",
+        apply: |c, _, v| set(&mut c.stack_size, Some(stack_bytes(&given(v))?)),
+    },
+    Flag {
+        name: "++netmod",
+        value: FlagValue::Required("NAME"),
+        help: "network module of a job started by mpiexec or srun",
+        apply: |c, f, v| {
+            let value = name_of(f, given(v), &[], "a network module's name")?;
+            set(&mut c.netmod, Some(value))
+        },
+    },
+    Flag {
+        name: "++timeout",
+        value: FlagValue::Required("S"),
+        help: "start-up deadline of a job started by mpiexec or srun, in seconds",
+        apply: |c, f, v| {
+            let value = given(v);
+            let s = checked(
+                f,
+                &value,
+                |&s: &u64| s > 0,
+                "a whole number of seconds, at least 1",
+            )?;
+            set(&mut c.timeout, Some(s))
+        },
+    },
+    Flag {
+        name: "++lmt",
+        value: FlagValue::Required("get|put|coop"),
+        help: "how the shm module moves large messages",
+        apply: |c, f, v| {
+            let value = given(v);
+            if !LMT_MODES.contains(&value.as_str()) {
+                return Err(bad(f, &value, "get, put or coop"));
+            }
+            set(&mut c.lmt, Some(value))
+        },
+    },
+    Flag {
+        name: "+balancer",
+        value: FlagValue::Required("NAME"),
+        help: "seed load-balancing strategy (the extensions' Cld)",
+        apply: |c, f, v| {
+            let value = name_of(f, given(v), b"-_", "a load-balancing strategy's name")?;
+            set(&mut c.balancer, Some(value))
+        },
+    },
+    Flag {
+        name: "+trace",
+        value: FlagValue::Required("FILE"),
+        help: "record every PE's timeline and write it to FILE",
+        apply: |c, f, v| {
+            let value = path_of(f, given(v), "the path of the file to write the trace to")?;
+            set(&mut c.trace, Some(value))
+        },
+    },
+    Flag {
+        name: "+trace-buffer",
+        value: FlagValue::Required("N"),
+        help: "events each PE's trace ring holds",
+        apply: |c, f, v| {
+            let value = given(v);
+            let n = checked(
+                f,
+                &value,
+                |n: &usize| (MIN_TRACE_BUFFER..=MAX_TRACE_BUFFER).contains(n),
+                "a number of events from 16 to 268435456",
+            )?;
+            set(&mut c.trace_buffer, Some(n))
+        },
+    },
+    Flag {
+        name: "+trace-exact",
+        value: FlagValue::Nothing,
+        help: "time every handler start the trace records",
+        apply: |c, _, _| set(&mut c.trace_exact, true),
+    },
+    Flag {
+        name: "+stats",
+        value: FlagValue::Nothing,
+        help: "print a summary per PE at the end of the job",
+        apply: |c, _, _| set(&mut c.stats, true),
+    },
+    Flag {
+        name: "+stats-plot",
+        value: FlagValue::Required("FILE"),
+        help: "+stats, and an SVG plot of every PE's utilisation in FILE",
+        apply: |c, f, v| {
+            let value = path_of(f, given(v), "the path of the SVG file to write the plot to")?;
+            c.stats = true;
+            set(&mut c.stats_plot, Some(value))
+        },
+    },
+    Flag {
+        name: "+randomized_msgq",
+        value: FlagValue::OptionalNumber("SEED"),
+        help: "run arrivals Converse does not order in a seeded random order",
+        apply: |c, f, v| {
+            c.randomized_msgq = Some(match v {
+                None => MsgqSeed::Draw,
+                Some(v) => MsgqSeed::Given(v.parse().map_err(|_| {
+                    bad(
+                        f,
+                        &v,
+                        "a seed: a whole number from 0 to 18446744073709551615",
+                    )
+                })?),
+            });
+            Ok(())
+        },
+    },
+    Flag {
+        name: "++watchdog",
+        value: FlagValue::Required("S"),
+        help: "abort, saying what every PE waits for, when no handler starts for S seconds",
+        apply: |c, f, v| set(&mut c.watchdog, Some(seconds(f, &given(v))?)),
+    },
+    Flag {
+        name: "+setcpuaffinity",
+        value: FlagValue::Nothing,
+        help: "pin every PE's thread to one processor of its host",
+        apply: |c, _, _| set(&mut c.set_cpu_affinity, true),
+    },
+    Flag {
+        name: "+pemap",
+        value: FlagValue::Required("LIST"),
+        help: "the processors PEs are pinned to (N, A-B or A-B:STRIDE, by commas)",
+        apply: |c, f, v| {
+            let value = given(v);
+            let cpus = crate::proc::affinity::parse_pemap(&value).map_err(|_| {
+                bad(
+                    f,
+                    &value,
+                    "processors as N, A-B or A-B:STRIDE, separated by commas",
+                )
+            })?;
+            c.set_cpu_affinity = true;
+            set(&mut c.pemap, Some(cpus))
+        },
+    },
+    Flag {
+        name: "++server",
+        value: FlagValue::Nothing,
+        help: "run a CCS server (any ++server- flag asks for one too)",
+        apply: |c, _, _| {
+            server(c);
+            Ok(())
+        },
+    },
+    Flag {
+        name: "++server-port",
+        value: FlagValue::Required("N"),
+        help: "the CCS server's port (0: any free one)",
+        apply: |c, f, v| {
+            let value = given(v);
+            server(c).port = checked(f, &value, |_: &u16| true, "a port number from 0 to 65535")?;
+            Ok(())
+        },
+    },
+    Flag {
+        name: "++server-auth",
+        value: FlagValue::Required("FILE"),
+        help: "the CCS auth file (authenticated requests)",
+        apply: |c, _, v| set(&mut server(c).auth, Some(given(v))),
+    },
+    Flag {
+        name: "++server-bind",
+        value: FlagValue::Required("ADDR"),
+        help: "the address the CCS server listens on",
+        apply: |c, _, v| set(&mut server(c).bind, Some(given(v))),
+    },
+    Flag {
+        name: "++server-max-request",
+        value: FlagValue::Required("BYTES"),
+        help: "the largest CCS request data accepted",
+        apply: |c, f, v| {
+            let value = given(v);
+            let n = checked(
+                f,
+                &value,
+                |&n: &usize| n < 1 << 29,
+                "a byte count below 2^29",
+            )?;
+            set(&mut server(c).max_request, Some(n))
+        },
+    },
+    Flag {
+        name: "++server-reply-timeout",
+        value: FlagValue::Required("S"),
+        help: "how long a CCS request may wait for its reply",
+        apply: |c, f, v| {
+            let value = given(v);
+            let s = checked(
+                f,
+                &value,
+                |&s: &u64| s > 0,
+                "a whole number of seconds, at least 1",
+            )?;
+            set(&mut server(c).reply_timeout, Some(s))
+        },
+    },
+    Flag {
+        name: "++server-stall-timeout",
+        value: FlagValue::Required("S"),
+        help: "how long a CCS client may take for the next step of a request",
+        apply: |c, f, v| set(&mut server(c).stall_timeout, Some(seconds(f, &given(v))?)),
+    },
+    Flag {
+        name: "++server-max-connections",
+        value: FlagValue::Required("N"),
+        help: "how many CCS connections may be open at once",
+        apply: |c, f, v| {
+            let value = given(v);
+            let n = checked(
+                f,
+                &value,
+                |n: &usize| (1..=MAX_SERVER_CONNECTIONS).contains(n),
+                "a whole number from 1 to 1048576",
+            )?;
+            set(&mut server(c).max_connections, Some(n))
+        },
+    },
+];
+
 /// Splits `args` (program name first, as `std::env::args()` gives them) into
 /// the runtime flags and the program's own arguments (program name kept
 /// first).
 pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
-    let mut flags = Config::default();
+    let mut config = Config::default();
     let mut rest = Vec::with_capacity(args.len());
-    let mut words = args.iter();
+    let mut words = args.iter().peekable();
     if let Some(program) = words.next() {
         rest.push(program.clone());
     }
@@ -217,255 +594,99 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
             rest.push(word.clone());
             continue;
         }
-        let (name, glued) = split_flag(word);
-        if name == "++server" {
-            flags.server.get_or_insert_with(ServerFlags::default);
-            continue;
-        }
-        if let Some(option) = name.strip_prefix("++server-") {
-            let value = value_of(name, glued, &mut words)?;
-            let server = flags.server.get_or_insert_with(ServerFlags::default);
-            let bad = |expected| ArgError::BadValue {
-                flag: name.to_string(),
-                value: value.clone(),
-                expected,
-            };
-            match option {
-                "port" => {
-                    server.port = value
-                        .parse()
-                        .map_err(|_| bad("a port number from 0 to 65535"))?
-                }
-                "auth" => server.auth = Some(value.clone()),
-                "bind" => server.bind = Some(value.clone()),
-                "max-request" => {
-                    server.max_request = Some(
-                        value
-                            .parse()
-                            .ok()
-                            .filter(|&n: &usize| n < 1 << 29)
-                            .ok_or_else(|| bad("a byte count below 2^29"))?,
-                    )
-                }
-                "stall-timeout" => {
-                    server.stall_timeout = Some(
-                        value
-                            .parse()
-                            .ok()
-                            .filter(|&s: &f64| s > 0.0 && s <= 1e6)
-                            .map(std::time::Duration::from_secs_f64)
-                            .ok_or_else(|| bad("seconds above 0 (decimals allowed)"))?,
-                    )
-                }
-                "max-connections" => {
-                    server.max_connections = Some(
-                        value
-                            .parse()
-                            .ok()
-                            .filter(|n: &usize| (1..=MAX_SERVER_CONNECTIONS).contains(n))
-                            .ok_or_else(|| bad("a whole number from 1 to 1048576"))?,
-                    )
-                }
-                "reply-timeout" => {
-                    server.reply_timeout = Some(
-                        value
-                            .parse()
-                            .ok()
-                            .filter(|&s: &u64| s > 0)
-                            .ok_or_else(|| bad("a whole number of seconds, at least 1"))?,
-                    )
-                }
-                _ => return Err(ArgError::UnknownFlag(word.clone())),
-            }
-            continue;
-        }
-        if name == "++netmod" {
-            let value = value_of(name, glued, &mut words)?;
-            if value.is_empty() || !value.bytes().all(|b| b.is_ascii_alphanumeric()) {
-                return Err(ArgError::BadValue {
-                    flag: name.to_string(),
-                    value,
-                    expected: "a network module's name",
-                });
-            }
-            flags.netmod = Some(value);
-            continue;
-        }
-        if name == "++lmt" {
-            let value = value_of(name, glued, &mut words)?;
-            if !LMT_MODES.contains(&value.as_str()) {
-                return Err(ArgError::BadValue {
-                    flag: name.to_string(),
-                    value,
-                    expected: "get, put or coop",
-                });
-            }
-            flags.lmt = Some(value);
-            continue;
-        }
-        if name == "+balancer" {
-            let value = value_of(name, glued, &mut words)?;
-            if value.is_empty()
-                || !value
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-            {
-                return Err(ArgError::BadValue {
-                    flag: name.to_string(),
-                    value,
-                    expected: "a load-balancing strategy's name",
-                });
-            }
-            flags.balancer = Some(value);
-            continue;
-        }
-        if name == "++timeout" {
-            let value = value_of(name, glued, &mut words)?;
-            flags.timeout = Some(value.parse().ok().filter(|&s: &u64| s > 0).ok_or_else(|| {
-                ArgError::BadValue {
-                    flag: name.to_string(),
-                    value: value.clone(),
-                    expected: "a whole number of seconds, at least 1",
-                }
-            })?);
-            continue;
-        }
-        if name == "+trace" {
-            let value = value_of(name, glued, &mut words)?;
-            if value.is_empty() || value.starts_with('+') {
-                return Err(ArgError::BadValue {
-                    flag: name.to_string(),
-                    value,
-                    expected: "the path of the file to write the trace to",
-                });
-            }
-            flags.trace = Some(value);
-            continue;
-        }
-        if name == "+stats" {
-            flags.stats = true;
-            continue;
-        }
-        if name == "+setcpuaffinity" {
-            flags.set_cpu_affinity = true;
-            continue;
-        }
-        if name == "+pemap" {
-            let value = value_of(name, glued, &mut words)?;
-            let cpus =
-                crate::proc::affinity::parse_pemap(&value).map_err(|_| ArgError::BadValue {
-                    flag: name.to_string(),
-                    value: value.clone(),
-                    expected: "processors as N, A-B or A-B:STRIDE, separated by commas",
-                })?;
-            flags.set_cpu_affinity = true;
-            flags.pemap = Some(cpus);
-            continue;
-        }
-        if name == "+trace-exact" {
-            flags.trace_exact = true;
-            continue;
-        }
-        if name == "+stats-plot" {
-            let value = value_of(name, glued, &mut words)?;
-            if value.is_empty() || value.starts_with('+') {
-                return Err(ArgError::BadValue {
-                    flag: name.to_string(),
-                    value,
-                    expected: "the path of the SVG file to write the plot to",
-                });
-            }
-            flags.stats = true;
-            flags.stats_plot = Some(value);
-            continue;
-        }
-        if name == "+trace-buffer" {
-            let value = value_of(name, glued, &mut words)?;
-            flags.trace_buffer = Some(
-                value
-                    .parse()
-                    .ok()
-                    .filter(|n: &usize| (MIN_TRACE_BUFFER..=MAX_TRACE_BUFFER).contains(n))
-                    .ok_or_else(|| ArgError::BadValue {
-                        flag: name.to_string(),
-                        value: value.clone(),
-                        expected: "a number of events from 16 to 268435456",
-                    })?,
-            );
-            continue;
-        }
-        if name == "++watchdog" {
-            let value = value_of(name, glued, &mut words)?;
-            flags.watchdog = Some(
-                value
-                    .parse()
-                    .ok()
-                    .filter(|&s: &f64| s > 0.0 && s <= 1e6)
-                    .map(std::time::Duration::from_secs_f64)
-                    .ok_or_else(|| ArgError::BadValue {
-                        flag: name.to_string(),
-                        value: value.clone(),
-                        expected: "seconds above 0 (decimals allowed)",
-                    })?,
-            );
-            continue;
-        }
-        if name == "+randomized_msgq" {
-            // The seed is optional: the next word is it only if it is a
-            // number (`takes_optional_value`).
-            let value = match glued {
+        let (flag, glued) = find_flag(word).ok_or_else(|| ArgError::UnknownFlag(word.clone()))?;
+        let value = match flag.value {
+            FlagValue::Nothing => None,
+            FlagValue::Required(_) => Some(match glued {
+                Some(v) => v.to_string(),
+                None => words
+                    .next()
+                    .cloned()
+                    .ok_or_else(|| ArgError::MissingValue(flag.name.to_string()))?,
+            }),
+            FlagValue::OptionalNumber(_) => match glued {
                 Some(v) => Some(v.to_string()),
-                None => match words.clone().next() {
-                    Some(next) if is_seed_word(next) => words.next().cloned(),
-                    _ => None,
-                },
-            };
-            flags.randomized_msgq = Some(match value {
-                None => MsgqSeed::Draw,
-                Some(v) => MsgqSeed::Given(v.parse().map_err(|_| ArgError::BadValue {
-                    flag: name.to_string(),
-                    value: v.clone(),
-                    expected: "a seed: a whole number from 0 to 18446744073709551615",
-                })?),
-            });
-            continue;
-        }
-        if name == "+stacksize" {
-            let value = value_of(name, glued, &mut words)?;
-            flags.stack_size = Some(stack_bytes(&value)?);
-            continue;
-        }
-        let target = match name {
-            "+p" => &mut flags.pes,
-            "++ppn" => &mut flags.ppn,
-            "++spantree-branch" => &mut flags.branch,
-            _ => return Err(ArgError::UnknownFlag(word.clone())),
+                None => words.next_if(|next| is_seed_word(next)).cloned(),
+            },
         };
-        let value = value_of(name, glued, &mut words)?;
-        *target = Some(positive(name, &value)?);
+        (flag.apply)(&mut config, flag.name, value)?;
     }
-    if let (Some(pes), Some(ppn)) = (flags.pes, flags.ppn) {
+    if let (Some(pes), Some(ppn)) = (config.pes, config.ppn) {
         if pes % ppn != 0 {
             return Err(ArgError::Layout { pes, ppn });
         }
     }
-    Ok((flags, rest))
+    Ok((config, rest))
 }
 
-/// A flag's value: glued to it (`+p4`, `++server-port=80`), or the next
-/// word.
-fn value_of<'a>(
-    name: &str,
-    glued: Option<&str>,
-    words: &mut impl Iterator<Item = &'a String>,
-) -> Result<String, ArgError> {
-    match glued {
-        Some(v) => Ok(v.to_string()),
-        None => words
-            .next()
-            .cloned()
-            .ok_or_else(|| ArgError::MissingValue(name.to_string())),
+/// The flag `word` is, and its value if glued on: `+p4` and `+p=4` →
+/// (`+p`, `4`); `++server-port=80` → (`++server-port`, `80`);
+/// `+randomized_msgq=7` → (`+randomized_msgq`, `7`). A value is glued
+/// with `=`, or, for a flag that requires one, by a digit (`+pemap0-3`),
+/// so `+pemap` is never `+p` with a value.
+fn find_flag(word: &str) -> Option<(&'static Flag, Option<&str>)> {
+    if let Some(flag) = FLAGS.iter().find(|f| f.name == word) {
+        return Some((flag, None));
     }
+    FLAGS.iter().find_map(|flag| {
+        let tail = word.strip_prefix(flag.name)?;
+        match flag.value {
+            FlagValue::Nothing => None,
+            _ if tail.starts_with('=') => Some((flag, Some(&tail[1..]))),
+            FlagValue::Required(_) if tail.starts_with(|c: char| c.is_ascii_digit()) => {
+                Some((flag, Some(tail)))
+            }
+            _ => None,
+        }
+    })
+}
+
+/// True if the runtime flag `word` takes its value as the next word: the
+/// launcher (`convrun`) must not take that value for the program's name.
+#[doc(hidden)]
+pub fn takes_value(word: &str) -> bool {
+    FLAGS
+        .iter()
+        .any(|f| f.name == word && matches!(f.value, FlagValue::Required(_)))
+}
+
+/// True if the runtime flag `word` takes the next word as its value when
+/// that word is a number (`+randomized_msgq [SEED]`), as the launcher must
+/// know too.
+#[doc(hidden)]
+pub fn takes_optional_value(word: &str, next: &str) -> bool {
+    is_seed_word(next)
+        && FLAGS
+            .iter()
+            .any(|f| f.name == word && matches!(f.value, FlagValue::OptionalNumber(_)))
+}
+
+/// A word that reads as a seed (digits only).
+fn is_seed_word(word: &str) -> bool {
+    !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// The runtime flags as a usage list: `+p N, ++ppn M, … and ++server-max-connections N`.
+pub fn usage_list() -> String {
+    let forms: Vec<String> = FLAGS.iter().map(Flag::usage).collect();
+    match forms.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
+    }
+}
+
+/// The runtime flags, one a line with what it does: the help text of
+/// programs and of `convrun`.
+pub fn help() -> String {
+    let width = FLAGS.iter().map(|f| f.usage().len()).max().unwrap_or(0);
+    let mut text = String::from(
+        "runtime flags (anywhere on the command line; a value may be glued on: +p4, +p=4):\n",
+    );
+    for flag in FLAGS {
+        text.push_str(&format!("  {:width$}  {}\n", flag.usage(), flag.help));
+    }
+    text
 }
 
 /// Smallest and largest `+trace-buffer` (events per PE; 16 bytes each).
@@ -499,82 +720,6 @@ fn stack_bytes(value: &str) -> Result<usize, ArgError> {
     }
 }
 
-/// The CCS server's flags; each takes a value (`++server-port 1234` or
-/// `++server-port=1234`).
-const SERVER_FLAGS: [&str; 7] = [
-    "++server-port",
-    "++server-auth",
-    "++server-bind",
-    "++server-max-request",
-    "++server-reply-timeout",
-    "++server-stall-timeout",
-    "++server-max-connections",
-];
-
-/// The other flags that take a value, which may also be glued on (`+p4`).
-const COUNT_FLAGS: [&str; 13] = [
-    "++spantree-branch",
-    "++ppn",
-    "+stacksize",
-    "+p",
-    "++netmod",
-    "++timeout",
-    "++lmt",
-    "+balancer",
-    "+trace",
-    "+trace-buffer",
-    "+stats-plot",
-    "++watchdog",
-    "+pemap",
-];
-
-/// True if the runtime flag `word` takes its value as the next word: the
-/// launcher (`convrun`) must not take that value for the program's name.
-#[doc(hidden)]
-pub fn takes_value(word: &str) -> bool {
-    SERVER_FLAGS.contains(&word) || COUNT_FLAGS.contains(&word)
-}
-
-/// True if the runtime flag `word` takes the next word as its value when
-/// that word is a number (`+randomized_msgq [SEED]`), as the launcher must
-/// know too.
-#[doc(hidden)]
-pub fn takes_optional_value(word: &str, next: &str) -> bool {
-    word == "+randomized_msgq" && is_seed_word(next)
-}
-
-/// A word that reads as a seed (digits only).
-fn is_seed_word(word: &str) -> bool {
-    !word.is_empty() && word.bytes().all(|b| b.is_ascii_digit())
-}
-
-/// `+p4` -> ("+p", Some("4")); `++ppn` -> ("++ppn", None); `+foo` -> ("+foo", None).
-fn split_flag(word: &str) -> (&str, Option<&str>) {
-    if let Some(seed) = word.strip_prefix("+randomized_msgq=") {
-        return ("+randomized_msgq", Some(seed));
-    }
-    for name in SERVER_FLAGS {
-        if let Some(value) = word.strip_prefix(name) {
-            return match value.strip_prefix('=') {
-                Some(v) => (name, Some(v)),
-                None if value.is_empty() => (name, None),
-                None => (word, None),
-            };
-        }
-    }
-    for name in COUNT_FLAGS {
-        if let Some(value) = word.strip_prefix(name) {
-            if value.is_empty() {
-                return (name, None);
-            }
-            if value.starts_with(|c: char| c.is_ascii_digit() || c == '=') {
-                return (name, Some(value.trim_start_matches('=')));
-            }
-        }
-    }
-    (word, None)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -594,8 +739,8 @@ mod tests {
         ] {
             assert!(takes_value(flag), "{flag}");
         }
-        for flag in SERVER_FLAGS {
-            assert!(takes_value(flag), "{flag}");
+        for flag in FLAGS.iter().filter(|f| f.name.starts_with("++server-")) {
+            assert!(takes_value(flag.name), "{}", flag.name);
         }
         for word in [
             "+p4",
@@ -607,6 +752,72 @@ mod tests {
         ] {
             assert!(!takes_value(word), "{word}");
         }
+    }
+
+    #[test]
+    fn one_table_makes_the_parser_the_usage_and_the_help() {
+        let help = help();
+        let unknown = ArgError::UnknownFlag("+bogus".into()).to_string();
+        for (i, flag) in FLAGS.iter().enumerate() {
+            // Each name is its own flag, never another's with a value.
+            let (found, glued) = find_flag(flag.name).expect(flag.name);
+            assert!(
+                std::ptr::eq(found, flag) && glued.is_none(),
+                "{}",
+                flag.name
+            );
+            assert!(
+                FLAGS[i + 1..].iter().all(|f| f.name != flag.name),
+                "{} twice",
+                flag.name
+            );
+            assert!(help.contains(&flag.usage()), "{} in the help", flag.name);
+            assert!(
+                unknown.contains(&flag.usage()),
+                "{} in the error",
+                flag.name
+            );
+            assert_eq!(
+                takes_value(flag.name),
+                matches!(flag.value, FlagValue::Required(_)),
+                "{}",
+                flag.name
+            );
+            // A flag that takes a value and gets none says so.
+            if let FlagValue::Required(_) = flag.value {
+                assert_eq!(
+                    parse(&words(&format!("prog {}", flag.name))),
+                    Err(ArgError::MissingValue(flag.name.to_string()))
+                );
+            } else {
+                let (_, rest) = parse(&words(&format!("prog {} x", flag.name))).unwrap();
+                assert_eq!(rest, words("prog x"), "{}", flag.name);
+            }
+        }
+        assert!(
+            unknown.contains("+p N, ++ppn M,")
+                && unknown.contains(" and ++server-max-connections N)")
+        );
+        // A value glued with a digit or `=`, to any flag that requires one.
+        let (f, _) = parse(&words("prog ++server-port=80 ++server-max-request4096")).unwrap();
+        let server = f.server.unwrap();
+        assert_eq!((server.port, server.max_request), (80, Some(4096)));
+        // An optional value: a number that follows, or glued with `=`.
+        for (line, seed) in [
+            ("prog +randomized_msgq 5 x", MsgqSeed::Given(5)),
+            ("prog +randomized_msgq=6 x", MsgqSeed::Given(6)),
+            ("prog +randomized_msgq x", MsgqSeed::Draw),
+        ] {
+            let (f, rest) = parse(&words(line)).unwrap();
+            assert_eq!(
+                (f.randomized_msgq, rest),
+                (Some(seed), words("prog x")),
+                "{line}"
+            );
+        }
+        assert!(takes_optional_value("+randomized_msgq", "5"));
+        assert!(!takes_optional_value("+randomized_msgq", "x"));
+        assert!(!takes_optional_value("+p", "5"));
     }
 
     #[test]
