@@ -271,3 +271,22 @@ pub fn parse_args(args: Vec<String>) -> Options {
     ]);
     o
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn help_lists_convruns_flags_then_every_runtime_flag() {
+        let help = help();
+        assert!(help.starts_with(&usage()));
+        for (flag, _) in OWN_FLAGS {
+            assert!(usage().contains(flag), "{flag} in the usage");
+            assert!(help.contains(flag), "{flag} in the help");
+        }
+        let runtime = help.find("runtime flags").expect("the runtime's part");
+        for flag in converse::machine::args::FLAGS {
+            assert!(help[runtime..].contains(&flag.usage()), "{}", flag.name);
+        }
+    }
+}
