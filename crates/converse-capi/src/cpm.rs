@@ -32,7 +32,9 @@
 //! - A destination's PE is checked when it is made: a PE of the job,
 //!   `CpmALL` or `CpmOTHERS`. Its priority is checked and copied then too
 //!   (`prioptr` need only be valid during the call).
-//! - The handlers' indices are per PE, set once by `CpmModuleInit`; a
+//! - The handlers' indices are per PE, set once by `CpmModuleInit` and
+//!   forgotten when the PE ends (`ForgetIndices`, a PE-private variable):
+//!   a later job's PE on the same thread registers its own. A
 //!   destination that needs them, made before it, ends the job naming the
 //!   call. An envelope that does not fit in its message ends the job.
 //!
@@ -422,7 +424,21 @@ pub extern "C-unwind" fn CpmModuleInit() {
     let enqueue = CmiRegisterHandler(Some(enqueue_arrived));
     let thread = CmiRegisterHandler(Some(thread_arrived));
     INDICES.set(Some(Indices { enqueue, thread }));
+    INDICES_END_WITH_PE.initialize(ForgetIndices);
 }
+
+/// Empties this thread's `INDICES` when dropped: held by the PE (a
+/// PE-private variable), so the indices end with the PE that registered
+/// them, and a later job's PE on the same thread registers its own.
+struct ForgetIndices;
+
+impl Drop for ForgetIndices {
+    fn drop(&mut self) {
+        let _ = INDICES.try_with(|i| i.set(None));
+    }
+}
+
+static INDICES_END_WITH_PE: converse::Cpv<ForgetIndices> = converse::Cpv::new();
 
 /// `CpmSend(pe)`: the message goes straight to its handler on `pe`
 /// (`CpmALL`, `CpmOTHERS`: a broadcast).
@@ -708,4 +724,42 @@ pub extern "C-unwind" fn CpmMakeThread(pe: c_int) -> CpmDestination {
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CpmMakeThreadSize(pe: c_int, size: c_int) -> CpmDestination {
     thread_dest(1, "CpmMakeThreadSize", pe, size)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handlers::CmiHandlerToFunction;
+
+    /// Starts a job of two PEs whose PE 0 is this thread, each PE calling
+    /// `CpmModuleInit`; returns PE 0's indices and what its handler table
+    /// holds at them, then ends the job.
+    fn job_with_cpm() -> (Indices, [Option<crate::handlers::CmiHandler>; 2]) {
+        converse::Converse::new()
+            .args(["cpm-test", "+p", "2"])
+            .init_returns(|_| CpmModuleInit())
+            .expect("the job starts");
+        CpmModuleInit();
+        let got = indices("the test");
+        let functions = [
+            CmiHandlerToFunction(got.enqueue),
+            CmiHandlerToFunction(got.thread),
+        ];
+        assert_eq!(converse::finish(0), 0);
+        (got, functions)
+    }
+
+    #[test]
+    fn a_second_job_on_the_same_thread_registers_its_own_handlers() {
+        let enqueue: crate::handlers::CmiHandler = enqueue_arrived;
+        let thread: crate::handlers::CmiHandler = thread_arrived;
+        for job in 0..2 {
+            let (_, [e, t]) = job_with_cpm();
+            // In the second job, PE 0 (this thread) registered again: its
+            // indices hold the module's handlers, not empty places.
+            assert_eq!(e.map(|f| f as usize), Some(enqueue as usize), "job {job}");
+            assert_eq!(t.map(|f| f as usize), Some(thread as usize), "job {job}");
+        }
+        assert!(INDICES.get().is_none(), "the indices ended with the PE");
+    }
 }

@@ -10,13 +10,14 @@
 //!   and its offset there, with its symbol where the image exports one
 //!   ([`identity`]). Addresses are never compared: they differ between
 //!   processes of one program under address randomisation; offsets do not.
-//! - `CmiHandlerToFunction` answers from a per-PE table of the C functions
-//!   by index (`C_HANDLERS`), written only by registrations on that PE.
+//! - `CmiHandlerToFunction` answers from the core's table of the calling
+//!   PE ([`converse::c_handler_function`]): a C function where one is
+//!   installed, null for a Rust handler or none. Nothing of it is kept
+//!   here, so nothing outlives the PE.
 //!
 //! # Concurrency
 //!
 //! Per PE: a PE is one OS thread, and only it registers its handlers.
-use std::cell::RefCell;
 use std::ffi::{CStr, c_int, c_void};
 
 use crate::nonneg;
@@ -24,21 +25,6 @@ use crate::nonneg;
 /// A C handler: `void f(void *msg)` (`CmiHandler`; the same type as
 /// [`converse::CHandler`], spelled out for the header check).
 pub type CmiHandler = extern "C-unwind" fn(*mut c_void);
-
-thread_local! {
-    /// This PE's C handlers by index, for `CmiHandlerToFunction`.
-    static C_HANDLERS: RefCell<Vec<Option<CmiHandler>>> = const { RefCell::new(Vec::new()) };
-}
-
-fn remember(index: usize, f: CmiHandler) {
-    C_HANDLERS.with(|t| {
-        let mut t = t.borrow_mut();
-        if t.len() <= index {
-            t.resize(index + 1, None);
-        }
-        t[index] = Some(f);
-    });
-}
 
 /// `f`'s identity, the same in every process of one program: its symbol
 /// (where the image exports one) and its image's file name with its offset
@@ -91,7 +77,6 @@ fn index_int(index: usize) -> c_int {
 pub extern "C-unwind" fn CmiRegisterHandler(f: Option<CmiHandler>) -> c_int {
     let f = function(f, "CmiRegisterHandler");
     let index = converse::register_c_handler(f, &identity(f));
-    remember(index, f);
     index_int(index)
 }
 
@@ -100,7 +85,6 @@ pub extern "C-unwind" fn CmiRegisterHandler(f: Option<CmiHandler>) -> c_int {
 pub extern "C-unwind" fn CmiRegisterHandlerLocal(f: Option<CmiHandler>) -> c_int {
     let f = function(f, "CmiRegisterHandlerLocal");
     let index = converse::register_c_handler_local(f);
-    remember(index, f);
     index_int(index)
 }
 
@@ -110,7 +94,6 @@ pub extern "C-unwind" fn CmiRegisterHandlerLocal(f: Option<CmiHandler>) -> c_int
 pub extern "C-unwind" fn CmiRegisterHandlerGlobal(f: Option<CmiHandler>) -> c_int {
     let f = function(f, "CmiRegisterHandlerGlobal");
     let index = converse::register_c_handler_global(f);
-    remember(index, f);
     index_int(index)
 }
 
@@ -120,14 +103,47 @@ pub extern "C-unwind" fn CmiNumberHandler(n: c_int, f: Option<CmiHandler>) {
     let f = function(f, "CmiNumberHandler");
     let index = nonneg(n, "CmiNumberHandler");
     converse::number_c_handler(index, f);
-    remember(index, f);
 }
 
 /// `CmiHandlerToFunction(n)`: the C function registered at index `n` on
 /// the calling PE, or null if none (or a Rust handler) is there.
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn CmiHandlerToFunction(n: c_int) -> Option<CmiHandler> {
-    let index = usize::try_from(n).ok()?;
-    converse::handler_function(index)?;
-    C_HANDLERS.with(|t| t.borrow().get(index).copied().flatten())
+    converse::c_handler_function(usize::try_from(n).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern "C-unwind" fn c_handler(_msg: *mut c_void) {}
+
+    /// Starts a job of one PE on this thread, runs `on_pe_0` there, ends it.
+    fn job<R>(on_pe_0: impl FnOnce() -> R) -> R {
+        converse::Converse::new()
+            .args(["handlers-test", "+p", "1"])
+            .init_returns(|_| {})
+            .expect("the job starts");
+        let r = on_pe_0();
+        assert_eq!(converse::finish(0), 0);
+        r
+    }
+
+    #[test]
+    fn handler_to_function_answers_from_the_pes_own_table() {
+        let first = job(|| {
+            let i = CmiRegisterHandler(Some(c_handler));
+            let f = CmiHandlerToFunction(i).map(|f| f as usize);
+            assert_eq!(f, Some(c_handler as CmiHandler as usize));
+            assert!(CmiHandlerToFunction(i + 1).is_none());
+            i
+        });
+        // The next job on this thread puts a Rust handler where the C one
+        // was: no C function there now.
+        let second = job(|| {
+            let i = converse::register_handler(|_m: converse::Message| {});
+            (i, CmiHandlerToFunction(index_int(i)).is_none())
+        });
+        assert_eq!(second, (first as usize, true));
+    }
 }

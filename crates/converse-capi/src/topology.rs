@@ -118,20 +118,20 @@ pub unsafe extern "C-unwind" fn CmiGetPesOnPhysicalNode(
         converse::abort(&format!("{CALL}: an out-pointer is null"));
     }
     let node = nonneg(node, CALL);
-    static LISTS: Mutex<Option<HashMap<usize, &'static [c_int]>>> = Mutex::new(None);
+    // Lists are kept by their contents, not by host: a later job of this
+    // process may place other PEs on host `node`.
+    static LISTS: Mutex<Option<HashMap<Vec<c_int>, &'static [c_int]>>> = Mutex::new(None);
+    let pes: Vec<c_int> = hosts::pes_on_physical_node(node)
+        .into_iter()
+        .map(int)
+        .collect();
     let list = {
         let mut lists = LISTS.lock().unwrap_or_else(|e| e.into_inner());
         *lists
             .get_or_insert_with(HashMap::new)
-            .entry(node)
-            .or_insert_with(|| {
-                let pes: Vec<c_int> = hosts::pes_on_physical_node(node)
-                    .into_iter()
-                    .map(int)
-                    .collect();
-                // Kept for the process's life: C holds the pointer.
-                Box::leak(pes.into_boxed_slice())
-            })
+            .entry(pes)
+            // Kept for the process's life: C holds the pointer.
+            .or_insert_with_key(|pes| Box::leak(pes.clone().into_boxed_slice()))
     };
     // SAFETY: writable variables (the caller's promise). C reads the list
     // only (Charm++'s is the runtime's too).

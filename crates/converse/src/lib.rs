@@ -126,9 +126,9 @@ pub use proc::timer::{cpu_timer, timer, wall_timer};
 pub use rt::globals::{Cpv, Csv};
 pub use rt::handle::PeHandle;
 pub use rt::handlers::{
-    handler_function, handler_of, number_c_handler, number_handler, register_c_handler,
-    register_c_handler_global, register_c_handler_local, register_handler, register_handler_global,
-    register_handler_local, register_handler_named,
+    c_handler_function, handler_function, handler_of, number_c_handler, number_handler,
+    register_c_handler, register_c_handler_global, register_c_handler_local, register_handler,
+    register_handler_global, register_handler_local, register_handler_named,
 };
 pub use rt::isomalloc;
 pub use rt::lock::{NodeLock, NodeLockGuard, node_barrier, unlock};

@@ -130,6 +130,11 @@ pub struct Slice {
 }
 
 impl Slice {
+    /// True if no block of it lives here or elsewhere.
+    pub fn is_empty(&self) -> bool {
+        self.blocks.is_empty() && self.away.is_empty()
+    }
+
     /// A slice of `len` bytes at `start`, all free.
     pub fn new(start: usize, len: usize) -> Slice {
         let mut free = BTreeMap::new();
@@ -346,11 +351,28 @@ impl Space {
         Ok(())
     }
 
-    fn slice(&mut self, pe: usize, pes: usize) -> &mut Slice {
-        self.slices.entry(pe).or_insert_with(|| {
-            let (start, len) = slice_of(pe, pes);
-            Slice::new(start, len)
-        })
+    /// PE `pe`'s slice in a job of `pes` PEs. The slices kept are those of
+    /// the jobs this process ran so far; they are cut again for a job
+    /// whose slices have another length (more than 256 PEs: `slice_of`)
+    /// only while none holds a block, since the old cut and the new one
+    /// overlap.
+    fn slice(&mut self, pe: usize, pes: usize) -> Result<&mut Slice, IsoError> {
+        let (start, len) = slice_of(pe, pes);
+        if let Some(old) = self.slices.values().find(|s| s.len != len) {
+            if let Some(live) = self.slices.values().find(|s| !s.is_empty()) {
+                return Err(IsoError(format!(
+                    "a job of {pes} PEs cuts the range into slices of {len} bytes, but blocks of an earlier job's slices of {} bytes (one at {:#x}) still live in process {}",
+                    old.len,
+                    live.start,
+                    std::process::id()
+                )));
+            }
+            self.slices.clear();
+        }
+        Ok(self
+            .slices
+            .entry(pe)
+            .or_insert_with(|| Slice::new(start, len)))
     }
 }
 
@@ -374,7 +396,7 @@ pub fn alloc(pe: usize, pes: usize, size: usize) -> Result<usize, IsoError> {
     let len = size.max(1).div_ceil(page) * page;
     let mut s = space();
     s.reserve()?;
-    let slice = s.slice(pe, pes);
+    let slice = s.slice(pe, pes)?;
     let at = slice.alloc(len).ok_or_else(|| {
         IsoError(format!(
             "PE {pe}'s slice of {} bytes has no {len} bytes free",
@@ -523,7 +545,7 @@ pub fn adopt_unfilled(
             .is_some_and(|(&a, &l)| a + l > at)
     };
     if home_is_here {
-        let slice = s.slice(home, pes);
+        let slice = s.slice(home, pes)?;
         if !slice.holds(at + len - 1) || !slice.come_back(at, len) {
             return Err(IsoError(format!(
                 "block at {at:#x} ({len} bytes) of PE {home}, which runs in this process, was not sent away from it"
@@ -692,5 +714,32 @@ mod tests {
         assert!(!s.come_back(a, 4 * PAGE), "not a block that never left");
         assert!(s.come_back(c, 4 * PAGE));
         check_tiling(&s);
+    }
+
+    #[test]
+    fn a_job_of_another_slice_length_cuts_the_range_again_only_when_empty() {
+        let mut space = Space {
+            reserved: false,
+            slices: BTreeMap::new(),
+            guests: BTreeMap::new(),
+        };
+        let page = page_size();
+        // Jobs of up to 256 PEs have slices of one length: PE 1's slice is
+        // the same in a job of 2 and of 4, blocks or not.
+        let small = space.slice(1, 2).unwrap().alloc(page).unwrap();
+        assert_eq!(space.slice(1, 4).unwrap().start, slice_of(1, 4).0);
+        // A job of 1024 PEs (shorter slices) while a block of the old cut
+        // lives: refused, naming both lengths.
+        let err = space.slice(1, 1024).unwrap_err().0;
+        assert!(err.contains(&slice_of(0, 1024).1.to_string()), "{err}");
+        assert!(err.contains(&slice_of(0, 2).1.to_string()), "{err}");
+        // Once it is freed, the range is cut again: PE 1's slice is the
+        // new one, which overlaps PE 0's old one.
+        assert_eq!(space.slice(1, 2).unwrap().free(small), Some(page));
+        let s = space.slice(1, 1024).unwrap();
+        assert_eq!((s.start, s.len), slice_of(1, 1024));
+        assert_eq!(space.slices.len(), 1, "the old slices are gone");
+        // And back to a small job, the same way.
+        assert_eq!(space.slice(0, 2).unwrap().len, slice_of(0, 2).1);
     }
 }

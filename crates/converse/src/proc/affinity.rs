@@ -167,6 +167,13 @@ pub fn return_home() -> bool {
     })
 }
 
+/// Forgets the processor [`start_current_thread_apart`] gave the calling
+/// thread: its PE ended, and a later PE on the thread (a second job's PE
+/// 0 on the caller's thread) is placed, or not, by its own job.
+pub(crate) fn forget_home() {
+    let _ = HOME.try_with(|home| home.borrow_mut().take());
+}
+
 /// Moves the calling thread to `cpu`, then lets it run on `cpus` again;
 /// whether it moved.
 fn move_current_thread(cpu: usize, cpus: &[usize]) -> bool {

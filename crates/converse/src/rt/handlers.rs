@@ -143,6 +143,16 @@ pub fn handler_function(index: usize) -> Option<Handler> {
     pe::with(|pe| pe.handlers.borrow().get(index).map(Entry::to_handler))
 }
 
+/// The C function installed at handler index `index` on the calling PE,
+/// if a C function is there (`CmiHandlerToFunction` of the C ABI: `None`
+/// for an empty index or a Rust handler).
+pub fn c_handler_function(index: usize) -> Option<CHandler> {
+    pe::with(|pe| match pe.handlers.borrow().get(index) {
+        Some(Entry::C(f)) => Some(*f),
+        _ => None,
+    })
+}
+
 /// The function that handles `msg` on the calling PE (`CmiGetHandlerFunction`).
 #[doc(alias = "CmiGetHandlerFunction")]
 pub fn handler_of(msg: &Message) -> Option<Handler> {

@@ -175,6 +175,9 @@ impl Pe {
             // What the floor below needs to know of the PE: its number (for
             // abort messages) and its job's start (for the timers).
             crate::proc::exit::set_thread_pe(Some(pe.pe));
+            // A reason left by a panic before this PE (an earlier job's on
+            // this thread) is not this PE's.
+            drop(crate::proc::panic::take_reason());
             crate::proc::timer::set_thread_epoch(Some(pe.job.start));
             crate::trace::Tracer::install(Some(&pe.trace));
             c.0 = Some(pe);
@@ -190,6 +193,7 @@ impl Pe {
         crate::proc::exit::set_thread_pe(None);
         crate::proc::timer::set_thread_epoch(None);
         crate::trace::Tracer::install(None);
+        crate::proc::affinity::forget_home();
         CURRENT.with(|c| c.borrow_mut().0.take())
     }
 
