@@ -522,7 +522,7 @@ fn pin_if_asked(job: &Job, pe: usize) {
     let rank = crate::rt::hosts::physical_rank(pe);
     let cores = crate::rt::hosts::num_cores();
     let cpu = crate::proc::affinity::cpu_for(rank, job.config.pemap.as_deref(), cores);
-    if let Err(e) = crate::proc::affinity::pin_current_thread(cpu) {
+    if let Err(e) = crate::proc::affinity::pin_pe_thread(cpu) {
         crate::proc::exit::abort(&format!(
             "+setcpuaffinity: PE {pe} cannot be pinned to processor {cpu}: {e}"
         ));
@@ -570,6 +570,13 @@ fn teardown(job: &Job) {
             // anything, PE-private values included.
             crate::cth::unwind_suspended(&me);
             me.drop_globals();
+        }
+    }));
+    record_unwind(job, result);
+    // The PE's persistent channels close even if a destructor above
+    // panicked.
+    let result = catch_unwind(AssertUnwindSafe(|| {
+        if let Some(me) = pe::try_current() {
             crate::cmi::persistent::end_pe(&me);
         }
     }));

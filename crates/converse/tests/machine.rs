@@ -572,3 +572,21 @@ fn panic_in_pe0_teardown_is_raised_after_every_pe_stopped() {
         "PE 1 finished before run returned"
     );
 }
+
+#[test]
+fn a_pinned_pe_0_gives_the_callers_thread_its_processors_back() {
+    use converse::machine::affinity;
+    let before = affinity::current_thread_cpus().expect("the thread's processors");
+    if before.len() < 2 {
+        return; // nothing to tell apart on one processor
+    }
+    // PE 0 of a job started here runs on this thread and is pinned to
+    // one processor for the job's life, not beyond it.
+    Converse::new()
+        .args(["prog", "+p", "1", "+setcpuaffinity"])
+        .init_returns(|_| {})
+        .expect("the job starts");
+    assert_eq!(affinity::current_thread_cpus().unwrap().len(), 1, "pinned");
+    assert_eq!(converse::finish(0), 0);
+    assert_eq!(affinity::current_thread_cpus().unwrap(), before);
+}

@@ -167,10 +167,28 @@ pub fn return_home() -> bool {
     })
 }
 
-/// Forgets the processor [`start_current_thread_apart`] gave the calling
-/// thread: its PE ended, and a later PE on the thread (a second job's PE
-/// 0 on the caller's thread) is placed, or not, by its own job.
-pub(crate) fn forget_home() {
+/// Pins the calling thread, a PE's, to `cpu` (`+setcpuaffinity`),
+/// remembering the processors it could run on before, which
+/// [`end_pe_placement`] gives back.
+pub(crate) fn pin_pe_thread(cpu: usize) -> std::io::Result<()> {
+    let before = current_thread_cpus()?;
+    pin_current_thread(cpu)?;
+    UNPINNED.with(|u| {
+        u.borrow_mut().get_or_insert(before);
+    });
+    Ok(())
+}
+
+/// Undoes what this module did to the calling thread for its PE, which
+/// ended: the processors it could run on before [`pin_pe_thread`] are
+/// given back, and the processor [`start_current_thread_apart`] gave it
+/// is forgotten. A later PE on the thread (a second job's PE 0 on the
+/// caller's thread), and the caller's own code, are placed by their own.
+pub(crate) fn end_pe_placement() {
+    if let Ok(Some(cpus)) = UNPINNED.try_with(|u| u.borrow_mut().take()) {
+        // Best effort: a mask the system refuses now leaves the pin.
+        let _ = set_current_thread_cpus(&cpus);
+    }
     let _ = HOME.try_with(|home| home.borrow_mut().take());
 }
 
@@ -187,6 +205,9 @@ std::thread_local! {
     /// The processor this thread was started on by
     /// [`start_current_thread_apart`], and the mask it may run on.
     static HOME: std::cell::RefCell<Option<(usize, Vec<usize>)>> =
+        const { std::cell::RefCell::new(None) };
+    /// The processors this thread could run on before [`pin_pe_thread`].
+    static UNPINNED: std::cell::RefCell<Option<Vec<usize>>> =
         const { std::cell::RefCell::new(None) };
 }
 

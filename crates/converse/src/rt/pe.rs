@@ -193,7 +193,7 @@ impl Pe {
         crate::proc::exit::set_thread_pe(None);
         crate::proc::timer::set_thread_epoch(None);
         crate::trace::Tracer::install(None);
-        crate::proc::affinity::forget_home();
+        crate::proc::affinity::end_pe_placement();
         CURRENT.with(|c| c.borrow_mut().0.take())
     }
 
