@@ -309,6 +309,9 @@ pub unsafe extern "C-unwind" fn gamma_init(
         // SAFETY: `argc` strings at `argv` (the caller's promise).
         .map(|i| unsafe { c_str(*argv.add(i)) }.into_owned())
         .collect();
+    // A group starts with no bound region (an earlier group's in this
+    // process, which a panic may have left, is the program's no more).
+    BOUND.with_borrow_mut(BTreeMap::clear);
     status(gamma::init(num_nodes, args))
 }
 
@@ -318,6 +321,8 @@ pub unsafe extern "C-unwind" fn gamma_init(
 #[unsafe(no_mangle)]
 pub extern "C-unwind" fn gamma_exit() -> c_int {
     snapshot_all();
+    // A panic re-raised by `gamma::exit` leaves the regions in the table;
+    // the next `gamma_init` clears it.
     match gamma::exit() {
         Ok(code) => {
             BOUND.with_borrow_mut(BTreeMap::clear);
