@@ -137,4 +137,6 @@ pub use rt::{
     my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes, num_pes,
     rank_of,
 };
-pub use start::{Converse, converse_init, exit, finish, job_exiting, register_module_init};
+pub use start::{
+    Converse, StartError, converse_init, exit, finish, job_exiting, register_module_init,
+};

@@ -28,6 +28,61 @@ use crate::proc::args::{self, ArgError, Config};
 use crate::proc::topology::Topology;
 use crate::rt::job::Job;
 use crate::rt::pe::{self, ExitUnwind, Pe, Role};
+use std::fmt;
+
+/// Why a job could not start: what [`Converse::run`] and the other ways
+/// in return instead of the job's exit code. Its message names the cause
+/// (and the process, where one could not join).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StartError {
+    /// The command line: an unknown flag, a bad value, `+p` not a
+    /// multiple of `++ppn`.
+    Flags(ArgError),
+    /// The launcher: what it says of the job cannot be read, or does not
+    /// fit the layout asked for (its processes times `++ppn` is not
+    /// `+p`).
+    Launch(String),
+    /// This process could not join the job started by its launcher: the
+    /// bootstrap exchange or its network module failed.
+    Join {
+        /// This process's number in the job.
+        process: usize,
+        /// Why.
+        cause: String,
+    },
+    /// Something the job needs before it runs: a feature this build
+    /// lacks, a file it must write, its CCS server, a setting from the
+    /// environment.
+    Setup(String),
+}
+
+impl fmt::Display for StartError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StartError::Flags(e) => e.fmt(f),
+            StartError::Launch(why) | StartError::Setup(why) => f.write_str(why),
+            StartError::Join { process, cause } => {
+                write!(f, "process {process} could not join the job: {cause}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for StartError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StartError::Flags(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ArgError> for StartError {
+    fn from(e: ArgError) -> StartError {
+        StartError::Flags(e)
+    }
+}
 
 type StartFn = Arc<dyn Fn(&[String]) + Send + Sync>;
 
@@ -189,12 +244,12 @@ impl Converse {
     }
 
     /// Parses the runtime flags and builds the job's shared state.
-    fn job(&self) -> Result<Arc<Job>, ArgError> {
+    fn job(&self) -> Result<Arc<Job>, StartError> {
         crate::proc::log::init();
         keep_large_buffers_in_heap();
         crate::proc::panic::install_hook();
         let (flags, program_args) = args::parse(&self.args)?;
-        let placement = crate::rt::launch::placement(&flags).map_err(ArgError::Launch)?;
+        let placement = crate::rt::launch::placement(&flags).map_err(StartError::Launch)?;
         // A launcher shapes the job: without `+p`, its processes of
         // `++ppn` PEs (the program's default, else the launcher's, else 1)
         // make it.
@@ -214,7 +269,7 @@ impl Converse {
         };
         let ppn = ppn_asked.unwrap_or(ppn_default);
         if pes % ppn != 0 {
-            return Err(ArgError::Layout { pes, ppn });
+            return Err(ArgError::Layout { pes, ppn }.into());
         }
         let topo = Topology::new(pes, ppn);
         let mut job = match &placement {
@@ -222,7 +277,7 @@ impl Converse {
             Some(place) => {
                 crate::proc::panic::set_process(place.node);
                 if ppn_asked.is_none() && pes % place.nodes != 0 {
-                    return Err(ArgError::Launch(format!(
+                    return Err(StartError::Launch(format!(
                         "the launcher started {} processes but +p {pes} is not a multiple \
                          of them (a process runs ++ppn PEs: +p must be the processes times \
                          ++ppn)",
@@ -230,7 +285,7 @@ impl Converse {
                     )));
                 }
                 if place.nodes != topo.num_nodes() {
-                    return Err(ArgError::Launch(format!(
+                    return Err(StartError::Launch(format!(
                         "the launcher started {} processes but +p {pes} ++ppn {ppn} makes {} \
                          (a process runs ++ppn PEs: +p must be the processes times ++ppn)",
                         place.nodes,
@@ -245,11 +300,9 @@ impl Converse {
                         .branch
                         .unwrap_or(crate::proc::spantree::DEFAULT_BRANCH),
                 )
-                .map_err(|e| {
-                    ArgError::Launch(format!(
-                        "process {} could not join the job: {e}",
-                        place.node
-                    ))
+                .map_err(|e| StartError::Join {
+                    process: place.node,
+                    cause: e.to_string(),
                 })?;
                 let mut job = Job::with_nodes(topo, place.node..place.node + 1, program_args);
                 job.net = Some(Arc::new(net));
@@ -297,7 +350,7 @@ impl Converse {
                 } else {
                     "+stats"
                 };
-                return Err(ArgError::Launch(format!(
+                return Err(StartError::Setup(format!(
                     "{flag}: this build of converse has no tracing (its crate feature `trace` is off)"
                 )));
             }
@@ -311,7 +364,7 @@ impl Converse {
                 for (flag, path) in files {
                     if let Some(path) = path {
                         std::fs::File::create(path).map_err(|e| {
-                            ArgError::Launch(format!("{flag}: cannot create {path}: {e}"))
+                            StartError::Setup(format!("{flag}: cannot create {path}: {e}"))
                         })?;
                     }
                 }
@@ -352,7 +405,7 @@ impl Converse {
         }
         if let Some(server) = &job.config.server {
             if job.first_node == 0 {
-                let handle = crate::ccs::server::start(&job, server).map_err(ArgError::Launch)?;
+                let handle = crate::ccs::server::start(&job, server).map_err(StartError::Setup)?;
                 let _ = crate::ccs::state(&job).server.set(handle);
             }
         }
@@ -391,7 +444,7 @@ impl Converse {
     /// # Panics
     /// Re-raises the first panic of any PE's code, after all PEs stopped.
     #[doc(alias = "CmiStartFn")]
-    pub fn run<F>(self, start: F) -> Result<i32, ArgError>
+    pub fn run<F>(self, start: F) -> Result<i32, StartError>
     where
         F: Fn(&[String]) + Send + Sync + 'static,
     {
@@ -403,14 +456,14 @@ impl Converse {
     /// ends when every PE's `start` has returned, or at `exit`. The start
     /// function (`CmiStartFn`) is a closure, as in [`run`](Converse::run).
     #[doc(alias = "CmiStartFn")]
-    pub fn run_user_scheduler<F>(self, start: F) -> Result<i32, ArgError>
+    pub fn run_user_scheduler<F>(self, start: F) -> Result<i32, StartError>
     where
         F: Fn(&[String]) + Send + Sync + 'static,
     {
         self.run_mode(Arc::new(start), SchedMode::UserCallsScheduler)
     }
 
-    fn run_mode(self, start: StartFn, mode: SchedMode) -> Result<i32, ArgError> {
+    fn run_mode(self, start: StartFn, mode: SchedMode) -> Result<i32, StartError> {
         check_not_a_pe();
         let job = self.job()?;
         let start = with_inits(start, module_inits());
@@ -435,7 +488,7 @@ impl Converse {
     /// (ends the process) or [`finish`] (returns the exit code). The start
     /// function (`CmiStartFn`) is a closure, as in [`run`](Converse::run).
     #[doc(alias = "CmiStartFn")]
-    pub fn init_returns<F>(self, start: F) -> Result<(), ArgError>
+    pub fn init_returns<F>(self, start: F) -> Result<(), StartError>
     where
         F: Fn(&[String]) + Send + Sync + 'static,
     {
@@ -604,7 +657,7 @@ fn msgq_seed(
     config: &Config,
     env: Option<String>,
     shared: Option<u64>,
-) -> Result<(Option<u64>, bool), ArgError> {
+) -> Result<(Option<u64>, bool), StartError> {
     use crate::proc::args::{MsgqSeed, RANDOMIZED_MSGQ_ENV};
     let asked = match config.randomized_msgq {
         Some(seed) => Some(seed),
@@ -612,7 +665,7 @@ fn msgq_seed(
             None => None,
             Some(v) if v == "draw" => Some(MsgqSeed::Draw),
             Some(v) => Some(MsgqSeed::Given(v.parse().map_err(|_| {
-                ArgError::Launch(format!(
+                StartError::Setup(format!(
                     "{RANDOMIZED_MSGQ_ENV}={v}: expected a seed (a whole number) or `draw`"
                 ))
             })?)),

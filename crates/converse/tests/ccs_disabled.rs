@@ -5,7 +5,7 @@
 //! feature on (the default) this file is empty.
 #![cfg(not(feature = "ccs"))]
 
-use converse::{ArgError, Converse, ccs};
+use converse::{Converse, StartError, ccs};
 
 #[test]
 fn a_server_flag_is_refused_with_the_reason() {
@@ -13,7 +13,7 @@ fn a_server_flag_is_refused_with_the_reason() {
         .args(["prog", "+p", "2", "++server"])
         .run(|_| converse::exit(0));
     match result {
-        Err(ArgError::Launch(why)) => {
+        Err(StartError::Setup(why)) => {
             assert!(why.contains("no CCS server"), "{why}");
             assert!(why.contains("`ccs` feature"), "{why}");
         }

@@ -20,7 +20,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use converse::{ABORT_EXIT_CODE, ArgError, Converse, MSG_HEADER_SIZE, Message, MsgError, Queueing};
+use converse::{
+    ABORT_EXIT_CODE, ArgError, Converse, MSG_HEADER_SIZE, Message, MsgError, Queueing, StartError,
+};
 
 // For the migratable threads' heap scenarios (`on_thread_heap`).
 #[global_allocator]
@@ -1876,7 +1878,8 @@ fn flag_error(words: &[&str]) -> ArgError {
         "{words:?}: the start function ran"
     );
     match result {
-        Err(e) => e,
+        Err(StartError::Flags(e)) => e,
+        Err(other) => panic!("{words:?}: not a flag error: {other}"),
         Ok(code) => panic!("{words:?}: the job ran (exit code {code}) instead of failing"),
     }
 }
@@ -1931,7 +1934,10 @@ fn pes_not_a_multiple_of_ppn_is_rejected() {
         .args(args(&["+p", "6"]))
         .default_ppn(4)
         .run(|_| converse::exit_scheduler());
-    assert_eq!(result, Err(ArgError::Layout { pes: 6, ppn: 4 }));
+    assert_eq!(
+        result,
+        Err(StartError::Flags(ArgError::Layout { pes: 6, ppn: 4 }))
+    );
 }
 
 // ---------------------------------------------------------------------------

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use converse::{
-    ArgError, Converse, Cpv, Csv, Message, NodeLock, my_node, my_node_size, my_pe, my_rank,
-    node_first, node_of, node_size, num_nodes, num_pes, rank_of,
+    ArgError, Converse, Cpv, Csv, Message, NodeLock, StartError, my_node, my_node_size, my_pe,
+    my_rank, node_first, node_of, node_size, num_nodes, num_pes, rank_of,
 };
 
 /// Checks every topology query on the calling PE for a job of `pes` PEs in
@@ -123,17 +123,17 @@ fn runtime_flags_are_removed_from_the_program_arguments() {
     let never = |_: &[String]| panic!("a bad command line must not start the job");
     assert_eq!(
         Converse::new().args(["prog", "+bogus"]).run(never),
-        Err(ArgError::UnknownFlag("+bogus".into()))
+        Err(StartError::Flags(ArgError::UnknownFlag("+bogus".into())))
     );
     assert_eq!(
         Converse::new()
             .args(["prog", "+p", "6", "++ppn", "4"])
             .run(never),
-        Err(ArgError::Layout { pes: 6, ppn: 4 })
+        Err(StartError::Flags(ArgError::Layout { pes: 6, ppn: 4 }))
     );
     assert!(matches!(
         Converse::new().args(["prog", "+p", "0"]).run(never),
-        Err(ArgError::BadValue { .. })
+        Err(StartError::Flags(ArgError::BadValue { .. }))
     ));
 }
 

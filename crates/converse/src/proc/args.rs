@@ -146,9 +146,6 @@ pub enum ArgError {
         /// What it takes.
         expected: &'static str,
     },
-    /// The job could not start across processes (a launcher or network
-    /// failure at start-up).
-    Launch(String),
     /// `+p` is not a multiple of `++ppn`.
     Layout {
         /// The `+p` value.
@@ -174,7 +171,6 @@ impl fmt::Display for ArgError {
             } => {
                 write!(f, "runtime flag `{flag}` needs {expected}, got `{value}`")
             }
-            ArgError::Launch(why) => f.write_str(why),
             ArgError::Layout { pes, ppn } => write!(
                 f,
                 "+p {pes} is not a multiple of ++ppn {ppn}: every node has ++ppn PEs"

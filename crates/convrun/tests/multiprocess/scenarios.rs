@@ -150,7 +150,7 @@ fn wait_sent(handles: &[CommHandle], what: &str) {
 
 /// Reports a refused command line, in one write (a launcher that ends the
 /// job may cut a line written in pieces).
-fn bad_command_line(e: &converse::ArgError) {
+fn bad_command_line(e: &converse::StartError) {
     converse::cmi_error!("bad command line: {e}\n");
 }
 
