@@ -250,73 +250,14 @@ impl Converse {
         crate::proc::panic::install_hook();
         let (flags, program_args) = args::parse(&self.args)?;
         let placement = crate::rt::launch::placement(&flags).map_err(StartError::Launch)?;
-        // A launcher shapes the job: without `+p`, its processes of
-        // `++ppn` PEs (the program's default, else the launcher's, else 1)
-        // make it.
-        let ppn_asked = flags
-            .ppn
-            .or(self.default_ppn)
-            .or(placement.as_ref().and_then(|p| p.ppn));
-        let pes = match &placement {
-            Some(place) if flags.pes.is_none() => place.nodes * ppn_asked.unwrap_or(1),
-            _ => flags.pes.unwrap_or(self.default_pes),
-        };
-        // Started by convrun, a process is one node: `+p` PEs over its
-        // processes unless `++ppn` says otherwise.
-        let ppn_default = match &placement {
-            Some(place) if pes % place.nodes == 0 => pes / place.nodes,
-            _ => pes,
-        };
-        let ppn = ppn_asked.unwrap_or(ppn_default);
-        if pes % ppn != 0 {
-            return Err(ArgError::Layout { pes, ppn }.into());
-        }
-        let topo = Topology::new(pes, ppn);
+        let topo = self.layout(&flags, placement.as_ref())?;
         let mut job = match &placement {
             None => Job::with_nodes(topo, 0..topo.num_nodes(), program_args),
-            Some(place) => {
-                crate::proc::panic::set_process(place.node);
-                if ppn_asked.is_none() && pes % place.nodes != 0 {
-                    return Err(StartError::Launch(format!(
-                        "the launcher started {} processes but +p {pes} is not a multiple \
-                         of them (a process runs ++ppn PEs: +p must be the processes times \
-                         ++ppn)",
-                        place.nodes
-                    )));
-                }
-                if place.nodes != topo.num_nodes() {
-                    return Err(StartError::Launch(format!(
-                        "the launcher started {} processes but +p {pes} ++ppn {ppn} makes {} \
-                         (a process runs ++ppn PEs: +p must be the processes times ++ppn)",
-                        place.nodes,
-                        topo.num_nodes()
-                    )));
-                }
-                let net = crate::rt::launch::join(
-                    place,
-                    topo,
-                    flags.lmt.as_deref(),
-                    flags
-                        .branch
-                        .unwrap_or(crate::proc::spantree::DEFAULT_BRANCH),
-                )
-                .map_err(|e| StartError::Join {
-                    process: place.node,
-                    cause: e.to_string(),
-                })?;
-                let mut job = Job::with_nodes(topo, place.node..place.node + 1, program_args);
-                job.net = Some(Arc::new(net));
-                job.hosts = place.hosts.as_deref().map(Arc::from);
-                if let Some(host_pes) = place.host_pes {
-                    let cores = crate::proc::topology::cores();
-                    job.oversubscribed = host_pes > cores;
-                }
-                job
-            }
+            Some(place) => joined_job(place, topo, &flags, program_args)?,
         };
         job.config = Config {
-            pes: Some(pes),
-            ppn: Some(ppn),
+            pes: Some(topo.num_pes()),
+            ppn: Some(topo.node_size(0)),
             branch: flags.branch.or(self.branch),
             ..flags
         };
@@ -340,94 +281,60 @@ impl Converse {
                 job.local_pes(),
             )));
         }
-        let stats = job.config.stats || job.config.stats_plot.is_some();
-        if job.config.trace.is_some() || stats {
-            if !cfg!(feature = "trace") {
-                let flag = if job.config.trace.is_some() {
-                    "+trace"
-                } else if job.config.stats_plot.is_some() {
-                    "+stats-plot"
-                } else {
-                    "+stats"
-                };
-                return Err(StartError::Setup(format!(
-                    "{flag}: this build of converse has no tracing (its crate feature `trace` is off)"
+        set_up_tracing(&mut job)?;
+        let job = Arc::new(job);
+        start_services(&job)?;
+        Ok(job)
+    }
+
+    /// The job's PEs and nodes: `+p` and `++ppn` as given, else the
+    /// program's defaults, else what the launcher started.
+    fn layout(
+        &self,
+        flags: &Config,
+        placement: Option<&crate::rt::launch::Placement>,
+    ) -> Result<Topology, StartError> {
+        // A launcher shapes the job: without `+p`, its processes of
+        // `++ppn` PEs (the program's default, else the launcher's, else 1)
+        // make it.
+        let ppn_asked = flags
+            .ppn
+            .or(self.default_ppn)
+            .or(placement.and_then(|p| p.ppn));
+        let pes = match placement {
+            Some(place) if flags.pes.is_none() => place.nodes * ppn_asked.unwrap_or(1),
+            _ => flags.pes.unwrap_or(self.default_pes),
+        };
+        // Started by convrun, a process is one node: `+p` PEs over its
+        // processes unless `++ppn` says otherwise.
+        let ppn_default = match placement {
+            Some(place) if pes % place.nodes == 0 => pes / place.nodes,
+            _ => pes,
+        };
+        let ppn = ppn_asked.unwrap_or(ppn_default);
+        if pes % ppn != 0 {
+            return Err(ArgError::Layout { pes, ppn }.into());
+        }
+        let topo = Topology::new(pes, ppn);
+        if let Some(place) = placement {
+            if ppn_asked.is_none() && pes % place.nodes != 0 {
+                return Err(StartError::Launch(format!(
+                    "the launcher started {} processes but +p {pes} is not a multiple \
+                     of them (a process runs ++ppn PEs: +p must be the processes times \
+                     ++ppn)",
+                    place.nodes
                 )));
             }
-            // Process 0 writes the files: a path it cannot write ends the
-            // job now, not after the run.
-            if job.first_node == 0 {
-                let files = [
-                    ("+trace", &job.config.trace),
-                    ("+stats-plot", &job.config.stats_plot),
-                ];
-                for (flag, path) in files {
-                    if let Some(path) = path {
-                        std::fs::File::create(path).map_err(|e| {
-                            StartError::Setup(format!("{flag}: cannot create {path}: {e}"))
-                        })?;
-                    }
-                }
-            }
-            job.trace = Some(crate::trace::JobTrace::new(
-                job.config.trace.as_ref().map(Into::into),
-                job.config
-                    .trace_buffer
-                    .unwrap_or(crate::trace::DEFAULT_BUFFER_EVENTS),
-                job.config.trace_exact,
-                stats,
-                job.first_node,
-                (job.first_pe..job.first_pe + job.local_pes())
-                    .map(|pe| (pe, topo.node_of(pe)))
-                    .collect(),
-                crate::msg::system::kind_names(),
-            ));
-            if let (Some(net), 0) = (&job.net, job.first_node) {
-                // What another process's part can hold at most: its PEs'
-                // rings (up to 20 bytes an event, postcard's varints) and
-                // a generous allowance for names and stats; more is a
-                // peer not to trust.
-                let ring_events = match job.config.trace {
-                    Some(_) => job
-                        .config
-                        .trace_buffer
-                        .unwrap_or(crate::trace::DEFAULT_BUFFER_EVENTS)
-                        .next_power_of_two(),
-                    None => 0,
-                };
-                let per_pe = ring_events.saturating_mul(20).saturating_add(64 << 20);
-                net.expect_trace_parts(per_pe.saturating_mul(job.local_pes()));
+            if place.nodes != topo.num_nodes() {
+                return Err(StartError::Launch(format!(
+                    "the launcher started {} processes but +p {pes} ++ppn {ppn} makes {} \
+                     (a process runs ++ppn PEs: +p must be the processes times ++ppn)",
+                    place.nodes,
+                    topo.num_nodes()
+                )));
             }
         }
-        let job = Arc::new(job);
-        if let Some(watchdog) = &job.watchdog {
-            watchdog.start(&job);
-        }
-        if let Some(server) = &job.config.server {
-            if job.first_node == 0 {
-                let handle = crate::ccs::server::start(&job, server).map_err(StartError::Setup)?;
-                let _ = crate::ccs::state(&job).server.set(handle);
-            }
-        }
-        if let Some(net) = &job.net {
-            net.start(&job);
-            if job.first_node == 0 {
-                // A large-message mode other than the default is said.
-                let lmt = match job.config.lmt.as_deref() {
-                    Some(mode) if mode != "get" => format!(" (large messages: {mode})"),
-                    _ => String::new(),
-                };
-                println!(
-                    "converse: {} PEs in {} processes of {} PE{}, netmod {}{lmt}",
-                    topo.num_pes(),
-                    topo.num_nodes(),
-                    ppn,
-                    if ppn == 1 { "" } else { "s" },
-                    net.module_name()
-                );
-            }
-        }
-        Ok(job)
+        Ok(topo)
     }
 
     /// Normal mode: runs `start(args)` on every PE, then each PE's scheduler
@@ -644,6 +551,138 @@ fn stop_ccs(job: &Job) {
     if let Some(server) = crate::ccs::state(job).server.get() {
         crate::ccs::server::stop(server);
     }
+}
+
+/// The part of the job this process runs, in a job its launcher started:
+/// it joins the others (bootstrap, network module) as process
+/// `place.node`.
+fn joined_job(
+    place: &crate::rt::launch::Placement,
+    topo: Topology,
+    flags: &Config,
+    program_args: Vec<String>,
+) -> Result<Job, StartError> {
+    crate::proc::panic::set_process(place.node);
+    let net = crate::rt::launch::join(
+        place,
+        topo,
+        flags.lmt.as_deref(),
+        flags
+            .branch
+            .unwrap_or(crate::proc::spantree::DEFAULT_BRANCH),
+    )
+    .map_err(|e| StartError::Join {
+        process: place.node,
+        cause: e.to_string(),
+    })?;
+    let mut job = Job::with_nodes(topo, place.node..place.node + 1, program_args);
+    job.net = Some(Arc::new(net));
+    job.hosts = place.hosts.as_deref().map(Arc::from);
+    if let Some(host_pes) = place.host_pes {
+        let cores = crate::proc::topology::cores();
+        job.oversubscribed = host_pes > cores;
+    }
+    Ok(job)
+}
+
+/// `+trace`, `+stats`, `+stats-plot`: the job's trace, and the files
+/// process 0 will write checked now (a path it cannot write ends the job
+/// before it runs, not after).
+fn set_up_tracing(job: &mut Job) -> Result<(), StartError> {
+    let topo = job.topo;
+    let stats = job.config.stats || job.config.stats_plot.is_some();
+    if job.config.trace.is_none() && !stats {
+        return Ok(());
+    }
+    if !cfg!(feature = "trace") {
+        let flag = if job.config.trace.is_some() {
+            "+trace"
+        } else if job.config.stats_plot.is_some() {
+            "+stats-plot"
+        } else {
+            "+stats"
+        };
+        return Err(StartError::Setup(format!(
+            "{flag}: this build of converse has no tracing (its crate feature `trace` is off)"
+        )));
+    }
+    // Process 0 writes the files: a path it cannot write ends the
+    // job now, not after the run.
+    if job.first_node == 0 {
+        let files = [
+            ("+trace", &job.config.trace),
+            ("+stats-plot", &job.config.stats_plot),
+        ];
+        for (flag, path) in files {
+            if let Some(path) = path {
+                std::fs::File::create(path)
+                    .map_err(|e| StartError::Setup(format!("{flag}: cannot create {path}: {e}")))?;
+            }
+        }
+    }
+    job.trace = Some(crate::trace::JobTrace::new(
+        job.config.trace.as_ref().map(Into::into),
+        job.config
+            .trace_buffer
+            .unwrap_or(crate::trace::DEFAULT_BUFFER_EVENTS),
+        job.config.trace_exact,
+        stats,
+        job.first_node,
+        (job.first_pe..job.first_pe + job.local_pes())
+            .map(|pe| (pe, topo.node_of(pe)))
+            .collect(),
+        crate::msg::system::kind_names(),
+    ));
+    if let (Some(net), 0) = (&job.net, job.first_node) {
+        // What another process's part can hold at most: its PEs'
+        // rings (up to 20 bytes an event, postcard's varints) and
+        // a generous allowance for names and stats; more is a
+        // peer not to trust.
+        let ring_events = match job.config.trace {
+            Some(_) => job
+                .config
+                .trace_buffer
+                .unwrap_or(crate::trace::DEFAULT_BUFFER_EVENTS)
+                .next_power_of_two(),
+            None => 0,
+        };
+        let per_pe = ring_events.saturating_mul(20).saturating_add(64 << 20);
+        net.expect_trace_parts(per_pe.saturating_mul(job.local_pes()));
+    }
+    Ok(())
+}
+
+/// Starts what runs beside the PEs: the watchdog, the CCS server (process
+/// 0), the network module (which process 0 announces).
+fn start_services(job: &Arc<Job>) -> Result<(), StartError> {
+    if let Some(watchdog) = &job.watchdog {
+        watchdog.start(job);
+    }
+    if let Some(server) = &job.config.server {
+        if job.first_node == 0 {
+            let handle = crate::ccs::server::start(job, server).map_err(StartError::Setup)?;
+            let _ = crate::ccs::state(job).server.set(handle);
+        }
+    }
+    if let Some(net) = &job.net {
+        net.start(job);
+        if job.first_node == 0 {
+            // A large-message mode other than the default is said.
+            let lmt = match job.config.lmt.as_deref() {
+                Some(mode) if mode != "get" => format!(" (large messages: {mode})"),
+                _ => String::new(),
+            };
+            println!(
+                "converse: {} PEs in {} processes of {} PE{}, netmod {}{lmt}",
+                job.topo.num_pes(),
+                job.topo.num_nodes(),
+                job.topo.node_size(0),
+                if job.topo.node_size(0) == 1 { "" } else { "s" },
+                net.module_name()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The seed of `+randomized_msgq` (or of `RANDOMIZED_MSGQ_ENV`, whose
