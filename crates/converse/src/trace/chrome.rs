@@ -207,63 +207,66 @@ fn place(pid: u32, kinds: std::rc::Rc<HashMap<u32, String>>, part: PePart, base:
     }
 }
 
-fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
-    let mut out = String::with_capacity(1 << 16);
-    out.push_str("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
-    let mut first = true;
-    let mut emit = |out: &mut String, line: String| {
-        if !first {
-            out.push_str(",\n");
+/// The file being written: its JSON text, events separated by commas, and
+/// the time its event times count from (nanoseconds, as `Placed`'s).
+struct Out {
+    text: String,
+    first: bool,
+    t0: f64,
+}
+
+impl Out {
+    /// Appends one event (a JSON object).
+    fn emit(&mut self, event: String) {
+        if !self.first {
+            self.text.push_str(",\n");
         }
-        first = false;
-        out.push_str(&line);
-    };
-    let processes: Vec<u32> = parts.iter().map(|p| p.process).collect();
-    let complete = parts.iter().all(|p| p.complete);
-    let mut placed: Vec<Placed> = Vec::new();
-    let base = parts
-        .iter()
-        .flat_map(|p| &p.pes)
-        .flat_map(|pe| &pe.events)
-        .filter_map(|&w| Event::decode(w)?.time())
-        .min()
-        .unwrap_or(0);
-    for p in parts {
-        emit(
-            &mut out,
-            format!(
-                "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":{}}}}}",
-                p.process,
-                quote(&format!(
-                    "process {} ({}, pid {})",
-                    p.process, p.host, p.pid
-                ))
-            ),
-        );
-        emit(
-            &mut out,
-            format!(
-                "{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{0},\"args\":{{\"sort_index\":{0}}}}}",
-                p.process
-            ),
-        );
-        let kinds = std::rc::Rc::new(p.runtime_kinds.into_iter().collect::<HashMap<_, _>>());
-        for pe in p.pes {
-            placed.push(place(p.process, kinds.clone(), pe, base));
-        }
+        self.first = false;
+        self.text.push_str(&event);
     }
-    // Times relative to the earliest event.
-    let t0 = placed
-        .iter()
-        .filter_map(|p| p.events.first().map(|e| e.0))
-        .fold(f64::INFINITY, f64::min);
-    let t0 = if t0.is_finite() { t0 } else { 0.0 };
-    // Flows: the keys present at both ends, once at each (a key seen twice,
-    // after 2³² sends of a PE or in a malformed part, would give one
-    // arrow several heads: it gets none, and the summary counts it).
+
+    /// Whole nanoseconds since `t0`.
+    fn ns(&self, t: f64) -> u64 {
+        (t - self.t0).max(0.0).round() as u64
+    }
+
+    /// A timestamp: microseconds since `t0`, three decimals.
+    fn ts(&self, t: f64) -> String {
+        micros(self.ns(t))
+    }
+}
+
+/// Microseconds with three decimals, from whole nanoseconds (integer
+/// formatting: a float's took a third of the writer's time).
+fn micros(ns: u64) -> String {
+    format!("{}.{:03}", ns / 1000, ns % 1000)
+}
+
+/// What the summary counts over every PE.
+#[derive(Default)]
+struct Tally {
+    pes: Vec<u32>,
+    handler_runs: u64,
+    stretched_starts: u64,
+    /// PEs whose ring wrapped, and the events each lost.
+    wrapped: Vec<(u32, u64)>,
+}
+
+/// The messages drawn as arrows: the keys present at both ends, once at
+/// each (a key seen twice, after 2³² sends of a PE or in a malformed part,
+/// would give one arrow several heads: it gets none, and the summary
+/// counts it).
+struct Flows {
+    ids: HashMap<FlowKey, u64, FastHash>,
+    sends: usize,
+    receipts: usize,
+    ambiguous: u64,
+}
+
+fn flows(placed: &[Placed]) -> Flows {
     let mut sends: HashMap<FlowKey, u32, FastHash> = HashMap::default();
     let mut receipts: HashMap<FlowKey, u32, FastHash> = HashMap::default();
-    for p in &placed {
+    for p in placed {
         for (_, e) in &p.events {
             match *e {
                 Event::Send { seq, .. } if seq != 0 => {
@@ -280,42 +283,138 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
         }
     }
     let mut ids: HashMap<FlowKey, u64, FastHash> = HashMap::default();
-    let mut ambiguous_flows = 0u64;
+    let mut ambiguous = 0u64;
     for (key, sent) in &sends {
         match (sent, receipts.get(key)) {
             (1, Some(1)) => {
                 let next = ids.len() as u64 + 1;
                 ids.insert(*key, next);
             }
-            (_, Some(_)) => ambiguous_flows += 1,
+            (_, Some(_)) => ambiguous += 1,
             (_, None) => {}
         }
     }
-    let (mut handler_runs, mut wrapped) = (0u64, Vec::new());
+    Flows {
+        ids,
+        sends: sends.len(),
+        receipts: receipts.len(),
+        ambiguous,
+    }
+}
+
+fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
+    let mut out = Out {
+        text: String::with_capacity(1 << 16),
+        first: true,
+        t0: 0.0,
+    };
+    out.text
+        .push_str("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n");
+    let processes: Vec<u32> = parts.iter().map(|p| p.process).collect();
+    let complete = parts.iter().all(|p| p.complete);
+    let base = parts
+        .iter()
+        .flat_map(|p| &p.pes)
+        .flat_map(|pe| &pe.events)
+        .filter_map(|&w| Event::decode(w)?.time())
+        .min()
+        .unwrap_or(0);
+    let mut placed: Vec<Placed> = Vec::new();
+    for p in parts {
+        write_process_names(&mut out, &p);
+        let kinds = std::rc::Rc::new(p.runtime_kinds.into_iter().collect::<HashMap<_, _>>());
+        for pe in p.pes {
+            placed.push(place(p.process, kinds.clone(), pe, base));
+        }
+    }
+    // Times relative to the earliest event.
+    let t0 = placed
+        .iter()
+        .filter_map(|p| p.events.first().map(|e| e.0))
+        .fold(f64::INFINITY, f64::min);
+    out.t0 = if t0.is_finite() { t0 } else { 0.0 };
+    let flows = flows(&placed);
     let timed_starts: u64 = placed.iter().map(|p| p.timed_starts).sum();
-    let mut stretched_starts = 0u64;
-    let mut pes = Vec::new();
+    let mut tally = Tally::default();
     for p in &placed {
-        let (pid, tid) = (p.pid, p.part.pe);
-        pes.push(tid);
-        // Microseconds with three decimals, from whole nanoseconds (integer
-        // formatting: a float's took a third of the writer's time).
-        let ns = |t: f64| (t - t0).max(0.0).round() as u64;
-        let micros = |ns: u64| format!("{}.{:03}", ns / 1000, ns % 1000);
-        let ts = |t: f64| micros(ns(t));
-        emit(
-            &mut out,
-            format!(
-                "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":\"PE {tid}\"}}}}"
-            ),
+        PeTrack::new(&mut out, p).write(&flows.ids, &mut tally);
+    }
+    let mut text = out.text;
+    text.push_str("\n],\n\"converse\":{");
+    let _ = write!(
+        text,
+        "\"complete\":{complete},\"note\":{},\"processes\":{processes:?},\"pes\":{:?},\"handler_runs\":{},\"timed_starts\":{timed_starts},\"stretched_starts\":{},\"user_messages_sent\":{},\"user_messages_received\":{},\"flows\":{},\"ambiguous_flows\":{},\"wrapped\":[",
+        quote(note),
+        tally.pes,
+        tally.handler_runs,
+        tally.stretched_starts,
+        flows.sends,
+        flows.receipts,
+        flows.ids.len(),
+        flows.ambiguous,
+    );
+    for (i, (pe, lost)) in tally.wrapped.iter().enumerate() {
+        let _ = write!(
+            text,
+            "{}{{\"pe\":{pe},\"lost\":{lost}}}",
+            if i == 0 { "" } else { "," }
         );
-        emit(
-            &mut out,
-            format!(
-                "{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"sort_index\":{tid}}}}}"
-            ),
+    }
+    text.push_str("]}}\n");
+    (text, summary(&tally, flows.ids.len()))
+}
+
+/// The one-line summary for the log.
+fn summary(tally: &Tally, flows: usize) -> String {
+    let mut summary = format!(
+        "{} PEs, {} handler runs, {flows} messages with flows",
+        tally.pes.len(),
+        tally.handler_runs
+    );
+    if !tally.wrapped.is_empty() {
+        let lost: u64 = tally.wrapped.iter().map(|w| w.1).sum();
+        let _ = write!(
+            summary,
+            "; the buffers of {} PEs wrapped: {lost} earliest events lost (raise +trace-buffer)",
+            tally.wrapped.len()
         );
-        // Sorted by index, for a binary search per handler run.
+    }
+    summary
+}
+
+/// A process's name and place among the tracks.
+fn write_process_names(out: &mut Out, p: &ProcessPart) {
+    out.emit(format!(
+        "{{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":{},\"args\":{{\"name\":{}}}}}",
+        p.process,
+        quote(&format!(
+            "process {} ({}, pid {})",
+            p.process, p.host, p.pid
+        ))
+    ));
+    out.emit(format!(
+        "{{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":{0},\"args\":{{\"sort_index\":{0}}}}}",
+        p.process
+    ));
+}
+
+/// One PE's track being written: the slices open on each of its
+/// user-level threads (0: the main flow; a thread that suspends inside a
+/// handler ends it when it is resumed), and its idle period.
+struct PeTrack<'o, 'p> {
+    out: &'o mut Out,
+    p: &'p Placed,
+    pid: u32,
+    tid: u32,
+    /// The PE's handler names, sorted by index (a binary search per run).
+    handlers: Vec<(u32, &'p str)>,
+    stacks: HashMap<u32, Vec<Open<'p>>, FastHash>,
+    current: u32,
+    idle_since: Option<f64>,
+}
+
+impl<'o, 'p> PeTrack<'o, 'p> {
+    fn new(out: &'o mut Out, p: &'p Placed) -> PeTrack<'o, 'p> {
         let mut handlers: Vec<(u32, &str)> = p
             .part
             .handlers
@@ -323,250 +422,258 @@ fn render(parts: Vec<ProcessPart>, note: &str) -> (String, String) {
             .map(|(i, n)| (*i, n.as_str()))
             .collect();
         handlers.sort_unstable_by_key(|h| h.0);
-        let name_of = |i: u32| -> String {
-            p.part
-                .names
-                .get(i as usize)
-                .cloned()
-                .unwrap_or_else(|| format!("name {i}"))
-        };
+        PeTrack {
+            out,
+            p,
+            pid: p.pid,
+            tid: p.part.pe,
+            handlers,
+            stacks: HashMap::default(),
+            current: 0,
+            idle_since: None,
+        }
+    }
+
+    /// Writes the track: its names, its events, then the slices still
+    /// open, ended at its last event.
+    fn write(mut self, ids: &HashMap<FlowKey, u64, FastHash>, tally: &mut Tally) {
+        let (pid, tid, p) = (self.pid, self.tid, self.p);
+        tally.pes.push(tid);
+        self.out.emit(format!(
+            "{{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":\"PE {tid}\"}}}}"
+        ));
+        self.out.emit(format!(
+            "{{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"sort_index\":{tid}}}}}"
+        ));
         if p.part.lost > 0 {
-            let at = p.events.first().map_or(t0, |e| e.0);
-            wrapped.push((tid, p.part.lost));
-            emit(
-                &mut out,
-                format!(
-                    "{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"converse\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{}}}",
-                    quote(&format!(
-                        "trace buffer wrapped: {} earlier events lost (+trace-buffer {})",
-                        p.part.lost, p.part.capacity
-                    )),
-                    ts(at)
-                ),
+            let at = p.events.first().map_or(self.out.t0, |e| e.0);
+            tally.wrapped.push((tid, p.part.lost));
+            let line = format!(
+                "{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"converse\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{}}}",
+                quote(&format!(
+                    "trace buffer wrapped: {} earlier events lost (+trace-buffer {})",
+                    p.part.lost, p.part.capacity
+                )),
+                self.out.ts(at)
             );
+            self.out.emit(line);
         }
-        // Open slices per user-level thread (0: the main flow): a thread
-        // that suspends inside a handler ends it when it is resumed.
-        let mut stacks: HashMap<u32, Vec<Open<'_>>, FastHash> = HashMap::default();
-        fn stack_of<T>(stacks: &mut HashMap<u32, Vec<T>, FastHash>, thread: u32) -> &mut Vec<T> {
-            stacks.entry(thread).or_default()
-        }
-        let mut current = 0u32;
-        let mut idle_since: Option<f64> = None;
-        let last = p.events.last().map_or(t0, |e| e.0);
-        // A slice from `o`'s start to `b`; `unfinished`: it was still open
-        // when the PE's events end.
-        let slice = |out: &mut String,
-                     emit: &mut dyn FnMut(&mut String, String),
-                     o: &Open<'_>,
-                     b: f64,
-                     unfinished: bool| {
-            let mut args = Vec::new();
-            if unfinished {
-                args.push("\"unfinished\":true".to_string());
-            }
-            if let Some((size, span)) = o.shared {
-                args.push(format!(
-                    "\"timing\":\"not timed apart: one of {size} handler runs over {:.1} us, each drawn with an equal share\"",
-                    span / 1000.0
-                ));
-            }
-            let args = if args.is_empty() {
-                String::new()
-            } else {
-                format!(",\"args\":{{{}}}", args.join(","))
-            };
-            emit(
-                out,
-                format!(
-                    "{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"dur\":{}{args}}}",
-                    o.cat,
-                    quote(&o.name),
-                    ts(o.at),
-                    // The end's whole nanosecond less the start's, rounded
-                    // alike: a slice never ends past its parent's end or
-                    // its successor's start by a rounding.
-                    micros(ns(b).saturating_sub(ns(o.at)))
-                ),
-            );
-        };
-        let idle = |at: f64| Open {
-            at,
-            name: Cow::Borrowed("idle"),
-            cat: "idle",
-            shared: None,
-        };
         for (i, &(t, e)) in p.events.iter().enumerate() {
-            match e {
-                Event::Begin {
-                    index,
-                    runtime,
-                    flow,
-                    ..
-                } => {
-                    // The arrow's end, bound to the slice that starts here
-                    // (`"bp":"e"`: the enclosing slice).
-                    if let Some(id) = flow.and_then(|f| ids.get(&(f.src, f.seq))) {
-                        emit(
-                            &mut out,
-                            format!(
-                                "{{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"message\",\"name\":\"message\",\"id\":{id},\"pid\":{pid},\"tid\":{tid},\"ts\":{}}}",
-                                ts(t)
-                            ),
-                        );
-                    }
-                    let name: Cow<'_, str> = if runtime && index == 0 {
-                        Cow::Borrowed("converse: reduction contribution")
-                    } else if runtime {
-                        Cow::Owned(match p.kinds.get(&index) {
-                            Some(kind) => format!("converse: {kind}"),
-                            None => format!("converse: runtime message kind {index}"),
-                        })
-                    } else {
-                        match handlers.binary_search_by_key(&index, |h| h.0) {
-                            Ok(i) => Cow::Borrowed(handlers[i].1),
-                            Err(_) => Cow::Owned(format!("handler {index}")),
-                        }
-                    };
-                    stretched_starts += u64::from(p.shared[i].is_some());
-                    stack_of(&mut stacks, current).push(Open {
-                        at: t,
-                        name,
-                        cat: "handler",
-                        shared: p.shared[i],
-                    });
-                }
-                Event::End => {
-                    let stack = stack_of(&mut stacks, current);
-                    // Spans left open inside the handler end with it.
-                    while let Some(o) = stack.pop() {
-                        slice(&mut out, &mut emit, &o, t, false);
-                        if o.cat == "handler" {
-                            handler_runs += 1;
-                            break;
-                        }
-                    }
-                }
-                Event::SpanBegin { name, .. } => {
-                    stack_of(&mut stacks, current).push(Open {
-                        at: t,
-                        name: Cow::Owned(name_of(name)),
-                        cat: "span",
-                        shared: None,
-                    });
-                }
-                Event::SpanEnd { name, .. } => {
-                    let stack = stack_of(&mut stacks, current);
-                    let want = name_of(name);
-                    if let Some(pos) = stack
-                        .iter()
-                        .rposition(|o| o.cat == "span" && o.name == want)
-                    {
-                        // Spans opened after it and not closed end with it.
-                        while stack.len() > pos {
-                            let o = stack.pop().expect("non-empty");
-                            slice(&mut out, &mut emit, &o, t, false);
-                        }
-                    }
-                }
-                Event::IdleBegin { .. } => {
-                    idle_since.get_or_insert(t);
-                }
-                Event::IdleEnd { .. } => {
-                    if let Some(a) = idle_since.take() {
-                        slice(&mut out, &mut emit, &idle(a), t, false);
-                    }
-                }
-                Event::Switch { thread, .. } => {
-                    current = thread;
-                    let name = if thread == 0 {
-                        "resume the main flow".to_string()
-                    } else {
-                        format!("resume thread {thread}")
-                    };
-                    emit(
-                        &mut out,
-                        format!(
-                            "{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"thread\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{}}}",
-                            quote(&name),
-                            ts(t)
-                        ),
-                    );
-                }
-                Event::Mark { name, cat, .. } => emit(
-                    &mut out,
-                    format!(
-                        "{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"{}\",\"name\":{},\"pid\":{pid},\"tid\":{tid},\"ts\":{}}}",
-                        cat.name(),
-                        quote(&name_of(name)),
-                        ts(t)
-                    ),
-                ),
-                Event::Send {
-                    dest,
-                    node,
-                    seq,
-                    len,
-                } => {
-                    if let Some(id) = ids.get(&(tid, seq)) {
-                        emit(
-                            &mut out,
-                            format!(
-                                "{{\"ph\":\"s\",\"cat\":\"message\",\"name\":\"message\",\"id\":{id},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"args\":{{\"to\":\"{} {dest}\",\"bytes\":{len}}}}}",
-                                ts(t),
-                                if node { "node" } else { "PE" }
-                            ),
-                        );
-                    }
-                }
-                Event::SchedulerLeave { .. } | Event::Clock { .. } => {}
-                // A PE's part holds these as the send and the start they
-                // stand for (`event::expand_self_sends`): none comes here.
-                Event::SelfSentBegin { .. } => {}
-            }
+            self.event(i, t, e, ids, tally);
         }
         // What is still open ends at the PE's last event.
-        if let Some(a) = idle_since {
-            slice(&mut out, &mut emit, &idle(a), last, false);
+        let last = p.events.last().map_or(self.out.t0, |e| e.0);
+        if let Some(a) = self.idle_since.take() {
+            self.slice(&idle(a), last, false);
         }
-        let mut stacks: Vec<(u32, Vec<Open<'_>>)> = stacks.into_iter().collect();
+        let mut stacks: Vec<(u32, Vec<Open<'_>>)> =
+            std::mem::take(&mut self.stacks).into_iter().collect();
         stacks.sort_unstable_by_key(|s| s.0);
         for (_, stack) in &mut stacks {
             while let Some(o) = stack.pop() {
-                slice(&mut out, &mut emit, &o, last, true);
+                self.slice(&o, last, true);
             }
         }
     }
-    let sends_total = sends.len();
-    let receipts_total = receipts.len();
-    let matched = ids.len();
-    out.push_str("\n],\n\"converse\":{");
-    let _ = write!(
-        out,
-        "\"complete\":{complete},\"note\":{},\"processes\":{processes:?},\"pes\":{pes:?},\"handler_runs\":{handler_runs},\"timed_starts\":{timed_starts},\"stretched_starts\":{stretched_starts},\"user_messages_sent\":{sends_total},\"user_messages_received\":{receipts_total},\"flows\":{matched},\"ambiguous_flows\":{ambiguous_flows},\"wrapped\":[",
-        quote(note)
-    );
-    for (i, (pe, lost)) in wrapped.iter().enumerate() {
-        let _ = write!(
-            out,
-            "{}{{\"pe\":{pe},\"lost\":{lost}}}",
-            if i == 0 { "" } else { "," }
-        );
+
+    /// The open slices of the current user-level thread.
+    fn stack(&mut self) -> &mut Vec<Open<'p>> {
+        self.stacks.entry(self.current).or_default()
     }
-    out.push_str("]}}\n");
-    let mut summary = format!(
-        "{} PEs, {handler_runs} handler runs, {matched} messages with flows",
-        pes.len()
-    );
-    if !wrapped.is_empty() {
-        let lost: u64 = wrapped.iter().map(|w| w.1).sum();
-        let _ = write!(
-            summary,
-            "; the buffers of {} PEs wrapped: {lost} earliest events lost (raise +trace-buffer)",
-            wrapped.len()
-        );
+
+    /// A name of the PE's name table.
+    fn name_of(&self, i: u32) -> String {
+        self.p
+            .part
+            .names
+            .get(i as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("name {i}"))
     }
-    (out, summary)
+
+    /// What a handler start at `index` is called.
+    fn handler_name(&self, index: u32, runtime: bool) -> Cow<'p, str> {
+        if runtime && index == 0 {
+            Cow::Borrowed("converse: reduction contribution")
+        } else if runtime {
+            Cow::Owned(match self.p.kinds.get(&index) {
+                Some(kind) => format!("converse: {kind}"),
+                None => format!("converse: runtime message kind {index}"),
+            })
+        } else {
+            match self.handlers.binary_search_by_key(&index, |h| h.0) {
+                Ok(i) => Cow::Borrowed(self.handlers[i].1),
+                Err(_) => Cow::Owned(format!("handler {index}")),
+            }
+        }
+    }
+
+    /// An instant event on this track.
+    fn instant(&mut self, cat: &str, name: &str, t: f64) {
+        let line = format!(
+            "{{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"{cat}\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{}}}",
+            quote(name),
+            self.pid,
+            self.tid,
+            self.out.ts(t)
+        );
+        self.out.emit(line);
+    }
+
+    /// Event `i` of the PE, at `t`.
+    fn event(
+        &mut self,
+        i: usize,
+        t: f64,
+        e: Event,
+        ids: &HashMap<FlowKey, u64, FastHash>,
+        tally: &mut Tally,
+    ) {
+        let (pid, tid) = (self.pid, self.tid);
+        match e {
+            Event::Begin {
+                index,
+                runtime,
+                flow,
+                ..
+            } => {
+                // The arrow's end, bound to the slice that starts here
+                // (`"bp":"e"`: the enclosing slice).
+                if let Some(id) = flow.and_then(|f| ids.get(&(f.src, f.seq))) {
+                    let line = format!(
+                        "{{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"message\",\"name\":\"message\",\"id\":{id},\"pid\":{pid},\"tid\":{tid},\"ts\":{}}}",
+                        self.out.ts(t)
+                    );
+                    self.out.emit(line);
+                }
+                let name = self.handler_name(index, runtime);
+                let shared = self.p.shared[i];
+                tally.stretched_starts += u64::from(shared.is_some());
+                self.stack().push(Open {
+                    at: t,
+                    name,
+                    cat: "handler",
+                    shared,
+                });
+            }
+            Event::End => {
+                // Spans left open inside the handler end with it.
+                while let Some(o) = self.stack().pop() {
+                    self.slice(&o, t, false);
+                    if o.cat == "handler" {
+                        tally.handler_runs += 1;
+                        break;
+                    }
+                }
+            }
+            Event::SpanBegin { name, .. } => {
+                let name = Cow::Owned(self.name_of(name));
+                self.stack().push(Open {
+                    at: t,
+                    name,
+                    cat: "span",
+                    shared: None,
+                });
+            }
+            Event::SpanEnd { name, .. } => {
+                let want = self.name_of(name);
+                let stack = self.stack();
+                if let Some(pos) = stack
+                    .iter()
+                    .rposition(|o| o.cat == "span" && o.name == want)
+                {
+                    // Spans opened after it and not closed end with it.
+                    let ended: Vec<Open<'p>> = stack.drain(pos..).rev().collect();
+                    for o in &ended {
+                        self.slice(o, t, false);
+                    }
+                }
+            }
+            Event::IdleBegin { .. } => {
+                self.idle_since.get_or_insert(t);
+            }
+            Event::IdleEnd { .. } => {
+                if let Some(a) = self.idle_since.take() {
+                    self.slice(&idle(a), t, false);
+                }
+            }
+            Event::Switch { thread, .. } => {
+                self.current = thread;
+                let name = if thread == 0 {
+                    "resume the main flow".to_string()
+                } else {
+                    format!("resume thread {thread}")
+                };
+                self.instant("thread", &name, t);
+            }
+            Event::Mark { name, cat, .. } => {
+                let name = self.name_of(name);
+                self.instant(cat.name(), &name, t);
+            }
+            Event::Send {
+                dest,
+                node,
+                seq,
+                len,
+            } => {
+                if let Some(id) = ids.get(&(tid, seq)) {
+                    let line = format!(
+                        "{{\"ph\":\"s\",\"cat\":\"message\",\"name\":\"message\",\"id\":{id},\"pid\":{pid},\"tid\":{tid},\"ts\":{},\"args\":{{\"to\":\"{} {dest}\",\"bytes\":{len}}}}}",
+                        self.out.ts(t),
+                        if node { "node" } else { "PE" }
+                    );
+                    self.out.emit(line);
+                }
+            }
+            Event::SchedulerLeave { .. } | Event::Clock { .. } => {}
+            // A PE's part holds these as the send and the start they
+            // stand for (`event::expand_self_sends`): none comes here.
+            Event::SelfSentBegin { .. } => {}
+        }
+    }
+
+    /// A slice from `o`'s start to `b`; `unfinished`: it was still open
+    /// when the PE's events end.
+    fn slice(&mut self, o: &Open<'_>, b: f64, unfinished: bool) {
+        let mut args = Vec::new();
+        if unfinished {
+            args.push("\"unfinished\":true".to_string());
+        }
+        if let Some((size, span)) = o.shared {
+            args.push(format!(
+                "\"timing\":\"not timed apart: one of {size} handler runs over {:.1} us, each drawn with an equal share\"",
+                span / 1000.0
+            ));
+        }
+        let args = if args.is_empty() {
+            String::new()
+        } else {
+            format!(",\"args\":{{{}}}", args.join(","))
+        };
+        let line = format!(
+            "{{\"ph\":\"X\",\"cat\":\"{}\",\"name\":{},\"pid\":{},\"tid\":{},\"ts\":{},\"dur\":{}{args}}}",
+            o.cat,
+            quote(&o.name),
+            self.pid,
+            self.tid,
+            self.out.ts(o.at),
+            // The end's whole nanosecond less the start's, rounded alike:
+            // a slice never ends past its parent's end or its successor's
+            // start by a rounding.
+            micros(self.out.ns(b).saturating_sub(self.out.ns(o.at)))
+        );
+        self.out.emit(line);
+    }
+}
+
+/// An idle period from `at`.
+fn idle(at: f64) -> Open<'static> {
+    Open {
+        at,
+        name: Cow::Borrowed("idle"),
+        cat: "idle",
+        shared: None,
+    }
 }
 
 /// A hasher for the writer's tables: a multiply-rotate per word, as
