@@ -851,74 +851,27 @@ impl Server {
                 return;
             }
         };
-        if name == "ccs_getinfo" {
-            let sizes: Vec<u32> = (0..job.topo.num_nodes())
-                .map(|n| job.topo.node_size(n) as u32)
-                .collect();
-            self.reply_now(token, ccs_wire::encode_getinfo(&sizes));
+        if self.on_built_in(&job, token, peer, &name, &req) {
             return;
         }
-        if name == "ccs_killport" {
-            // One big-endian port number; the notice goes to the caller's
-            // address. No reply data.
-            match <[u8; 4]>::try_from(&req.data[..]).map(u32::from_be_bytes) {
-                Ok(port @ 1..=65535) => {
-                    let added = self.handle.upgrade().map(|handle| {
-                        lock(&handle.kill_list).add(SocketAddr::new(peer.ip(), port as u16))
-                    });
-                    if let Some(Added::Full { first: true }) = added {
-                        log(&format!(
-                            "ccs_killport from {peer} (port {port}) ignored: {} addresses are registered, the most; later ones beyond it are ignored too, unlogged",
-                            kill_list::MAX_KILL_PORTS
-                        ));
-                    }
-                }
-                _ => log(&format!(
-                    "ccs_killport from {peer}: the request is {} bytes, not one port number (4 bytes, 1-65535); ignored",
-                    req.data.len()
-                )),
-            }
-            self.reply_now(token, Vec::new());
-            return;
-        }
-        if name == "perf_monitor" {
-            if let Some(conn) = self.conns.get_mut(&token) {
-                conn.state = State::Waiting {
-                    deadline: Instant::now() + self.reply_timeout,
-                };
-            }
-            if self.perf.wait(token) {
-                self.hand_to_pe0(&job, token, super::perf::start_message());
-            }
-            return;
-        }
-        let refuse = |why: String| {
-            log(&format!(
-                "request for {name:?} from {peer}: {why}; answered empty"
-            ));
-        };
         let Some(entry) = crate::ccs::state(&job).entry(&name) else {
-            refuse("no such handler".into());
+            refuse(&name, peer, "no such handler");
             self.reply_now(token, Vec::new());
             return;
         };
-        let pes = job.topo.num_pes();
-        let (targets, merged): (Vec<u32>, bool) = match req.header.dest {
-            d if d >= 0 => (vec![d as u32], false),
-            ccs_wire::BROADCAST => ((0..pes as u32).collect(), true),
-            _ => (req.pes.clone(), true),
+        let (targets, merged) = match request_targets(&job, &req) {
+            Ok(t) => t,
+            Err(why) => {
+                refuse(&name, peer, &why);
+                self.reply_now(token, Vec::new());
+                return;
+            }
         };
-        if let Some(bad) = targets.iter().find(|&&t| t as usize >= pes) {
-            refuse(format!(
-                "PE {bad} does not exist (the job has PEs 0..{pes})"
-            ));
-            self.reply_now(token, Vec::new());
-            return;
-        }
         if merged && entry.merge.is_none() {
             refuse(
-                "a broadcast or multicast to a handler without a merge function (set_merge_fn)"
-                    .into(),
+                &name,
+                peer,
+                "a broadcast or multicast to a handler without a merge function (set_merge_fn)",
             );
             self.reply_now(token, Vec::new());
             return;
@@ -942,20 +895,7 @@ impl Server {
         );
         if let (Some(pe), false) = (first, merged) {
             // One PE of this process answers: its reply writes itself.
-            let handle = self.handle.upgrade();
-            if let Some((handle, conn)) = handle.and_then(|h| Some((h, self.conns.remove(&token)?)))
-            {
-                lock(&handle.direct).insert(
-                    request,
-                    Direct {
-                        stream: conn.stream,
-                        peer: conn.peer,
-                        token,
-                        watching: conn.watching,
-                        reply_hash: conn.reply_hash,
-                        deadline: Instant::now() + self.reply_timeout,
-                    },
-                );
+            if self.hand_over_connection(token, request) {
                 tracing::debug!(
                     handler = ?name,
                     %peer,
@@ -976,11 +916,7 @@ impl Server {
                 merge: entry.merge.clone(),
             },
         );
-        if let Some(conn) = self.conns.get_mut(&token) {
-            conn.state = State::Waiting {
-                deadline: Instant::now() + self.reply_timeout,
-            };
-        }
+        self.wait_for_reply(token);
         tracing::debug!(
             handler = ?name,
             %peer,
@@ -995,6 +931,95 @@ impl Server {
             }
             None => self.hand_to_pe0(&job, token, msg),
         }
+    }
+
+    /// Answers a request to one of the server's own handlers
+    /// (`ccs_getinfo`, `ccs_killport`, `perf_monitor`); false for any
+    /// other name.
+    fn on_built_in(
+        &mut self,
+        job: &Arc<Job>,
+        token: Token,
+        peer: SocketAddr,
+        name: &str,
+        req: &Request,
+    ) -> bool {
+        match name {
+            "ccs_getinfo" => {
+                let sizes: Vec<u32> = (0..job.topo.num_nodes())
+                    .map(|n| job.topo.node_size(n) as u32)
+                    .collect();
+                self.reply_now(token, ccs_wire::encode_getinfo(&sizes));
+            }
+            "ccs_killport" => {
+                self.on_killport(peer, &req.data);
+                self.reply_now(token, Vec::new());
+            }
+            "perf_monitor" => {
+                self.wait_for_reply(token);
+                if self.perf.wait(token) {
+                    self.hand_to_pe0(job, token, super::perf::start_message());
+                }
+            }
+            _ => return false,
+        }
+        true
+    }
+
+    /// `ccs_killport`: one big-endian port number; the notice goes to the
+    /// caller's address. No reply data.
+    fn on_killport(&mut self, peer: SocketAddr, data: &[u8]) {
+        match <[u8; 4]>::try_from(data).map(u32::from_be_bytes) {
+            Ok(port @ 1..=65535) => {
+                let added = self.handle.upgrade().map(|handle| {
+                    lock(&handle.kill_list).add(SocketAddr::new(peer.ip(), port as u16))
+                });
+                if let Some(Added::Full { first: true }) = added {
+                    log(&format!(
+                        "ccs_killport from {peer} (port {port}) ignored: {} addresses are registered, the most; later ones beyond it are ignored too, unlogged",
+                        kill_list::MAX_KILL_PORTS
+                    ));
+                }
+            }
+            _ => log(&format!(
+                "ccs_killport from {peer}: the request is {} bytes, not one port number (4 bytes, 1-65535); ignored",
+                data.len()
+            )),
+        }
+    }
+
+    /// The connection on `token` now waits for its reply, at most the
+    /// reply timeout.
+    fn wait_for_reply(&mut self, token: Token) {
+        if let Some(conn) = self.conns.get_mut(&token) {
+            conn.state = State::Waiting {
+                deadline: Instant::now() + self.reply_timeout,
+            };
+        }
+    }
+
+    /// Hands the connection on `token` to the PE that answers `request`
+    /// (its reply writes itself); false if the server or the connection
+    /// is gone.
+    fn hand_over_connection(&mut self, token: Token, request: u64) -> bool {
+        let Some(handle) = self.handle.upgrade() else {
+            return false;
+        };
+        let Some(conn) = self.conns.remove(&token) else {
+            return false;
+        };
+        lock(&handle.direct).insert(
+            request,
+            Direct {
+                stream: conn.stream,
+                peer: conn.peer,
+                token,
+                watching: conn.watching,
+                reply_hash: conn.reply_hash,
+                deadline: Instant::now() + self.reply_timeout,
+            },
+        );
+        true
     }
 
     /// Gives PE 0 `msg` for the request on `token`.
@@ -1364,4 +1389,27 @@ fn reply_bytes(
     out.extend_from_slice(&head);
     out.extend_from_slice(&data);
     Ok(out)
+}
+/// Logs a request the server answers empty, and why.
+fn refuse(name: &str, peer: SocketAddr, why: &str) {
+    log(&format!(
+        "request for {name:?} from {peer}: {why}; answered empty"
+    ));
+}
+
+/// The PEs a request goes to, and whether their answers are merged (a
+/// broadcast or multicast), or why it cannot go (a PE the job lacks).
+fn request_targets(job: &Job, req: &Request) -> Result<(Vec<u32>, bool), String> {
+    let pes = job.topo.num_pes();
+    let (targets, merged): (Vec<u32>, bool) = match req.header.dest {
+        d if d >= 0 => (vec![d as u32], false),
+        ccs_wire::BROADCAST => ((0..pes as u32).collect(), true),
+        _ => (req.pes.clone(), true),
+    };
+    if let Some(bad) = targets.iter().find(|&&t| t as usize >= pes) {
+        return Err(format!(
+            "PE {bad} does not exist (the job has PEs 0..{pes})"
+        ));
+    }
+    Ok((targets, merged))
 }
