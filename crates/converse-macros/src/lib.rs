@@ -122,94 +122,8 @@ struct Arg {
 
 fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
     let sig = &function.sig;
-    let refuse = |span: Span, why: &str| {
-        Err(syn::Error::new(
-            span,
-            format!("an #[invokable] function cannot {why}"),
-        ))
-    };
-    let lifetimes_only = sig
-        .generics
-        .params
-        .iter()
-        .all(|p| matches!(p, syn::GenericParam::Lifetime(_)));
-    if !lifetimes_only || sig.generics.where_clause.is_some() {
-        return refuse(
-            sig.generics.span(),
-            "be generic: its invoker is one handler, the same on every PE",
-        );
-    }
-    if sig.inputs.len() > 16 {
-        return refuse(
-            sig.inputs.span(),
-            "take more than 16 arguments (serde packs tuples of up to 16): group some in a struct",
-        );
-    }
-    if let Some(t) = &sig.asyncness {
-        return refuse(
-            t.span(),
-            "be async: it runs in a handler (use converse_ext::tasks::spawn inside it)",
-        );
-    }
-    if let Some(t) = &sig.unsafety {
-        return refuse(
-            t.span(),
-            "be unsafe: a message from another PE calls it, with no one to uphold its contract",
-        );
-    }
-    if let Some(abi) = &sig.abi {
-        return refuse(abi.span(), "be extern: it is called from Rust");
-    }
-    if let Some(v) = &sig.variadic {
-        return refuse(v.span(), "be variadic");
-    }
-    if let ReturnType::Type(_, ty) = &sig.output {
-        return refuse(
-            ty.span(),
-            "return a value: its caller is on another PE (answer with another \
-             invokable, or fill a converse_ext::futures::Cfuture)",
-        );
-    }
-    let mut args = Vec::new();
-    for input in &sig.inputs {
-        let pat = match input {
-            FnArg::Receiver(r) => {
-                return refuse(r.span(), "be a method: there is no `self` on the other PE");
-            }
-            FnArg::Typed(pat) => pat,
-        };
-        if let Some(attr) = pat.attrs.first() {
-            return refuse(
-                attr.span(),
-                "have attributes on an argument: the launcher and the invoker must agree on \
-                 every argument",
-            );
-        }
-        if contains_impl_trait(&pat.ty) {
-            return refuse(
-                pat.ty.span(),
-                "take an `impl Trait` argument: it is generic, and its invoker is one handler",
-            );
-        }
-        let Pat::Ident(ident) = &*pat.pat else {
-            return refuse(
-                pat.pat.span(),
-                "take a pattern argument: name each argument (`x: T`)",
-            );
-        };
-        if ident.by_ref.is_some() || ident.subpat.is_some() {
-            return refuse(ident.span(), "take a pattern argument: name each argument");
-        }
-        let ty = (*pat.ty).clone();
-        let (wire, borrowed) = wire_type(&ty)?;
-        args.push(Arg {
-            name: ident.ident.clone(),
-            ty,
-            wire,
-            borrowed,
-        });
-    }
-
+    check_signature(sig)?;
+    let args = arguments(sig)?;
     let vis = &function.vis;
     let name = &sig.ident;
     let plain = name.unraw().to_string();
@@ -243,37 +157,7 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
     let constructor = if explicit {
         quote!()
     } else {
-        let ctor_static = format_ident!("__CPM_CONSTRUCTOR_{}", plain.to_uppercase());
-        quote! {
-            #[cfg(not(any(
-                target_os = "linux", target_os = "android", target_os = "freebsd",
-                target_os = "netbsd", target_os = "openbsd", target_os = "dragonfly",
-                target_os = "illumos", target_os = "solaris", target_vendor = "apple"
-            )))]
-            ::core::compile_error!(
-                "#[invokable] registers itself with a constructor, which this target lacks: \
-                 write #[invokable(explicit)] and call converse_ext::cpm::register on every PE"
-            );
-
-            // Run before `main` by the platform's loader: it adds the
-            // invokable to the module's list (nothing else).
-            #[used]
-            #[cfg_attr(
-                any(target_os = "linux", target_os = "android", target_os = "freebsd",
-                    target_os = "netbsd", target_os = "openbsd", target_os = "dragonfly",
-                    target_os = "illumos", target_os = "solaris"),
-                unsafe(link_section = ".init_array")
-            )]
-            #[cfg_attr(target_vendor = "apple", unsafe(link_section = "__DATA,__mod_init_func"))]
-            #[doc(hidden)]
-            #[allow(non_upper_case_globals)]
-            static #ctor_static: extern "C" fn() = {
-                extern "C" fn constructor() {
-                    ::converse_ext::cpm::__private::add_automatic(&#descriptor);
-                }
-                constructor
-            };
-        }
+        constructor(&plain, &descriptor)
     };
     let launcher_doc = format!(
         "Invokes [`{name}`] where `destination` says (the manual's launcher \
@@ -331,6 +215,144 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
 
         #constructor
     })
+}
+
+/// The error of an `#[invokable]` that cannot `why`, spanned at `span`.
+fn refuse<T>(span: Span, why: &str) -> syn::Result<T> {
+    Err(syn::Error::new(
+        span,
+        format!("an #[invokable] function cannot {why}"),
+    ))
+}
+
+/// Refuses a signature no invoker can call the same way on every PE: a
+/// generic, async, unsafe, extern or variadic function, or one that
+/// returns a value or takes more than 16 arguments.
+fn check_signature(sig: &syn::Signature) -> syn::Result<()> {
+    let lifetimes_only = sig
+        .generics
+        .params
+        .iter()
+        .all(|p| matches!(p, syn::GenericParam::Lifetime(_)));
+    if !lifetimes_only || sig.generics.where_clause.is_some() {
+        return refuse(
+            sig.generics.span(),
+            "be generic: its invoker is one handler, the same on every PE",
+        );
+    }
+    if sig.inputs.len() > 16 {
+        return refuse(
+            sig.inputs.span(),
+            "take more than 16 arguments (serde packs tuples of up to 16): group some in a struct",
+        );
+    }
+    if let Some(t) = &sig.asyncness {
+        return refuse(
+            t.span(),
+            "be async: it runs in a handler (use converse_ext::tasks::spawn inside it)",
+        );
+    }
+    if let Some(t) = &sig.unsafety {
+        return refuse(
+            t.span(),
+            "be unsafe: a message from another PE calls it, with no one to uphold its contract",
+        );
+    }
+    if let Some(abi) = &sig.abi {
+        return refuse(abi.span(), "be extern: it is called from Rust");
+    }
+    if let Some(v) = &sig.variadic {
+        return refuse(v.span(), "be variadic");
+    }
+    if let ReturnType::Type(_, ty) = &sig.output {
+        return refuse(
+            ty.span(),
+            "return a value: its caller is on another PE (answer with another \
+             invokable, or fill a converse_ext::futures::Cfuture)",
+        );
+    }
+    Ok(())
+}
+
+/// The arguments, each a plain name and a type that can travel, or an
+/// error spanned on the one that cannot.
+fn arguments(sig: &syn::Signature) -> syn::Result<Vec<Arg>> {
+    let mut args = Vec::new();
+    for input in &sig.inputs {
+        let pat = match input {
+            FnArg::Receiver(r) => {
+                return refuse(r.span(), "be a method: there is no `self` on the other PE");
+            }
+            FnArg::Typed(pat) => pat,
+        };
+        if let Some(attr) = pat.attrs.first() {
+            return refuse(
+                attr.span(),
+                "have attributes on an argument: the launcher and the invoker must agree on \
+                 every argument",
+            );
+        }
+        if contains_impl_trait(&pat.ty) {
+            return refuse(
+                pat.ty.span(),
+                "take an `impl Trait` argument: it is generic, and its invoker is one handler",
+            );
+        }
+        let Pat::Ident(ident) = &*pat.pat else {
+            return refuse(
+                pat.pat.span(),
+                "take a pattern argument: name each argument (`x: T`)",
+            );
+        };
+        if ident.by_ref.is_some() || ident.subpat.is_some() {
+            return refuse(ident.span(), "take a pattern argument: name each argument");
+        }
+        let ty = (*pat.ty).clone();
+        let (wire, borrowed) = wire_type(&ty)?;
+        args.push(Arg {
+            name: ident.ident.clone(),
+            ty,
+            wire,
+            borrowed,
+        });
+    }
+    Ok(args)
+}
+
+/// The static the platform's loader runs before `main` to add the
+/// invokable to the module's list (`#[invokable]` without `explicit`).
+fn constructor(plain: &str, descriptor: &Ident) -> TokenStream2 {
+    let ctor_static = format_ident!("__CPM_CONSTRUCTOR_{}", plain.to_uppercase());
+    quote! {
+        #[cfg(not(any(
+            target_os = "linux", target_os = "android", target_os = "freebsd",
+            target_os = "netbsd", target_os = "openbsd", target_os = "dragonfly",
+            target_os = "illumos", target_os = "solaris", target_vendor = "apple"
+        )))]
+        ::core::compile_error!(
+            "#[invokable] registers itself with a constructor, which this target lacks: \
+             write #[invokable(explicit)] and call converse_ext::cpm::register on every PE"
+        );
+
+        // Run before `main` by the platform's loader: it adds the
+        // invokable to the module's list (nothing else).
+        #[used]
+        #[cfg_attr(
+            any(target_os = "linux", target_os = "android", target_os = "freebsd",
+                target_os = "netbsd", target_os = "openbsd", target_os = "dragonfly",
+                target_os = "illumos", target_os = "solaris"),
+            unsafe(link_section = ".init_array")
+        )]
+        #[cfg_attr(target_vendor = "apple", unsafe(link_section = "__DATA,__mod_init_func"))]
+        #[doc(hidden)]
+        #[allow(non_upper_case_globals)]
+        static #ctor_static: extern "C" fn() = {
+            extern "C" fn constructor() {
+                ::converse_ext::cpm::__private::add_automatic(&#descriptor);
+            }
+            constructor
+        };
+    }
 }
 
 /// The type an argument travels as, and whether the function borrows it.
