@@ -58,9 +58,20 @@ pub(crate) fn c_type(a: &Arg) -> String {
     }
 }
 
+/// The code of invokable `f`, declared at `place`: its declarations, its
+/// receive stub and its launcher.
 pub(crate) fn invokable(out: &mut String, f: &Invokable, place: &str) {
     let n = &f.name;
-    let storage = if f.is_static { "static " } else { "" };
+    let _ = writeln!(out, "\n/* ---- {n} ({place}) ---- */");
+    declarations(out, f);
+    receive_stub(out, f);
+    launcher(out, f);
+}
+
+/// Any argument an array (a loop counter is needed), any an array of
+/// pointers (an offsets' table), any kept by offset (an array or a
+/// pointer).
+fn shapes(f: &Invokable) -> (bool, bool, bool) {
     let any_array = f.args.iter().any(|a| a.array);
     let ptr_array = f
         .args
@@ -70,21 +81,19 @@ pub(crate) fn invokable(out: &mut String, f: &Invokable, place: &str) {
         .args
         .iter()
         .any(|a| a.array || a.kind == TypeKind::Pointer);
+    (any_array, ptr_array, any_offset)
+}
+
+/// The prototype of `f`, its index (`CpmIndex_f`) and its message
+/// (`struct CpmSt_f`).
+fn declarations(out: &mut String, f: &Invokable) {
+    let n = &f.name;
+    let storage = if f.is_static { "static " } else { "" };
     let protos: Vec<String> = f
         .args
         .iter()
         .map(|a| c_type(a).trim_end().to_owned())
         .collect();
-    let params: Vec<String> = f
-        .args
-        .iter()
-        .enumerate()
-        .map(|(i, a)| format!("{}CpmA{i}", c_type(a)))
-        .collect();
-    let call: Vec<String> = (0..f.args.len()).map(|i| format!("CpmA{i}")).collect();
-
-    // The prototype, the index, the message.
-    let _ = writeln!(out, "\n/* ---- {n} ({place}) ---- */");
     let proto = if protos.is_empty() {
         "void".to_owned()
     } else {
@@ -108,8 +117,14 @@ pub(crate) fn invokable(out: &mut String, f: &Invokable, place: &str) {
         }
     }
     out.push_str("};\n");
+}
 
-    // The receive stub.
+/// `CpmRecv_f`: unpacks the arguments, calls `f`, frees what the
+/// pointer hooks made and the message.
+fn receive_stub(out: &mut String, f: &Invokable) {
+    let n = &f.name;
+    let (any_array, ptr_array, any_offset) = shapes(f);
+    let call: Vec<String> = (0..f.args.len()).map(|i| format!("CpmA{i}")).collect();
     let _ = writeln!(out, "static void CpmRecv_{n}(void *CpmM) {{");
     if any_offset {
         out.push_str("  char *CpmX = (char *)CpmM;\n");
@@ -179,8 +194,20 @@ pub(crate) fn invokable(out: &mut String, f: &Invokable, place: &str) {
         }
     }
     out.push_str("  CmiFree(CpmM);\n}\n");
+}
 
-    // The launcher.
+/// `Cpm_f`: sizes and fills the message and hands it to the
+/// destination's send function.
+fn launcher(out: &mut String, f: &Invokable) {
+    let n = &f.name;
+    let storage = if f.is_static { "static " } else { "" };
+    let (any_array, ptr_array, _) = shapes(f);
+    let params: Vec<String> = f
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| format!("{}CpmA{i}", c_type(a)))
+        .collect();
     let head = format!(
         "void *Cpm_{n}(CpmDestination CpmD{}{})",
         if params.is_empty() { "" } else { ", " },
@@ -217,7 +244,24 @@ pub(crate) fn invokable(out: &mut String, f: &Invokable, place: &str) {
         "  if (!CpvInitialized(CpmIndex_{n})) CpmNotInitialized_(CpmF);"
     );
     out.push_str("  CpmZ = CpmRound_(CpmZ + CpmEnvSize_(CpmD, CpmF));\n");
-    // Sizes.
+    launcher_sizes(out, f);
+    let _ = writeln!(
+        out,
+        "  CpmX = CpmNewMsg_(CpmZ, CpmF);\n  CpmS = (struct CpmSt_{n} *)(void *)CpmX;\n  \
+         CpmS->CpmH.envpos = (int)CpmE;"
+    );
+    launcher_contents(out, f);
+    let _ = writeln!(
+        out,
+        "  CmiSetHandler(CpmX, CpvAccess(CpmIndex_{n}));\n  \
+         return CpmD->sendfn(CpmD, (int)CpmZ, CpmX);\n}}"
+    );
+}
+
+/// The launcher's sizes: each array's length checked (`CpmCount_`), and
+/// where each argument kept by offset goes (`CpmO`, `CpmP`), the message's
+/// size growing in `CpmZ`.
+fn launcher_sizes(out: &mut String, f: &Invokable) {
     for (i, a) in f.args.iter().enumerate() {
         let t = &a.ty;
         if a.array {
@@ -255,12 +299,11 @@ pub(crate) fn invokable(out: &mut String, f: &Invokable, place: &str) {
             }
         }
     }
-    let _ = writeln!(
-        out,
-        "  CpmX = CpmNewMsg_(CpmZ, CpmF);\n  CpmS = (struct CpmSt_{n} *)(void *)CpmX;\n  \
-         CpmS->CpmH.envpos = (int)CpmE;"
-    );
-    // Contents.
+}
+
+/// The launcher's filling of the message: simple arguments by value (and
+/// `CpmPack_T`), the others at their offsets (and the pointer hooks).
+fn launcher_contents(out: &mut String, f: &Invokable) {
     for (i, a) in f.args.iter().enumerate() {
         let t = &a.ty;
         match (a.kind, a.array) {
@@ -311,9 +354,4 @@ pub(crate) fn invokable(out: &mut String, f: &Invokable, place: &str) {
             }
         }
     }
-    let _ = writeln!(
-        out,
-        "  CmiSetHandler(CpmX, CpvAccess(CpmIndex_{n}));\n  \
-         return CpmD->sendfn(CpmD, (int)CpmZ, CpmX);\n}}"
-    );
 }
