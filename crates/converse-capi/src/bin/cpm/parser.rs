@@ -35,7 +35,7 @@ pub(crate) struct Invokable {
 /// What a file declares: its types and invokables, in source order.
 pub(crate) struct Module {
     pub(crate) files: Vec<String>,
-    /// The source file (see [`Lexed::main`]).
+    /// The source file (see [`Lexed::main`](crate::lexer::Lexed::main)).
     pub(crate) main: usize,
     pub(crate) invokables: Vec<Invokable>,
 }
