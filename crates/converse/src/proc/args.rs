@@ -296,6 +296,16 @@ fn seconds(flag: &str, value: &str) -> Result<std::time::Duration, ArgError> {
     .map(std::time::Duration::from_secs_f64)
 }
 
+/// Whole seconds, at least 1 (`++timeout`, `++server-reply-timeout`).
+fn whole_seconds(flag: &str, value: &str) -> Result<u64, ArgError> {
+    checked(
+        flag,
+        value,
+        |&s: &u64| s > 0,
+        "a whole number of seconds, at least 1",
+    )
+}
+
 /// A name of letters and digits (and `extra` bytes), not empty.
 fn name_of(
     flag: &str,
@@ -367,13 +377,7 @@ pub static FLAGS: &[Flag] = &[
         value: FlagValue::Required("S"),
         help: "start-up deadline of a job started by mpiexec or srun, in seconds",
         apply: |c, f, v| {
-            let value = given(v);
-            let s = checked(
-                f,
-                &value,
-                |&s: &u64| s > 0,
-                "a whole number of seconds, at least 1",
-            )?;
+            let s = whole_seconds(f, &given(v))?;
             set(&mut c.timeout, Some(s))
         },
     },
@@ -542,13 +546,7 @@ pub static FLAGS: &[Flag] = &[
         value: FlagValue::Required("S"),
         help: "how long a CCS request may wait for its reply",
         apply: |c, f, v| {
-            let value = given(v);
-            let s = checked(
-                f,
-                &value,
-                |&s: &u64| s > 0,
-                "a whole number of seconds, at least 1",
-            )?;
+            let s = whole_seconds(f, &given(v))?;
             set(&mut server(c).reply_timeout, Some(s))
         },
     },
