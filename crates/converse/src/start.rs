@@ -573,7 +573,7 @@ fn joined_job(
     )
     .map_err(|e| StartError::Join {
         process: place.node,
-        cause: e.to_string(),
+        cause: e,
     })?;
     let mut job = Job::with_nodes(topo, place.node..place.node + 1, program_args);
     job.net = Some(Arc::new(net));

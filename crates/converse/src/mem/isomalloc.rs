@@ -233,6 +233,9 @@ struct Space {
     reserved: bool,
     /// Slices by PE.
     slices: BTreeMap<usize, Slice>,
+    /// The length every slice in `slices` was cut to (0 while there is
+    /// none): a job whose slices have another length cuts them again.
+    slice_len: usize,
     /// Blocks of other processes' PEs living here: address -> length.
     guests: BTreeMap<usize, usize>,
 }
@@ -240,6 +243,7 @@ struct Space {
 static SPACE: Mutex<Space> = Mutex::new(Space {
     reserved: false,
     slices: BTreeMap::new(),
+    slice_len: 0,
     guests: BTreeMap::new(),
 });
 
@@ -358,16 +362,19 @@ impl Space {
     /// overlap.
     fn slice(&mut self, pe: usize, pes: usize) -> Result<&mut Slice, IsoError> {
         let (start, len) = slice_of(pe, pes);
-        if let Some(old) = self.slices.values().find(|s| s.len != len) {
+        if self.slice_len != len {
+            // Rare (a job of another size): only then are the slices
+            // looked at, not at every allocation.
             if let Some(live) = self.slices.values().find(|s| !s.is_empty()) {
                 return Err(IsoError(format!(
                     "a job of {pes} PEs cuts the range into slices of {len} bytes, but blocks of an earlier job's slices of {} bytes (one at {:#x}) still live in process {}",
-                    old.len,
+                    self.slice_len,
                     live.start,
                     std::process::id()
                 )));
             }
             self.slices.clear();
+            self.slice_len = len;
         }
         Ok(self
             .slices
@@ -721,6 +728,7 @@ mod tests {
         let mut space = Space {
             reserved: false,
             slices: BTreeMap::new(),
+            slice_len: 0,
             guests: BTreeMap::new(),
         };
         let page = page_size();
