@@ -248,19 +248,46 @@
 //!   and looks at `head` again; a consumer that freed cells fences (once
 //!   per batch) and, if it sees `waiting`, clears it and wakes the
 //!   producer's process the same way.
+//!
+//! # The ring's protocol and its model
+//!
+//! The ring's part of the above (a cell's slot and sequence word, room
+//! and `head`, publishing and consuming a cell, `waiting`, and the
+//! `sleeping`/`wake` words with the sleep and the wake decision) is one
+//! piece of code, the submodule `ring` (`shm_ring.rs`): the provided
+//! methods of its traits `RingMemory` and `Bell`, written against an
+//! atomics family (`sync::Atomics`). This module implements the traits
+//! over its mappings with std's atomics and the futex (`Ring`,
+//! `HeaderBell`); every method is inlined, so the ring's hot path is the
+//! loads, stores and fences it was. A loom model (`shm_ring_loom.rs`,
+//! `RUSTFLAGS="--cfg loom" cargo test --release -p converse-net --lib --
+//! loom`, run by CI's side lane) implements them over a heap-allocated
+//! ring of 2 cells with loom's atomics, loom cells for the bytes and a
+//! loom mutex and condition variable for the futex, and runs the same
+//! methods with a producer and a consumer thread, checking: wrap-around
+//! (more messages than cells, across the sequence words' wrap at 2^32:
+//! every message arrives once, in order, intact, and no byte of a cell is
+//! read while it may be written); the full ring (the producer finds no
+//! room, sets `waiting` and its process sleeps; the consumer frees a cell
+//! and wakes it); and the sleeping reader (it finds the ring empty, sets
+//! `sleeping` and sleeps; the writer publishes and wakes it): no lost
+//! wake-up on either side. Not modelled: the announcement list, the send
+//! queue and locks above the ring, the `woken`/`resume` flags and the
+//! futex's time-out; the model explores every interleaving with at most 3
+//! preemptions (wrap-around, where both threads spin) or 5 (the two
+//! sleeping models), about 3 s in all.
 use crate::lmt::{Cookie, Mode, Packet};
 use crate::lmt_transfers::{
     FROM_SENDER, LmtHooks, LmtVc, NullHooks, Progress, RecvTransfer, SendTransfer, Side, Transfers,
     send_cts, send_done, send_rts,
 };
 use crate::process::{process_alive, process_start_time};
-use crate::sync::lock;
+use crate::sync::{StdAtomics, lock};
+use ring::{Bell, RingMemory};
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::os::fd::OwnedFd;
-use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering, fence,
-};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -268,6 +295,10 @@ use rustix::fs::Mode as FileMode;
 use rustix::mm::{MapFlags, ProtFlags};
 use rustix::shm::OFlags;
 use rustix::thread::futex;
+
+// The ring's protocol, over this module's memory and under the loom model.
+#[path = "shm_ring.rs"]
+mod ring;
 
 use super::frame::{FrameBody, FrameHeader, FrameKind, Reassembler};
 use super::netmod::{NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls};
@@ -435,15 +466,16 @@ impl Mapping {
         Ring { map: self }
     }
 
+    /// This mapping of a header page: the words its owner sleeps on.
+    fn bell(&self) -> HeaderBell<'_> {
+        HeaderBell { map: self }
+    }
+
     /// Wakes the owner of this header page if its progress thread sleeps
     /// (see the concurrency protocol).
+    #[inline]
     fn wake_owner(&self) {
-        fence(Ordering::SeqCst);
-        if self.u32_at(OFF_SLEEPING).load(Ordering::SeqCst) != 0 {
-            let word = self.u32_at(OFF_WAKE);
-            word.fetch_add(1, Ordering::SeqCst);
-            let _ = futex::wake(word, futex::Flags::empty(), 1);
-        }
+        self.bell().ring();
     }
 }
 
@@ -455,18 +487,41 @@ impl Drop for Mapping {
     }
 }
 
-/// One ring (see the layout): a mapping of its slot.
+/// A header page's wake-up words (see the layout): its owner's futex.
+struct HeaderBell<'a> {
+    map: &'a Mapping,
+}
+
+impl Bell for HeaderBell<'_> {
+    type A = StdAtomics;
+    #[inline]
+    fn word(&self) -> &AtomicU32 {
+        self.map.u32_at(OFF_WAKE)
+    }
+    #[inline]
+    fn sleeping(&self) -> &AtomicU32 {
+        self.map.u32_at(OFF_SLEEPING)
+    }
+    fn wait(&self, seen: u32, timeout: Option<Duration>) {
+        let ts = timeout.map(|t| rustix::time::Timespec {
+            tv_sec: t.as_secs() as i64,
+            tv_nsec: t.subsec_nanos() as _,
+        });
+        let _ = futex::wait(self.word(), futex::Flags::empty(), seen, ts.as_ref());
+    }
+    #[inline]
+    fn wake_one(&self) {
+        let _ = futex::wake(self.word(), futex::Flags::empty(), 1);
+    }
+}
+
+/// One ring (see the layout): a mapping of its slot. Its protocol is
+/// [`RingMemory`]'s.
 struct Ring<'a> {
     map: &'a Mapping,
 }
 
 impl Ring<'_> {
-    fn head(&self) -> &AtomicU64 {
-        self.map.u64_at(0)
-    }
-    fn waiting(&self) -> &AtomicU32 {
-        self.map.u32_at(RING_WAITING)
-    }
     /// The reader, written by the writer before it announces the ring.
     fn to(&self) -> &AtomicU32 {
         self.map.u32_at(RING_TO)
@@ -484,34 +539,45 @@ impl Ring<'_> {
     fn taken(&self) -> &AtomicU32 {
         self.map.u32_at(RING_TAKEN)
     }
-    /// The cell for index `i`: its sequence word, length word and data.
-    fn cell(&self, i: u64) -> Cell<'_> {
-        let off = RING_META + (i as usize % CELLS) * CELL_BYTES;
-        Cell {
-            seq: self.map.u32_at(off),
-            len: self.map.u32_at(off + 4),
-            // SAFETY: `off + CELL_BYTES <= RING`, which the mapping holds
-            // (checked by `Mapping::ring`).
-            data: unsafe { self.map.base.add(off + CELL_HEADER) },
-        }
-    }
-
-    /// True if cell `i` is published (its sequence word says so).
-    fn is_ready(&self, i: u64) -> bool {
-        self.cell(i).seq.load(Ordering::Acquire) == seq_of(i)
+    /// Where slot `slot`'s cell begins.
+    #[inline]
+    fn cell_offset(slot: usize) -> usize {
+        RING_META + slot * CELL_BYTES
     }
 }
 
-/// The sequence word that publishes cell number `i`.
-fn seq_of(i: u64) -> u32 {
-    (i as u32).wrapping_add(1)
-}
-
-/// One cell of a ring (see the layout).
-struct Cell<'a> {
-    seq: &'a AtomicU32,
-    len: &'a AtomicU32,
-    data: *mut u8,
+impl RingMemory for Ring<'_> {
+    type A = StdAtomics;
+    const CELLS: usize = CELLS;
+    #[inline]
+    fn head(&self) -> &AtomicU64 {
+        self.map.u64_at(0)
+    }
+    #[inline]
+    fn waiting(&self) -> &AtomicU32 {
+        self.map.u32_at(RING_WAITING)
+    }
+    #[inline]
+    fn seq(&self, slot: usize) -> &AtomicU32 {
+        self.map.u32_at(Self::cell_offset(slot))
+    }
+    #[inline]
+    fn len(&self, slot: usize) -> &AtomicU32 {
+        self.map.u32_at(Self::cell_offset(slot) + 4)
+    }
+    #[inline]
+    fn with_data_mut<R>(&self, slot: usize, f: impl FnOnce(*mut u8) -> R) -> R {
+        // (Free after inlining: `slot` is an index modulo `CELLS`.)
+        assert!(slot < CELLS);
+        // SAFETY: `slot < CELLS` (checked), so the cell's `CELL_BYTES` are
+        // within `RING`, which the mapping holds (checked by
+        // `Mapping::ring`).
+        f(unsafe { self.map.base.add(Self::cell_offset(slot) + CELL_HEADER) })
+    }
+    #[inline]
+    fn with_data<R>(&self, slot: usize, f: impl FnOnce(*const u8) -> R) -> R {
+        self.with_data_mut(slot, |data| f(data as *const u8))
+    }
 }
 
 type Pending = OutFrame;
@@ -1635,19 +1701,20 @@ impl ShmModule {
         if !Self::room_for(&ring, side, tail) {
             return Err(p);
         }
-        let cell = ring.cell(tail);
-        // SAFETY: the cell is ours until its sequence word is published
-        // (the consumer is `CELLS` or fewer behind, checked above); the
-        // header and the data together are at most `CELL_DATA` bytes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(hdr.as_ptr(), cell.data, hdr.len());
-            converse_msg::copy::copy_nonoverlapping(
-                data.as_ptr(),
-                cell.data.add(hdr.len()),
-                data.len(),
-            );
-        }
-        Self::publish(vc, &cell, tail, len);
+        ring.fill(tail, |cell| {
+            // SAFETY: the cell is ours until its sequence word is published
+            // (the consumer is `CELLS` or fewer behind, checked above); the
+            // header and the data together are at most `CELL_DATA` bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(hdr.as_ptr(), cell, hdr.len());
+                converse_msg::copy::copy_nonoverlapping(
+                    data.as_ptr(),
+                    cell.add(hdr.len()),
+                    data.len(),
+                );
+            }
+        });
+        Self::publish(vc, &ring, tail, len);
         vc.header.wake_owner();
         Ok(())
     }
@@ -1655,17 +1722,16 @@ impl ShmModule {
     /// Publishes cell number `tail`, filled with `len` bytes, and moves
     /// the VC's tail past it.
     #[inline]
-    fn publish(vc: &Vc, cell: &Cell<'_>, tail: u64, len: usize) {
-        cell.len.store(len as u32, Ordering::Relaxed);
-        cell.seq.store(seq_of(tail), Ordering::Release);
+    fn publish(vc: &Vc, ring: &Ring<'_>, tail: u64, len: usize) {
+        ring.publish(tail, len);
         vc.tail.store(tail + 1, Ordering::Relaxed);
     }
 
-    /// [`has_room`](Self::has_room), marking the send side failed if the
+    /// [`RingMemory::has_room`], marking the send side failed if the
     /// peer broke the protocol (then there is no room).
     #[inline]
     fn room_for(ring: &Ring<'_>, side: &mut SendSide, tail: u64) -> bool {
-        match Self::has_room(ring, side, tail) {
+        match ring.has_room(&mut side.head_seen, tail) {
             Some(room) => room,
             None => {
                 side.failed = true;
@@ -1693,39 +1759,6 @@ impl ShmModule {
         Ok(side.queue.is_empty())
     }
 
-    /// Whether the peer's ring has a free cell for cell number `tail`,
-    /// reloading the consumer's `head` only when the cached one says full.
-    /// `None`: the peer broke the protocol (its `head` is past `tail`).
-    fn has_room(ring: &Ring<'_>, side: &mut SendSide, tail: u64) -> Option<bool> {
-        if tail.wrapping_sub(side.head_seen) < CELLS as u64 {
-            return Some(true);
-        }
-        // `head` is the peer's to write: never trusted to be sane.
-        let used = |head: u64| tail.wrapping_sub(head);
-        let head = ring.head().load(Ordering::Acquire);
-        if used(head) > CELLS as u64 {
-            return None;
-        }
-        side.head_seen = head;
-        if used(head) < CELLS as u64 {
-            return Some(true);
-        }
-        // Full: ask to be woken when a cell frees, then look again (the
-        // consumer may have freed one before seeing the flag).
-        ring.waiting().store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        let head = ring.head().load(Ordering::Acquire);
-        if used(head) > CELLS as u64 {
-            return None;
-        }
-        side.head_seen = head;
-        if used(head) == CELLS as u64 {
-            return Some(false);
-        }
-        ring.waiting().store(0, Ordering::Relaxed);
-        Some(true)
-    }
-
     /// Fills free cells of the peer's ring from the queue, packing small
     /// frames together. Returns whether anything was written.
     fn drain(&self, vc: &Vc, side: &mut SendSide) -> bool {
@@ -1750,40 +1783,38 @@ impl ShmModule {
             if !Self::room_for(&ring, side, tail) {
                 break;
             }
-            let cell = ring.cell(tail);
-            let mut filled = 0;
-            let mut sent = 0;
-            while filled < CELL_DATA {
-                let Some(front) = side.queue.front_mut() else {
-                    break;
-                };
-                let bytes = match front.rest() {
-                    ([], data) => data,
-                    (hdr, _) => hdr,
-                };
-                let n = bytes.len().min(CELL_DATA - filled);
-                // SAFETY: the cell is ours until its sequence word is
-                // published (the consumer is `CELLS` or fewer behind,
-                // checked above); `filled + n <= CELL_DATA`.
-                unsafe {
-                    converse_msg::copy::copy_nonoverlapping(
-                        bytes.as_ptr(),
-                        cell.data.add(filled),
-                        n,
-                    )
-                };
-                filled += n;
-                sent += n;
-                front.written += n;
-                if front.written == front.total() {
-                    let done = side.queue.pop_front().expect("front");
-                    if let Some(more) = done.complete() {
-                        vc.queued.fetch_add(more.total(), Ordering::Relaxed);
-                        side.queue.push_front(more);
+            let (filled, sent) = ring.fill(tail, |cell| {
+                let mut filled = 0;
+                let mut sent = 0;
+                while filled < CELL_DATA {
+                    let Some(front) = side.queue.front_mut() else {
+                        break;
+                    };
+                    let bytes = match front.rest() {
+                        ([], data) => data,
+                        (hdr, _) => hdr,
+                    };
+                    let n = bytes.len().min(CELL_DATA - filled);
+                    // SAFETY: the cell is ours until its sequence word is
+                    // published (the consumer is `CELLS` or fewer behind,
+                    // checked above); `filled + n <= CELL_DATA`.
+                    unsafe {
+                        converse_msg::copy::copy_nonoverlapping(bytes.as_ptr(), cell.add(filled), n)
+                    };
+                    filled += n;
+                    sent += n;
+                    front.written += n;
+                    if front.written == front.total() {
+                        let done = side.queue.pop_front().expect("front");
+                        if let Some(more) = done.complete() {
+                            vc.queued.fetch_add(more.total(), Ordering::Relaxed);
+                            side.queue.push_front(more);
+                        }
                     }
                 }
-            }
-            Self::publish(vc, &cell, tail, filled);
+                (filled, sent)
+            });
+            Self::publish(vc, &ring, tail, filled);
             tail += 1;
             vc.queued.fetch_sub(sent, Ordering::Relaxed);
             moved = true;
@@ -1948,14 +1979,13 @@ impl ShmModule {
             if !self.upcalls().room() {
                 break;
             }
-            let head = ring.head().load(Ordering::Relaxed);
+            let head = ring.consumer_head();
             if !ring.is_ready(head) {
                 break;
             }
-            let cell = ring.cell(head);
-            let len = cell.len.load(Ordering::Relaxed) as usize;
+            let len = ring.cell_len(head) as usize;
             if len > CELL_DATA {
-                ring.head().store(head + 1, Ordering::Release);
+                ring.consumed(head);
                 failed = Some(format!(
                     "malformed data from process {}: a cell of {len} bytes (at most {CELL_DATA})",
                     vc.peer
@@ -1968,34 +1998,35 @@ impl ShmModule {
             // is copied out first: the bytes are the peer's, and a peer that
             // broke the protocol must not change them while they are parsed.
             //
-            // SAFETY: (both copies) the cell is ours until `head` moves past
-            // it (its sequence word was published with Release after its
-            // bytes and loaded here with Acquire, and the producer writes a
-            // cell only once `head` has passed it); `len` is within the cell
-            // (checked), so `data` is readable for `len` bytes. A body's
-            // bytes are read once each and never parsed here.
-            let direct = unsafe {
-                reasm
-                    .0
-                    .body_copy_from(cell.data as *const u8, len, &mut dispatch)
-            };
+            let direct = ring.read(head, |cell| {
+                // SAFETY: (both copies) the cell is ours until `head` moves
+                // past it (its sequence word was published with Release
+                // after its bytes and loaded here with Acquire, and the
+                // producer writes a cell only once `head` has passed it);
+                // `len` is within the cell (checked), so `cell` is readable
+                // for `len` bytes. A body's bytes are read once each and
+                // never parsed here.
+                unsafe { reasm.0.body_copy_from(cell, len, &mut dispatch) }
+            });
             let rest = len - direct;
             let mut bytes = std::mem::take(&mut reasm.1);
             bytes.clear();
             bytes.reserve(rest);
-            // SAFETY: as above for the cell (`direct + rest == len`);
-            // `bytes` has room for `rest` (reserved) and they are
-            // initialized by the copy.
-            unsafe {
-                converse_msg::copy::copy_nonoverlapping(
-                    cell.data.add(direct) as *const u8,
-                    bytes.as_mut_ptr(),
-                    rest,
-                );
-                bytes.set_len(rest);
-            }
+            ring.read(head, |cell| {
+                // SAFETY: as above for the cell (`direct + rest == len`);
+                // `bytes` has room for `rest` (reserved) and they are
+                // initialized by the copy.
+                unsafe {
+                    converse_msg::copy::copy_nonoverlapping(
+                        cell.add(direct),
+                        bytes.as_mut_ptr(),
+                        rest,
+                    );
+                    bytes.set_len(rest);
+                }
+            });
             // The bytes are ours now: the producer may reuse the cell.
-            ring.head().store(head + 1, Ordering::Release);
+            ring.consumed(head);
             moved = true;
             let result = reasm.0.handle(&bytes, &mut dispatch);
             reasm.1 = bytes;
@@ -2005,15 +2036,10 @@ impl ShmModule {
             }
         }
         drop(reasm);
-        if moved {
-            // Pairs with the producer's fence in `has_room`: either it sees
-            // the new `head` or this sees its `waiting`.
-            fence(Ordering::SeqCst);
-            if ring.waiting().load(Ordering::Relaxed) != 0
-                && ring.waiting().swap(0, Ordering::SeqCst) != 0
-            {
-                vc.header.wake_owner();
-            }
+        // Pairs with the producer's fence in `has_room`: either it sees the
+        // new `head` or this sees its `waiting`.
+        if moved && ring.freed() {
+            vc.header.wake_owner();
         }
         if let Some(why) = failed {
             self.upcalls().vc_failed(vc.peer, why);
@@ -2042,12 +2068,10 @@ impl ShmModule {
     fn can_send_more(&self) -> bool {
         self.active.any(|vc| {
             vc.queued.load(Ordering::Relaxed) > 0
-                && vc.out.get().is_some_and(|out| {
-                    vc.tail
-                        .load(Ordering::Relaxed)
-                        .wrapping_sub(out.ring().head().load(Ordering::Acquire))
-                        < CELLS as u64
-                })
+                && vc
+                    .out
+                    .get()
+                    .is_some_and(|out| out.ring().room_now(vc.tail.load(Ordering::Relaxed)))
         })
     }
 
@@ -2066,7 +2090,7 @@ impl ShmModule {
             || self.active.any(|vc| {
                 vc.inb.get().is_some_and(|inb| {
                     let ring = inb.ring();
-                    ring.is_ready(ring.head().load(Ordering::Relaxed))
+                    ring.is_ready(ring.consumer_head())
                 })
             })
     }
@@ -2109,7 +2133,7 @@ impl ShmModule {
         self.active.for_each(|vc| {
             if let Some(inb) = vc.inb.get() {
                 let ring = inb.ring();
-                let has_cells = ring.is_ready(ring.head().load(Ordering::Relaxed));
+                let has_cells = ring.is_ready(ring.consumer_head());
                 let guard = if !has_cells {
                     None
                 } else if blocking_locks || resume {
@@ -2133,25 +2157,15 @@ impl ShmModule {
             return true;
         }
         // Sleep on the futex word unless something arrived meanwhile.
-        let word = self.own.u32_at(OFF_WAKE);
-        let sleeping = self.own.u32_at(OFF_SLEEPING);
-        let seen = word.load(Ordering::SeqCst);
-        sleeping.store(1, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
-        if self.has_incoming()
-            || self.can_send_more()
-            || self.resume.load(Ordering::Acquire)
-            || self.woken.swap(false, Ordering::AcqRel)
-        {
-            sleeping.store(0, Ordering::Relaxed);
-            return self.progress(true);
-        }
-        let ts = timeout.map(|t| rustix::time::Timespec {
-            tv_sec: t.as_secs() as i64,
-            tv_nsec: t.subsec_nanos() as _,
-        });
-        let _ = futex::wait(word, futex::Flags::empty(), seen, ts.as_ref());
-        sleeping.store(0, Ordering::Relaxed);
+        self.own.bell().sleep_unless(
+            || {
+                self.has_incoming()
+                    || self.can_send_more()
+                    || self.resume.load(Ordering::Acquire)
+                    || self.woken.swap(false, Ordering::AcqRel)
+            },
+            timeout,
+        );
         self.progress(true)
     }
 
@@ -2386,9 +2400,7 @@ impl NetModule for ShmModule {
         // Kept until the next wait looks, like an eventfd's count: a wake
         // that comes before the wait is not lost.
         self.woken.store(true, Ordering::Release);
-        let word = self.own.u32_at(OFF_WAKE);
-        word.fetch_add(1, Ordering::SeqCst);
-        let _ = futex::wake(word, futex::Flags::empty(), 1);
+        self.own.bell().wake_now();
     }
 
     fn peer_check_period(&self) -> Option<Duration> {

@@ -457,7 +457,7 @@ fn a_frame_onto_an_empty_queue_goes_at_once_and_a_backlog_is_packed() {
     assert!(!b.has_queued());
     assert_eq!(cells_in(&a, 1), 1, "fifty small frames fill one cell");
     assert_eq!(
-        inbound(&a, 1).ring().cell(tail).len.load(Ordering::SeqCst) as usize,
+        inbound(&a, 1).ring().cell_len(tail) as usize,
         50 * (FRAME_HEADER_SIZE + 10)
     );
     // Once the ring is full again, a whole batch waits for room, and
@@ -1150,12 +1150,15 @@ fn write_cell(b: &ShmModule, peer: usize, len: u32, bytes: &[u8]) {
     let ring = vc.out.get().expect("connected").ring();
     let tail = vc.tail.load(Ordering::SeqCst);
     assert!(tail - ring.head().load(Ordering::SeqCst) < CELLS as u64);
-    let cell = ring.cell(tail);
     assert!(bytes.len() <= CELL_DATA);
-    // SAFETY: the cell is the producer's (checked above), and `bytes` fits.
-    unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), cell.data, bytes.len()) };
-    cell.len.store(len, Ordering::SeqCst);
-    cell.seq.store(seq_of(tail), Ordering::SeqCst);
+    ring.fill(tail, |cell| {
+        // SAFETY: the cell is the producer's (checked above), and `bytes`
+        // fits.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), cell, bytes.len()) }
+    });
+    let slot = Ring::slot(tail);
+    ring.len(slot).store(len, Ordering::SeqCst);
+    ring.seq(slot).store(ring::seq_of(tail), Ordering::SeqCst);
     vc.tail.store(tail + 1, Ordering::SeqCst);
 }
 

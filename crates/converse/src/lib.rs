@@ -35,7 +35,7 @@
 //! its Rust counterpart (the CCS client's functions are in the
 //! `converse-ccs` crate).
 //!
-//! The test `tests/manual_names.rs` checks this against the specification.
+//! The test `tests/runtime/manual_names.rs` checks this against the specification.
 //!
 //! Module map (DESIGN.md §3): [`machine`] (start-up, exit, topology,
 //! pseudo-globals, locks, timers, I/O), [`msg`] (messages and handlers),
@@ -137,6 +137,11 @@ pub use rt::{
     my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes, num_pes,
     rank_of,
 };
+// The errors of start-up, below `StartError`: the launcher's bootstrap,
+// joining a job, its network (their docs are the types').
+pub use rt::launch::{BootstrapError, IoCause, JoinError};
+pub use rt::network::NetworkError;
 pub use start::{
-    Converse, StartError, converse_init, exit, finish, job_exiting, register_module_init,
+    Converse, LaunchError, StartError, converse_init, exit, finish, job_exiting,
+    register_module_init,
 };

@@ -27,33 +27,51 @@ use std::thread::JoinHandle;
 use crate::proc::args::{self, ArgError, Config};
 use crate::proc::topology::Topology;
 use crate::rt::job::Job;
+use crate::rt::launch::{BootstrapError, IoCause, JoinError};
 use crate::rt::pe::{self, ExitUnwind, Pe, Role};
 use std::fmt;
 
 /// Why a job could not start: what [`Converse::run`] and the other ways
 /// in return instead of the job's exit code. Its message names the cause
-/// (and the process, where one could not join).
+/// (and the process, where one could not join); `source()` gives the
+/// typed error underneath.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum StartError {
     /// The command line: an unknown flag, a bad value, `+p` not a
     /// multiple of `++ppn`.
     Flags(ArgError),
-    /// The launcher: what it says of the job cannot be read, or does not
-    /// fit the layout asked for (its processes times `++ppn` is not
-    /// `+p`).
-    Launch(String),
+    /// The launcher's job does not fit the layout asked for (its processes
+    /// times `++ppn` is not `+p`).
+    Launch(LaunchError),
+    /// The launcher that started this process: what it says of the job
+    /// cannot be read (its environment is malformed, it refused a
+    /// request, it cannot be reached), so the process has no place in a
+    /// job.
+    Bootstrap(BootstrapError),
     /// This process could not join the job started by its launcher: the
-    /// bootstrap exchange or its network module failed.
+    /// bootstrap exchange or its network failed.
     Join {
         /// This process's number in the job.
         process: usize,
         /// Why.
-        cause: String,
+        cause: JoinError,
     },
-    /// Something the job needs before it runs: a feature this build
-    /// lacks, a file it must write, its CCS server, a setting from the
-    /// environment.
+    /// A file the job must write (`+trace FILE`, `+stats-plot FILE`)
+    /// cannot be created: checked before the job runs, not after.
+    File {
+        /// The flag that names the file.
+        flag: &'static str,
+        /// The file.
+        path: String,
+        /// Why it cannot be created.
+        source: IoCause,
+    },
+    /// The CCS server (`++server`) could not start.
+    Server(crate::ccs::ServerError),
+    /// Something else the job needs before it runs: a feature this build
+    /// lacks (`+trace` without the `trace` feature), a setting from the
+    /// environment (`CONVERSE_RANDOMIZED_MSGQ`).
     Setup(String),
 }
 
@@ -61,7 +79,13 @@ impl fmt::Display for StartError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StartError::Flags(e) => e.fmt(f),
-            StartError::Launch(why) | StartError::Setup(why) => f.write_str(why),
+            StartError::Launch(e) => e.fmt(f),
+            StartError::Bootstrap(e) => e.fmt(f),
+            StartError::Server(e) => e.fmt(f),
+            StartError::Setup(why) => f.write_str(why),
+            StartError::File { flag, path, source } => {
+                write!(f, "{flag}: cannot create {path}: {source}")
+            }
             StartError::Join { process, cause } => {
                 write!(f, "process {process} could not join the job: {cause}")
             }
@@ -73,7 +97,13 @@ impl std::error::Error for StartError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             StartError::Flags(e) => Some(e),
-            _ => None,
+            StartError::Launch(e) => Some(e),
+            StartError::Bootstrap(e) => Some(e),
+            // The bootstrap's or the network's error itself.
+            StartError::Join { cause, .. } => Some(cause.inner()),
+            StartError::File { source, .. } => Some(source.get()),
+            StartError::Server(e) => Some(e),
+            StartError::Setup(_) => None,
         }
     }
 }
@@ -83,6 +113,70 @@ impl From<ArgError> for StartError {
         StartError::Flags(e)
     }
 }
+
+impl From<BootstrapError> for StartError {
+    fn from(e: BootstrapError) -> StartError {
+        StartError::Bootstrap(e)
+    }
+}
+
+impl From<LaunchError> for StartError {
+    fn from(e: LaunchError) -> StartError {
+        StartError::Launch(e)
+    }
+}
+
+/// How the processes a launcher started do not fit the layout asked for:
+/// a process runs `++ppn` PEs, so `+p` must be the processes times
+/// `++ppn`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LaunchError {
+    /// Without `++ppn`, `+p` is not a multiple of the processes.
+    NotAMultiple {
+        /// The processes the launcher started.
+        processes: usize,
+        /// `+p`.
+        pes: usize,
+    },
+    /// `+p` and `++ppn` make another number of processes than the
+    /// launcher started.
+    ProcessCount {
+        /// The processes the launcher started.
+        processes: usize,
+        /// `+p`.
+        pes: usize,
+        /// `++ppn`.
+        ppn: usize,
+        /// The processes `+p` and `++ppn` make.
+        makes: usize,
+    },
+}
+
+impl fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LaunchError::NotAMultiple { processes, pes } => write!(
+                f,
+                "the launcher started {processes} processes but +p {pes} is not a multiple \
+                 of them (a process runs ++ppn PEs: +p must be the processes times \
+                 ++ppn)"
+            ),
+            LaunchError::ProcessCount {
+                processes,
+                pes,
+                ppn,
+                makes,
+            } => write!(
+                f,
+                "the launcher started {processes} processes but +p {pes} ++ppn {ppn} makes \
+                 {makes} (a process runs ++ppn PEs: +p must be the processes times ++ppn)"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for LaunchError {}
 
 type StartFn = Arc<dyn Fn(&[String]) + Send + Sync>;
 
@@ -134,6 +228,7 @@ pub fn register_module_init(name: &'static str, init: fn()) -> bool {
 /// their runtime messages (the dispatch table the delivery path reads),
 /// then the libraries' module inits run, in order.
 fn init_pe(me: &Pe, modules: &[ModuleInit]) {
+    crate::csd::init_pe(me);
     crate::cmi::route::init_pe(me);
     crate::cmi::rdma::init_pe(me);
     crate::cmi::persistent::init_pe(me);
@@ -249,7 +344,7 @@ impl Converse {
         keep_large_buffers_in_heap();
         crate::proc::panic::install_hook();
         let (flags, program_args) = args::parse(&self.args)?;
-        let placement = crate::rt::launch::placement(&flags).map_err(StartError::Launch)?;
+        let placement = crate::rt::launch::placement(&flags)?;
         let topo = self.layout(&flags, placement.as_ref())?;
         let mut job = match &placement {
             None => Job::with_nodes(topo, 0..topo.num_nodes(), program_args),
@@ -318,20 +413,20 @@ impl Converse {
         let topo = Topology::new(pes, ppn);
         if let Some(place) = placement {
             if ppn_asked.is_none() && pes % place.nodes != 0 {
-                return Err(StartError::Launch(format!(
-                    "the launcher started {} processes but +p {pes} is not a multiple \
-                     of them (a process runs ++ppn PEs: +p must be the processes times \
-                     ++ppn)",
-                    place.nodes
-                )));
+                return Err(LaunchError::NotAMultiple {
+                    processes: place.nodes,
+                    pes,
+                }
+                .into());
             }
             if place.nodes != topo.num_nodes() {
-                return Err(StartError::Launch(format!(
-                    "the launcher started {} processes but +p {pes} ++ppn {ppn} makes {} \
-                     (a process runs ++ppn PEs: +p must be the processes times ++ppn)",
-                    place.nodes,
-                    topo.num_nodes()
-                )));
+                return Err(LaunchError::ProcessCount {
+                    processes: place.nodes,
+                    pes,
+                    ppn,
+                    makes: topo.num_nodes(),
+                }
+                .into());
             }
         }
         Ok(topo)
@@ -615,8 +710,11 @@ fn set_up_tracing(job: &mut Job) -> Result<(), StartError> {
         ];
         for (flag, path) in files {
             if let Some(path) = path {
-                std::fs::File::create(path)
-                    .map_err(|e| StartError::Setup(format!("{flag}: cannot create {path}: {e}")))?;
+                std::fs::File::create(path).map_err(|e| StartError::File {
+                    flag,
+                    path: path.clone(),
+                    source: e.into(),
+                })?;
             }
         }
     }
@@ -660,7 +758,7 @@ fn start_services(job: &Arc<Job>) -> Result<(), StartError> {
     }
     if let Some(server) = &job.config.server {
         if job.first_node == 0 {
-            let handle = crate::ccs::server::start(job, server).map_err(StartError::Setup)?;
+            let handle = crate::ccs::server::start(job, server).map_err(StartError::Server)?;
             let _ = crate::ccs::state(job).server.set(handle);
         }
     }
@@ -1018,6 +1116,90 @@ pub fn job_exiting() -> bool {
 mod tests {
     use super::*;
     use crate::proc::args::MsgqSeed;
+
+    #[test]
+    fn start_errors_name_the_process_and_chain_to_the_typed_cause() {
+        use crate::rt::launch::BootstrapError;
+        use crate::rt::network::NetworkError;
+        use std::error::Error as _;
+        let refused = BootstrapError::Twice("joined twice");
+        let e = StartError::Join {
+            process: 3,
+            cause: refused.clone().into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "process 3 could not join the job: joined twice"
+        );
+        assert_eq!(
+            e.source().unwrap().downcast_ref::<BootstrapError>(),
+            Some(&refused)
+        );
+        let net = NetworkError::UnknownLmt { name: "x".into() };
+        let e = StartError::Join {
+            process: 0,
+            cause: net.clone().into(),
+        };
+        assert_eq!(
+            e.source().unwrap().downcast_ref::<NetworkError>(),
+            Some(&net)
+        );
+        let e = StartError::from(refused.clone());
+        assert_eq!(e, StartError::Bootstrap(refused.clone()));
+        assert_eq!(e.to_string(), "joined twice");
+        assert_eq!(
+            e.source().unwrap().downcast_ref::<BootstrapError>(),
+            Some(&refused)
+        );
+        assert!(StartError::Setup("x".into()).source().is_none());
+        let e = StartError::Server(crate::ccs::ServerError::NotBuilt);
+        assert!(e.to_string().contains("no CCS server"), "{e}");
+        assert_eq!(
+            e.source()
+                .unwrap()
+                .downcast_ref::<crate::ccs::ServerError>(),
+            Some(&crate::ccs::ServerError::NotBuilt)
+        );
+        let e = StartError::File {
+            flag: "+trace",
+            path: "/no/t.json".into(),
+            source: std::io::Error::from(std::io::ErrorKind::NotFound).into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "+trace: cannot create /no/t.json: entity not found"
+        );
+        let io = e.source().unwrap().downcast_ref::<std::io::Error>();
+        assert_eq!(
+            io.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::NotFound)
+        );
+    }
+
+    #[test]
+    fn a_layout_the_launcher_did_not_start_names_both() {
+        let e = StartError::from(LaunchError::NotAMultiple {
+            processes: 2,
+            pes: 3,
+        });
+        assert_eq!(
+            e.to_string(),
+            "the launcher started 2 processes but +p 3 is not a multiple of them (a process \
+             runs ++ppn PEs: +p must be the processes times ++ppn)"
+        );
+        let e = StartError::from(LaunchError::ProcessCount {
+            processes: 2,
+            pes: 6,
+            ppn: 2,
+            makes: 3,
+        });
+        assert_eq!(
+            e.to_string(),
+            "the launcher started 2 processes but +p 6 ++ppn 2 makes 3 (a process runs \
+             ++ppn PEs: +p must be the processes times ++ppn)"
+        );
+        assert!(std::error::Error::source(&e).unwrap().is::<LaunchError>());
+    }
 
     #[test]
     fn the_randomized_order_seed_from_the_flag_or_the_environment() {

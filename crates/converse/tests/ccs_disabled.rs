@@ -13,7 +13,8 @@ fn a_server_flag_is_refused_with_the_reason() {
         .args(["prog", "+p", "2", "++server"])
         .run(|_| converse::exit(0));
     match result {
-        Err(StartError::Setup(why)) => {
+        Err(e @ StartError::Server(ccs::ServerError::NotBuilt)) => {
+            let why = e.to_string();
             assert!(why.contains("no CCS server"), "{why}");
             assert!(why.contains("`ccs` feature"), "{why}");
         }

@@ -198,687 +198,1048 @@ fn settle() {
 /// Runs scenario `name`; returns the code the child process exits with (for
 /// scenarios that end the process themselves, only if they failed to).
 fn scenario(name: &str) -> i32 {
-    match name {
-        // A CCS client asked to be told when the job ends
-        // (`ccs_killport`), maybe others too; then PE 0 aborts.
-        "ccs_killport_abort" => job(&["+p", "2", "++server"], |_| {
-            if converse::my_pe() == 0 {
-                let port: u32 = std::env::var(KILL_PORT_VAR).unwrap().parse().unwrap();
-                let more = std::env::var(MORE_KILL_PORTS_VAR).unwrap_or_default();
-                let more = more.split(',').filter(|p| !p.is_empty());
-                let addr = converse::ccs::server_address().unwrap();
-                for port in std::iter::once(port).chain(more.map(|p| p.parse().unwrap())) {
-                    let request = ccs_wire::encode_request(
-                        "ccs_killport",
-                        &ccs_wire::Dest::Pe(0),
-                        &port.to_be_bytes(),
-                    )
-                    .unwrap();
-                    // The server thread answers this built-in by itself.
-                    let mut s = std::net::TcpStream::connect(addr).unwrap();
-                    s.write_all(&request).unwrap();
-                    let mut reply = Vec::new();
-                    s.read_to_end(&mut reply).unwrap();
-                    assert_eq!(reply, [0, 0, 0, 0], "an empty reply");
-                }
-                converse::abort("the test aborts after ccs_killport");
+    match SCENARIOS.iter().find(|(n, _)| *n == name) {
+        Some((_, run)) => run(),
+        None => panic!("unknown fault scenario `{name}`"),
+    }
+}
+
+/// A scenario: runs in the child process, returns its exit code.
+type Scenario = fn() -> i32;
+
+#[test]
+fn every_scenario_has_a_name_of_its_own() {
+    let mut names: Vec<&str> = SCENARIOS.iter().map(|(n, _)| *n).collect();
+    names.sort_unstable();
+    let before = names.len();
+    names.dedup();
+    assert_eq!(names.len(), before, "two scenarios share a name");
+}
+
+/// The scenarios a child process runs, by name (`CONVERSE_FAULT_SCENARIO`);
+/// each is a function of its own below.
+const SCENARIOS: &[(&str, Scenario)] = &[
+    ("ccs_killport_abort", scenario_ccs_killport_abort),
+    ("abort_pe1", scenario_abort_pe1),
+    ("assert_pe0", scenario_assert_pe0),
+    ("unknown_handler", scenario_unknown_handler),
+    ("no_such_host", scenario_no_such_host),
+    (
+        "unknown_handler_in_table",
+        scenario_unknown_handler_in_table,
+    ),
+    ("handler_mismatch", scenario_handler_mismatch),
+    ("handler_mismatch_named", scenario_handler_mismatch_named),
+    ("handler_mismatch_late", scenario_handler_mismatch_late),
+    ("send_pe_out_of_range", scenario_send_pe_out_of_range),
+    (
+        "sync_send_pe_out_of_range",
+        scenario_sync_send_pe_out_of_range,
+    ),
+    ("node_send_out_of_range", scenario_node_send_out_of_range),
+    ("node_query_out_of_range", scenario_node_query_out_of_range),
+    ("exit_p4", scenario_exit_p4),
+    ("exit_p8", scenario_exit_p8),
+    ("exit_from_handler_p8", scenario_exit_from_handler_p8),
+    ("panic_in_handler", scenario_panic_in_handler),
+    ("panic_in_start_pe0", scenario_panic_in_start_pe0),
+    ("panic_during_barrier", scenario_panic_during_barrier),
+    ("barrier_exit", scenario_barrier_exit),
+    ("barrier_exit_early", scenario_barrier_exit_early),
+    ("barrier_exit_two_nodes", scenario_barrier_exit_two_nodes),
+    ("converse_init_exit", scenario_converse_init_exit),
+    ("converse_init_bad_flag", scenario_converse_init_bad_flag),
+    ("forged_runtime_flags", scenario_forged_runtime_flags),
+    ("abort_outside_job", scenario_abort_outside_job),
+    (
+        "exit_during_deliver_specific",
+        scenario_exit_during_deliver_specific,
+    ),
+    ("panic_in_cpv_drop", scenario_panic_in_cpv_drop),
+    ("group_pe_out_of_range", scenario_group_pe_out_of_range),
+    ("group_repeated_pe", scenario_group_repeated_pe),
+    (
+        "list_send_pe_out_of_range",
+        scenario_list_send_pe_out_of_range,
+    ),
+    ("list_send_repeated_pe", scenario_list_send_repeated_pe),
+    (
+        "list_reduce_pe_out_of_range",
+        scenario_list_reduce_pe_out_of_range,
+    ),
+    ("list_reduce_repeated_pe", scenario_list_reduce_repeated_pe),
+    (
+        "list_reduce_without_caller",
+        scenario_list_reduce_without_caller,
+    ),
+    (
+        "multicast_unknown_group_on_creator",
+        scenario_multicast_unknown_group_on_creator,
+    ),
+    (
+        "multicast_unknown_group_from_other_pe",
+        scenario_multicast_unknown_group_from_other_pe,
+    ),
+    (
+        "group_reduce_unknown_group_on_creator",
+        scenario_group_reduce_unknown_group_on_creator,
+    ),
+    (
+        "reduce_form_disagreement",
+        scenario_reduce_form_disagreement,
+    ),
+    (
+        "reduce_form_disagreement_between_children",
+        scenario_reduce_form_disagreement_between_children,
+    ),
+    ("reduce_id_disagreement", scenario_reduce_id_disagreement),
+    (
+        "list_reduce_list_disagreement",
+        scenario_list_reduce_list_disagreement,
+    ),
+    ("list_reduce_both_roots", scenario_list_reduce_both_roots),
+    (
+        "group_reduce_unknown_group_elsewhere",
+        scenario_group_reduce_unknown_group_elsewhere,
+    ),
+    (
+        "dynamic_reduction_id_remote_bad_handler",
+        scenario_dynamic_reduction_id_remote_bad_handler,
+    ),
+    (
+        "dynamic_reduction_id_on_pe1",
+        scenario_dynamic_reduction_id_on_pe1,
+    ),
+    ("reduce_id_joined_twice", scenario_reduce_id_joined_twice),
+    (
+        "reduce_id_contributed_twice",
+        scenario_reduce_id_contributed_twice,
+    ),
+    (
+        "reduce_after_polling_handler",
+        scenario_reduce_after_polling_handler,
+    ),
+    (
+        "reduce_after_long_handler",
+        scenario_reduce_after_long_handler,
+    ),
+    (
+        "reduce_after_polling_main_code",
+        scenario_reduce_after_polling_main_code,
+    ),
+    (
+        "thread_stack_overflow_pe1",
+        scenario_thread_stack_overflow_pe1,
+    ),
+    (
+        "thread_stack_overflow_stacksize_flag",
+        scenario_thread_stack_overflow_stacksize_flag,
+    ),
+    ("thread_wild_read", scenario_thread_wild_read),
+    ("event_wait_in_handler", scenario_event_wait_in_handler),
+    ("sleep_in_handler", scenario_sleep_in_handler),
+    (
+        "event_wait_in_handler_polled_by_thread",
+        scenario_event_wait_in_handler_polled_by_thread,
+    ),
+    ("event_wait_in_start", scenario_event_wait_in_start),
+    ("sleep_in_start", scenario_sleep_in_start),
+    ("awaken_twice", scenario_awaken_twice),
+    ("migrate_plain_thread", scenario_migrate_plain_thread),
+    (
+        "free_after_the_heap_left",
+        scenario_free_after_the_heap_left,
+    ),
+    ("awaken_moved", scenario_awaken_moved),
+    ("finish_from_a_thread", scenario_finish_from_a_thread),
+    ("awaken_finished", scenario_awaken_finished),
+    ("free_other_thread", scenario_free_other_thread),
+    ("free_main_flow", scenario_free_main_flow),
+    ("resume_running_thread", scenario_resume_running_thread),
+    ("awaken_self_then_poll", scenario_awaken_self_then_poll),
+    ("resume_finished", scenario_resume_finished),
+];
+
+// A CCS client asked to be told when the job ends
+// (`ccs_killport`), maybe others too; then PE 0 aborts.
+fn scenario_ccs_killport_abort() -> i32 {
+    job(&["+p", "2", "++server"], |_| {
+        if converse::my_pe() == 0 {
+            let port: u32 = std::env::var(KILL_PORT_VAR).unwrap().parse().unwrap();
+            let more = std::env::var(MORE_KILL_PORTS_VAR).unwrap_or_default();
+            let more = more.split(',').filter(|p| !p.is_empty());
+            let addr = converse::ccs::server_address().unwrap();
+            for port in std::iter::once(port).chain(more.map(|p| p.parse().unwrap())) {
+                let request = ccs_wire::encode_request(
+                    "ccs_killport",
+                    &ccs_wire::Dest::Pe(0),
+                    &port.to_be_bytes(),
+                )
+                .unwrap();
+                // The server thread answers this built-in by itself.
+                let mut s = std::net::TcpStream::connect(addr).unwrap();
+                s.write_all(&request).unwrap();
+                let mut reply = Vec::new();
+                s.read_to_end(&mut reply).unwrap();
+                assert_eq!(reply, [0, 0, 0, 0], "an empty reply");
             }
-        }),
-        // 1. `abort` on PE 1 while PE 0 sits in its scheduler.
-        "abort_pe1" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                settle();
-                converse::abort("the test asked PE 1 to abort");
-            }
-        }),
-        // 2. A failed `cmi_assert!` on PE 0.
-        "assert_pe0" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 0 {
-                converse::cmi_assert!(1 + 1 == 3);
-            }
-        }),
-        // 3. A message for a handler index no PE registered.
-        "unknown_handler" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 0 {
-                converse::sync_send_and_free(1, Message::new(99, 0));
-            }
-        }),
-        // 3a'. A host (physical node) that does not exist.
-        "no_such_host" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                converse::machine::hosts::pes_on_physical_node(3);
-            }
-        }),
-        // 3b. The same when the receiver has registered handlers (index 99 is
-        //     past the end of its table, index 2 inside it but empty).
-        "unknown_handler_in_table" => job(&["+p", "2"], |_| {
+            converse::abort("the test aborts after ccs_killport");
+        }
+    })
+}
+
+// 1. `abort` on PE 1 while PE 0 sits in its scheduler.
+fn scenario_abort_pe1() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
+            settle();
+            converse::abort("the test asked PE 1 to abort");
+        }
+    })
+}
+
+// 2. A failed `cmi_assert!` on PE 0.
+fn scenario_assert_pe0() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 0 {
+            converse::cmi_assert!(1 + 1 == 3);
+        }
+    })
+}
+
+// 3. A message for a handler index no PE registered.
+fn scenario_unknown_handler() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 0 {
+            converse::sync_send_and_free(1, Message::new(99, 0));
+        }
+    })
+}
+
+// 3a'. A host (physical node) that does not exist.
+fn scenario_no_such_host() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
+            converse::machine::hosts::pes_on_physical_node(3);
+        }
+    })
+}
+
+// 3b. The same when the receiver has registered handlers (index 99 is
+// past the end of its table, index 2 inside it but empty).
+fn scenario_unknown_handler_in_table() -> i32 {
+    job(&["+p", "2"], |_| {
+        converse::register_handler(handler_a);
+        if converse::my_pe() == 0 {
+            converse::sync_send_and_free(1, Message::new(2, 0));
+        }
+    })
+}
+
+// 4. Handler tables that differ between PEs.
+fn scenario_handler_mismatch() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 0 {
             converse::register_handler(handler_a);
-            if converse::my_pe() == 0 {
-                converse::sync_send_and_free(1, Message::new(2, 0));
-            }
-        }),
-        // 4. Handler tables that differ between PEs.
-        "handler_mismatch" => job(&["+p", "2"], |_| {
+            converse::register_handler(handler_b);
+        } else {
+            converse::register_handler(handler_b);
+            converse::register_handler(handler_a);
+        }
+    })
+}
+
+// 4a. Handlers of one closure type registered under different
+// names (as the C ABI registers C functions) at one index.
+fn scenario_handler_mismatch_named() -> i32 {
+    job(&["+p", "2"], |_| {
+        let name = if converse::my_pe() == 0 {
+            "c_handler_x"
+        } else {
+            "c_handler_y"
+        };
+        let same_type = |m: Message| drop(m);
+        converse::register_handler_named(same_type, "c_handler_same");
+        converse::register_handler_named(same_type, name);
+    })
+}
+
+// 4b. Tables that agree at start-up and differ after a registration
+// made from a handler, once both PEs are scheduling.
+fn scenario_handler_mismatch_late() -> i32 {
+    job(&["+p", "2"], |_| {
+        let go = converse::register_handler(|_msg: Message| {
             if converse::my_pe() == 0 {
                 converse::register_handler(handler_a);
-                converse::register_handler(handler_b);
             } else {
                 converse::register_handler(handler_b);
-                converse::register_handler(handler_a);
             }
-        }),
-        // 4a. Handlers of one closure type registered under different
-        //     names (as the C ABI registers C functions) at one index.
-        "handler_mismatch_named" => job(&["+p", "2"], |_| {
-            let name = if converse::my_pe() == 0 {
-                "c_handler_x"
-            } else {
-                "c_handler_y"
-            };
-            let same_type = |m: Message| drop(m);
-            converse::register_handler_named(same_type, "c_handler_same");
-            converse::register_handler_named(same_type, name);
-        }),
-        // 4b. Tables that agree at start-up and differ after a registration
-        //     made from a handler, once both PEs are scheduling.
-        "handler_mismatch_late" => job(&["+p", "2"], |_| {
-            let go = converse::register_handler(|_msg: Message| {
-                if converse::my_pe() == 0 {
-                    converse::register_handler(handler_a);
-                } else {
-                    converse::register_handler(handler_b);
-                }
-            });
-            converse::sync_send_and_free(converse::my_pe(), Message::new(go, 0));
-        }),
-        // 5. A send to a PE out of range.
-        "send_pe_out_of_range" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 0 {
-                converse::sync_send_and_free(7, Message::new(1, 0));
-            }
-        }),
-        // 5b. The copying send, to the first PE number out of range.
-        "sync_send_pe_out_of_range" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                converse::sync_send(2, &Message::new(1, 0));
-            }
-        }),
-        // 6. A node send to a node out of range.
-        "node_send_out_of_range" => job(&["+p", "4", "++ppn", "2"], |_| {
-            if converse::my_pe() == 1 {
-                converse::sync_node_send_and_free(2, Message::new(1, 0));
-            }
-        }),
-        // 6b. A topology query about a node out of range.
-        "node_query_out_of_range" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                let first = converse::node_first(5);
-                eprintln!("node_first(5) returned {first}");
-            }
-        }),
-        // 7. `exit(3)` from PE 1 while the other PEs sit in their schedulers.
-        "exit_p4" => job(&["+p", "4"], exit_3_from_pe1),
-        "exit_p8" => job(&["+p", "8"], exit_3_from_pe1),
-        // 7b. `exit(3)` from a handler on the last PE, oversubscribed.
-        "exit_from_handler_p8" => job(&["+p", "8"], |_| {
-            let stop = converse::register_handler(|_msg: Message| converse::exit(3));
-            if converse::my_pe() == 0 {
-                let last = converse::num_pes() - 1;
-                converse::sync_send_and_free(last, Message::new(stop, 0));
-            }
-        }),
-        // 9. A panic in a handler on PE 1: `run` re-raises it here.
-        "panic_in_handler" => job(&["+p", "2"], |_| {
-            let boom = converse::register_handler(|_msg: Message| {
-                panic!("deliberate handler panic on PE {}", converse::my_pe())
-            });
-            if converse::my_pe() == 0 {
-                converse::sync_send_and_free(1, Message::new(boom, 0));
-            }
-        }),
-        // 9b. A panic in PE 0's start function while PE 1 sits in its scheduler.
-        "panic_in_start_pe0" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 0 {
-                settle();
-                panic!("deliberate start panic on PE 0");
-            }
-        }),
-        // 9c. A panic on PE 1 while PE 0 waits in a node barrier PE 1 never
-        //     reaches.
-        "panic_during_barrier" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                settle();
-                panic!("deliberate panic instead of the barrier");
-            }
-            converse::node_barrier();
-            eprintln!("PE {} {PASSED_BARRIER}", converse::my_pe());
-        }),
-        // 10. PEs blocked in a node barrier while a PE of their node exits
-        //     instead of reaching it.
-        "barrier_exit" => job(&["+p", "3"], |_| {
-            if converse::my_pe() == 2 {
-                settle();
-                converse::exit(4);
-            }
-            converse::node_barrier();
-            eprintln!("PE {} {PASSED_BARRIER}", converse::my_pe());
-        }),
-        // 10b. The same when the exit may come before the others arrive.
-        "barrier_exit_early" => job(&["+p", "3"], |_| {
-            if converse::my_pe() == 2 {
-                converse::exit(4);
-            }
-            converse::node_barrier();
-            eprintln!("PE {} {PASSED_BARRIER}", converse::my_pe());
-        }),
-        // 10c. Two nodes: node 1's barrier completes, node 0's never does
-        //      because its PE 1 exits.
-        "barrier_exit_two_nodes" => job(&["+p", "4", "++ppn", "2"], |_| {
-            let me = converse::my_pe();
-            if me == 1 {
-                settle();
-                converse::exit(4);
-            }
-            converse::node_barrier();
-            if me == 0 {
-                eprintln!("PE 0 {PASSED_BARRIER}");
-            }
-        }),
-        // 11. The C-like entry point ends the process with the job's code.
-        "converse_init_exit" => {
-            converse::converse_init(
-                args(&["+p", "2"]),
-                |_| {
-                    if converse::my_pe() == 0 {
-                        converse::exit(5);
-                    }
-                },
-                false,
-                false,
-            );
-            UNEXPECTED_RETURN
+        });
+        converse::sync_send_and_free(converse::my_pe(), Message::new(go, 0));
+    })
+}
+
+// 5. A send to a PE out of range.
+fn scenario_send_pe_out_of_range() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 0 {
+            converse::sync_send_and_free(7, Message::new(1, 0));
         }
-        // 11b. The C-like entry point with a bad flag: prints it, exits 1.
-        "converse_init_bad_flag" => {
-            converse::converse_init(args(&["+bogus"]), |_| {}, false, false);
-            UNEXPECTED_RETURN
+    })
+}
+
+// 5b. The copying send, to the first PE number out of range.
+fn scenario_sync_send_pe_out_of_range() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
+            converse::sync_send(2, &Message::new(1, 0));
         }
-        // A user message whose header claims runtime flags (bundle, system,
-        // broadcast, reduction...): user sends clear them, so it is
-        // delivered as the plain message it is.
-        "forged_runtime_flags" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(|msg: Message| {
-                eprintln!("delivered with flags {:#x}", msg.header().flags);
-                converse::exit(0);
-            });
+    })
+}
+
+// 6. A node send to a node out of range.
+fn scenario_node_send_out_of_range() -> i32 {
+    job(&["+p", "4", "++ppn", "2"], |_| {
+        if converse::my_pe() == 1 {
+            converse::sync_node_send_and_free(2, Message::new(1, 0));
+        }
+    })
+}
+
+// 6b. A topology query about a node out of range.
+fn scenario_node_query_out_of_range() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
+            let first = converse::node_first(5);
+            eprintln!("node_first(5) returned {first}");
+        }
+    })
+}
+
+// 7. `exit(3)` from PE 1 while the other PEs sit in their schedulers.
+fn scenario_exit_p4() -> i32 {
+    job(&["+p", "4"], exit_3_from_pe1)
+}
+
+fn scenario_exit_p8() -> i32 {
+    job(&["+p", "8"], exit_3_from_pe1)
+}
+
+// 7b. `exit(3)` from a handler on the last PE, oversubscribed.
+fn scenario_exit_from_handler_p8() -> i32 {
+    job(&["+p", "8"], |_| {
+        let stop = converse::register_handler(|_msg: Message| converse::exit(3));
+        if converse::my_pe() == 0 {
+            let last = converse::num_pes() - 1;
+            converse::sync_send_and_free(last, Message::new(stop, 0));
+        }
+    })
+}
+
+// 9. A panic in a handler on PE 1: `run` re-raises it here.
+fn scenario_panic_in_handler() -> i32 {
+    job(&["+p", "2"], |_| {
+        let boom = converse::register_handler(|_msg: Message| {
+            panic!("deliberate handler panic on PE {}", converse::my_pe())
+        });
+        if converse::my_pe() == 0 {
+            converse::sync_send_and_free(1, Message::new(boom, 0));
+        }
+    })
+}
+
+// 9b. A panic in PE 0's start function while PE 1 sits in its scheduler.
+fn scenario_panic_in_start_pe0() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 0 {
+            settle();
+            panic!("deliberate start panic on PE 0");
+        }
+    })
+}
+
+// 9c. A panic on PE 1 while PE 0 waits in a node barrier PE 1 never
+// reaches.
+fn scenario_panic_during_barrier() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
+            settle();
+            panic!("deliberate panic instead of the barrier");
+        }
+        converse::node_barrier();
+        eprintln!("PE {} {PASSED_BARRIER}", converse::my_pe());
+    })
+}
+
+// 10. PEs blocked in a node barrier while a PE of their node exits
+// instead of reaching it.
+fn scenario_barrier_exit() -> i32 {
+    job(&["+p", "3"], |_| {
+        if converse::my_pe() == 2 {
+            settle();
+            converse::exit(4);
+        }
+        converse::node_barrier();
+        eprintln!("PE {} {PASSED_BARRIER}", converse::my_pe());
+    })
+}
+
+// 10b. The same when the exit may come before the others arrive.
+fn scenario_barrier_exit_early() -> i32 {
+    job(&["+p", "3"], |_| {
+        if converse::my_pe() == 2 {
+            converse::exit(4);
+        }
+        converse::node_barrier();
+        eprintln!("PE {} {PASSED_BARRIER}", converse::my_pe());
+    })
+}
+
+// 10c. Two nodes: node 1's barrier completes, node 0's never does
+// because its PE 1 exits.
+fn scenario_barrier_exit_two_nodes() -> i32 {
+    job(&["+p", "4", "++ppn", "2"], |_| {
+        let me = converse::my_pe();
+        if me == 1 {
+            settle();
+            converse::exit(4);
+        }
+        converse::node_barrier();
+        if me == 0 {
+            eprintln!("PE 0 {PASSED_BARRIER}");
+        }
+    })
+}
+
+// 11. The C-like entry point ends the process with the job's code.
+fn scenario_converse_init_exit() -> i32 {
+    converse::converse_init(
+        args(&["+p", "2"]),
+        |_| {
             if converse::my_pe() == 0 {
-                let mut msg = Message::new(h, 16);
-                msg.header_mut().flags = FORGED_FLAGS;
-                converse::sync_send_and_free(1, msg);
+                converse::exit(5);
             }
-        }),
-        // `abort` on a thread that is no PE.
-        "abort_outside_job" => converse::abort("no job is running"),
-        // 7c. `exit(3)` from PE 1 while PE 0 waits for a specific message that
-        //     never comes.
-        "exit_during_deliver_specific" => job(&["+p", "2"], |_| {
-            let never = converse::register_handler(handler_a);
-            if converse::my_pe() == 0 {
-                converse::deliver_specific_msg(never);
-                eprintln!("deliver_specific_msg returned on PE 0");
-            } else {
-                settle();
-                converse::exit(3);
-            }
-        }),
-        // 9d. A panic in the destructor of a PE-private variable of PE 1 (it
-        //     runs when PE 1 finishes, after PE 0 ended the job).
-        "panic_in_cpv_drop" => job(&["+p", "2"], |_| {
-            PANICS_ON_DROP.initialize(PanicOnDrop(converse::my_pe()));
-            if converse::my_pe() == 0 {
-                settle();
-                converse::exit(0);
-            }
-        }),
-        // -------------------------------------------------------------------
-        // Collectives given bad input: each aborts naming the PE and the
-        // fault.
-        // -------------------------------------------------------------------
-        // 12. A group naming a PE out of range.
-        "group_pe_out_of_range" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                converse::establish_group(&[0, 2]);
-            }
-        }),
-        // 12b. A group naming a PE twice.
-        "group_repeated_pe" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 0 {
-                converse::establish_group(&[1, 0, 1]);
-            }
-        }),
-        // 13. A list send naming a PE out of range (after a valid one).
-        "list_send_pe_out_of_range" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            if converse::my_pe() == 1 {
-                converse::sync_list_send(&[0, 5], &Message::new(h, 0));
-            }
-        }),
-        // 13b. A list send naming a PE twice.
-        "list_send_repeated_pe" => job(&["+p", "3"], |_| {
-            let h = converse::register_handler(handler_a);
-            if converse::my_pe() == 0 {
-                converse::sync_list_send(&[2, 1, 2], &Message::new(h, 0));
-            }
-        }),
-        // 14. A list reduction naming a PE out of range.
-        "list_reduce_pe_out_of_range" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            let id = converse::global_reduction_id();
-            if converse::my_pe() == 1 {
-                converse::list_reduce(&[0, 1, 2], Message::new(h, 0), keep_local, id);
-            }
-        }),
-        // 14b. A list reduction naming a PE twice.
-        "list_reduce_repeated_pe" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            let id = converse::global_reduction_id();
-            if converse::my_pe() == 0 {
-                converse::list_reduce(&[0, 1, 0], Message::new(h, 0), keep_local, id);
-            }
-        }),
-        // 14c. A list reduction whose list leaves out the caller.
-        "list_reduce_without_caller" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            let id = converse::global_reduction_id();
-            if converse::my_pe() == 1 {
-                converse::list_reduce(&[0], Message::new(h, 0), keep_local, id);
-            }
-        }),
-        // 15. A multicast, on its would-be creator, to a group that PE never
-        //     established (ID 2 = its second group on 2 PEs; it has none).
-        "multicast_unknown_group_on_creator" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            if converse::my_pe() == 0 {
-                converse::sync_multicast(converse::Group::from_id(2), &Message::new(h, 0));
-            }
-        }),
-        // 15b. The same group ID multicast to from another PE: the creator
-        //      finds out when the request reaches it.
-        "multicast_unknown_group_from_other_pe" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            if converse::my_pe() == 1 {
-                converse::sync_multicast(converse::Group::from_id(2), &Message::new(h, 0));
-            }
-        }),
-        // 15c. A group reduction, on the creator, over a group it made only
-        //      after (ID 2 is its second group; it has made one, ID 0).
-        "group_reduce_unknown_group_on_creator" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            let id = converse::global_reduction_id();
-            if converse::my_pe() == 0 {
-                let made = converse::establish_group(&[0, 1]);
-                assert_eq!(made.id(), 0);
-                let next = converse::Group::from_id(2);
-                converse::group_reduce(next, Message::new(h, 0), keep_local, id);
-            }
-        }),
-        // 16. The root uses the message form, its child the struct form, of
-        //     the same call-order reduction.
-        "reduce_form_disagreement" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            if converse::my_pe() == 0 {
-                converse::reduce(Message::new(h, 8), keep_local);
-            } else {
-                converse::reduce_struct(7u64, |a, b: Vec<u64>| a + b.iter().sum::<u64>(), h);
-            }
-        }),
-        // 16b. Two children disagree before their parent (which never joins)
-        //      has a form of its own.
-        "reduce_form_disagreement_between_children" => job(&["+p", "3"], |_| {
-            let h = converse::register_handler(handler_a);
-            match converse::my_pe() {
-                1 => converse::reduce(Message::new(h, 8), keep_local),
-                2 => converse::reduce_struct(7u64, |a, b: Vec<u64>| a + b.iter().sum::<u64>(), h),
-                _ => {}
-            }
-        }),
-        // 17. PE 1 joins with the second global reduction ID where PE 0
-        //     joins with the first: nothing is in flight, so the stall check
-        //     (after about a second of idleness) must end the job.
-        "reduce_id_disagreement" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            let first = converse::global_reduction_id();
-            let second = converse::global_reduction_id();
-            eprintln!("reduction IDs {} and {}", first.raw(), second.raw());
-            let id = if converse::my_pe() == 0 {
-                first
-            } else {
-                second
-            };
+        },
+        false,
+        false,
+    );
+    UNEXPECTED_RETURN
+}
+
+// 11b. The C-like entry point with a bad flag: prints it, exits 1.
+fn scenario_converse_init_bad_flag() -> i32 {
+    converse::converse_init(args(&["+bogus"]), |_| {}, false, false);
+    UNEXPECTED_RETURN
+}
+
+// A user message whose header claims runtime flags (bundle, system,
+// broadcast, reduction...): user sends clear them, so it is
+// delivered as the plain message it is.
+fn scenario_forged_runtime_flags() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(|msg: Message| {
+            eprintln!("delivered with flags {:#x}", msg.header().flags);
+            converse::exit(0);
+        });
+        if converse::my_pe() == 0 {
+            let mut msg = Message::new(h, 16);
+            msg.header_mut().flags = FORGED_FLAGS;
+            converse::sync_send_and_free(1, msg);
+        }
+    })
+}
+
+// `abort` on a thread that is no PE.
+fn scenario_abort_outside_job() -> i32 {
+    converse::abort("no job is running")
+}
+
+// 7c. `exit(3)` from PE 1 while PE 0 waits for a specific message that
+// never comes.
+fn scenario_exit_during_deliver_specific() -> i32 {
+    job(&["+p", "2"], |_| {
+        let never = converse::register_handler(handler_a);
+        if converse::my_pe() == 0 {
+            converse::deliver_specific_msg(never);
+            eprintln!("deliver_specific_msg returned on PE 0");
+        } else {
+            settle();
+            converse::exit(3);
+        }
+    })
+}
+
+// 9d. A panic in the destructor of a PE-private variable of PE 1 (it
+// runs when PE 1 finishes, after PE 0 ended the job).
+fn scenario_panic_in_cpv_drop() -> i32 {
+    job(&["+p", "2"], |_| {
+        PANICS_ON_DROP.initialize(PanicOnDrop(converse::my_pe()));
+        if converse::my_pe() == 0 {
+            settle();
+            converse::exit(0);
+        }
+    })
+}
+
+// -------------------------------------------------------------------
+// Collectives given bad input: each aborts naming the PE and the
+// fault.
+// -------------------------------------------------------------------
+// 12. A group naming a PE out of range.
+fn scenario_group_pe_out_of_range() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
+            converse::establish_group(&[0, 2]);
+        }
+    })
+}
+
+// 12b. A group naming a PE twice.
+fn scenario_group_repeated_pe() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 0 {
+            converse::establish_group(&[1, 0, 1]);
+        }
+    })
+}
+
+// 13. A list send naming a PE out of range (after a valid one).
+fn scenario_list_send_pe_out_of_range() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        if converse::my_pe() == 1 {
+            converse::sync_list_send(&[0, 5], &Message::new(h, 0));
+        }
+    })
+}
+
+// 13b. A list send naming a PE twice.
+fn scenario_list_send_repeated_pe() -> i32 {
+    job(&["+p", "3"], |_| {
+        let h = converse::register_handler(handler_a);
+        if converse::my_pe() == 0 {
+            converse::sync_list_send(&[2, 1, 2], &Message::new(h, 0));
+        }
+    })
+}
+
+// 14. A list reduction naming a PE out of range.
+fn scenario_list_reduce_pe_out_of_range() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        let id = converse::global_reduction_id();
+        if converse::my_pe() == 1 {
+            converse::list_reduce(&[0, 1, 2], Message::new(h, 0), keep_local, id);
+        }
+    })
+}
+
+// 14b. A list reduction naming a PE twice.
+fn scenario_list_reduce_repeated_pe() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        let id = converse::global_reduction_id();
+        if converse::my_pe() == 0 {
+            converse::list_reduce(&[0, 1, 0], Message::new(h, 0), keep_local, id);
+        }
+    })
+}
+
+// 14c. A list reduction whose list leaves out the caller.
+fn scenario_list_reduce_without_caller() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        let id = converse::global_reduction_id();
+        if converse::my_pe() == 1 {
+            converse::list_reduce(&[0], Message::new(h, 0), keep_local, id);
+        }
+    })
+}
+
+// 15. A multicast, on its would-be creator, to a group that PE never
+// established (ID 2 = its second group on 2 PEs; it has none).
+fn scenario_multicast_unknown_group_on_creator() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        if converse::my_pe() == 0 {
+            converse::sync_multicast(converse::Group::from_id(2), &Message::new(h, 0));
+        }
+    })
+}
+
+// 15b. The same group ID multicast to from another PE: the creator
+// finds out when the request reaches it.
+fn scenario_multicast_unknown_group_from_other_pe() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        if converse::my_pe() == 1 {
+            converse::sync_multicast(converse::Group::from_id(2), &Message::new(h, 0));
+        }
+    })
+}
+
+// 15c. A group reduction, on the creator, over a group it made only
+// after (ID 2 is its second group; it has made one, ID 0).
+fn scenario_group_reduce_unknown_group_on_creator() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        let id = converse::global_reduction_id();
+        if converse::my_pe() == 0 {
+            let made = converse::establish_group(&[0, 1]);
+            assert_eq!(made.id(), 0);
+            let next = converse::Group::from_id(2);
+            converse::group_reduce(next, Message::new(h, 0), keep_local, id);
+        }
+    })
+}
+
+// 16. The root uses the message form, its child the struct form, of
+// the same call-order reduction.
+fn scenario_reduce_form_disagreement() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        if converse::my_pe() == 0 {
+            converse::reduce(Message::new(h, 8), keep_local);
+        } else {
+            converse::reduce_struct(7u64, |a, b: Vec<u64>| a + b.iter().sum::<u64>(), h);
+        }
+    })
+}
+
+// 16b. Two children disagree before their parent (which never joins)
+// has a form of its own.
+fn scenario_reduce_form_disagreement_between_children() -> i32 {
+    job(&["+p", "3"], |_| {
+        let h = converse::register_handler(handler_a);
+        match converse::my_pe() {
+            1 => converse::reduce(Message::new(h, 8), keep_local),
+            2 => converse::reduce_struct(7u64, |a, b: Vec<u64>| a + b.iter().sum::<u64>(), h),
+            _ => {}
+        }
+    })
+}
+
+// 17. PE 1 joins with the second global reduction ID where PE 0
+// joins with the first: nothing is in flight, so the stall check
+// (after about a second of idleness) must end the job.
+fn scenario_reduce_id_disagreement() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        let first = converse::global_reduction_id();
+        let second = converse::global_reduction_id();
+        eprintln!("reduction IDs {} and {}", first.raw(), second.raw());
+        let id = if converse::my_pe() == 0 {
+            first
+        } else {
+            second
+        };
+        converse::reduce_id(Message::new(h, 8), keep_local, id);
+    })
+}
+
+// 18. One ID, two PE lists: PE 2 lists the PEs in another order, so
+// its contribution carries another list digest.
+fn scenario_list_reduce_list_disagreement() -> i32 {
+    job(&["+p", "3"], |_| {
+        let h = converse::register_handler(handler_a);
+        let id = converse::global_reduction_id();
+        let pes: &[usize] = if converse::my_pe() == 2 {
+            &[0, 2, 1]
+        } else {
+            &[0, 1, 2]
+        };
+        converse::list_reduce(pes, Message::new(h, 8), keep_local, id);
+    })
+}
+
+// 18b. One ID, two lists that each make the caller the root: both
+// wait for the other, nothing is in flight, the stall check ends
+// the job.
+fn scenario_list_reduce_both_roots() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        let id = converse::global_reduction_id();
+        let pes: &[usize] = if converse::my_pe() == 0 {
+            &[0, 1]
+        } else {
+            &[1, 0]
+        };
+        converse::list_reduce(pes, Message::new(h, 8), keep_local, id);
+    })
+}
+
+// A group reduction with a group ID nobody established, on a PE that
+// is not the ID's creator: the creator is asked and ends the job.
+fn scenario_group_reduce_unknown_group_elsewhere() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        if converse::my_pe() == 0 {
+            let id = converse::dynamic_reduction_id();
+            // Group IDs are `seq * num_pes + creator`: 1 is PE 1's first.
+            let bogus = converse::Group::from_id(1);
+            converse::group_reduce(bogus, Message::new(h, 8), keep_local, id);
+        }
+    })
+}
+
+// `dynamic_reduction_id_remote` with a handler that cannot exist.
+fn scenario_dynamic_reduction_id_remote_bad_handler() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
+            converse::dynamic_reduction_id_remote(usize::MAX, None, b"");
+        }
+    })
+}
+
+// 19. `dynamic_reduction_id` is PE 0's alone.
+fn scenario_dynamic_reduction_id_on_pe1() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
+            let id = converse::dynamic_reduction_id();
+            eprintln!("PE 1 got dynamic reduction ID {}", id.raw());
+        }
+    })
+}
+
+// 20. The root joins one ID'd reduction twice while it waits for its
+// child.
+fn scenario_reduce_id_joined_twice() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        let id = converse::global_reduction_id();
+        if converse::my_pe() == 0 {
             converse::reduce_id(Message::new(h, 8), keep_local, id);
-        }),
-        // 18. One ID, two PE lists: PE 2 lists the PEs in another order, so
-        //     its contribution carries another list digest.
-        "list_reduce_list_disagreement" => job(&["+p", "3"], |_| {
-            let h = converse::register_handler(handler_a);
-            let id = converse::global_reduction_id();
-            let pes: &[usize] = if converse::my_pe() == 2 {
-                &[0, 2, 1]
-            } else {
-                &[0, 1, 2]
-            };
-            converse::list_reduce(pes, Message::new(h, 8), keep_local, id);
-        }),
-        // 18b. One ID, two lists that each make the caller the root: both
-        //      wait for the other, nothing is in flight, the stall check ends
-        //      the job.
-        "list_reduce_both_roots" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            let id = converse::global_reduction_id();
-            let pes: &[usize] = if converse::my_pe() == 0 {
-                &[0, 1]
-            } else {
-                &[1, 0]
-            };
-            converse::list_reduce(pes, Message::new(h, 8), keep_local, id);
-        }),
-        // A group reduction with a group ID nobody established, on a PE that
-        // is not the ID's creator: the creator is asked and ends the job.
-        "group_reduce_unknown_group_elsewhere" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            if converse::my_pe() == 0 {
-                let id = converse::dynamic_reduction_id();
-                // Group IDs are `seq * num_pes + creator`: 1 is PE 1's first.
-                let bogus = converse::Group::from_id(1);
-                converse::group_reduce(bogus, Message::new(h, 8), keep_local, id);
-            }
-        }),
-        // `dynamic_reduction_id_remote` with a handler that cannot exist.
-        "dynamic_reduction_id_remote_bad_handler" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                converse::dynamic_reduction_id_remote(usize::MAX, None, b"");
-            }
-        }),
-        // 19. `dynamic_reduction_id` is PE 0's alone.
-        "dynamic_reduction_id_on_pe1" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                let id = converse::dynamic_reduction_id();
-                eprintln!("PE 1 got dynamic reduction ID {}", id.raw());
-            }
-        }),
-        // 20. The root joins one ID'd reduction twice while it waits for its
-        //     child.
-        "reduce_id_joined_twice" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            let id = converse::global_reduction_id();
-            if converse::my_pe() == 0 {
-                converse::reduce_id(Message::new(h, 8), keep_local, id);
-                converse::reduce_id(Message::new(h, 8), keep_local, id);
-            }
-        }),
-        // 20b. A leaf joins one ID'd reduction twice: its parent (which has
-        //      not joined) gets two contributions from it.
-        "reduce_id_contributed_twice" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(handler_a);
-            let id = converse::global_reduction_id();
-            if converse::my_pe() == 1 {
-                converse::reduce_id(Message::new(h, 8), keep_local, id);
-                converse::reduce_id(Message::new(h, 8), keep_local, id);
-            }
-        }),
-        // 21. A healthy reduction whose last contribution comes from a
-        //     handler that computes for a while, polling the scheduler to
-        //     stay responsive (nothing is in flight meanwhile). It must
-        //     complete: PE 0, idle with the reduction in progress, must not
-        //     take the job for stalled.
-        "reduce_after_polling_handler" => job(&["+p", "2"], |_| {
-            let result = converse::register_handler(print_result_and_exit);
-            let compute = converse::register_handler(move |_msg: Message| {
-                poll_for(POLLING_COMPUTE);
-                converse::reduce(msg_word(result, 1), add_words);
-            });
-            if converse::my_pe() == 0 {
-                converse::reduce(msg_word(result, 2), add_words);
-            } else {
-                converse::sync_send_and_free(1, Message::new(compute, 0));
-            }
-        }),
-        // 21c. The control case: the handler computes as long without
-        //      polling. The stall check must wait for it (detection waves
-        //      are answered between handlers only) and the reduction must
-        //      complete.
-        "reduce_after_long_handler" => job(&["+p", "2"], |_| {
-            let result = converse::register_handler(print_result_and_exit);
-            let compute = converse::register_handler(move |_msg: Message| {
-                std::thread::sleep(POLLING_COMPUTE);
-                converse::reduce(msg_word(result, 1), add_words);
-            });
-            if converse::my_pe() == 0 {
-                converse::reduce(msg_word(result, 2), add_words);
-            } else {
-                converse::sync_send_and_free(1, Message::new(compute, 0));
-            }
-        }),
-        // 21b. The same in user-calls-scheduler mode: PE 1's main code polls
-        //      while it computes, then contributes; PE 0 waits in
-        //      `schedule_forever`.
-        "reduce_after_polling_main_code" => job_user(&["+p", "2"], |_| {
-            let result = converse::register_handler(print_result_and_exit);
-            if converse::my_pe() == 0 {
-                converse::reduce(msg_word(result, 2), add_words);
-            } else {
-                poll_for(POLLING_COMPUTE);
-                converse::reduce(msg_word(result, 1), add_words);
-            }
-            converse::schedule_forever();
-        }),
-        // 22. User-level threads.
-        // 22a. A thread on PE 1 runs off its 64 KiB stack.
-        "thread_stack_overflow_pe1" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                converse::Thread::create(
-                    || {
-                        recurse_forever(0);
-                    },
-                    64 << 10,
-                )
-                .awaken();
-            }
-        }),
-        // 22b. The same on PE 0 (the process's first thread), with the
-        //      stack size from `+stacksize`.
-        "thread_stack_overflow_stacksize_flag" => job(&["+p", "2", "+stacksize", "32K"], |_| {
-            if converse::my_pe() == 0 {
-                converse::Thread::create(
-                    || {
-                        recurse_forever(0);
-                    },
-                    0,
-                )
-                .awaken();
-            }
-        }),
-        // 22c. A fault in a thread that is not a stack overflow (a wild
-        //      read) is not reported as one: the process dies of SIGSEGV.
-        "thread_wild_read" => job(&["+p", "1"], |_| {
-            converse::Thread::create(
-                || {
-                    let wild = std::hint::black_box(16usize) as *const u8;
-                    // SAFETY: deliberately not: the read faults.
-                    let byte = unsafe { std::ptr::read_volatile(wild) };
-                    eprintln!("read {byte}");
-                },
-                0,
-            )
-            .awaken();
-        }),
-        // 22d. Blocking in a handler: Event::wait.
-        "event_wait_in_handler" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(|_msg: Message| {
-                converse::Event::new().wait();
-            });
-            if converse::my_pe() == 0 {
-                converse::sync_send_and_free(1, Message::new(h, 0));
-            }
-        }),
-        // 22e. Blocking in a handler: sleep.
-        "sleep_in_handler" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(|_msg: Message| converse::sleep(1.0));
-            if converse::my_pe() == 0 {
-                converse::sync_send_and_free(0, Message::new(h, 0));
-            }
-        }),
-        // 22f. Blocking in a handler that runs on a scheduler a thread
-        //      polls: the handler still must not block.
-        "event_wait_in_handler_polled_by_thread" => job(&["+p", "2"], |_| {
-            let h = converse::register_handler(|_msg: Message| {
-                converse::Event::new().wait();
-            });
-            if converse::my_pe() == 1 {
-                converse::Thread::create(
-                    move || {
-                        converse::sync_send_and_free(1, Message::new(h, 0));
-                        converse::schedule_poll();
-                    },
-                    0,
-                )
-                .awaken();
-            }
-        }),
-        // 22g. Blocking in the start function of a normal-mode job.
-        "event_wait_in_start" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                converse::Event::new().wait();
-            }
-        }),
-        "sleep_in_start" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 0 {
-                converse::sleep(1.0);
-            }
-        }),
-        // 22h. A thread awakened twice before it runs.
-        "awaken_twice" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                let t = converse::Thread::create(|| {}, 0);
-                t.awaken();
-                t.awaken_prio(Queueing::IFifo(3));
-            }
-        }),
-        // 22h1. Moving a thread that is not migratable; awakening a
-        // thread handle that was packed to move.
-        "migrate_plain_thread" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 0 {
-                converse::Thread::create(|| converse::cth::migrate::migrate_self(1), 0).awaken();
-            }
-        }),
-        // Memory of a thread's heap freed after the heap left with it.
-        "free_after_the_heap_left" => job(&["+p", "1"], |_| {
-            let t = converse::Thread::create_migratable(
-                || {
-                    converse::cth::on_thread_heap(|| {
-                        *STASH.lock().unwrap() = Some(Box::new(5));
-                    });
-                    converse::suspend();
-                },
-                0,
-            );
-            t.awaken();
-            converse::Thread::create(
-                move || {
-                    let _packed = t.pack().expect("packs");
-                    drop(STASH.lock().unwrap().take());
-                },
-                0,
-            )
-            .awaken();
-        }),
-        "awaken_moved" => job(&["+p", "1"], |_| {
-            let t = converse::Thread::create_migratable(converse::suspend, 0);
-            t.awaken();
-            converse::Thread::create(
-                move || {
-                    let _packed = t.pack().expect("packs");
-                    t.awaken();
-                },
-                0,
-            )
-            .awaken();
-        }),
-        // 22h2. `finish` called from a user-level thread of an
-        // `init_returns` job (it must come from the main flow).
-        "finish_from_a_thread" => {
-            Converse::new()
-                .args(args(&["+p", "1"]))
-                .init_returns(|_| {})
-                .expect("valid flags");
-            converse::Thread::create(
-                || {
-                    converse::finish(0);
-                },
-                0,
-            )
-            .awaken();
-            converse::schedule_poll();
-            UNEXPECTED_RETURN
+            converse::reduce_id(Message::new(h, 8), keep_local, id);
         }
-        // 22i. A thread awakened after it finished.
-        "awaken_finished" => job_user(&["+p", "1"], |_| {
-            let t = converse::Thread::create(|| {}, 0);
-            t.awaken();
-            converse::schedule_poll();
-            t.awaken();
-        }),
-        // 22j. free of a thread other than the running one.
-        "free_other_thread" => job(&["+p", "2"], |_| {
-            if converse::my_pe() == 0 {
-                let t = converse::Thread::create(|| {}, 0);
-                t.free();
-            }
-        }),
-        // 22k. free of the main flow.
-        "free_main_flow" => job_user(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                converse::Thread::current().free();
-            }
-        }),
-        // 22l. Resume of a running thread: thread 1 polls the scheduler,
-        //      which runs thread 2 on top of it; thread 2 resumes thread 1.
-        "resume_running_thread" => job_user(&["+p", "1"], |_| {
-            let first = converse::Thread::create(
+    })
+}
+
+// 20b. A leaf joins one ID'd reduction twice: its parent (which has
+// not joined) gets two contributions from it.
+fn scenario_reduce_id_contributed_twice() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(handler_a);
+        let id = converse::global_reduction_id();
+        if converse::my_pe() == 1 {
+            converse::reduce_id(Message::new(h, 8), keep_local, id);
+            converse::reduce_id(Message::new(h, 8), keep_local, id);
+        }
+    })
+}
+
+// 21. A healthy reduction whose last contribution comes from a
+// handler that computes for a while, polling the scheduler to
+// stay responsive (nothing is in flight meanwhile). It must
+// complete: PE 0, idle with the reduction in progress, must not
+// take the job for stalled.
+fn scenario_reduce_after_polling_handler() -> i32 {
+    job(&["+p", "2"], |_| {
+        let result = converse::register_handler(print_result_and_exit);
+        let compute = converse::register_handler(move |_msg: Message| {
+            poll_for(POLLING_COMPUTE);
+            converse::reduce(msg_word(result, 1), add_words);
+        });
+        if converse::my_pe() == 0 {
+            converse::reduce(msg_word(result, 2), add_words);
+        } else {
+            converse::sync_send_and_free(1, Message::new(compute, 0));
+        }
+    })
+}
+
+// 21c. The control case: the handler computes as long without
+// polling. The stall check must wait for it (detection waves
+// are answered between handlers only) and the reduction must
+// complete.
+fn scenario_reduce_after_long_handler() -> i32 {
+    job(&["+p", "2"], |_| {
+        let result = converse::register_handler(print_result_and_exit);
+        let compute = converse::register_handler(move |_msg: Message| {
+            std::thread::sleep(POLLING_COMPUTE);
+            converse::reduce(msg_word(result, 1), add_words);
+        });
+        if converse::my_pe() == 0 {
+            converse::reduce(msg_word(result, 2), add_words);
+        } else {
+            converse::sync_send_and_free(1, Message::new(compute, 0));
+        }
+    })
+}
+
+// 21b. The same in user-calls-scheduler mode: PE 1's main code polls
+// while it computes, then contributes; PE 0 waits in
+// `schedule_forever`.
+fn scenario_reduce_after_polling_main_code() -> i32 {
+    job_user(&["+p", "2"], |_| {
+        let result = converse::register_handler(print_result_and_exit);
+        if converse::my_pe() == 0 {
+            converse::reduce(msg_word(result, 2), add_words);
+        } else {
+            poll_for(POLLING_COMPUTE);
+            converse::reduce(msg_word(result, 1), add_words);
+        }
+        converse::schedule_forever();
+    })
+}
+
+// 22. User-level threads.
+// 22a. A thread on PE 1 runs off its 64 KiB stack.
+fn scenario_thread_stack_overflow_pe1() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
+            converse::Thread::create(
                 || {
-                    let me = converse::Thread::current();
-                    converse::Thread::create(move || me.resume(), 0).awaken();
+                    recurse_forever(0);
+                },
+                64 << 10,
+            )
+            .awaken();
+        }
+    })
+}
+
+// 22b. The same on PE 0 (the process's first thread), with the
+// stack size from `+stacksize`.
+fn scenario_thread_stack_overflow_stacksize_flag() -> i32 {
+    job(&["+p", "2", "+stacksize", "32K"], |_| {
+        if converse::my_pe() == 0 {
+            converse::Thread::create(
+                || {
+                    recurse_forever(0);
+                },
+                0,
+            )
+            .awaken();
+        }
+    })
+}
+
+// 22c. A fault in a thread that is not a stack overflow (a wild
+// read) is not reported as one: the process dies of SIGSEGV.
+fn scenario_thread_wild_read() -> i32 {
+    job(&["+p", "1"], |_| {
+        converse::Thread::create(
+            || {
+                let wild = std::hint::black_box(16usize) as *const u8;
+                // SAFETY: deliberately not: the read faults.
+                let byte = unsafe { std::ptr::read_volatile(wild) };
+                eprintln!("read {byte}");
+            },
+            0,
+        )
+        .awaken();
+    })
+}
+
+// 22d. Blocking in a handler: Event::wait.
+fn scenario_event_wait_in_handler() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(|_msg: Message| {
+            converse::Event::new().wait();
+        });
+        if converse::my_pe() == 0 {
+            converse::sync_send_and_free(1, Message::new(h, 0));
+        }
+    })
+}
+
+// 22e. Blocking in a handler: sleep.
+fn scenario_sleep_in_handler() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(|_msg: Message| converse::sleep(1.0));
+        if converse::my_pe() == 0 {
+            converse::sync_send_and_free(0, Message::new(h, 0));
+        }
+    })
+}
+
+// 22f. Blocking in a handler that runs on a scheduler a thread
+// polls: the handler still must not block.
+fn scenario_event_wait_in_handler_polled_by_thread() -> i32 {
+    job(&["+p", "2"], |_| {
+        let h = converse::register_handler(|_msg: Message| {
+            converse::Event::new().wait();
+        });
+        if converse::my_pe() == 1 {
+            converse::Thread::create(
+                move || {
+                    converse::sync_send_and_free(1, Message::new(h, 0));
                     converse::schedule_poll();
                 },
                 0,
-            );
-            first.awaken();
-            converse::schedule_poll();
-        }),
-        // 22m. A thread awakens itself and polls the scheduler, which finds
-        //      its token while it runs.
-        "awaken_self_then_poll" => job_user(&["+p", "2"], |_| {
-            if converse::my_pe() == 1 {
-                converse::Thread::create(
-                    || {
-                        converse::Thread::current().awaken();
-                        converse::schedule_poll();
-                    },
-                    0,
-                )
-                .awaken();
-                converse::schedule_poll();
-            }
-        }),
-        // 22n. Resume of a finished thread.
-        "resume_finished" => job_user(&["+p", "1"], |_| {
+            )
+            .awaken();
+        }
+    })
+}
+
+// 22g. Blocking in the start function of a normal-mode job.
+fn scenario_event_wait_in_start() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
+            converse::Event::new().wait();
+        }
+    })
+}
+
+fn scenario_sleep_in_start() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 0 {
+            converse::sleep(1.0);
+        }
+    })
+}
+
+// 22h. A thread awakened twice before it runs.
+fn scenario_awaken_twice() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
             let t = converse::Thread::create(|| {}, 0);
-            t.resume();
-            assert!(t.is_finished());
-            t.resume();
-        }),
-        other => panic!("unknown fault scenario `{other}`"),
-    }
+            t.awaken();
+            t.awaken_prio(Queueing::IFifo(3));
+        }
+    })
+}
+
+// 22h1. Moving a thread that is not migratable; awakening a
+// thread handle that was packed to move.
+fn scenario_migrate_plain_thread() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 0 {
+            converse::Thread::create(|| converse::cth::migrate::migrate_self(1), 0).awaken();
+        }
+    })
+}
+
+// Memory of a thread's heap freed after the heap left with it.
+fn scenario_free_after_the_heap_left() -> i32 {
+    job(&["+p", "1"], |_| {
+        let t = converse::Thread::create_migratable(
+            || {
+                converse::cth::on_thread_heap(|| {
+                    *STASH.lock().unwrap() = Some(Box::new(5));
+                });
+                converse::suspend();
+            },
+            0,
+        );
+        t.awaken();
+        converse::Thread::create(
+            move || {
+                let _packed = t.pack().expect("packs");
+                drop(STASH.lock().unwrap().take());
+            },
+            0,
+        )
+        .awaken();
+    })
+}
+
+fn scenario_awaken_moved() -> i32 {
+    job(&["+p", "1"], |_| {
+        let t = converse::Thread::create_migratable(converse::suspend, 0);
+        t.awaken();
+        converse::Thread::create(
+            move || {
+                let _packed = t.pack().expect("packs");
+                t.awaken();
+            },
+            0,
+        )
+        .awaken();
+    })
+}
+
+// 22h2. `finish` called from a user-level thread of an
+// `init_returns` job (it must come from the main flow).
+fn scenario_finish_from_a_thread() -> i32 {
+    Converse::new()
+        .args(args(&["+p", "1"]))
+        .init_returns(|_| {})
+        .expect("valid flags");
+    converse::Thread::create(
+        || {
+            converse::finish(0);
+        },
+        0,
+    )
+    .awaken();
+    converse::schedule_poll();
+    UNEXPECTED_RETURN
+}
+
+// 22i. A thread awakened after it finished.
+fn scenario_awaken_finished() -> i32 {
+    job_user(&["+p", "1"], |_| {
+        let t = converse::Thread::create(|| {}, 0);
+        t.awaken();
+        converse::schedule_poll();
+        t.awaken();
+    })
+}
+
+// 22j. free of a thread other than the running one.
+fn scenario_free_other_thread() -> i32 {
+    job(&["+p", "2"], |_| {
+        if converse::my_pe() == 0 {
+            let t = converse::Thread::create(|| {}, 0);
+            t.free();
+        }
+    })
+}
+
+// 22k. free of the main flow.
+fn scenario_free_main_flow() -> i32 {
+    job_user(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
+            converse::Thread::current().free();
+        }
+    })
+}
+
+// 22l. Resume of a running thread: thread 1 polls the scheduler,
+// which runs thread 2 on top of it; thread 2 resumes thread 1.
+fn scenario_resume_running_thread() -> i32 {
+    job_user(&["+p", "1"], |_| {
+        let first = converse::Thread::create(
+            || {
+                let me = converse::Thread::current();
+                converse::Thread::create(move || me.resume(), 0).awaken();
+                converse::schedule_poll();
+            },
+            0,
+        );
+        first.awaken();
+        converse::schedule_poll();
+    })
+}
+
+// 22m. A thread awakens itself and polls the scheduler, which finds
+// its token while it runs.
+fn scenario_awaken_self_then_poll() -> i32 {
+    job_user(&["+p", "2"], |_| {
+        if converse::my_pe() == 1 {
+            converse::Thread::create(
+                || {
+                    converse::Thread::current().awaken();
+                    converse::schedule_poll();
+                },
+                0,
+            )
+            .awaken();
+            converse::schedule_poll();
+        }
+    })
+}
+
+// 22n. Resume of a finished thread.
+fn scenario_resume_finished() -> i32 {
+    job_user(&["+p", "1"], |_| {
+        let t = converse::Thread::create(|| {}, 0);
+        t.resume();
+        assert!(t.is_finished());
+        t.resume();
+    })
 }
 
 /// Runs a user-calls-scheduler job with runtime flags `flags` and returns

@@ -41,8 +41,10 @@
 //!
 //! No sharing, so no locking: the lists are per PE and touched only by its
 //! thread (see the invariants).
-use std::cell::{Cell, RefCell};
 
+pub(crate) use crate::ccd::state::Conditions;
+pub(crate) use crate::ccd::state::PERIODIC_COUNT;
+use crate::ccd::state::{Callback, CondList, Entry};
 use crate::proc::exit::abort;
 use crate::rt::pe::{self, Pe};
 
@@ -67,7 +69,6 @@ pub(crate) const PERIODIC_INTERVALS_MS: [u64; PERIODIC_COUNT] = [
     12 * 3_600_000,
     24 * 3_600_000,
 ];
-pub(crate) const PERIODIC_COUNT: usize = 10;
 
 impl Condition {
     /// Raised when the scheduler first finds nothing to do: the falling edge
@@ -164,32 +165,6 @@ impl Condition {
             .contains(&self.number())
             .then(|| self.number() - first)
     }
-}
-
-enum Callback {
-    Once(Box<dyn FnOnce(f64)>),
-    Keep(Box<dyn FnMut(f64)>),
-}
-
-struct Entry {
-    index: usize,
-    callback: Callback,
-}
-
-#[derive(Default)]
-struct CondList {
-    entries: Vec<Entry>,
-}
-
-/// A PE's condition callbacks.
-#[derive(Default)]
-pub(crate) struct Conditions {
-    lists: RefCell<Vec<CondList>>,
-    next_index: Cell<usize>,
-    /// Raises in progress on this PE (nested ones included).
-    raising: Cell<u32>,
-    /// Indices cancelled while a raise was in progress.
-    cancelled: RefCell<Vec<usize>>,
 }
 
 impl Conditions {
@@ -362,7 +337,7 @@ pub(crate) fn raise(pe: &Pe, cond: Condition) -> bool {
         if conds.is_cancelled(entry.index) {
             continue;
         }
-        let _handler = pe.enter_handler();
+        let _handler = pe.sched.enter_handler();
         match entry.callback {
             Callback::Once(f) => f(now),
             Callback::Keep(mut f) => {

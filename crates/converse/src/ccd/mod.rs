@@ -52,6 +52,7 @@
 //! outside input, after quiescence may already have been reported.
 pub mod conditions;
 pub mod quiescence;
+pub(crate) mod state;
 
 use std::cell::{Cell, RefCell};
 use std::collections::BinaryHeap;
@@ -60,6 +61,8 @@ use std::time::{Duration, Instant};
 use crate::proc::signals;
 use crate::rt::pe::{self, Pe};
 
+pub(crate) use crate::ccd::state::CcdState;
+use crate::ccd::state::Timer;
 pub use conditions::{
     Condition, call_on_condition, call_on_condition_keep, cancel_call_on_condition, raise_condition,
 };
@@ -75,42 +78,6 @@ pub const DEFAULT_RESOLUTION: Duration = Duration::from_millis(5);
 /// PE. A clock read costs about as much as a small message; 64 makes it
 /// negligible when handlers are short.
 pub const CLOCK_EVERY_MAX: u32 = 64;
-
-/// A PE's Ccd state (a field of `Pe`).
-pub(crate) struct CcdState {
-    conditions: conditions::Conditions,
-    timers: RefCell<BinaryHeap<Timer>>,
-    next_timer_seq: Cell<u64>,
-    resolution: Cell<Duration>,
-    /// When a busy PE polls next.
-    next_poll: Cell<Instant>,
-    /// When each periodic condition is raised next.
-    periodic_next: RefCell<[Instant; conditions::PERIODIC_COUNT]>,
-    /// See the module invariants.
-    armed: Cell<bool>,
-    /// Deliveries since the clock was last read (while armed).
-    ticks: Cell<u32>,
-    /// The busy path found a poll due and has not run it yet.
-    poll_pending: Cell<bool>,
-    /// Deliveries between clock reads (see `tick`).
-    clock_every: Cell<u32>,
-    /// When the busy path last read the clock.
-    last_clock: Cell<Instant>,
-    /// The scheduler found nothing to do and has not found work since.
-    idle: Cell<bool>,
-    /// `PROCESSOR_STILL_IDLE` was raised since the PE last waited.
-    still_idle_raised: Cell<bool>,
-    /// When the current idle period began, once something needed to know.
-    idle_since: Cell<Option<Instant>>,
-    /// Signal counts this PE has raised its conditions for.
-    signals_seen: [Cell<u64>; 2],
-    /// A quiescence detection started for `Condition::QUIESCENCE` is running.
-    quiescence_armed: Cell<bool>,
-    /// Timers set on this PE so far (see the module invariants).
-    timers_set: Cell<u64>,
-    /// Timers taken out of the heap to fire so far.
-    timers_fired: Cell<u64>,
-}
 
 impl CcdState {
     pub fn new() -> CcdState {
@@ -138,14 +105,6 @@ impl CcdState {
             timers_fired: Cell::new(0),
         }
     }
-}
-
-/// A pending [`call_fn_after`]; ordered so the heap's top is the earliest
-/// (ties by registration order).
-struct Timer {
-    due: Instant,
-    seq: u64,
-    callback: Box<dyn FnOnce(f64)>,
 }
 
 impl PartialEq for Timer {
@@ -399,7 +358,7 @@ pub(crate) fn poll(pe: &Pe, now: Instant) -> bool {
     if !due.is_empty() {
         let wall = crate::proc::timer::wall_timer();
         for timer in due {
-            let _handler = pe.enter_handler();
+            let _handler = pe.sched.enter_handler();
             (timer.callback)(wall);
         }
         ran = true;

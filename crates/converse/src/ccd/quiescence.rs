@@ -96,87 +96,13 @@
 //!
 //! The per-PE state is touched only by the PE's thread; detection is driven
 //! by system messages (`cmi::system`).
-use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
 
-use crate::cmi::spantree::SpanningTree;
+use crate::ccd::state::{FirstWave, Requester, Root, Wave};
 use crate::msg::message::Message;
 use crate::msg::message::MessageRaw as _;
 use crate::msg::system::{self, Kind, Reader};
+use crate::proc::spantree::SpanningTree;
 use crate::rt::pe::{self, Pe};
-
-/// A wave being collected on this PE.
-struct Wave {
-    id: u64,
-    /// Children that have not replied yet.
-    waiting: usize,
-    created: u64,
-    processed: u64,
-    /// Every PE of the subtree replied from an idle wait (not from an
-    /// empty poll).
-    strict: bool,
-}
-
-/// A detection request, as PE 0 keeps it.
-struct Requester {
-    pe: usize,
-    token: u64,
-    /// A once-only question (see `check_once`).
-    once: bool,
-    /// The last wave started when the request reached PE 0. A pair of waves
-    /// answers only requests that came in before its first wave started:
-    /// what a later requester did just before asking may have escaped the
-    /// pair's counts.
-    joined_after: u64,
-}
-
-/// A balanced first wave.
-struct FirstWave {
-    id: u64,
-    created: u64,
-    processed: u64,
-    strict: bool,
-}
-
-/// PE 0's view of the detection.
-#[derive(Default)]
-struct Root {
-    /// Callbacks to answer.
-    requesters: Vec<Requester>,
-    running: bool,
-    /// The number of the last wave started (waves run one at a time).
-    next_wave: u64,
-    /// The last balanced wave, while the second wave of its pair runs.
-    first_wave: Option<FirstWave>,
-    /// A failed wave is to be retried when PE 0 is next idle.
-    retry: bool,
-}
-
-/// One PE's part in quiescence detection (`Pe::qd`); touched only by this
-/// module and the PE's own thread.
-#[derive(Default)]
-pub(crate) struct QdState {
-    /// Messages this PE created (sent or enqueued).
-    created: Cell<u64>,
-    /// Messages this PE processed (handed to a handler or consumed by the
-    /// runtime).
-    processed: Cell<u64>,
-    /// Quiescence detection has something to do when this PE is next idle
-    /// (outside every handler).
-    due: Cell<bool>,
-    protocol: RefCell<Protocol>,
-}
-
-/// Where this PE is in the protocol: its requests and the wave it is in.
-#[derive(Default)]
-struct Protocol {
-    /// Callbacks waiting on this PE, by token; called with whether the job
-    /// was found quiescent.
-    callbacks: HashMap<u64, Box<dyn FnOnce(bool)>>,
-    next_token: u64,
-    wave: Option<Wave>,
-    root: Root,
-}
 
 /// Quiescence detection callbacks waiting on `pe` (for the watchdog).
 pub(crate) fn waiting_callbacks(pe: &Pe) -> usize {

@@ -52,6 +52,7 @@ pub(crate) mod server;
 #[cfg(not(feature = "ccs"))]
 #[path = "no_server.rs"]
 pub(crate) mod server;
+mod server_error;
 
 use crate::sync::lock;
 use std::cell::RefCell;
@@ -63,6 +64,7 @@ use crate::msg::system::{self, Kind, Reader};
 use crate::rt::pe::{self, Pe};
 
 pub use merge::MergeFn;
+pub use server_error::ServerError;
 
 /// What a handler answers to a request.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use super::perf::Sample;
-use super::{Reply, Ticket};
+use super::{Reply, ServerError, Ticket};
 use crate::proc::args::ServerFlags;
 use crate::rt::job::Job;
 
@@ -35,8 +35,11 @@ impl ServerHandle {
 }
 
 /// Refuses: this build has no server.
-pub(crate) fn start(_job: &Arc<Job>, _flags: &ServerFlags) -> Result<Arc<ServerHandle>, String> {
-    Err("this build of converse has no CCS server (`++server` needs the `ccs` feature, on by default)".into())
+pub(crate) fn start(
+    _job: &Arc<Job>,
+    _flags: &ServerFlags,
+) -> Result<Arc<ServerHandle>, ServerError> {
+    Err(ServerError::NotBuilt)
 }
 
 pub(crate) fn stop(handle: &ServerHandle) {

@@ -108,6 +108,7 @@ use ccs_wire::{HASH_LEN, Incoming, Limits, Parsed, Request};
 use mio::net::{TcpListener, TcpStream};
 use mio::{Events, Interest, Poll, Token, Waker};
 
+use super::ServerError;
 use super::auth::{self, Guard};
 use super::kill_list::{self, Added, KillList};
 use super::perf::{Collector, Sample};
@@ -339,13 +340,28 @@ fn log(text: &str) {
 
 /// Starts the server of `job` as `flags` ask, prints the announcement and
 /// returns the handle (kept in the job's CCS state).
-pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHandle>, String> {
+/// A step `what` of the server's set-up failed with `e`.
+fn setup(what: &'static str) -> impl FnOnce(std::io::Error) -> ServerError {
+    move |e| ServerError::Setup {
+        what,
+        source: e.into(),
+    }
+}
+
+pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHandle>, ServerError> {
     let (keys, otp_lines) = match &flags.auth {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .map_err(|e| format!("++server-auth {path}: cannot read the auth file: {e}"))?;
-            ccs_wire::parse_auth_file(&text, auth::random_key)
-                .map_err(|e| format!("++server-auth {path}: {e}"))?
+            let text =
+                std::fs::read_to_string(path).map_err(|e| ServerError::AuthFileUnreadable {
+                    path: path.clone(),
+                    source: e.into(),
+                })?;
+            ccs_wire::parse_auth_file(&text, auth::random_key).map_err(|cause| {
+                ServerError::AuthFile {
+                    path: path.clone(),
+                    cause,
+                }
+            })?
         }
         None => Default::default(),
     };
@@ -355,30 +371,30 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
     let ip: IpAddr = match &flags.bind {
         Some(addr) => addr
             .parse()
-            .map_err(|_| format!("++server-bind {addr}: not an IP address"))?,
+            .map_err(|_| ServerError::NotAnAddress(addr.clone()))?,
         None if !guard.accepts_plain() => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
         None => IpAddr::V4(Ipv4Addr::LOCALHOST),
     };
-    let listener = TcpListener::bind(SocketAddr::new(ip, flags.port))
-        .map_err(|e| format!("CCS server: cannot listen on {ip} port {}: {e}", flags.port))?;
+    let listener =
+        TcpListener::bind(SocketAddr::new(ip, flags.port)).map_err(|e| ServerError::Listen {
+            ip,
+            port: flags.port,
+            source: e.into(),
+        })?;
     // mio listens with a backlog of 128: a thousand clients connecting at
     // once overflow it, and each overflowed SYN costs its client a 1 s
     // retransmit. Listening again only changes the backlog (capped by
     // net.core.somaxconn).
-    rustix::net::listen(&listener, LISTEN_BACKLOG)
-        .map_err(|e| format!("CCS server: listen: {e}"))?;
-    let addr = listener
-        .local_addr()
-        .map_err(|e| format!("CCS server: {e}"))?;
+    rustix::net::listen(&listener, LISTEN_BACKLOG).map_err(|e| setup("listen")(e.into()))?;
+    let addr = listener.local_addr().map_err(setup("its address"))?;
     if !ip.is_loopback() && guard.accepts_plain() {
         log(&format!(
             "WARNING: the server listens on {ip} without authentication (no auth file, or no key for level 0): anyone who can reach port {} can run this job's CCS handlers",
             addr.port()
         ));
     }
-    let poll = Poll::new().map_err(|e| format!("CCS server: epoll: {e}"))?;
-    let waker =
-        Waker::new(poll.registry(), WAKER).map_err(|e| format!("CCS server: waker: {e}"))?;
+    let poll = Poll::new().map_err(setup("epoll"))?;
+    let waker = Waker::new(poll.registry(), WAKER).map_err(setup("waker"))?;
     let handle = Arc::new(ServerHandle {
         events: Mutex::new(Vec::new()),
         direct: Mutex::new(HashMap::new()),
@@ -419,7 +435,7 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
         .poll
         .registry()
         .register(&mut server.listener, LISTENER, Interest::READABLE)
-        .map_err(|e| format!("CCS server: {e}"))?;
+        .map_err(setup("register"))?;
     let shown_ip = match addr.ip() {
         IpAddr::V4(v4) if !v4.is_unspecified() => v4,
         _ => Ipv4Addr::LOCALHOST,
@@ -447,7 +463,7 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
                 handle.abandon();
             }
         })
-        .map_err(|e| format!("CCS server: cannot start its thread: {e}"))?;
+        .map_err(setup("cannot start its thread"))?;
     *lock(&handle.thread) = Some(thread);
     *lock(&RUNNING) = Some(Arc::downgrade(&handle));
     tracing::info!(

@@ -54,6 +54,8 @@ use std::sync::Arc;
 
 use super::CommHandle;
 use super::spantree::SpanningTree;
+use crate::cmi::state::Deferred;
+pub(crate) use crate::cmi::state::GroupInfo;
 use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{FLAG_MCAST, Message};
 use crate::msg::system::{self, Kind, Reader};
@@ -77,14 +79,6 @@ impl Group {
     pub fn from_id(id: u32) -> Group {
         Group(id)
     }
-}
-
-/// A group's members, as its creator listed them.
-pub(crate) struct GroupInfo {
-    pub pes: Vec<usize>,
-    /// (PE, position in `pes`), sorted by PE: `position`'s index (a
-    /// binary search; half the memory of a hash map).
-    by_pe: Box<[(u32, u32)]>,
 }
 
 impl GroupInfo {
@@ -128,22 +122,6 @@ impl GroupDefs {
         let mut by_id = crate::sync::lock(&defs.by_id);
         Arc::clone(by_id.entry(gid).or_insert_with(|| Arc::new(make())))
     }
-}
-
-/// Work waiting for a group's definition.
-type Deferred = Box<dyn FnOnce(&Pe, &[usize])>;
-
-/// One PE's groups.
-#[derive(Default)]
-pub(crate) struct Groups {
-    /// Groups whose definition this PE has.
-    known: HashMap<u32, Arc<GroupInfo>>,
-    /// Groups this PE established.
-    established: u32,
-    /// Multicast copies that arrived before their group's definition.
-    pending: HashMap<u32, Vec<Message>>,
-    /// Group reductions called before the group's definition arrived.
-    deferred: HashMap<u32, Vec<Deferred>>,
 }
 
 /// Aborts unless `pes` names distinct PEs of the job.
@@ -239,16 +217,18 @@ pub(crate) fn on_definition(pe: &Pe, msg: &Message) {
         }
     }
     for work in deferred {
-        work(pe, &info.pes);
+        work(&info.pes);
     }
 }
 
 /// Runs `work` with group `gid`'s members now, or when its definition
 /// arrives. Aborts if `pe` created `gid` and never established it.
-pub(crate) fn with_members(pe: &Pe, gid: u32, work: Deferred) {
+pub(crate) fn with_members(pe: &Pe, gid: u32, work: impl FnOnce(&Pe, &[usize]) + 'static) {
     if let Some(info) = lookup(pe, gid) {
         return work(pe, &info.pes);
     }
+    // Deferred, it runs on this PE's thread, which is this PE then.
+    let work: Deferred = Box::new(move |members| pe::with(|pe| work(pe, members)));
     let creator = creator_of(pe, gid);
     if creator == pe.pe {
         unknown_group(gid, pe.pe);
@@ -282,7 +262,7 @@ pub fn group_members(group: Group) -> Option<Vec<usize>> {
 /// arrives. A group nobody established ends the job, naming it. Libraries
 /// build group operations on it (the C API's `CmiGroupReduceStruct`).
 pub fn when_group_known(group: Group, work: impl FnOnce(&[usize]) + 'static) {
-    pe::with(|pe| with_members(pe, group.id(), Box::new(move |_, pes| work(pes))))
+    pe::with(|pe| with_members(pe, group.id(), move |_, pes| work(pes)))
 }
 
 /// The creator of a group is asked whether it exists (see [`with_members`]).

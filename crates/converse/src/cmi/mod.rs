@@ -41,6 +41,7 @@ pub mod reduce;
 pub(crate) mod route;
 pub(crate) mod send;
 pub mod spantree;
+pub(crate) mod state;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -48,17 +49,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{MSG_HEADER_SIZE, Message};
 use crate::rt::pe;
-
-/// The calling PE's collective state: groups it knows, multicasts waiting for
-/// a group's definition, and reductions in progress. Touched only by the PE's
-/// own thread.
-#[derive(Default)]
-pub(crate) struct CollState {
-    groups: std::cell::RefCell<group::Groups>,
-    reductions: std::cell::RefCell<reduce::Reductions>,
-    /// The node's table of node reductions, once this PE has used it.
-    node_reductions: std::cell::OnceCell<Arc<node_reduce::NodeTable>>,
-}
 
 /// Tells whether an asynchronous send has finished with its buffer
 /// (`CmiCommHandle`).

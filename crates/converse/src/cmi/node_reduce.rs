@@ -39,7 +39,7 @@
 //! table.
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use serde::Serialize;
@@ -50,6 +50,8 @@ use super::reduce::{
     id_reply, make_key, message_finish, parse_id_reply, send_result, stamped, struct_finish,
 };
 use super::spantree::SpanningTree;
+pub(crate) use crate::cmi::state::NodeTable;
+use crate::cmi::state::{NodeDeposit as Deposit, NodeInProgress as InProgress};
 use crate::msg::message::Message;
 use crate::msg::system::{self, Kind, Reader};
 use crate::proc::exit::abort;
@@ -80,51 +82,12 @@ impl NodeReductionId {
     }
 }
 
-/// Merges the children's contributions into the node's own (see
-/// `super::reduce`); `Send`, since another PE of the node may run it.
-type Finish = Box<dyn FnOnce(Option<Message>, Vec<Message>) -> Message + Send>;
-
-/// The node's own part in a reduction, once one of its PEs has called.
-struct Deposit {
-    form: Form,
-    /// The PE that called (for error messages).
-    by: usize,
-    /// The first PE of the parent node; `None` on node 0.
-    parent: Option<usize>,
-    /// The child nodes, in tree order.
-    children: Vec<usize>,
-    local: Option<Message>,
-    finish: Finish,
-}
-
-struct InProgress {
-    deposit: Option<Deposit>,
-    /// Child nodes' contributions, in arrival order.
-    arrived: Vec<Message>,
-}
-
 impl InProgress {
     fn is_complete(&self) -> bool {
         self.deposit
             .as_ref()
             .is_some_and(|d| d.children.len() == self.arrived.len())
     }
-}
-
-#[derive(Default)]
-struct State {
-    next_order: u32,
-    next_global: u32,
-    /// Dynamic IDs handed out (node 0 only).
-    next_dynamic: u32,
-    active: HashMap<u32, InProgress>,
-}
-
-/// One node's reductions in progress (see the module comment).
-#[derive(Default)]
-pub(crate) struct NodeTable {
-    state: Mutex<State>,
-    in_progress: AtomicUsize,
 }
 
 /// Every node's table in this process, by node number: a job subsystem.

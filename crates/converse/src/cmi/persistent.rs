@@ -62,7 +62,7 @@
 //!
 //! PE-local (`Cell`, `RefCell`); the receiving side's shared state is
 //! `rt::persistent`'s.
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::rc::{Rc, Weak};
 
 use crate::msg::message::{MSG_HEADER_SIZE, Message};
@@ -70,6 +70,9 @@ use crate::msg::system::{self, Kind, Reader};
 use crate::rt::pe::{self, Pe};
 use crate::rt::persistent::{MAX_CHANNEL_BYTES, receivers};
 
+use crate::cmi::state::Handle;
+pub use crate::cmi::state::PersistentHandle;
+pub(crate) use crate::cmi::state::Using;
 pub use crate::rt::persistent::buffers_per_channel;
 
 /// The longest message, header included, that a persistent handle sends
@@ -77,30 +80,6 @@ pub use crate::rt::persistent::buffers_per_channel;
 /// less than a channel's (module comment, "Small messages"). Measured over
 /// shm, in turns with the ordinary send (docs/benchmarks.md).
 pub const MIN_CHANNEL_MESSAGE: usize = 4 << 10;
-
-/// A sender's end of a persistent channel (`PersistentHandle`): made by
-/// [`create_persistent`] or [`register_receive_persistent`], used through
-/// [`use_persistent`], ended by [`PersistentHandle::destroy`]. Cheap to
-/// clone (clones are the same handle); belongs to the PE that made it.
-#[derive(Clone)]
-pub struct PersistentHandle(Rc<Handle>);
-
-struct Handle {
-    /// Names the handle in its PE's `PersistentOpen` exchange.
-    id: u64,
-    dest_pe: usize,
-    max_bytes: usize,
-    /// The destination is a PE of another process (only then does a
-    /// channel save anything: see the module comment).
-    remote: bool,
-    /// The channel's number in the destination's process; 0 until known.
-    channel: Cell<u32>,
-    /// The channel was made for this handle alone (`create_persistent`):
-    /// `destroy` closes it. A receiver's channel (registered from a
-    /// `PersistentReq`, maybe by several senders) stays open.
-    closes: bool,
-    destroyed: Cell<bool>,
-}
 
 impl std::fmt::Debug for PersistentHandle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -158,19 +137,6 @@ impl PersistentReq {
             max_bytes: usize::try_from(u64::from_le_bytes(b[12..].try_into().ok()?)).ok()?,
         })
     }
-}
-
-/// A PE's persistent handles (a field of its send state).
-#[derive(Default)]
-pub(crate) struct Using {
-    /// [`use_persistent`] named some handles: the one check on every send.
-    on: Cell<bool>,
-    /// The handles it named.
-    handles: RefCell<Vec<PersistentHandle>>,
-    /// Every handle the PE made and did not destroy (for
-    /// [`destroy_all_persistent`] and the `PersistentOpened` answers).
-    made: RefCell<Vec<Weak<Handle>>>,
-    next_id: Cell<u64>,
 }
 
 impl Using {

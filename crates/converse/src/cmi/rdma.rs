@@ -647,7 +647,7 @@ impl Slot {
                 });
             }
             if crate::cth::Thread::current().is_main_flow() {
-                crate::csd::schedule_count(1);
+                crate::rt::reentry::run_count(1);
             } else {
                 crate::cth::yield_now();
             }

@@ -60,16 +60,18 @@
 //! deposit (once it has called) and the children's contributions that have
 //! arrived (possibly before it called). The state is touched only by the
 //! PE's thread, and no borrow of it is held while a merge function runs.
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::group::{self, Group, check_list};
 use super::spantree::SpanningTree;
+pub(super) use crate::cmi::state::Form;
+pub(crate) use crate::cmi::state::KeyHasher;
+use crate::cmi::state::{Children, Deposit, InProgress};
 use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{FLAG_REDUCE, FLAG_REDUCE_STRUCT, Message};
 use crate::msg::system::{self, Kind, Reader};
@@ -135,12 +137,6 @@ pub(super) fn describe(key: u32) -> String {
     }
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Form {
-    Message,
-    Struct,
-}
-
 impl Form {
     pub(super) fn of_flags(flags: u32) -> Form {
         if flags & FLAG_REDUCE_STRUCT != 0 {
@@ -163,34 +159,6 @@ impl Form {
             Form::Struct => "the struct form",
         }
     }
-}
-
-/// Merges the children's contributions (in tree order) into the PE's own
-/// (its message, in the message form).
-type Finish = Box<dyn FnOnce(Option<Message>, Vec<Message>) -> Message>;
-
-/// A PE's own part in a reduction, once it has called.
-struct Deposit {
-    form: Form,
-    digest: u32,
-    parent: Option<usize>,
-    children: Children,
-    /// The PE's own message (the message form; `None` in the struct form,
-    /// whose value `finish` holds). Kept apart from `finish`, so that a
-    /// merge that captures nothing, the usual one, boxes without an
-    /// allocation.
-    local: Option<Message>,
-    finish: Finish,
-}
-
-/// The PEs whose contributions a deposit waits for, in tree order.
-enum Children {
-    /// `me`'s children in the whole job's `tree` (PE numbers are tree
-    /// members): computed when asked, so a reduction over all PEs, the
-    /// common case, allocates no list.
-    Tree { tree: SpanningTree, me: usize },
-    /// Listed (a reduction over a PE list or a group).
-    List(Vec<usize>),
 }
 
 impl Children {
@@ -229,12 +197,6 @@ impl Children {
     }
 }
 
-struct InProgress {
-    deposit: Option<Deposit>,
-    /// Children's contributions, in arrival order.
-    arrived: Vec<Message>,
-}
-
 impl InProgress {
     /// This PE has deposited and every child has contributed.
     fn is_complete(&self) -> bool {
@@ -242,18 +204,6 @@ impl InProgress {
             .as_ref()
             .is_some_and(|d| d.children.len() == self.arrived.len())
     }
-}
-
-/// One PE's reductions.
-#[derive(Default)]
-pub(crate) struct Reductions {
-    next_order: u32,
-    next_global: u32,
-    /// Dynamic IDs handed out (PE 0 only).
-    next_dynamic: u32,
-    active: HashMap<u32, InProgress, BuildHasherDefault<KeyHasher>>,
-    /// A stall check is under way (see the module comment).
-    stall_check_pending: bool,
 }
 
 /// How long a PE with a reduction in progress sits idle before it checks
@@ -357,13 +307,6 @@ fn stall_report(pe: &Pe) -> Option<String> {
     report += ". The PEs disagree on the reduction IDs (or call order), or some PE never joined";
     Some(report)
 }
-
-/// Hashes reduction keys: they are distinct small integers made by this
-/// runtime, not attacker-chosen, so a multiply (Fibonacci hashing) spreads
-/// them well enough and costs far less than the default SipHash on the
-/// per-message path.
-#[derive(Default)]
-pub(crate) struct KeyHasher(u64);
 
 impl Hasher for KeyHasher {
     fn finish(&self) -> u64 {
@@ -866,11 +809,9 @@ where
 {
     pe::with(|pe| {
         let msg = stamped(pe, msg);
-        group::with_members(
-            pe,
-            group.id(),
-            Box::new(move |pe, pes| deposit_message(pe, id.0, Members::List(pes), msg, merge)),
-        );
+        group::with_members(pe, group.id(), move |pe, pes| {
+            deposit_message(pe, id.0, Members::List(pes), msg, merge)
+        });
     })
 }
 
@@ -883,13 +824,9 @@ where
     M: FnOnce(T, Vec<T>) -> T + 'static,
 {
     pe::with(|pe| {
-        group::with_members(
-            pe,
-            group.id(),
-            Box::new(move |pe, pes| {
-                deposit_struct(pe, id.0, Members::List(pes), data, merge, dest)
-            }),
-        );
+        group::with_members(pe, group.id(), move |pe, pes| {
+            deposit_struct(pe, id.0, Members::List(pes), data, merge, dest)
+        });
     })
 }
 

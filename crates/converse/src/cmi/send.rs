@@ -28,22 +28,6 @@ use crate::rt::network::BORROWED_SEND_MIN;
 use crate::rt::pe::Pe;
 use crate::rt::persistent::FLAG_PERSISTENT;
 
-/// A PE's send-path state; touched only by this module.
-#[derive(Default)]
-pub(crate) struct SendState {
-    /// A send is waiting for room on the network (`throttle`).
-    waiting: Cell<bool>,
-    /// Messages to other processes were posted and not yet flushed: the
-    /// next look for work writes them (`next_pe_arrival`).
-    net_posted: Cell<bool>,
-    /// A poll of the network moved bytes since the idle wait last asked
-    /// (`take_net_moved`; see `csd::idle`, "Patience while bytes move").
-    net_moved: Cell<bool>,
-    /// The persistent handles the PE made and the ones its sends use
-    /// (`cmi::persistent`).
-    pub(crate) persistent: crate::cmi::persistent::Using,
-}
-
 impl Pe {
     /// Sends `msg` (a user message, header to be stamped) to PE `dest`,
     /// counting it for quiescence detection.
@@ -224,7 +208,7 @@ impl Pe {
             }
             return;
         }
-        if self.handler_depth() > 0 {
+        if self.sched.handler_depth() > 0 {
             return;
         }
         self.send.waiting.set(true);
@@ -291,7 +275,7 @@ impl Pe {
     #[cold]
     #[inline(never)]
     fn trace_send(&self, dest: usize, node: bool, msg: &mut Message) {
-        let user = crate::csd::is_user_message(msg) && msg.src_pe() == self.pe;
+        let user = is_user_message(msg) && msg.src_pe() == self.pe;
         self.trace_send_numbered(dest, node, user, msg);
     }
 
@@ -392,4 +376,11 @@ impl Drop for ResetOnDrop<'_> {
     fn drop(&mut self) {
         self.0.set(false);
     }
+}
+
+/// True for a user message (one a program sent, runtime flags clear): the
+/// messages the trace numbers and draws arrows for.
+#[inline]
+pub(crate) fn is_user_message(m: &Message) -> bool {
+    m.header().flags == 0
 }

@@ -6,16 +6,7 @@
 //! job's branching factor (`++spantree-branch K`, default 4).
 
 pub use crate::proc::spantree::{DEFAULT_BRANCH, SpanningTree};
-use crate::rt::pe::{self, Pe};
-
-impl Pe {
-    /// The job's branching factor (`++spantree-branch`, else
-    /// [`DEFAULT_BRANCH`]).
-    #[inline]
-    pub(crate) fn branch(&self) -> usize {
-        self.job.config.branch.unwrap_or(DEFAULT_BRANCH)
-    }
-}
+use crate::rt::pe;
 
 /// The job's branching factor (`++spantree-branch`, default 4).
 pub fn spanning_tree_branch() -> usize {

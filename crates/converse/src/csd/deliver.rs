@@ -20,7 +20,7 @@
 //! Runs on the PE's own thread; other threads only push to its inboxes and
 //! wake it (see `rt::job`, `csd::idle`).
 use crate::csd::idle::Patience;
-use crate::cth::Task;
+use crate::csd::state::Task;
 use crate::msg::message::MessageRaw as _;
 use crate::msg::message::{
     ARRIVAL_FLAGS, FLAG_BUNDLE, FLAG_NO_QD, Message, SPECIAL_DELIVERY_FLAGS,
@@ -273,23 +273,6 @@ impl Pe {
         queue.dequeue()
     }
 
-    /// True if an arrived message waits (stash, released, inbox, self-sends,
-    /// node inbox or node queue, or held for a random draw): what the
-    /// scheduler takes before its own queue.
-    #[inline]
-    pub fn has_arrivals(&self) -> bool {
-        let node = &self.job.node(self.node);
-        !self.sched.stash.borrow().is_empty()
-            || !self.sched.ready.borrow().is_empty()
-            || !self.sched.self_queue.is_empty()
-            // SAFETY: as in `next_fresh_arrival`: the owning PE's thread is
-            // the inbox's single consumer.
-            || !(unsafe { self.shared().inbox.is_empty() })
-            || !node.inbox.is_empty()
-            || node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0
-            || self.sched.shuffle.as_ref().is_some_and(|s| !s.is_empty())
-    }
-
     /// True if another thread has made work visible to this PE (what an idle
     /// PE polls for), or the job is ending.
     pub fn has_incoming(&self) -> bool {
@@ -389,12 +372,6 @@ impl Pe {
         self.sched.served_outside.set(true);
     }
 
-    /// Counts a handler (or a callback run like one) as running on this PE
-    /// while the returned guard lives.
-    pub fn enter_handler(&self) -> HandlerRunning<'_> {
-        HandlerRunning::enter(self)
-    }
-
     /// Runs the handler of `msg`, which it then owns, and returns true.
     /// Bundles are unpacked into the stash instead (their sub-messages run
     /// next, in order, each counted when it runs) and return false. An
@@ -408,7 +385,7 @@ impl Pe {
         if self.trace.on() {
             return self.deliver_traced(msg);
         }
-        let _running = HandlerRunning::enter(self);
+        let _running = self.sched.enter_handler();
         let flags = msg.header().flags;
         if flags & SPECIAL_DELIVERY_FLAGS != 0 {
             return self.deliver_special(msg, flags);
@@ -425,7 +402,7 @@ impl Pe {
     #[cold]
     #[inline(never)]
     fn deliver_traced(&self, msg: Message) -> bool {
-        let _running = HandlerRunning::enter(self);
+        let _running = self.sched.enter_handler();
         let flags = msg.header().flags;
         if flags & SPECIAL_DELIVERY_FLAGS != 0 {
             return self.deliver_special(msg, flags);
@@ -578,32 +555,5 @@ fn take_flow(msg: &mut Message) -> Flow {
             seq: std::mem::take(&mut h.coll),
         },
         _ => NO_FLOW,
-    }
-}
-
-/// True for a user message (one a program sent, runtime flags clear): the
-/// messages the trace numbers and draws arrows for.
-#[inline]
-pub(crate) fn is_user_message(m: &Message) -> bool {
-    m.header().flags == 0
-}
-
-/// Counts a delivery in progress on a PE while it lives (unwinding
-/// included).
-pub(crate) struct HandlerRunning<'a>(&'a Pe);
-
-impl<'a> HandlerRunning<'a> {
-    fn enter(pe: &'a Pe) -> HandlerRunning<'a> {
-        pe.sched.handler_depth.set(pe.sched.handler_depth.get() + 1);
-        HandlerRunning(pe)
-    }
-}
-
-impl Drop for HandlerRunning<'_> {
-    fn drop(&mut self) {
-        self.0
-            .sched
-            .handler_depth
-            .set(self.0.sched.handler_depth.get() - 1);
     }
 }

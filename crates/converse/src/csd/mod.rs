@@ -48,10 +48,11 @@
 mod answer;
 pub mod cqs;
 mod deliver;
-pub(crate) use deliver::is_user_message;
-mod fifo;
+use crate::cmi::send::is_user_message;
+pub(crate) mod fifo;
 pub(crate) mod idle;
-mod shuffle;
+pub(crate) mod shuffle;
+pub(crate) mod state;
 use shuffle::Shuffle;
 
 /// A seed for `+randomized_msgq` made from `word` (scrambled, and kept
@@ -60,11 +61,9 @@ pub(crate) fn seed_from(word: u64) -> u64 {
     shuffle::mix(word) >> 11
 }
 
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
 use std::sync::Arc;
 
-use crate::cth::Task;
+use crate::csd::state::Task;
 use crate::msg::Message;
 use crate::msg::message::{FLAG_BUNDLE, FLAG_REDUCE, FLAG_SYSTEM};
 use crate::rt::pe::{self, Pe};
@@ -80,48 +79,8 @@ const POLLED_MESSAGE_MAX: usize = 16 << 10;
 
 /// Flags of messages that are the runtime's, not a user handler's.
 const RUNTIME_FLAGS: u32 = FLAG_SYSTEM | FLAG_REDUCE;
+pub(crate) use crate::csd::state::SchedState;
 pub use cqs::{BitPrio, Cqs, PrioError, PrioRef, Queueing};
-
-/// A PE's scheduler state (`Pe::sched`). Its fields are this module's
-/// (and `deliver`'s); the other subsystems of the machine go through the
-/// methods below.
-pub(crate) struct SchedState {
-    /// Messages this PE sent to itself, in order.
-    self_queue: fifo::LocalFifo<Message>,
-    /// Arrived messages set aside (by `deliver_specific_msg`, or unpacked
-    /// from a bundle); they run before anything else.
-    stash: RefCell<VecDeque<Message>>,
-    /// Arrived messages that routing held back and has since released (a
-    /// multicast that came before its group's definition), and small ones
-    /// the network handed this PE while it polled (`rt::network`,
-    /// "Delivery to the polling PE"); taken before the inbox, so they keep
-    /// their place among arrivals.
-    ready: RefCell<VecDeque<Message>>,
-    /// A message the network received for this PE while its thread polled
-    /// was put in `ready` since the last [`Pe::take_polled`].
-    polled: Cell<bool>,
-    /// The PE's scheduler queue (`CsdEnqueue*`): messages and awakened
-    /// threads.
-    queue: RefCell<Cqs<Task>>,
-    /// Handlers (and runtime deliveries) running on this PE, nested ones
-    /// included.
-    handler_depth: Cell<u32>,
-    /// Bumped by `exit_scheduler` while a scheduler runs; every scheduler
-    /// call running then (each compares with its value at entry) stops once
-    /// control is back in it, as in Converse.
-    stop_gen: Cell<u64>,
-    /// Scheduler calls running on this PE (nested ones included).
-    sched_depth: Cell<u32>,
-    /// `exit_scheduler` was called while no scheduler ran: the next one
-    /// started returns at once.
-    stop_pending: Cell<bool>,
-    /// `+randomized_msgq`: the arrivals held for a random draw.
-    shuffle: Option<Shuffle>,
-    /// This PE has run work from outside the job (a CCS request) since
-    /// its last idle wait: the next one parks after the quick polls
-    /// (`idle::Patience::Brief`). Cleared by that wait.
-    served_outside: Cell<bool>,
-}
 
 impl SchedState {
     /// PE `pe`'s scheduler state (of `num_pes`); `msgq_seed`: the order
@@ -145,32 +104,6 @@ impl SchedState {
 }
 
 impl Pe {
-    /// Handlers running on this PE (nested ones included).
-    #[inline]
-    pub(crate) fn handler_depth(&self) -> u32 {
-        self.sched.handler_depth.get()
-    }
-
-    /// Scheduler calls running on this PE (nested ones included).
-    #[inline]
-    pub(crate) fn sched_depth(&self) -> u32 {
-        self.sched.sched_depth.get()
-    }
-
-    /// Sets both depths: a user-level thread carries its own handler and
-    /// scheduler nesting, which `cth` puts in place as it switches.
-    #[inline]
-    pub(crate) fn set_depths(&self, handler: u32, sched: u32) {
-        self.sched.handler_depth.set(handler);
-        self.sched.sched_depth.set(sched);
-    }
-
-    /// How many times `exit_scheduler` stopped running schedulers.
-    #[inline]
-    pub(crate) fn stop_gen(&self) -> u64 {
-        self.sched.stop_gen.get()
-    }
-
     /// Appends `msg` to this PE's self-send queue.
     #[inline(always)]
     pub(crate) fn push_self(&self, mut msg: Message) {
@@ -308,21 +241,6 @@ impl Pe {
         self.sched.polled.replace(false)
     }
 
-    /// Puts `task` in this PE's scheduler queue, counted as created for
-    /// quiescence detection by the caller.
-    #[inline]
-    pub(crate) fn enqueue_task(&self, task: Task, queueing: Queueing) {
-        self.sched.queue.borrow_mut().enqueue(task, queueing);
-    }
-
-    /// The PE's scheduler queue, borrowed mutably (for `cth`'s direct
-    /// switch, which swaps its front). The caller runs no handler while it
-    /// holds it.
-    #[inline]
-    pub(crate) fn queue_mut(&self) -> std::cell::RefMut<'_, Cqs<Task>> {
-        self.sched.queue.borrow_mut()
-    }
-
     /// Messages waiting in the PE's queue and its self-send queue (and
     /// those held for a random draw).
     pub(crate) fn sched_backlog(&self) -> usize {
@@ -458,6 +376,16 @@ fn run_steps(pe: &Pe, budget: Budget<'_>) -> usize {
 /// loop that stands in for a suspended main flow.
 pub(crate) fn run_until(pe: &Pe, done: &dyn Fn() -> bool) {
     run(pe, Budget::Until(done));
+}
+
+/// Sets up the scheduler's part of a new PE: the floors below it (a
+/// suspending main flow, a one-sided wait) reach it through
+/// `rt::reentry`.
+pub(crate) fn init_pe(_me: &Pe) {
+    crate::rt::reentry::install(crate::rt::reentry::Scheduler {
+        run_until,
+        run_count: schedule_count,
+    });
 }
 
 /// Puts back the PE's `sched_allows_direct` when a scheduler call ends.

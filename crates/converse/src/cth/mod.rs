@@ -74,17 +74,24 @@ mod event;
 mod heap;
 pub mod migrate;
 pub(crate) mod stack;
+pub(crate) mod state;
 
-use std::any::Any;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
-use corosensei::{Coroutine, CoroutineResult, Yielder};
+use corosensei::{CoroutineResult, Yielder};
 
-use crate::csd::Queueing;
+use crate::csd::cqs::Queueing;
 use crate::proc::exit::abort;
 use crate::rt::pe::{self, Pe};
 
+pub(crate) use crate::csd::state::Task;
+pub(crate) use crate::cth::state::CthState;
+pub(crate) use crate::cth::state::Switch;
+pub use crate::cth::state::Thread;
+use crate::cth::state::{
+    Co, Depths, Inner, IsoStack, LiveEntry, LiveThreads, StackOwner, State, Strategy,
+};
 pub use ctv::Ctv;
 pub use event::{Event, sleep};
 pub use heap::{ThreadHeap, on_thread_heap};
@@ -98,148 +105,13 @@ pub const DEFAULT_STACK_SIZE: usize = 256 << 10;
 /// this before [`Thread::create`].
 pub const MAX_STACK_SIZE: usize = crate::proc::args::MAX_STACK;
 
-/// What a suspending coroutine asks its trampoline to do.
-pub(crate) enum Switch {
-    /// Go back to the scheduler (or whoever resumed the chain).
-    Suspend,
-    /// Resume this thread next.
-    Transfer(Thread),
-}
 // One pointer (the variant without data takes the null niche): every switch
 // moves one through corosensei. A move (`migrate::migrate_self`) is a
 // `Suspend` with the thread's `migrate_to` set.
 const _: () = assert!(std::mem::size_of::<Switch>() == std::mem::size_of::<usize>());
 
-/// A thread's coroutine. Its stack is a [`stack::StackView`] (bounds
-/// only; the memory is the thread's [`StackOwner`]), so that a suspended
-/// one is plain data (see `migrate`).
-type Co = Coroutine<(), Switch, (), stack::StackView>;
-
-/// The memory of a thread's stack.
-enum StackOwner {
-    /// From the PE's pool, back to it when the thread ends.
-    Pooled(corosensei::stack::DefaultStack),
-    /// An isomalloc block (a migratable thread's), its lowest page a guard
-    /// page; freed when the thread ends, packed when it moves.
-    Iso(IsoStack),
-}
-
-/// A migratable thread's stack block: freed when dropped (a packed one is
-/// forgotten instead: it left the process).
-struct IsoStack {
-    block: usize,
-    len: usize,
-}
-
-/// Where a thread is in its life.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum State {
-    /// Created, never run.
-    New,
-    /// On the call chain (running, or resumed something that runs).
-    Running,
-    /// Suspended; may be awakened or resumed.
-    Suspended,
-    /// Returned or freed; may not run again.
-    Finished,
-    /// Packed to move to another PE ([`Thread::pack`]): this handle is
-    /// spent; the thread lives on where it was unpacked.
-    Moved,
-}
-
-/// A user-level thread (`CthThread`): a handle, cheap to clone, compared by
-/// identity. A thread lives on one PE; a migratable one can be packed and
-/// moved to another ([`migrate`]), which spends this handle.
-///
-/// The manual's `CthThread` is a pointer to an opaque `CthThreadStruct`;
-/// here both are this handle.
-#[doc(alias = "CthThread")]
-#[doc(alias = "CthThreadStruct")]
-#[derive(Clone)]
-pub struct Thread(Rc<Inner>);
-
-/// An awaken function of [`Thread::set_strategy`].
-type AwakenFn = Box<dyn Fn(&Thread, Queueing)>;
-
-/// The awaken and choose functions of [`Thread::set_strategy`].
-struct Strategy {
-    awaken: AwakenFn,
-    choose: Box<dyn Fn() -> Thread>,
-}
-
-struct Inner {
-    /// Unique on the PE; for messages.
-    id: u64,
-    pe: usize,
-    /// The coroutine; `None` for a flow without one (main, stand-ins) and
-    /// while the thread runs.
-    co: RefCell<Option<Co>>,
-    /// The coroutine's stack memory (`None` for a flow without one, and
-    /// once given back). Declared after `co`: a coroutine dropped
-    /// unfinished unwinds on this memory first.
-    stack: RefCell<Option<StackOwner>>,
-    /// The thread last suspended through its own call of [`suspend`] (or
-    /// `migrate_self`), nothing of the runtime's held across the switch:
-    /// it may be packed.
-    clean: Cell<bool>,
-    /// A migratable thread's heap (`heap`): its header's address, 0 until
-    /// its first allocation.
-    heap: Cell<usize>,
-    /// The thread is inside `heap::on_thread_heap`.
-    heap_on: Cell<bool>,
-    /// The thread suspended to move to this PE (`migrate::migrate_self`).
-    migrate_to: Cell<Option<usize>>,
-    /// Whether this thread has a coroutine at all.
-    native: bool,
-    /// The coroutine's yielder, set when its body starts. Valid while the
-    /// coroutine has not finished (it lives on the coroutine's stack).
-    yielder: Cell<*const Yielder<(), Switch>>,
-    /// Requested stack size (the pool's key).
-    stack_size: usize,
-    /// The stack's guard page, for the overflow report.
-    guard: (usize, usize),
-    /// Where the thread is in its PE's `live` slab (`NO_SLOT` if not).
-    slot: Cell<usize>,
-    /// Handler and scheduler depths the thread had when it last suspended
-    /// (above its resumer's); see `Depths`.
-    depths: Cell<Depths>,
-    migratable: bool,
-    state: Cell<State>,
-    /// A token for it is in the scheduler queue.
-    queued: Cell<bool>,
-    /// `free` was called: destroy it when it next suspends.
-    free_pending: Cell<bool>,
-    /// A flow without a coroutine was awakened or resumed while suspended.
-    resumed: Cell<bool>,
-    /// The user's "next" field (`CthSetNext`).
-    next: RefCell<Option<Thread>>,
-    strategy: RefCell<Option<Rc<Strategy>>>,
-    /// Thread-private variables (`Ctv`), by slot.
-    pub(crate) locals: RefCell<Vec<Option<Rc<dyn Any>>>>,
-}
-
 /// `Inner::slot` of a thread not in `LiveThreads`.
 const NO_SLOT: usize = usize::MAX;
-
-/// A slab of the PE's unfinished coroutine threads: O(1) insert and
-/// remove, slots reused.
-#[derive(Default)]
-struct LiveThreads {
-    entries: Vec<Option<LiveEntry>>,
-    free: Vec<usize>,
-}
-
-/// How the PE holds an unfinished thread.
-enum LiveEntry {
-    /// Never run: weakly (dropping its last handle frees it; nothing ran
-    /// on its stack).
-    New(std::rc::Weak<Inner>),
-    /// Started: strongly, until it finishes, moves, or the PE ends. Its
-    /// stack may hold guards of the PE's state (a handler's depth), which
-    /// only unwind correctly as that thread (`as_thread`): dropping its
-    /// last handle must not unwind it from wherever that happens.
-    Started(Rc<Inner>),
-}
 
 impl LiveThreads {
     fn insert(&mut self, t: LiveEntry) -> usize {
@@ -286,41 +158,6 @@ impl Pe {
     pub(crate) fn replace_direct_yields(&self, allows: bool) -> bool {
         self.cth.sched_allows_direct.replace(allows)
     }
-}
-
-/// A PE's thread state (a field of `Pe`).
-pub(crate) struct CthState {
-    /// The thread whose code runs now.
-    current: RefCell<Thread>,
-    /// The flow that entered the PE.
-    main: Thread,
-    /// Stand-in threads not in use.
-    standins: RefCell<Vec<Thread>>,
-    stacks: RefCell<stack::StackPool>,
-    next_id: Cell<u64>,
-    /// The PE's handler depth when the running thread was last resumed: a
-    /// deeper one means a handler runs on top of the thread.
-    block_base: Cell<u32>,
-    /// The PE runs its start function in normal mode (no blocking).
-    in_start: Cell<bool>,
-    /// The scheduler loop running now lets threads yield directly to each
-    /// other (it does not count deliveries).
-    sched_allows_direct: Cell<bool>,
-    /// The running thread was resumed by such a scheduler, so a yield may
-    /// switch directly (see `direct_yield`).
-    direct_ok: Cell<bool>,
-    /// Direct yields since control was last back in the scheduler.
-    direct_streak: Cell<u32>,
-    /// The PE's `stop_gen` when the scheduler resumed the running chain: a
-    /// change means `exit_scheduler` was called, and the scheduler must get
-    /// control back.
-    direct_gen: Cell<u64>,
-    /// The PE's unfinished coroutine threads (a slab indexed by
-    /// `Inner::slot`), so that teardown can unwind the suspended ones (see
-    /// [`unwind_suspended`]). A thread leaves it when it finishes, moves,
-    /// or (never run) is dropped; a started one is held strongly (see
-    /// `LiveEntry`).
-    live: RefCell<LiveThreads>,
 }
 
 impl CthState {
@@ -630,7 +467,7 @@ impl Thread {
         }
         pe::with(|pe| {
             pe.count_created(1);
-            pe.enqueue_task(Task::Thread(self.clone()), queueing);
+            pe.sched.enqueue(Task::Thread(self.clone()), queueing);
         });
     }
 
@@ -742,12 +579,6 @@ impl Thread {
     }
 }
 
-/// Work in a PE's scheduler queue: a message or an awakened thread.
-pub(crate) enum Task {
-    Message(crate::msg::Message),
-    Thread(Thread),
-}
-
 /// Stops the running thread until it is awakened or resumed (`CthSuspend`);
 /// control goes to the next task of the scheduler, or to the thread its
 /// choose function names (see [`Thread::set_strategy`]). A thread that called
@@ -842,7 +673,7 @@ fn direct_yield(pe: &Pe, me: &Thread) -> bool {
         || !pe.cth.direct_ok.get()
         || me.0.strategy.borrow().is_some()
         || me.0.queued.get()
-        || pe.stop_gen() != pe.cth.direct_gen.get()
+        || pe.sched.stop_gen() != pe.cth.direct_gen.get()
         || pe.job.is_exiting()
         || pe.has_arrivals()
     {
@@ -859,7 +690,7 @@ fn direct_yield(pe: &Pe, me: &Thread) -> bool {
         return false;
     }
     let next = {
-        let mut queue = pe.queue_mut();
+        let mut queue = pe.sched.queue_mut();
         if queue.is_empty() {
             // Nothing else to run: the scheduler would resume us at once.
             None
@@ -903,7 +734,7 @@ pub fn yield_prio(queueing: Queueing) {
 pub fn check_can_block(what: &str) {
     pe::with(|pe| {
         let me = pe.cth.current();
-        let in_handler = pe.handler_depth() > pe.cth.block_base.get();
+        let in_handler = pe.sched.handler_depth() > pe.cth.block_base.get();
         let in_start = me == pe.cth.main && pe.cth.in_start.get();
         if in_handler || in_start {
             let place = if in_handler {
@@ -963,7 +794,7 @@ fn suspend_main_flow(pe: &Pe, me: &Thread) {
         }
     }
     let _back = Back(pe, Some(previous), standin);
-    crate::csd::run_until(pe, &|| me.0.resumed.get());
+    crate::rt::reentry::run_until(pe, &|| me.0.resumed.get());
     me.0.resumed.set(false);
 }
 
@@ -989,7 +820,7 @@ pub(crate) fn run_token(pe: &Pe, t: Thread) {
         DirectState {
             ok: pe.cth.sched_allows_direct.get(),
             streak: 0,
-            stop_gen: pe.stop_gen(),
+            stop_gen: pe.sched.stop_gen(),
         }
         .apply(pe);
         run(pe, t);
@@ -1063,22 +894,11 @@ impl Drop for Resumed<'_> {
     }
 }
 
-/// The PE-wide counters a thread may leave raised when it suspends inside a
-/// handler or a nested scheduler call (their guards live on its stack).
-/// They are the thread's own: saved with it when it suspends, the resumer's
-/// put back, and re-applied on top of the next resumer's when it resumes.
-#[derive(Clone, Copy, Default, PartialEq, Eq)]
-struct Depths {
-    handler: u32,
-    sched: u32,
-    allows_direct: bool,
-}
-
 impl Depths {
     fn of(pe: &Pe) -> Depths {
         Depths {
-            handler: pe.handler_depth(),
-            sched: pe.sched_depth(),
+            handler: pe.sched.handler_depth(),
+            sched: pe.sched.sched_depth(),
             allows_direct: pe.cth.sched_allows_direct.get(),
         }
     }
@@ -1097,7 +917,7 @@ impl Depths {
     }
 
     fn apply(self, pe: &Pe) {
-        pe.set_depths(self.handler, self.sched);
+        pe.sched.set_depths(self.handler, self.sched);
         pe.cth.sched_allows_direct.set(self.allows_direct);
     }
 }

@@ -40,13 +40,41 @@ pub const MAX_CPU: usize = libc::CPU_SETSIZE as usize - 1;
 /// any host has is a typo.
 const MAX_PEMAP_LEN: usize = libc::CPU_SETSIZE as usize;
 
+/// Why a `+pemap` list is none.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PemapError {
+    /// An item that is no processor number from 0 to `MAX_CPU`.
+    NotAProcessor(String),
+    /// `A-B:0`.
+    ZeroStride(String),
+    /// `B-A` with `B` above `A`.
+    Backwards(String),
+    /// More processors than a CPU set holds.
+    TooMany,
+}
+
+impl std::fmt::Display for PemapError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PemapError::NotAProcessor(s) => {
+                write!(f, "`{s}` is no processor number from 0 to {MAX_CPU}")
+            }
+            PemapError::ZeroStride(item) => write!(f, "`{item}`: a stride of 0"),
+            PemapError::Backwards(item) => write!(f, "`{item}`: the range runs backwards"),
+            PemapError::TooMany => write!(f, "more than {MAX_PEMAP_LEN} processors"),
+        }
+    }
+}
+
+impl std::error::Error for PemapError {}
+
 /// The processors a `+pemap` list names, in order, or why it is no list.
-pub fn parse_pemap(text: &str) -> Result<Vec<usize>, String> {
-    let number = |s: &str| -> Result<usize, String> {
+pub fn parse_pemap(text: &str) -> Result<Vec<usize>, PemapError> {
+    let number = |s: &str| -> Result<usize, PemapError> {
         s.parse::<usize>()
             .ok()
             .filter(|&n| n <= MAX_CPU)
-            .ok_or_else(|| format!("`{s}` is no processor number from 0 to {MAX_CPU}"))
+            .ok_or_else(|| PemapError::NotAProcessor(s.to_string()))
     };
     let mut cpus = Vec::new();
     for item in text.split(',') {
@@ -54,7 +82,7 @@ pub fn parse_pemap(text: &str) -> Result<Vec<usize>, String> {
             Some((r, s)) => {
                 let s = number(s)?;
                 if s == 0 {
-                    return Err(format!("`{item}`: a stride of 0"));
+                    return Err(PemapError::ZeroStride(item.to_string()));
                 }
                 (r, s)
             }
@@ -68,11 +96,11 @@ pub fn parse_pemap(text: &str) -> Result<Vec<usize>, String> {
             }
         };
         if last < first {
-            return Err(format!("`{item}`: the range runs backwards"));
+            return Err(PemapError::Backwards(item.to_string()));
         }
         cpus.extend((first..=last).step_by(stride));
         if cpus.len() > MAX_PEMAP_LEN {
-            return Err(format!("more than {MAX_PEMAP_LEN} processors"));
+            return Err(PemapError::TooMany);
         }
     }
     Ok(cpus)
@@ -239,7 +267,15 @@ mod tests {
         for bad in ["", "a", "3-1", "0-4:0", "1,,2", "0-3:2.1", "99999"] {
             assert!(parse_pemap(bad).is_err(), "{bad}");
         }
-        assert!(parse_pemap(&format!("0-{MAX_CPU},0")).is_err());
+        assert_eq!(parse_pemap("3-1"), Err(PemapError::Backwards("3-1".into())));
+        assert_eq!(
+            parse_pemap("0-4:0").unwrap_err().to_string(),
+            "`0-4:0`: a stride of 0"
+        );
+        assert_eq!(
+            parse_pemap(&format!("0-{MAX_CPU},0")),
+            Err(PemapError::TooMany)
+        );
     }
 
     #[test]

@@ -3,9 +3,12 @@
 //! layer of a multi-process job (`network`), the launcher's side of
 //! start-up (`launch`) and start-up itself.
 //!
-//! A module here may use `proc`, `msg`, `net`, `sync` and the scheduler's
-//! leaves (`csd::cqs`, `csd::idle`); never `cmi`, `csd`, `cth`, `ccd` or
-//! `ccs` (the layering test in `tests/layering.rs` checks it).
+//! A module here may use `proc`, `msg`, `net`, `sync`, the leaves of the
+//! scheduler and of threads (`csd::cqs`, `csd::idle`, `cth::stack`…) and
+//! the subsystems' state types (`cmi::state`…); never `cmi`, `csd`, `cth`,
+//! `ccd` or `ccs` themselves (the layering test in `tests/layering.rs`
+//! checks it). What must run the scheduler from below it does so through
+//! `reentry`.
 pub mod globals;
 pub mod handle;
 pub(crate) mod handlers;
@@ -21,6 +24,7 @@ pub(crate) mod pe;
 pub(crate) mod persistent;
 pub(crate) mod process_tree;
 pub mod random;
+pub(crate) mod reentry;
 #[cfg(test)]
 mod scale_model;
 pub(crate) mod watchdog;

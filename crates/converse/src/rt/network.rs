@@ -110,6 +110,7 @@
 //! it.
 use crate::sync::lock;
 use std::collections::{HashMap, HashSet};
+use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, Weak};
 use std::thread::JoinHandle;
@@ -240,7 +241,104 @@ struct State {
 
 /// Where the process layer gets a peer's business card from (the job's
 /// bootstrap): process number to card, or why not.
-pub(crate) type CardSource = Box<dyn Fn(usize) -> Result<String, String> + Send + Sync>;
+pub(crate) type CardSource =
+    Box<dyn Fn(usize) -> Result<String, crate::rt::launch::BootstrapError> + Send + Sync>;
+
+/// Why this process's network could not be set up, or a peer's business
+/// card could not be had or read: the module set-up of start-up
+/// (`++netmod`, `++lmt`, a module's own start), and the business-card
+/// exchange of a VC's first use. Names the process where one is
+/// concerned.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NetworkError {
+    /// `++netmod` names no module of this build.
+    UnknownModule {
+        /// The name given.
+        name: String,
+        /// The names this build takes.
+        available: Vec<&'static str>,
+    },
+    /// `++lmt` names no large-message mode.
+    UnknownLmt {
+        /// The name given.
+        name: String,
+    },
+    /// A network module could not start (`net_module_init`).
+    ModuleInit {
+        /// The module's name, as `++netmod` spells it.
+        module: &'static str,
+        /// The module's error (naming the peer, if one is concerned).
+        source: NetError,
+    },
+    /// Process `peer`'s business card could not be had from the bootstrap.
+    Card {
+        /// The process whose card was asked for.
+        peer: usize,
+        /// The bootstrap's error.
+        source: crate::rt::launch::BootstrapError,
+    },
+    /// Process `peer`'s business card has no part for the module that
+    /// reaches it.
+    CardPart {
+        /// The process whose card it is.
+        peer: usize,
+        /// The card.
+        card: String,
+        /// The module's card prefix (`tcp:`, `shm:`).
+        prefix: String,
+    },
+}
+
+impl fmt::Display for NetworkError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NetworkError::UnknownModule { name, available } => {
+                // The one module a build may lack: say which feature brings
+                // it.
+                let missing = if name == "mpi" && !available.contains(&"mpi") {
+                    "; the mpi module needs a build with the mpi feature"
+                } else {
+                    ""
+                };
+                write!(
+                    f,
+                    "unknown network module `{name}` (this build has: {}{missing})",
+                    available.join(", ")
+                )
+            }
+            NetworkError::UnknownLmt { name } => {
+                write!(f, "++lmt {name}: no such large-message mode")
+            }
+            NetworkError::ModuleInit { source, .. } => source.fmt(f),
+            NetworkError::Card { source, .. } => source.fmt(f),
+            NetworkError::CardPart { card, prefix, .. } => {
+                write!(f, "its business card `{card}` has no `{prefix}` part")
+            }
+        }
+    }
+}
+
+impl std::error::Error for NetworkError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            NetworkError::ModuleInit { source, .. } => Some(source),
+            NetworkError::Card { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl NetworkError {
+    /// The process the error concerns, if one.
+    pub fn process(&self) -> Option<usize> {
+        match self {
+            NetworkError::ModuleInit { source, .. } => source.peer,
+            NetworkError::Card { peer, .. } | NetworkError::CardPart { peer, .. } => Some(*peer),
+            _ => None,
+        }
+    }
+}
 
 /// The modules of a process, and which one carries the VC to each peer.
 pub(crate) struct Links<M> {
@@ -827,16 +925,22 @@ impl Upcalls for Shared {
     }
 
     fn peer_card(&self, peer: usize, prefix: &str) -> Result<String, NetError> {
-        let card = (self.cards)(peer).map_err(|why| NetError::peer(peer, why))?;
-        card.split(',')
-            .find(|part| part.starts_with(prefix))
-            .map(str::to_string)
-            .ok_or_else(|| {
-                NetError::peer(
+        // The module interface carries its faults as `NetError`s: the
+        // typed error is said in its words.
+        let card = (self.cards)(peer).map_err(|source| {
+            NetError::peer(peer, NetworkError::Card { peer, source }.to_string())
+        })?;
+        match card.split(',').find(|part| part.starts_with(prefix)) {
+            Some(part) => Ok(part.to_string()),
+            None => {
+                let e = NetworkError::CardPart {
                     peer,
-                    format!("its business card `{card}` has no `{prefix}` part"),
-                )
-            })
+                    prefix: prefix.to_string(),
+                    card,
+                };
+                Err(NetError::peer(peer, e.to_string()))
+            }
+        }
     }
 
     fn room(&self) -> bool {
@@ -1424,6 +1528,59 @@ mod tests {
         assert_eq!(check_trace_piece(0, 800, 200, 1000), Ok(()));
     }
     use super::*;
+
+    #[test]
+    fn network_errors_read_as_start_up_said_and_chain_to_their_cause() {
+        use crate::rt::launch::BootstrapError;
+        use std::error::Error as _;
+        let e = NetworkError::UnknownModule {
+            name: "carrier-pigeon".into(),
+            available: vec!["shm", "tcp", "auto"],
+        };
+        assert_eq!(
+            e.to_string(),
+            "unknown network module `carrier-pigeon` (this build has: shm, tcp, auto)"
+        );
+        assert!(e.source().is_none() && e.process().is_none());
+        let e = NetworkError::UnknownModule {
+            name: "mpi".into(),
+            available: vec!["shm", "tcp", "auto"],
+        };
+        assert!(
+            e.to_string()
+                .ends_with("; the mpi module needs a build with the mpi feature)"),
+            "{e}"
+        );
+        let fault = NetError::peer(2, "tcp: cannot listen");
+        let e = NetworkError::ModuleInit {
+            module: "tcp",
+            source: fault.clone(),
+        };
+        assert_eq!(e.to_string(), "process 2: tcp: cannot listen");
+        assert_eq!(e.source().unwrap().downcast_ref::<NetError>(), Some(&fault));
+        assert_eq!(e.process(), Some(2));
+        let why = BootstrapError::CardTimeout { peer: 4, secs: 9 };
+        let e = NetworkError::Card {
+            peer: 4,
+            source: why.clone(),
+        };
+        assert_eq!(e.to_string(), why.to_string());
+        assert_eq!(
+            e.source().unwrap().downcast_ref::<BootstrapError>(),
+            Some(&why)
+        );
+        assert_eq!(e.process(), Some(4));
+        let e = NetworkError::CardPart {
+            peer: 1,
+            card: "shm:x:1:0".into(),
+            prefix: "tcp:".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "its business card `shm:x:1:0` has no `tcp:` part"
+        );
+        assert_eq!(e.process(), Some(1));
+    }
 
     #[test]
     fn handler_tables_round_trip_and_malformed_ones_are_refused() {

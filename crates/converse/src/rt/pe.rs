@@ -4,11 +4,12 @@
 //!
 //! `Pe` is context, not behaviour (DESIGN.md §3, rule 1): it holds one state
 //! type per subsystem (`SendState`, `SchedState`, `CollState`, `QdState`,
-//! `CthState`, `CcdState`), whose fields only the defining module sees; the
-//! subsystem adds its behaviour as `impl Pe` in its own module (the send
+//! `CthState`, `CcdState`), each defined in its subsystem's `state` module
+//! on the floor below this one, with fields only that subsystem sees; the
+//! subsystem adds its behaviour as `impl Pe` in its own modules (the send
 //! path in `cmi::send`, the pass order, idle wait and delivery in
 //! `csd::deliver`, quiescence counting in `ccd::quiescence`). This module
-//! calls no subsystem function.
+//! names no subsystem above `rt` and calls no subsystem function.
 //!
 //! # Invariants
 //!
@@ -25,13 +26,11 @@ use std::sync::Arc;
 
 use super::job::{Job, PeShared, SharedValue};
 // The subsystems' state types (DESIGN.md §3, rule 1: the context names
-// state, not behaviour): the only names this module takes from above.
-use crate::ccd::CcdState;
-use crate::ccd::quiescence::QdState;
-use crate::cmi::CollState;
-use crate::cmi::send::SendState;
-use crate::csd::SchedState;
-use crate::cth::CthState;
+// state, not behaviour), from the floor below this one.
+use crate::ccd::state::{CcdState, QdState};
+use crate::cmi::state::{CollState, SendState};
+use crate::csd::state::SchedState;
+use crate::cth::state::CthState;
 use crate::msg::handler::HandlerTable;
 
 /// How the thread came to be a PE; decides what "leave now" means.
@@ -149,6 +148,32 @@ impl Pe {
             random: Default::default(),
             job,
         }
+    }
+
+    /// The job's branching factor of spanning trees (`++spantree-branch`,
+    /// else `proc::spantree::DEFAULT_BRANCH`): the trees broadcasts,
+    /// reductions and quiescence detection travel along.
+    #[inline]
+    pub fn branch(&self) -> usize {
+        self.job
+            .config
+            .branch
+            .unwrap_or(crate::proc::spantree::DEFAULT_BRANCH)
+    }
+
+    /// True if an arrived message waits (set aside, released, self-sent,
+    /// held for a random draw, or in the PE's inbox, its node's inbox or its
+    /// node's queue): what the scheduler takes before its own queue, and
+    /// what a yielding thread (`cth`) leaves the scheduler to.
+    #[inline]
+    pub fn has_arrivals(&self) -> bool {
+        let node = &self.job.node(self.node);
+        self.sched.has_held_arrivals()
+            // SAFETY: this PE's own thread (the only one with a `&Pe`) is
+            // its inbox's single consumer, as `csd::deliver` relies on.
+            || !(unsafe { self.shared().inbox.is_empty() })
+            || !node.inbox.is_empty()
+            || node.queue_len.load(std::sync::atomic::Ordering::Acquire) > 0
     }
 
     /// What other threads may touch of this PE (its inbox and idle

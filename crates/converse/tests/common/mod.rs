@@ -68,3 +68,17 @@ pub fn kill_notice(listener: &std::net::TcpListener) -> Vec<u8> {
     notice.read_to_end(&mut bytes).unwrap();
     bytes
 }
+
+/// The harness's name of test `name` in the module whose `module_path!()`
+/// is `module` (`runtime::io` and `child_entry` give `io::child_entry`): what
+/// a test that re-executes its binary for one child test passes to
+/// `--exact`. Leaked: a test asks a few times.
+pub fn test_path(module: &str, name: &str) -> &'static str {
+    let below_crate = module.split_once("::").map_or("", |(_, m)| m);
+    let path = if below_crate.is_empty() {
+        name.to_string()
+    } else {
+        format!("{below_crate}::{name}")
+    };
+    Box::leak(path.into_boxed_str())
+}

@@ -55,7 +55,7 @@ use std::time::{Duration, Instant};
 
 use launch_wire::{Card, Nonce, ToLauncher, ToProcess};
 
-use super::{Bootstrap, Placement};
+use super::{Bootstrap, BootstrapError, Placement};
 
 /// True once the process is ending on purpose: the launcher's end of stream
 /// is then no fault.
@@ -108,7 +108,7 @@ enum Reading {
     /// The `launcher` thread, from `joined` on.
     Watcher,
     /// Nobody, and nobody will: why (no connection yet, or it ended).
-    Over(String),
+    Over(BootstrapError),
 }
 
 impl Lookups {
@@ -127,7 +127,7 @@ impl Lookups {
 
     /// Nothing reads the connection any more, because of `why`: every
     /// wait ends.
-    fn over(&self, why: String) {
+    fn over(&self, why: BootstrapError) {
         self.table().reading = Reading::Over(why);
         self.changed.notify_all();
     }
@@ -180,9 +180,17 @@ impl LineReader {
 
     /// The line read, if it is one the protocol knows.
     fn parsed(&self) -> Option<ToProcess> {
-        std::str::from_utf8(&self.line)
-            .ok()
-            .and_then(|l| ToProcess::parse(l).ok())
+        self.parse().ok()
+    }
+
+    /// The line read as the protocol's, or the error for a line that is
+    /// not one (with the protocol's parse error underneath, if it is
+    /// text).
+    fn parse(&self) -> Result<ToProcess, BootstrapError> {
+        match std::str::from_utf8(&self.line) {
+            Ok(l) => ToProcess::parse(l).map_err(|e| unexpected(&self.line, Some(e))),
+            Err(_) => Err(unexpected(&self.line, None)),
+        }
     }
 
     /// Sets how long the next reads may wait (`None`: for ever).
@@ -193,10 +201,12 @@ impl LineReader {
     }
 }
 
-/// The placement `convrun` gave this process, if it started it.
-pub(super) fn placement() -> Result<Option<Placement>, String> {
-    let Some(wire) = launch_wire::Placement::from_env(|name| std::env::var(name).ok())
-        .map_err(|e| e.to_string())?
+/// The placement `convrun` gave this process, if it started it (`var`
+/// reads the environment).
+pub(super) fn placement(
+    var: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Placement>, BootstrapError> {
+    let Some(wire) = launch_wire::Placement::from_env(var).map_err(BootstrapError::Environment)?
     else {
         return Ok(None);
     };
@@ -236,7 +246,10 @@ impl Convrun {
             lookups: Arc::new(Lookups {
                 table: Mutex::new(Table {
                     asked: HashMap::new(),
-                    reading: Reading::Over("the business card was not published yet".into()),
+                    reading: Reading::Over(BootstrapError::Connection {
+                        what: "the business card was not published yet".into(),
+                        source: None,
+                    }),
                 }),
                 changed: Condvar::new(),
             }),
@@ -261,13 +274,11 @@ impl Convrun {
         mut table: MutexGuard<'a, Table>,
         peer: usize,
         deadline: Instant,
-    ) -> (MutexGuard<'a, Table>, Result<String, String>) {
+    ) -> (MutexGuard<'a, Table>, Result<String, BootstrapError>) {
         let lookups = &*self.lookups;
-        let waited = || {
-            format!(
-                "no answer from the launcher within {} s (++timeout) to the request for process {peer}'s business card",
-                self.timeout.as_secs()
-            )
+        let waited = || BootstrapError::CardTimeout {
+            peer,
+            secs: self.timeout.as_secs(),
         };
         loop {
             if let Some(card) = table.asked.get(&peer).and_then(|a| a.card.clone()) {
@@ -276,7 +287,10 @@ impl Convrun {
             let left = deadline.saturating_duration_since(Instant::now());
             match &mut table.reading {
                 Reading::Over(why) => {
-                    let why = format!("cannot learn process {peer}'s business card: {why}");
+                    let why = BootstrapError::Card {
+                        peer,
+                        cause: Box::new(why.clone()),
+                    };
                     return (table, Err(why));
                 }
                 _ if left.is_zero() => return (table, Err(waited())),
@@ -315,7 +329,7 @@ enum Failed {
     /// The caller's deadline passed (the reader stays usable).
     TimedOut,
     /// The connection is no use any more: why.
-    Over(String),
+    Over(BootstrapError),
 }
 
 /// Reads one line during start-up, for at most `left`, and hands a `card`
@@ -323,26 +337,19 @@ enum Failed {
 fn read_answer(reader: &mut LineReader, left: Duration, lookups: &Lookups) -> Result<(), Failed> {
     reader
         .set_timeout(Some(left))
-        .map_err(|e| Failed::Over(format!("launcher socket: {e}")))?;
+        .map_err(|e| Failed::Over(BootstrapError::io("launcher socket", e)))?;
     match reader.next() {
-        Ok(Got::Line) => match reader.parsed() {
-            Some(ToProcess::Card { node, card }) => {
+        Ok(Got::Line) => match reader.parse() {
+            Ok(ToProcess::Card { node, card }) => {
                 lookups.answered(node, card);
                 Ok(())
             }
-            Some(ToProcess::Abort(text)) => Err(Failed::Over(format!(
-                "the launcher ended the job during start-up: {}",
-                text.trim_end()
-            ))),
-            _ => Err(Failed::Over(unexpected(&reader.line))),
+            Ok(ToProcess::Abort(text)) => Err(Failed::Over(ended_the_job(&text))),
+            Ok(_) => Err(Failed::Over(unexpected(&reader.line, None))),
+            Err(e) => Err(Failed::Over(e)),
         },
-        Ok(Got::End) => Err(Failed::Over(
-            "the launcher closed the connection during start-up".into(),
-        )),
-        Ok(Got::Overlong) => Err(Failed::Over(format!(
-            "unexpected line from the launcher: longer than {} bytes",
-            ToProcess::MAX_LEN
-        ))),
+        Ok(Got::End) => Err(Failed::Over(closed())),
+        Ok(Got::Overlong) => Err(Failed::Over(overlong())),
         Err(e)
             if matches!(
                 e.kind(),
@@ -353,33 +360,44 @@ fn read_answer(reader: &mut LineReader, left: Duration, lookups: &Lookups) -> Re
         {
             Err(Failed::TimedOut)
         }
-        Err(e) => Err(Failed::Over(format!("cannot read from the launcher: {e}"))),
+        Err(e) => Err(Failed::Over(BootstrapError::io(
+            "cannot read from the launcher",
+            e,
+        ))),
     }
 }
 
 impl Bootstrap for Convrun {
-    fn publish(&self, place: &Placement, card: &str, deadline: Instant) -> Result<(), String> {
+    fn publish(
+        &self,
+        place: &Placement,
+        card: &str,
+        deadline: Instant,
+    ) -> Result<(), BootstrapError> {
         let me = place.node;
-        let card =
-            Card::new(card).map_err(|e| format!("cannot send the business card `{card}`: {e}"))?;
-        let mut link = connect(&self.launcher, deadline)
-            .map_err(|e| format!("cannot reach the launcher at {}: {e}", self.launcher))?;
+        let card = Card::new(card).map_err(|e| BootstrapError::Protocol {
+            what: format!("cannot send the business card `{card}`: {e}"),
+            source: Some(e),
+        })?;
+        let mut link = connect(&self.launcher, deadline).map_err(|e| {
+            BootstrapError::io(format!("cannot reach the launcher at {}", self.launcher), e)
+        })?;
         tracing::debug!(process = me, launcher = %self.launcher, "connected to the launcher");
+        let socket = |e| BootstrapError::io("launcher socket", e);
         // Short lines each way, some back to back: no Nagle delay.
-        link.set_nodelay(true)
-            .map_err(|e| format!("launcher socket: {e}"))?;
-        let mut reader = LineReader::new(
-            link.try_clone()
-                .map_err(|e| format!("launcher socket: {e}"))?,
-        );
+        link.set_nodelay(true).map_err(socket)?;
+        let mut reader = LineReader::new(link.try_clone().map_err(socket)?);
         reader
             .set_timeout(Some(deadline.saturating_duration_since(Instant::now())))
-            .map_err(|e| format!("launcher socket: {e}"))?;
+            .map_err(socket)?;
         let challenge = match read_from_launcher(&mut reader, place)? {
             ToProcess::Challenge(nonce) => nonce,
-            _ => return Err(unexpected(&reader.line)),
+            _ => return Err(unexpected(&reader.line, None)),
         };
-        let nonce = Nonce::generate().map_err(|e| format!("cannot draw a nonce: {e}"))?;
+        let nonce = Nonce::generate().map_err(|e| BootstrapError::Random {
+            what: "a nonce",
+            source: e.into(),
+        })?;
         let pid = std::process::id();
         let hello = ToLauncher::Hello {
             node: me,
@@ -391,47 +409,44 @@ impl Bootstrap for Convrun {
             nonce,
         };
         link.write_all(hello.encode().as_bytes())
-            .map_err(|e| format!("cannot write to the launcher: {e}"))?;
+            .map_err(|e| BootstrapError::io("cannot write to the launcher", e))?;
         match read_from_launcher(&mut reader, place)? {
             ToProcess::Welcome(proof)
                 if place.key.verify_welcome(&challenge, &nonce, me, &proof) => {}
             ToProcess::Welcome(_) => {
-                return Err(format!(
-                    "the launcher at {} does not prove the job key: not the job's launcher",
-                    self.launcher
-                ));
+                return Err(BootstrapError::Impostor {
+                    launcher: self.launcher.clone(),
+                });
             }
-            _ => return Err(unexpected(&reader.line)),
+            _ => return Err(unexpected(&reader.line, None)),
         }
         tracing::debug!(process = me, "the launcher proved the job key");
         // The start barrier: every process said hello.
         match read_from_launcher(&mut reader, place)? {
             ToProcess::Go => {}
-            ToProcess::Abort(text) => {
-                return Err(format!(
-                    "the launcher ended the job during start-up: {}",
-                    text.trim_end()
-                ));
-            }
-            _ => return Err(unexpected(&reader.line)),
+            ToProcess::Abort(text) => return Err(ended_the_job(&text)),
+            _ => return Err(unexpected(&reader.line, None)),
         }
         if self.writer.set(Arc::new(Mutex::new(link))).is_err() {
-            return Err("the business card was published twice".into());
+            return Err(BootstrapError::Twice(
+                "the business card was published twice",
+            ));
         }
         self.lookups.table().reading = Reading::Callers(Some(reader));
         Ok(())
     }
 
-    fn card_of(&self, peer: usize) -> Result<String, String> {
+    fn card_of(&self, peer: usize) -> Result<String, BootstrapError> {
         // A deadline beyond what `Instant` holds is no deadline.
         let deadline = Instant::now()
             .checked_add(self.timeout)
             .unwrap_or_else(|| Instant::now() + Duration::from_secs(100 * 365 * 86_400));
         let mut table = self.lookups.table();
         if let Reading::Over(why) = &table.reading {
-            return Err(format!(
-                "cannot learn process {peer}'s business card: {why}"
-            ));
+            return Err(BootstrapError::Card {
+                peer,
+                cause: Box::new(why.clone()),
+            });
         }
         let first = match table.asked.entry(peer) {
             Entry::Occupied(mut e) => {
@@ -453,7 +468,8 @@ impl Bootstrap for Convrun {
             let sent = self.say(&ToLauncher::WhoIs(peer));
             table = self.lookups.table();
             if let Err(e) = sent {
-                table.reading = Reading::Over(format!("cannot write to the launcher: {e}"));
+                table.reading =
+                    Reading::Over(BootstrapError::io("cannot write to the launcher", e));
                 self.lookups.changed.notify_all();
             }
         }
@@ -467,7 +483,7 @@ impl Bootstrap for Convrun {
         card
     }
 
-    fn joined(&self, place: &Placement) -> Result<(), String> {
+    fn joined(&self, place: &Placement) -> Result<(), BootstrapError> {
         let reader = {
             let mut table = self.lookups.table();
             loop {
@@ -486,12 +502,16 @@ impl Bootstrap for Convrun {
                             .wait(table)
                             .unwrap_or_else(|e| e.into_inner());
                     }
-                    Reading::Watcher => return Err("joined twice".into()),
-                    Reading::Over(why) => return Err(format!("cannot join: {why}")),
+                    Reading::Watcher => return Err(BootstrapError::Twice("joined twice")),
+                    Reading::Over(why) => {
+                        return Err(BootstrapError::NotJoined(Box::new(why.clone())));
+                    }
                 }
             }
         };
-        reader.set_timeout(None).map_err(|e| e.to_string())?;
+        reader
+            .set_timeout(None)
+            .map_err(|e| BootstrapError::io("launcher socket", e))?;
         let writer = self.writer.get().expect("published").clone();
         if LINK.set(writer).is_ok() {
             // A process that goes down only because another failed says so,
@@ -521,27 +541,56 @@ impl Bootstrap for Convrun {
 }
 
 /// Reads the launcher's next start-up line.
-fn read_from_launcher(reader: &mut LineReader, place: &Placement) -> Result<ToProcess, String> {
+fn read_from_launcher(
+    reader: &mut LineReader,
+    place: &Placement,
+) -> Result<ToProcess, BootstrapError> {
     match reader.next() {
-        Ok(Got::End) => Err("the launcher closed the connection during start-up".into()),
-        Ok(Got::Overlong) => Err(format!(
-            "unexpected line from the launcher: longer than {} bytes",
-            ToProcess::MAX_LEN
-        )),
-        Ok(Got::Line) => reader.parsed().ok_or_else(|| unexpected(&reader.line)),
-        Err(e) => Err(format!(
-            "no answer from the launcher within {} s: {e}",
-            place.timeout.as_secs()
+        Ok(Got::End) => Err(closed()),
+        Ok(Got::Overlong) => Err(overlong()),
+        Ok(Got::Line) => reader.parse(),
+        Err(e) => Err(BootstrapError::io(
+            format!(
+                "no answer from the launcher within {} s",
+                place.timeout.as_secs()
+            ),
+            e,
         )),
     }
 }
 
-/// The error for a line the launcher should not have sent then.
-fn unexpected(line: &[u8]) -> String {
-    format!(
-        "unexpected line from the launcher: {}",
-        launch_wire::shown(String::from_utf8_lossy(line).trim_end())
-    )
+/// The error for a line the launcher should not have sent then (`parsed`:
+/// why it does not parse, if it does not).
+fn unexpected(line: &[u8], parsed: Option<launch_wire::Error>) -> BootstrapError {
+    BootstrapError::Protocol {
+        what: format!(
+            "unexpected line from the launcher: {}",
+            launch_wire::shown(String::from_utf8_lossy(line).trim_end())
+        ),
+        source: parsed,
+    }
+}
+
+/// The error for a line longer than the protocol allows.
+fn overlong() -> BootstrapError {
+    BootstrapError::protocol(format!(
+        "unexpected line from the launcher: longer than {} bytes",
+        ToProcess::MAX_LEN
+    ))
+}
+
+/// The error for the launcher's end of stream during start-up.
+fn closed() -> BootstrapError {
+    BootstrapError::Connection {
+        what: "the launcher closed the connection during start-up".into(),
+        source: None,
+    }
+}
+
+/// The error for the launcher's `abort` during start-up (`text`, its
+/// reason).
+fn ended_the_job(text: &str) -> BootstrapError {
+    BootstrapError::Aborted(text.trim_end().to_string())
 }
 
 fn connect(addr: &str, deadline: Instant) -> std::io::Result<TcpStream> {
@@ -604,7 +653,10 @@ fn watch_launcher(mut reader: LineReader, lookups: Arc<Lookups>, me: usize) {
                     Ok(Got::End) | Err(_) => {
                         if ENDING.load(Ordering::Acquire) {
                             tracing::debug!(process = me, "the launcher closed the connection");
-                            lookups.over("the launcher closed the connection".into());
+                            lookups.over(BootstrapError::Connection {
+                                what: "the launcher closed the connection".into(),
+                                source: None,
+                            });
                             return;
                         }
                         die_lost(me, "the launcher (convrun) is gone");
@@ -623,7 +675,7 @@ fn watch_launcher(mut reader: LineReader, lookups: Arc<Lookups>, me: usize) {
     match spawned {
         Ok(_) => tracing::debug!(process = me, "watching the launcher connection"),
         Err(e) => {
-            let why = format!("cannot watch the launcher: {e}");
+            let why = BootstrapError::io("cannot watch the launcher", e);
             crate::proc::log::report!(ERROR, &format!("converse: process {me}: {why}"));
             lookups.over(why);
         }
@@ -765,7 +817,10 @@ mod tests {
     }
 
     /// `card_of` of every one of `peers` at once, each from its own thread.
-    fn ask_at_once(boot: &Convrun, peers: &[usize]) -> Vec<(usize, Result<String, String>)> {
+    fn ask_at_once(
+        boot: &Convrun,
+        peers: &[usize],
+    ) -> Vec<(usize, Result<String, BootstrapError>)> {
         std::thread::scope(|s| {
             let asking: Vec<_> = peers
                 .iter()
@@ -775,7 +830,7 @@ mod tests {
         })
     }
 
-    fn expect_cards(got: &[(usize, Result<String, String>)]) {
+    fn expect_cards(got: &[(usize, Result<String, BootstrapError>)]) {
         for (peer, card_of) in got {
             assert_eq!(
                 card_of.as_deref(),
@@ -783,6 +838,41 @@ mod tests {
                 "process {peer}"
             );
         }
+    }
+
+    /// A malformed `convrun` environment is an environment error naming
+    /// the variable, with the launch protocol's error underneath; no
+    /// `CONVERSE_LAUNCHER` is no placement.
+    #[test]
+    fn a_malformed_environment_is_an_environment_error() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                vars.iter()
+                    .find(|(k, _)| *k == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        assert!(matches!(placement(env(&[])), Ok(None)));
+        let err = placement(env(&[
+            ("CONVERSE_LAUNCHER", "127.0.0.1:9"),
+            ("CONVERSE_NODE", "3"),
+            ("CONVERSE_NODES", "2"),
+        ]))
+        .err()
+        .expect("refused");
+        assert_eq!(
+            err,
+            BootstrapError::Environment(launch_wire::Error::NodeNotBelowNodes {
+                node: 3,
+                nodes: 2
+            })
+        );
+        assert_eq!(
+            err.to_string(),
+            "CONVERSE_NODE 3 is not below CONVERSE_NODES 2"
+        );
+        let source = std::error::Error::source(&err).unwrap();
+        assert!(source.is::<launch_wire::Error>());
     }
 
     /// Cards are asked for one at a time, and every caller gets its own
@@ -823,6 +913,12 @@ mod tests {
         // (Its writing side only: what the process still writes is read.)
         conn.recv().unwrap().shutdown(Shutdown::Write).unwrap();
         let err = boot.card_of(3).unwrap_err();
+        assert!(
+            matches!(&err, BootstrapError::Card { peer: 3, cause }
+                if matches!(**cause, BootstrapError::Connection { source: None, .. })),
+            "{err:?}"
+        );
+        let err = err.to_string();
         assert!(err.contains("process 3") && err.contains("closed"), "{err}");
     }
 
@@ -842,6 +938,8 @@ mod tests {
             match peer {
                 5 => {
                     let err = card_of.unwrap_err();
+                    assert_eq!(err, BootstrapError::CardTimeout { peer: 5, secs: 1 });
+                    let err = err.to_string();
                     assert!(
                         err.contains("process 5's business card") && err.contains("within 1 s"),
                         "{err}"
@@ -852,7 +950,7 @@ mod tests {
         }
         assert!(boot.lookups.table().asked.is_empty());
         conn.recv().unwrap().shutdown(Shutdown::Write).unwrap();
-        let err = boot.card_of(0).unwrap_err();
+        let err = boot.card_of(0).unwrap_err().to_string();
         assert!(
             err.contains("process 0") && err.contains("closed the connection during start-up"),
             "{err}"

@@ -39,6 +39,7 @@
 //! before any PE exists. The bootstrap that joined is then reachable from
 //! any thread (`JOINED`) for the ending calls.
 mod convrun;
+mod error;
 mod modules;
 #[cfg(feature = "mpi")]
 mod mpi;
@@ -51,8 +52,10 @@ use std::time::{Duration, Instant};
 use crate::net::netmod::NetModule;
 use crate::proc::args::Config;
 use crate::proc::topology::Topology;
-use crate::rt::network::{Links, Network};
+use crate::rt::network::{Links, Network, NetworkError};
 use modules::{Init, Joining, MODULES};
+
+pub use error::{BootstrapError, IoCause, JoinError};
 
 /// Default start-up deadline (`++timeout`), seconds.
 pub const DEFAULT_TIMEOUT_SECS: u64 = launch_wire::DEFAULT_TIMEOUT_SECS;
@@ -63,14 +66,19 @@ pub(crate) trait Bootstrap: Send + Sync {
     /// Publishes `card` (this process's) and returns once every process
     /// of the job has published its own (the start barrier), by
     /// `deadline`.
-    fn publish(&self, place: &Placement, card: &str, deadline: Instant) -> Result<(), String>;
+    fn publish(
+        &self,
+        place: &Placement,
+        card: &str,
+        deadline: Instant,
+    ) -> Result<(), BootstrapError>;
     /// Process `peer`'s card, from any thread once [`Bootstrap::publish`]
     /// returned: what a network module connects by on its first send to
     /// `peer` (cards are learnt on demand, not all at start-up).
-    fn card_of(&self, peer: usize) -> Result<String, String>;
+    fn card_of(&self, peer: usize) -> Result<String, BootstrapError>;
     /// Start-up is over (every VC up): from now on the bootstrap watches
     /// for the job ending elsewhere, which ends this process.
-    fn joined(&self, place: &Placement) -> Result<(), String>;
+    fn joined(&self, place: &Placement) -> Result<(), BootstrapError>;
     /// The process is ending on purpose from now on (an end of the
     /// bootstrap's connections is no fault).
     fn ending(&self);
@@ -81,14 +89,14 @@ pub(crate) trait Bootstrap: Send + Sync {
 /// A bootstrap's look at the process's environment: its placement if it
 /// started the process, `None` if not, an error if it did but the
 /// environment is malformed.
-type Detect = fn(&Config) -> Result<Option<Placement>, String>;
+type Detect = fn(&Config) -> Result<Option<Placement>, BootstrapError>;
 
 /// The bootstraps of this build, tried in turn: the first that finds its
 /// environment places the process.
 /// With the `mpi` feature, MPI's comes before PMI-1's: the MPI library
 /// talks to the launcher itself.
 const BOOTSTRAPS: &[Detect] = &[
-    |_| convrun::placement(),
+    |_| convrun::placement(|name| std::env::var(name).ok()),
     #[cfg(feature = "mpi")]
     mpi::placement,
     pmi::placement,
@@ -129,7 +137,7 @@ pub(crate) struct Placement {
 }
 
 /// The placement a bootstrap gave this process, if one started it.
-pub(crate) fn placement(config: &Config) -> Result<Option<Placement>, String> {
+pub(crate) fn placement(config: &Config) -> Result<Option<Placement>, BootstrapError> {
     for detect in BOOTSTRAPS {
         if let Some(place) = detect(config)? {
             tracing::debug!(
@@ -150,11 +158,15 @@ pub(crate) fn placement(config: &Config) -> Result<Option<Placement>, String> {
 /// What the first process of a job started by an MPI or PMI launcher
 /// draws for all: the job key and the segment id (drawn apart: segment
 /// names are listable by anyone).
-pub(super) fn draw_job_secrets() -> Result<(launch_wire::JobKey, u64), String> {
-    let key =
-        launch_wire::JobKey::generate().map_err(|e| format!("cannot draw the job key: {e}"))?;
-    let nonce =
-        launch_wire::Nonce::generate().map_err(|e| format!("cannot draw the segment id: {e}"))?;
+pub(super) fn draw_job_secrets() -> Result<(launch_wire::JobKey, u64), BootstrapError> {
+    let key = launch_wire::JobKey::generate().map_err(|e| BootstrapError::Random {
+        what: "the job key",
+        source: e.into(),
+    })?;
+    let nonce = launch_wire::Nonce::generate().map_err(|e| BootstrapError::Random {
+        what: "the segment id",
+        source: e.into(),
+    })?;
     let shm_id = u64::from_le_bytes(nonce.as_bytes()[..8].try_into().expect("8 of 16 bytes"));
     Ok((key, shm_id))
 }
@@ -231,11 +243,14 @@ pub(crate) fn join(
     topo: Topology,
     lmt: Option<&str>,
     branch: usize,
-) -> Result<Network, String> {
+) -> Result<Network, JoinError> {
     // `++lmt` was checked against the same names (`args::LMT_MODES`).
     let lmt = match lmt {
-        Some(name) => crate::net::lmt::Mode::parse(name)
-            .ok_or_else(|| format!("++lmt {name}: no such large-message mode"))?,
+        Some(name) => {
+            crate::net::lmt::Mode::parse(name).ok_or_else(|| NetworkError::UnknownLmt {
+                name: name.to_string(),
+            })?
+        }
         None => Default::default(),
     };
     // A deadline beyond what `Instant` holds is no deadline.
@@ -270,7 +285,13 @@ pub(crate) fn join(
             Ok(m) => started.push((kind, m)),
             // What the modules started so far goes with them (an shm
             // segment's name is removed when its module is dropped).
-            Err(e) => return Err(e.to_string()),
+            Err(e) => {
+                return Err(NetworkError::ModuleInit {
+                    module: MODULES[kind].name,
+                    source: e,
+                }
+                .into());
+            }
         }
     }
     let part_of = |kind: usize| {

@@ -26,6 +26,7 @@ use std::sync::Arc;
 use crate::net::netmod::{NetError, NetModule, Upcalls};
 use crate::net::shm::ShmModule;
 use crate::net::tcp::TcpModule;
+use crate::rt::network::NetworkError;
 
 /// What a module's constructor gets to know about the job.
 pub(super) struct Init<'a> {
@@ -235,7 +236,7 @@ pub(super) fn routes(
     me: usize,
     nodes: usize,
     hosts: Option<&[usize]>,
-) -> Result<Routes, String> {
+) -> Result<Routes, NetworkError> {
     if let Some(at) = MODULES.iter().position(|k| k.name == netmod) {
         return Ok(Routes {
             via: vec![at; nodes],
@@ -243,16 +244,10 @@ pub(super) fn routes(
         });
     }
     let Some(&(_, within, between)) = BY_HOST.iter().find(|(name, ..)| *name == netmod) else {
-        // The one module a build may lack: say which feature brings it.
-        let missing = if netmod == "mpi" {
-            "; the mpi module needs a build with the mpi feature"
-        } else {
-            ""
-        };
-        return Err(format!(
-            "unknown network module `{netmod}` (this build has: {}{missing})",
-            names().join(", ")
-        ));
+        return Err(NetworkError::UnknownModule {
+            name: netmod.into(),
+            available: names(),
+        });
     };
     let same_host = |a: usize, b: usize| hosts.is_none_or(|h| h[a] == h[b]);
     let (within_at, between_at) = (index_of(within), index_of(between));
@@ -339,7 +334,7 @@ mod tests {
         let r = routes("shm", 0, 4, Some(&hosts)).unwrap();
         assert_eq!((r.via, r.label.as_str()), (vec![SHM; 4], "shm"));
         if !cfg!(feature = "mpi") {
-            let e = routes("mpi", 0, 4, None).unwrap_err();
+            let e = routes("mpi", 0, 4, None).unwrap_err().to_string();
             assert!(
                 e.ends_with("; the mpi module needs a build with the mpi feature)"),
                 "{e}"
@@ -348,6 +343,13 @@ mod tests {
         let e = routes("carrier-pigeon", 0, 4, None).unwrap_err();
         assert_eq!(
             e,
+            NetworkError::UnknownModule {
+                name: "carrier-pigeon".into(),
+                available: names()
+            }
+        );
+        assert_eq!(
+            e.to_string(),
             format!(
                 "unknown network module `carrier-pigeon` (this build has: {})",
                 names().join(", ")

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use launch_wire::JobKey;
 
-use super::{Bootstrap, Placement};
+use super::{Bootstrap, BootstrapError, Placement};
 use crate::net::mpi;
 use crate::proc::args::Config;
 
@@ -88,7 +88,7 @@ struct Mpi {
 
 /// The placement MPI gave this process, if an MPI launcher started it as
 /// one of several.
-pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
+pub(super) fn placement(config: &Config) -> Result<Option<Placement>, BootstrapError> {
     let several = SIZE_VARS.iter().any(|v| {
         std::env::var(v)
             .ok()
@@ -98,16 +98,16 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     if !several || INITIALIZED.load(Ordering::Acquire) {
         return Ok(None);
     }
-    let (rank, size) = mpi::init().map_err(|e| e.to_string())?;
+    let (rank, size) = mpi::init().map_err(BootstrapError::Mpi)?;
     INITIALIZED.store(true, Ordering::Release);
     if size <= 1 {
         return Ok(None);
     }
     if size > crate::proc::args::MAX_PES {
-        return Err(format!(
+        return Err(BootstrapError::Launcher(format!(
             "{size} MPI ranks: a job has at most {} processes",
             crate::proc::args::MAX_PES
-        ));
+        )));
     }
     let host = super::host_name();
     // Rank 0's job key (64 hex digits) and segment id (16).
@@ -117,21 +117,21 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         let text = format!("{}{shm_id:016x}", key.to_hex());
         secrets.copy_from_slice(text.as_bytes());
     }
-    mpi::broadcast(&mut secrets, 0).map_err(|e| e.to_string())?;
+    mpi::broadcast(&mut secrets, 0).map_err(BootstrapError::Mpi)?;
     let (key, shm_id) = secrets.split_at(64);
     let key = std::str::from_utf8(key)
         .ok()
         .and_then(JobKey::from_hex)
-        .ok_or("rank 0 sent no job key")?;
+        .ok_or_else(|| BootstrapError::protocol("rank 0 sent no job key"))?;
     let shm_id = std::str::from_utf8(shm_id)
         .ok()
         .and_then(|s| u64::from_str_radix(s, 16).ok())
-        .ok_or("rank 0 sent no segment id")?;
+        .ok_or_else(|| BootstrapError::protocol("rank 0 sent no segment id"))?;
     // Each rank's host, pid and start time: three words a rank, in one
     // collective.
     let (pid, start) = mpi::own_process();
     let words = mpi::allgather_words(&[host_hash(&host), u64::from(pid), start])
-        .map_err(|e| e.to_string())?;
+        .map_err(BootstrapError::Mpi)?;
     let labels: Vec<u64> = words.chunks_exact(3).map(|w| w[0]).collect();
     let mine = labels[rank];
     let local = words
@@ -173,39 +173,45 @@ fn host_hash(name: &str) -> u64 {
 }
 
 impl Bootstrap for Mpi {
-    fn publish(&self, place: &Placement, card: &str, _deadline: Instant) -> Result<(), String> {
+    fn publish(
+        &self,
+        place: &Placement,
+        card: &str,
+        _deadline: Instant,
+    ) -> Result<(), BootstrapError> {
         // A card of the MPI module alone is its rank: nothing to gather
         // unless some process runs another module. MPI has no key-value
         // space to ask later, so then every card is gathered here. The
         // agreement is the start barrier.
         let mpi_only = card == mpi::card_of_rank(place.node);
-        if !mpi::any(!mpi_only).map_err(|e| e.to_string())? {
+        if !mpi::any(!mpi_only).map_err(BootstrapError::Mpi)? {
             return Ok(());
         }
-        let cards = mpi::allgather(card.as_bytes()).map_err(|e| e.to_string())?;
+        let cards = mpi::allgather(card.as_bytes()).map_err(BootstrapError::Mpi)?;
         let cards = cards
             .into_iter()
             .enumerate()
             .map(|(r, c)| {
-                String::from_utf8(c).map_err(|_| format!("rank {r}'s business card is not UTF-8"))
+                String::from_utf8(c).map_err(|_| {
+                    BootstrapError::protocol(format!("rank {r}'s business card is not UTF-8"))
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let _ = self.cards.set(cards);
         Ok(())
     }
 
-    fn card_of(&self, peer: usize) -> Result<String, String> {
+    fn card_of(&self, peer: usize) -> Result<String, BootstrapError> {
         match self.cards.get() {
-            Some(cards) => cards
-                .get(peer)
-                .cloned()
-                .ok_or_else(|| format!("no business card of rank {peer}")),
+            Some(cards) => cards.get(peer).cloned().ok_or_else(|| {
+                BootstrapError::protocol(format!("no business card of rank {peer}"))
+            }),
             // Every process runs the MPI module alone.
             None => Ok(mpi::card_of_rank(peer)),
         }
     }
 
-    fn joined(&self, _place: &Placement) -> Result<(), String> {
+    fn joined(&self, _place: &Placement) -> Result<(), BootstrapError> {
         crate::proc::exit::at_exit(|ending| {
             if ending.culprit.lost() {
                 return;

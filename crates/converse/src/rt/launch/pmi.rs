@@ -50,7 +50,7 @@ use launch_wire::JobKey;
 use launch_wire::pmi::{self, Answer, MAX_LINE, Maxes, Request};
 
 use super::convrun::{Got, read_line};
-use super::{Bootstrap, Placement};
+use super::{Bootstrap, BootstrapError, Placement};
 use crate::proc::args::Config;
 
 /// Keys of the job's key-value space (one space per job, so no other
@@ -194,50 +194,52 @@ fn foreign_launcher(var: impl Fn(&str) -> Option<String>) -> Option<String> {
 /// this build cannot talk to started as one of several is refused, with
 /// the way out; running as one of several unrelated one-process jobs
 /// would be wrong.
-pub(super) fn refuse_foreign(_: &Config) -> Result<Option<Placement>, String> {
+pub(super) fn refuse_foreign(_: &Config) -> Result<Option<Placement>, BootstrapError> {
     match foreign_launcher(|name| std::env::var(name).ok()) {
-        Some(why) => Err(why),
+        Some(why) => Err(BootstrapError::Launcher(why)),
         None => Ok(None),
     }
 }
 
 /// The placement a PMI-1 launcher gave this process, if one started it.
-pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
+pub(super) fn placement(config: &Config) -> Result<Option<Placement>, BootstrapError> {
     let var = |name: &str| std::env::var(name).ok();
     let (Some(fd), Some(rank), Some(size)) = (var("PMI_FD"), var("PMI_RANK"), var("PMI_SIZE"))
     else {
         return Ok(None);
     };
     let number = |name: &str, value: &str| {
-        value
-            .parse::<usize>()
-            .map_err(|_| format!("{name}={} is not a whole number", launch_wire::shown(value)))
+        value.parse::<usize>().map_err(|_| {
+            BootstrapError::Launcher(format!(
+                "{name}={} is not a whole number",
+                launch_wire::shown(value)
+            ))
+        })
     };
     let (rank, size) = (number("PMI_RANK", &rank)?, number("PMI_SIZE", &size)?);
     if size == 0 || rank >= size || size > crate::proc::args::MAX_PES {
-        return Err(format!(
+        return Err(BootstrapError::Launcher(format!(
             "PMI_RANK={rank} of PMI_SIZE={size} is no place in a job"
-        ));
+        )));
     }
     if size == 1 {
         // A job of one process needs no launcher.
         return Ok(None);
     }
-    let fd = fd
-        .parse::<i32>()
-        .ok()
-        .filter(|&fd| fd > 2)
-        .ok_or_else(|| format!("PMI_FD={} is no descriptor", launch_wire::shown(&fd)))?;
+    let fd = fd.parse::<i32>().ok().filter(|&fd| fd > 2).ok_or_else(|| {
+        BootstrapError::Launcher(format!(
+            "PMI_FD={} is no descriptor",
+            launch_wire::shown(&fd)
+        ))
+    })?;
     if TAKEN.swap(true, Ordering::AcqRel) {
-        return Err(
-            "the launcher's PMI connection is taken by an earlier job of this process".into(),
-        );
+        return Err(BootstrapError::Taken("the launcher's PMI connection"));
     }
     // SAFETY: `fcntl_getfd` only asks whether `fd` is open; the borrow
     // lasts for that call.
     let open = rustix::io::fcntl_getfd(unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) }).is_ok();
     if !open {
-        return Err(format!("PMI_FD={fd} is not open"));
+        return Err(BootstrapError::Launcher(format!("PMI_FD={fd} is not open")));
     }
     // SAFETY: the launcher left `fd` open for this process to talk PMI on
     // (checked open just above); nothing else in the process uses it, and
@@ -249,7 +251,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     let reader = BufReader::new(
         stream
             .try_clone()
-            .map_err(|e| format!("PMI_FD={fd}: {e}"))?,
+            .map_err(|e| BootstrapError::io(format!("PMI_FD={fd}"), e))?,
     );
     let mut link = Link {
         writer: stream,
@@ -286,10 +288,16 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
         link.put(&host_key(rank), &host, deadline)?;
     }
     link.barrier(deadline)?;
-    let key = JobKey::from_hex(&link.get(KEY_KEY, deadline)?)
-        .ok_or("the job key in the launcher's key-value space is not 64 hex digits")?;
-    let shm_id = u64::from_str_radix(&link.get(SHM_KEY, deadline)?, 16)
-        .map_err(|_| "the segment id in the launcher's key-value space is not hexadecimal")?;
+    let key = JobKey::from_hex(&link.get(KEY_KEY, deadline)?).ok_or_else(|| {
+        BootstrapError::protocol(
+            "the job key in the launcher's key-value space is not 64 hex digits",
+        )
+    })?;
+    let shm_id = u64::from_str_radix(&link.get(SHM_KEY, deadline)?, 16).map_err(|_| {
+        BootstrapError::protocol(
+            "the segment id in the launcher's key-value space is not hexadecimal",
+        )
+    })?;
     // Hosts are numbered in order of first appearance: the launcher's
     // nodes, else (a launcher without the map) the names every rank put,
     // one `get` each.
@@ -305,7 +313,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
                         link.get(&host_key(r), deadline)
                     }
                 })
-                .collect::<Result<Vec<String>, String>>()?;
+                .collect::<Result<Vec<String>, BootstrapError>>()?;
             super::host_layout(&names, rank, config, ppn)
         }
     };
@@ -341,60 +349,69 @@ fn launcher_nodes(link: &mut Link, size: usize, deadline: Instant) -> Option<Vec
 }
 
 /// The error for an answer that says no (or is not the one asked for).
-fn refused(request: &str, answer: &Answer) -> String {
-    format!("the launcher refused PMI `{request}`: {answer:?}")
+fn refused(request: &str, answer: &Answer) -> BootstrapError {
+    BootstrapError::PmiRefused {
+        request: request.to_string(),
+        answer: answer.clone(),
+    }
 }
 
 impl Link {
     /// Sends `request` and reads the answer, by `deadline`.
-    fn ask(&mut self, request: &Request, deadline: Instant) -> Result<Answer, String> {
-        let line = request.encode().map_err(|e| e.to_string())?;
+    fn ask(&mut self, request: &Request, deadline: Instant) -> Result<Answer, BootstrapError> {
+        let line = request.encode().map_err(BootstrapError::PmiLine)?;
         self.writer
             .write_all(line.as_bytes())
-            .map_err(|e| format!("cannot write to the launcher's PMI connection: {e}"))?;
+            .map_err(|e| BootstrapError::io("cannot write to the launcher's PMI connection", e))?;
         self.answer(request, deadline)
     }
 
     /// Reads the answer to `request`, by `deadline`.
-    fn answer(&mut self, request: &Request, deadline: Instant) -> Result<Answer, String> {
+    fn answer(&mut self, request: &Request, deadline: Instant) -> Result<Answer, BootstrapError> {
         let left = deadline.saturating_duration_since(Instant::now());
         self.reader
             .get_ref()
             .set_read_timeout(Some(left.max(Duration::from_millis(10))))
-            .map_err(|e| format!("the launcher's PMI connection: {e}"))?;
+            .map_err(|e| BootstrapError::io("the launcher's PMI connection", e))?;
         let mut line = Vec::new();
         let what = || format!("{request:?}");
         match read_line(&mut self.reader, &mut line, MAX_LINE) {
             Ok(Got::Line) => {}
             Ok(Got::End) => {
-                return Err(format!(
-                    "the launcher closed its PMI connection (waiting for the answer to {})",
-                    what()
-                ));
+                return Err(BootstrapError::Connection {
+                    what: format!(
+                        "the launcher closed its PMI connection (waiting for the answer to {})",
+                        what()
+                    ),
+                    source: None,
+                });
             }
             Ok(Got::Overlong) => {
-                return Err(format!("a PMI answer to {} is too long", what()));
+                return Err(BootstrapError::protocol(format!(
+                    "a PMI answer to {} is too long",
+                    what()
+                )));
             }
             Err(e) => {
-                return Err(format!(
-                    "no PMI answer to {} from the launcher in time: {e}",
-                    what()
+                return Err(BootstrapError::io(
+                    format!("no PMI answer to {} from the launcher in time", what()),
+                    e,
                 ));
             }
         }
-        let text = std::str::from_utf8(&line).map_err(|_| "a PMI answer is not UTF-8")?;
-        Answer::parse(text).map_err(|e| e.to_string())
+        let text = std::str::from_utf8(&line)
+            .map_err(|_| BootstrapError::protocol("a PMI answer is not UTF-8"))?;
+        Answer::parse(text).map_err(BootstrapError::PmiLine)
     }
 
-    fn put(&mut self, key: &str, value: &str, deadline: Instant) -> Result<(), String> {
+    fn put(&mut self, key: &str, value: &str, deadline: Instant) -> Result<(), BootstrapError> {
         if key.len() > self.maxes.key || value.len() > self.maxes.value {
-            return Err(format!(
-                "{key} ({} bytes) does not fit the launcher's key-value space \
-                 (keys of {} bytes, values of {})",
-                value.len(),
-                self.maxes.key,
-                self.maxes.value
-            ));
+            return Err(BootstrapError::PmiTooLarge {
+                key: key.to_string(),
+                len: value.len(),
+                max_key: self.maxes.key,
+                max_value: self.maxes.value,
+            });
         }
         let kvs = self.kvs.clone();
         match self.ask(
@@ -410,7 +427,7 @@ impl Link {
         }
     }
 
-    fn get(&mut self, key: &str, deadline: Instant) -> Result<String, String> {
+    fn get(&mut self, key: &str, deadline: Instant) -> Result<String, BootstrapError> {
         let kvs = self.kvs.clone();
         match self.ask(&Request::Get { kvs: &kvs, key }, deadline)? {
             Answer::GetResult {
@@ -422,7 +439,7 @@ impl Link {
         }
     }
 
-    fn barrier(&mut self, deadline: Instant) -> Result<(), String> {
+    fn barrier(&mut self, deadline: Instant) -> Result<(), BootstrapError> {
         match self.ask(&Request::BarrierIn, deadline)? {
             Answer::BarrierOut => Ok(()),
             other => Err(refused("barrier_in", &other)),
@@ -431,27 +448,32 @@ impl Link {
 }
 
 impl Bootstrap for Pmi {
-    fn publish(&self, _place: &Placement, card: &str, deadline: Instant) -> Result<(), String> {
+    fn publish(
+        &self,
+        _place: &Placement,
+        card: &str,
+        deadline: Instant,
+    ) -> Result<(), BootstrapError> {
         let mut link = crate::sync::lock(&self.link);
         link.put(&card_key(self.rank), card, deadline)?;
         link.barrier(deadline)
     }
 
-    fn card_of(&self, peer: usize) -> Result<String, String> {
+    fn card_of(&self, peer: usize) -> Result<String, BootstrapError> {
         // One `get` of the launcher's key-value space, when a module first
         // needs the peer: no process reads every card.
         let deadline = Instant::now() + self.timeout;
         crate::sync::lock(&self.link).get(&card_key(peer), deadline)
     }
 
-    fn joined(&self, _place: &Placement) -> Result<(), String> {
+    fn joined(&self, _place: &Placement) -> Result<(), BootstrapError> {
         self.settled.store(true, Ordering::Release);
         // A writer of its own for the hook, which may run while another
         // thread holds the link (it may be the thread that failed).
         let writer = crate::sync::lock(&self.link)
             .writer
             .try_clone()
-            .map_err(|e| format!("the launcher's PMI connection: {e}"))?;
+            .map_err(|e| BootstrapError::io("the launcher's PMI connection", e))?;
         let writer = Mutex::new(writer);
         crate::proc::exit::at_exit(move |ending| {
             if ending.culprit.lost() {

@@ -54,13 +54,13 @@ use std::time::{Duration, Instant};
 
 use launch_wire::JobKey;
 
-use super::{Bootstrap, Placement};
+use super::{Bootstrap, BootstrapError, Placement};
 use crate::proc::args::Config;
 
 /// The library's file name, as the loader finds it.
 const LIBRARY: &str = "libpmix.so.2";
 /// The variable that names another file for it.
-const LIBRARY_VAR: &str = "CONVERSE_PMIX_LIBRARY";
+pub(super) const LIBRARY_VAR: &str = "CONVERSE_PMIX_LIBRARY";
 
 /// Keys of the job's key-value space (one space per job).
 const KEY_KEY: &CStr = c"converse-key";
@@ -207,10 +207,14 @@ struct Api {
 
 /// The library, loaded once per process (it stays loaded: PMIx's own
 /// threads run in it until the process exits).
-static API: OnceLock<Result<Api, String>> = OnceLock::new();
+static API: OnceLock<Result<Api, LoadError>> = OnceLock::new();
+
+/// Why the library cannot be loaded: the file and `dlerror`'s words.
+#[derive(Clone)]
+struct LoadError(String);
 
 /// The library's calls, loading it on first use.
-fn api() -> Result<&'static Api, String> {
+fn api() -> Result<&'static Api, LoadError> {
     API.get_or_init(load).as_ref().map_err(Clone::clone)
 }
 
@@ -229,27 +233,28 @@ fn dl_error() -> String {
     }
 }
 
-fn load() -> Result<Api, String> {
+fn load() -> Result<Api, LoadError> {
     let file = std::env::var(LIBRARY_VAR).unwrap_or_else(|_| LIBRARY.into());
-    let c_file = CString::new(file.clone()).map_err(|_| format!("{LIBRARY_VAR} holds a NUL"))?;
+    let c_file =
+        CString::new(file.clone()).map_err(|_| LoadError(format!("{LIBRARY_VAR} holds a NUL")))?;
     // SAFETY: `c_file` is a NUL-terminated path. RTLD_GLOBAL: the
     // library loads plugins of its own that resolve its symbols.
     let handle = unsafe { libc::dlopen(c_file.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
     if handle.is_null() {
-        return Err(format!(
+        return Err(LoadError(format!(
             "cannot load the PMIx library {file}: {}",
             dl_error()
-        ));
+        )));
     }
-    let symbol = |name: &CStr| -> Result<*mut c_void, String> {
+    let symbol = |name: &CStr| -> Result<*mut c_void, LoadError> {
         // SAFETY: `handle` is the open library; `name` is NUL-terminated.
         let address = unsafe { libc::dlsym(handle, name.as_ptr()) };
         if address.is_null() {
-            Err(format!(
+            Err(LoadError(format!(
                 "the PMIx library {file} has no {}: {}",
                 name.to_string_lossy(),
                 dl_error()
-            ))
+            )))
         } else {
             Ok(address)
         }
@@ -278,31 +283,36 @@ fn load() -> Result<Api, String> {
 }
 
 impl Api {
-    /// PMIx's words for `status`.
-    fn words(&self, status: c_int) -> String {
+    /// PMIx's words for `status`, if it has any.
+    fn words(&self, status: c_int) -> Option<String> {
         // SAFETY: `PMIx_Error_string` returns a static NUL-terminated
         // string for any status (an "unknown" one for codes it lacks).
         let text = unsafe { (self.error_string)(status) };
         if text.is_null() {
-            return format!("status {status}");
+            return None;
         }
         // SAFETY: non-null, NUL-terminated and static (above).
         let words = unsafe { CStr::from_ptr(text) }.to_string_lossy();
-        format!("{words} ({status})")
+        Some(words.into_owned())
     }
 
     /// `Ok` if `status` is success, else an error naming `call`.
-    fn check(&self, status: c_int, call: impl FnOnce() -> String) -> Result<(), String> {
+    fn check(&self, status: c_int, call: impl FnOnce() -> String) -> Result<(), BootstrapError> {
         if status == SUCCESS {
             Ok(())
         } else {
-            Err(format!("PMIx {} failed: {}", call(), self.words(status)))
+            Err(BootstrapError::Pmix {
+                call: call(),
+                status,
+                words: self.words(status),
+            })
         }
     }
 
     /// Puts `value` under `key` for every rank to get.
-    fn put(&self, key: &CStr, value: &str) -> Result<(), String> {
-        let text = CString::new(value).map_err(|_| format!("{key:?}'s value holds a NUL"))?;
+    fn put(&self, key: &CStr, value: &str) -> Result<(), BootstrapError> {
+        let text = CString::new(value)
+            .map_err(|_| BootstrapError::protocol(format!("{key:?}'s value holds a NUL")))?;
         let mut value = Value {
             kind: TYPE_STRING,
             data: Data {
@@ -317,7 +327,7 @@ impl Api {
     }
 
     /// Pushes the puts so far to the server.
-    fn commit(&self) -> Result<(), String> {
+    fn commit(&self) -> Result<(), BootstrapError> {
         // SAFETY: no arguments; PMIx is initialized.
         let status = unsafe { (self.commit)() };
         self.check(status, || "commit".into())
@@ -325,7 +335,7 @@ impl Api {
 
     /// Waits until every rank of the job reached its fence, by `deadline`.
     /// Nothing is collected: a rank's data is fetched when asked for.
-    fn fence(&self, deadline: Instant) -> Result<(), String> {
+    fn fence(&self, deadline: Instant) -> Result<(), BootstrapError> {
         let info = [Info::int(TIMEOUT, seconds_to(deadline))];
         // SAFETY: no procs means the whole of the caller's namespace;
         // `info` is one valid `pmix_info_t` that lives across the call.
@@ -341,7 +351,7 @@ impl Api {
         key: &CStr,
         deadline: Option<Instant>,
         read: impl FnOnce(u16, &Data) -> Option<T>,
-    ) -> Result<T, String> {
+    ) -> Result<T, BootstrapError> {
         let info = deadline.map(|d| [Info::int(TIMEOUT, seconds_to(d))]);
         let (info_ptr, n) = info
             .as_ref()
@@ -354,7 +364,10 @@ impl Api {
         let what = || format!("get {} of rank {}", key.to_string_lossy(), proc.rank);
         self.check(status, what)?;
         if value.is_null() {
-            return Err(format!("PMIx {} gave nothing", what()));
+            return Err(BootstrapError::protocol(format!(
+                "PMIx {} gave nothing",
+                what()
+            )));
         }
         // SAFETY: PMIx allocated `value` and gave it to this caller (above).
         let read = unsafe { read((*value).kind, &(*value).data) };
@@ -364,7 +377,9 @@ impl Api {
             (self.value_destruct)(value);
             libc::free(value.cast());
         }
-        read.ok_or_else(|| format!("PMIx {} is not of the expected type", what()))
+        read.ok_or_else(|| {
+            BootstrapError::protocol(format!("PMIx {} is not of the expected type", what()))
+        })
     }
 
     /// A string value of `key` for `proc`.
@@ -373,7 +388,7 @@ impl Api {
         proc: &Proc,
         key: &CStr,
         deadline: Option<Instant>,
-    ) -> Result<String, String> {
+    ) -> Result<String, BootstrapError> {
         self.get(proc, key, deadline, |kind, data| {
             // SAFETY: a STRING value's data is a NUL-terminated string (or
             // NULL), valid until the value is released after `read`.
@@ -384,7 +399,7 @@ impl Api {
 
     /// A 32-bit value of `key` for `proc` (the launcher's job data: no
     /// deadline, the library has it).
-    fn get_u32(&self, proc: &Proc, key: &CStr) -> Result<u32, String> {
+    fn get_u32(&self, proc: &Proc, key: &CStr) -> Result<u32, BootstrapError> {
         self.get(proc, key, None, |kind, data| {
             if kind == TYPE_UINT32 {
                 // SAFETY: a UINT32 value's data is its `uint32` member.
@@ -413,23 +428,17 @@ pub(super) struct Pmix {
 }
 
 /// The placement a PMIx launcher gave this process, if one started it.
-pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
+pub(super) fn placement(config: &Config) -> Result<Option<Placement>, BootstrapError> {
     let var = |name: &str| std::env::var(name).ok();
     let (Some(namespace), Some(_)) = (var("PMIX_NAMESPACE"), var("PMIX_RANK")) else {
         return Ok(None);
     };
-    let api = api().map_err(|e| {
-        format!(
-            "started by a PMIx launcher (PMIX_NAMESPACE={}), but {e}: install PMIx's \
-             client library (Debian's libpmix2), or name it in {LIBRARY_VAR}",
-            launch_wire::shown(&namespace)
-        )
-    })?;
+    let api = api().map_err(|LoadError(why)| BootstrapError::PmixLibrary { namespace, why })?;
     if ALONE.load(Ordering::Acquire) {
         return Ok(None);
     }
     if TAKEN.swap(true, Ordering::AcqRel) {
-        return Err("PMIx is taken by an earlier job of this process".into());
+        return Err(BootstrapError::Taken("PMIx"));
     }
     let mut me = Proc {
         nspace: [0; NSPACE_LEN],
@@ -442,10 +451,10 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     let size = api.get_u32(&job, JOB_SIZE)? as usize;
     let rank = me.rank as usize;
     if size == 0 || rank >= size || size > crate::proc::args::MAX_PES {
-        return Err(format!(
+        return Err(BootstrapError::Launcher(format!(
             "PMIx rank {rank} of a job of {size} (namespace {}) is no place in a job",
             me.namespace()
-        ));
+        )));
     }
     let boot = Pmix {
         api,
@@ -472,10 +481,16 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
     api.commit()?;
     api.fence(deadline)?;
     let first = Proc::peer(&me, 0);
-    let key = JobKey::from_hex(&api.get_string(&first, KEY_KEY, Some(deadline))?)
-        .ok_or("the job key in the PMIx key-value space is not 64 hex digits")?;
+    let key =
+        JobKey::from_hex(&api.get_string(&first, KEY_KEY, Some(deadline))?).ok_or_else(|| {
+            BootstrapError::protocol("the job key in the PMIx key-value space is not 64 hex digits")
+        })?;
     let shm_id = u64::from_str_radix(&api.get_string(&first, SHM_KEY, Some(deadline))?, 16)
-        .map_err(|_| "the segment id in the PMIx key-value space is not hexadecimal")?;
+        .map_err(|_| {
+            BootstrapError::protocol(
+                "the segment id in the PMIx key-value space is not hexadecimal",
+            )
+        })?;
     let ppn = super::pmi::launcher_ppn(config, size, var);
     let (hosts, host_count, host_pes) = match launcher_nodes(api, &me, size) {
         Ok(nodes) => super::host_layout(&nodes, rank, config, ppn),
@@ -489,7 +504,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
                         api.get_string(&Proc::peer(&me, r as u32), HOST_KEY, Some(deadline))
                     }
                 })
-                .collect::<Result<Vec<String>, String>>()?;
+                .collect::<Result<Vec<String>, BootstrapError>>()?;
             super::host_layout(&names, rank, config, ppn)
         }
     };
@@ -511,30 +526,36 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, String> {
 
 /// The launcher's node number of every rank (its job data, which the
 /// library holds on this host).
-fn launcher_nodes(api: &Api, me: &Proc, size: usize) -> Result<Vec<u32>, String> {
+fn launcher_nodes(api: &Api, me: &Proc, size: usize) -> Result<Vec<u32>, BootstrapError> {
     (0..size)
         .map(|r| api.get_u32(&Proc::peer(me, r as u32), NODE_ID))
         .collect()
 }
 
 impl Bootstrap for Pmix {
-    fn publish(&self, _place: &Placement, card: &str, deadline: Instant) -> Result<(), String> {
+    fn publish(
+        &self,
+        _place: &Placement,
+        card: &str,
+        deadline: Instant,
+    ) -> Result<(), BootstrapError> {
         let _turn = crate::sync::lock(&self.calls);
         self.api.put(CARD_KEY, card)?;
         self.api.commit()?;
         self.api.fence(deadline)
     }
 
-    fn card_of(&self, peer: usize) -> Result<String, String> {
+    fn card_of(&self, peer: usize) -> Result<String, BootstrapError> {
         // One fetch from the peer's server, when a module first needs the
         // peer: no process reads every card.
         let deadline = Instant::now() + self.timeout;
-        let proc = Proc::peer(&self.me, u32::try_from(peer).map_err(|_| "no such rank")?);
+        let rank = u32::try_from(peer).map_err(|_| BootstrapError::protocol("no such rank"))?;
+        let proc = Proc::peer(&self.me, rank);
         let _turn = crate::sync::lock(&self.calls);
         self.api.get_string(&proc, CARD_KEY, Some(deadline))
     }
 
-    fn joined(&self, _place: &Placement) -> Result<(), String> {
+    fn joined(&self, _place: &Placement) -> Result<(), BootstrapError> {
         let api = self.api;
         crate::proc::exit::at_exit(move |ending| {
             if ending.culprit.lost() {

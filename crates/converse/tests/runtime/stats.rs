@@ -8,6 +8,7 @@
 //! flags in an environment variable.
 use std::process::{Command, Stdio};
 
+use crate::common;
 use converse::{Converse, Message};
 
 const FLAGS_VAR: &str = "CONVERSE_STATS_TEST_FLAGS";
@@ -64,7 +65,12 @@ fn child_entry() {
 /// Runs the job with `flags` in a child; its stderr.
 fn run(flags: &str) -> String {
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            common::test_path(module_path!(), "child_entry"),
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(FLAGS_VAR, flags)
         .env("RUST_BACKTRACE", "0")
         .stdin(Stdio::null())
@@ -127,7 +133,11 @@ fn the_table_counts_the_messages_and_the_plot_has_a_row_per_pe() {
             .find(|l| l.split_whitespace().next() == Some(name))
             .map(|l| l.split_whitespace().nth(1).unwrap().parse().unwrap())
     };
-    assert_eq!(calls("stats::on_pong"), Some(2 * PINGS as u64), "{err}");
+    assert_eq!(
+        calls("runtime::stats::on_pong"),
+        Some(2 * PINGS as u64),
+        "{err}"
+    );
     assert!(
         err.contains(&format!("converse: stats plot written to {file} (3 PEs")),
         "{err}"

@@ -3,6 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
+use crate::common;
 use converse::Converse;
 
 const SCENARIO: &str = "CONVERSE_IO_SCENARIO";
@@ -11,7 +12,12 @@ const SCENARIO: &str = "CONVERSE_IO_SCENARIO";
 /// `stdin`; returns (exit code, stdout, stderr).
 fn child(scenario: &str, stdin: &str) -> (i32, String, String) {
     let mut c = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            common::test_path(module_path!(), "child_entry"),
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(SCENARIO, scenario)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

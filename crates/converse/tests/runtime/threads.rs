@@ -11,7 +11,7 @@
 //!
 //! Fault paths that abort the process (overflow, blocking in a handler,
 //! awakening twice, ...) are in `faults.rs`.
-mod common;
+use crate::common;
 
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, VecDeque};

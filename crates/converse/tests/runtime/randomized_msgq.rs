@@ -6,7 +6,7 @@
 //! Each job makes its arrivals deterministic: PE 0 waits, in its start
 //! function, until every message it will handle is in its queues, so the
 //! only thing that orders them is the scheduler.
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! The scheduler (Csd): pass order, priorities, node and PE queues, the
 //! scheduler entry points, `deliver_msgs`, `deliver_specific_msg`, and the
 //! three ways of running a job.
-mod common;
+use crate::common;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;

@@ -1,7 +1,7 @@
 //! Every send function of the Cmi layer: to a PE, to a node, vectors of
 //! pieces, several messages in one go; ordering, exactly-once node delivery,
 //! self-sends, empty and large payloads, and an oversubscribed ring.
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

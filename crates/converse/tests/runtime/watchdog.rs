@@ -9,6 +9,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::common;
 use converse::{ABORT_EXIT_CODE, Converse, Message};
 
 const SCENARIO_VAR: &str = "CONVERSE_WATCHDOG_SCENARIO";
@@ -27,7 +28,12 @@ fn run_child(scenario: &str, wait_ready: bool, on_ready: impl FnOnce(u32)) -> Ou
     use std::io::BufRead;
     let started = Instant::now();
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
+        .args([
+            "--exact",
+            common::test_path(module_path!(), "child_entry"),
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(SCENARIO_VAR, scenario)
         .env("RUST_BACKTRACE", "0")
         .stdin(Stdio::null())
@@ -193,7 +199,10 @@ fn a_pe_stuck_in_a_handler_is_reported_with_its_queue() {
         .lines()
         .find(|l| l.starts_with("converse: watchdog: PE 1: "))
         .unwrap_or_else(|| panic!("{e}"));
-    assert!(pe1.contains("in handler watchdog::on_spin for "), "{pe1}");
+    assert!(
+        pe1.contains("in handler runtime::watchdog::on_spin for "),
+        "{pe1}"
+    );
     assert!(pe1.contains("did not answer"), "{pe1}");
     let pe0 = e
         .lines()
@@ -236,7 +245,7 @@ fn sigquit_dumps_and_the_job_goes_on() {
     );
     assert!(e.contains("converse: watchdog: PE 1: "), "{e}");
     assert!(
-        e.contains("last handlers (oldest first): watchdog::on_nothing"),
+        e.contains("last handlers (oldest first): runtime::watchdog::on_nothing"),
         "{e}"
     );
 }

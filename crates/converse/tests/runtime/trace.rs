@@ -59,7 +59,12 @@ fn a_ring_of_three_pes_is_traced_whole() {
     assert_eq!(tracks, HashSet::from([0, 1, 2]));
     let named = |n: &str| evs.iter().filter(|e| e["name"] == n).count();
     // 31 token hops (0..=30), each a run of `on_token` named by its path.
-    assert_eq!(named("trace::on_token"), 31, "{}", trace["converse"]);
+    assert_eq!(
+        named("runtime::trace::on_token"),
+        31,
+        "{}",
+        trace["converse"]
+    );
     assert_eq!(named("start"), 1);
     assert_eq!(named("in a thread"), 1);
     assert!(named("resume thread 1") >= 1 && named("resume the main flow") >= 1);
@@ -312,7 +317,11 @@ fn an_arrow_ends_at_the_run_of_its_own_message() {
         .collect();
     assert_eq!(
         ran,
-        ["trace::on_start", "trace::on_first", "trace::on_second"],
+        [
+            "runtime::trace::on_start",
+            "runtime::trace::on_first",
+            "runtime::trace::on_second"
+        ],
         "each arrow at the run of its own message"
     );
     // And they ran in the other order.
@@ -324,7 +333,11 @@ fn an_arrow_ends_at_the_run_of_its_own_message() {
     let names: Vec<&str> = runs.iter().map(|e| e["name"].as_str().unwrap()).collect();
     assert_eq!(
         names,
-        ["trace::on_start", "trace::on_second", "trace::on_first"]
+        [
+            "runtime::trace::on_start",
+            "runtime::trace::on_second",
+            "runtime::trace::on_first"
+        ]
     );
 }
 
@@ -351,7 +364,7 @@ fn a_message_posted_from_outside_the_job_is_traced() {
     let evs = trace["traceEvents"].as_array().unwrap();
     let runs = evs
         .iter()
-        .filter(|e| e["ph"] == "X" && e["name"] == "trace::on_posted")
+        .filter(|e| e["ph"] == "X" && e["name"] == "runtime::trace::on_posted")
         .count();
     assert_eq!(runs, 1, "{}", trace["converse"]);
 }

@@ -9,9 +9,8 @@
 //! an auth file without keys refused); `ccs_killport` registrations kept
 //! once each, bounded in number, and told within a bounded time however
 //! many never answer.
-#[path = "common/ccs_job.rs"]
-mod ccs_job;
-mod common;
+use crate::ccs_job;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -19,7 +18,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use ccs_wire::{Dest, encode_request};
-use converse::{Converse, Message, ccs, my_pe};
+use converse::{Converse, Message, StartError, ccs, my_pe};
 
 /// What one connection got back: the bytes the server wrote before
 /// closing.
@@ -684,6 +683,69 @@ fn an_auth_file_without_keys_is_refused_at_start_up() {
         text.contains(&format!("++server-auth {path}")) && text.contains("holds no key"),
         "the error names the file and says why: {text}"
     );
+    assert!(
+        matches!(&err, StartError::Server(ccs::ServerError::AuthFile { path: p, .. }) if *p == path),
+        "{err:?}"
+    );
+}
+
+/// The server's other start-up failures, typed: an unreadable auth file
+/// (its I/O error as the source), an address that is none, a port taken.
+#[test]
+fn server_start_up_failures_are_typed() {
+    use std::error::Error as _;
+    let start = |flags: &[&str]| {
+        let mut args = vec!["prog", "+p", "1"];
+        args.extend_from_slice(flags);
+        Converse::new()
+            .args(args)
+            .run(|_| panic!("the job must not start"))
+            .expect_err("start-up must fail")
+    };
+    let missing = std::env::temp_dir().join(format!("converse-ccs-none-{}", std::process::id()));
+    let missing = missing.display().to_string();
+    let err = start(&["++server-auth", &missing]);
+    assert!(
+        matches!(
+            &err,
+            StartError::Server(ccs::ServerError::AuthFileUnreadable { .. })
+        ),
+        "{err:?}"
+    );
+    let io = err.source().and_then(|s| s.source());
+    let io = io.and_then(|e| e.downcast_ref::<std::io::Error>());
+    assert_eq!(
+        io.map(|e| e.kind()),
+        Some(std::io::ErrorKind::NotFound),
+        "{err}"
+    );
+    assert!(
+        err.to_string().contains("cannot read the auth file"),
+        "{err}"
+    );
+
+    let err = start(&["++server", "++server-bind", "not-an-ip"]);
+    assert_eq!(
+        err,
+        StartError::Server(ccs::ServerError::NotAnAddress("not-an-ip".into()))
+    );
+    assert_eq!(
+        err.to_string(),
+        "++server-bind not-an-ip: not an IP address"
+    );
+
+    let taken = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let err = start(&["++server", "++server-port", &port]);
+    match &err {
+        StartError::Server(ccs::ServerError::Listen {
+            port: p, source, ..
+        }) => {
+            assert_eq!(p.to_string(), port);
+            assert_eq!(source.get().kind(), std::io::ErrorKind::AddrInUse, "{err}");
+        }
+        other => panic!("a taken port: {other:?}"),
+    }
 }
 
 /// A loopback listener whose accept queue is full and never drained (its

@@ -25,9 +25,7 @@
 //!
 //! The tests run one after the other (a lock): the `slow`/`release`
 //! handlers park a delayed reply in one process-wide slot.
-#[path = "common/ccs_job.rs"]
-mod ccs_job;
-mod common;
+use crate::ccs_job;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};

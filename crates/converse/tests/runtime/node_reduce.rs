@@ -11,7 +11,7 @@
 //! completes shows as a missing result, not a hang. Concatenations follow
 //! the documented tree order: the pre-order walk of the k-ary heap over the
 //! nodes, computed here independently of the runtime.
-mod common;
+use crate::common;
 use common::*;
 
 use converse::{Converse, Message, NodeReductionId};
@@ -278,7 +278,11 @@ fn run_error_scenario(name: &str) -> (Option<i32>, String) {
         let name = name.to_string();
         move || {
             std::process::Command::new(exe)
-                .args(["--exact", "node_reduce_error_child", "--nocapture"])
+                .args([
+                    "--exact",
+                    common::test_path(module_path!(), "node_reduce_error_child"),
+                    "--nocapture",
+                ])
                 .env(ERROR_SCENARIO, name)
                 .env("RUST_BACKTRACE", "0")
                 .stdin(std::process::Stdio::null())

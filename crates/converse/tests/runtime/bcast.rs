@@ -8,7 +8,7 @@
 //! Every job ends by quiescence detection (PE 0 calls `exit(0)` once no
 //! message is in flight anywhere), so a duplicate delivery is recorded before
 //! the job ends and a lost one makes the job hang (caught by `within`).
-mod common;
+use crate::common;
 use common::*;
 
 use std::collections::HashMap;

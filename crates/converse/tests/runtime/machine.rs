@@ -1,6 +1,6 @@
 //! The machine layer: topology queries, runtime flags, handler registration,
 //! pseudo-globals (`Cpv`, `Csv`), node locks and barriers, timers and I/O.
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 use std::collections::BTreeSet;

@@ -8,9 +8,8 @@
 //! install a global subscriber of its own first (one that writes every
 //! event to stdout), as a program using `tracing` would.
 #[cfg(feature = "ccs")]
-#[path = "common/ccs_job.rs"]
-mod ccs_job;
-mod common;
+use crate::ccs_job;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::process::{Command, Stdio};
@@ -67,12 +66,17 @@ impl Outcome {
 /// for `None`), and the child's own subscriber if `own_subscriber`.
 fn run(scenario: &str, log: Option<&str>, own_subscriber: bool) -> Outcome {
     let mut cmd = Command::new(std::env::current_exe().expect("path of the test binary"));
-    cmd.args(["--exact", "child_entry", "--nocapture", "--test-threads=1"])
-        .env(SCENARIO_VAR, scenario)
-        .env("RUST_BACKTRACE", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.args([
+        "--exact",
+        common::test_path(module_path!(), "child_entry"),
+        "--nocapture",
+        "--test-threads=1",
+    ])
+    .env(SCENARIO_VAR, scenario)
+    .env("RUST_BACKTRACE", "0")
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
     match log {
         Some(value) => cmd.env("CONVERSE_LOG", value),
         None => cmd.env_remove("CONVERSE_LOG"),

@@ -17,7 +17,7 @@
 //! then children" concatenation is the pre-order walk of the k-ary heap over
 //! the PE list (children of position j: k·j+1 ..= k·j+k), computed here
 //! independently of the runtime's `SpanningTree`.
-mod common;
+use crate::common;
 use common::*;
 
 use converse::{Converse, Group, Message, ReductionId};
@@ -1518,7 +1518,7 @@ fn run_error_scenario(name: &str) -> (Option<i32>, String) {
     let mut child = std::process::Command::new(exe)
         .args([
             "--exact",
-            "reduce_error_child",
+            common::test_path(module_path!(), "reduce_error_child"),
             "--nocapture",
             "--test-threads=1",
         ])

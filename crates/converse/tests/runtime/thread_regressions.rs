@@ -6,7 +6,7 @@
 //!
 //! A few failures abort the whole test process rather than fail one test
 //! (the runtime aborts on a misused thread); CI still reports them.
-mod common;
+use crate::common;
 
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;

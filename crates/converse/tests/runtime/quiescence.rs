@@ -13,7 +13,7 @@
 //!
 //! Every job runs under a hang guard (`within(30, ...)`; 10 s for the one-PE
 //! livelock test). Tests marked "Regression" once failed on runtime bugs.
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 use std::rc::Rc;
