@@ -61,6 +61,20 @@ fn child_main() -> ! {
     std::process::exit(code)
 }
 
+/// The shared-memory names that appeared since `before` and are still
+/// there after up to 3 s: a job's processes remove their own names as they
+/// exit, which may trail the launcher's exit by a moment.
+fn names_left_after(before: &std::collections::BTreeSet<String>) -> Vec<String> {
+    let deadline = Instant::now() + std::time::Duration::from_secs(3);
+    loop {
+        let left: Vec<String> = mpiexec::shm_names().difference(before).cloned().collect();
+        if left.is_empty() || Instant::now() >= deadline {
+            return left;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 fn main() {
     // Started by convrun, by mpiexec (a PMI rank), or as a child by a case
     // that makes the environment itself (`CONVERSE_TEST_CHILD`).
@@ -92,10 +106,22 @@ fn main() {
     let mut failed = Vec::new();
     for (name, run) in selected.iter().copied() {
         let t = Instant::now();
+        let names_before = mpiexec::shm_names();
         let result = catch_unwind(AssertUnwindSafe(run));
+        // A case owns what its jobs leave in /dev/shm: a name left after
+        // it (and after its stragglers' grace) fails the case that left it,
+        // rather than CI's final check, which cannot say which one did.
+        let left = names_left_after(&names_before);
         let secs = t.elapsed().as_secs_f64();
         match result {
-            Ok(()) => println!("test {name} ... ok ({secs:.2} s)"),
+            Ok(()) if left.is_empty() => println!("test {name} ... ok ({secs:.2} s)"),
+            Ok(()) => {
+                println!("test {name} ... FAILED ({secs:.2} s): left /dev/shm/{left:?}");
+                for n in &left {
+                    let _ = std::fs::remove_file(format!("/dev/shm/{n}"));
+                }
+                failed.push(*name);
+            }
             Err(_) => {
                 println!("test {name} ... FAILED ({secs:.2} s)");
                 failed.push(*name);
