@@ -8,7 +8,7 @@
 //!
 //! The library exports its balancer under other names
 //! (`CmiCldDefault…_`, in `ext_cld`). `convcc` links every program with a
-//! small C object of its own (`CLD_SHIM_C` in `src/bin/convcc.rs`) that defines Charm++'s names as
+//! small C object of its own (`src/cld_shim.c`) that defines Charm++'s names as
 //! *weak* functions calling those: a program's own definitions are strong
 //! and win at link time (with the static library and with the shared one
 //! alike). The object's constructor compares the address `CldModuleInit`

@@ -240,7 +240,7 @@ pub extern "C-unwind" fn CcdIncreaseResolution(seconds: f64) -> f64 {
 mod tests {
     #[test]
     fn the_header_knows_the_last_user_condition() {
-        let header = include_str!("../../../include/converse-rs/threads.h");
+        let header = include_str!("../include/converse-rs/threads.h");
         let last = super::c_user_last();
         assert!(
             header.contains(&format!("#if CcdUSERMAX > {last}\n")),

@@ -1,5 +1,5 @@
-//! The C ABI of converse-rs: the functions `converse.h` (in the
-//! repository's `include/`) declares, over the Rust core's public API, so
+//! The C ABI of converse-rs: the functions `converse.h` (in this
+//! crate's `include/`) declares, over the Rust core's public API, so
 //! that Converse programs written in C or C++ build unchanged with
 //! `convcc` (this crate's binary) and run with the core's checks: named
 //! faults, the handler-table check, secure CCS.

@@ -115,10 +115,10 @@ impl Pup {
             self.at = end;
             return;
         }
-        if let Some(limit) = self.limit {
-            if end > limit {
-                overrun(self.mode, call, n, self.at, limit);
-            }
+        if let Some(limit) = self.limit
+            && end > limit
+        {
+            overrun(self.mode, call, n, self.at, limit);
         }
         if n == 0 {
             return;

@@ -638,10 +638,10 @@ struct CtvBlock {
 
 impl Drop for CtvBlock {
     fn drop(&mut self) {
-        if self.constructed.get() {
-            if let Some(d) = self.destruct {
-                d(self.ptr.as_ptr().cast());
-            }
+        if self.constructed.get()
+            && let Some(d) = self.destruct
+        {
+            d(self.ptr.as_ptr().cast());
         }
         // SAFETY: allocated in `CmiCtvAccess_` with this layout, freed once.
         unsafe { std::alloc::dealloc(self.ptr.as_ptr(), self.layout) };

@@ -53,7 +53,7 @@ fn repo() -> PathBuf {
 }
 
 fn include_dir() -> PathBuf {
-    repo().join("include")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("include")
 }
 
 /// The list, checked for its shape: five columns, known kinds and statuses.

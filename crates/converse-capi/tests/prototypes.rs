@@ -11,7 +11,7 @@
 //!   `converse-rs/absent.h` declares left out (blocklisted: Charm++'s
 //!   names that are deliberately *not* implemented, each marked so that a
 //!   use is a compile error), plus the declarations of `convcc`'s seed
-//!   balancer object (`CLD_SHIM_C` in `src/bin/convcc.rs`), which calls
+//!   balancer object (`src/cld_shim.c`), which calls
 //!   the library's `CmiCldDefault…_` names and defines Charm++'s `Cld…`
 //!   names over them. The headers are read as C and again as C++ (they
 //!   have `#ifdef __cplusplus` parts): both views must declare the same
@@ -140,8 +140,8 @@ fn header_prototypes_match_the_exported_functions() {
         return;
     }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let include = std::fs::canonicalize(root.join("../../include")).unwrap();
-    let shim = cld_shim(&root.join("src/bin/convcc.rs"));
+    let include = std::fs::canonicalize(root.join("include")).unwrap();
+    let shim = cld_shim(&root.join("src/cld_shim.c"));
     let headers = headers(&include);
 
     let c = CSide::generate(&include, &headers, Some(&shim.text));
@@ -210,7 +210,7 @@ fn is_absent_h(path: &str) -> bool {
 
 // ---- convcc's seed-balancer object ------------------------------------
 
-/// `CLD_SHIM_C`: its text, the library functions it declares (and calls),
+/// `src/cld_shim.c` (convcc's `CLD_SHIM_C`): its text, the library functions it declares (and calls),
 /// and the functions it defines (weak, for programs without their own).
 struct Shim {
     text: String,
@@ -218,22 +218,8 @@ struct Shim {
     defines: BTreeSet<String>,
 }
 
-fn cld_shim(convcc: &Path) -> Shim {
-    let file = syn::parse_file(&std::fs::read_to_string(convcc).unwrap()).unwrap();
-    let text = file
-        .items
-        .iter()
-        .find_map(|item| match item {
-            syn::Item::Const(c) if c.ident == "CLD_SHIM_C" => match &*c.expr {
-                syn::Expr::Lit(syn::ExprLit {
-                    lit: syn::Lit::Str(s),
-                    ..
-                }) => Some(s.value()),
-                _ => None,
-            },
-            _ => None,
-        })
-        .expect("src/bin/convcc.rs has `const CLD_SHIM_C: &str`");
+fn cld_shim(source: &Path) -> Shim {
+    let text = std::fs::read_to_string(source).unwrap();
     let (mut declares, mut defines) = (BTreeSet::new(), BTreeSet::new());
     for line in text.lines() {
         let Some(name) = declared_name(line) else {
@@ -548,13 +534,13 @@ impl Types {
                 if let Some(value) = atomic(&name) {
                     return Ty::Prim(prim(value).unwrap());
                 }
-                if name == "AtomicPtr" {
-                    if let Some(t) = generic {
-                        return Ty::Ptr {
-                            mutable: true,
-                            to: Box::new(again(t)),
-                        };
-                    }
+                if name == "AtomicPtr"
+                    && let Some(t) = generic
+                {
+                    return Ty::Ptr {
+                        mutable: true,
+                        to: Box::new(again(t)),
+                    };
                 }
                 if let Some((f, target)) = self.alias(&name, file) {
                     return self.canon_at(target, f, depth + 1);
@@ -693,8 +679,8 @@ impl CSide {
         impl<'ast> Visit<'ast> for Sizes<'_> {
             // `["Size of X"][size_of::<X>() - 8usize];`
             fn visit_expr_index(&mut self, e: &'ast syn::ExprIndex) {
-                if let (syn::Expr::Array(a), syn::Expr::Binary(b)) = (&*e.expr, &*e.index) {
-                    if let (
+                if let (syn::Expr::Array(a), syn::Expr::Binary(b)) = (&*e.expr, &*e.index)
+                    && let (
                         Some(syn::Expr::Lit(syn::ExprLit {
                             lit: syn::Lit::Str(s),
                             ..
@@ -704,11 +690,9 @@ impl CSide {
                             ..
                         }),
                     ) = (a.elems.first(), &*b.right)
-                    {
-                        if let Some(name) = s.value().strip_prefix("Size of ") {
-                            self.0.insert(name.to_string(), n.base10_parse().unwrap());
-                        }
-                    }
+                    && let Some(name) = s.value().strip_prefix("Size of ")
+                {
+                    self.0.insert(name.to_string(), n.base10_parse().unwrap());
                 }
                 syn::visit::visit_expr_index(self, e);
             }
@@ -845,21 +829,19 @@ fn c_decl(ty: &syn::Type, name: &str) -> String {
         syn::Type::Path(p) => {
             let seg = p.path.segments.last().unwrap();
             let n = seg.ident.to_string();
-            if n == "Option" {
-                if let syn::PathArguments::AngleBracketed(a) = &seg.arguments {
-                    if let Some(syn::GenericArgument::Type(syn::Type::BareFn(f))) = a.args.first() {
-                        let mut args: Vec<String> =
-                            f.inputs.iter().map(|a| c_type(&a.ty)).collect();
-                        if args.is_empty() {
-                            args.push("void".into());
-                        }
-                        let ret = match &f.output {
-                            syn::ReturnType::Default => "void".into(),
-                            syn::ReturnType::Type(_, t) => c_type(t),
-                        };
-                        return format!("{ret} (*{name})({})", args.join(", "));
-                    }
+            if n == "Option"
+                && let syn::PathArguments::AngleBracketed(a) = &seg.arguments
+                && let Some(syn::GenericArgument::Type(syn::Type::BareFn(f))) = a.args.first()
+            {
+                let mut args: Vec<String> = f.inputs.iter().map(|a| c_type(&a.ty)).collect();
+                if args.is_empty() {
+                    args.push("void".into());
                 }
+                let ret = match &f.output {
+                    syn::ReturnType::Default => "void".into(),
+                    syn::ReturnType::Type(_, t) => c_type(t),
+                };
+                return format!("{ret} (*{name})({})", args.join(", "));
             }
             let c = match n.as_str() {
                 "c_char" => "char",
@@ -1022,11 +1004,10 @@ impl RustSide {
                         lit: syn::Lit::Int(n),
                         ..
                     }) = &*c.expr
+                        && let Ok(n) = n.base10_parse()
                     {
-                        if let Ok(n) = n.base10_parse() {
-                            let name = c.ident.to_string();
-                            self.types.consts.entry(name).or_default().push((file, n));
-                        }
+                        let name = c.ident.to_string();
+                        self.types.consts.entry(name).or_default().push((file, n));
                     }
                 }
                 syn::Item::Struct(s) => {
@@ -1342,10 +1323,10 @@ fn transcribe(ts: TokenStream, b: &Bindings) -> TokenStream {
                     .collect();
                 let n = many.iter().map(|(_, e)| e.len()).max().unwrap_or(0);
                 for k in 0..n {
-                    if k > 0 {
-                        if let Some(sep) = &sep {
-                            out.extend(sep.parse::<TokenStream>().unwrap());
-                        }
+                    if k > 0
+                        && let Some(sep) = &sep
+                    {
+                        out.extend(sep.parse::<TokenStream>().unwrap());
                     }
                     let mut nb = b.clone();
                     for (v, each) in &many {

@@ -106,13 +106,13 @@ impl PendingReply {
             self.head_read += n;
         }
         // The hash is checked before the length is believed.
-        if let Some(expected) = self.expected_hash {
-            if self.head[..HASH_LEN] != expected {
-                return Err(CcsError::ReplyHashMismatch {
-                    server,
-                    handler: self.handler.clone(),
-                });
-            }
+        if let Some(expected) = self.expected_hash
+            && self.head[..HASH_LEN] != expected
+        {
+            return Err(CcsError::ReplyHashMismatch {
+                server,
+                handler: self.handler.clone(),
+            });
         }
         let len = be_u32(&self.head[head_len - 4..head_len]);
         if len as u64 > max_len as u64 {

@@ -151,10 +151,10 @@ where
                 converse::abort(&format!("gamma: node {}: {e}", converse::my_pe()));
             }
             body();
-            if node::current().is_ok() {
-                if let Err(e) = exit() {
-                    converse::abort(&format!("gamma: node {}: {e}", converse::my_pe()));
-                }
+            if node::current().is_ok()
+                && let Err(e) = exit()
+            {
+                converse::abort(&format!("gamma: node {}: {e}", converse::my_pe()));
             }
         })
         .map_err(|e| Error::Start(e.to_string()))

@@ -111,7 +111,7 @@ pub struct MsgHeader {
 #[doc(alias = "CmiMsgHeaderSizeBytes")]
 pub const MSG_HEADER_SIZE: usize = std::mem::size_of::<MsgHeader>();
 
-const _: () = assert!(MSG_HEADER_SIZE == 32 && MSG_HEADER_SIZE % CHUNK == 0);
+const _: () = assert!(MSG_HEADER_SIZE == 32 && MSG_HEADER_SIZE.is_multiple_of(CHUNK));
 
 /// Largest message the runtime accepts (the header's size field is 32 bits).
 pub const MAX_MESSAGE_SIZE: usize = u32::MAX as usize - CHUNK;
@@ -1228,7 +1228,10 @@ mod tests {
         assert_eq!(subs[2].as_bytes(), c.as_bytes());
         // Each writable at once, without a copy: a buffer of its own.
         assert!(subs.iter().all(|s| !s.is_shared()));
-        assert!(subs.iter().all(|s| s.payload().as_ptr() as usize % 16 == 0));
+        assert!(
+            subs.iter()
+                .all(|s| (s.payload().as_ptr() as usize).is_multiple_of(16))
+        );
         let mut subs = subs;
         let at = subs[0].payload().as_ptr();
         subs[0].payload_mut()[0] = b'F';

@@ -436,7 +436,7 @@ impl Mapping {
 
     /// The `u32` atomic at `off` (4-aligned, inside the mapping).
     fn u32_at(&self, off: usize) -> &AtomicU32 {
-        assert!(off % 4 == 0 && off + 4 <= self.len);
+        assert!(off.is_multiple_of(4) && off + 4 <= self.len);
         // SAFETY: in bounds and aligned (checked); the page is mapped for the
         // mapping's life, which bounds the reference's.
         unsafe { &*(self.base.add(off) as *const AtomicU32) }
@@ -444,7 +444,7 @@ impl Mapping {
 
     /// The `u64` atomic at `off` (8-aligned, inside the mapping).
     fn u64_at(&self, off: usize) -> &AtomicU64 {
-        assert!(off % 8 == 0 && off + 8 <= self.len);
+        assert!(off.is_multiple_of(8) && off + 8 <= self.len);
         // SAFETY: as in `u32_at`.
         unsafe { &*(self.base.add(off) as *const AtomicU64) }
     }
@@ -1062,7 +1062,7 @@ impl ShmModule {
         }
         // SAFETY: sysconf with an integer argument only.
         let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if page <= 0 || SLOT_ALIGN % page as usize != 0 {
+        if page <= 0 || !SLOT_ALIGN.is_multiple_of(page as usize) {
             return Err(err(format!(
                 "pages of {page} bytes: ring slots are aligned to {SLOT_ALIGN} bytes, which must be whole pages"
             )));
@@ -2174,14 +2174,14 @@ impl ShmModule {
     #[inline]
     fn drain_vc(&self, vc: &Vc) -> bool {
         let mut moved = false;
-        if vc.queued.load(Ordering::Relaxed) > 0 {
-            if let Ok(mut side) = vc.send.try_lock() {
-                moved = self.drain(vc, &mut side);
-                let closed = side.closed;
-                drop(side);
-                if closed {
-                    self.check_terminated(vc);
-                }
+        if vc.queued.load(Ordering::Relaxed) > 0
+            && let Ok(mut side) = vc.send.try_lock()
+        {
+            moved = self.drain(vc, &mut side);
+            let closed = side.closed;
+            drop(side);
+            if closed {
+                self.check_terminated(vc);
             }
         }
         moved
@@ -2210,20 +2210,20 @@ impl NetModule for ShmModule {
         // A terminated VC is used again (the spec's "may be used for
         // communication again later"): its rings stay mapped and in step,
         // so it only opens its sending side again.
-        if let Some(vc) = self.vcs.get(peer).and_then(|v| v.get()) {
-            if vc.terminated.load(Ordering::Acquire) {
-                if vc.card != card {
-                    return Err(NetError::peer(
-                        peer,
-                        format!("shm: card `{card}` is not the one VC {peer} was made from"),
-                    ));
-                }
-                let mut side = lock(&vc.send);
-                side.terminate = false;
-                side.closed = false;
-                vc.terminated.store(false, Ordering::Release);
-                return Ok(());
+        if let Some(vc) = self.vcs.get(peer).and_then(|v| v.get())
+            && vc.terminated.load(Ordering::Acquire)
+        {
+            if vc.card != card {
+                return Err(NetError::peer(
+                    peer,
+                    format!("shm: card `{card}` is not the one VC {peer} was made from"),
+                ));
             }
+            let mut side = lock(&vc.send);
+            side.terminate = false;
+            side.closed = false;
+            vc.terminated.store(false, Ordering::Release);
+            return Ok(());
         }
         // Connects now (start-up's eager connection): a VC made from the
         // peer's announcement gets its ring back.

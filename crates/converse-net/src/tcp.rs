@@ -1599,10 +1599,10 @@ impl NetModule for TcpModule {
             }
             // Queued sends go on too (a sender that moved on to other work
             // leaves them to whoever polls).
-            if let Ok(side) = vc.send.try_lock() {
-                if !side.queue.is_empty() {
-                    moved |= self.flush_locked(vc, side);
-                }
+            if let Ok(side) = vc.send.try_lock()
+                && !side.queue.is_empty()
+            {
+                moved |= self.flush_locked(vc, side);
             }
         }
         // While PEs poll, the progress thread leaves the module to them: a
@@ -1612,8 +1612,8 @@ impl NetModule for TcpModule {
         self.polls.store(polls, Ordering::Relaxed);
         // This process's own connections move at every poll: a PE may be
         // waiting for one (a peer's are the peer's to hurry).
-        if polls % HANDSHAKE_TICK == 0 || self.own_attempts.load(Ordering::Relaxed) > 0 {
-            moved |= self.drive_handshakes(polls % HANDSHAKE_TICK == 0);
+        if polls.is_multiple_of(HANDSHAKE_TICK) || self.own_attempts.load(Ordering::Relaxed) > 0 {
+            moved |= self.drive_handshakes(polls.is_multiple_of(HANDSHAKE_TICK));
         }
         moved
     }

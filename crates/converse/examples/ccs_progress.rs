@@ -35,7 +35,10 @@ struct Progress {
 static PROGRESS: Cpv<Progress> = Cpv::new();
 
 fn is_prime(n: u64) -> bool {
-    n >= 2 && (2..).take_while(|d| d * d <= n).all(|d| n % d != 0)
+    n >= 2
+        && (2..)
+            .take_while(|d| d * d <= n)
+            .all(|d| !n.is_multiple_of(d))
 }
 
 /// Checks one slice, then sends itself the next (so CCS requests, which

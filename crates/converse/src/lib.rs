@@ -52,11 +52,6 @@
 #![warn(missing_docs)]
 #![allow(clippy::new_without_default)]
 
-/// The README's code, compiled and run as a doctest so it stays true.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;
-
 pub mod ccd;
 pub mod ccs;
 pub mod cmi;

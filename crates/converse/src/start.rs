@@ -467,6 +467,12 @@ impl Converse {
 
     fn run_mode(self, start: StartFn, mode: SchedMode) -> Result<i32, StartError> {
         check_not_a_pe();
+        // `--help`, `--version`: answered before any PE (or launcher
+        // connection) exists.
+        if let Some(text) = args::info_text(&self.args) {
+            print!("{text}");
+            return Ok(0);
+        }
         let job = self.job()?;
         let start = with_inits(start, module_inits());
         let others = spawn_pes(&job, &start, mode);
@@ -756,11 +762,11 @@ fn start_services(job: &Arc<Job>) -> Result<(), StartError> {
     if let Some(watchdog) = &job.watchdog {
         watchdog.start(job);
     }
-    if let Some(server) = &job.config.server {
-        if job.first_node == 0 {
-            let handle = crate::ccs::server::start(job, server).map_err(StartError::Server)?;
-            let _ = crate::ccs::state(job).server.set(handle);
-        }
+    if let Some(server) = &job.config.server
+        && job.first_node == 0
+    {
+        let handle = crate::ccs::server::start(job, server).map_err(StartError::Server)?;
+        let _ = crate::ccs::state(job).server.set(handle);
     }
     if let Some(net) = &job.net {
         net.start(job);

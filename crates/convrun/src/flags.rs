@@ -22,7 +22,7 @@ use crate::fail;
 /// the usage line and `--help` are made from this list (the runtime
 /// flags' part of `--help` from the core's table,
 /// `converse::machine::args::FLAGS`).
-const OWN_FLAGS: [(&str, &str); 12] = [
+const OWN_FLAGS: [(&str, &str); 13] = [
     ("+p N", "the job's number of PEs"),
     ("++ppn M", "PEs per process (a divisor of +p)"),
     ("++local", "start every process on this host"),
@@ -53,6 +53,7 @@ const OWN_FLAGS: [(&str, &str); 12] = [
         "print the layout and how each remote process starts",
     ),
     ("--help", "print this and exit"),
+    ("--version", "print convrun's version and exit"),
 ];
 
 /// The one-line usage: `usage: convrun +p N [++ppn M] … program [args...]`.
@@ -182,6 +183,10 @@ pub fn parse_args(args: Vec<String>) -> Options {
                 print!("{}", help());
                 std::process::exit(0)
             }
+            "--version" if o.command.is_empty() => {
+                println!("convrun {}", env!("CARGO_PKG_VERSION"));
+                std::process::exit(0)
+            }
             "++nodelist" => {
                 o.nodelist = Some(
                     words
@@ -244,10 +249,8 @@ pub fn parse_args(args: Vec<String>) -> Options {
                         converse::machine::args::takes_optional_value(&w, next)
                     });
                 target.push(w);
-                if takes_next {
-                    if let Some(v) = words.next() {
-                        target.push(v);
-                    }
+                if takes_next && let Some(v) = words.next() {
+                    target.push(v);
                 }
             }
         }

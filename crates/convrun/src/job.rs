@@ -511,11 +511,11 @@ impl Job {
         p.status = Some(status);
         p.pidfd = None;
         self.running -= 1;
-        if let Some(link) = &mut p.link {
-            if !link.closed {
-                link.read_ready = true;
-                self.events.reads.push(node);
-            }
+        if let Some(link) = &mut p.link
+            && !link.closed
+        {
+            link.read_ready = true;
+            self.events.reads.push(node);
         }
         true
     }
@@ -596,13 +596,13 @@ impl Job {
         let line = line.encode();
         for node in 0..self.procs.len() {
             let p = &mut self.procs[node];
-            if p.status.is_none() {
-                if let Some(link) = &mut p.link {
-                    // A link that fails is a process that is gone: its
-                    // exit tells the rest.
-                    let _ = link.send(&line);
-                    self.watch_writes(node);
-                }
+            if p.status.is_none()
+                && let Some(link) = &mut p.link
+            {
+                // A link that fails is a process that is gone: its
+                // exit tells the rest.
+                let _ = link.send(&line);
+                self.watch_writes(node);
             }
         }
     }
@@ -739,10 +739,10 @@ impl Job {
                 }
             }
         };
-        if let Some(link) = &mut self.procs[node].link {
-            if link.has_unsent() {
-                let _ = link.flush();
-            }
+        if let Some(link) = &mut self.procs[node].link
+            && link.has_unsent()
+        {
+            let _ = link.flush();
         }
         self.watch_writes(node);
         turn

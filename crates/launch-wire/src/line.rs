@@ -409,10 +409,11 @@ fn card_field(kind: &'static str, field: &str) -> Result<Card, Error> {
 /// Field `name` as a number.
 fn number<T: std::str::FromStr>(kind: &'static str, name: &str, field: &str) -> Result<T, Error> {
     // Digits only: `FromStr` would take a `+`.
-    if !field.is_empty() && field.bytes().all(|b| b.is_ascii_digit()) {
-        if let Ok(n) = field.parse() {
-            return Ok(n);
-        }
+    if !field.is_empty()
+        && field.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(n) = field.parse()
+    {
+        return Ok(n);
     }
     Err(Error::malformed(
         kind,

@@ -37,9 +37,14 @@
 //!   extension). If it fails, no `F.cpm.h` is left. May be given more than
 //!   once, and with files to build (after the headers are written).
 //!
-//! Where things are: the headers in the repository's `include/` (or
-//! `$CONVERSE_INCLUDE`), the library beside this program (`$CONVERSE_LIB`,
-//! a directory, overrides), as `cargo build` leaves them.
+//! Where things are: installed (`cargo xtask install --prefix PREFIX`:
+//! this program in `PREFIX/bin`, with `PREFIX/include/converse/converse.h`),
+//! the headers in `PREFIX/include/converse` and the libraries in
+//! `PREFIX/lib`; otherwise, as `cargo build` leaves them, the headers in
+//! this crate's `include/` and the libraries beside this program.
+//! `$CONVERSE_INCLUDE` and `$CONVERSE_LIB` (directories) override both.
+//! `convcc --cflags` and `--libs` print the flags a build system needs to
+//! do what `convcc` does (`--help` lists every flag).
 //!
 //! C is compiled with unwind tables (`-funwind-tables`): a PE leaves its
 //! code by unwinding through the C frames between its start function and
@@ -126,6 +131,9 @@ fn parse(args: &[String]) -> Result<Request, String> {
             "-c" => r.compile_only = true,
             "-default-to-aout" => r.default_to_aout = true,
             "-o" => r.output = Some(it.next().ok_or("-o needs a file name")?.clone()),
+            f if INFO_FLAGS.iter().any(|(info, _)| *info == f) => {
+                return Err(format!("{f} goes alone on the command line"));
+            }
             "-language" => match it.next().map(String::as_str) {
                 Some("converse") | Some("c") => {}
                 Some("converse++") | Some("c++") => r.cplusplus = true,
@@ -165,22 +173,169 @@ fn parse(args: &[String]) -> Result<Request, String> {
     Ok(r)
 }
 
-/// The headers' directory.
-fn include_dir() -> PathBuf {
-    std::env::var_os("CONVERSE_INCLUDE")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../include"))
+/// The directory this program is in.
+fn exe_dir() -> Option<PathBuf> {
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf))
 }
 
-/// The directory holding `libconverse_capi.a`.
+/// The prefix this program was installed under (`cargo xtask install`):
+/// `PREFIX/bin/convcc` with `PREFIX/include/converse/converse.h` beside
+/// it. None when it runs from a build directory (`target/release`).
+fn installed_prefix() -> Option<PathBuf> {
+    let prefix = exe_dir()?.parent()?.to_path_buf();
+    prefix
+        .join("include/converse/converse.h")
+        .is_file()
+        .then_some(prefix)
+}
+
+/// The headers' directory: `$CONVERSE_INCLUDE`, else the install's
+/// `PREFIX/include/converse`, else this crate's `include/`.
+fn include_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("CONVERSE_INCLUDE") {
+        return PathBuf::from(dir);
+    }
+    match installed_prefix() {
+        Some(prefix) => prefix.join("include/converse"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("include"),
+    }
+}
+
+/// The directory holding `libconverse_capi.a`: `$CONVERSE_LIB`, else the
+/// install's `PREFIX/lib`, else this program's own directory (where
+/// `cargo build` leaves both).
 fn lib_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("CONVERSE_LIB") {
         return PathBuf::from(dir);
     }
-    std::env::current_exe()
-        .ok()
-        .and_then(|exe| exe.parent().map(Path::to_path_buf))
-        .unwrap_or_else(|| PathBuf::from("."))
+    match installed_prefix() {
+        Some(prefix) => prefix.join("lib"),
+        None => exe_dir().unwrap_or_else(|| PathBuf::from(".")),
+    }
+}
+
+/// The flags a C or C++ compile of a Converse program needs (`--cflags`;
+/// what `compile` passes).
+fn cflags() -> Vec<String> {
+    vec![
+        format!("-I{}", include_dir().display()),
+        "-pthread".into(),
+        "-funwind-tables".into(),
+    ]
+}
+
+/// The flags that link a Converse program with the static library
+/// (`--libs`; what `build` passes, but for the seed balancer's object,
+/// which `convcc` compiles itself and an install keeps in
+/// `lib/converse-rs/cld.o`).
+fn libs() -> Vec<String> {
+    let dir = lib_dir();
+    let mut flags = vec!["-pthread".into(), "-rdynamic".into()];
+    if let Some(prefix) = installed_prefix() {
+        flags.push(prefix.join("lib/converse-rs/cld.o").display().to_string());
+    }
+    flags.push(dir.join("libconverse_capi.a").display().to_string());
+    flags.extend(SYSTEM_LIBS.iter().map(|s| s.to_string()));
+    flags
+}
+
+/// `convcc`'s own flags, which answer and build nothing: (flag, what it
+/// prints). `--help` lists them, `main` answers them.
+const INFO_FLAGS: &[(&str, &str)] = &[
+    ("--help", "this text"),
+    ("--version", "the version of convcc and of the library"),
+    (
+        "--print-prefix",
+        "the prefix convcc is installed under (an error when it runs from a build directory)",
+    ),
+    ("--cflags", "the compile flags of a Converse program"),
+    (
+        "--libs",
+        "the link flags of a Converse program (the static library)",
+    ),
+];
+
+/// The charmc flags `convcc` takes (flag, what it does), for `--help`; the
+/// parser (`parse`) matches the same names.
+const CHARMC_FLAGS: &[(&str, &str)] = &[
+    (
+        "-c",
+        "compile only: each source to X.o (or the one source to -o OUT)",
+    ),
+    (
+        "-o OUT",
+        "link the program OUT, or the archive OUT when it ends in .a",
+    ),
+    (
+        "-default-to-aout",
+        "without -o or -c, link a.out (charmc's other default)",
+    ),
+    (
+        "-language converse|converse++",
+        "C or C++ (any C++ source also means C++)",
+    ),
+    ("-optimize", "-O2"),
+    ("-no-charmrun, -production", "accepted, do nothing"),
+    ("-verbose", "print each command before running it"),
+    (
+        "-shared-converse",
+        "link libconverse_capi.so instead of the static library",
+    ),
+    (
+        "-gen-cpm F.c",
+        "write F.cpm.h beside F.c (the CPM scanner, as charmc does)",
+    ),
+];
+
+/// `--help`: usage, then the tables above.
+fn help_text() -> String {
+    let mut text = String::from(
+        "convcc: the compiler wrapper for C and C++ Converse programs (charmc's flags)\n\n\
+         usage: convcc [FLAGS] [CC FLAGS] FILES...\n\n\
+         Sources (.c; .C .cc .cpp .cxx .c++) are compiled with $CC or $CXX; other files\n\
+         (.o, .a) go to the link. Other flags (-I -D -U -L -l -g -O -W...) pass through.\n\n",
+    );
+    let width = CHARMC_FLAGS
+        .iter()
+        .chain(INFO_FLAGS)
+        .map(|(f, _)| f.len())
+        .max()
+        .unwrap_or(0);
+    text.push_str("charmc's flags:\n");
+    for (flag, what) in CHARMC_FLAGS {
+        text.push_str(&format!("  {flag:width$}  {what}\n"));
+    }
+    text.push_str("\nconvcc's own (each alone on the command line):\n");
+    for (flag, what) in INFO_FLAGS {
+        text.push_str(&format!("  {flag:width$}  {what}\n"));
+    }
+    text.push_str(
+        "\nEnvironment: CC, CXX, AR; CONVERSE_INCLUDE (headers), CONVERSE_LIB (library\n\
+         directory), CONVERSE_CPM (the CPM scanner) override where convcc looks.\n",
+    );
+    text
+}
+
+/// Answers one of `INFO_FLAGS`.
+fn info(flag: &str) -> Result<String, String> {
+    Ok(match flag {
+        "--help" => help_text(),
+        "--version" => format!("convcc {}\n", env!("CARGO_PKG_VERSION")),
+        "--print-prefix" => match installed_prefix() {
+            Some(prefix) => format!("{}\n", prefix.display()),
+            None => {
+                return Err(format!(
+                    "not installed: this convcc runs from {} (install with `cargo xtask install --prefix DIR`)",
+                    exe_dir().unwrap_or_default().display()
+                ));
+            }
+        },
+        "--cflags" => format!("{}\n", cflags().join(" ")),
+        "--libs" => format!("{}\n", libs().join(" ")),
+        other => return Err(format!("{other}: not one of convcc's own flags")),
+    })
 }
 
 /// The C or C++ compiler as a command: `$CC`/`$CXX` (which may carry
@@ -300,44 +455,17 @@ fn object_of(source: &str) -> String {
     format!("{stem}.o")
 }
 
-/// The C object `convcc` links into every program (see `src/cld_weak.rs`): Charm++'s seed-balancer names, weak, over the library's.
-const CLD_SHIM_C: &str = r#"/* Linked by convcc into every Converse program: the seed balancer's
- * entry points under Charm++'s names, weak, over the library's own. A
- * program that defines them links its own balancer instead. */
-extern void CmiCldDefaultEnqueue_(int pe, void *msg, int infofn);
-extern void CmiCldDefaultEnqueueMulti_(int npes, const int *pes, void *msg, int infofn);
-extern void CmiCldDefaultNodeEnqueue_(int node, void *msg, int infofn);
-extern const char *CmiCldDefaultGetStrategy_(void);
-extern void CmiCldDefaultModuleInit_(void);
-extern void CmiCldProgramBalancer_(void (*init)(void));
-
-__attribute__((weak)) void CldEnqueue(int pe, void *msg, int infofn) {
-  CmiCldDefaultEnqueue_(pe, msg, infofn);
-}
-__attribute__((weak)) void CldEnqueueMulti(int npes, const int *pes, void *msg, int infofn) {
-  CmiCldDefaultEnqueueMulti_(npes, pes, msg, infofn);
-}
-__attribute__((weak)) void CldNodeEnqueue(int node, void *msg, int infofn) {
-  CmiCldDefaultNodeEnqueue_(node, msg, infofn);
-}
-__attribute__((weak)) const char *CldGetStrategy(void) { return CmiCldDefaultGetStrategy_(); }
-
-static void library_module_init(void) { CmiCldDefaultModuleInit_(); }
-extern void CldModuleInit(void) __attribute__((weak, alias("library_module_init")));
-
-__attribute__((constructor)) static void converse_rs_cld_program_balancer(void) {
-  void (*init)(void) = CldModuleInit;
-  if (init != library_module_init) CmiCldProgramBalancer_(init);
-}
-"#;
+/// The C object `convcc` links into every program (see `src/cld_weak.rs`):
+/// Charm++'s seed-balancer names, weak, over the library's. An install
+/// puts it, compiled, beside the libraries (`lib/converse-rs/cld.o`) for
+/// programs linked without `convcc` (`pkg-config`).
+const CLD_SHIM_C: &str = include_str!("../cld_shim.c");
 
 fn compile(r: &Request, source: &str, object: &str) -> Result<(), String> {
     let (flags, _) = link_only(&r.flags);
     let mut cmd = compiler(is_cxx(source));
     // The user's flags first: `-x c++` and the like apply to the source.
-    cmd.arg("-I")
-        .arg(include_dir())
-        .args(["-pthread", "-funwind-tables"])
+    cmd.args(cflags())
         .args(&flags)
         .arg("-c")
         .arg(source)
@@ -542,6 +670,20 @@ fn gen_cpm(r: &Request, source: &str) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let [flag] = args.as_slice()
+        && INFO_FLAGS.iter().any(|(f, _)| f == flag)
+    {
+        return match info(flag) {
+            Ok(text) => {
+                print!("{text}");
+                ExitCode::SUCCESS
+            }
+            Err(why) => {
+                eprintln!("convcc: {why}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let done = parse(&args).and_then(|r| {
         for source in &r.gen_cpm {
             gen_cpm(&r, source)?;
@@ -567,6 +709,28 @@ mod tests {
 
     fn args(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
+    }
+
+    /// Every flag `--help` lists as charmc's is one the parser takes for
+    /// itself, not one it passes through to the compiler.
+    #[test]
+    fn the_help_lists_the_flags_the_parser_takes() {
+        for (flags, _) in CHARMC_FLAGS {
+            for flag in flags.split(", ") {
+                let mut words: Vec<String> = flag
+                    .split(' ')
+                    .map(|w| w.split('|').next().unwrap().to_owned())
+                    .collect();
+                words.push("x.c".into());
+                let r = parse(&words).unwrap_or_else(|e| panic!("{flag}: {e}"));
+                assert!(!r.flags.contains(&words[0]), "{flag} passed through");
+            }
+        }
+        for (flag, _) in INFO_FLAGS {
+            let err = parse(&args(&format!("{flag} x.c"))).unwrap_err();
+            assert!(err.contains("alone"), "{flag}: {err}");
+            assert!(help_text().contains(flag));
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@ Authentication:
   --timeout S     give up after S seconds (each of: connecting, sending,
                   waiting for the reply); by default, wait
   -h, --help      print this help
+      --version   print the version
 
 Exit status: 0 the reply was written; 1 an error (told on standard error);
 2 bad arguments; 3 the server closed the connection without a reply.
@@ -76,6 +77,7 @@ struct Args {
 enum Command {
     Run(Args),
     Help,
+    Version,
 }
 
 fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<Command, String> {
@@ -118,6 +120,7 @@ fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<Command, Strin
         };
         match name.as_str() {
             "--help" => return Ok(Command::Help),
+            "--version" => return Ok(Command::Version),
             "--pe" => set_destination(Destination::Pe(parse_number(&value("a PE")?, "--pe")?))?,
             "--all" => {
                 if inline_value.is_some() {
@@ -287,6 +290,10 @@ fn main() -> ExitCode {
             print!("{USAGE}");
             ExitCode::SUCCESS
         }
+        Ok(Command::Version) => {
+            println!("ccs {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
         Ok(Command::Run(args)) => match run(args) {
             Ok(()) => ExitCode::SUCCESS,
             Err(failure) => {
@@ -365,6 +372,21 @@ mod tests {
             run_args(&["h:1", "x", "--data", "a=b"]).data,
             DataSource::Text(b"a=b".to_vec())
         );
+    }
+
+    /// Every option the help lists is one the parser knows.
+    #[test]
+    fn the_help_lists_the_options_the_parser_takes() {
+        let options: Vec<&str> = USAGE
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .filter(|w| w.starts_with("--") && w.len() > 2)
+            .collect();
+        assert!(options.len() >= 8, "{options:?}");
+        for option in options {
+            let err = parse(&["h:1", "x", option, "1"]).err().unwrap_or_default();
+            assert!(!err.contains("unknown option"), "{option}: {err}");
+        }
+        assert_eq!(parse(&["--version"]), Ok(Command::Version));
     }
 
     #[test]

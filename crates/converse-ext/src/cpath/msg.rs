@@ -299,13 +299,13 @@ pub(super) fn on_deliver(msg: Message) {
         let data = r.bytes("data")?;
         let flats = r.u64s("elements")?;
         r.end("message")?;
-        if let Kind::Reduction { vecsize, eltsize } = kind {
-            if vecsize.checked_mul(eltsize) != Some(data.len()) {
-                return Err(format!(
-                    "a reduction result of {vecsize} × {eltsize} bytes with {} bytes of data",
-                    data.len()
-                ));
-            }
+        if let Kind::Reduction { vecsize, eltsize } = kind
+            && vecsize.checked_mul(eltsize) != Some(data.len())
+        {
+            return Err(format!(
+                "a reduction result of {vecsize} × {eltsize} bytes with {} bytes of data",
+                data.len()
+            ));
         }
         if tags.contains(&CPATH_WILD) {
             return Err(format!("tags {tags:?} hold CPATH_WILD"));

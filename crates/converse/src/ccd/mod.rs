@@ -214,12 +214,12 @@ pub fn resolution() -> f64 {
 
 /// A callback was registered for `cond` on `pe`.
 fn on_registered(pe: &Pe, cond: Condition) {
-    if let Some(i) = cond.periodic_index() {
-        if count_callbacks_is_one(pe, cond) {
-            // The first callback counts the period from now.
-            pe.ccd.periodic_next.borrow_mut()[i] =
-                Instant::now() + Duration::from_millis(conditions::PERIODIC_INTERVALS_MS[i]);
-        }
+    if let Some(i) = cond.periodic_index()
+        && count_callbacks_is_one(pe, cond)
+    {
+        // The first callback counts the period from now.
+        pe.ccd.periodic_next.borrow_mut()[i] =
+            Instant::now() + Duration::from_millis(conditions::PERIODIC_INTERVALS_MS[i]);
     }
     if cond == Condition::SIGUSR1 || cond == Condition::SIGUSR2 {
         let which = if cond == Condition::SIGUSR2 {

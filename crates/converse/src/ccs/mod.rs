@@ -502,11 +502,12 @@ fn on_request(pe: &Pe, msg: &Message) {
     impl Drop for Restore {
         fn drop(&mut self) {
             let ctx = CONTEXT.with(|c| std::mem::replace(&mut *c.borrow_mut(), self.0.take()));
-            if let Some(ctx) = ctx {
-                if !ctx.answered && !std::thread::panicking() {
-                    // Returned without replying: an empty reply.
-                    answer(ctx.ticket, Reply::Data(Vec::new()));
-                }
+            if let Some(ctx) = ctx
+                && !ctx.answered
+                && !std::thread::panicking()
+            {
+                // Returned without replying: an empty reply.
+                answer(ctx.ticket, Reply::Data(Vec::new()));
             }
         }
     }

@@ -589,11 +589,11 @@ impl Server {
             if handle.stop.load(Ordering::Acquire) {
                 return;
             }
-            if let Err(e) = self.poll.poll(&mut events, Some(TICK)) {
-                if e.kind() != io::ErrorKind::Interrupted {
-                    log(&format!("epoll failed, the server stops: {e}"));
-                    return;
-                }
+            if let Err(e) = self.poll.poll(&mut events, Some(TICK))
+                && e.kind() != io::ErrorKind::Interrupted
+            {
+                log(&format!("epoll failed, the server stops: {e}"));
+                return;
             }
             for event in events.iter() {
                 match event.token() {

@@ -127,11 +127,11 @@ mod tests {
                     Say::Quiet => {}
                 }
             }
-            if ms % 100 == 0 {
-                if let Some(n) = t.due(now) {
-                    assert!(said.is_none());
-                    said = Some(n);
-                }
+            if ms % 100 == 0
+                && let Some(n) = t.due(now)
+            {
+                assert!(said.is_none());
+                said = Some(n);
             }
             if let Some(n) = said {
                 if let Some(prev) = last_line {

@@ -215,15 +215,15 @@ fn insert(addr: u64, len: u64, read_only: bool) -> Result<(), RdmaError> {
     })?;
     let mut map = REGISTERED.write().unwrap_or_else(PoisonError::into_inner);
     let before = map.range(..end).next_back();
-    if let Some((&start, &Range { len: rlen, .. })) = before {
-        if start + rlen > addr || (len == 0 && start == addr) {
-            return Err(RdmaError {
-                target_pe: here(),
-                why: format!(
-                    "cannot register {len} bytes at {addr:#x}: it overlaps the registered range of {rlen} bytes at {start:#x}"
-                ),
-            });
-        }
+    if let Some((&start, &Range { len: rlen, .. })) = before
+        && (start + rlen > addr || (len == 0 && start == addr))
+    {
+        return Err(RdmaError {
+            target_pe: here(),
+            why: format!(
+                "cannot register {len} bytes at {addr:#x}: it overlaps the registered range of {rlen} bytes at {start:#x}"
+            ),
+        });
     }
     map.insert(addr, Range { len, read_only });
     Ok(())
@@ -268,7 +268,7 @@ unsafe fn store_bytes(dst: *mut u8, src: &[u8]) {
     while i < src.len() {
         // SAFETY: `dst + i` is inside the caller's range.
         let at = unsafe { dst.add(i) };
-        if (at as usize) % 8 == 0 && src.len() - i >= 8 {
+        if (at as usize).is_multiple_of(8) && src.len() - i >= 8 {
             let word = u64::from_ne_bytes(src[i..i + 8].try_into().expect("8 bytes"));
             // SAFETY: aligned, in range; atomics only (the caller's promise).
             unsafe { AtomicU64::from_ptr(at.cast()) }.store(word, Ordering::Relaxed);
@@ -291,7 +291,7 @@ unsafe fn load_bytes(src: *const u8, dst: &mut [u8]) {
     while i < dst.len() {
         // SAFETY: `src + i` is inside the caller's range.
         let at = unsafe { src.add(i) };
-        if (at as usize) % 8 == 0 && dst.len() - i >= 8 {
+        if (at as usize).is_multiple_of(8) && dst.len() - i >= 8 {
             // SAFETY: aligned, in range; atomics only.
             let word = unsafe { AtomicU64::from_ptr(at as *mut u64) }.load(Ordering::Relaxed);
             dst[i..i + 8].copy_from_slice(&word.to_ne_bytes());

@@ -233,12 +233,10 @@ pub(crate) fn check_for_stall(pe: &Pe) {
         Box::new(|quiescent| {
             let pe = pe::current();
             pe.coll.reductions.borrow_mut().stall_check_pending = false;
-            if quiescent {
-                if let Some(report) = stall_report(&pe) {
-                    match &pe.job.watchdog {
-                        Some(watchdog) => watchdog.fire(report),
-                        None => abort(&report),
-                    }
+            if quiescent && let Some(report) = stall_report(&pe) {
+                match &pe.job.watchdog {
+                    Some(watchdog) => watchdog.fire(report),
+                    None => abort(&report),
                 }
             }
         }),

@@ -21,10 +21,10 @@ impl Pe {
     /// others; threads switching count as progress instead (`Tracer::switch`).
     #[inline]
     pub(crate) fn answer_watchdog_if_asked(&self) {
-        if let Some(w) = self.trace.watch() {
-            if w.is_asked() {
-                w.answer(self.watchdog_answer());
-            }
+        if let Some(w) = self.trace.watch()
+            && w.is_asked()
+        {
+            w.answer(self.watchdog_answer());
         }
     }
 

@@ -95,10 +95,10 @@ impl Pe {
         // SAFETY: `Pe` lives on its PE's thread only (it is `!Send`), and only
         // a PE looks at its own inbox: this is the queue's single consumer.
         let inbox_empty = unsafe { self.shared().inbox.is_empty() };
-        if !inbox_empty || !self.sched.ready.borrow().is_empty() {
-            if let Some(m) = self.next_inbox_arrival(with_node) {
-                return Some(m);
-            }
+        if (!inbox_empty || !self.sched.ready.borrow().is_empty())
+            && let Some(m) = self.next_inbox_arrival(with_node)
+        {
+            return Some(m);
         }
         if self.sched.shuffle.is_some() {
             return self.next_shuffled(with_node);

@@ -308,7 +308,7 @@ impl IdleState {
             }
             polls = polls.wrapping_add(1);
             // Reading the clock costs about as much as a poll; do it every 64.
-            if polls % 64 != 0 {
+            if !polls.is_multiple_of(64) {
                 std::hint::spin_loop();
                 continue;
             }

@@ -310,10 +310,10 @@ fn run_steps(pe: &Pe, budget: Budget<'_>) -> usize {
                 }
             }
         }
-        if let Budget::Count(n) = budget {
-            if delivered >= n {
-                return delivered;
-            }
+        if let Budget::Count(n) = budget
+            && delivered >= n
+        {
+            return delivered;
         }
         // Arrived messages are taken apart from the queued tasks, not as
         // a `Task` too: wrapping the message in a `Task` on the stack

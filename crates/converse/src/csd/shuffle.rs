@@ -176,7 +176,11 @@ mod tests {
         while let Some(p) = s.pick(false) {
             match p {
                 Pick::Held(m, mark) => {
-                    assert_eq!(mark, key(&m) % 2 == 0, "the mark comes back with it");
+                    assert_eq!(
+                        mark,
+                        key(&m).is_multiple_of(2),
+                        "the mark comes back with it"
+                    );
                     out.push((sender(&m), key(&m)))
                 }
                 Pick::Extra => unreachable!("no extra candidate offered"),

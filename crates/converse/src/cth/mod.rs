@@ -128,10 +128,10 @@ impl LiveThreads {
     }
 
     fn remove(&mut self, slot: usize) {
-        if let Some(entry) = self.entries.get_mut(slot) {
-            if entry.take().is_some() {
-                self.free.push(slot);
-            }
+        if let Some(entry) = self.entries.get_mut(slot)
+            && entry.take().is_some()
+        {
+            self.free.push(slot);
         }
     }
 
@@ -259,10 +259,10 @@ impl Drop for Inner {
         // good) leaves the PE's `live` slab; its coroutine, dropped next,
         // unwinds what is on its stack.
         let slot = self.slot.replace(NO_SLOT);
-        if slot != NO_SLOT {
-            if let Some(pe) = pe::try_current() {
-                pe.cth.untrack(slot);
-            }
+        if slot != NO_SLOT
+            && let Some(pe) = pe::try_current()
+        {
+            pe.cth.untrack(slot);
         }
         // Its heap goes once nothing of it is in use (a finished thread's
         // was orphaned already).

@@ -171,12 +171,12 @@ impl Slice {
 
     fn give_back(&mut self, mut at: usize, mut len: usize) {
         // Coalesce with the neighbours.
-        if let Some((&prev, &plen)) = self.free.range(..at).next_back() {
-            if prev + plen == at {
-                self.free.remove(&prev);
-                at = prev;
-                len += plen;
-            }
+        if let Some((&prev, &plen)) = self.free.range(..at).next_back()
+            && prev + plen == at
+        {
+            self.free.remove(&prev);
+            at = prev;
+            len += plen;
         }
         if let Some(&nlen) = self.free.get(&(at + len)) {
             self.free.remove(&(at + len));
@@ -424,12 +424,12 @@ pub fn free(at: usize) -> Result<(), IsoError> {
         return set_access(at, len, false);
     }
     for slice in s.slices.values_mut() {
-        if slice.holds(at) {
-            if let Some(len) = slice.block(at) {
-                set_access(at, len, false)?;
-                slice.free(at);
-                return Ok(());
-            }
+        if slice.holds(at)
+            && let Some(len) = slice.block(at)
+        {
+            set_access(at, len, false)?;
+            slice.free(at);
+            return Ok(());
         }
     }
     Err(IsoError(format!(
@@ -534,8 +534,8 @@ pub fn adopt_unfilled(
     let page = page_size();
     let end = at.checked_add(len);
     if len == 0
-        || at % page != 0
-        || len % page != 0
+        || !at.is_multiple_of(page)
+        || !len.is_multiple_of(page)
         || !in_region(at)
         || end.is_none_or(|e| !in_region(e - 1))
     {

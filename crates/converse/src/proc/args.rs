@@ -84,7 +84,24 @@ pub struct Config {
     /// `+pemap LIST`: the processors PEs are pinned to, taken round by
     /// each PE's rank on its host (`proc::affinity::parse_pemap`).
     pub pemap: Option<Vec<usize>>,
+    /// `++help` or `--help`, `++version` or `--version`: print and exit,
+    /// starting no PE ([`info_text`]).
+    pub info: Option<Info>,
 }
+
+/// What `++help` and `++version` ask for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Info {
+    /// The usage and the runtime flags ([`help`]).
+    Help,
+    /// The runtime's version.
+    Version,
+}
+
+/// The words without `+` that the runtime also takes as its flags, as
+/// programs' users expect them: `--help` is `++help`, `--version` is
+/// `++version`.
+const DASHED_ALIASES: [(&str, &str); 2] = [("--help", "++help"), ("--version", "++version")];
 
 /// The environment variable that turns `+randomized_msgq` on for every
 /// job started without the flag: a seed, or `draw` (how CI runs test
@@ -571,6 +588,18 @@ pub static FLAGS: &[Flag] = &[
             set(&mut server(c).max_connections, Some(n))
         },
     },
+    Flag {
+        name: "++help",
+        value: FlagValue::Nothing,
+        help: "print this help and exit (also --help)",
+        apply: |c, _, _| set(&mut c.info, Some(Info::Help)),
+    },
+    Flag {
+        name: "++version",
+        value: FlagValue::Nothing,
+        help: "print the runtime's version and exit (also --version)",
+        apply: |c, _, _| set(&mut c.info, Some(Info::Version)),
+    },
 ];
 
 /// Splits `args` (program name first, as `std::env::args()` gives them) into
@@ -584,11 +613,16 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
         rest.push(program.clone());
     }
     while let Some(word) = words.next() {
+        let word = DASHED_ALIASES
+            .iter()
+            .find(|(dashed, _)| dashed == word)
+            .map_or(word.as_str(), |(_, flag)| flag);
         if !word.starts_with('+') {
-            rest.push(word.clone());
+            rest.push(word.to_string());
             continue;
         }
-        let (flag, glued) = find_flag(word).ok_or_else(|| ArgError::UnknownFlag(word.clone()))?;
+        let (flag, glued) =
+            find_flag(word).ok_or_else(|| ArgError::UnknownFlag(word.to_string()))?;
         let value = match flag.value {
             FlagValue::Nothing => None,
             FlagValue::Required(_) => Some(match glued {
@@ -605,10 +639,10 @@ pub fn parse(args: &[String]) -> Result<(Config, Vec<String>), ArgError> {
         };
         (flag.apply)(&mut config, flag.name, value)?;
     }
-    if let (Some(pes), Some(ppn)) = (config.pes, config.ppn) {
-        if pes % ppn != 0 {
-            return Err(ArgError::Layout { pes, ppn });
-        }
+    if let (Some(pes), Some(ppn)) = (config.pes, config.ppn)
+        && pes % ppn != 0
+    {
+        return Err(ArgError::Layout { pes, ppn });
     }
     Ok((config, rest))
 }
@@ -668,6 +702,27 @@ pub fn usage_list() -> String {
         Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
         None => String::new(),
     }
+}
+
+/// What a program prints for `++help`/`--help` or `++version`/`--version`
+/// on its command line (`args`, program name first), or None when it asks
+/// for neither (or its command line is wrong: starting says why).
+pub fn info_text(args: &[String]) -> Option<String> {
+    let (config, _) = parse(args).ok()?;
+    let program = args
+        .first()
+        .map(|p| p.rsplit('/').next().unwrap_or(p))
+        .unwrap_or("program");
+    let version = env!("CARGO_PKG_VERSION");
+    Some(match config.info? {
+        Info::Help => format!(
+            "usage: {program} [ARGUMENTS...] [RUNTIME FLAGS...]\n\
+             {program} runs on converse-rs {version}; its arguments are its own, and the\n\
+             runtime takes the flags below (convrun takes them too, and its own: convrun --help).\n\n{}",
+            help()
+        ),
+        Info::Version => format!("{program}: converse-rs {version}\n"),
+    })
 }
 
 /// The runtime flags, one a line with what it does: the help text of
@@ -749,6 +804,30 @@ mod tests {
     }
 
     #[test]
+    fn help_and_version_are_answered_before_anything_starts() {
+        let words = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+        let help = info_text(&words("/bin/prog 12 --help +p 4")).unwrap();
+        assert!(help.starts_with("usage: prog [ARGUMENTS...]"), "{help}");
+        assert!(help.contains(&super::help()));
+        assert_eq!(
+            info_text(&words("prog ++help")),
+            Some(help.replace("/bin/", ""))
+        );
+        let version = info_text(&words("prog --version")).unwrap();
+        assert_eq!(
+            version,
+            format!("prog: converse-rs {}\n", env!("CARGO_PKG_VERSION"))
+        );
+        assert_eq!(info_text(&words("prog ++version")), Some(version));
+        assert_eq!(info_text(&words("prog 12 +p 4")), None);
+        // A wrong command line is starting's to report.
+        assert_eq!(info_text(&words("prog --help +p x")), None);
+        // The dashed words are the runtime's: the program does not see them.
+        let (_, rest) = parse(&words("prog a --help b")).unwrap();
+        assert_eq!(rest, words("prog a b"));
+    }
+
+    #[test]
     fn one_table_makes_the_parser_the_usage_and_the_help() {
         let help = help();
         let unknown = ArgError::UnknownFlag("+bogus".into()).to_string();
@@ -790,7 +869,7 @@ mod tests {
         }
         assert!(
             unknown.contains("+p N, ++ppn M,")
-                && unknown.contains(" and ++server-max-connections N)")
+                && unknown.contains(", ++server-max-connections N, ++help and ++version)")
         );
         // A value glued with a digit or `=`, to any flag that requires one.
         let (f, _) = parse(&words("prog ++server-port=80 ++server-max-request4096")).unwrap();

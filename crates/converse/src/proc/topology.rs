@@ -42,7 +42,7 @@ impl Topology {
     /// If either is zero or `pes` is not a multiple of `ppn`.
     pub fn new(pes: usize, ppn: usize) -> Topology {
         assert!(
-            pes > 0 && ppn > 0 && pes % ppn == 0,
+            pes > 0 && ppn > 0 && pes.is_multiple_of(ppn),
             "bad layout: {pes} PEs, {ppn} per node"
         );
         Topology { pes, ppn }

@@ -312,10 +312,10 @@ impl Job {
 
     /// `exit(code)`: ends the job here and in every other process.
     pub fn exit_everywhere(&self, code: i32) {
-        if !self.is_exiting() {
-            if let Some(net) = &self.net {
-                net.broadcast_exit(code);
-            }
+        if !self.is_exiting()
+            && let Some(net) = &self.net
+        {
+            net.broadcast_exit(code);
         }
         self.request_exit(code);
     }
@@ -371,12 +371,12 @@ impl Job {
             }
         }
         // The other processes compare their tables with this one's.
-        if canon.len() > before {
-            if let Some(net) = &self.net {
-                let table: Vec<HandlerIdent> = canon.iter().map(|(ident, _)| *ident).collect();
-                drop(canon);
-                net.handlers_registered(&table);
-            }
+        if canon.len() > before
+            && let Some(net) = &self.net
+        {
+            let table: Vec<HandlerIdent> = canon.iter().map(|(ident, _)| *ident).collect();
+            drop(canon);
+            net.handlers_registered(&table);
         }
         Ok(())
     }

@@ -1458,11 +1458,11 @@ fn watch_module(module: &dyn NetModule, watch: &Watch, stop: &AtomicBool, shared
         // Peers the module cannot hear die: looked at on this thread's
         // rounds, whether or not the PEs poll (they may spin for ever
         // waiting for a dead one).
-        if let Some(every) = peer_check {
-            if peers_checked.elapsed() >= every {
-                module.check_peers();
-                peers_checked = std::time::Instant::now();
-            }
+        if let Some(every) = peer_check
+            && peers_checked.elapsed() >= every
+        {
+            module.check_peers();
+            peers_checked = std::time::Instant::now();
         }
         // While idle PEs poll, stay out of their way; watch once none has
         // polled for a while, or one parks.

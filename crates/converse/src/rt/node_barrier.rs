@@ -133,7 +133,7 @@ impl NodeBarrier {
             polls = polls.wrapping_add(1);
             // The clock and the exit flag cost more than a look at the
             // round: every 64 looks.
-            if polls % 64 != 0 {
+            if !polls.is_multiple_of(64) {
                 std::hint::spin_loop();
                 continue;
             }

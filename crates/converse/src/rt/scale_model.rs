@@ -1002,7 +1002,7 @@ impl Sim {
                 // `forward_pe_copy`: a node's first PE (not the root's)
                 // passes it to the child nodes, then to its node's others.
                 let node = pe / s;
-                if pe % s == 0 && node != 0 {
+                if pe.is_multiple_of(s) && node != 0 {
                     for child in self.job.node_tree().children(node) {
                         self.pe_send(pe, child * s, PeMsg::Bcast);
                     }

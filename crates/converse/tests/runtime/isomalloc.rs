@@ -84,7 +84,10 @@ fn a_block_moves_between_pes_with_its_pointers() {
             let block = isomalloc::isomalloc(100 * std::mem::size_of::<Node>()).unwrap();
             assert!(isomalloc::isomalloc_in_range(block.as_ptr()));
             let len = isomalloc::isomalloc_length(block.as_ptr()).unwrap();
-            assert!(len >= 1600 && len % 4096 == 0, "whole pages: {len}");
+            assert!(
+                len >= 1600 && len.is_multiple_of(4096),
+                "whole pages: {len}"
+            );
             assert_eq!(
                 isomalloc::isomalloc_length(heap.as_ref() as *const u64 as *const u8),
                 None

@@ -197,14 +197,13 @@ fn rust_names() -> BTreeSet<String> {
                 continue;
             };
             let mut words = tokens(decl);
-            if let (Some(kind), Some(name)) = (words.next(), words.next()) {
-                if [
+            if let (Some(kind), Some(name)) = (words.next(), words.next())
+                && [
                     "struct", "enum", "type", "fn", "trait", "const", "static", "mod",
                 ]
                 .contains(&kind)
-                {
-                    names.insert(name.to_string());
-                }
+            {
+                names.insert(name.to_string());
             }
         }
     }

@@ -156,7 +156,7 @@ fn the_four_calls_reduce_over_nodes_in_tree_order_on_every_layout() {
                                 );
                             }
                         };
-                        if node % 2 == 0 {
+                        if node.is_multiple_of(2) {
                             by_id(a, 3);
                             by_id(b, 4);
                         } else {

@@ -37,7 +37,7 @@ use std::sync::{Arc, Mutex};
 const BRANCHES: [usize; 3] = [1, 2, 4];
 
 fn divisors(p: usize) -> Vec<usize> {
-    (1..=p).filter(|d| p % d == 0).collect()
+    (1..=p).filter(|d| p.is_multiple_of(*d)).collect()
 }
 
 /// Every (PEs, PEs per node) layout with 1 to 9 PEs.
@@ -498,7 +498,7 @@ fn id_reductions_contributed_in_different_orders_on_different_pes() {
             // Even PEs make all their calls at start-up; odd PEs make half
             // of them at start-up and the rest later, from a handler, so
             // contributions often reach parents that have not called yet.
-            let split = if me % 2 == 0 {
+            let split = if me.is_multiple_of(2) {
                 order.len()
             } else {
                 order.len() / 2
@@ -568,7 +568,7 @@ fn a_global_id_is_reused_after_its_reduction_completed() {
             relays.set((relay_m, relay_s));
             let contribute = move |tag: u64| {
                 let (relay_m, relay_s) = relays.get();
-                if tag % 2 == 0 {
+                if tag.is_multiple_of(2) {
                     converse::reduce_struct_id(Agg::mine(tag), Agg::merge, relay_s, id);
                 } else {
                     converse::reduce_id(Agg::mine_msg(tag, relay_m), merge_msgs, id);

@@ -2516,7 +2516,7 @@ fn cpm_second(n: u32) {
 fn ext_cpm_misordered() -> i32 {
     use converse_ext::cpm;
     run_normal(|_| {
-        if my_pe() % 2 == 0 {
+        if my_pe().is_multiple_of(2) {
             cpm::register(&CPM_CPM_FIRST);
             cpm::register(&CPM_CPM_SECOND);
         } else {

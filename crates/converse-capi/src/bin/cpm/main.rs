@@ -80,15 +80,35 @@ use std::process::ExitCode;
 use generate::generate;
 use parser::scan;
 
+/// The usage line, and `--help`'s text after it.
+const USAGE: &str = "usage: cpm INPUT [OUTPUT]   (INPUT: a C file after the preprocessor; OUTPUT: F.cpm.h, `-` or none for standard output)";
+const HELP: &str = "\
+The CPM scanner (the Converse extensions manual's parameter marshalling):
+reads a preprocessed C or C++ source and writes the header of its CpmInvokable
+functions' launchers and receivers. `convcc -gen-cpm F.c` runs it for you.
+
+  --help      print this text
+  --version   print the version
+";
+
 fn usage() -> ExitCode {
-    eprintln!(
-        "usage: cpm INPUT [OUTPUT]   (INPUT: a C file after the preprocessor; OUTPUT: F.cpm.h, `-` or none for standard output)"
-    );
+    eprintln!("{USAGE}");
     ExitCode::from(2)
 }
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.as_slice() {
+        [flag] if flag == "--help" => {
+            print!("{USAGE}\n\n{HELP}");
+            return ExitCode::SUCCESS;
+        }
+        [flag] if flag == "--version" => {
+            println!("cpm {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        _ => {}
+    }
     let (input, output) = match args.as_slice() {
         [i] => (i, None),
         [i, o] => (i, Some(o).filter(|o| *o != "-")),

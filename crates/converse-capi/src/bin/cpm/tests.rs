@@ -372,7 +372,7 @@ fn the_generated_code_compiles_cleanly_as_c_and_cpp() {
                 void use(void) { CpmInitializeThisModule(); }\n";
     let dir = std::env::temp_dir().join(format!("cpm-unit-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/../../include");
+    let include = concat!(env!("CARGO_MANIFEST_DIR"), "/include");
     let gen_src = format!("{prelude}{body}");
     // The scanner reads it preprocessed, as convcc runs it.
     let pre = std::process::Command::new("cc")

@@ -177,14 +177,14 @@ fn foreign_launcher(var: impl Fn(&str) -> Option<String>) -> Option<String> {
         if size_var.starts_with("SLURM_") && !in_slurm_step(&var) {
             continue;
         }
-        if let Some(n) = var(size_var).and_then(|n| n.parse::<usize>().ok()) {
-            if n > 1 {
-                return Some(format!(
-                    "started by {launcher} as one of {n} processes ({size_var}), which \
+        if let Some(n) = var(size_var).and_then(|n| n.parse::<usize>().ok())
+            && n > 1
+        {
+            return Some(format!(
+                "started by {launcher} as one of {n} processes ({size_var}), which \
                      gives neither a PMI-1 connection (PMI_FD) nor a PMIx server \
                      (PMIX_NAMESPACE): {instead}"
-                ));
-            }
+            ));
         }
     }
     None
