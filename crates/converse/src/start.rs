@@ -552,6 +552,7 @@ fn pe_body(job: &Arc<Job>, pe: usize, role: Role, start: &StartFn, mode: SchedMo
         start(&job.args);
         me.set_in_start(false);
         me.check_handlers_once();
+        crate::ccs::pe_started(job);
         if mode == SchedMode::Normal {
             crate::csd::schedule_forever();
         }

@@ -57,6 +57,7 @@ mod server_error;
 use crate::sync::lock;
 use std::cell::RefCell;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::msg::message::{FLAG_NO_QD, Message};
@@ -91,6 +92,10 @@ pub(crate) struct CcsState {
     pub names: Mutex<HashMap<String, Entry>>,
     /// The server, in the process of PE 0 when the job runs one.
     pub server: OnceLock<Arc<server::ServerHandle>>,
+    /// This process's PEs whose start function has returned (their
+    /// handlers are registered): the server holds a request for a name
+    /// not yet registered until all have (see `server`'s "Start-up").
+    pub pes_started: AtomicUsize,
 }
 
 /// The job's CCS state (made on first use; see `Job::subsystem`).
@@ -103,6 +108,12 @@ impl CcsState {
     pub fn entry(&self, name: &str) -> Option<Entry> {
         lock(&self.names).get(name).cloned()
     }
+}
+
+/// A PE of this process has run its start function: the handlers it
+/// registers there are known (called by start-up on each PE).
+pub(crate) fn pe_started(job: &crate::rt::job::Job) {
+    state(job).pes_started.fetch_add(1, Ordering::Release);
 }
 
 /// Which answer a PE owes: request `token`'s, for the PE at `position` of

@@ -66,6 +66,18 @@
 //! ordered by token: tokens only grow), so finding the oldest costs a
 //! lookup, not a scan of every connection.
 //!
+//! # Start-up
+//!
+//! The server listens (and says its port) before the PEs have run their
+//! start functions, where programs register their CCS handlers. A request
+//! for a name not registered yet is held, not refused, until every PE of
+//! this process has run its start function (`CcsState::pes_started`), then
+//! looked up again; the poll wakes every [`HOLD_POLL`] while one is held.
+//! A PE whose start function never returns (user-calls-scheduler mode)
+//! cannot hold requests longer than [`HOLD_LIMIT`]. Without this, a client
+//! that connects as soon as the port is printed could be answered "no such
+//! handler" for a handler the program registers a moment later.
+//!
 //! # Built-in handlers
 //!
 //! `ccs_getinfo` is answered here. `ccs_killport` keeps the caller's
@@ -133,6 +145,11 @@ pub(crate) const DEFAULT_MAX_CONNECTIONS: usize = 4096;
 const LISTEN_BACKLOG: i32 = 4096;
 /// How often the thread looks at deadlines when nothing happens.
 const TICK: Duration = Duration::from_millis(100);
+/// How often the poll wakes while a request is held for its handler's
+/// registration (see "Start-up" above).
+const HOLD_POLL: Duration = Duration::from_millis(2);
+/// The longest a request is held for its handler's registration.
+const HOLD_LIMIT: Duration = Duration::from_secs(10);
 /// Failed kill notices named in full in the log line that reports them.
 const MISSED_NAMED: usize = 8;
 
@@ -430,6 +447,7 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
         refused_log: Throttle::new(LOG_PERIOD),
         guard,
         perf: Collector::new(job.topo.num_pes()),
+        held: Vec::new(),
     };
     server
         .poll
@@ -576,6 +594,17 @@ struct Server {
     refused_log: Throttle,
     guard: Guard,
     perf: Collector<Token>,
+    /// Requests for names not registered yet, held while the PEs start
+    /// (see "Start-up" above), in arrival order.
+    held: Vec<Held>,
+}
+
+/// A request held until the PEs have registered their handlers.
+struct Held {
+    token: Token,
+    peer: SocketAddr,
+    req: Request,
+    since: Instant,
 }
 
 impl Server {
@@ -589,7 +618,12 @@ impl Server {
             if handle.stop.load(Ordering::Acquire) {
                 return;
             }
-            if let Err(e) = self.poll.poll(&mut events, Some(TICK))
+            let wait = if self.held.is_empty() {
+                TICK
+            } else {
+                HOLD_POLL
+            };
+            if let Err(e) = self.poll.poll(&mut events, Some(wait))
                 && e.kind() != io::ErrorKind::Interrupted
             {
                 log(&format!("epoll failed, the server stops: {e}"));
@@ -614,6 +648,9 @@ impl Server {
                         }
                     }
                 }
+            }
+            if !self.held.is_empty() {
+                self.release_held();
             }
             // Once per tick, not per wake-up: the scan visits every
             // connection.
@@ -870,7 +907,20 @@ impl Server {
         if self.on_built_in(&job, token, peer, &name, &req) {
             return;
         }
-        let Some(entry) = crate::ccs::state(&job).entry(&name) else {
+        let ccs = crate::ccs::state(&job);
+        let Some(entry) = ccs.entry(&name) else {
+            if ccs.pes_started.load(Ordering::Acquire) < job.local_pes() {
+                // Its PE may not have registered it yet: held (see
+                // "Start-up" above).
+                self.wait_for_reply(token);
+                self.held.push(Held {
+                    token,
+                    peer,
+                    req,
+                    since: Instant::now(),
+                });
+                return;
+            }
             refuse(&name, peer, "no such handler");
             self.reply_now(token, Vec::new());
             return;
@@ -946,6 +996,45 @@ impl Server {
                 pe.idle.wake();
             }
             None => self.hand_to_pe0(&job, token, msg),
+        }
+    }
+
+    /// Looks the held requests up again once every PE of this process has
+    /// run its start function; refuses those held for [`HOLD_LIMIT`]
+    /// (their PEs never finished starting).
+    fn release_held(&mut self) {
+        let Some(job) = self.job.upgrade() else {
+            return;
+        };
+        let started =
+            crate::ccs::state(&job).pes_started.load(Ordering::Acquire) >= job.local_pes();
+        let now = Instant::now();
+        let (due, kept): (Vec<Held>, Vec<Held>) = std::mem::take(&mut self.held)
+            .into_iter()
+            .partition(|h| started || now - h.since >= HOLD_LIMIT);
+        self.held = kept;
+        for h in due {
+            // Closed meanwhile (its reply deadline passed, or the server
+            // is stopping): nothing to answer.
+            if !self.conns.contains_key(&h.token) {
+                continue;
+            }
+            let name = h.req.header.handler().unwrap_or_default().to_string();
+            match crate::ccs::state(&job).entry(&name) {
+                Some(_) => self.on_request(h.token, h.peer, h.req),
+                None => {
+                    let why = if started {
+                        "no such handler".to_string()
+                    } else {
+                        format!(
+                            "no such handler (the PEs had not finished their start functions after {} s)",
+                            HOLD_LIMIT.as_secs()
+                        )
+                    };
+                    refuse(&name, h.peer, &why);
+                    self.reply_now(h.token, Vec::new());
+                }
+            }
         }
     }
 

@@ -883,3 +883,48 @@ fn late_reply_client(addr: SocketAddr, checks: Checks) {
     );
     let _ = exchange(addr, &encode_request("stop", &Dest::Pe(0), b"").unwrap());
 }
+
+/// A request that arrives before the PEs have registered its handler (the
+/// port is printed before their start functions run) is held until they
+/// have, not answered "no such handler": every PE registers `late` only
+/// after a pause, while a client sends to it as soon as the server listens.
+#[test]
+fn a_request_sent_before_its_handler_is_registered_waits_for_it() {
+    type Replies = (Vec<u8>, Vec<u8>);
+    let client: Arc<OnceLock<std::thread::JoinHandle<Replies>>> = Arc::default();
+    let code = {
+        let client = client.clone();
+        Converse::new()
+            .args(["prog", "+p", "2", "++server"])
+            .run(move |_| {
+                if my_pe() == 0 {
+                    let addr = ccs::server_address().expect("the server listens");
+                    let _ = client.set(std::thread::spawn(move || {
+                        let early = call(addr, "late", Dest::Pe(1), b"x");
+                        let done = call(addr, "done", Dest::Pe(0), b"");
+                        (early, done)
+                    }));
+                }
+                std::thread::sleep(Duration::from_millis(300));
+                ccs::register_handler("late", |m: Message| {
+                    let mut reply = b"registered late: ".to_vec();
+                    reply.extend_from_slice(m.payload());
+                    ccs::send_reply(&reply);
+                });
+                ccs::register_handler("done", |_m: Message| {
+                    ccs::send_reply(b"bye");
+                    converse::exit(0);
+                });
+                // Should `done` come too early as well, the job still ends.
+                if my_pe() == 0 {
+                    converse::call_fn_after(|_| converse::exit(3), 20_000.0);
+                }
+            })
+            .unwrap()
+    };
+    let client = Arc::into_inner(client).unwrap().into_inner().unwrap();
+    let (early, done) = client.join().unwrap();
+    assert_eq!(early, b"registered late: x");
+    assert_eq!(done, b"bye");
+    assert_eq!(code, 0);
+}
