@@ -57,6 +57,9 @@ import sys
 import time
 from typing import Iterable, Optional, Sequence, Union
 
+# The package version (pyproject.toml reads it from here).
+__version__ = "0.1.0"
+
 __all__ = [
     "CcsClient",
     "CcsError",
@@ -665,8 +668,9 @@ def _read_data(spec: Optional[str]) -> bytes:
 
 
 def _build_arg_parser() -> argparse.ArgumentParser:
+    # prog defaults to how the tool was started: "converse-ccs" (the installed
+    # command) or "converse_ccs.py" (the file, also under python -m).
     parser = argparse.ArgumentParser(
-        prog="converse_ccs.py",
         description="Send one CCS request to a Converse job and print the reply bytes to stdout.",
         epilog=(
             "Exit status: 0 reply printed, 1 error, 2 bad arguments, "
@@ -687,6 +691,7 @@ def _build_arg_parser() -> argparse.ArgumentParser:
     parser.add_argument("--auth", metavar="KEYFILE", help="file holding the 32 hex digit key")
     parser.add_argument("--level", type=int, default=0, help="security level of the key (default 0)")
     parser.add_argument("--timeout", type=float, metavar="S", help="seconds to wait for each step")
+    parser.add_argument("--version", action="version", version=f"converse-ccs {__version__}")
     return parser
 
 
