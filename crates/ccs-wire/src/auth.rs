@@ -111,7 +111,8 @@ impl AuthKeys {
 /// and lines starting with `#` are skipped. A file with no key (empty, or
 /// only blank and comment lines) is an error: a server given it would
 /// accept every request unauthenticated, which is surely not what asking
-/// for an auth file meant. Returns the keys and, per OTP
+/// for an auth file meant, and so is a level given twice (which key was
+/// meant?): the error names both lines. Returns the keys and, per OTP
 /// key, the line the server prints so its user can pass the key on
 /// (`CCS_OTP_KEY> Level <i> key: <32 uppercase hex digits>`).
 pub fn parse_auth_file(
@@ -120,6 +121,8 @@ pub fn parse_auth_file(
 ) -> Result<(AuthKeys, Vec<String>), KeyError> {
     let mut keys = AuthKeys::default();
     let mut otp_lines = Vec::new();
+    // The line each level was given on (1-based).
+    let mut given_on = std::collections::HashMap::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') {
@@ -135,6 +138,11 @@ pub fn parse_auth_file(
             .ok()
             .filter(|&l| l <= 254)
             .ok_or_else(|| bad(format!("the level {level:?} is not 0-254")))?;
+        if let Some(first) = given_on.insert(level, n + 1) {
+            return Err(bad(format!(
+                "level {level} has a key already, on line {first}: give each level one key"
+            )));
+        }
         let key = if key.eq_ignore_ascii_case("OTP") {
             let k = random();
             let hex: String = k.iter().map(|b| format!("{b:02X}")).collect();
@@ -198,6 +206,22 @@ mod tests {
             let e = parse_auth_file(bad, || [0; 16]).unwrap_err();
             assert!(e.0.starts_with("auth file line 1: "), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_level_given_twice_is_refused_naming_both_lines() {
+        let twice = "0 OTP\n# a comment\n1 00112233445566778899aabbccddeeff\n0 ffeeddccbbaa99887766554433221100\n";
+        let e = parse_auth_file(twice, || [0; 16]).unwrap_err();
+        assert_eq!(
+            e.0,
+            "auth file line 4: level 0 has a key already, on line 1: give each level one key"
+        );
+        let e = parse_auth_file("7 OTP\n7 OTP\n", || [0; 16]).unwrap_err();
+        assert!(
+            e.0.contains("line 2: level 7") && e.0.contains("on line 1"),
+            "{}",
+            e.0
+        );
     }
 
     #[test]

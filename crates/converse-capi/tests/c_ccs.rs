@@ -322,6 +322,16 @@ fn the_structs_c_shares_are_laid_out_as_the_rust_definitions() {
 #[test]
 fn a_c_client_talks_to_c_handlers_of_a_one_process_job() {
     let (server, port) = direct_server(&["+p", "3", "++server", "++server-port", "0"]);
+    // Without an auth file the server listens on the loopback only, and
+    // says so.
+    assert!(
+        server
+            .stdout
+            .iter()
+            .any(|l| l == &format!("ccs: Server IP = 127.0.0.1, Server port = {port} $")),
+        "{:?}",
+        server.stdout
+    );
     check_session(server, port, 3, 3, None);
     // One PE: no merge runs, a multicast of one PE is a plain request.
     let (server, port) = direct_server(&["+p", "1", "++server"]);
@@ -341,6 +351,15 @@ fn an_authenticated_c_client_needs_the_servers_key() {
     std::fs::write(&keys, format!("0 {key}\n")).unwrap();
     let keys = keys.to_str().unwrap();
     let (server, port) = direct_server(&["+p", "2", "++server", "++server-auth", keys]);
+    // With an auth file the server listens on every address, and says so.
+    assert!(
+        server
+            .stdout
+            .iter()
+            .any(|l| l == &format!("ccs: Server IP = 0.0.0.0, Server port = {port} $")),
+        "{:?}",
+        server.stdout
+    );
     check_session(server, port, 2, 2, Some(key));
 }
 

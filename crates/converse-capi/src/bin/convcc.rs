@@ -245,7 +245,10 @@ fn libs() -> Vec<String> {
 /// prints). `--help` lists them, `main` answers them.
 const INFO_FLAGS: &[(&str, &str)] = &[
     ("--help", "this text"),
-    ("--version", "the version of convcc (and of the library beside it)"),
+    (
+        "--version",
+        "the version of convcc (and of the library beside it)",
+    ),
     (
         "--print-prefix",
         "the prefix convcc is installed under (an error when it runs from a build directory)",

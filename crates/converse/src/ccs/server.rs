@@ -454,10 +454,6 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
         .registry()
         .register(&mut server.listener, LISTENER, Interest::READABLE)
         .map_err(setup("register"))?;
-    let shown_ip = match addr.ip() {
-        IpAddr::V4(v4) if !v4.is_unspecified() => v4,
-        _ => Ipv4Addr::LOCALHOST,
-    };
     // The announcement clients and tools look for (`ccs-protocol.md`),
     // after the keys drawn for `OTP` lines (as Charm++ prints them).
     {
@@ -466,11 +462,7 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
             let _ = writeln!(out, "{line}");
         }
         let _ = writeln!(out, "ccs: 2");
-        let _ = writeln!(
-            out,
-            "ccs: Server IP = {shown_ip}, Server port = {} $",
-            addr.port()
-        );
+        let _ = writeln!(out, "{}", announcement(addr));
         let _ = out.flush();
     }
     let thread = std::thread::Builder::new()
@@ -1496,6 +1488,18 @@ fn reply_bytes(
     Ok(out)
 }
 /// Logs a request the server answers empty, and why.
+/// The line clients look for (`ccs-protocol.md`): the address the server
+/// listens on, as it is (`0.0.0.0` when it listens on every address: a
+/// client on this host reaches it as `127.0.0.1`, others by the host's
+/// name).
+fn announcement(addr: SocketAddr) -> String {
+    format!(
+        "ccs: Server IP = {}, Server port = {} $",
+        addr.ip(),
+        addr.port()
+    )
+}
+
 fn refuse(name: &str, peer: SocketAddr, why: &str) {
     log(&format!(
         "request for {name:?} from {peer}: {why}; answered empty"

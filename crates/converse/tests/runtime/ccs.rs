@@ -667,26 +667,35 @@ fn a_key_for_level_0_refuses_plain_requests() {
 }
 
 #[test]
-fn an_auth_file_without_keys_is_refused_at_start_up() {
-    let dir = std::env::temp_dir().join(format!("converse-ccs-no-keys-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("keys");
-    std::fs::write(&file, "# keys to come\n\n").unwrap();
-    let path = file.display().to_string();
-    let err = Converse::new()
-        .args(["prog", "+p", "1", "++server-auth", &path])
-        .run(|_| panic!("the job must not start"))
-        .expect_err("an auth file with no key must be refused");
-    let _ = std::fs::remove_dir_all(&dir);
-    let text = err.to_string();
-    assert!(
-        text.contains(&format!("++server-auth {path}")) && text.contains("holds no key"),
-        "the error names the file and says why: {text}"
-    );
-    assert!(
-        matches!(&err, StartError::Server(ccs::ServerError::AuthFile { path: p, .. }) if *p == path),
-        "{err:?}"
-    );
+fn an_auth_file_without_keys_or_with_a_level_twice_is_refused_at_start_up() {
+    for (name, text, says) in [
+        ("no-keys", "# keys to come\n\n", "holds no key"),
+        (
+            "twice",
+            "0 OTP\n0 00112233445566778899aabbccddeeff\n",
+            "line 2: level 0 has a key already, on line 1",
+        ),
+    ] {
+        let dir = std::env::temp_dir().join(format!("converse-ccs-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("keys");
+        std::fs::write(&file, text).unwrap();
+        let path = file.display().to_string();
+        let err = Converse::new()
+            .args(["prog", "+p", "1", "++server-auth", &path])
+            .run(|_| panic!("the job must not start"))
+            .expect_err("the auth file must be refused");
+        let _ = std::fs::remove_dir_all(&dir);
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("++server-auth {path}")) && text.contains(says),
+            "the error names the file and says why: {text}"
+        );
+        assert!(
+            matches!(&err, StartError::Server(ccs::ServerError::AuthFile { path: p, .. }) if *p == path),
+            "{err:?}"
+        );
+    }
 }
 
 /// The server's other start-up failures, typed: an unreadable auth file
