@@ -11,10 +11,13 @@
 //!
 //! # Segments
 //!
-//! Each process creates one POSIX shared-memory segment,
-//! `/converse-<id>-<node>` (the job's segment id, random and apart from its
-//! key: anyone may list the names), readable and writable by its user
-//! only. It begins with a header page of a fixed size: who owns it, the
+//! Each process creates one POSIX shared-memory segment, exclusively,
+//! readable and writable by its user only, named `/converse-` and 32 hex
+//! digits derived one way from the job's segment id (random per job,
+//! secret as the key is, apart from it) and the process's number
+//! ([`segment_name`]): anyone may list the names, and one name tells
+//! nothing of another, so no other user can make a process's segment
+//! before it does. It begins with a header page of a fixed size: who owns it, the
 //! futex words its progress thread sleeps on, and the head of its
 //! *announcement list* (the rings other processes made for it). Behind the
 //! header the segment grows by one ring slot each time its owner first
@@ -50,7 +53,7 @@
 //! process maps it at its own address.
 //!
 //! Why rings live in the writer's segment rather than in segments of
-//! their own (`/converse-<id>-<from>-<to>`): the writer makes its ring
+//! their own (one per pair of processes): the writer makes its ring
 //! alone (it grows its own file), a job still has one name per process
 //! (what a killed job leaves is known without listing `/dev/shm`), and the
 //! reader finds the ring by the writer's number and the slot its
@@ -351,10 +354,13 @@ const RING_NEXT: usize = 136;
 const RING_TAKEN: usize = 144;
 
 /// The name of process `node`'s segment in the job whose segment id is
-/// `id` (random and apart from the job's key: names are listable by
-/// anyone).
+/// `id` (random per job, apart from its key, and secret as the key is):
+/// derived from both one way (`launch_wire::auth::shm_segment_name`), as
+/// names are listable by anyone. Seeing one process's name tells nothing
+/// of another's, so nobody outside the job can make a process's segment
+/// before it does.
 pub fn segment_name(id: u64, node: usize) -> String {
-    format!("/converse-{id:016x}-{node}")
+    launch_wire::auth::shm_segment_name(id, node as u64)
 }
 
 /// Where ring slot `slot` begins in its writer's segment (`None`: beyond

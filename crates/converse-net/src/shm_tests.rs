@@ -146,12 +146,13 @@ impl Job {
 
     /// This job's names in `/dev/shm`.
     fn leftovers(&self) -> Vec<String> {
-        let prefix = format!("converse-{:016x}-", self.tag);
-        std::fs::read_dir("/dev/shm")
-            .unwrap()
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with(&prefix))
+        (0..self.nodes)
+            .map(|n| {
+                segment_name(self.tag, n)
+                    .trim_start_matches('/')
+                    .to_string()
+            })
+            .filter(|name| std::path::Path::new("/dev/shm").join(name).exists())
             .collect()
     }
 
@@ -1684,15 +1685,19 @@ fn many_sending_threads_keep_each_threads_order() {
 /// job key), and a peer's card is checked against the id.
 #[test]
 fn a_segment_is_named_by_the_segment_id_not_the_tag() {
+    // Names are 32 hex digits, one name telling nothing of another's.
+    let names: Vec<String> = (0..3).map(|n| segment_name(0x5eed, n)).collect();
+    assert!(names.iter().all(|n| n.len() == "/converse-".len() + 32));
+    assert!(!names[1].contains("5eed") && names[0] != names[1]);
     let tag: u64 = 0x0123_4567_89ab_cdef ^ u64::from(std::process::id());
     let id: u64 = tag.rotate_left(17) ^ 0x5eed;
     let a = ShmModule::init(0, 2, tag, id, MAX_PAYLOAD).unwrap();
     let b = ShmModule::init(1, 2, tag, id, MAX_PAYLOAD).unwrap();
     let card = a.business_card();
     assert!(card.contains(&segment_name(id, 0)), "{card}");
-    assert!(!card.contains(&format!("{tag:016x}")), "{card}");
+    assert!(!card.contains(&segment_name(tag, 0)), "{card}");
     // A card naming the tag-derived segment is refused by a peer.
-    let forged = card.replace(&format!("{id:016x}"), &format!("{tag:016x}"));
+    let forged = card.replace(&segment_name(id, 0), &segment_name(tag, 0));
     let refused = b.vc_init(0, &forged);
     let accepted = b.vc_init(0, &card);
     a.unlink();
@@ -2302,7 +2307,9 @@ fn finalize_keeps_the_name_until_the_reader_has_taken_its_ring() {
     // Process 0 is ending; process 1 looks only a while later.
     std::thread::sleep(Duration::from_millis(50));
     assert!(
-        job.leftovers().iter().any(|n| n.ends_with("-0")),
+        job.leftovers()
+            .iter()
+            .any(|n| *n == segment_name(job.tag, 0)[1..]),
         "process 0's name went before process 1 took its ring"
     );
     poll_until(&[b], || rb.count() == 1);

@@ -54,6 +54,9 @@ pub enum Role {
     /// Not a proof: the job's tag in a shared-memory segment's header
     /// ([`JobKey::tag`]).
     ShmTag,
+    /// Not a proof: a shared-memory segment's name
+    /// ([`shm_segment_name`]).
+    ShmName,
 }
 
 impl Role {
@@ -64,6 +67,7 @@ impl Role {
             Role::TcpAcceptor => b"converse tcp: acceptor",
             Role::TcpConnector => b"converse tcp: connector",
             Role::ShmTag => b"converse shm: job tag",
+            Role::ShmName => b"converse shm: segment name",
         }
     }
 }
@@ -173,6 +177,23 @@ impl JobKey {
         let bytes = self.mac(role, &[]).finalize().into_bytes();
         u64::from_le_bytes(bytes[..8].try_into().expect("8 of 32 bytes"))
     }
+}
+
+/// The name of process `node`'s shared-memory segment in the job whose
+/// segment secret is `secret` (drawn at random per job and handed to its
+/// processes as the key is): `/converse-` and 128 bits of an HMAC-SHA-256
+/// under the secret, in hex. Names are listable by every user of the host;
+/// one says nothing of the secret, so nobody outside the job can tell the
+/// name of a process that has not made its segment yet (and make it first,
+/// to stop the job from starting).
+pub fn shm_segment_name(secret: u64, node: u64) -> String {
+    let mut key = [0u8; KEY_LEN];
+    key[..8].copy_from_slice(&secret.to_le_bytes());
+    let mac = JobKey(key)
+        .mac(Role::ShmName, &[&node.to_le_bytes()])
+        .finalize()
+        .into_bytes();
+    format!("/converse-{}", to_hex(&mac[..16]))
 }
 
 /// A fresh random number, sent in the clear, that a proof must cover.
@@ -305,6 +326,25 @@ fn constant_time_eq(a: &[u8; PROOF_LEN], b: &[u8; PROOF_LEN]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn segment_names_are_unrelated_to_each_other_and_to_the_secret() {
+        let (a0, a1) = (shm_segment_name(0x5eed, 0), shm_segment_name(0x5eed, 1));
+        assert_eq!(
+            a0,
+            shm_segment_name(0x5eed, 0),
+            "the same for every process"
+        );
+        assert!(a0.starts_with("/converse-") && a0.len() == "/converse-".len() + 32);
+        assert!(
+            a0["/converse-".len()..]
+                .bytes()
+                .all(|b| b.is_ascii_hexdigit())
+        );
+        assert_ne!(a0, a1);
+        assert_ne!(a0, shm_segment_name(0x5eee, 0));
+        assert!(!a0.contains("5eed") && !a1.contains(&a0[10..20]));
+    }
 
     fn key(b: u8) -> JobKey {
         JobKey::from_bytes([b; KEY_LEN])

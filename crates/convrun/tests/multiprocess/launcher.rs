@@ -90,6 +90,29 @@ pub fn child(name: &str, _args: &[String]) -> Option<i32> {
     // The program's arguments after its name.
     let a: Vec<String> = own.iter().skip(1).cloned().collect();
     let code = match name {
+        // Processes other than 0 start a second late (a squatter's
+        // window, `launcher_shm_names_cannot_be_squatted`); then every PE
+        // sends its number to PE 0, which prints the sum and ends the job.
+        "lx_late_sum" => {
+            use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+            static SUM: AtomicU64 = AtomicU64::new(0);
+            static HEARD: AtomicUsize = AtomicUsize::new(0);
+            if node_env() != 0 {
+                std::thread::sleep(Duration::from_secs(1));
+            }
+            run(|_| {
+                let h = converse::register_handler(|m: converse::Message| {
+                    let v = u64::from_le_bytes(m.payload()[..8].try_into().unwrap());
+                    SUM.fetch_add(v, SeqCst);
+                    if HEARD.fetch_add(1, SeqCst) + 1 == converse::num_pes() {
+                        println!("sum={}", SUM.load(SeqCst));
+                        converse::exit(0);
+                    }
+                });
+                let mine = (converse::my_pe() as u64).to_le_bytes();
+                converse::sync_send_and_free(0, converse::Message::from_payload(h, &mine));
+            })
+        }
         // Every PE says it is done and leaves its scheduler.
         "lx_exit_zero" => run(|_| {
             println!("done PE {}", converse::my_pe());
@@ -992,6 +1015,70 @@ fn launcher_forged_hellos_are_refused() {
     expect_no_stderr(&f, "lost process");
 }
 
+/// Another user who watches `/dev/shm` cannot make a process's segment
+/// before it does (issue 50): a name is derived one way from the job's
+/// secret segment id and the process's number, so the first name seen
+/// says nothing of the others. The squatter here makes, for every
+/// `converse-` name it sees, the names the other processes would have had
+/// if names were `converse-<id>-<n>` (as they were: it then won every
+/// race against a process that started late); processes 1..3 start a
+/// second late.
+fn launcher_shm_names_cannot_be_squatted() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let squatter = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let mut seen = std::collections::BTreeSet::new();
+            let mut made = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                for name in crate::mpiexec::shm_names() {
+                    if !seen.insert(name.clone()) {
+                        continue;
+                    }
+                    let Some((stem, _)) = name.rsplit_once('-') else {
+                        continue;
+                    };
+                    for n in 0..8 {
+                        let guess = format!("{stem}-{n}");
+                        let made_it = std::fs::OpenOptions::new()
+                            .write(true)
+                            .create_new(true)
+                            .open(format!("/dev/shm/{guess}"))
+                            .is_ok();
+                        if made_it {
+                            seen.insert(guess.clone());
+                            made.push(guess);
+                        }
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            made
+        })
+    };
+    let me = me();
+    let f = convrun(
+        &[
+            "+p",
+            "4",
+            "++ppn",
+            "1",
+            "++netmod",
+            "shm",
+            &me,
+            "lx_late_sum",
+        ],
+        LIMIT,
+    );
+    stop.store(true, Ordering::Relaxed);
+    for name in squatter.join().unwrap() {
+        let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    }
+    f.expect_code(0);
+    assert!(f.stdout.contains("sum=6"), "{}", f.stdout);
+}
+
 fn launcher_exit_outside_runtime() {
     let me = me();
     let mut job = Running::start(&["+p", "3", &me, "lx_exit_outside"], false);
@@ -1686,5 +1773,9 @@ pub fn cases() -> Vec<Case> {
         ("fault_refuse_connection", fault_refuse_connection),
         ("fault_peer_never_connects", fault_peer_never_connects),
         ("fault_impostor_launcher", fault_impostor_launcher),
+        (
+            "launcher_shm_names_cannot_be_squatted",
+            launcher_shm_names_cannot_be_squatted,
+        ),
     ]
 }
