@@ -240,7 +240,9 @@ fn expected_client(pes: usize, ppn: usize, auth: bool) -> Vec<String> {
 }
 
 /// Checks the client's output and the server's end after "stop".
-fn check_session(server: Server, port: u16, pes: usize, ppn: usize, key: Option<&str>) {
+/// Runs the client's session against `server` and checks it; returns the
+/// server's output.
+fn check_session(server: Server, port: u16, pes: usize, ppn: usize, key: Option<&str>) -> Output {
     let out = client(port, key.as_slice());
     let (stdout, stderr) = text(&out);
     let server_out = server.finish();
@@ -274,6 +276,7 @@ fn check_session(server: Server, port: u16, pes: usize, ppn: usize, key: Option<
         server_stderr.contains("\"nosuch\"") && server_stderr.contains("no such handler"),
         "{server_stderr}"
     );
+    server_out
 }
 
 #[test]
@@ -332,16 +335,16 @@ fn a_c_client_talks_to_c_handlers_of_a_one_process_job() {
         "{:?}",
         server.stdout
     );
-    check_session(server, port, 3, 3, None);
+    let _ = check_session(server, port, 3, 3, None);
     // One PE: no merge runs, a multicast of one PE is a plain request.
     let (server, port) = direct_server(&["+p", "1", "++server"]);
-    check_session(server, port, 1, 1, None);
+    let _ = check_session(server, port, 1, 1, None);
 }
 
 #[test]
 fn a_c_client_talks_to_c_handlers_of_a_two_process_job() {
     let (server, port) = convrun_server(&["+p", "4", "++ppn", "2"], &["++server"]);
-    check_session(server, port, 4, 2, None);
+    let _ = check_session(server, port, 4, 2, None);
 }
 
 #[test]
@@ -360,7 +363,44 @@ fn an_authenticated_c_client_needs_the_servers_key() {
         "{:?}",
         server.stdout
     );
-    check_session(server, port, 2, 2, Some(key));
+    let _ = check_session(server, port, 2, 2, Some(key));
+}
+
+/// Clients that stall mid-request are closed at the stall timeout, and
+/// the server names the first and counts the others in one line (issue 50:
+/// a flood of them printed a line each).
+#[test]
+fn stalled_clients_are_named_once_then_counted() {
+    use std::io::Write;
+    let (server, port) = direct_server(&["+p", "2", "++server", "++server-stall-timeout", "0.2"]);
+    let stalled: Vec<std::net::TcpStream> = (0..40)
+        .map(|_| {
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+            // Part of a header, then nothing.
+            s.write_all(&[0, 0, 0]).unwrap();
+            s
+        })
+        .collect();
+    for mut s in stalled {
+        s.set_read_timeout(Some(PATIENCE)).unwrap();
+        let mut byte = [0u8; 1];
+        // Closed by the server, unanswered.
+        assert_eq!(s.read(&mut byte).unwrap_or(0), 0);
+    }
+    let out = check_session(server, port, 2, 2, None);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let named = stderr
+        .lines()
+        .filter(|l| l.contains("completed no part of its request for 0.2 s; connection closed"))
+        .count();
+    let counted: u64 = stderr
+        .lines()
+        .filter_map(|l| {
+            l.split_once(" connections closed since the last such line: each completed no part")
+                .and_then(|(n, _)| n.rsplit(' ').next()?.parse::<u64>().ok())
+        })
+        .sum();
+    assert_eq!((named, named as u64 + counted), (1, 40), "{stderr}");
 }
 
 /// Runs `handler` on PE 0 of a fresh server (`convrun` launcher flags, or

@@ -43,7 +43,8 @@
 //! request (it waits for its reply, or has it written) is the newcomer
 //! refused. Both are logged through a [`Throttle`]: the first in full, then
 //! at most one line per [`LOG_PERIOD`] counting the others, so clients
-//! that keep the cap full cannot flood stderr. Why this policy:
+//! that keep the cap full cannot flood stderr; so are connections closed
+//! for stalling mid-request (a flood of them once gave a line each). Why this policy:
 //!
 //! - Without it, connections that each send part of a request and are
 //!   reopened as the stall timeout closes them keep the cap full, and new
@@ -445,6 +446,7 @@ pub(crate) fn start(job: &Arc<Job>, flags: &ServerFlags) -> Result<Arc<ServerHan
         buffered: 0,
         evicted_log: Throttle::new(LOG_PERIOD),
         refused_log: Throttle::new(LOG_PERIOD),
+        stalled_log: Throttle::new(LOG_PERIOD),
         guard,
         perf: Collector::new(job.topo.num_pes()),
         held: Vec::new(),
@@ -584,6 +586,8 @@ struct Server {
     evicted_log: Throttle,
     /// The log of newcomers refused at the cap.
     refused_log: Throttle,
+    /// The log of connections closed for stalling mid-request.
+    stalled_log: Throttle,
     guard: Guard,
     perf: Collector<Token>,
     /// Requests for names not registered yet, held while the PEs start
@@ -601,6 +605,22 @@ struct Held {
 
 impl Server {
     fn run(&mut self) {
+        self.serve();
+        // What the throttled lines still hold is said now: none is lost
+        // with the server.
+        if let Some(n) = self.refused_log.rest() {
+            self.log_refused(n);
+        }
+        if let Some(n) = self.evicted_log.rest() {
+            self.log_evicted(n);
+        }
+        if let Some(n) = self.stalled_log.rest() {
+            log_stalled(n, self.stall_timeout.as_secs_f64());
+        }
+    }
+
+    /// The server's loop, until it stops (see `run`).
+    fn serve(&mut self) {
         let mut events = Events::with_capacity(256);
         let mut last_scan = Instant::now();
         loop {
@@ -1380,6 +1400,9 @@ impl Server {
         if let Some(n) = self.evicted_log.due(now) {
             self.log_evicted(n);
         }
+        if let Some(n) = self.stalled_log.due(now) {
+            log_stalled(n, self.stall_timeout.as_secs_f64());
+        }
         let mut expired = Vec::new();
         for (&token, conn) in &self.conns {
             match &conn.state {
@@ -1387,11 +1410,16 @@ impl Server {
                     if now - conn.last_read >= self.stall_timeout =>
                 {
                     if !buf.is_empty() {
-                        log(&format!(
-                            "{} completed no part of its request for {:.1} s; connection closed",
-                            conn.peer,
-                            self.stall_timeout.as_secs_f64()
-                        ));
+                        let stall = self.stall_timeout.as_secs_f64();
+                        match self.stalled_log.hit(now) {
+                            Say::Line => log(&format!(
+                                "{} completed no part of its request for {stall:.1} s; connection closed (more such are counted, one line per {} s)",
+                                conn.peer,
+                                LOG_PERIOD.as_secs()
+                            )),
+                            Say::Count(n) => log_stalled(n, stall),
+                            Say::Quiet => {}
+                        }
                     }
                     expired.push(token);
                 }
@@ -1488,6 +1516,14 @@ fn reply_bytes(
     Ok(out)
 }
 /// Logs a request the server answers empty, and why.
+/// The summary line of `n` connections closed for stalling `stall`
+/// seconds mid-request.
+fn log_stalled(n: u64, stall: f64) {
+    log(&format!(
+        "{n} connections closed since the last such line: each completed no part of its request for {stall:.1} s"
+    ));
+}
+
 /// The line clients look for (`ccs-protocol.md`): the address the server
 /// listens on, as it is (`0.0.0.0` when it listens on every address: a
 /// client on this host reaches it as `127.0.0.1`, others by the host's

@@ -1,5 +1,6 @@
 //! A log line that clients can cause over and over (a connection refused
-//! or evicted at the server's cap), said at a bounded rate: the first in
+//! or evicted at the server's cap, one closed for stalling), said at a
+//! bounded rate: the first in
 //! full, then the ones that follow within a period counted and said as one
 //! summary line at the period's end.
 //!
@@ -10,7 +11,8 @@
 //! - No event is lost from the count: every event held back is in exactly
 //!   one summary, given by [`Throttle::hit`] or [`Throttle::due`] once the
 //!   period has passed (the server asks `due` at every deadline tick, so
-//!   a summary comes even when the events stop).
+//!   a summary comes even when the events stop; what is held when the
+//!   server stops is said then, [`Throttle::rest`]).
 //! - After a period with no event, the next one is said in full again (it
 //!   names its client).
 //!
@@ -82,6 +84,12 @@ impl Throttle {
         self.last = Some(now);
         Some(std::mem::take(&mut self.held))
     }
+
+    /// The events held back, whatever the time: for the last summary when
+    /// the server stops (none is lost with it); `None` if there are none.
+    pub fn rest(&mut self) -> Option<u64> {
+        (self.held > 0).then(|| std::mem::take(&mut self.held))
+    }
 }
 
 #[cfg(test)]
@@ -102,10 +110,15 @@ mod tests {
         assert_eq!(t.due(s(9_999)), None, "the period has not passed");
         assert_eq!(t.due(s(10_000)), Some(1000));
         assert_eq!(t.due(s(10_001)), None, "said once");
+        assert_eq!(t.rest(), None, "nothing held");
         // Held again, then the summary comes with the next event after
         // the period (before the tick asked).
         assert_eq!(t.hit(s(10_500)), Say::Quiet);
         assert_eq!(t.hit(s(20_000)), Say::Count(2));
+        // At the end, what is held is said at once.
+        assert_eq!(t.hit(s(20_001)), Say::Quiet);
+        assert_eq!(t.rest(), Some(1));
+        assert_eq!(t.rest(), None);
         // A quiet period: the next event is said in full again.
         assert_eq!(t.due(s(40_000)), None);
         assert_eq!(t.hit(s(40_000)), Say::Line);
