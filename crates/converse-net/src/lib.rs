@@ -5,7 +5,11 @@
 //! and the spec-to-Rust table; `shm` and `tcp`), the frames they carry
 //! (`frame`, with the one reassembly path every module's receive side uses),
 //! and the large-message transfers (`lmt`: the packets; `lmt_transfers`:
-//! the spec's hooks and the transfers in flight).
+//! the spec's hooks and the transfers in flight). Two small rules that
+//! every listener of the job shares (the tcp module's, the CCS server's
+//! and `convrun`'s control socket) live here too: who keeps a handshake
+//! slot in a flood (`admission`) and how often a line strangers can cause
+//! is said (`throttle`).
 //!
 //! This floor knows messages (`converse-msg`) and nothing above: what a
 //! frame *means* to the job (delivery into PEs' inboxes, the exit protocol,
@@ -14,6 +18,7 @@
 //! as its `net` module for its own use; programs never see them.
 #![warn(missing_docs)]
 
+pub mod admission;
 pub mod counts;
 pub mod frame;
 mod limits;
@@ -27,3 +32,4 @@ pub mod shm;
 mod sync;
 pub mod tcp;
 pub mod tcp_handshake;
+pub mod throttle;

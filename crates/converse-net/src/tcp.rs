@@ -101,11 +101,13 @@ use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Registry, Token, Waker};
 use std::os::fd::AsRawFd;
 
+use super::admission::Admission;
 use super::frame::{FrameHeader, MessageBuffers, Reassembler};
 use super::netmod::{
     NetError, NetModule, OutFrame, PollDir, SendData, SendRequest, Upcalls, check_iov_len,
 };
 use super::tcp_handshake::{Accepting, AcceptorSide, Connecting, Step, Verdict};
+use super::throttle::{LOG_BURST, LOG_PERIOD, Say, Throttle};
 use launch_wire::JobKey;
 
 /// How long an accepted connection may take over its handshake before it
@@ -129,11 +131,16 @@ const HANDSHAKE_POLL: Duration = Duration::from_millis(20);
 /// a burst of first sends never floods the peers' listeners.
 const MAX_CONNECTS_IN_FLIGHT: usize = 64;
 
-/// Connections in their handshake at once beyond which newcomers are
-/// refused at once (strangers cannot hold unbounded memory or
-/// descriptors): this, or one per process of the job and some, if more
-/// (every peer may connect at once).
+/// Connections in their handshake at once beyond which the oldest gives
+/// way to a newcomer (strangers cannot hold unbounded memory or
+/// descriptors, nor keep a process out: `admission`): this, or one per
+/// process of the job and some, if more (every peer may connect at once).
 const MAX_PENDING_HELLOS: usize = 256;
+
+/// Connections taken from the listener in one turn: the handshakes already
+/// held get their turn between batches, so that a flood of connects cannot
+/// push a real peer out before its hello is read.
+const ACCEPTS_PER_TURN: usize = 64;
 
 /// The listen queue: room for every process of the job to connect at once,
 /// up to the system's own limit (`somaxconn`), and never below the usual
@@ -344,14 +351,18 @@ impl Vc {
 }
 
 /// Handshakes under way (see "Connections" in the module comment).
-#[derive(Default)]
 struct Handshakes {
     /// Connections this process started: the attempt's number on its VC.
     connecting: Vec<(Connecting, u64)>,
     /// Connects waiting for a slot: (peer, attempt, addresses).
     waiting: VecDeque<(usize, u64, Vec<SocketAddr>)>,
-    /// Accepted connections in their handshake.
-    accepting: Vec<Accepting>,
+    /// Accepted connections in their handshake, each with its admission
+    /// key.
+    accepting: Vec<(u64, Accepting)>,
+    /// Who keeps a slot among `accepting` when a flood fills them.
+    admission: Admission<u64>,
+    /// The admission key of the next connection accepted.
+    next_accepted: u64,
     /// VCs whose connection lost a head-to-head: (peer, attempt, until).
     awaiting: Vec<(usize, u64, Instant)>,
 }
@@ -403,6 +414,9 @@ pub struct TcpModule {
     to_accept: AtomicBool,
     /// How long a connection this process starts may take.
     connect_wait: Duration,
+    /// The lines about refused connections, at most one per [`LOG_PERIOD`]
+    /// (strangers choose how many there are).
+    refusals: Mutex<Throttle>,
 }
 
 impl TcpModule {
@@ -462,7 +476,15 @@ impl TcpModule {
             upcalls: OnceLock::new(),
             max_payload,
             resume: AtomicBool::new(false),
-            handshakes: Mutex::new(Handshakes::default()),
+            handshakes: Mutex::new(Handshakes {
+                connecting: Vec::new(),
+                waiting: VecDeque::new(),
+                accepting: Vec::new(),
+                admission: Admission::for_job(nodes, MAX_PENDING_HELLOS),
+                next_accepted: 0,
+                awaiting: Vec::new(),
+            }),
+            refusals: Mutex::new(Throttle::with_burst(LOG_PERIOD, LOG_BURST)),
             handshake_count: AtomicUsize::new(0),
             own_attempts: AtomicUsize::new(0),
             polls: AtomicUsize::new(0),
@@ -646,8 +668,11 @@ impl TcpModule {
             return false;
         };
         let mut moved = false;
-        while self.to_accept.swap(false, Ordering::AcqRel) {
-            moved |= self.accept_new(&mut hs.accepting);
+        // A batch at most: the rest after the handshakes' turn (a flag set
+        // meanwhile by another thread is looked at below).
+        let mut more = false;
+        if self.to_accept.swap(false, Ordering::AcqRel) {
+            (moved, more) = self.accept_new(&mut hs);
         }
         // Decisions and installs happen after the list is walked, outside
         // its lock (they take VC locks, and fail VCs through upcalls).
@@ -655,7 +680,7 @@ impl TcpModule {
         let mut i = 0;
         while i < hs.accepting.len() {
             let me = self.me;
-            let step = hs.accepting[i].advance(&self.key, me, self.nodes, |c| {
+            let step = hs.accepting[i].1.advance(&self.key, me, self.nodes, |c| {
                 if c == me {
                     Err(format!("it claims to be process {c}, which is this one"))
                 } else {
@@ -670,13 +695,15 @@ impl TcpModule {
                 }
                 Step::Done => {
                     moved = true;
-                    let conn = hs.accepting.swap_remove(i);
+                    let (key, conn) = hs.accepting.swap_remove(i);
+                    hs.admission.leave(key);
                     let peer = conn.connector().expect("a finished handshake");
                     accepted.push((conn, peer));
                 }
                 Step::Lost | Step::Failed(_) | Step::Gone => {
                     moved = true;
-                    let conn = hs.accepting.swap_remove(i);
+                    let (key, conn) = hs.accepting.swap_remove(i);
+                    hs.admission.leave(key);
                     if let Step::Failed(why) = step {
                         self.refuse(conn.from(), &why);
                     }
@@ -760,6 +787,10 @@ impl TcpModule {
         hs.awaiting.extend(still);
         self.count_handshakes(&hs);
         drop(hs);
+        self.say_held_refusals(false);
+        if more {
+            self.to_accept.store(true, Ordering::Release);
+        }
         if self.to_accept.load(Ordering::Acquire) {
             // A listener edge came while this thread held the handshakes:
             // the poller takes the connections.
@@ -907,18 +938,14 @@ impl TcpModule {
         vc.terminated.store(false, Ordering::Release);
     }
 
-    /// Accepts every connection waiting on the listener into `pending`;
-    /// true if there was any.
-    fn accept_new(&self, pending: &mut Vec<Accepting>) -> bool {
-        let mut any = false;
-        loop {
+    /// Accepts up to [`ACCEPTS_PER_TURN`] connections waiting on the
+    /// listener into `hs`, the oldest held giving way when the slots are
+    /// full (`admission`); says whether there were any, and whether the
+    /// batch was full (more may wait).
+    fn accept_new(&self, hs: &mut Handshakes) -> (bool, bool) {
+        for taken in 0..ACCEPTS_PER_TURN {
             match self.listener.accept() {
                 Ok((stream, from)) => {
-                    any = true;
-                    if pending.len() >= MAX_PENDING_HELLOS.max(self.nodes + 64) {
-                        self.refuse(from, "too many connections are in their handshake at once");
-                        continue;
-                    }
                     let wait = HELLO_WAIT.max(self.connect_wait);
                     let far = Instant::now() + wait;
                     let registered = self.registry.register(
@@ -926,28 +953,78 @@ impl TcpModule {
                         Connecting::TOKEN,
                         Interest::READABLE,
                     );
-                    match registered.and_then(|()| Accepting::new(stream, from, wait, far)) {
-                        Ok(conn) => pending.push(conn),
-                        Err(e) => self.refuse(from, &e.to_string()),
+                    let conn =
+                        match registered.and_then(|()| Accepting::new(stream, from, wait, far)) {
+                            Ok(conn) => conn,
+                            Err(e) => {
+                                self.refuse(from, &e.to_string());
+                                continue;
+                            }
+                        };
+                    let key = hs.next_accepted;
+                    hs.next_accepted += 1;
+                    if let Some(old) = hs.admission.admit(key, from.ip())
+                        && let Some(k) = hs.accepting.iter().position(|(o, _)| *o == old)
+                    {
+                        // Closed by the drop (a real process's side connects
+                        // again).
+                        let (_, evicted) = hs.accepting.swap_remove(k);
+                        self.refuse(
+                            evicted.from(),
+                            "it gave way to a newer connection (too many are in their handshake at once)",
+                        );
                     }
+                    hs.accepting.push((key, conn));
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return any,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return (taken > 0, false),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 // A connection reset before it was taken, or a passing
                 // shortage of descriptors: the listener stays, and the
                 // next look tries again.
-                Err(_) => return any,
+                Err(_) => return (taken > 0, false),
             }
         }
+        (true, true)
     }
 
     /// Logs a refused connection (it is dropped, which closes it); the job
-    /// goes on.
+    /// goes on. A stranger chooses how many there are: the first is said
+    /// in full, then one line per [`LOG_PERIOD`] counts the others.
     fn refuse(&self, from: SocketAddr, why: &str) {
+        let say = lock(&self.refusals).hit(Instant::now());
+        match say {
+            Say::Line => eprintln!(
+                "converse: process {}: refused a connection from {from}: {why}",
+                self.me
+            ),
+            Say::Count(n) => self.say_refused_count(n),
+            Say::Quiet => {}
+        }
+    }
+
+    /// The summary line of `n` refused connections.
+    fn say_refused_count(&self, n: u64) {
         eprintln!(
-            "converse: process {}: refused a connection from {from}: {why}",
-            self.me
+            "converse: process {}: refused {n} more connection(s) in the last {} s (the last from strangers or late handshakes; each is closed)",
+            self.me,
+            LOG_PERIOD.as_secs()
         );
+    }
+
+    /// Says the refusals held back, if their period has passed (or, at the
+    /// end, `all` of them).
+    fn say_held_refusals(&self, all: bool) {
+        let held = {
+            let mut log = lock(&self.refusals);
+            if all {
+                log.rest()
+            } else {
+                log.due(Instant::now())
+            }
+        };
+        if let Some(n) = held {
+            self.say_refused_count(n);
+        }
     }
 
     /// `stream`, connected to `peer`, made ready to be a VC's: blocking
@@ -1637,6 +1714,7 @@ impl NetModule for TcpModule {
     }
 
     fn finalize(&self) {
+        self.say_held_refusals(true);
         for vc in self.made_vcs() {
             let side = lock(&vc.send);
             if side.link == Link::Up && vc.fd.load(Ordering::Acquire) >= 0 {
@@ -2220,6 +2298,62 @@ mod tests {
         assert!(a.0.vcs[1].get().is_some(), "process 1's VC is installed");
         let _b = joiner.join().unwrap();
         drop((silent, half));
+    }
+
+    /// Strangers that hold more silent connections than the listener has
+    /// handshake slots, opening a new one for each closed, keep no real
+    /// peer out: the oldest gives way to a newcomer, and a peer whose
+    /// connection was closed before its verdict connects again. (Before,
+    /// newcomers past the slots were refused instead, each on its own
+    /// line: the multi-process `siege_worker_*` cases count the lines.)
+    #[test]
+    fn a_flood_of_strangers_does_not_keep_a_real_peer_out() {
+        let a = module(0, 2);
+        let addr = addr_of(&a.0);
+        let stop = Arc::new(AtomicBool::new(false));
+        let flood = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut held: Vec<TcpStream> = Vec::new();
+                let mut opened = 0usize;
+                let mut buf = [0u8; 64];
+                while !stop.load(Ordering::Relaxed) {
+                    held.retain_mut(|s| matches!(s.read(&mut buf), Err(e) if e.kind() == io::ErrorKind::WouldBlock));
+                    let to: SocketAddr = addr.parse().unwrap();
+                    while held.len() < MAX_PENDING_HELLOS + 44 {
+                        // A full listen queue drops the connect (its SYN
+                        // is sent again a second later): given up on.
+                        let Ok(s) = TcpStream::connect_timeout(&to, Duration::from_millis(50))
+                        else {
+                            break;
+                        };
+                        s.set_nonblocking(true).unwrap();
+                        held.push(s);
+                        opened += 1;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                opened
+            })
+        };
+        let b = module(1, 2);
+        let card = a.0.business_card();
+        let joiner = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            b.0.vc_init(0, &card).unwrap();
+            b.0.accept_peers(&[0], Instant::now() + Duration::from_secs(20))
+                .unwrap();
+            b
+        });
+        a.0.accept_peers(&[1], Instant::now() + Duration::from_secs(20))
+            .expect("process 1 is accepted while strangers flood the slots");
+        let _b = joiner.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        let opened = flood.join().unwrap();
+        assert!(
+            opened > MAX_PENDING_HELLOS,
+            "the flood opened only {opened}"
+        );
     }
 
     /// A process connecting to several peers waits for none of them in

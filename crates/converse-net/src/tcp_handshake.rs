@@ -34,9 +34,10 @@
 //!   stranger changes no VC's state.
 //! - Neither side ever blocks: a connection that stalls costs only its
 //!   own clock. A connect refused or reset while the peer's listener is
-//!   busy (a burst of connects) is tried again after a pause that doubles,
-//!   until the attempt's time runs out; the retries are counted
-//!   (`counts`), never printed.
+//!   busy (a burst of connects), or closed before the verdict because a
+//!   flood took its handshake slot (`admission`), is tried again with a
+//!   fresh nonce after a pause that doubles, until the attempt's time runs
+//!   out; the retries are counted (`counts`), never printed.
 //! - A wrong proof from a connecting stranger is refused with the reason
 //!   and changes nothing else; a wrong proof from the process a business
 //!   card named is that VC's failure, naming the process.
@@ -451,9 +452,13 @@ impl Connecting {
         Ok(conn)
     }
 
-    /// Starts the non-blocking connect to the current address.
+    /// Starts the non-blocking connect to the current address, with a
+    /// fresh nonce (a connection tried again proves nothing another one
+    /// saw).
     fn connect(&mut self) -> Result<(), String> {
         let addr = self.addrs[self.at];
+        self.ours = Nonce::generate().map_err(|e| format!("cannot draw a nonce: {e}"))?;
+        self.len = 0;
         let mut stream = mio::net::TcpStream::connect(addr).map_err(|e| format!("{addr}: {e}"))?;
         crate::counts::tcp_connection_started();
         if let Some(registry) = &self.registry {
@@ -607,9 +612,17 @@ impl Connecting {
             Ok(false) if self.len > before => return Step::Progress,
             Ok(false) => return Step::Waiting,
             // A listener whose queue overflowed resets the connection
-            // before it answers: the same as a refused connect.
-            Err(e) if self.len == 0 && e.kind() == io::ErrorKind::ConnectionReset => {
-                return self.refused(e);
+            // before it answers, and one whose handshake slots are full
+            // closes the oldest (`admission`): the same as a refused
+            // connect.
+            Err(e)
+                if self.len == 0
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::ConnectionReset | io::ErrorKind::UnexpectedEof
+                    ) =>
+            {
+                return self.refused(io::Error::new(io::ErrorKind::ConnectionReset, e));
             }
             Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
                 return Step::Failed(format!(
@@ -654,11 +667,18 @@ impl Connecting {
         match fill(stream, &mut byte, &mut len) {
             Ok(true) => {}
             Ok(false) => return Step::Waiting,
-            Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-                return Step::Failed(format!(
-                    "{} closed the connection before its verdict",
-                    self.addr()
-                ));
+            // The acceptor decides at once once this side's proof is in:
+            // a connection closed before then gave its slot to a newer
+            // one (`admission`), and is tried again.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+                ) =>
+            {
+                let why = format!("{} closed the connection before its verdict", self.addr());
+                self.at = 0;
+                return self.retry(why, self.until);
             }
             Err(e) => return Step::Failed(format!("handshake with {}: {e}", self.addr())),
         }

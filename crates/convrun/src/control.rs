@@ -15,8 +15,18 @@
 //!   `welcome`, its own proof. Hellos are read without blocking, each
 //!   connection with its own bound (`ToLauncher::MAX_LEN` bytes,
 //!   [`HELLO_TIMEOUT`]) while the others are accepted and read, so
-//!   connections that stay silent delay no process's hello; at most
-//!   [`MAX_PENDING`] wait at once.
+//!   connections that stay silent delay no process's hello. At most
+//!   [`MAX_PENDING`] (or one per process and some) wait at once, half of
+//!   them from one address; past that the oldest gives way to the newcomer
+//!   (`converse_net::admission`), and at most [`ACCEPTS_PER_TURN`] are
+//!   taken between two reads of the others, so a flood of connections
+//!   cannot push a process out before its hello is read (and a process
+//!   whose connection was closed before its welcome connects again).
+//! - Every connection refused is logged, through a throttle
+//!   (`converse_net::throttle`): the first few lines in full, then one
+//!   line per 10 s counting the rest, so that a stranger chooses no log's length;
+//!   the connections still saying hello when start-up ends are refused
+//!   too.
 //! - `go` goes out once, when every process has said hello (so every card
 //!   is known before any process can ask for one); no line carries more
 //!   than one card.
@@ -26,7 +36,12 @@
 //!   line to a process goes through its link's queue, written as the
 //!   socket takes it ([`crate::job::Link`]).
 //! - Start-up ends the job if a process exits, a signal arrives, or
-//!   `++timeout` passes first, naming the processes that never joined.
+//!   `++timeout` passes first, naming the processes that never joined. A
+//!   process that exits during start-up ends it at once: the cause goes
+//!   to every process that joined (`abort`), and, for
+//!   [`ABORT_WINDOW`], to every process whose hello comes (in place of its
+//!   welcome); the processes that did not connect by then cannot be told,
+//!   and are ended by `SIGTERM`.
 //! - Start-up's work per wake-up is that of its events: the control
 //!   socket is accepted from only when it fired, a connection saying hello
 //!   is read (to `WouldBlock`) only when its bytes came or its time is up
@@ -45,6 +60,8 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use converse_net::admission::Admission;
+use converse_net::throttle::{LOG_BURST, LOG_PERIOD, Say, Throttle};
 use launch_wire::{Card, JobKey, Nonce, ToLauncher, ToProcess};
 
 use crate::fail;
@@ -56,8 +73,16 @@ use crate::status::{Ending, code_of, describe};
 /// How long a new connection may take to say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Connections saying hello at once beyond which newcomers are refused.
+/// Connections saying hello at once beyond which the oldest gives way to
+/// a newcomer (or one per process and some, if more).
 const MAX_PENDING: usize = 1024;
+
+/// Connections taken from the control socket between two reads of those
+/// held.
+const ACCEPTS_PER_TURN: usize = 128;
+
+/// How long a start-up that failed still answers hellos, with the cause.
+const ABORT_WINDOW: Duration = Duration::from_millis(200);
 
 /// A control connection whose hello has not all come yet.
 struct Pending {
@@ -145,7 +170,9 @@ impl Control {
         let listener_watched = job.watch_listener(listener_fd);
         let deadline = Instant::now() + Duration::from_secs(job.opts.timeout);
         let mut joined = 0;
-        let mut pending = Pendings::default();
+        let mut pending = Pendings::new(nodes);
+        // A batch of accepts was cut short: more may wait, with no new edge.
+        let mut more = true;
         while joined < nodes {
             if let Some(sig) = stop_requested() {
                 job.signal_all(libc::SIGTERM);
@@ -156,34 +183,23 @@ impl Control {
             }
             if let Some(&node) = job.reap().first() {
                 let status = job.procs[node].status.expect("reaped");
-                eprintln!(
-                    "convrun: {} {} before the job started{}",
+                let cause = format!(
+                    "{} {} before the job started{}",
                     job.who(node),
                     describe(status),
                     job.hint(node)
                 );
+                eprintln!("convrun: {cause}");
                 job.code = Some(match code_of(status) {
                     0 => 1,
                     c => c,
                 });
-                job.tell_all(&ToProcess::Abort(format!(
-                    "process {node} failed during start-up"
-                )));
-                job.end_all(GRACE);
-                job.finish();
+                self.abort_start_up(job, pending, &cause, listener_watched);
             }
-            if job.take_listener_ready() || !listener_watched {
-                self.accept_new(job, &mut pending);
+            if job.take_listener_ready() || !listener_watched || more {
+                more = self.accept_new(job, &mut pending);
             }
-            // The connections whose bytes came, those watched blind, and
-            // those whose time is up (read once more: their hello may
-            // have come whole just now).
-            let mut turn: Vec<usize> = std::iter::from_fn(|| job.next_hello_ready()).collect();
-            turn.extend_from_slice(&pending.blind);
-            pending.expired(Instant::now(), &mut turn);
-            for slot in turn {
-                joined += pending.read(slot, job, nodes);
-            }
+            joined += self.sweep(job, &mut pending, None).len();
             if joined == nodes {
                 break;
             }
@@ -195,23 +211,85 @@ impl Control {
             // Sleep until a connection, a hello's bytes, room for a
             // welcome, an exit or a signal (or the first deadline: the
             // job's, or a hello's).
-            job.wait(
-                pending
-                    .next_deadline()
-                    .map_or(deadline, |t| t.min(deadline)),
-            );
+            let next = if more {
+                Some(Instant::now())
+            } else {
+                pending.next_deadline()
+            };
+            job.wait(next.map_or(deadline, |t| t.min(deadline)));
         }
         job.unwatch_listener(listener_fd, listener_watched);
-        // The connections still saying hello are closed (`pending` is
-        // dropped), which ends their watch too.
+        // The connections still saying hello are refused (and closed,
+        // which ends their watch too).
+        pending.refuse_all("start-up ended before its hello");
         // Every card is known: the processes may start, and ask.
         job.tell_all(&ToProcess::Go);
+    }
+
+    /// Reads the connections whose bytes came, those watched blind, and
+    /// those whose time is up (read once more: their hello may have come
+    /// whole just now); returns the processes whose hello held (each
+    /// joined, or, with `ending`, was told it).
+    fn sweep(&self, job: &mut Job, pending: &mut Pendings, ending: Option<&str>) -> Vec<usize> {
+        let nodes = job.procs.len();
+        pending.say_held();
+        let mut turn: Vec<usize> = std::iter::from_fn(|| job.next_hello_ready()).collect();
+        turn.extend_from_slice(&pending.blind);
+        pending.expired(Instant::now(), &mut turn);
+        turn.into_iter()
+            .filter_map(|slot| pending.read(slot, job, nodes, ending))
+            .collect()
+    }
+
+    /// Start-up failed for `cause` (said already): tells every process
+    /// that joined, answers the hellos that come within [`ABORT_WINDOW`]
+    /// with it, ends by `SIGTERM` the processes that did not connect, and
+    /// ends the job.
+    fn abort_start_up(
+        &self,
+        job: &mut Job,
+        mut pending: Pendings,
+        cause: &str,
+        listener_watched: bool,
+    ) -> ! {
+        job.tell_all(&ToProcess::Abort(cause.to_string()));
+        let mut told: Vec<bool> = job.procs.iter().map(|p| p.link.is_some()).collect();
+        let until = Instant::now() + ABORT_WINDOW;
+        loop {
+            job.reap();
+            if job.take_listener_ready() || !listener_watched {
+                self.accept_new(job, &mut pending);
+            }
+            for node in self.sweep(job, &mut pending, Some(cause)) {
+                told[node] = true;
+            }
+            job.flush_links();
+            let all_told = job
+                .procs
+                .iter()
+                .zip(&told)
+                .all(|(p, told)| *told || p.status.is_some());
+            if all_told || Instant::now() >= until {
+                break;
+            }
+            job.wait(pending.next_deadline().map_or(until, |t| t.min(until)));
+        }
+        pending.refuse_all("the job ended during start-up");
+        for (p, told) in job.procs.iter().zip(&told) {
+            if !told && p.status.is_none() {
+                // SAFETY: plain kill(2) on our own child's pid.
+                unsafe {
+                    libc::kill(p.child.id() as libc::pid_t, libc::SIGTERM);
+                }
+            }
+        }
+        job.end_all(GRACE);
+        job.finish()
     }
 }
 
 /// The connections saying hello, in slots (a slot's number is its token:
 /// [`crate::wake::Token::Pending`]), and when each one's time is up.
-#[derive(Default)]
 struct Pendings {
     slots: Vec<Option<Pending>>,
     /// Empty slots, reused first.
@@ -226,9 +304,56 @@ struct Pendings {
     deadlines: VecDeque<(Instant, usize, u64)>,
     /// The serial of the next connection taken.
     serial: u64,
+    /// Which connections keep their slots in a flood, by `(slot, serial)`.
+    admission: Admission<(usize, u64)>,
+    /// The lines about refused connections.
+    log: Throttle,
 }
 
 impl Pendings {
+    /// No connection yet, with room for a job of `nodes` processes.
+    fn new(nodes: usize) -> Pendings {
+        Pendings {
+            slots: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+            blind: Vec::new(),
+            deadlines: VecDeque::new(),
+            serial: 0,
+            admission: Admission::for_job(nodes, MAX_PENDING),
+            log: Throttle::with_burst(LOG_PERIOD, LOG_BURST),
+        }
+    }
+
+    /// Logs a refused connection (closed by its owner), throttled.
+    fn refused(&mut self, from: SocketAddr, why: &str) {
+        match self.log.hit(Instant::now()) {
+            Say::Line => eprintln!("convrun: refused a control connection from {from}: {why}"),
+            Say::Count(n) => say_refused(n),
+            Say::Quiet => {}
+        }
+    }
+
+    /// Says the refusals held back, once their period has passed.
+    fn say_held(&mut self) {
+        if let Some(n) = self.log.due(Instant::now()) {
+            say_refused(n);
+        }
+    }
+
+    /// Refuses (and closes) every connection held, for `why`, and says
+    /// every refusal held back.
+    fn refuse_all(mut self, why: &str) {
+        for slot in 0..self.slots.len() {
+            if let Some(conn) = self.slots[slot].take() {
+                self.refused(conn.from, why);
+            }
+        }
+        if let Some(n) = self.log.rest() {
+            say_refused(n);
+        }
+    }
+
     /// Holds `conn` (watched by `job` if it can be) in a free slot.
     fn insert(&mut self, mut conn: Pending, job: &mut Job) {
         let slot = self.free.pop().unwrap_or(self.slots.len());
@@ -237,6 +362,15 @@ impl Pendings {
         }
         conn.serial = self.serial;
         self.serial += 1;
+        if let Some((old, serial)) = self.admission.admit((slot, conn.serial), conn.from.ip())
+            && self.slots[old].as_ref().is_some_and(|c| c.serial == serial)
+        {
+            let evicted = self.remove(old, job);
+            self.refused(
+                evicted.from,
+                "it gave way to a newer connection (too many are saying hello at once)",
+            );
+        }
         self.deadlines.push_back((conn.until, slot, conn.serial));
         // Bytes already come are reported at once.
         if !job.watch_hello(conn.stream.as_raw_fd(), slot) {
@@ -249,6 +383,7 @@ impl Pendings {
     /// Takes the connection out of `slot` (closing it ends its watch).
     fn remove(&mut self, slot: usize, job: &mut Job) -> Pending {
         let conn = self.slots[slot].take().expect("a live slot");
+        self.admission.leave((slot, conn.serial));
         if let Some(k) = self.blind.iter().position(|&s| s == slot) {
             self.blind.swap_remove(k);
             job.forget_blind_hello();
@@ -293,14 +428,19 @@ impl Pendings {
 
     /// Reads what the connection in `slot` sent, to `WouldBlock` (a stale
     /// slot reads nothing); on a whole hello, makes it its process's link
-    /// (1 is returned: a process joined) or refuses it.
-    fn read(&mut self, slot: usize, job: &mut Job, nodes: usize) -> usize {
+    /// (or, with `ending`, the job's cause of ending, answers it with that)
+    /// and returns the process's number, or refuses it.
+    fn read(
+        &mut self,
+        slot: usize,
+        job: &mut Job,
+        nodes: usize,
+        ending: Option<&str>,
+    ) -> Option<usize> {
         let result = loop {
-            let Some(conn) = self.slots[slot].as_mut() else {
-                return 0;
-            };
+            let conn = self.slots[slot].as_mut()?;
             match read_some(conn, nodes, &job.key) {
-                Step::Waiting => return 0,
+                Step::Waiting => return None,
                 Step::Read => {}
                 Step::Done(result) => break result,
             }
@@ -309,70 +449,89 @@ impl Pendings {
         match result {
             Ok(hello) if job.procs[hello.node].link.is_none() => {
                 let Hello { node, card, nonce } = hello;
+                if let Some(cause) = ending {
+                    // Small, and the socket's buffer is empty: it goes whole
+                    // or the process is gone anyway. Closed with nothing
+                    // unread, the connection ends in order, after it.
+                    let _ =
+                        (&conn.stream).write(ToProcess::Abort(cause.into()).encode().as_bytes());
+                    return Some(node);
+                }
                 let welcome = ToProcess::Welcome(job.key.welcome_proof(&conn.nonce, &nonce, node));
                 if let Err(e) = job.adopt_link(node, conn.stream, &welcome.encode()) {
-                    eprintln!(
-                        "convrun: refused a control connection from {}: {e}",
-                        conn.from
-                    );
-                    return 0;
+                    self.refused(conn.from, &e.to_string());
+                    return None;
                 }
                 job.procs[node].card = Some(card);
-                1
+                Some(node)
             }
             Ok(hello) => {
+                // Only the process itself can prove its hello.
                 eprintln!(
                     "convrun: a second hello from process {} (from {}), ignored",
                     hello.node, conn.from
                 );
-                0
+                None
             }
             Err(why) => {
-                eprintln!(
-                    "convrun: refused a control connection from {}: {why}",
-                    conn.from
-                );
-                0
+                self.refused(conn.from, &why);
+                None
             }
         }
     }
 }
 
+/// The summary line of `n` refused control connections.
+fn say_refused(n: u64) {
+    eprintln!(
+        "convrun: refused {n} more control connection(s) in the last {} s (each is closed)",
+        LOG_PERIOD.as_secs()
+    );
+}
+
 impl Control {
-    /// Accepts every connection waiting on the control socket (to
-    /// `WouldBlock`) into `pending`.
-    fn accept_new(&self, job: &mut Job, pending: &mut Pendings) {
-        loop {
+    /// Accepts up to [`ACCEPTS_PER_TURN`] connections waiting on the
+    /// control socket into `pending`; true if it took that many (more may
+    /// wait).
+    fn accept_new(&self, job: &mut Job, pending: &mut Pendings) -> bool {
+        for _ in 0..ACCEPTS_PER_TURN {
             match self.listener.accept() {
-                Ok((stream, from)) => {
-                    if pending.live >= MAX_PENDING {
-                        eprintln!(
-                            "convrun: refused a control connection from {from}: too many connections are saying hello at once"
-                        );
-                    } else {
-                        match challenge(&stream) {
-                            Ok(nonce) => pending.insert(
-                                Pending {
-                                    stream,
-                                    from,
-                                    nonce,
-                                    line: Vec::new(),
-                                    until: Instant::now() + HELLO_TIMEOUT,
-                                    serial: 0,
-                                },
-                                job,
-                            ),
-                            Err(e) => {
-                                eprintln!("convrun: refused a control connection from {from}: {e}")
-                            }
-                        }
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
+                Ok((stream, from)) => match challenge(&stream) {
+                    Ok(nonce) => pending.insert(
+                        Pending {
+                            stream,
+                            from,
+                            nonce,
+                            line: Vec::new(),
+                            until: Instant::now() + HELLO_TIMEOUT,
+                            serial: 0,
+                        },
+                        job,
+                    ),
+                    Err(e) => pending.refused(from, &e.to_string()),
+                },
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return false,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                // A connection reset before it was taken, or a passing
+                // shortage of descriptors: the next sweep tries again.
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(
+                            libc::ECONNABORTED
+                                | libc::EMFILE
+                                | libc::ENFILE
+                                | libc::ENOBUFS
+                                | libc::ENOMEM
+                        )
+                    ) =>
+                {
+                    return false;
+                }
                 Err(e) => fail(&format!("control socket: {e}")),
             }
         }
+        true
     }
 }
 

@@ -44,7 +44,6 @@ mod kill_list;
 pub mod merge;
 pub(crate) mod perf;
 #[cfg(feature = "ccs")]
-mod throttle;
 // The server: real with the `ccs` feature (on by default), else a module
 // whose handle cannot exist and whose `start` says why.
 #[cfg(feature = "ccs")]

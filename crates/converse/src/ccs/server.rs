@@ -125,10 +125,10 @@ use super::ServerError;
 use super::auth::{self, Guard};
 use super::kill_list::{self, Added, KillList};
 use super::perf::{Collector, Sample};
-use super::throttle::{LOG_PERIOD, Say, Throttle};
 use super::{Reply, Ticket, lock};
 use crate::proc::args::ServerFlags;
 use crate::rt::job::Job;
+use converse_net::throttle::{LOG_PERIOD, Say, Throttle};
 
 /// The largest request data taken by default (`++server-max-request`).
 pub(crate) const DEFAULT_MAX_REQUEST: usize = 64 << 20;

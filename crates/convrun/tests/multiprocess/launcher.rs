@@ -90,17 +90,24 @@ pub fn child(name: &str, _args: &[String]) -> Option<i32> {
     // The program's arguments after its name.
     let a: Vec<String> = own.iter().skip(1).cloned().collect();
     let code = match name {
-        // Processes other than 0 start a second late (a squatter's
-        // window, `launcher_shm_names_cannot_be_squatted`); then every PE
+        // Processes other than 0 start MS ms late (a second by default:
+        // a squatter's window, `launcher_shm_names_cannot_be_squatted`, an
+        // attacker's in `siege`), or, with `send`, send MS ms late (all
+        // start at once; process 0 is running meanwhile); then every PE
         // sends its number to PE 0, which prints the sum and ends the job.
         "lx_late_sum" => {
             use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
             static SUM: AtomicU64 = AtomicU64::new(0);
             static HEARD: AtomicUsize = AtomicUsize::new(0);
-            if node_env() != 0 {
-                std::thread::sleep(Duration::from_secs(1));
+            let late = Duration::from_millis(arg(&a, 0, 1000));
+            let at_send = a.get(1).is_some_and(|w| w == "send");
+            if node_env() != 0 && !at_send {
+                std::thread::sleep(late);
             }
-            run(|_| {
+            run(move |_| {
+                if at_send && node_env() != 0 {
+                    std::thread::sleep(late);
+                }
                 let h = converse::register_handler(|m: converse::Message| {
                     let v = u64::from_le_bytes(m.payload()[..8].try_into().unwrap());
                     SUM.fetch_add(v, SeqCst);

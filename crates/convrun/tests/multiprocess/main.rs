@@ -21,6 +21,7 @@ mod launcher;
 mod mpiexec;
 mod openmpi;
 mod scenarios;
+mod siege;
 mod srun;
 mod ssh;
 mod trace;
@@ -93,6 +94,7 @@ fn main() {
     cases.extend(flood::cases());
     cases.extend(gamma::cases());
     cases.extend(mpiexec::cases());
+    cases.extend(siege::cases());
     cases.extend(srun::cases());
     cases.extend(openmpi::cases());
     cases.extend(trace::cases());

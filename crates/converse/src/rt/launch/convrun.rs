@@ -27,7 +27,11 @@
 //!   nothing reads the connection any more (it ended, or start-up failed
 //!   on it), every wait ends at once with the reason.
 //! - The launcher's end of stream is a fault unless [`ENDING`] says the
-//!   process is ending on purpose.
+//!   process is ending on purpose, with one exception: a connection the
+//!   launcher closes or resets before its welcome (a flood of strangers
+//!   took its slot) is made again, after a pause that doubles up to
+//!   [`MAX_HELLO_PAUSE`], until start-up's deadline. An `abort` in place
+//!   of the welcome is the job's end, with the launcher's cause.
 //!
 //! # Concurrency
 //!
@@ -367,18 +371,21 @@ fn read_answer(reader: &mut LineReader, left: Duration, lookups: &Lookups) -> Re
     }
 }
 
-impl Bootstrap for Convrun {
-    fn publish(
+/// The longest pause between two hellos of a process whose connection was
+/// closed before its welcome.
+const MAX_HELLO_PAUSE: Duration = Duration::from_millis(200);
+
+impl Convrun {
+    /// One connection to the launcher, up to its welcome: the challenge,
+    /// this process's hello with `card`, the launcher's proof. The link
+    /// and its reader are returned once the launcher proved the job key.
+    fn say_hello(
         &self,
         place: &Placement,
-        card: &str,
+        card: &Card,
         deadline: Instant,
-    ) -> Result<(), BootstrapError> {
+    ) -> Result<(TcpStream, LineReader), BootstrapError> {
         let me = place.node;
-        let card = Card::new(card).map_err(|e| BootstrapError::Protocol {
-            what: format!("cannot send the business card `{card}`: {e}"),
-            source: Some(e),
-        })?;
         let mut link = connect(&self.launcher, deadline).map_err(|e| {
             BootstrapError::io(format!("cannot reach the launcher at {}", self.launcher), e)
         })?;
@@ -405,7 +412,7 @@ impl Bootstrap for Convrun {
             proof: place
                 .key
                 .hello_proof(&challenge, &nonce, me, pid, card.as_str()),
-            card,
+            card: card.clone(),
             nonce,
         };
         link.write_all(hello.encode().as_bytes())
@@ -418,8 +425,62 @@ impl Bootstrap for Convrun {
                     launcher: self.launcher.clone(),
                 });
             }
+            // Start-up failed while this hello was on its way: the cause
+            // comes in place of the welcome.
+            ToProcess::Abort(text) => return Err(ended_the_job(&text)),
             _ => return Err(unexpected(&reader.line, None)),
         }
+        Ok((link, reader))
+    }
+}
+
+/// True if `e` is the launcher closing (or resetting) a connection before
+/// its welcome: worth connecting again.
+fn closed_early(e: &BootstrapError) -> bool {
+    match e {
+        BootstrapError::Connection { source: None, .. } => true,
+        BootstrapError::Connection {
+            source: Some(cause),
+            ..
+        } => matches!(
+            cause.get().kind(),
+            std::io::ErrorKind::ConnectionReset
+                | std::io::ErrorKind::ConnectionAborted
+                | std::io::ErrorKind::BrokenPipe
+                | std::io::ErrorKind::UnexpectedEof
+        ),
+        _ => false,
+    }
+}
+
+impl Bootstrap for Convrun {
+    fn publish(
+        &self,
+        place: &Placement,
+        card: &str,
+        deadline: Instant,
+    ) -> Result<(), BootstrapError> {
+        let me = place.node;
+        let card = Card::new(card).map_err(|e| BootstrapError::Protocol {
+            what: format!("cannot send the business card `{card}`: {e}"),
+            source: Some(e),
+        })?;
+        // A connection closed before the welcome gave its slot to a newer
+        // one (the launcher's slots were flooded) or was cut by a full
+        // queue: connected again after a pause that doubles, until the
+        // deadline.
+        let mut pause = Duration::from_millis(1);
+        let (link, mut reader) = loop {
+            match self.say_hello(place, &card, deadline) {
+                Ok(joined) => break joined,
+                Err(e) if closed_early(&e) && Instant::now() + pause < deadline => {
+                    tracing::debug!(process = me, error = %e, "hello again");
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(MAX_HELLO_PAUSE);
+                }
+                Err(e) => return Err(e),
+            }
+        };
         tracing::debug!(process = me, "the launcher proved the job key");
         // The start barrier: every process said hello.
         match read_from_launcher(&mut reader, place)? {
@@ -797,6 +858,73 @@ mod tests {
             }
         });
         (addr, conn_rx)
+    }
+
+    /// Takes one connection of process `node` up to its hello: writes a
+    /// challenge, reads the hello and checks its proof; returns the
+    /// connection, the challenge and the process's nonce.
+    fn take_hello(listener: &TcpListener, node: usize) -> (TcpStream, Nonce, Nonce) {
+        let key = JobKey::from_bytes(KEY);
+        let (mut link, _) = listener.accept().unwrap();
+        let challenge = Nonce::generate().unwrap();
+        link.write_all(ToProcess::Challenge(challenge).encode().as_bytes())
+            .unwrap();
+        let mut hello = String::new();
+        BufReader::new(link.try_clone().unwrap())
+            .read_line(&mut hello)
+            .unwrap();
+        let Ok(ToLauncher::Hello {
+            node: said,
+            pid,
+            card: sent,
+            nonce,
+            proof,
+        }) = ToLauncher::parse(&hello)
+        else {
+            panic!("not a hello: {hello}")
+        };
+        assert_eq!(said, node);
+        assert!(key.verify_hello(&challenge, &nonce, node, pid, sent.as_str(), &proof));
+        (link, challenge, nonce)
+    }
+
+    /// A launcher whose slots a flood filled closes a process's connection
+    /// before its welcome (at once, or once its hello came): the process
+    /// connects again and joins. One whose start-up failed meanwhile
+    /// answers the hello with `abort`: the process ends with that cause.
+    #[test]
+    fn a_hello_closed_before_its_welcome_is_said_again() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let launcher = std::thread::spawn(move || {
+            drop(listener.accept().unwrap());
+            drop(take_hello(&listener, 2));
+            let (mut link, challenge, nonce) = take_hello(&listener, 2);
+            let key = JobKey::from_bytes(KEY);
+            let welcome = ToProcess::Welcome(key.welcome_proof(&challenge, &nonce, 2));
+            link.write_all(welcome.encode().as_bytes()).unwrap();
+            link.write_all(ToProcess::Go.encode().as_bytes()).unwrap();
+            // The one that failed start-up.
+            let (mut link, _, _) = take_hello(&listener, 2);
+            let why = "process 0 (PE 0) was killed by signal 9 (SIGKILL) before the job started";
+            link.write_all(ToProcess::Abort(why.into()).encode().as_bytes())
+                .unwrap();
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let boot = Arc::new(Convrun::new(addr.clone(), Duration::from_secs(60)));
+        boot.publish(&place(boot.clone(), 2, 4), &card(2), deadline)
+            .unwrap();
+        let boot = Arc::new(Convrun::new(addr, Duration::from_secs(60)));
+        let err = boot
+            .publish(&place(boot.clone(), 2, 4), &card(2), deadline)
+            .unwrap_err();
+        assert_eq!(
+            err,
+            BootstrapError::Aborted(
+                "process 0 (PE 0) was killed by signal 9 (SIGKILL) before the job started".into()
+            )
+        );
+        launcher.join().unwrap();
     }
 
     /// Process `node` of `nodes`, placed by `boot`.

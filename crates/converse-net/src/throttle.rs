@@ -1,33 +1,42 @@
-//! A log line that clients can cause over and over (a connection refused
-//! or evicted at the server's cap, one closed for stalling), said at a
-//! bounded rate: the first in
-//! full, then the ones that follow within a period counted and said as one
-//! summary line at the period's end.
+//! A log line that strangers can cause over and over (a connection refused
+//! or evicted at a listener's cap, one closed for stalling, a hello that
+//! does not prove the job key), said at a bounded rate: the first few in full
+//! ([`Throttle::with_burst`]), then the ones that follow within a period
+//! counted and said as one summary line at the period's end. The CCS server, the tcp module's
+//! listener and `convrun`'s control socket log through it.
 //!
 //! # Invariants
 //!
-//! - At most one line (full or summary) per [`Throttle::every`], so a
-//!   client opening connections in a loop cannot flood stderr.
+//! - At most `burst` full lines in a period that starts with a full line,
+//!   and at most one summary line per period, so a client opening
+//!   connections in a loop cannot flood stderr. A period that ends with a
+//!   summary leaves no room for full lines in the next one (the flood is
+//!   still on).
 //! - No event is lost from the count: every event held back is in exactly
 //!   one summary, given by [`Throttle::hit`] or [`Throttle::due`] once the
-//!   period has passed (the server asks `due` at every deadline tick, so
-//!   a summary comes even when the events stop; what is held when the
-//!   server stops is said then, [`Throttle::rest`]).
+//!   period has passed (the owner asks `due` when it wakes anyway, so a
+//!   summary comes even when the events stop; what is held when the owner
+//!   stops is said then, [`Throttle::rest`]).
 //! - After a period with no event, the next one is said in full again (it
 //!   names its client).
 //!
 //! # Concurrency
 //!
-//! A plain value owned by the server thread; time is passed in, so the
-//! rules are tested without waiting.
+//! A plain value, owned by one thread or kept behind its owner's lock;
+//! time is passed in, so the rules are tested without waiting.
 use std::time::{Duration, Instant};
 
-/// The period of the server's throttled lines.
-pub(crate) const LOG_PERIOD: Duration = Duration::from_secs(10);
+/// The period of the throttled lines.
+pub const LOG_PERIOD: Duration = Duration::from_secs(10);
+
+/// The full lines a period of the listeners' refusals holds: enough to see
+/// a handful of strangers each named, few enough that a flood is a few
+/// lines.
+pub const LOG_BURST: u32 = 5;
 
 /// What to say for an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Say {
+pub enum Say {
     /// The full line, about this event.
     Line,
     /// One summary line: this many events (this one among them) since
@@ -37,19 +46,34 @@ pub(crate) enum Say {
     Quiet,
 }
 
-pub(crate) struct Throttle {
+/// One throttled kind of line (see the module comment).
+pub struct Throttle {
     every: Duration,
-    /// When the last line was said.
+    /// Full lines a period may hold.
+    burst: u32,
+    /// When the period began: the last summary, or the first full line
+    /// after a quiet period.
     last: Option<Instant>,
+    /// Full lines said in this period.
+    said: u32,
     /// Events held back since then.
     held: u64,
 }
 
 impl Throttle {
+    /// A throttle of at most one line per `every`.
     pub fn new(every: Duration) -> Throttle {
+        Throttle::with_burst(every, 1)
+    }
+
+    /// A throttle of at most `burst` full lines (at least 1), then one
+    /// summary line, per `every`.
+    pub fn with_burst(every: Duration, burst: u32) -> Throttle {
         Throttle {
             every,
+            burst: burst.max(1),
             last: None,
+            said: 0,
             held: 0,
         }
     }
@@ -58,16 +82,23 @@ impl Throttle {
     pub fn hit(&mut self, now: Instant) -> Say {
         match self.last {
             Some(t) if now.saturating_duration_since(t) < self.every => {
-                self.held += 1;
-                Say::Quiet
+                if self.said < self.burst && self.held == 0 {
+                    self.said += 1;
+                    Say::Line
+                } else {
+                    self.held += 1;
+                    Say::Quiet
+                }
             }
             _ if self.held > 0 => {
                 let n = std::mem::take(&mut self.held) + 1;
                 self.last = Some(now);
+                self.said = self.burst;
                 Say::Count(n)
             }
             _ => {
                 self.last = Some(now);
+                self.said = 1;
                 Say::Line
             }
         }
@@ -82,6 +113,7 @@ impl Throttle {
             return None;
         }
         self.last = Some(now);
+        self.said = self.burst;
         Some(std::mem::take(&mut self.held))
     }
 
@@ -122,6 +154,26 @@ mod tests {
         // A quiet period: the next event is said in full again.
         assert_eq!(t.due(s(40_000)), None);
         assert_eq!(t.hit(s(40_000)), Say::Line);
+    }
+
+    #[test]
+    fn a_burst_of_full_lines_then_counts() {
+        let t0 = Instant::now();
+        let s = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut t = Throttle::with_burst(Duration::from_secs(10), 3);
+        for ms in 0..3 {
+            assert_eq!(t.hit(s(ms)), Say::Line);
+        }
+        for ms in 3..100 {
+            assert_eq!(t.hit(s(ms)), Say::Quiet);
+        }
+        assert_eq!(t.due(s(10_000)), Some(97));
+        // The flood goes on: counted only.
+        assert_eq!(t.hit(s(10_001)), Say::Quiet);
+        assert_eq!(t.hit(s(20_001)), Say::Count(2));
+        // After a quiet period, full lines again.
+        assert_eq!(t.hit(s(40_000)), Say::Line);
+        assert_eq!(t.hit(s(40_001)), Say::Line);
     }
 
     #[test]
