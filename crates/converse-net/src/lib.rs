@@ -22,6 +22,7 @@ pub mod admission;
 pub mod counts;
 pub mod frame;
 mod limits;
+pub mod liveness;
 pub mod lmt;
 pub mod lmt_transfers;
 #[cfg(feature = "mpi")]

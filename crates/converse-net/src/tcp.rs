@@ -47,6 +47,19 @@
 //! holding both of its locks: no I/O is under way, every I/O holding one
 //! of them) and connects it as above.
 //!
+//! # A silent peer
+//!
+//! A host that goes down or is cut off sends nothing, not even a reset:
+//! every VC's socket is probed by the kernel once idle (`liveness`), and
+//! the module asks the kernel's counters, every sixth of `peer_timeout`,
+//! whether anything came from the peer (`check_liveness`); a peer silent
+//! for the timeout at two checks in a row fails its VC as "no word from
+//! process N for S s". A partition shorter than that heals by itself; a
+//! PE busy in a handler, or a receiver whose window stays closed because
+//! its PEs have no room, is never taken for a lost peer (its kernel
+//! answers for it). `TCP_USER_TIMEOUT` is not used on VCs: Linux ends a
+//! connection whose window stays closed that long, peer alive or not.
+//!
 //! # Cost per peer
 //!
 //! The VCs a process made are kept in the order made (`made`): polls,
@@ -330,6 +343,9 @@ struct Vc {
     /// that delivers a frame holds the lock for as long as the upcall runs,
     /// and an upcall that ends the process never returns).
     read_closed: AtomicBool,
+    /// Its peer looked silent at the last liveness check (a second check
+    /// in a row fails the VC: [`TcpModule::check_liveness`]).
+    suspect: AtomicBool,
 }
 
 impl Vc {
@@ -346,6 +362,7 @@ impl Vc {
             queued: AtomicUsize::new(0),
             terminated: AtomicBool::new(false),
             read_closed: AtomicBool::new(false),
+            suspect: AtomicBool::new(false),
         }
     }
 }
@@ -414,6 +431,13 @@ pub struct TcpModule {
     to_accept: AtomicBool,
     /// How long a connection this process starts may take.
     connect_wait: Duration,
+    /// How long a VC's peer may stay silent (`liveness`).
+    peer_timeout: Duration,
+    /// When the module was made: the clock of `next_check`.
+    born: Instant,
+    /// When the VCs are next asked whether their peers went silent, in
+    /// milliseconds after `born`.
+    next_check: AtomicU64,
     /// The lines about refused connections, at most one per [`LOG_PERIOD`]
     /// (strangers choose how many there are).
     refusals: Mutex<Throttle>,
@@ -491,6 +515,9 @@ impl TcpModule {
             received: AtomicU64::new(0),
             to_accept: AtomicBool::new(false),
             connect_wait: CONNECT_WAIT,
+            peer_timeout: crate::liveness::DEFAULT_PEER_TIMEOUT,
+            born: Instant::now(),
+            next_check: AtomicU64::new(0),
         })
     }
 
@@ -498,6 +525,14 @@ impl TcpModule {
     /// busy listener included) instead of `CONNECT_WAIT`, 30 s.
     pub fn with_connect_wait(mut self, wait: Duration) -> TcpModule {
         self.connect_wait = wait;
+        self
+    }
+
+    /// The module, a VC's peer given `timeout` of silence before the VC
+    /// fails naming it (`liveness`) instead of
+    /// [`crate::liveness::DEFAULT_PEER_TIMEOUT`].
+    pub fn with_peer_timeout(mut self, timeout: Duration) -> TcpModule {
+        self.peer_timeout = timeout;
         self
     }
 
@@ -1039,6 +1074,7 @@ impl TcpModule {
         stream.set_read_timeout(None).map_err(fail)?;
         stream.set_nonblocking(true).map_err(fail)?;
         stream.set_nodelay(true).map_err(fail)?;
+        crate::liveness::watch_vc(&stream, self.peer_timeout).map_err(fail)?;
         let mut stream = mio::net::TcpStream::from_std(stream);
         self.registry
             .register(
@@ -1217,12 +1253,72 @@ impl TcpModule {
     /// A write to `vc` failed: the VC fails (its queue is dropped) and the
     /// layer above hears why.
     fn fail_send(&self, vc: &Vc, mut side: MutexGuard<'_, SendSide>, e: io::Error) -> NetError {
-        let why = format!("send failed: {e}");
+        let why = self.failure_of(vc.peer, "send", &e);
         side.failed = Some(why.clone());
         side.queue.clear();
         drop(side);
         self.upcalls().vc_failed(vc.peer, why.clone());
         NetError::peer(vc.peer, why)
+    }
+
+    /// Asks, at most once per `liveness::check_period`, whether each
+    /// connected VC's peer went silent (`liveness::looks_silent`); a VC
+    /// found so at two checks in a row fails, naming its peer. Costs one
+    /// look at a clock between checks, and a system call or two per VC at
+    /// each.
+    fn check_liveness(&self) {
+        let now = self.born.elapsed().as_millis() as u64;
+        let next = self.next_check.load(Ordering::Relaxed);
+        if now < next {
+            return;
+        }
+        let period = crate::liveness::check_period(self.peer_timeout).as_millis() as u64;
+        if self
+            .next_check
+            .compare_exchange(next, now + period, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
+        {
+            // Another thread checks.
+            return;
+        }
+        for vc in self.made_vcs() {
+            // Under the send lock the VC is up and its descriptor is its
+            // own (`io`); a VC whose lock is busy is looked at next time.
+            let Ok(side) = vc.send.try_lock() else {
+                continue;
+            };
+            if side.link != Link::Up || side.failed.is_some() || vc.fd.load(Ordering::Acquire) < 0 {
+                continue;
+            }
+            let silent =
+                crate::liveness::looks_silent(&*io(vc), self.peer_timeout).unwrap_or(false);
+            if !silent {
+                vc.suspect.store(false, Ordering::Relaxed);
+                continue;
+            }
+            if !vc.suspect.swap(true, Ordering::Relaxed) {
+                continue;
+            }
+            // Nothing more is written to it, nor waited for from it.
+            let who = match io(vc).peer_addr() {
+                Ok(addr) => format!("process {} at {}", vc.peer, addr.ip()),
+                Err(_) => format!("process {}", vc.peer),
+            };
+            let _ = io(vc).shutdown(Shutdown::Both);
+            drop(side);
+            self.fail_vc(vc, crate::liveness::silence(&who, self.peer_timeout));
+        }
+    }
+
+    /// Why the VC to `peer` failed, from the error `e` of an `op` on its
+    /// socket: silence past the peer timeout is said as such
+    /// (`liveness`), naming the peer.
+    fn failure_of(&self, peer: usize, op: &str, e: &io::Error) -> String {
+        if crate::liveness::is_silence(e) {
+            crate::liveness::silence(&format!("process {peer}"), self.peer_timeout)
+        } else {
+            format!("{op} failed: {e}")
+        }
     }
 
     /// A fully written pending item: completes its request, queueing the
@@ -1460,7 +1556,7 @@ impl TcpModule {
                 Err(e) => {
                     side.eof = true;
                     drop(guard);
-                    upcalls.vc_failed(peer, format!("receive failed: {e}"));
+                    upcalls.vc_failed(peer, self.failure_of(peer, "receive", &e));
                     return true;
                 }
             }
@@ -1565,13 +1661,18 @@ impl NetModule for TcpModule {
     }
 
     fn poll(&self, dir: PollDir, timeout: Option<Duration>) -> Result<bool, NetError> {
-        // Handshakes move on their own clocks, not on events.
+        // Handshakes move on their own clocks, not on events; so do the
+        // liveness checks, once a VC is made.
         let handshakes = self.handshake_count.load(Ordering::Acquire) > 0;
         let timeout = if handshakes {
             Some(timeout.map_or(HANDSHAKE_POLL, |t| t.min(HANDSHAKE_POLL)))
+        } else if self.made_len.load(Ordering::Acquire) > 0 {
+            let period = crate::liveness::check_period(self.peer_timeout);
+            Some(timeout.map_or(period, |t| t.min(period)))
         } else {
             timeout
         };
+        self.check_liveness();
         let mut poll = lock(&self.poll);
         let mut events = Events::with_capacity(64);
         match poll.poll(&mut events, timeout) {
@@ -1691,6 +1792,7 @@ impl NetModule for TcpModule {
         // waiting for one (a peer's are the peer's to hurry).
         if polls.is_multiple_of(HANDSHAKE_TICK) || self.own_attempts.load(Ordering::Relaxed) > 0 {
             moved |= self.drive_handshakes(polls.is_multiple_of(HANDSHAKE_TICK));
+            self.check_liveness();
         }
         moved
     }

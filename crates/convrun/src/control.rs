@@ -42,6 +42,9 @@
 //!   [`ABORT_WINDOW`], to every process whose hello comes (in place of its
 //!   welcome); the processes that did not connect by then cannot be told,
 //!   and are ended by `SIGTERM`.
+//! - Every link is watched (`converse_net::liveness::watch_link`): a
+//!   running process silent for `++peer-timeout` (its host down or cut
+//!   off) ends the job naming it ([`Job::silent`]), as an exit does.
 //! - Start-up's work per wake-up is that of its events: the control
 //!   socket is accepted from only when it fired, a connection saying hello
 //!   is read (to `WouldBlock`) only when its bytes came or its time is up
@@ -694,6 +697,10 @@ pub fn watch(job: &mut Job) {
         // by now. Its requests are answered here too.
         job.listen();
         job.flush_links();
+        // A process whose host went down or was cut off.
+        for node in std::mem::take(&mut job.silent) {
+            job.silent(node);
+        }
         // Failures first: a process that died decides the report, not the
         // ones that noticed and ended in the same moment.
         ended.sort_by_key(|&n| job.ending(n) != Ending::Primary);

@@ -22,7 +22,7 @@ use crate::fail;
 /// the usage line and `--help` are made from this list (the runtime
 /// flags' part of `--help` from the core's table,
 /// `converse::machine::args::FLAGS`).
-const OWN_FLAGS: [(&str, &str); 13] = [
+const OWN_FLAGS: [(&str, &str); 14] = [
     ("+p N", "the job's number of PEs"),
     ("++ppn M", "PEs per process (a divisor of +p)"),
     ("++local", "start every process on this host"),
@@ -36,6 +36,10 @@ const OWN_FLAGS: [(&str, &str); 13] = [
         "how processes start on other hosts (default: ssh -o BatchMode=yes)",
     ),
     ("++timeout S", "start-up deadline, in seconds"),
+    (
+        "++peer-timeout S",
+        "end the job, naming it, when a process or its host is silent for S seconds (30; the processes get it too)",
+    ),
     (
         "++virtual-hosts N",
         "count process n as on host n % N (tries a cluster's layout on one machine)",
@@ -103,6 +107,9 @@ pub struct Options {
     /// `++remote-shell`, split on whitespace.
     pub remote_shell: Option<Vec<String>>,
     pub timeout: u64,
+    /// `++peer-timeout`: how long a process (and for the processes, a
+    /// peer or the launcher) may stay silent; also passed to the program.
+    pub peer_timeout: std::time::Duration,
     pub verbose: bool,
     /// `++virtual-hosts N`: process `n` counts as being on host `n % N` of
     /// its real one (tries the shm+tcp layout of a cluster on one machine).
@@ -156,6 +163,7 @@ pub fn parse_args(args: Vec<String>) -> Options {
         netmod: None,
         remote_shell: None,
         timeout: launch_wire::DEFAULT_TIMEOUT_SECS,
+        peer_timeout: converse_net::liveness::DEFAULT_PEER_TIMEOUT,
         verbose: false,
         virtual_hosts: None,
         mpiexec: false,
@@ -219,6 +227,11 @@ pub fn parse_args(args: Vec<String>) -> Options {
                 o.remote_shell = Some(cmd);
             }
             "++timeout" => o.timeout = parse_count("++timeout", words.next()) as u64,
+            "++peer-timeout" => {
+                let s = parse_count("++peer-timeout", words.next());
+                o.peer_timeout = std::time::Duration::from_secs(s as u64);
+                flags.extend(["++peer-timeout".to_string(), s.to_string()]);
+            }
             "+p" => {
                 o.pes = parse_layout("+p", words.next());
                 flags.extend(["+p".to_string(), o.pes.to_string()]);

@@ -96,6 +96,9 @@ pub struct Link {
     unsent: Vec<u8>,
     /// The process closed its end, or reading failed: nothing more to read.
     pub closed: bool,
+    /// Reading failed because the process stayed silent past the peer
+    /// timeout (`converse_net::liveness`): its host is down or cut off.
+    pub silent: bool,
     /// A write failed: the process can be told nothing more.
     broken: bool,
     /// Its last read edge has not been consumed (no read found it empty
@@ -115,6 +118,7 @@ impl Link {
             stream,
             unsent: Vec::new(),
             closed: false,
+            silent: false,
             broken: false,
             read_ready: false,
             write_watched: false,
@@ -186,7 +190,10 @@ impl Link {
                     self.read_ready = false;
                     return None;
                 }
-                Err(_) => break,
+                Err(e) => {
+                    self.silent = converse_net::liveness::is_silence(&e);
+                    break;
+                }
             }
         }
         self.closed = true;
@@ -304,6 +311,9 @@ pub struct Job {
     /// The id naming the job's shared-memory segments (apart from the
     /// key: segment names are listable by anyone).
     pub shm_id: u64,
+    /// Running processes whose link ended in silence past the peer
+    /// timeout, not yet reported ([`Job::silent`]).
+    pub silent: Vec<usize>,
 }
 
 /// How a link's turn at being read ended.
@@ -320,6 +330,8 @@ enum Turn {
     Parked,
     /// It asked for the card of this number, no process of the job.
     Refused(usize),
+    /// Its link ended in silence past the peer timeout.
+    Silent,
 }
 
 impl Job {
@@ -337,6 +349,7 @@ impl Job {
             code: None,
             key,
             shm_id,
+            silent: Vec::new(),
             opts,
         })
     }
@@ -425,6 +438,9 @@ impl Job {
         stream: TcpStream,
         line: &str,
     ) -> std::io::Result<()> {
+        // A process whose host goes down or is cut off ends the job once
+        // silent this long (`converse_net::liveness`; [`Job::silent`]).
+        converse_net::liveness::watch_link(&stream, self.opts.peer_timeout)?;
         let mut link = Link::new(stream);
         link.send(line)?;
         let (fd, interest) = (link.fd(), link.interest());
@@ -688,6 +704,7 @@ impl Job {
             };
             match self.read_link(node, &mut buf, &mut asked) {
                 Turn::Drained | Turn::Parked => {}
+                Turn::Silent => self.silent.push(node),
                 Turn::Limited => self.events.reads.push(node),
                 Turn::Refused(peer) => {
                     self.refuse(node, peer);
@@ -720,6 +737,9 @@ impl Job {
                 }
             }
             let Some(n) = link.read(buf) else {
+                if link.silent && running {
+                    break Turn::Silent;
+                }
                 break Turn::Drained;
             };
             p.said.feed(&buf[..n]);
@@ -827,6 +847,7 @@ mod tests {
             netmod: None,
             remote_shell: None,
             timeout: 60,
+            peer_timeout: converse_net::liveness::DEFAULT_PEER_TIMEOUT,
             verbose: false,
             virtual_hosts: None,
             mpiexec: false,

@@ -24,6 +24,11 @@ use launch_wire::{ToLauncher, ToProcess};
 
 use crate::job::{GRACE, Job};
 
+/// How long the processes that can still be reached get to end by
+/// themselves once one went silent (they end at once when told; the
+/// silent one never will).
+const SILENT_GRACE: std::time::Duration = std::time::Duration::from_secs(1);
+
 /// How a process ended, from what it said before it exited.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Ending {
@@ -202,6 +207,28 @@ impl Job {
 
     pub fn ending(&self, node: usize) -> Ending {
         self.procs[node].said.ending()
+    }
+
+    /// Process `node`, still running, went silent past the peer timeout
+    /// (its link ended so: its host is down or cut off). Reported (the
+    /// first failure of the job only), every process told, and the job
+    /// ended: the processes that can still be reached end themselves, what
+    /// is left after [`SILENT_GRACE`] is killed (a process on a host cut
+    /// off ends itself once the launcher is silent to it as long).
+    pub fn silent(&mut self, node: usize) {
+        if self.procs[node].status.is_some() {
+            return;
+        }
+        let first = self.failure.is_none();
+        if first {
+            self.failure = Some(1);
+        }
+        let why = converse_net::liveness::silence(&self.who(node), self.opts.peer_timeout);
+        if first {
+            eprintln!("convrun: {why}; ending the job");
+        }
+        self.tell_all(&ToProcess::Abort(why));
+        self.end_all(SILENT_GRACE);
     }
 
     /// Records how `node` ended; reports it (and ends the rest of the job)

@@ -5,4 +5,4 @@
 //! paths stay as they were; as before, none of it is public.
 #[cfg(feature = "mpi")]
 pub(crate) use converse_net::mpi;
-pub(crate) use converse_net::{frame, lmt, netmod, shm, tcp};
+pub(crate) use converse_net::{frame, liveness, lmt, netmod, shm, tcp};

@@ -78,6 +78,10 @@ pub struct Config {
     /// handler for this long while work is pending, print what every PE
     /// waits for and abort (`rt::watchdog`); SIGQUIT prints the same.
     pub watchdog: Option<std::time::Duration>,
+    /// `++peer-timeout S` (whole seconds): how long a peer process, or the
+    /// launcher, may stay silent before the job ends naming it
+    /// (`converse_net::liveness`; 30 s unless given).
+    pub peer_timeout: Option<std::time::Duration>,
     /// `+setcpuaffinity`: pin every PE's thread to one processor of its
     /// host (`proc::affinity`); `+pemap` implies it.
     pub set_cpu_affinity: bool,
@@ -481,6 +485,15 @@ pub static FLAGS: &[Flag] = &[
                 })?),
             });
             Ok(())
+        },
+    },
+    Flag {
+        name: "++peer-timeout",
+        value: FlagValue::Required("S"),
+        help: "end the job, naming it, when a peer process or the launcher is silent for S seconds (30)",
+        apply: |c, f, v| {
+            let s = whole_seconds(f, &given(v))?;
+            set(&mut c.peer_timeout, Some(std::time::Duration::from_secs(s)))
         },
     },
     Flag {

@@ -19,7 +19,9 @@ mod flood;
 mod gamma;
 mod launcher;
 mod mpiexec;
+mod nshosts;
 mod openmpi;
+mod partition;
 mod scenarios;
 mod siege;
 mod srun;
@@ -50,6 +52,7 @@ fn child_main() -> ! {
         .or_else(|| ssh::child(&name, &rest))
         .or_else(|| trace::child(&name, &rest))
         .or_else(|| watchdog::child(&name, &rest))
+        .or_else(|| partition::child(&name, &rest))
     {
         Some(code) => code,
         None => {
@@ -95,6 +98,7 @@ fn main() {
     cases.extend(gamma::cases());
     cases.extend(mpiexec::cases());
     cases.extend(siege::cases());
+    cases.extend(partition::cases());
     cases.extend(srun::cases());
     cases.extend(openmpi::cases());
     cases.extend(trace::cases());

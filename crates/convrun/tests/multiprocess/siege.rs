@@ -63,7 +63,7 @@ fn children_of(parent: i32) -> Vec<i32> {
 
 /// Process `node` of the job `convrun` (pid `launcher`) started, by the
 /// number in its environment.
-fn process_of(launcher: i32, node: usize) -> Option<i32> {
+pub(crate) fn process_of(launcher: i32, node: usize) -> Option<i32> {
     let want = format!("CONVERSE_NODE={node}");
     children_of(launcher).into_iter().find(|pid| {
         std::fs::read(format!("/proc/{pid}/environ"))

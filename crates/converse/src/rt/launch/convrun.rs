@@ -32,6 +32,10 @@
 //!   took its slot) is made again, after a pause that doubles up to
 //!   [`MAX_HELLO_PAUSE`], until start-up's deadline. An `abort` in place
 //!   of the welcome is the job's end, with the launcher's cause.
+//! - The connection is watched (`converse_net::liveness::watch_link`): a
+//!   launcher silent for `++peer-timeout` (its host down, or this one cut
+//!   off) ends the process saying so, so that nothing of a job outlives a
+//!   partition for long.
 //!
 //! # Concurrency
 //!
@@ -235,6 +239,7 @@ pub(super) fn placement(
         host,
         hosts,
         timeout,
+        peer_timeout: crate::net::liveness::DEFAULT_PEER_TIMEOUT,
         host_pes,
         ppn: None,
         boot: Arc::new(Convrun::new(launcher, timeout)),
@@ -393,6 +398,9 @@ impl Convrun {
         let socket = |e| BootstrapError::io("launcher socket", e);
         // Short lines each way, some back to back: no Nagle delay.
         link.set_nodelay(true).map_err(socket)?;
+        // A launcher whose host goes down or is cut off ends this process
+        // once silent that long (and the launcher watches this end too).
+        crate::net::liveness::watch_link(&link, place.peer_timeout).map_err(socket)?;
         let mut reader = LineReader::new(link.try_clone().map_err(socket)?);
         reader
             .set_timeout(Some(deadline.saturating_duration_since(Instant::now())))
@@ -588,7 +596,7 @@ impl Bootstrap for Convrun {
                 }
             });
         }
-        watch_launcher(reader, self.lookups.clone(), place.node);
+        watch_launcher(reader, self.lookups.clone(), place.node, place.peer_timeout);
         Ok(())
     }
 
@@ -699,8 +707,14 @@ pub(super) fn read_line(
 }
 
 /// Watches the launcher connection for the rest of the process's life,
-/// handing the `card` answers over to `lookups`.
-fn watch_launcher(mut reader: LineReader, lookups: Arc<Lookups>, me: usize) {
+/// handing the `card` answers over to `lookups`; a launcher silent for
+/// `peer_timeout` (its host down or cut off) ends the process saying so.
+fn watch_launcher(
+    mut reader: LineReader,
+    lookups: Arc<Lookups>,
+    me: usize,
+    peer_timeout: Duration,
+) {
     let watcher = lookups.clone();
     let spawned = std::thread::Builder::new()
         .name("launcher".into())
@@ -711,6 +725,15 @@ fn watch_launcher(mut reader: LineReader, lookups: Arc<Lookups>, me: usize) {
             let mut skipping = false;
             loop {
                 match reader.next() {
+                    Err(e)
+                        if crate::net::liveness::is_silence(&e)
+                            && !ENDING.load(Ordering::Acquire) =>
+                    {
+                        die_lost(
+                            me,
+                            &crate::net::liveness::silence("the launcher (convrun)", peer_timeout),
+                        );
+                    }
                     Ok(Got::End) | Err(_) => {
                         if ENDING.load(Ordering::Acquire) {
                             tracing::debug!(process = me, "the launcher closed the connection");
@@ -938,6 +961,7 @@ mod tests {
             host: "127.0.0.1".into(),
             hosts: None,
             timeout: boot.timeout,
+            peer_timeout: crate::net::liveness::DEFAULT_PEER_TIMEOUT,
             host_pes: None,
             ppn: None,
             boot,

@@ -127,6 +127,9 @@ pub(crate) struct Placement {
     pub hosts: Option<Vec<usize>>,
     /// How long start-up may take.
     pub timeout: Duration,
+    /// How long a peer, or the launcher, may stay silent (`++peer-timeout`;
+    /// set from the command line once a bootstrap placed the process).
+    pub peer_timeout: Duration,
     /// PEs of the job on this host, if the bootstrap said.
     pub host_pes: Option<usize>,
     /// PEs per process the launcher asked for (Slurm's `--cpus-per-task`),
@@ -139,7 +142,10 @@ pub(crate) struct Placement {
 /// The placement a bootstrap gave this process, if one started it.
 pub(crate) fn placement(config: &Config) -> Result<Option<Placement>, BootstrapError> {
     for detect in BOOTSTRAPS {
-        if let Some(place) = detect(config)? {
+        if let Some(mut place) = detect(config)? {
+            place.peer_timeout = config
+                .peer_timeout
+                .unwrap_or(crate::net::liveness::DEFAULT_PEER_TIMEOUT);
             tracing::debug!(
                 process = place.node,
                 processes = place.nodes,
@@ -277,6 +283,7 @@ pub(crate) fn join(
         max_payload: crate::net::frame::DEFAULT_MAX_PAYLOAD,
         lmt,
         timeout: place.timeout,
+        peer_timeout: place.peer_timeout,
     };
     // (index in MODULES, the module), in MODULES order.
     let mut started: Vec<(usize, Box<dyn Joining>)> = Vec::new();

@@ -46,6 +46,8 @@ pub(super) struct Init<'a> {
     /// How long start-up may take (`++timeout`): also how long a
     /// connection may take to be set up.
     pub timeout: std::time::Duration,
+    /// How long a peer may stay silent (`++peer-timeout`).
+    pub peer_timeout: std::time::Duration,
 }
 
 /// A network module as start-up drives it: the contract, and the calls
@@ -158,7 +160,12 @@ fn tcp(init: &Init) -> Result<Box<dyn Joining>, NetError> {
         init.host,
         init.max_payload,
     )
-    .map(|m| Box::new(Arc::new(m.with_connect_wait(init.timeout))) as Box<dyn Joining>)
+    .map(|m| {
+        let m = m
+            .with_connect_wait(init.timeout)
+            .with_peer_timeout(init.peer_timeout);
+        Box::new(Arc::new(m)) as Box<dyn Joining>
+    })
 }
 
 impl Joining for Arc<TcpModule> {

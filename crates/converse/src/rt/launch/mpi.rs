@@ -157,6 +157,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, BootstrapE
         hosts: Some(hosts),
         timeout: Duration::from_secs(config.timeout.unwrap_or(super::DEFAULT_TIMEOUT_SECS)),
         host_pes: Some(host_pes),
+        peer_timeout: crate::net::liveness::DEFAULT_PEER_TIMEOUT,
         ppn,
         boot: Arc::new(Mpi {
             cards: std::sync::OnceLock::new(),

@@ -328,6 +328,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, BootstrapE
         hosts: Some(hosts),
         timeout,
         host_pes: Some(host_pes),
+        peer_timeout: crate::net::liveness::DEFAULT_PEER_TIMEOUT,
         ppn,
         boot: Arc::new(Pmi {
             link: Mutex::new(link),

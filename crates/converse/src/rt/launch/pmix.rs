@@ -519,6 +519,7 @@ pub(super) fn placement(config: &Config) -> Result<Option<Placement>, BootstrapE
         hosts: Some(hosts),
         timeout: boot.timeout,
         host_pes: Some(host_pes),
+        peer_timeout: crate::net::liveness::DEFAULT_PEER_TIMEOUT,
         ppn,
         boot: Arc::new(boot),
     }))
