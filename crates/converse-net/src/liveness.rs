@@ -6,25 +6,25 @@
 //! handler, a process stopped for a while or a loaded machine is never
 //! taken for a lost one: its host still answers.
 //!
-//! - Every watched connection is probed (TCP keepalive) once idle for a
-//!   third of the timeout, then every sixth of it.
-//! - A control link (each process's to `convrun`, `convrun`'s to each
-//!   process: short lines, always read) also has `TCP_USER_TIMEOUT`: bytes
-//!   or probes unanswered for the whole timeout end it with `ETIMEDOUT`
-//!   ([`watch_link`], [`is_silence`]).
-//! - A VC may legitimately go unread for long: its receiver leaves data in
-//!   the socket while its PEs have no room for more (flow control), and
-//!   Linux ends a connection whose window stays closed past
-//!   `TCP_USER_TIMEOUT` even though the peer answers every probe. So a VC
-//!   gets the probes only ([`watch_vc`]), and its module asks
-//!   [`looks_silent`] every [`check_period`]: silent means nothing at all
-//!   came from the peer (no byte, no acknowledgement) for the timeout
-//!   while data of ours went unacknowledged, keepalive probes of an idle
-//!   connection went unanswered, or (its window closed) two window probes
-//!   did. A peer with a closed window answers its window probes, so it
-//!   never looks silent; one that is cut off while its window is closed is
-//!   named only once two window probes went unanswered, which the
-//!   kernel's backoff may make minutes.
+//! - Every watched connection ([`watch`]: the tcp module's VCs, each
+//!   process's link to `convrun`, `convrun`'s to each process) is probed
+//!   (TCP keepalive) once idle for a third of the timeout, then every
+//!   sixth of it.
+//! - Its owner asks [`looks_silent`] every [`check_period`]: silent means
+//!   nothing at all came from the peer (no byte, no acknowledgement) for
+//!   the timeout while data of ours went unacknowledged, keepalive probes
+//!   of an idle connection went unanswered, or (its window closed) two
+//!   window probes did. Silent at two looks in a row
+//!   ([`Suspicion::confirms`]) is a lost peer.
+//! - `TCP_USER_TIMEOUT` is not used. Linux ends a connection whose peer's
+//!   window stays closed past it although the peer answers every window
+//!   probe, and a VC's window closes whenever its PEs have no room for more
+//!   (flow control); and on an idle connection it was measured to end it
+//!   7.5 s after a cut with a 10 s timeout, so that a partition shorter
+//!   than the timeout would not heal. A peer with a closed window answers
+//!   its window probes, so it never looks silent; one cut off while its
+//!   window is closed is named only once two window probes went
+//!   unanswered, which the kernel's backoff may make minutes.
 //!
 //! A partition shorter than the timeout loses nothing: retransmission and
 //! the next probe carry on once the path is back.
@@ -51,8 +51,9 @@ fn floor(timeout: Duration) -> Duration {
     timeout.max(Duration::from_secs(1))
 }
 
-/// Has the kernel probe `socket` once idle (see the module comment).
-fn probe(socket: impl AsFd, timeout: Duration) -> io::Result<()> {
+/// Has the kernel probe `socket` once idle (see the module comment);
+/// [`looks_silent`] then tells whether its peer answers.
+pub fn watch(socket: impl AsFd, timeout: Duration) -> io::Result<()> {
     use rustix::net::sockopt;
     let timeout = floor(timeout);
     let secs = |d: Duration| Duration::from_secs(d.as_secs().max(1));
@@ -60,24 +61,29 @@ fn probe(socket: impl AsFd, timeout: Duration) -> io::Result<()> {
     sockopt::set_socket_keepalive(fd, true)?;
     sockopt::set_tcp_keepidle(fd, secs(timeout / 3))?;
     sockopt::set_tcp_keepintvl(fd, secs(timeout / 6))?;
-    // The decision is the timeout's (or `looks_silent`'s), not a count of
-    // probes.
+    // The decision is `looks_silent`'s, not a count of probes.
     sockopt::set_tcp_keepcnt(fd, 127)?;
     Ok(())
 }
 
-/// Watches control link `socket`: the kernel ends it if its peer stays
-/// silent for `timeout` (see the module comment).
-pub fn watch_link(socket: impl AsFd, timeout: Duration) -> io::Result<()> {
-    probe(&socket, timeout)?;
-    let ms = u32::try_from(floor(timeout).as_millis()).unwrap_or(u32::MAX);
-    rustix::net::sockopt::set_tcp_user_timeout(socket.as_fd(), ms)?;
-    Ok(())
-}
+/// Whether a connection looked silent at the last look: a peer is lost
+/// only when it looks silent twice in a row (a window probe may be out,
+/// unanswered yet, at one look).
+#[derive(Debug, Default)]
+pub struct Suspicion(std::sync::atomic::AtomicBool);
 
-/// Watches VC `socket`: probed once idle; [`looks_silent`] decides.
-pub fn watch_vc(socket: impl AsFd, timeout: Duration) -> io::Result<()> {
-    probe(socket, timeout)
+impl Suspicion {
+    /// Records a look (`silent`: what [`looks_silent`] said); true if it
+    /// confirms the last one (the peer is lost).
+    pub fn confirms(&self, silent: bool) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        if silent {
+            self.0.swap(true, Relaxed)
+        } else {
+            self.0.store(false, Relaxed);
+            false
+        }
+    }
 }
 
 /// How often a module asks [`looks_silent`] of its VCs: a sixth of the
@@ -156,15 +162,20 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
 
     #[test]
-    fn a_watched_link_has_the_timeouts() {
+    fn a_watched_connection_is_probed() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let s = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        watch_link(&s, Duration::from_secs(10)).unwrap();
+        watch(&s, Duration::from_secs(10)).unwrap();
         use rustix::net::sockopt;
         assert!(sockopt::socket_keepalive(&s).unwrap());
         assert_eq!(sockopt::tcp_keepidle(&s).unwrap(), Duration::from_secs(3));
         assert_eq!(sockopt::tcp_keepintvl(&s).unwrap(), Duration::from_secs(1));
-        assert_eq!(sockopt::tcp_user_timeout(&s).unwrap(), 10_000);
+        assert_eq!(sockopt::tcp_user_timeout(&s).unwrap(), 0);
+        let suspicion = Suspicion::default();
+        assert!(!suspicion.confirms(true));
+        assert!(suspicion.confirms(true));
+        assert!(!suspicion.confirms(false));
+        assert!(!suspicion.confirms(true));
         assert!(is_silence(&io::Error::from_raw_os_error(libc::ETIMEDOUT)));
         assert!(!is_silence(&io::Error::from_raw_os_error(libc::ECONNRESET)));
         assert_eq!(
@@ -182,7 +193,7 @@ mod tests {
         let s = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (_peer, _) = listener.accept().unwrap();
         let timeout = Duration::from_secs(1);
-        watch_vc(&s, timeout).unwrap();
+        watch(&s, timeout).unwrap();
         assert!(!looks_silent(&s, timeout).unwrap(), "idle");
         s.set_nonblocking(true).unwrap();
         let chunk = vec![7u8; 1 << 16];

@@ -57,8 +57,7 @@
 //! process N for S s". A partition shorter than that heals by itself; a
 //! PE busy in a handler, or a receiver whose window stays closed because
 //! its PEs have no room, is never taken for a lost peer (its kernel
-//! answers for it). `TCP_USER_TIMEOUT` is not used on VCs: Linux ends a
-//! connection whose window stays closed that long, peer alive or not.
+//! answers for it).
 //!
 //! # Cost per peer
 //!
@@ -343,9 +342,9 @@ struct Vc {
     /// that delivers a frame holds the lock for as long as the upcall runs,
     /// and an upcall that ends the process never returns).
     read_closed: AtomicBool,
-    /// Its peer looked silent at the last liveness check (a second check
-    /// in a row fails the VC: [`TcpModule::check_liveness`]).
-    suspect: AtomicBool,
+    /// Whether its peer looked silent at the last liveness check (a second
+    /// check in a row fails the VC: [`TcpModule::check_liveness`]).
+    suspect: crate::liveness::Suspicion,
 }
 
 impl Vc {
@@ -362,7 +361,7 @@ impl Vc {
             queued: AtomicUsize::new(0),
             terminated: AtomicBool::new(false),
             read_closed: AtomicBool::new(false),
-            suspect: AtomicBool::new(false),
+            suspect: crate::liveness::Suspicion::default(),
         }
     }
 }
@@ -1074,7 +1073,7 @@ impl TcpModule {
         stream.set_read_timeout(None).map_err(fail)?;
         stream.set_nonblocking(true).map_err(fail)?;
         stream.set_nodelay(true).map_err(fail)?;
-        crate::liveness::watch_vc(&stream, self.peer_timeout).map_err(fail)?;
+        crate::liveness::watch(&stream, self.peer_timeout).map_err(fail)?;
         let mut stream = mio::net::TcpStream::from_std(stream);
         self.registry
             .register(
@@ -1292,11 +1291,7 @@ impl TcpModule {
             }
             let silent =
                 crate::liveness::looks_silent(&*io(vc), self.peer_timeout).unwrap_or(false);
-            if !silent {
-                vc.suspect.store(false, Ordering::Relaxed);
-                continue;
-            }
-            if !vc.suspect.swap(true, Ordering::Relaxed) {
+            if !vc.suspect.confirms(silent) {
                 continue;
             }
             // Nothing more is written to it, nor waited for from it.

@@ -42,9 +42,10 @@
 //!   [`ABORT_WINDOW`], to every process whose hello comes (in place of its
 //!   welcome); the processes that did not connect by then cannot be told,
 //!   and are ended by `SIGTERM`.
-//! - Every link is watched (`converse_net::liveness::watch_link`): a
-//!   running process silent for `++peer-timeout` (its host down or cut
-//!   off) ends the job naming it ([`Job::silent`]), as an exit does.
+//! - Every link is watched (`converse_net::liveness`, looked at every
+//!   sixth of `++peer-timeout`: [`Job::look_for_silence`]): a running
+//!   process silent that long (its host down or cut off) ends the job
+//!   naming it ([`Job::silent`]), as an exit does.
 //! - Start-up's work per wake-up is that of its events: the control
 //!   socket is accepted from only when it fired, a connection saying hello
 //!   is read (to `WouldBlock`) only when its bytes came or its time is up
@@ -698,6 +699,7 @@ pub fn watch(job: &mut Job) {
         job.listen();
         job.flush_links();
         // A process whose host went down or was cut off.
+        let next_look = job.look_for_silence();
         for node in std::mem::take(&mut job.silent) {
             job.silent(node);
         }
@@ -719,7 +721,7 @@ pub fn watch(job: &mut Job) {
         job.wait(if job.has_reads() {
             now
         } else {
-            now + Duration::from_secs(1)
+            (now + Duration::from_secs(1)).min(next_look)
         });
     }
 }

@@ -96,9 +96,12 @@ pub struct Link {
     unsent: Vec<u8>,
     /// The process closed its end, or reading failed: nothing more to read.
     pub closed: bool,
-    /// Reading failed because the process stayed silent past the peer
-    /// timeout (`converse_net::liveness`): its host is down or cut off.
+    /// Reading failed because the process's host became unreachable
+    /// (`converse_net::liveness::is_silence`).
     pub silent: bool,
+    /// Whether the process looked silent at the last look
+    /// ([`Job::look_for_silence`]).
+    suspect: converse_net::liveness::Suspicion,
     /// A write failed: the process can be told nothing more.
     broken: bool,
     /// Its last read edge has not been consumed (no read found it empty
@@ -119,6 +122,7 @@ impl Link {
             unsent: Vec::new(),
             closed: false,
             silent: false,
+            suspect: converse_net::liveness::Suspicion::default(),
             broken: false,
             read_ready: false,
             write_watched: false,
@@ -311,9 +315,12 @@ pub struct Job {
     /// The id naming the job's shared-memory segments (apart from the
     /// key: segment names are listable by anyone).
     pub shm_id: u64,
-    /// Running processes whose link ended in silence past the peer
-    /// timeout, not yet reported ([`Job::silent`]).
+    /// Running processes silent past the peer timeout (their host down or
+    /// cut off), not yet reported ([`Job::silent`]).
     pub silent: Vec<usize>,
+    /// When the links are next looked at for silence
+    /// ([`Job::look_for_silence`]).
+    pub next_look: Instant,
 }
 
 /// How a link's turn at being read ended.
@@ -350,6 +357,7 @@ impl Job {
             key,
             shm_id,
             silent: Vec::new(),
+            next_look: Instant::now(),
             opts,
         })
     }
@@ -440,7 +448,7 @@ impl Job {
     ) -> std::io::Result<()> {
         // A process whose host goes down or is cut off ends the job once
         // silent this long (`converse_net::liveness`; [`Job::silent`]).
-        converse_net::liveness::watch_link(&stream, self.opts.peer_timeout)?;
+        converse_net::liveness::watch(&stream, self.opts.peer_timeout)?;
         let mut link = Link::new(stream);
         link.send(line)?;
         let (fd, interest) = (link.fd(), link.interest());
@@ -648,6 +656,41 @@ impl Job {
             }
             self.watch_writes(node);
         }
+    }
+
+    /// Every sixth of the peer timeout, asks the kernel whether each running
+    /// process's link still hears from it (`converse_net::liveness`); one
+    /// silent at two looks in a row goes on [`Job::silent`]. Returns when
+    /// to look next.
+    pub fn look_for_silence(&mut self) -> Instant {
+        let now = Instant::now();
+        if now < self.next_look {
+            return self.next_look;
+        }
+        let timeout = self.opts.peer_timeout;
+        for p in &self.procs {
+            let Some(link) = p.link.as_ref().filter(|l| !l.closed) else {
+                continue;
+            };
+            if p.status.is_some() {
+                continue;
+            }
+            let silent =
+                converse_net::liveness::looks_silent(&link.stream, timeout).unwrap_or(false);
+            if link.suspect.confirms(silent) {
+                self.silent.push(p.node);
+            }
+        }
+        self.next_look = now + converse_net::liveness::check_period(timeout);
+        self.next_look
+    }
+
+    /// Whether nothing has come from process `node` for the peer timeout
+    /// while its link waits for an answer (`converse_net::liveness`).
+    pub fn link_silent(&self, node: usize) -> bool {
+        self.procs[node].link.as_ref().is_some_and(|l| {
+            converse_net::liveness::looks_silent(&l.stream, self.opts.peer_timeout).unwrap_or(false)
+        })
     }
 
     /// Ends every process still running: at once with SIGKILL, or after

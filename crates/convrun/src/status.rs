@@ -216,7 +216,7 @@ impl Job {
     /// is left after [`SILENT_GRACE`] is killed (a process on a host cut
     /// off ends itself once the launcher is silent to it as long).
     pub fn silent(&mut self, node: usize) {
-        if self.procs[node].status.is_some() {
+        if self.procs[node].status.is_some() && !self.link_silent(node) {
             return;
         }
         let first = self.failure.is_none();
@@ -246,6 +246,14 @@ impl Job {
                 if code != 0 && self.secondary.is_none() {
                     self.secondary = Some(code);
                 }
+            }
+            // It said nothing, and nothing has come from it for the peer
+            // timeout: it ended cut off (a remote shell that still reaches
+            // this host reports the exit; what it said did not come).
+            Ending::Primary
+                if self.procs[node].said.reason().is_none() && self.link_silent(node) =>
+            {
+                self.silent(node);
             }
             Ending::Primary => {
                 let first = self.failure.is_none();

@@ -165,8 +165,20 @@ fn hosts_cut_for_good() {
         let f = job.finish(LIMIT);
         let took = cut.elapsed();
         assert_ne!(f.code, Some(0), "{}", f.stderr);
-        let named = format!("no word from process 1 (PE 1) on {}", hosts.addrs[1]);
-        assert!(f.stderr.contains(&named), "{named}:\n{}", f.stderr);
+        // Named by `convrun` (`no word from process 1 (PE 1) on ADDR`) or
+        // by process 0, whose own link to it finds the silence as soon
+        // (`lost process 1 (PE 1): tcp: no word from process 1 at ADDR`).
+        // (Here the cut-off host's remote shell runs on this machine, so
+        // `convrun` also sees process 1 end itself; over ssh it would not.)
+        let named = [
+            format!("no word from process 1 (PE 1) on {}", hosts.addrs[1]),
+            format!("no word from process 1 at {}", hosts.addrs[1]),
+        ];
+        assert!(
+            named.iter().any(|n| f.stderr.contains(n)),
+            "{named:?}:\n{}",
+            f.stderr
+        );
         assert!(f.stderr.contains("for 10 s"), "{}", f.stderr);
         // Within the timeout and some (the aim: 15 s); it was forever.
         assert!(took < Duration::from_secs(30), "{took:?}\n{}", f.stderr);
@@ -223,17 +235,19 @@ fn hosts_split_from_each_other() {
     });
 }
 
-/// Host 1's link cut for 5 s, less than `++peer-timeout 10`: the ring
-/// goes on once it is back, and its count is right.
+/// Host 1's link cut for 7 s, less than `++peer-timeout 10`: the ring
+/// goes on once it is back, and its count is right. (With the kernel's
+/// own `TCP_USER_TIMEOUT` on the idle control links, the job ended 7.5 s
+/// into the cut: `liveness`.)
 fn hosts_short_partition_heals() {
     with_hosts(2, |hosts| {
         let (list, me) = (hosts.nodelist(), me());
         let rest = ["++peer-timeout", "10", "+p", "2", "++ppn", "1"];
-        let job = Running::start(&args(&list, &me, &rest, &["9"]), false);
+        let job = Running::start(&args(&list, &me, &rest, &["12"]), false);
         wait_running(&job);
         std::thread::sleep(Duration::from_millis(500));
         hosts.cut(1);
-        std::thread::sleep(Duration::from_secs(5));
+        std::thread::sleep(Duration::from_secs(7));
         hosts.mend(1);
         let f = job.finish(LIMIT);
         f.expect_code(0);

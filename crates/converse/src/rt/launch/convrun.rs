@@ -32,10 +32,11 @@
 //!   took its slot) is made again, after a pause that doubles up to
 //!   [`MAX_HELLO_PAUSE`], until start-up's deadline. An `abort` in place
 //!   of the welcome is the job's end, with the launcher's cause.
-//! - The connection is watched (`converse_net::liveness::watch_link`): a
-//!   launcher silent for `++peer-timeout` (its host down, or this one cut
-//!   off) ends the process saying so, so that nothing of a job outlives a
-//!   partition for long.
+//! - The connection is watched (`converse_net::liveness`: the `launcher`
+//!   thread's reads time out every sixth of `++peer-timeout` to look): a
+//!   launcher silent that long (its host down, or this one cut off) ends
+//!   the process saying so, so that nothing of a job outlives a partition
+//!   for long.
 //!
 //! # Concurrency
 //!
@@ -400,7 +401,7 @@ impl Convrun {
         link.set_nodelay(true).map_err(socket)?;
         // A launcher whose host goes down or is cut off ends this process
         // once silent that long (and the launcher watches this end too).
-        crate::net::liveness::watch_link(&link, place.peer_timeout).map_err(socket)?;
+        crate::net::liveness::watch(&link, place.peer_timeout).map_err(socket)?;
         let mut reader = LineReader::new(link.try_clone().map_err(socket)?);
         reader
             .set_timeout(Some(deadline.saturating_duration_since(Instant::now())))
@@ -578,8 +579,9 @@ impl Bootstrap for Convrun {
                 }
             }
         };
+        // The watcher wakes to look at the launcher's liveness.
         reader
-            .set_timeout(None)
+            .set_timeout(Some(crate::net::liveness::check_period(place.peer_timeout)))
             .map_err(|e| BootstrapError::io("launcher socket", e))?;
         let writer = self.writer.get().expect("published").clone();
         if LINK.set(writer).is_ok() {
@@ -723,8 +725,37 @@ fn watch_launcher(
             // Inside a line longer than the protocol allows: skipped to its
             // end.
             let mut skipping = false;
+            // Looks in a row that found the launcher silent: three, one
+            // more than the launcher needs to find this process silent, so
+            // that where both can still tell, the launcher names the lost
+            // host (this process's exit would tell it nothing).
+            let mut silent_looks = 0;
             loop {
                 match reader.next() {
+                    // Nothing came for a while: is the launcher still there?
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        let silent = crate::net::liveness::looks_silent(
+                            reader.reader.get_ref(),
+                            peer_timeout,
+                        )
+                        .unwrap_or(false);
+                        silent_looks = if silent { silent_looks + 1 } else { 0 };
+                        if silent_looks >= 3 && !ENDING.load(Ordering::Acquire) {
+                            die_lost(
+                                me,
+                                &crate::net::liveness::silence(
+                                    "the launcher (convrun)",
+                                    peer_timeout,
+                                ),
+                            );
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
                     Err(e)
                         if crate::net::liveness::is_silence(&e)
                             && !ENDING.load(Ordering::Acquire) =>
