@@ -103,6 +103,23 @@ fn args<'a>(nodelist: &'a str, me: &'a str, rest: &[&'a str], ring: &[&'a str]) 
     v
 }
 
+/// Starts `ns_ring SECS` on `hosts` with `rest` (`++nodelist` comes
+/// first), and returns once the ring has run for half a second.
+fn ring_running(hosts: &NsHosts, rest: &[&str], secs: &str) -> Running {
+    let (list, me) = (hosts.nodelist(), me());
+    let job = Running::start(&args(&list, &me, rest, &[secs]), false);
+    wait_running(&job);
+    std::thread::sleep(Duration::from_millis(500));
+    job
+}
+
+/// Prints the job's stderr, indented, for the log.
+fn show(f: &crate::common::Finished) {
+    for line in f.stderr.lines() {
+        println!("    | {line}");
+    }
+}
+
 /// Waits until PE 0 says the ring runs.
 fn wait_running(job: &Running) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -155,11 +172,11 @@ fn hosts_answers() {
 /// either host.
 fn hosts_cut_for_good() {
     with_hosts(2, |hosts| {
-        let (list, me) = (hosts.nodelist(), me());
-        let rest = ["++peer-timeout", "10", "+p", "2", "++ppn", "1"];
-        let job = Running::start(&args(&list, &me, &rest, &["1000"]), false);
-        wait_running(&job);
-        std::thread::sleep(Duration::from_millis(500));
+        let job = ring_running(
+            hosts,
+            &["++peer-timeout", "10", "+p", "2", "++ppn", "1"],
+            "1000",
+        );
         let cut = Instant::now();
         hosts.cut(1);
         let f = job.finish(LIMIT);
@@ -183,9 +200,7 @@ fn hosts_cut_for_good() {
         // Within the timeout and some (the aim: 15 s); it was forever.
         assert!(took < Duration::from_secs(30), "{took:?}\n{}", f.stderr);
         println!("    link cut for good: the job ended {took:.1?} later");
-        for line in f.stderr.lines() {
-            println!("    | {line}");
-        }
+        show(&f);
         hosts.mend(1);
         expect_hosts_empty(hosts, 2, Duration::from_secs(20));
     });
@@ -196,20 +211,20 @@ fn hosts_cut_for_good() {
 /// the job ends naming the other side.
 fn hosts_split_from_each_other() {
     with_hosts(2, |hosts| {
-        let (list, me) = (hosts.nodelist(), me());
-        let rest = [
-            "++peer-timeout",
-            "6",
-            "+p",
-            "2",
-            "++ppn",
-            "1",
-            "++netmod",
-            "tcp",
-        ];
-        let job = Running::start(&args(&list, &me, &rest, &["1000"]), false);
-        wait_running(&job);
-        std::thread::sleep(Duration::from_millis(500));
+        let job = ring_running(
+            hosts,
+            &[
+                "++peer-timeout",
+                "6",
+                "+p",
+                "2",
+                "++ppn",
+                "1",
+                "++netmod",
+                "tcp",
+            ],
+            "1000",
+        );
         let cut = Instant::now();
         hosts.split();
         let f = job.finish(LIMIT);
@@ -228,9 +243,7 @@ fn hosts_split_from_each_other() {
         );
         assert!(took < Duration::from_secs(30), "{took:?}\n{}", f.stderr);
         println!("    hosts split: the job ended {took:.1?} later");
-        for line in f.stderr.lines() {
-            println!("    | {line}");
-        }
+        show(&f);
         expect_hosts_empty(hosts, 2, Duration::from_secs(10));
     });
 }
@@ -241,11 +254,11 @@ fn hosts_split_from_each_other() {
 /// into the cut: `liveness`.)
 fn hosts_short_partition_heals() {
     with_hosts(2, |hosts| {
-        let (list, me) = (hosts.nodelist(), me());
-        let rest = ["++peer-timeout", "10", "+p", "2", "++ppn", "1"];
-        let job = Running::start(&args(&list, &me, &rest, &["12"]), false);
-        wait_running(&job);
-        std::thread::sleep(Duration::from_millis(500));
+        let job = ring_running(
+            hosts,
+            &["++peer-timeout", "10", "+p", "2", "++ppn", "1"],
+            "12",
+        );
         hosts.cut(1);
         std::thread::sleep(Duration::from_secs(7));
         hosts.mend(1);

@@ -268,38 +268,31 @@ fn besieged(args: &[&str], per_port: usize, target: fn(i32) -> Option<i32>, answ
 /// reset by peer`.
 fn siege_worker_slots_257() {
     let me = me();
-    let args = [
+    besieged(&worker_job("2", &me), 257, |l| process_of(l, 0), "sum=1");
+}
+
+/// A job of `pes` processes over tcp whose processes other than 0 send to
+/// it [`LATE`] ms after they start.
+fn worker_job<'a>(pes: &'a str, me: &'a str) -> [&'a str; 10] {
+    [
         "+p",
-        "2",
+        pes,
         "++ppn",
         "1",
         "++netmod",
         "tcp",
-        &me,
+        me,
         "lx_late_sum",
         LATE,
         "send",
-    ];
-    besieged(&args, 257, |l| process_of(l, 0), "sum=1");
+    ]
 }
 
 /// 2,000 connections, reopened as they are closed, at process 0 of four
 /// (the others send to it three seconds late).
 fn siege_worker_slots_2000() {
     let me = me();
-    let args = [
-        "+p",
-        "4",
-        "++ppn",
-        "1",
-        "++netmod",
-        "tcp",
-        &me,
-        "lx_late_sum",
-        LATE,
-        "send",
-    ];
-    besieged(&args, 2000, |l| process_of(l, 0), "sum=6");
+    besieged(&worker_job("4", &me), 2000, |l| process_of(l, 0), "sum=6");
 }
 
 /// 1,100 connections at the launcher's control socket, reopened as they
