@@ -15,6 +15,12 @@
 //!
 //! Each figure is the best of three runs (the fastest time per message).
 //!
+//! `typed_self_send_rate`: a `u64` counter sent on to the same PE in a new
+//! message each hop through a typed handler (`converse::handler_slot`),
+//! against the same with the byte API (`bytes_self_send_rate`:
+//! `Message::from_payload` of its 8 bytes, read back by hand), in the same
+//! job.
+//!
 //! `trace_overhead_self_send`: the `sync_send_and_free` loop in a job that
 //! records a timeline (`+trace`, the default ring, which wraps) against
 //! the same loop in a job that does not, run in turns in this process.
@@ -110,8 +116,74 @@ fn trace_overhead(n: u64) {
     );
 }
 
+/// Nanoseconds per hop of a `u64` counter sent on to the same PE in a new
+/// message each hop: through a typed handler (`typed`), or with the byte
+/// API (`Message::from_payload` of its 8 bytes, read back by hand), best
+/// of three runs each, in turns.
+fn value_sends(n: u64) -> (f64, f64) {
+    let done = Rc::new(Cell::new(false));
+    let d = done.clone();
+    let typed_slot = converse::handler_slot::<u64>();
+    let typed = typed_slot.handler();
+    typed_slot.fill(move |k: u64| {
+        if k == 0 {
+            d.set(true);
+            converse::exit_scheduler();
+        } else {
+            typed.send(0, &(k - 1));
+        }
+    });
+    let d = done.clone();
+    let bytes = converse::register_handler(move |msg: Message| {
+        let k = u64::from_le_bytes(msg.payload()[..8].try_into().unwrap());
+        if k == 0 {
+            d.set(true);
+            converse::exit_scheduler();
+        } else {
+            let next = Message::from_payload(msg.handler(), &(k - 1).to_le_bytes());
+            converse::sync_send_and_free(0, next);
+        }
+    });
+    let run = |start: &dyn Fn()| {
+        done.set(false);
+        let t0 = Instant::now();
+        start();
+        converse::schedule_forever();
+        assert!(done.get(), "the scheduler stopped early");
+        t0.elapsed().as_secs_f64() * 1e9 / n as f64
+    };
+    let (mut t, mut b) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..3 {
+        t = t.min(run(&|| typed.send(0, &n)));
+        b = b.min(run(&|| {
+            converse::sync_send_and_free(0, Message::from_payload(bytes, &n.to_le_bytes()))
+        }));
+    }
+    (t, b)
+}
+
 fn main() {
     let n = common::iterations(20_000_000);
+    if common::wanted("typed_self_send_rate") {
+        let out: Arc<Mutex<(f64, f64)>> = Arc::default();
+        let o = out.clone();
+        Converse::new()
+            .args(["self_send", "+p", "1"])
+            .run(move |_| {
+                *o.lock().unwrap() = value_sends(n / 4);
+                converse::exit_scheduler();
+            })
+            .expect("runtime flags");
+        let (typed, bytes) = *out.lock().unwrap();
+        common::line(
+            "typed_self_send_rate",
+            1e3 / typed,
+            "Mmsg/s",
+            "bytes_self_send_rate",
+            1e3 / bytes,
+            "Mmsg/s",
+        );
+    }
     let figures: Arc<Mutex<Vec<Option<f64>>>> = Arc::default();
     let out = figures.clone();
     Converse::new()

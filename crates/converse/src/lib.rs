@@ -66,6 +66,7 @@ mod rt;
 mod start;
 mod sync;
 pub mod trace;
+pub mod typed;
 
 pub use ccd::quiescence::{
     qd_create, qd_created, qd_process, qd_processed, start_quiescence_detection,
@@ -132,6 +133,7 @@ pub use rt::{
     my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes, num_pes,
     rank_of,
 };
+pub use typed::{HandlerSlot, handler, handler_slot};
 // The errors of start-up, below `StartError`: the launcher's bootstrap,
 // joining a job, its network (their docs are the types').
 pub use rt::launch::{BootstrapError, IoCause, JoinError};

@@ -231,6 +231,9 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("handler_mismatch", scenario_handler_mismatch),
     ("handler_mismatch_named", scenario_handler_mismatch_named),
     ("handler_mismatch_late", scenario_handler_mismatch_late),
+    ("closure_mismatch", scenario_closure_mismatch),
+    ("typed_handler_bad_bytes", scenario_typed_handler_bad_bytes),
+    ("typed_slot_unfilled", scenario_typed_slot_unfilled),
     ("send_pe_out_of_range", scenario_send_pe_out_of_range),
     (
         "sync_send_pe_out_of_range",
@@ -461,6 +464,40 @@ fn scenario_handler_mismatch_named() -> i32 {
         let same_type = |m: Message| drop(m);
         converse::register_handler_named(same_type, "c_handler_same");
         converse::register_handler_named(same_type, name);
+    })
+}
+
+// 4c. Two closures of one function, registered in a different order on
+// the two PEs: their type names are alike, the report tells them apart
+// by where each was registered.
+fn scenario_closure_mismatch() -> i32 {
+    job(&["+p", "2"], |_| {
+        let first = |m: Message| drop(m);
+        let second = |m: Message| assert!(m.payload().len() < usize::MAX);
+        if converse::my_pe() == 0 {
+            converse::register_handler(first);
+            converse::register_handler(second);
+        } else {
+            converse::register_handler(second);
+            converse::register_handler(first);
+        }
+    })
+}
+
+// 4d. Bytes that are not a `(u64, String)` sent to a typed handler's
+// index with the byte API.
+fn scenario_typed_handler_bad_bytes() -> i32 {
+    job(&["+p", "1"], |_| {
+        let h = converse::handler(|v: (u64, String)| println!("{v:?}"));
+        converse::sync_send_and_free(0, Message::from_payload(h.index(), &[0xff; 3]));
+    })
+}
+
+// 4e. A message to a handler slot never filled.
+fn scenario_typed_slot_unfilled() -> i32 {
+    job(&["+p", "1"], |_| {
+        let slot = converse::handler_slot::<u32>();
+        slot.handler().send(0, &7);
     })
 }
 
@@ -1476,6 +1513,43 @@ fn differing_handler_tables_abort_naming_both_pes() {
         ],
     );
     out.expect_absent(RETURNED);
+}
+
+#[test]
+fn closures_of_one_function_are_told_apart_by_where_they_were_registered() {
+    let out = run_scenario("closure_mismatch");
+    let here = format!("(registered at {}:", file!());
+    out.expect(
+        ABORT_EXIT_CODE,
+        &["aborting: handler tables differ at index 1", &here],
+    );
+    out.expect_absent(RETURNED);
+}
+
+#[test]
+fn a_typed_handler_names_itself_and_its_type_for_bytes_it_cannot_read() {
+    let out = run_scenario("typed_handler_bad_bytes");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "converse: PE 0 aborting: the typed handler registered at",
+            file!(),
+            "got a message of 3 bytes that is not a `(u64, alloc::string::String)`",
+        ],
+    );
+}
+
+#[test]
+fn an_unfilled_handler_slot_names_where_it_was_made() {
+    let out = run_scenario("typed_slot_unfilled");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "the handler slot made at",
+            file!(),
+            "got a message before it was filled",
+        ],
+    );
 }
 
 #[test]

@@ -107,6 +107,10 @@ pub(crate) struct HandlerIdent {
     /// one closure type), a hash of that name, the same in every process.
     pub key: u64,
     pub name: &'static str,
+    /// Where it was registered (`#[track_caller]`), if known: what tells
+    /// two closures of one function apart in a report (their type names
+    /// are both `f::{{closure}}`). Not part of the identity.
+    pub at: Option<&'static std::panic::Location<'static>>,
 }
 
 impl HandlerIdent {
@@ -115,6 +119,23 @@ impl HandlerIdent {
             type_id: TypeId::of::<F>(),
             key: 0,
             name: std::any::type_name::<F>(),
+            at: None,
+        }
+    }
+
+    /// This identity, registered at `at`.
+    pub fn at(self, at: &'static std::panic::Location<'static>) -> HandlerIdent {
+        HandlerIdent {
+            at: Some(at),
+            ..self
+        }
+    }
+
+    /// Its name, and where it was registered if known, for a report.
+    pub fn described(&self) -> String {
+        match self.at {
+            Some(at) => format!("{} (registered at {at})", self.name),
+            None => self.name.to_string(),
         }
     }
 
@@ -130,6 +151,7 @@ impl HandlerIdent {
             // Never 0, the mark of an unnamed handler.
             key: h.finish() | 1,
             name: intern(name),
+            at: None,
         }
     }
 

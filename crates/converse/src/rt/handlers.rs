@@ -13,8 +13,12 @@ use crate::msg::message::Message;
 /// this (when a PE first schedules, and at every later registration) and
 /// aborts naming the first index where two PEs differ.
 #[doc(alias = "CmiRegisterHandler")]
+#[track_caller]
 pub fn register_handler<F: Fn(Message) + 'static>(f: F) -> usize {
-    register_entry(Entry::Closure(Rc::new(f)), handler::HandlerIdent::of::<F>())
+    register_entry(
+        Entry::Closure(Rc::new(f)),
+        handler::HandlerIdent::of::<F>().at(std::panic::Location::caller()),
+    )
 }
 
 /// Registers `f` as [`register_handler`] does, identified by `name` as
@@ -44,7 +48,7 @@ pub fn register_c_handler(f: CHandler, name: &str) -> usize {
 
 /// The registration of every `register_handler` form: the next index of
 /// the table every PE builds in the same order.
-fn register_entry(entry: Entry, ident: handler::HandlerIdent) -> usize {
+pub(crate) fn register_entry(entry: Entry, ident: handler::HandlerIdent) -> usize {
     pe::with(|pe| {
         let index = pe.handlers.borrow_mut().register(entry, ident);
         pe.trace.name_handler(index, || ident.name.to_string());

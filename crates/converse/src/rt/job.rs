@@ -362,8 +362,8 @@ impl Job {
                          function or closure, so register through one shared function rather than writing the same \
                          closure twice)",
                         registered_index(k),
-                        c.name,
-                        ident.name
+                        c.described(),
+                        ident.described()
                     ));
                 }
                 Some(_) => {}

@@ -1306,7 +1306,7 @@ impl Network {
             .iter()
             .map(|ident| HandlerEntry {
                 hash: handler_hash(ident),
-                name: ident.name.to_string(),
+                name: ident.described(),
                 origin: me,
             })
             .collect();

@@ -43,4 +43,5 @@ mod stats;
 mod thread_regressions;
 mod threads;
 mod trace;
+mod typed;
 mod watchdog;

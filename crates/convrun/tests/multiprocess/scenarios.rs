@@ -3461,8 +3461,8 @@ fn core_handler_mismatch() {
         let named = f
             .stderr
             .contains("handler tables differ between processes at index")
-            && f.stderr.contains("::first`")
-            && f.stderr.contains("::second`");
+            && f.stderr.contains("::first (registered at ")
+            && f.stderr.contains("::second (registered at ");
         (!ended || !named || f.elapsed >= ENDING_LIMIT).then(|| {
             format!("expected a non-zero exit code within {ENDING_LIMIT:?} naming both handlers")
         })
