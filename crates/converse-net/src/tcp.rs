@@ -1022,8 +1022,9 @@ impl TcpModule {
     }
 
     /// Logs a refused connection (it is dropped, which closes it); the job
-    /// goes on. A stranger chooses how many there are: the first is said
-    /// in full, then one line per [`LOG_PERIOD`] counts the others.
+    /// goes on. A stranger chooses how many there are: the first
+    /// [`LOG_BURST`] of a period are said in full, then one line per
+    /// [`LOG_PERIOD`] counts the others.
     fn refuse(&self, from: SocketAddr, why: &str) {
         let say = lock(&self.refusals).hit(Instant::now());
         match say {

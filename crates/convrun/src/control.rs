@@ -298,8 +298,6 @@ struct Pendings {
     slots: Vec<Option<Pending>>,
     /// Empty slots, reused first.
     free: Vec<usize>,
-    /// Connections held.
-    live: usize,
     /// Slots the kernel would not watch: read at every sweep.
     blind: Vec<usize>,
     /// `(until, slot, serial)` of every connection taken, in the order of
@@ -320,7 +318,6 @@ impl Pendings {
         Pendings {
             slots: Vec::new(),
             free: Vec::new(),
-            live: 0,
             blind: Vec::new(),
             deadlines: VecDeque::new(),
             serial: 0,
@@ -381,7 +378,6 @@ impl Pendings {
             self.blind.push(slot);
         }
         self.slots[slot] = Some(conn);
-        self.live += 1;
     }
 
     /// Takes the connection out of `slot` (closing it ends its watch).
@@ -393,7 +389,6 @@ impl Pendings {
             job.forget_blind_hello();
         }
         self.free.push(slot);
-        self.live -= 1;
         conn
     }
 

@@ -337,7 +337,8 @@ enum Turn {
     Parked,
     /// It asked for the card of this number, no process of the job.
     Refused(usize),
-    /// Its link ended in silence past the peer timeout.
+    /// Its link ended because its host became unreachable
+    /// (`converse_net::liveness::is_silence`).
     Silent,
 }
 

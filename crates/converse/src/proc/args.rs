@@ -1141,6 +1141,9 @@ mod tests {
             "prog +p -2",
             "prog ++ppn 0",
             "prog +p 99999",
+            "prog ++peer-timeout 0",
+            "prog ++peer-timeout 1.5",
+            "prog ++peer-timeout soon",
         ] {
             let err = parse(&words(bad)).unwrap_err();
             assert!(matches!(err, ArgError::BadValue { .. }), "{bad}: {err}");
@@ -1149,6 +1152,12 @@ mod tests {
             parse(&words("prog +p")).unwrap_err(),
             ArgError::MissingValue("+p".into())
         );
+        assert_eq!(
+            parse(&words("prog ++peer-timeout")).unwrap_err(),
+            ArgError::MissingValue("++peer-timeout".into())
+        );
+        let (config, _) = parse(&words("prog ++peer-timeout 12")).unwrap();
+        assert_eq!(config.peer_timeout, Some(std::time::Duration::from_secs(12)));
         assert_eq!(
             parse(&words("prog +p 6 ++ppn 4")).unwrap_err(),
             ArgError::Layout { pes: 6, ppn: 4 }
