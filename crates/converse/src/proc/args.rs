@@ -1157,7 +1157,10 @@ mod tests {
             ArgError::MissingValue("++peer-timeout".into())
         );
         let (config, _) = parse(&words("prog ++peer-timeout 12")).unwrap();
-        assert_eq!(config.peer_timeout, Some(std::time::Duration::from_secs(12)));
+        assert_eq!(
+            config.peer_timeout,
+            Some(std::time::Duration::from_secs(12))
+        );
         assert_eq!(
             parse(&words("prog +p 6 ++ppn 4")).unwrap_err(),
             ArgError::Layout { pes: 6, ppn: 4 }
