@@ -412,14 +412,7 @@ fn fib_fast(n: u32) -> u64 {
 }
 
 #[allow(dead_code)] // the test and the benchmark use `start` alone
-fn main() {
+fn main() -> std::process::ExitCode {
     cld::install();
-    let code = converse::Converse::new()
-        .args(std::env::args())
-        .run(start)
-        .unwrap_or_else(|e| {
-            eprintln!("cld_tree: {e}");
-            std::process::exit(1)
-        });
-    std::process::exit(code);
+    converse::Converse::new().args(std::env::args()).main(start)
 }

@@ -62,10 +62,6 @@ pub fn start(_args: &[String]) {
 }
 
 #[allow(dead_code)] // the test includes this file for `start` and `LINES`
-fn main() {
-    let code = converse::Converse::new().run(start).unwrap_or_else(|e| {
-        eprintln!("{e}");
-        2
-    });
-    std::process::exit(code)
+fn main() -> std::process::ExitCode {
+    converse::Converse::new().main(start)
 }

@@ -289,14 +289,7 @@ pub fn start(args: &[String]) {
 }
 
 #[allow(dead_code)] // the tests use `start` alone
-fn main() {
+fn main() -> std::process::ExitCode {
     cpath::install();
-    let code = converse::Converse::new()
-        .args(std::env::args())
-        .run(start)
-        .unwrap_or_else(|e| {
-            eprintln!("cpath_stencil: {e}");
-            std::process::exit(1)
-        });
-    std::process::exit(code);
+    converse::Converse::new().args(std::env::args()).main(start)
 }

@@ -135,13 +135,6 @@ pub fn start(args: &[String]) {
 }
 
 #[allow(dead_code)] // the test uses `start` alone
-fn main() {
-    let code = converse::Converse::new()
-        .args(std::env::args())
-        .run(start)
-        .unwrap_or_else(|e| {
-            eprintln!("cpm_manual: {e}");
-            std::process::exit(1)
-        });
-    std::process::exit(code);
+fn main() -> std::process::ExitCode {
+    converse::Converse::new().args(std::env::args()).main(start)
 }

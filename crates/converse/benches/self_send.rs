@@ -15,11 +15,12 @@
 //!
 //! Each figure is the best of three runs (the fastest time per message).
 //!
-//! `typed_self_send_rate`: a `u64` counter sent on to the same PE in a new
-//! message each hop through a typed handler (`converse::handler_slot`),
-//! against the same with the byte API (`bytes_self_send_rate`:
-//! `Message::from_payload` of its 8 bytes, read back by hand), in the same
-//! job.
+//! `typed_pod_self_send_rate` and `typed_self_send_rate`: a `u64` counter
+//! sent on to the same PE in a new message each hop through a typed
+//! handler (`converse::pod_handler_slot`, its bytes; `handler_slot`,
+//! postcard), each against the same with the byte API
+//! (`bytes_self_send_rate`: `Message::from_payload` of its 8 bytes, read
+//! back by hand), in the same job.
 //!
 //! `trace_overhead_self_send`: the `sync_send_and_free` loop in a job that
 //! records a timeline (`+trace`, the default ring, which wraps) against
@@ -117,11 +118,22 @@ fn trace_overhead(n: u64) {
 }
 
 /// Nanoseconds per hop of a `u64` counter sent on to the same PE in a new
-/// message each hop: through a typed handler (`typed`), or with the byte
+/// message each hop: through a typed handler (postcard, then `Pod`), or with the byte
 /// API (`Message::from_payload` of its 8 bytes, read back by hand), best
 /// of three runs each, in turns.
-fn value_sends(n: u64) -> (f64, f64) {
+fn value_sends(n: u64) -> (f64, f64, f64) {
     let done = Rc::new(Cell::new(false));
+    let d = done.clone();
+    let pod_slot = converse::pod_handler_slot::<u64>();
+    let pod = pod_slot.handler();
+    pod_slot.fill(move |k: u64| {
+        if k == 0 {
+            d.set(true);
+            converse::exit_scheduler();
+        } else {
+            pod.send(0, &(k - 1));
+        }
+    });
     let d = done.clone();
     let typed_slot = converse::handler_slot::<u64>();
     let typed = typed_slot.handler();
@@ -152,20 +164,21 @@ fn value_sends(n: u64) -> (f64, f64) {
         assert!(done.get(), "the scheduler stopped early");
         t0.elapsed().as_secs_f64() * 1e9 / n as f64
     };
-    let (mut t, mut b) = (f64::INFINITY, f64::INFINITY);
+    let (mut t, mut p, mut b) = (f64::INFINITY, f64::INFINITY, f64::INFINITY);
     for _ in 0..3 {
         t = t.min(run(&|| typed.send(0, &n)));
+        p = p.min(run(&|| pod.send(0, &n)));
         b = b.min(run(&|| {
             converse::sync_send_and_free(0, Message::from_payload(bytes, &n.to_le_bytes()))
         }));
     }
-    (t, b)
+    (t, p, b)
 }
 
 fn main() {
     let n = common::iterations(20_000_000);
     if common::wanted("typed_self_send_rate") {
-        let out: Arc<Mutex<(f64, f64)>> = Arc::default();
+        let out: Arc<Mutex<(f64, f64, f64)>> = Arc::default();
         let o = out.clone();
         Converse::new()
             .args(["self_send", "+p", "1"])
@@ -174,7 +187,15 @@ fn main() {
                 converse::exit_scheduler();
             })
             .expect("runtime flags");
-        let (typed, bytes) = *out.lock().unwrap();
+        let (typed, pod, bytes) = *out.lock().unwrap();
+        common::line(
+            "typed_pod_self_send_rate",
+            1e3 / pod,
+            "Mmsg/s",
+            "bytes_self_send_rate",
+            1e3 / bytes,
+            "Mmsg/s",
+        );
         common::line(
             "typed_self_send_rate",
             1e3 / typed,

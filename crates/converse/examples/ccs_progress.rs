@@ -77,48 +77,42 @@ fn serving() -> bool {
     std::env::args().any(|a| a.starts_with("++server"))
 }
 
-fn main() {
-    let code = Converse::new()
-        .run(|args| {
-            let n: u64 = args
-                .get(1)
-                .and_then(|a| a.parse().ok())
-                .unwrap_or(20_000_000);
-            let (pes, me) = (num_pes() as u64, my_pe() as u64);
-            let share = n.div_ceil(pes);
-            let step_handler = converse::register_handler(step);
-            let report_handler = converse::register_handler(report);
-            let first = (me * share).max(2);
-            PROGRESS.initialize(Progress {
-                first: Cell::new(first),
-                next: Cell::new(first),
-                end: Cell::new(((me + 1) * share).min(n).max(first)),
-                primes: Cell::new(0),
-                step: Cell::new(step_handler),
-                report: Cell::new(report_handler),
-                total: Cell::new((0, 0)),
-            });
-            ccs::register_handler("progress", |_m: Message| {
-                PROGRESS.with(|p| {
-                    let checked = (p.next.get() - p.first.get()) as i32;
-                    let mut reply = checked.to_be_bytes().to_vec();
-                    reply.extend_from_slice(&(p.primes.get() as i32).to_be_bytes());
-                    ccs::send_reply(&reply);
-                })
-            });
-            ccs::set_merge_fn("progress", ccs::merge::sum_int());
-            ccs::register_handler("stop", |_m: Message| {
-                ccs::send_reply(b"stopping");
-                converse::exit(0);
-            });
-            converse::sync_send_and_free(my_pe(), Message::new(step_handler, 0));
-            if !serving() && my_pe() == 0 {
-                cmi_printf!("ccs_progress: no ++server: counting only\n");
-            }
-        })
-        .unwrap_or_else(|e| {
-            eprintln!("ccs_progress: {e}");
-            std::process::exit(1)
+fn main() -> std::process::ExitCode {
+    Converse::new().main(|args| {
+        let n: u64 = args
+            .get(1)
+            .and_then(|a| a.parse().ok())
+            .unwrap_or(20_000_000);
+        let (pes, me) = (num_pes() as u64, my_pe() as u64);
+        let share = n.div_ceil(pes);
+        let step_handler = converse::register_handler(step);
+        let report_handler = converse::register_handler(report);
+        let first = (me * share).max(2);
+        PROGRESS.initialize(Progress {
+            first: Cell::new(first),
+            next: Cell::new(first),
+            end: Cell::new(((me + 1) * share).min(n).max(first)),
+            primes: Cell::new(0),
+            step: Cell::new(step_handler),
+            report: Cell::new(report_handler),
+            total: Cell::new((0, 0)),
         });
-    std::process::exit(code)
+        ccs::register_handler("progress", |_m: Message| {
+            PROGRESS.with(|p| {
+                let checked = (p.next.get() - p.first.get()) as i32;
+                let mut reply = checked.to_be_bytes().to_vec();
+                reply.extend_from_slice(&(p.primes.get() as i32).to_be_bytes());
+                ccs::send_reply(&reply);
+            })
+        });
+        ccs::set_merge_fn("progress", ccs::merge::sum_int());
+        ccs::register_handler("stop", |_m: Message| {
+            ccs::send_reply(b"stopping");
+            converse::exit(0);
+        });
+        converse::sync_send_and_free(my_pe(), Message::new(step_handler, 0));
+        if !serving() && my_pe() == 0 {
+            cmi_printf!("ccs_progress: no ++server: counting only\n");
+        }
+    })
 }

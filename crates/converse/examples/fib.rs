@@ -92,59 +92,52 @@ fn fib_thread(n: u32, parent_pe: u32, parent_key: u64) {
     converse::sync_send_and_free(parent_pe as usize, answer);
 }
 
-fn main() {
-    let code = Converse::new()
-        .default_pes(4)
-        .run(|args| {
-            let n: u32 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(20);
-            let me = converse::my_pe();
-            // A request: the handler only creates the thread (it must not
-            // block itself).
-            let request = converse::register_handler(|msg: Message| {
-                let p = msg.payload();
-                let n = u32::from_le_bytes(p[..4].try_into().expect("4 bytes"));
-                let parent = u32::from_le_bytes(p[4..8].try_into().expect("4 bytes"));
-                let key = word(p, 8);
-                Thread::create(move || fib_thread(n, parent, key), 0).awaken();
-            });
-            // An answer to a waiting thread.
-            let answer = converse::register_handler(|msg: Message| {
-                let p = msg.payload();
-                let (key, value) = (word(p, 0), word(p, 8));
-                let pending = STATE
-                    .with(|s| s.waiting.borrow().get(&key).cloned())
-                    .expect("an answer comes for a waiting thread");
-                pending.sum.set(pending.sum.get() + value);
-                pending.answers.set(pending.answers.get() + 1);
-                if pending.answers.get() == 2 {
-                    STATE.with(|s| s.waiting.borrow_mut().remove(&key));
-                    pending.done.set();
-                }
-            });
-            // The end: every PE reports and stops.
-            let done = converse::register_handler(|_msg: Message| {
-                let threads = STATE.with(|s| s.threads.get());
-                cmi_printf!("PE {}: {threads} threads\n", converse::my_pe());
-                converse::exit_scheduler();
-            });
-            STATE.initialize(State {
-                request,
-                answer,
-                done,
-                waiting: RefCell::new(HashMap::new()),
-                next_key: Cell::new(1),
-                threads: Cell::new(0),
-                next_pe: Cell::new((me + 1) % converse::num_pes()),
-            });
-            if me == 0 {
-                converse::sync_send_and_free(0, request_for_root(n));
-            }
-        })
-        .unwrap_or_else(|e| {
-            eprintln!("fib: {e}");
-            std::process::exit(1)
+fn main() -> std::process::ExitCode {
+    Converse::new().default_pes(4).main(|args| {
+        let n: u32 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(20);
+        let me = converse::my_pe();
+        // A request: the handler only creates the thread (it must not
+        // block itself).
+        let request = converse::register_handler(|msg: Message| {
+            let p = msg.payload();
+            let n = u32::from_le_bytes(p[..4].try_into().expect("4 bytes"));
+            let parent = u32::from_le_bytes(p[4..8].try_into().expect("4 bytes"));
+            let key = word(p, 8);
+            Thread::create(move || fib_thread(n, parent, key), 0).awaken();
         });
-    std::process::exit(code);
+        // An answer to a waiting thread.
+        let answer = converse::register_handler(|msg: Message| {
+            let p = msg.payload();
+            let (key, value) = (word(p, 0), word(p, 8));
+            let pending = STATE
+                .with(|s| s.waiting.borrow().get(&key).cloned())
+                .expect("an answer comes for a waiting thread");
+            pending.sum.set(pending.sum.get() + value);
+            pending.answers.set(pending.answers.get() + 1);
+            if pending.answers.get() == 2 {
+                STATE.with(|s| s.waiting.borrow_mut().remove(&key));
+                pending.done.set();
+            }
+        });
+        // The end: every PE reports and stops.
+        let done = converse::register_handler(|_msg: Message| {
+            let threads = STATE.with(|s| s.threads.get());
+            cmi_printf!("PE {}: {threads} threads\n", converse::my_pe());
+            converse::exit_scheduler();
+        });
+        STATE.initialize(State {
+            request,
+            answer,
+            done,
+            waiting: RefCell::new(HashMap::new()),
+            next_key: Cell::new(1),
+            threads: Cell::new(0),
+            next_pe: Cell::new((me + 1) % converse::num_pes()),
+        });
+        if me == 0 {
+            converse::sync_send_and_free(0, request_for_root(n));
+        }
+    })
 }
 
 fn request_for_root(n: u32) -> Message {

@@ -8,32 +8,26 @@ use converse::{Converse, Cpv, Message, cmi_printf};
 /// Reports counted on PE 0.
 static REPORTS: Cpv<Cell<usize>> = Cpv::new();
 
-fn main() {
-    let code = Converse::new()
-        .run(|_args| {
-            REPORTS.initialize(Cell::new(0));
-            let report = converse::register_handler(|_msg: Message| {
-                let n = REPORTS.with(|r| {
-                    r.set(r.get() + 1);
-                    r.get()
-                });
-                if n == converse::num_pes() {
-                    cmi_printf!("all {n} PEs said hello\n");
-                    converse::exit(0);
-                }
+fn main() -> std::process::ExitCode {
+    Converse::new().main(|_args| {
+        REPORTS.initialize(Cell::new(0));
+        let report = converse::register_handler(|_msg: Message| {
+            let n = REPORTS.with(|r| {
+                r.set(r.get() + 1);
+                r.get()
             });
-            cmi_printf!(
-                "hello from PE {} of {} (node {}, rank {})\n",
-                converse::my_pe(),
-                converse::num_pes(),
-                converse::my_node(),
-                converse::my_rank()
-            );
-            converse::sync_send_and_free(0, Message::new(report, 0));
-        })
-        .unwrap_or_else(|e| {
-            eprintln!("hello: {e}");
-            std::process::exit(1)
+            if n == converse::num_pes() {
+                cmi_printf!("all {n} PEs said hello\n");
+                converse::exit(0);
+            }
         });
-    std::process::exit(code);
+        cmi_printf!(
+            "hello from PE {} of {} (node {}, rank {})\n",
+            converse::my_pe(),
+            converse::num_pes(),
+            converse::my_node(),
+            converse::my_rank()
+        );
+        converse::sync_send_and_free(0, Message::new(report, 0));
+    })
 }

@@ -62,121 +62,112 @@ struct Handlers {
     change: usize,
 }
 
-fn main() {
+fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    let code = Converse::new()
-        .args(args)
-        .run(|args| {
-            let n: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(64);
-            let pes = converse::num_pes();
-            let me = converse::my_pe();
-            if n < pes {
-                if me == 0 {
-                    converse::cmi_error!(
-                        "jacobi: N={n} must be at least the number of PEs ({pes})\n"
-                    );
-                }
-                converse::exit(2);
-            }
-            let first = me * n / pes + 1;
-            let len = (me + 1) * n / pes + 1 - first;
-            let block = Rc::new(RefCell::new(Block {
-                first,
-                u: vec![0.0; len + 2],
-                sweep: 0,
-                done: false,
-                ghosts: HashMap::new(),
-            }));
-            let start_time = converse::wall_timer();
-
-            // Handlers, registered in the same order on every PE. Later
-            // handlers' indices are needed by earlier ones, so they are
-            // shared through cells filled once all are registered.
-            let ids: Rc<RefCell<Option<Handlers>>> = Rc::default();
-            let ids_of = {
-                let ids = ids.clone();
-                move || ids.borrow().expect("handlers registered")
-            };
-
-            let b = block.clone();
-            let ids_g = ids_of.clone();
-            let ghost = converse::register_handler(move |msg: Message| {
-                let w: Vec<u64> = words(&msg).collect();
-                let (sweep, side, value) = (w[0], w[1] as usize, f64::from_bits(w[2]));
-                b.borrow_mut().ghosts.entry(sweep).or_default()[side] = Some(value);
-                try_sweep(&b, ids_g());
-            });
-
-            let b = block.clone();
-            let ids_s = ids_of.clone();
-            let sweep = converse::register_handler(move |msg: Message| {
-                let k = words(&msg).next().unwrap();
-                let h = ids_s();
-                {
-                    let mut blk = b.borrow_mut();
-                    blk.sweep = k;
-                    blk.done = false;
-                    let last = blk.u.len() - 2;
-                    let (left, right) = (blk.u[1], blk.u[last]);
-                    // My left edge is the right ghost of PE me-1, and so on.
-                    if me > 0 {
-                        let m = message(h.ghost, &[k, 1, left.to_bits()]);
-                        converse::sync_send_and_free(me - 1, m);
-                    }
-                    if me + 1 < pes {
-                        let m = message(h.ghost, &[k, 0, right.to_bits()]);
-                        converse::sync_send_and_free(me + 1, m);
-                    }
-                }
-                try_sweep(&b, h);
-            });
-
-            let final_error = converse::register_handler(move |msg: Message| {
-                let (sweeps, error): (u64, f64) = converse::decode_struct_result(&msg).unwrap();
-                converse::cmi_printf!(
-                    "jacobi N={n} pes={pes} sweeps={sweeps} max_error={error:.1e} time={:.3}s\n",
-                    converse::wall_timer() - start_time
-                );
-                converse::exit(if error < 1e-4 { 0 } else { 1 });
-            });
-
-            let b = block.clone();
-            let finish = converse::register_handler(move |msg: Message| {
-                let sweeps = words(&msg).next().unwrap();
-                let blk = b.borrow();
-                let exact = |i: usize| i as f64 / (n + 1) as f64;
-                let error = (1..blk.u.len() - 1)
-                    .map(|j| (blk.u[j] - exact(blk.first + j - 1)).abs())
-                    .fold(0.0, f64::max);
-                converse::reduce_struct(
-                    (sweeps, error),
-                    |(s, e): (u64, f64), rest: Vec<(u64, f64)>| {
-                        (s, rest.iter().map(|r| r.1).fold(e, f64::max))
-                    },
-                    final_error,
-                );
-            });
-
-            let change = converse::register_handler(move |msg: Message| {
-                let w: Vec<u64> = words(&msg).collect();
-                let (k, delta) = (w[0], f64::from_bits(w[1]));
-                if delta < TOLERANCE || k >= MAX_SWEEPS {
-                    converse::sync_broadcast_all_and_free(message(finish, &[k]));
-                } else {
-                    converse::sync_broadcast_all_and_free(message(sweep, &[k + 1]));
-                }
-            });
-
-            *ids.borrow_mut() = Some(Handlers { ghost, change });
+    Converse::new().args(args).main(|args| {
+        let n: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(64);
+        let pes = converse::num_pes();
+        let me = converse::my_pe();
+        if n < pes {
             if me == 0 {
-                converse::sync_broadcast_all_and_free(message(sweep, &[1]));
+                converse::cmi_error!("jacobi: N={n} must be at least the number of PEs ({pes})\n");
             }
-        })
-        .unwrap_or_else(|e| {
-            eprintln!("jacobi: {e}");
-            std::process::exit(2)
+            converse::exit(2);
+        }
+        let first = me * n / pes + 1;
+        let len = (me + 1) * n / pes + 1 - first;
+        let block = Rc::new(RefCell::new(Block {
+            first,
+            u: vec![0.0; len + 2],
+            sweep: 0,
+            done: false,
+            ghosts: HashMap::new(),
+        }));
+        let start_time = converse::wall_timer();
+
+        // Handlers, registered in the same order on every PE. Later
+        // handlers' indices are needed by earlier ones, so they are
+        // shared through cells filled once all are registered.
+        let ids: Rc<RefCell<Option<Handlers>>> = Rc::default();
+        let ids_of = {
+            let ids = ids.clone();
+            move || ids.borrow().expect("handlers registered")
+        };
+
+        let b = block.clone();
+        let ids_g = ids_of.clone();
+        let ghost = converse::register_handler(move |msg: Message| {
+            let w: Vec<u64> = words(&msg).collect();
+            let (sweep, side, value) = (w[0], w[1] as usize, f64::from_bits(w[2]));
+            b.borrow_mut().ghosts.entry(sweep).or_default()[side] = Some(value);
+            try_sweep(&b, ids_g());
         });
-    std::process::exit(code);
+
+        let b = block.clone();
+        let ids_s = ids_of.clone();
+        let sweep = converse::register_handler(move |msg: Message| {
+            let k = words(&msg).next().unwrap();
+            let h = ids_s();
+            {
+                let mut blk = b.borrow_mut();
+                blk.sweep = k;
+                blk.done = false;
+                let last = blk.u.len() - 2;
+                let (left, right) = (blk.u[1], blk.u[last]);
+                // My left edge is the right ghost of PE me-1, and so on.
+                if me > 0 {
+                    let m = message(h.ghost, &[k, 1, left.to_bits()]);
+                    converse::sync_send_and_free(me - 1, m);
+                }
+                if me + 1 < pes {
+                    let m = message(h.ghost, &[k, 0, right.to_bits()]);
+                    converse::sync_send_and_free(me + 1, m);
+                }
+            }
+            try_sweep(&b, h);
+        });
+
+        let final_error = converse::register_handler(move |msg: Message| {
+            let (sweeps, error): (u64, f64) = converse::decode_struct_result(&msg).unwrap();
+            converse::cmi_printf!(
+                "jacobi N={n} pes={pes} sweeps={sweeps} max_error={error:.1e} time={:.3}s\n",
+                converse::wall_timer() - start_time
+            );
+            converse::exit(if error < 1e-4 { 0 } else { 1 });
+        });
+
+        let b = block.clone();
+        let finish = converse::register_handler(move |msg: Message| {
+            let sweeps = words(&msg).next().unwrap();
+            let blk = b.borrow();
+            let exact = |i: usize| i as f64 / (n + 1) as f64;
+            let error = (1..blk.u.len() - 1)
+                .map(|j| (blk.u[j] - exact(blk.first + j - 1)).abs())
+                .fold(0.0, f64::max);
+            converse::reduce_struct(
+                (sweeps, error),
+                |(s, e): (u64, f64), rest: Vec<(u64, f64)>| {
+                    (s, rest.iter().map(|r| r.1).fold(e, f64::max))
+                },
+                final_error,
+            );
+        });
+
+        let change = converse::register_handler(move |msg: Message| {
+            let w: Vec<u64> = words(&msg).collect();
+            let (k, delta) = (w[0], f64::from_bits(w[1]));
+            if delta < TOLERANCE || k >= MAX_SWEEPS {
+                converse::sync_broadcast_all_and_free(message(finish, &[k]));
+            } else {
+                converse::sync_broadcast_all_and_free(message(sweep, &[k + 1]));
+            }
+        });
+
+        *ids.borrow_mut() = Some(Handlers { ghost, change });
+        if me == 0 {
+            converse::sync_broadcast_all_and_free(message(sweep, &[1]));
+        }
+    })
 }
 
 /// Does this PE's part of the current sweep once both ghost values are in,

@@ -184,44 +184,37 @@ fn on_report(msg: Message) {
 
 static N: Cpv<Cell<u32>> = Cpv::new();
 
-fn main() {
+fn main() -> std::process::ExitCode {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let code = Converse::new()
-        .default_pes(cores)
-        .run(|args| {
-            let n: u32 = match args.get(1).map(|a| a.parse()) {
-                None => 12,
-                Some(Ok(n)) if (1..=20).contains(&n) => n,
-                Some(_) => {
-                    converse::cmi_error!("usage: nqueens [N] with N from 1 to 20\n");
-                    converse::exit(2);
-                }
-            };
-            N.initialize(Cell::new(n));
-            HANDLERS.initialize(Cell::new(Some(Handlers {
-                arrive: converse::register_handler(on_arrive),
-                work: converse::register_handler(on_work),
-                report: converse::register_handler(on_report),
-            })));
-            NEXT_PE.initialize(Cell::new(converse::my_pe()));
-            CREDIT.initialize(Cell::new(0));
-            SOLUTIONS.initialize(Cell::new(0));
-            if converse::my_pe() == 0 {
-                send_board(
-                    &Board {
-                        n,
-                        row: 0,
-                        cols: 0,
-                        diag_left: 0,
-                        diag_right: 0,
-                    },
-                    TOTAL_CREDIT,
-                );
+    Converse::new().default_pes(cores).main(|args| {
+        let n: u32 = match args.get(1).map(|a| a.parse()) {
+            None => 12,
+            Some(Ok(n)) if (1..=20).contains(&n) => n,
+            Some(_) => {
+                converse::cmi_error!("usage: nqueens [N] with N from 1 to 20\n");
+                converse::exit(2);
             }
-        })
-        .unwrap_or_else(|e| {
-            eprintln!("nqueens: {e}");
-            std::process::exit(1)
-        });
-    std::process::exit(code);
+        };
+        N.initialize(Cell::new(n));
+        HANDLERS.initialize(Cell::new(Some(Handlers {
+            arrive: converse::register_handler(on_arrive),
+            work: converse::register_handler(on_work),
+            report: converse::register_handler(on_report),
+        })));
+        NEXT_PE.initialize(Cell::new(converse::my_pe()));
+        CREDIT.initialize(Cell::new(0));
+        SOLUTIONS.initialize(Cell::new(0));
+        if converse::my_pe() == 0 {
+            send_board(
+                &Board {
+                    n,
+                    row: 0,
+                    cols: 0,
+                    diag_left: 0,
+                    diag_right: 0,
+                },
+                TOTAL_CREDIT,
+            );
+        }
+    })
 }

@@ -14,10 +14,10 @@ use converse::{Condition, Converse, cmi_printf};
 const STEPS: u32 = 20;
 const STEP_MS: f64 = 50.0;
 
-fn main() {
-    let code = Converse::new()
+fn main() -> std::process::ExitCode {
+    let status = Converse::new()
         .default_pes(2)
-        .run(|args| {
+        .main(|args| {
             let seconds: f64 = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(1.0);
             let ticks = Rc::new(Cell::new(0u32));
             let idle = Rc::new(Cell::new(0u32));
@@ -72,12 +72,9 @@ fn main() {
             let rest_ms = (seconds * 1e3 - f64::from(STEPS) * STEP_MS).max(0.0);
             step(0, converse::wall_timer() + STEP_MS / 1e3, worst_late_ms, rest_ms);
         })
-        .unwrap_or_else(|e| {
-            eprintln!("timers: {e}");
-            std::process::exit(1)
-        });
-    if code == 0 {
+        ;
+    if status == std::process::ExitCode::SUCCESS {
         println!("timers: ok");
     }
-    std::process::exit(code);
+    status
 }

@@ -133,7 +133,9 @@ pub use rt::{
     my_node, my_node_size, my_pe, my_rank, node_first, node_of, node_size, num_nodes, num_pes,
     rank_of,
 };
-pub use typed::{HandlerSlot, handler, handler_slot};
+pub use typed::{
+    HandlerSlot, bytes_handler, handler, handler_slot, pod_handler, pod_handler_slot, reduction,
+};
 // The errors of start-up, below `StartError`: the launcher's bootstrap,
 // joining a job, its network (their docs are the types').
 pub use rt::launch::{BootstrapError, IoCause, JoinError};

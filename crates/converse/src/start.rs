@@ -288,6 +288,7 @@ pub struct Converse {
     default_pes: usize,
     default_ppn: Option<usize>,
     branch: Option<usize>,
+    exit_on_quiescence: bool,
 }
 
 impl Default for Converse {
@@ -305,6 +306,7 @@ impl Converse {
             default_pes: 1,
             default_ppn: None,
             branch: None,
+            exit_on_quiescence: false,
         }
     }
 
@@ -335,6 +337,35 @@ impl Converse {
     /// has no `++spantree-branch` (default 4; at least 1).
     pub fn spanning_tree_branch(mut self, k: usize) -> Converse {
         self.branch = Some(k.max(1));
+        self
+    }
+
+    /// Ends the job with code 0 once it is quiescent (no message in
+    /// flight or queued, no handler running, no timer pending: see
+    /// [`start_quiescence_detection`](crate::start_quiescence_detection)),
+    /// for programs whose work has no natural last step: a handler that
+    /// calls [`exit`](crate::exit) first still decides the code. Only in
+    /// normal mode ([`run`](Converse::run), [`main`](Converse::main)).
+    ///
+    /// ```
+    /// let code = converse::Converse::new().default_pes(3).exit_on_quiescence().run(|_| {
+    ///     // A token hops from PE to PE until its count runs out, and no
+    ///     // one says "done".
+    ///     let hop = converse::handler_slot::<u32>();
+    ///     let next = hop.handler();
+    ///     hop.fill(move |left| {
+    ///         if left > 0 {
+    ///             next.send((converse::my_pe() + 1) % converse::num_pes(), &(left - 1));
+    ///         }
+    ///     });
+    ///     if converse::my_pe() == 0 {
+    ///         next.send(1, &10);
+    ///     }
+    /// });
+    /// assert_eq!(code.unwrap(), 0);
+    /// ```
+    pub fn exit_on_quiescence(mut self) -> Converse {
+        self.exit_on_quiescence = true;
         self
     }
 
@@ -450,7 +481,61 @@ impl Converse {
     where
         F: Fn(&[String]) + Send + Sync + 'static,
     {
-        self.run_mode(Arc::new(start), SchedMode::Normal)
+        let start: StartFn = if self.exit_on_quiescence {
+            Arc::new(move |args: &[String]| {
+                start(args);
+                if crate::my_pe() == 0 {
+                    crate::start_quiescence_detection(|| {
+                        if !crate::job_exiting() {
+                            crate::exit(0)
+                        }
+                    });
+                }
+            })
+        } else {
+            Arc::new(start)
+        };
+        self.run_mode(start, SchedMode::Normal)
+    }
+
+    /// The front door of a program: runs the job as [`run`](Converse::run)
+    /// does and returns the process's exit status, so that `main` needs no
+    /// exit ceremony:
+    ///
+    /// ```no_run
+    /// fn main() -> std::process::ExitCode {
+    ///     converse::Converse::new().main(|_args| {
+    ///         converse::cmi_printf!("hello from PE {}\n", converse::my_pe());
+    ///         converse::exit(0);
+    ///     })
+    /// }
+    /// ```
+    ///
+    /// A job that cannot start (a bad flag, a launcher that cannot be
+    /// reached) prints `PROGRAM: WHY` on stderr and returns status 1, as
+    /// the examples did by hand; the code given to [`exit`](crate::exit)
+    /// becomes the status (its low 8 bits, as the process's exit status
+    /// keeps). A PE's panic is re-raised, as in `run`.
+    pub fn main<F>(self, start: F) -> std::process::ExitCode
+    where
+        F: Fn(&[String]) + Send + Sync + 'static,
+    {
+        let program = self
+            .args
+            .first()
+            .map(|p| {
+                std::path::Path::new(p)
+                    .file_name()
+                    .map_or_else(|| p.clone(), |n| n.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "converse".to_owned());
+        match self.run(start) {
+            Ok(code) => std::process::ExitCode::from(code as u8),
+            Err(e) => {
+                eprintln!("{program}: {e}");
+                std::process::ExitCode::FAILURE
+            }
+        }
     }
 
     /// User-calls-scheduler mode: runs `start(args)` on every PE as the whole

@@ -234,6 +234,8 @@ const SCENARIOS: &[(&str, Scenario)] = &[
     ("closure_mismatch", scenario_closure_mismatch),
     ("typed_handler_bad_bytes", scenario_typed_handler_bad_bytes),
     ("typed_slot_unfilled", scenario_typed_slot_unfilled),
+    ("typed_pod_wrong_length", scenario_typed_pod_wrong_length),
+    ("typed_slot_filled_twice", scenario_typed_slot_filled_twice),
     ("send_pe_out_of_range", scenario_send_pe_out_of_range),
     (
         "sync_send_pe_out_of_range",
@@ -498,6 +500,23 @@ fn scenario_typed_slot_unfilled() -> i32 {
     job(&["+p", "1"], |_| {
         let slot = converse::handler_slot::<u32>();
         slot.handler().send(0, &7);
+    })
+}
+
+// 4f. Bytes of the wrong length for a `Pod` handler.
+fn scenario_typed_pod_wrong_length() -> i32 {
+    job(&["+p", "1"], |_| {
+        let h = converse::pod_handler(|v: [u32; 2]| println!("{v:?}"));
+        converse::sync_send_and_free(0, Message::from_payload(h.index(), &[1; 5]));
+    })
+}
+
+// 4g. A handler slot filled a second time.
+fn scenario_typed_slot_filled_twice() -> i32 {
+    job(&["+p", "1"], |_| {
+        let slot = converse::handler_slot::<u32>();
+        slot.fill(|_| {});
+        slot.fill(|_| {});
     })
 }
 
@@ -1548,6 +1567,32 @@ fn an_unfilled_handler_slot_names_where_it_was_made() {
             "the handler slot made at",
             file!(),
             "got a message before it was filled",
+        ],
+    );
+}
+
+#[test]
+fn a_pod_handler_names_the_size_it_expected() {
+    let out = run_scenario("typed_pod_wrong_length");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "the typed handler registered at",
+            file!(),
+            "got a message of 5 bytes that is not a `[u32; 2]`: a `[u32; 2]` is 8 bytes",
+        ],
+    );
+}
+
+#[test]
+fn a_handler_slot_filled_twice_says_where() {
+    let out = run_scenario("typed_slot_filled_twice");
+    out.expect(
+        ABORT_EXIT_CODE,
+        &[
+            "the handler slot made at",
+            file!(),
+            "was filled twice (again at",
         ],
     );
 }

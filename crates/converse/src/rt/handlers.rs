@@ -59,6 +59,14 @@ pub(crate) fn register_entry(entry: Entry, ident: handler::HandlerIdent) -> usiz
     })
 }
 
+/// Replaces the function of registered handler `index` on the calling PE,
+/// keeping its identity (what a filled handler slot does: the table's
+/// check between PEs saw the slot). Delivery clones an entry before it
+/// runs it, so a handler may be replaced while it runs.
+pub(crate) fn replace_entry(index: usize, entry: Entry) {
+    pe::with(|pe| pe.handlers.borrow_mut().number(index, entry))
+}
+
 /// Registers `f` on PE 0 under a number meant to be sent to the other PEs,
 /// which install it with [`number_handler`] (`CmiRegisterHandlerGlobal`).
 /// Call it on PE 0 only; elsewhere it prints an error (as Converse does) and
