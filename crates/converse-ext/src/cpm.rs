@@ -49,6 +49,56 @@
 //! A library's invokables are listed if the program links the code that
 //! holds them, which calling their launcher does.
 //!
+//! # Answers, and invokables as typed handlers
+//!
+//! A function that returns a value answers its caller: its launcher
+//! returns a [`TypedFuture`](crate::futures::TypedFuture) of the value,
+//! which a thread of the calling PE waits for (`wait()`) or async code
+//! awaits (`.await` in [`tasks::spawn`](crate::tasks::spawn)), as
+//! Lamellar's active messages do:
+//!
+//! ```
+//! use converse_ext::cpm::{self, invokable};
+//!
+//! #[invokable]
+//! fn square(x: u64) -> u64 {
+//!     x * x
+//! }
+//!
+//! let code = converse::Converse::new().default_pes(2).run(|_| {
+//!     if converse::my_pe() == 0 {
+//!         let answer = Cpm_square(cpm::send(1), 12);
+//!         converse_ext::tasks::spawn(async move {
+//!             assert_eq!(answer.await, 144);
+//!             converse::exit(0);
+//!         });
+//!     }
+//! });
+//! assert_eq!(code.unwrap(), 0);
+//! ```
+//!
+//! The future is filled once: a returning invokable sent to every PE
+//! ([`CPM_ALL`]) answers more than once, and the second answer aborts the
+//! job naming the future.
+//!
+//! Every invokable is also a typed handler of its arguments taken as one
+//! value (see [`Invokable`]): a typed reduction may end in it, and
+//! `CPM_F.handler()` sends to it as a [`converse::typed::Handler`] does:
+//!
+//! ```
+//! #[converse_ext::invokable]
+//! fn report(total: u64) {
+//!     assert_eq!(total, 0 + 1 + 2);
+//!     converse::exit(0);
+//! }
+//!
+//! let code = converse::Converse::new().default_pes(3).run(|_| {
+//!     let mine = converse::my_pe() as u64;
+//!     converse::reduction(mine, |a, rest| a + rest.iter().sum::<u64>()).then(&CPM_REPORT);
+//! });
+//! assert_eq!(code.unwrap(), 0);
+//! ```
+//!
 //! # What cannot be invokable: compile errors
 //!
 //! An argument whose type cannot travel is refused where it is declared,
@@ -74,12 +124,12 @@
 //! fn takes(c: Coordinate, p: Box<i32>, name: &str, values: &[u32]) {}
 //! ```
 //!
-//! A function that returns a value, is generic, or takes `&mut` is
-//! refused with a message saying why:
+//! A function that returns a value that cannot travel back, is generic,
+//! or takes `&mut` is refused with a message saying why:
 //!
-//! ```compile_fail
+//! ```compile_fail,E0277
 //! #[converse_ext::invokable]
-//! fn answers(x: i32) -> i32 { x }
+//! fn answers(x: i32) -> std::rc::Rc<i32> { std::rc::Rc::new(x) }
 //! ```
 //!
 //! ```compile_fail
@@ -132,41 +182,105 @@ use serde::de::DeserializeOwned;
 pub use converse_macros::invokable;
 
 /// A function made invokable by [`invokable`]: its full path, where it
-/// is declared, and how to register its invoker. `#[invokable] fn f`
+/// is declared, and how to register its handlers. `#[invokable] fn f`
 /// declares one as `CPM_F`.
+///
+/// `A` is what the function takes as one value: `()` for no argument, the
+/// argument's type for one (its owned form: `String` for `&str`, `Vec<T>`
+/// for `&[T]`, `T` for `&T`), the tuple of them for more. The invokable is
+/// then a typed handler of `A` too ([`Invokable::handler`]): a typed
+/// reduction of `A` values may end in it
+/// (`converse::reduction(v, merge).then(&CPM_F)`).
 #[derive(Debug)]
-pub struct Invokable {
+pub struct Invokable<A = ()> {
+    info: Info,
+    takes: std::marker::PhantomData<fn(A)>,
+}
+
+/// An invokable's untyped part (what the lists hold).
+#[derive(Debug)]
+struct Info {
     name: &'static str,
     /// `file:line:column` of the declaration: orders two invokables of one
     /// path (declared in function bodies, or in a package's library and
     /// binary).
     site: &'static str,
-    /// Registers the invoker on the calling PE, as its own function type
-    /// (so the core's comparison of handler tables tells invokers apart),
-    /// and returns its handler number.
-    register: fn() -> usize,
+    /// Registers the invoker and the direct invoker on the calling PE, as
+    /// their own function types (so the core's comparison of handler
+    /// tables tells invokers apart), and returns their numbers.
+    register: fn() -> Registered,
     /// Its number in the process-wide list, taken when it is first
     /// registered on some PE.
     slot: OnceLock<usize>,
 }
 
-impl Invokable {
+/// An invokable's two handlers on one PE: its invoker, which reads the
+/// arguments behind a destination's envelope (the launcher's messages),
+/// and its direct invoker, which reads them alone (a typed handler's
+/// messages: a reduction's result, a [`Invokable::handler`] send).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Registered {
+    invoker: usize,
+    direct: usize,
+}
+
+impl Registered {
+    /// The numbers `register_handler` gave the invoker and the direct
+    /// invoker (what `#[invokable]`'s registration returns).
+    pub fn new(invoker: usize, direct: usize) -> Registered {
+        Registered { invoker, direct }
+    }
+}
+
+const NOT_REGISTERED: Registered = Registered {
+    invoker: usize::MAX,
+    direct: usize::MAX,
+};
+
+impl<A> Invokable<A> {
     /// An invokable of name `name` (its full path), declared at `site`,
-    /// whose invoker `register` registers; `#[invokable]` writes the call.
-    pub const fn new(name: &'static str, site: &'static str, register: fn() -> usize) -> Invokable {
+    /// whose handlers `register` registers; `#[invokable]` writes the call.
+    pub const fn new(
+        name: &'static str,
+        site: &'static str,
+        register: fn() -> Registered,
+    ) -> Invokable<A> {
         Invokable {
-            name,
-            site,
-            register,
-            slot: OnceLock::new(),
+            info: Info {
+                name,
+                site,
+                register,
+                slot: OnceLock::new(),
+            },
+            takes: std::marker::PhantomData,
         }
     }
 
     /// The function's full path.
     pub fn name(&self) -> &'static str {
-        self.name
+        self.info.name
     }
+}
 
+impl<A: DeserializeOwned> Invokable<A> {
+    /// The invokable as a typed handler of its arguments, on the calling
+    /// PE (where it must be registered): `handler().send(pe, &args)` calls
+    /// the function on `pe`, as the launcher with [`send`] does, without
+    /// an envelope.
+    pub fn handler(&'static self) -> converse::typed::Handler<A> {
+        converse::typed::Handler::from_index(registered(&self.info).direct)
+    }
+}
+
+/// A typed reduction of `A` values may end in the invokable: its result
+/// calls the function on the reduction's root.
+impl<A: DeserializeOwned> converse::typed::ReductionTarget<A> for &'static Invokable<A> {
+    fn result_handler(&self) -> usize {
+        registered(&self.info).direct
+    }
+}
+
+impl Info {
     fn slot(&'static self) -> usize {
         *self.slot.get_or_init(|| {
             let mut all = lock(&SLOTS);
@@ -177,9 +291,9 @@ impl Invokable {
 }
 
 /// Every invokable registered on some PE of this process, by slot.
-static SLOTS: Mutex<Vec<&'static Invokable>> = Mutex::new(Vec::new());
+static SLOTS: Mutex<Vec<&'static Info>> = Mutex::new(Vec::new());
 /// The invokables the constructors listed, registered by every PE's init.
-static AUTOMATIC: Mutex<Vec<&'static Invokable>> = Mutex::new(Vec::new());
+static AUTOMATIC: Mutex<Vec<&'static Info>> = Mutex::new(Vec::new());
 
 fn lock<T>(m: &'static Mutex<T>) -> std::sync::MutexGuard<'static, T> {
     // A panic while the list was held leaves it whole (pushes only).
@@ -195,15 +309,13 @@ struct State {
     thread_handler: usize,
 }
 
-const UNREGISTERED: usize = usize::MAX;
-
 static STATE: Cpv<State> = Cpv::new();
 
 thread_local! {
-    /// The calling thread's PE's invokers: slot → handler number
-    /// (`UNREGISTERED` if not), filled while its [`State`] lives (see
+    /// The calling thread's PE's invokers: slot → handler numbers
+    /// (`NOT_REGISTERED` if not), filled while its [`State`] lives (see
     /// "Concurrency").
-    static PE_INVOKERS: RefCell<Vec<usize>> = const { RefCell::new(Vec::new()) };
+    static PE_INVOKERS: RefCell<Vec<Registered>> = const { RefCell::new(Vec::new()) };
 }
 
 impl Drop for State {
@@ -233,13 +345,13 @@ pub fn module_init() {
         thread_handler,
     });
     for invokable in automatic_order(lock(&AUTOMATIC).clone()) {
-        register(invokable);
+        register_info(invokable);
     }
 }
 
 /// The listed invokables in registration order: sorted by full path, then
 /// by where they are declared (two functions of one path), once each.
-fn automatic_order(mut listed: Vec<&'static Invokable>) -> Vec<&'static Invokable> {
+fn automatic_order(mut listed: Vec<&'static Info>) -> Vec<&'static Info> {
     listed.sort_by_key(|i| (i.name, i.site));
     listed.dedup_by(|a, b| std::ptr::eq(*a, *b));
     listed
@@ -256,21 +368,25 @@ pub fn install() {
 /// every PE at the same place of its registrations. Sets the module up
 /// first if needed; registering one twice on a PE does nothing.
 #[doc(alias = "CpmInitializeThisModule")]
-pub fn register(invokable: &'static Invokable) {
+pub fn register<A>(invokable: &'static Invokable<A>) {
     module_init();
+    register_info(&invokable.info);
+}
+
+fn register_info(invokable: &'static Info) {
     let slot = invokable.slot();
     let known = PE_INVOKERS.with_borrow(|t| t.get(slot).copied());
-    if known.is_some_and(|h| h != UNREGISTERED) {
+    if known.is_some_and(|h| h != NOT_REGISTERED) {
         return;
     }
     // No borrow held: registering checks the handler table, which may
     // abort the job.
-    let handler = (invokable.register)();
+    let handlers = (invokable.register)();
     PE_INVOKERS.with_borrow_mut(|t| {
         if t.len() <= slot {
-            t.resize(slot + 1, UNREGISTERED);
+            t.resize(slot + 1, NOT_REGISTERED);
         }
-        t[slot] = handler;
+        t[slot] = handlers;
     });
 }
 
@@ -278,13 +394,18 @@ pub fn register(invokable: &'static Invokable) {
 ///
 /// # Panics
 /// Aborts the job if it is not registered on this PE.
-pub fn handler_index(invokable: &'static Invokable) -> usize {
+pub fn handler_index<A>(invokable: &'static Invokable<A>) -> usize {
+    registered(&invokable.info).invoker
+}
+
+/// `invokable`'s handlers on the calling PE, or the job aborts.
+fn registered(invokable: &Info) -> Registered {
     let registered = invokable
         .slot
         .get()
         .and_then(|&slot| PE_INVOKERS.with_borrow(|t| t.get(slot).copied()));
     match registered {
-        Some(h) if h != UNREGISTERED => h,
+        Some(h) if h != NOT_REGISTERED => h,
         _ => converse::abort(&format!(
             "Cpm: {} is not registered on PE {} (an #[invokable(explicit)] needs \
              converse_ext::cpm::register on every PE)",
@@ -298,7 +419,8 @@ pub fn handler_index(invokable: &'static Invokable) -> usize {
 /// destination's arrival handler checks before it restores a handler read
 /// from an envelope (bytes from the wire).
 pub fn is_invoker(handler: usize) -> bool {
-    handler != UNREGISTERED && PE_INVOKERS.with_borrow(|t| t.contains(&handler))
+    handler != NOT_REGISTERED.invoker
+        && PE_INVOKERS.with_borrow(|t| t.iter().any(|r| r.invoker == handler))
 }
 
 /// The invoker a destination's arrival handler stored in the first four
@@ -515,6 +637,17 @@ fn malformed(msg: &Message, what: &str, why: &str) -> ! {
 pub trait InvokableArg {}
 impl<T: Serialize + DeserializeOwned> InvokableArg for T {}
 
+/// A type an `#[invokable]` function may return: one that can travel back
+/// to its caller in a [`TypedFuture`](crate::futures::TypedFuture)
+/// (serde's `Serialize` and `DeserializeOwned`).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be returned by an #[invokable] function: it cannot travel back to the caller's PE",
+    label = "not `Serialize + DeserializeOwned`",
+    note = "the answer travels in a typed future: derive `Serialize` and `Deserialize` for the type, and return an owned value"
+)]
+pub trait InvokableReturn {}
+impl<T: Serialize + DeserializeOwned> InvokableReturn for T {}
+
 /// What the launchers and invokers call; not for programs.
 #[doc(hidden)]
 pub mod __private {
@@ -527,18 +660,23 @@ pub mod __private {
     #[inline(always)]
     pub fn assert_invokable_arg<T: InvokableArg>() {}
 
+    /// Fails to compile, with `InvokableReturn`'s message, for a return
+    /// type that cannot travel.
+    #[inline(always)]
+    pub fn assert_invokable_return<T: InvokableReturn>() {}
+
     pub use converse::register_handler;
 
     /// The constructor's call: lists `invokable` for every PE's init.
-    pub fn add_automatic(invokable: &'static Invokable) {
-        lock(&AUTOMATIC).push(invokable);
+    pub fn add_automatic<A>(invokable: &'static Invokable<A>) {
+        lock(&AUTOMATIC).push(&invokable.info);
         install();
     }
 
     /// The launcher's body: packs `args` behind `destination`'s envelope
     /// and calls its send function.
-    pub fn launch<A: Serialize + ?Sized>(
-        invokable: &'static Invokable,
+    pub fn launch<I, A: Serialize + ?Sized>(
+        invokable: &'static Invokable<I>,
         destination: &impl Destination,
         args: &A,
     ) {
@@ -613,7 +751,7 @@ pub mod __private {
         }
     }
 
-    fn cannot_pack(invokable: &Invokable, e: postcard::Error) -> ! {
+    fn cannot_pack<I>(invokable: &Invokable<I>, e: postcard::Error) -> ! {
         converse::abort(&format!(
             "Cpm_{} on PE {}: the arguments cannot be packed: {e}",
             short_name(invokable),
@@ -622,8 +760,31 @@ pub mod __private {
     }
 
     /// The invoker's first step: the arguments, unpacked from `msg`.
-    pub fn unpack<T: DeserializeOwned>(msg: &Message, invokable: &Invokable) -> T {
+    pub fn unpack<T: DeserializeOwned, I>(msg: &Message, invokable: &Invokable<I>) -> T {
         let start = env_range(msg).end;
+        unpack_from(msg, start, invokable)
+    }
+
+    /// The direct invoker's first step: the arguments are the whole
+    /// payload (a typed handler's message, a reduction's result).
+    pub fn unpack_direct<T: DeserializeOwned, I>(msg: &Message, invokable: &Invokable<I>) -> T {
+        unpack_from(msg, 0, invokable)
+    }
+
+    /// Registers the futures module on the calling PE (an invokable that
+    /// returns a value answers through a typed future).
+    pub fn needs_futures() {
+        crate::futures::module_init();
+    }
+
+    pub use crate::futures::TypedFuture;
+
+    fn unpack_from<T: DeserializeOwned, I>(
+        msg: &Message,
+        start: usize,
+        invokable: &Invokable<I>,
+    ) -> T {
+        let invokable = &invokable.info;
         match postcard::take_from_bytes::<T>(&msg.payload()[start..]) {
             Ok((args, [])) => args,
             Ok((_, rest)) => malformed(
@@ -644,7 +805,8 @@ pub mod __private {
     }
 }
 
-fn short_name(invokable: &Invokable) -> &'static str {
+fn short_name<I>(invokable: &Invokable<I>) -> &'static str {
+    let invokable = &invokable.info;
     invokable.name.rsplit("::").next().unwrap_or(invokable.name)
 }
 
@@ -935,9 +1097,10 @@ mod tests {
     use super::*;
 
     fn ordered(names: &[&'static str]) -> Vec<&'static str> {
-        let listed: Vec<&'static Invokable> = names
+        let none = || Registered::new(0, 0);
+        let listed: Vec<&'static Info> = names
             .iter()
-            .map(|n| &*Box::leak(Box::new(Invokable::new(n, "here", || 0))))
+            .map(|n| &Box::leak(Box::new(Invokable::<()>::new(n, "here", none))).info)
             .collect();
         automatic_order(listed).iter().map(|i| i.name).collect()
     }
@@ -952,7 +1115,8 @@ mod tests {
 
     #[test]
     fn two_invokables_of_one_path_sort_by_where_they_are_declared() {
-        let at = |site| &*Box::leak(Box::new(Invokable::new("m::helper", site, || 0)));
+        let none = || Registered::new(0, 0);
+        let at = |site| &Box::leak(Box::new(Invokable::<()>::new("m::helper", site, none))).info;
         let (a, b) = (at("src/main.rs:9:5"), at("src/lib.rs:3:1"));
         let one = automatic_order(vec![a, b]);
         let other = automatic_order(vec![b, a, b]);

@@ -21,6 +21,32 @@
 //! module-init hook of the core, run on every PE before the start
 //! function).
 //!
+//! # Typed futures
+//!
+//! [`TypedFuture<T>`] is the same future holding a `T` (postcard, the
+//! crate's one codec): `set(&value)` from any PE, `wait()` on a thread or
+//! `.await` in a task ([`crate::tasks::spawn`]) gives the `T` back and
+//! frees the future. An `#[invokable]` that returns a value gives its
+//! caller one.
+//!
+//! ```
+//! use converse_ext::futures::{self, TypedFuture};
+//!
+//! futures::install();
+//! let code = converse::Converse::new().default_pes(2).run(|_| {
+//!     let answer = converse::handler(|f: TypedFuture<String>| f.set(&"forty-two".to_string()));
+//!     if converse::my_pe() == 0 {
+//!         let f = TypedFuture::<String>::new();
+//!         answer.send(1, &f);
+//!         converse_ext::tasks::spawn(async move {
+//!             assert_eq!(f.await, "forty-two");
+//!             converse::exit(0);
+//!         });
+//!     }
+//! });
+//! assert_eq!(code.unwrap(), 0);
+//! ```
+//!
 //! # Invariants
 //!
 //! - A future is filled at most once: a second `set` aborts the job naming
@@ -41,7 +67,11 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
+use std::marker::PhantomData;
+
 use converse::{Cpv, Event, Message};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A handle to a future (`Cfuture`): the PE it resides on and its number
 /// there. Plain data: copy it, send it ([`to_bytes`](Cfuture::to_bytes)).
@@ -365,5 +395,155 @@ impl Future for ValueFuture {
             }
             Poll::Pending
         })
+    }
+}
+
+/// A future of a `T` value (see "Typed futures" in the module comment): a
+/// [`Cfuture`] whose value is a `T` in postcard. Plain data: copy it, send
+/// it in a typed message (it is `Serialize`), set it from any PE; the PE
+/// that made it waits for it, and the wait frees it.
+pub struct TypedFuture<T> {
+    handle: Cfuture,
+    holds: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for TypedFuture<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for TypedFuture<T> {}
+
+impl<T> std::fmt::Debug for TypedFuture<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "TypedFuture<{}>({} of PE {})",
+            std::any::type_name::<T>(),
+            self.handle.id,
+            self.handle.pe
+        )
+    }
+}
+
+impl<T> PartialEq for TypedFuture<T> {
+    fn eq(&self, other: &Self) -> bool {
+        self.handle == other.handle
+    }
+}
+
+impl<T> Eq for TypedFuture<T> {}
+
+impl<T> Serialize for TypedFuture<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        (self.handle.pe as u64, self.handle.id).serialize(s)
+    }
+}
+
+impl<'de, T> Deserialize<'de> for TypedFuture<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let (pe, id) = <(u64, u64)>::deserialize(d)?;
+        let pe = usize::try_from(pe).map_err(serde::de::Error::custom)?;
+        Ok(TypedFuture {
+            handle: Cfuture { pe, id },
+            holds: PhantomData,
+        })
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Default for TypedFuture<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> TypedFuture<T> {
+    /// An empty future residing on the calling PE (`CfutureCreate`).
+    #[doc(alias = "CfutureCreate")]
+    pub fn new() -> Self {
+        TypedFuture {
+            handle: create(),
+            holds: PhantomData,
+        }
+    }
+
+    /// The byte future underneath.
+    pub fn handle(self) -> Cfuture {
+        self.handle
+    }
+
+    /// Stores `value` in the future, from any PE (`CfutureSet`); aborts as
+    /// [`set`] does (a second set, a freed future).
+    #[doc(alias = "CfutureSet")]
+    pub fn set(self, value: &T) {
+        let bytes = postcard::to_allocvec(value).unwrap_or_else(|e| {
+            converse::abort(&format!(
+                "a `{}` for future {} of PE {} cannot be encoded: {e}",
+                std::any::type_name::<T>(),
+                self.handle.id,
+                self.handle.pe
+            ))
+        });
+        store(self.handle, FutureValue(Rc::new(bytes)));
+    }
+
+    /// True if the future (of the calling PE) holds its value.
+    pub fn is_filled(self) -> bool {
+        is_filled(self.handle)
+    }
+
+    /// Waits for the value (`CfutureWait`: only a user-level thread of
+    /// the future's PE blocks), then frees the future and returns it.
+    #[doc(alias = "CfutureWait")]
+    pub fn wait(self) -> T {
+        let bytes = wait(self.handle);
+        destroy(self.handle);
+        self.decode(&bytes)
+    }
+
+    fn decode(self, bytes: &[u8]) -> T {
+        postcard::from_bytes(bytes).unwrap_or_else(|e| {
+            converse::abort(&format!(
+                "future {} of PE {} holds {} bytes that are not a `{}`: {e}",
+                self.handle.id,
+                self.handle.pe,
+                bytes.len(),
+                std::any::type_name::<T>()
+            ))
+        })
+    }
+}
+
+/// A [`TypedFuture`]'s value as a `std::future::Future`, for async code on
+/// its PE: gives the `T` and frees the future.
+pub struct TypedValueFuture<T> {
+    future: TypedFuture<T>,
+    value: ValueFuture,
+}
+
+impl<T: Serialize + DeserializeOwned> IntoFuture for TypedFuture<T> {
+    type Output = T;
+    type IntoFuture = TypedValueFuture<T>;
+    fn into_future(self) -> TypedValueFuture<T> {
+        TypedValueFuture {
+            future: self,
+            value: self.handle.into_future(),
+        }
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Future for TypedValueFuture<T> {
+    type Output = T;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        // Both fields are `Unpin` (plain data).
+        match Pin::new(&mut self.value).poll(cx) {
+            Poll::Ready(bytes) => {
+                destroy(self.future.handle);
+                Poll::Ready(self.future.decode(&bytes))
+            }
+            Poll::Pending => Poll::Pending,
+        }
     }
 }

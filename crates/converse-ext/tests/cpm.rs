@@ -401,10 +401,12 @@ fn two_crates_invokables_take_the_same_numbers_on_every_pe_in_path_order() {
     seen().clear();
     job(&["cpm", "+p", "4", "++ppn", "2"], |_| {
         cpm::register(&CPM_REGISTERED_BY_HAND);
-        let mut numbers: Vec<usize> = [&CPM_ECHO, &CPM_FILL, &CPM_IN_ORDER, &CPM_NOTE]
-            .iter()
-            .map(|i| cpm::handler_index(i))
-            .collect();
+        let mut numbers: Vec<usize> = vec![
+            cpm::handler_index(&CPM_ECHO),
+            cpm::handler_index(&CPM_FILL),
+            cpm::handler_index(&CPM_IN_ORDER),
+            cpm::handler_index(&CPM_NOTE),
+        ];
         numbers.extend(cpm_peer::handler_numbers());
         numbers.push(cpm::handler_index(&CPM_REGISTERED_BY_HAND));
         NUMBERS.lock().unwrap().push((converse::my_pe(), numbers));
@@ -519,6 +521,99 @@ fn invokables_named_like_the_generated_code_work() {
             "same 7",
             "second 2",
             "type 9"
+        ]
+    );
+}
+
+/// A function that returns a value: each PE asks PE `(me + 1) % n`, from a
+/// user-level thread (`wait`) and from a task (`.await`).
+#[invokable]
+fn describe(who: &str, times: u32) -> String {
+    format!("{} x{times} on PE {}", who, converse::my_pe())
+}
+
+static ANSWERS: Mutex<Vec<(usize, String)>> = Mutex::new(Vec::new());
+
+#[test]
+fn an_invokable_answers_its_caller_through_a_typed_future() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    ANSWERS.lock().unwrap().clear();
+    job(&["cpm", "+p", "4", "++ppn", "2"], |_| {
+        let me = converse::my_pe();
+        let next = (me + 1) % converse::num_pes();
+        let record = move |s: String| {
+            let n = {
+                let mut answers = ANSWERS.lock().unwrap();
+                answers.push((me, s));
+                answers.len()
+            };
+            if n == 2 * converse::num_pes() {
+                converse::exit(0);
+            }
+        };
+        Thread::create(
+            move || {
+                let answer = Cpm_describe(cpm::send(next), "thread", 1);
+                record(answer.wait());
+            },
+            0,
+        )
+        .awaken();
+        let answer = Cpm_describe(cpm::enqueue_fifo(next), "task", 2);
+        converse_ext::tasks::spawn(async move { record(answer.await) });
+    });
+    let mut answers = ANSWERS.lock().unwrap().clone();
+    answers.sort();
+    let mut want = vec![];
+    for me in 0..4 {
+        let next = (me + 1) % 4;
+        want.push((me, format!("task x2 on PE {next}")));
+        want.push((me, format!("thread x1 on PE {next}")));
+    }
+    assert_eq!(answers, want);
+}
+
+static TOTALS: Mutex<Vec<(usize, u64, String)>> = Mutex::new(Vec::new());
+
+/// A reduction's result, and typed sends, call it on the root.
+#[invokable]
+fn total(sum: u64, names: Vec<String>) {
+    TOTALS
+        .lock()
+        .unwrap()
+        .push((converse::my_pe(), sum, names.join(",")));
+    if TOTALS.lock().unwrap().len() == 2 {
+        converse::exit(0);
+    }
+}
+
+#[test]
+fn a_reduction_ends_in_an_invokable() {
+    let _one = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    TOTALS.lock().unwrap().clear();
+    job(&["cpm", "+p", "6", "++ppn", "3"], |_| {
+        let me = converse::my_pe();
+        converse::reduction((me as u64, vec![format!("p{me}")]), |(s, mut n), rest| {
+            let mut sum = s;
+            for (s2, n2) in rest {
+                sum += s2;
+                n.extend(n2);
+            }
+            n.sort();
+            (sum, n)
+        })
+        .then(&CPM_TOTAL);
+        if me == 5 {
+            CPM_TOTAL.handler().send(2, &(7, vec!["direct".into()]));
+        }
+    });
+    let mut totals = TOTALS.lock().unwrap().clone();
+    totals.sort();
+    assert_eq!(
+        totals,
+        vec![
+            (0, 15, "p0,p1,p2,p3,p4,p5".to_string()),
+            (2, 7, "direct".to_string())
         ]
     );
 }

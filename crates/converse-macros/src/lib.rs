@@ -19,6 +19,14 @@
 //!   name, the function's arguments after a destination
 //!   (`impl converse_ext::cpm::Destination`); it packs the arguments
 //!   (postcard) and hands the message to the destination's send function;
+//!   for a function that returns an `R`, it also makes a
+//!   `converse_ext::futures::TypedFuture<R>` on the calling PE, packs it
+//!   before the arguments, and returns it: the invoker fills it with
+//!   what the function returned;
+//! - a *direct invoker*: a second handler that reads the arguments alone
+//!   (no envelope), so that `CPM_PRINT_INTEGER` (an
+//!   `Invokable<i32>`: the arguments as one value, a tuple for several)
+//!   is also a typed handler, and a typed reduction may end in it;
 //! - unless `#[invokable(explicit)]`: a constructor (an `.init_array`
 //!   entry, run before `main`) that adds the invokable to the module's
 //!   list, which `converse_ext::cpm` registers on every PE, sorted by full
@@ -42,8 +50,9 @@
 //! variadic or method (`self`) functions; `impl Trait`, `&mut` and
 //! `&'static` arguments, argument patterns other than a name, attributes on
 //! arguments, more than 16 arguments (serde's tuples; group them in a
-//! struct); a return type (the caller is on another PE: answer with
-//! another invokable, or a future).
+//! struct); an `impl Trait` return type. A return type that cannot travel
+//! back (not serde's `Serialize + DeserializeOwned`) is refused by the
+//! check it writes, with the extensions' message.
 //!
 //! `#[invokable]` goes on a free function (in a module or a function
 //! body), not in an `impl` block: it writes items beside the function.
@@ -133,6 +142,23 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
     let registrar = format_ident!("__cpm_register_{}", plain);
     let generics = &sig.generics;
     let names: Vec<&Ident> = args.iter().map(|a| &a.name).collect();
+    let direct = format_ident!("__cpm_direct_{}", plain);
+    // What the function takes as one value (its typed handler's `A`).
+    let value_ty: TokenStream2 = match args.as_slice() {
+        [] => quote!(()),
+        [one] => {
+            let w = &one.wire;
+            quote!(#w)
+        }
+        many => {
+            let ws = many.iter().map(|a| &a.wire);
+            quote!((#(#ws),*))
+        }
+    };
+    let returns: Option<&Type> = match &sig.output {
+        ReturnType::Default => None,
+        ReturnType::Type(_, ty) => Some(ty),
+    };
     let types: Vec<&Type> = args.iter().map(|a| &a.ty).collect();
     let wires: Vec<&Type> = args.iter().map(|a| &a.wire).collect();
     // The invoker's locals have names no argument or function can take,
@@ -154,6 +180,11 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
             ::converse_ext::cpm::__private::assert_invokable_arg::<#wire>();
         }
     });
+    let return_check = returns.map(|r| {
+        quote_spanned! {r.span()=>
+            ::converse_ext::cpm::__private::assert_invokable_return::<#r>();
+        }
+    });
     let constructor = if explicit {
         quote!()
     } else {
@@ -168,11 +199,61 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
         "The invokable [`{name}`]: its name and invoker, for \
          `converse_ext::cpm::register`."
     );
+    // The invoker: the arguments behind the envelope; a function that
+    // returns answers through the typed future packed before them.
+    let (invoker_body, launcher_out, launcher_body) = match returns {
+        None => (
+            quote! {
+                let (#(#unpacked,)*): (#(#wires,)*) =
+                    ::converse_ext::cpm::__private::unpack(&__cpm_msg, &#descriptor);
+                ::core::mem::drop(__cpm_msg);
+                #name(#(#passed),*)
+            },
+            quote!(),
+            quote! {
+                ::converse_ext::cpm::__private::launch(
+                    &#descriptor,
+                    &__cpm_destination,
+                    &(#(&#names,)*),
+                )
+            },
+        ),
+        Some(r) => (
+            quote! {
+                #return_check
+                let (__cpm_answer, #(#unpacked,)*): (
+                    ::converse_ext::cpm::__private::TypedFuture<#r>,
+                    #(#wires,)*
+                ) = ::converse_ext::cpm::__private::unpack(&__cpm_msg, &#descriptor);
+                ::core::mem::drop(__cpm_msg);
+                __cpm_answer.set(&#name(#(#passed),*))
+            },
+            quote!(-> ::converse_ext::cpm::__private::TypedFuture<#r>),
+            quote! {
+                let __cpm_answer = ::converse_ext::cpm::__private::TypedFuture::<#r>::new();
+                ::converse_ext::cpm::__private::launch(
+                    &#descriptor,
+                    &__cpm_destination,
+                    &(&__cpm_answer, #(&#names,)*),
+                );
+                __cpm_answer
+            },
+        ),
+    };
+    let needs_futures = returns.map(|_| quote!(::converse_ext::cpm::__private::needs_futures();));
+    let launcher_doc = if returns.is_some() {
+        format!(
+            "{launcher_doc} Returns the future its answer fills (`wait()` on a \
+             thread, or `.await` in a task, of this PE)."
+        )
+    } else {
+        launcher_doc
+    };
     Ok(quote! {
         #function
 
         #[doc = #descriptor_doc]
-        #vis static #descriptor: ::converse_ext::cpm::Invokable =
+        #vis static #descriptor: ::converse_ext::cpm::Invokable<#value_ty> =
             ::converse_ext::cpm::Invokable::new(
                 ::core::concat!(::core::module_path!(), "::", #plain),
                 // Where it is declared: two functions of the same path (in
@@ -184,20 +265,31 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
                 #registrar,
             );
 
-        // Registers the invoker as its own function type, so that the
-        // core's check of handler tables between PEs tells invokers apart.
+        // Registers the invoker and the direct invoker as their own
+        // function types, so that the core's check of handler tables
+        // between PEs tells invokers apart.
         #[doc(hidden)]
-        fn #registrar() -> usize {
-            ::converse_ext::cpm::__private::register_handler(#invoker)
+        fn #registrar() -> ::converse_ext::cpm::Registered {
+            #needs_futures
+            ::converse_ext::cpm::Registered::new(
+                ::converse_ext::cpm::__private::register_handler(#invoker),
+                ::converse_ext::cpm::__private::register_handler(#direct),
+            )
         }
 
         #[doc(hidden)]
         fn #invoker(__cpm_msg: ::converse_ext::cpm::__private::Message) {
             #(#checks)*
+            #invoker_body
+        }
+
+        // The arguments alone, as a typed handler's message carries them.
+        #[doc(hidden)]
+        fn #direct(__cpm_msg: ::converse_ext::cpm::__private::Message) {
             let (#(#unpacked,)*): (#(#wires,)*) =
-                ::converse_ext::cpm::__private::unpack(&__cpm_msg, &#descriptor);
+                ::converse_ext::cpm::__private::unpack_direct(&__cpm_msg, &#descriptor);
             ::core::mem::drop(__cpm_msg);
-            #name(#(#passed),*)
+            let _ = #name(#(#passed),*);
         }
 
         #[doc = #launcher_doc]
@@ -205,12 +297,8 @@ fn expand(function: &ItemFn, explicit: bool) -> syn::Result<TokenStream2> {
         #vis fn #launcher #generics(
             __cpm_destination: impl ::converse_ext::cpm::Destination,
             #(#names: #types),*
-        ) {
-            ::converse_ext::cpm::__private::launch(
-                &#descriptor,
-                &__cpm_destination,
-                &(#(&#names,)*),
-            )
+        ) #launcher_out {
+            #launcher_body
         }
 
         #constructor
@@ -264,11 +352,12 @@ fn check_signature(sig: &syn::Signature) -> syn::Result<()> {
     if let Some(v) = &sig.variadic {
         return refuse(v.span(), "be variadic");
     }
-    if let ReturnType::Type(_, ty) = &sig.output {
+    if let ReturnType::Type(_, ty) = &sig.output
+        && contains_impl_trait(ty)
+    {
         return refuse(
             ty.span(),
-            "return a value: its caller is on another PE (answer with another \
-             invokable, or fill a converse_ext::futures::Cfuture)",
+            "return an `impl Trait`: its value travels back to the caller as a known type",
         );
     }
     Ok(())

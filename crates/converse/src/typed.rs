@@ -173,6 +173,14 @@ impl<T: ?Sized, C> Handler<T, C> {
         self.index
     }
 
+    /// The handler registered at `index`, typed: for a library whose own
+    /// handler reads `T`s in codec `C` (the extensions' invokables). A
+    /// message it cannot read still aborts there, naming it; nothing
+    /// unsafe follows from a wrong `T`.
+    pub fn from_index(index: usize) -> Self {
+        Handler::at(index)
+    }
+
     fn at(index: usize) -> Self {
         Handler {
             index,
