@@ -42,6 +42,18 @@ mod cld_tree;
 #[allow(dead_code)]
 mod cpath_stencil;
 
+/// The typed-API examples (issue 52), each run in one process and across
+/// processes by `typed_examples`.
+#[path = "../../../converse/examples/pi.rs"]
+#[allow(dead_code)]
+mod pi;
+#[path = "../../../converse-ext/examples/remote_calls.rs"]
+#[allow(dead_code)]
+mod remote_calls;
+#[path = "../../../converse/examples/work_queue.rs"]
+#[allow(dead_code)]
+mod work_queue;
+
 /// Exit code of a job whose program found a wrong result.
 const FAIL: i32 = 3;
 /// Exit code of a job whose expected reports did not all arrive in time.
@@ -2916,6 +2928,9 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "core_exit" => ending_job(exit_seven, in_thread),
         "core_panic" => ending_job(deliberate_panic, in_thread),
         "core_handler_mismatch" => handler_mismatch(),
+        "typed_pi" => run_normal(|args| pi::start(&args[1..])),
+        "typed_work_queue" => run_normal(|args| work_queue::start(&args[1..])),
+        "typed_remote_calls" => run_normal(|args| remote_calls::start(&args[1..])),
         _ => return None,
     })
 }
@@ -3511,8 +3526,73 @@ fn core_hosts() {
     }
 }
 
+/// What is wrong with a finished run of typed example `name` on `pes`
+/// PEs, if anything: each checks its own answer (a wrong π ends with 1),
+/// and prints what is compared here.
+fn judge_typed_example(name: &str, f: &Finished, pes: usize) -> Option<String> {
+    if f.code != Some(0) {
+        return Some(format!("exit code {:?}", f.code));
+    }
+    let lines: Vec<&str> = f.stdout.lines().collect();
+    let has = |want: &str| lines.contains(&want);
+    match name {
+        "typed_pi" => (!lines.iter().any(|l| {
+            l.starts_with("pi is about 3.1")
+                && l.ends_with(&format!(" from {} darts", 20_000 * pes))
+        }))
+        .then(|| "expected `pi is about 3.1… from N darts`".into()),
+        "typed_work_queue" => {
+            let ran = lines.iter().filter(|l| l.starts_with("job ")).count();
+            (ran != 20 || !has("all 20 jobs done, total 13300"))
+                .then(|| format!("expected 20 jobs and their total, got {ran} jobs"))
+        }
+        _ => {
+            let steps = [111, 112, 22, 113, 41, 23, 106, 114];
+            (1..=8u64).zip(steps).find_map(|(k, s)| {
+                let want = format!(
+                    "{} takes {s} steps (counted on PE {})",
+                    27 * k,
+                    k as usize % pes
+                );
+                (!has(&want)).then(|| format!("expected `{want}`"))
+            })
+        }
+    }
+}
+
+/// The typed API's three examples (`pi`, `work_queue`, `remote_calls`):
+/// in one process (the test binary started as the program itself, no
+/// launcher), then under convrun on every network module and layout.
+fn typed_examples_case() {
+    let mut jobs = Jobs::default();
+    for (name, extra) in [
+        ("typed_pi", &["20000"][..]),
+        ("typed_work_queue", &[][..]),
+        ("typed_remote_calls", &[][..]),
+    ] {
+        for pes in [1, 4] {
+            let p = pes.to_string();
+            let mut args = vec![name];
+            args.extend_from_slice(extra);
+            args.extend_from_slice(&["+p", &p]);
+            let f = common::launch_with(&common::me(), &args, JOB_LIMIT, |c| {
+                c.env("CONVERSE_TEST_CHILD", "1");
+            });
+            if let Some(why) = judge_typed_example(name, &f, pes) {
+                jobs.failures.push(format!(
+                    "=== {name} in one process, +p {pes}: {why}\n{}",
+                    output(&f)
+                ));
+            }
+        }
+        jobs.run(name, extra, |f, pes| judge_typed_example(name, f, pes));
+    }
+    jobs.check();
+}
+
 pub fn cases() -> Vec<Case> {
     vec![
+        ("typed_examples", typed_examples_case),
         ("core_topology", core_topology),
         ("core_hosts", core_hosts),
         ("core_sends", core_sends),
