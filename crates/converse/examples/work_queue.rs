@@ -10,7 +10,8 @@ pub fn start(args: &[String]) {
     let (left, total) = (Cell::new(jobs), Cell::new(0));
     let report = converse::handler(move |(id, pe, squares): (u64, usize, u64)| {
         converse::cmi_printf!("job {id} ran on PE {pe}: {squares}\n");
-        (left.set(left.get() - 1), total.set(total.get() + squares));
+        left.set(left.get() - 1);
+        total.set(total.get() + squares);
         if left.get() == 0 {
             converse::cmi_printf!("all {jobs} jobs done, total {}\n", total.get());
             converse::exit(0);
