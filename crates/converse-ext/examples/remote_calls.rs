@@ -9,7 +9,11 @@ use converse_ext::cpm::{self, invokable};
 fn collatz_steps(mut n: u64) -> (usize, u32) {
     let mut steps = 0;
     while n != 1 {
-        n = if n.is_multiple_of(2) { n / 2 } else { 3 * n + 1 };
+        n = if n.is_multiple_of(2) {
+            n / 2
+        } else {
+            3 * n + 1
+        };
         steps += 1;
     }
     (converse::my_pe(), steps)

@@ -9,6 +9,12 @@
 //! `pe_pingpong_copy_rtt_<size>` with `sync_send` (a copy per hop). The
 //! baseline runs on the same two PE threads, before the message figures; both
 //! threads are pinned to CPUs 0 and 1.
+//!
+//! `typed_pod_pingpong_rtt_8B`: a `u64` counter bounced in a new message
+//! each hop through a typed handler (`converse::pod_handler_slot`),
+//! against the same with the byte API (`bytes_pingpong_rtt_8B`:
+//! `Message::from_payload` of its 8 bytes, read back by hand), best of
+//! three in turns.
 mod common;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,6 +52,8 @@ fn raw_rtt(flag: &AtomicU64, rounds: u64) -> f64 {
 fn main() {
     let results: Arc<Mutex<Vec<String>>> = Arc::default();
     let out = results.clone();
+    let typed_result: Arc<Mutex<Option<(f64, f64)>>> = Arc::default();
+    let typed_figure = typed_result.clone();
     let flag = Arc::new(AtomicU64::new(0));
     let remaining = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(std::sync::Barrier::new(2));
@@ -75,6 +83,26 @@ fn main() {
             let b = bounce.clone();
             let bounce_move = converse::register_handler(move |m: Message| b(m, false));
             let bounce_copy = converse::register_handler(move |m: Message| bounce(m, true));
+            // A `u64` counter bounced in a new message each hop: through a
+            // typed `Pod` handler, and with the byte API by hand.
+            let countdown = remaining.clone();
+            let typed_slot = converse::pod_handler_slot::<u64>();
+            let typed = typed_slot.handler();
+            typed_slot.fill(move |k: u64| {
+                if me == 0 && countdown.fetch_sub(1, Ordering::Relaxed) == 1 {
+                    return;
+                }
+                typed.send(other, &(k + 1));
+            });
+            let countdown = remaining.clone();
+            let bytes = converse::register_handler(move |m: Message| {
+                if me == 0 && countdown.fetch_sub(1, Ordering::Relaxed) == 1 {
+                    return;
+                }
+                let k = u64::from_le_bytes(m.payload()[..8].try_into().unwrap());
+                let next = Message::from_payload(m.handler(), &(k + 1).to_le_bytes());
+                converse::sync_send_and_free(other, next);
+            });
             let raw_rounds = common::iterations(2_000_000);
             barrier.wait();
             flag.store(0, Ordering::SeqCst);
@@ -97,6 +125,15 @@ fn main() {
                 t0.elapsed().as_secs_f64() / rounds as f64
             };
             measure(8, bounce_move, common::iterations(100_000)); // warm-up
+            let rounds = rounds_for(8);
+            let (mut t, mut b) = (f64::INFINITY, f64::INFINITY);
+            for _ in 0..3 {
+                t = t.min(measure(8, typed.index(), rounds));
+                b = b.min(measure(8, bytes, rounds));
+            }
+            if me == 0 {
+                typed_figure.lock().unwrap().replace((t * 1e6, b * 1e6));
+            }
             for size in SIZES {
                 let rounds = rounds_for(size);
                 for (handler, copy) in [(bounce_move, false), (bounce_copy, true)] {
@@ -119,6 +156,16 @@ fn main() {
             }
         })
         .expect("runtime flags");
+    if let Some((typed, bytes)) = *typed_result.lock().unwrap() {
+        common::line(
+            "typed_pod_pingpong_rtt_8B",
+            typed,
+            "us",
+            "bytes_pingpong_rtt_8B",
+            bytes,
+            "us",
+        );
+    }
     for row in results.lock().unwrap().iter() {
         let f: Vec<&str> = row.split('|').collect();
         common::line(

@@ -63,6 +63,11 @@ pub struct CAbi;
 #[doc = include_str!("../../../docs/guide/install.md")]
 pub struct Install;
 
+/// `docs/guide/typed.md`.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/guide/typed.md")]
+pub struct Typed;
+
 /// `docs/guide/README.md`.
 #[cfg(doctest)]
 #[doc = include_str!("../../../docs/guide/README.md")]
