@@ -97,16 +97,19 @@
 //! The per-PE state is touched only by the PE's thread; detection is driven
 //! by system messages (`cmi::system`).
 
-use crate::ccd::state::{FirstWave, Requester, Root, Wave};
+use crate::ccd::state::{FirstWave, QuietWatch, Requester, Root, Wave};
 use crate::msg::message::Message;
 use crate::msg::message::MessageRaw as _;
 use crate::msg::system::{self, Kind, Reader};
 use crate::proc::spantree::SpanningTree;
 use crate::rt::pe::{self, Pe};
 
-/// Quiescence detection callbacks waiting on `pe` (for the watchdog).
+/// Quiescence detection callbacks waiting on `pe` (for the watchdog),
+/// but PE 0's own look for a quiescent job ([`check_quiet`]): that one is
+/// the watchdog's, not work (pending timers hold its answer).
 pub(crate) fn waiting_callbacks(pe: &Pe) -> usize {
-    pe.qd.protocol.borrow().callbacks.len()
+    let own = usize::from(pe.qd.quiet.get() == QuietWatch::Asking);
+    pe.qd.protocol.borrow().callbacks.len().saturating_sub(own)
 }
 
 /// Calls `callback` on this PE, as a handler, once the job is quiescent: no
@@ -130,6 +133,44 @@ pub fn start_quiescence_detection(callback: impl FnOnce() + 'static) {
 /// after the next pair of waves. Does not keep detection going.
 pub(crate) fn check_once(pe: &Pe, callback: Box<dyn FnOnce(bool)>) {
     request(pe, callback, true)
+}
+
+/// How long PE 0 may sit idle before it asks whether the job is
+/// quiescent with no exit pending: the watchdog's period, under
+/// `++watchdog` only, until it has said so once (see the watchdog's
+/// "A job left quiescent").
+pub(crate) fn quiet_timeout(pe: &Pe) -> Option<std::time::Duration> {
+    if pe.pe != 0 || pe.qd.quiet.get() != QuietWatch::Watching {
+        return None;
+    }
+    pe.job.watchdog.as_ref().map(|w| w.period())
+}
+
+/// PE 0 sat idle for the watchdog's period: asks whether the job is
+/// quiescent, and if it is, with no exit pending, says so in one line.
+pub(crate) fn check_quiet(pe: &Pe) {
+    pe.qd.quiet.set(QuietWatch::Asking);
+    check_once(
+        pe,
+        Box::new(|quiescent| {
+            let pe = pe::current();
+            if !quiescent || pe.job.is_exiting() {
+                pe.qd.quiet.set(QuietWatch::Watching);
+                return;
+            }
+            pe.qd.quiet.set(QuietWatch::Told);
+            let secs = pe
+                .job
+                .watchdog
+                .as_ref()
+                .map_or(0.0, |w| w.period().as_secs_f64());
+            crate::proc::io::error(format_args!(
+                "converse: the job has been quiescent for {secs} s (++watchdog {secs}): no message \
+                 or timer is pending and no PE has called exit; it waits for work from outside \
+                 (CCS), or an exit is missing (the job goes on)\n"
+            ));
+        }),
+    );
 }
 
 fn request(pe: &Pe, callback: Box<dyn FnOnce(bool)>, once: bool) {

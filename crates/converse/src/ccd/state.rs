@@ -144,6 +144,21 @@ pub(crate) struct QdState {
     /// (outside every handler).
     pub(in crate::ccd) due: Cell<bool>,
     pub(in crate::ccd) protocol: RefCell<Protocol>,
+    /// PE 0 under `++watchdog`: where its look for a quiescent job with
+    /// no exit pending stands (`quiescence::quiet_timeout`).
+    pub(in crate::ccd) quiet: Cell<QuietWatch>,
+}
+
+/// PE 0's look for a job left quiescent with no exit pending.
+#[derive(Clone, Copy, Default, PartialEq, Eq, Debug)]
+pub(in crate::ccd) enum QuietWatch {
+    /// It asks once it has sat idle for the watchdog's period.
+    #[default]
+    Watching,
+    /// A question is out.
+    Asking,
+    /// The job was found quiescent and the notice was given (once a job).
+    Told,
 }
 
 /// Where this PE is in the protocol: its requests and the wave it is in.

@@ -320,8 +320,15 @@ impl Pe {
             return;
         }
         // With a reduction in progress, an idle PE wakes after a while to
-        // check that the job is not stuck (see `cmi::reduce`).
-        let stall_timeout = crate::cmi::reduce::stall_timeout(self);
+        // check that the job is not stuck (see `cmi::reduce`); under
+        // `++watchdog`, PE 0 does to check that the job is not left
+        // quiescent with no exit pending (see `ccd::quiescence`).
+        let reduce_stall = crate::cmi::reduce::stall_timeout(self);
+        let quiet = crate::ccd::quiescence::quiet_timeout(self);
+        let stall_timeout = match (reduce_stall, quiet) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let needs_clock = crate::ccd::needs_deadline(self);
         let patience = if self.sched.served_outside.replace(false) {
             Patience::Brief
@@ -345,7 +352,8 @@ impl Pe {
             return;
         }
         let ccd_deadline = crate::ccd::next_deadline(self, now);
-        let stall_deadline = stall_timeout.map(|t| crate::ccd::idle_since(self, now) + t);
+        let idle_since = stall_timeout.map(|_| crate::ccd::idle_since(self, now));
+        let stall_deadline = idle_since.zip(stall_timeout).map(|(since, t)| since + t);
         let deadline = match (ccd_deadline, stall_deadline) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -360,9 +368,17 @@ impl Pe {
         );
         if timed_out
             && !self.has_incoming()
-            && stall_deadline.is_some_and(|d| std::time::Instant::now() >= d)
+            && let Some(since) = idle_since
         {
-            crate::cmi::reduce::check_for_stall(self);
+            let due = |t: Option<std::time::Duration>| {
+                t.is_some_and(|t| std::time::Instant::now() >= since + t)
+            };
+            if due(reduce_stall) {
+                crate::cmi::reduce::check_for_stall(self);
+            }
+            if due(quiet) {
+                crate::ccd::quiescence::check_quiet(self);
+            }
         }
     }
 

@@ -22,6 +22,15 @@
 //! process (each process watches its own PEs only). A job that is ending
 //! is never reported.
 //!
+//! # A job left quiescent
+//!
+//! A job with nothing pending anywhere and no exit coming (a forgotten
+//! `converse::exit`) is idle by design as far as this thread can tell.
+//! PE 0 looks for it instead (`ccd::quiescence::quiet_timeout`): once
+//! idle for `S` it asks the quiescence detection, and if the whole job is
+//! quiescent it says so, once a job, in one line; the job goes on (it may
+//! be a server waiting for CCS requests).
+//!
 //! # Naming who never came
 //!
 //! A reduction that cannot complete is one some PE waits in for a child
@@ -66,6 +75,11 @@ struct State {
 }
 
 impl Watchdog {
+    /// How long PEs may sit without beginning a handler (`++watchdog S`).
+    pub fn period(&self) -> Duration {
+        self.period
+    }
+
     /// A watchdog of `count` PEs from `first_pe`, in process `process`,
     /// that fires after `period` without a handler beginning.
     pub fn new(period: Duration, process: usize, first_pe: usize, count: usize) -> Watchdog {

@@ -160,6 +160,21 @@ fn child_entry() {
                 }
             })
             .unwrap(),
+        // Messages go round once, then nothing: no PE calls exit. The
+        // process ends itself after 3 s (the watchdog's period is 0.3 s).
+        "forgotten" => Converse::new()
+            .args(["wd", "+p", "3", "++watchdog", "0.3"])
+            .run(|_| {
+                let nothing = converse::register_handler(on_nothing);
+                converse::sync_broadcast_and_free(Message::from_payload(nothing, &[]));
+                if converse::my_pe() == 0 {
+                    std::thread::spawn(|| {
+                        std::thread::sleep(Duration::from_secs(3));
+                        std::process::exit(9);
+                    });
+                }
+            })
+            .unwrap(),
         other => panic!("no scenario {other}"),
     };
     std::process::exit(code);
@@ -218,6 +233,30 @@ fn an_idle_job_with_nothing_pending_is_left_alone() {
     let out = run_child("idle", false, |_| {});
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(!out.stderr.contains("watchdog"), "{}", out.stderr);
+}
+
+/// A job left quiescent with no exit pending is named once, in one line,
+/// and goes on.
+#[test]
+fn a_job_left_quiescent_is_said_once() {
+    let out = run_child("forgotten", false, |_| {});
+    assert_eq!(out.code, Some(9), "{}", out.stderr);
+    let notices: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("has been quiescent"))
+        .collect();
+    assert_eq!(
+        notices,
+        [
+            "converse: the job has been quiescent for 0.3 s (++watchdog 0.3): no message or timer \
+          is pending and no PE has called exit; it waits for work from outside (CCS), or an exit \
+          is missing (the job goes on)"
+        ],
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("aborting"), "{}", out.stderr);
 }
 
 #[test]
