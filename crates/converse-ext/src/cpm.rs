@@ -99,6 +99,29 @@
 //! assert_eq!(code.unwrap(), 0);
 //! ```
 //!
+//! A reduction of another type than the invokable takes, or an answer
+//! taken as another type than the function returns, does not compile:
+//!
+//! ```compile_fail,E0277
+//! #[converse_ext::invokable]
+//! fn report(total: u64) {}
+//!
+//! converse::Converse::new().run(|_| {
+//!     converse::reduction(1.5f64, |a, _| a).then(&CPM_REPORT);
+//! });
+//! ```
+//!
+//! ```compile_fail,E0308
+//! use converse_ext::futures::TypedFuture;
+//!
+//! #[converse_ext::invokable]
+//! fn name() -> String { "x".into() }
+//!
+//! converse::Converse::new().run(|_| {
+//!     let answer: TypedFuture<u64> = Cpm_name(converse_ext::cpm::send(0));
+//! });
+//! ```
+//!
 //! # What cannot be invokable: compile errors
 //!
 //! An argument whose type cannot travel is refused where it is declared,
