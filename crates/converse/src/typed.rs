@@ -53,6 +53,8 @@
 //! whose result goes to a [`Handler<T>`] (or anything that is a
 //! [`ReductionTarget<T>`], such as an invokable of the extensions): a
 //! value whose type is not the handler's does not compile.
+//! [`then_run`](Reduction::then_run)`(f)` runs a function of `T` on the
+//! root instead.
 //!
 //! ```compile_fail
 //! converse::Converse::new().run(|_| {
@@ -500,6 +502,38 @@ where
     pub fn over_group(mut self, group: crate::Group, id: crate::ReductionId) -> Self {
         self.scope = Scope::Group(group, id);
         self
+    }
+
+    /// Joins the reduction; its result runs `f` on the root (PE 0, the
+    /// list's first PE, the group's first member) as a handler would:
+    /// after the call that completed it, from the scheduler. Every PE
+    /// gives its own `f`; only the root's runs, and the others' are
+    /// dropped once their contribution has left.
+    ///
+    /// ```
+    /// let code = converse::Converse::new().default_pes(3).run(|_| {
+    ///     let mine = converse::my_pe() as u64;
+    ///     converse::reduction(mine, |a, rest| a.max(rest.into_iter().max().unwrap_or(0)))
+    ///         .then_run(|highest| {
+    ///             assert_eq!(highest, 2);
+    ///             converse::exit(0);
+    ///         });
+    /// });
+    /// assert_eq!(code.unwrap(), 0);
+    /// ```
+    pub fn then_run(self, f: impl FnOnce(T) + 'static) {
+        use crate::cmi::reduce::{Over, reduce_struct_then};
+        let Reduction {
+            value,
+            merge,
+            scope,
+        } = self;
+        match scope {
+            Scope::Order => reduce_struct_then(Over::All, value, merge, f),
+            Scope::Id(id) => reduce_struct_then(Over::AllById(id), value, merge, f),
+            Scope::List(pes, id) => reduce_struct_then(Over::List(&pes, id), value, merge, f),
+            Scope::Group(group, id) => reduce_struct_then(Over::Group(group, id), value, merge, f),
+        }
     }
 
     /// Joins the reduction; its result runs `target` on the root.

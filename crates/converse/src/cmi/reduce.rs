@@ -550,6 +550,88 @@ fn complete(pe: &Pe, key: u32, done: InProgress, at_root: AtRoot) {
     );
 }
 
+/// The result handler of a struct-form reduction that ends in a function
+/// ([`reduce_struct_then`]): handler 0, which no handler can have.
+const THEN_HANDLER: usize = 0;
+
+/// Which PEs a reduction ending in a function spans ([`reduce_struct_then`]).
+pub(crate) enum Over<'a> {
+    /// Every PE, matched by call order.
+    All,
+    /// Every PE, matched by ID.
+    AllById(ReductionId),
+    /// The listed PEs, by ID.
+    List(&'a [usize], ReductionId),
+    /// A group's members, by ID.
+    Group(Group, ReductionId),
+}
+
+/// As the struct-form reductions, but the result runs `then` on the root
+/// (PE 0, the list's first PE, the group's first member), as a handler
+/// would: the root keeps its own `then` until the result comes; the other
+/// PEs drop theirs once their contribution has left.
+pub(crate) fn reduce_struct_then<T, M, F>(over: Over<'_>, data: T, merge: M, then: F)
+where
+    T: Serialize + DeserializeOwned + 'static,
+    M: FnOnce(T, Vec<T>) -> T + 'static,
+    F: FnOnce(T) + 'static,
+{
+    pe::with(|pe| {
+        let key = match &over {
+            Over::All => next_order_key(pe),
+            Over::AllById(id) | Over::List(_, id) | Over::Group(_, id) => id.0,
+        };
+        let then: crate::cmi::state::Then = Box::new(move |bytes: &[u8]| {
+            let value = postcard::from_bytes(bytes).unwrap_or_else(|e| {
+                abort(&format!(
+                    "the result of {} does not decode as {}: {e}",
+                    describe(key),
+                    std::any::type_name::<T>()
+                ))
+            });
+            then(value)
+        });
+        let earlier = pe.coll.reductions.borrow_mut().then.insert(key, then);
+        if earlier.is_some() {
+            abort(&format!(
+                "PE {} joined {} twice (no two reductions may be in flight with the same ID)",
+                pe.pe,
+                describe(key)
+            ));
+        }
+        match over {
+            Over::All | Over::AllById(_) => {
+                deposit_struct(pe, key, Members::All, data, merge, THEN_HANDLER)
+            }
+            Over::List(pes, _) => {
+                check_list(pe, pes, &describe(key));
+                deposit_struct(pe, key, Members::List(pes), data, merge, THEN_HANDLER)
+            }
+            Over::Group(group, _) => group::with_members(pe, group.id(), move |pe, pes| {
+                deposit_struct(pe, key, Members::List(pes), data, merge, THEN_HANDLER)
+            }),
+        }
+    })
+}
+
+/// A typed reduction's result reached the front of its root's scheduler:
+/// runs the function the root gave.
+pub(crate) fn on_then(pe: &Pe, msg: &Message) {
+    let mut r = Reader::new(msg, "typed reduction result");
+    let key = r.word();
+    let Ok(key) = u32::try_from(key) else {
+        r.malformed(&format!("reduction key {key} is out of range"))
+    };
+    let Some(then) = pe.coll.reductions.borrow_mut().then.remove(&key) else {
+        r.malformed(&format!(
+            "PE {} holds no function for {}",
+            pe.pe,
+            describe(key)
+        ))
+    };
+    then(r.rest());
+}
+
 /// Sends `pe`'s merged `result` of reduction `key` up to `parent`, or, on
 /// the root, to its handler as `at_root` says.
 pub(super) fn send_result(
@@ -564,7 +646,21 @@ pub(super) fn send_result(
     result.set_src_pe(pe.pe);
     result.fix_total_size();
     pe.count_created(1);
+    // A reduction that ends in a function (`reduce_struct_then`): the root
+    // runs its own on the result, the others drop theirs here.
+    let then = result.handler() == THEN_HANDLER
+        && form == Form::Struct
+        && pe.coll.reductions.borrow().then.contains_key(&key);
     match parent {
+        None if then => {
+            let mut msg = system::message(Kind::ReductionThen, &[u64::from(key)], result.payload());
+            msg.set_src_pe(pe.pe);
+            if at_root == AtRoot::RunNow && !pe.trace.on() {
+                pe.deliver(msg);
+            } else {
+                pe.push_to_pe(pe.pe, msg);
+            }
+        }
         None => {
             let header = result.header_mut();
             header.flags = 0;
@@ -582,6 +678,11 @@ pub(super) fn send_result(
             header.coll = key;
             header.root = digest;
             pe.push_to_pe(parent, result);
+            if then {
+                // Dropped with no borrow held: it is the program's closure.
+                let mine = pe.coll.reductions.borrow_mut().then.remove(&key);
+                drop(mine);
+            }
         }
     }
 }

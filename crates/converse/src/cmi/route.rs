@@ -53,4 +53,5 @@ pub(crate) fn init_pe(pe: &Pe) {
     d.on(Kind::DynamicNodeIdRequest, |pe, _, msg| {
         super::node_reduce::on_dynamic_id_request(pe, &msg)
     });
+    d.on(Kind::ReductionThen, |pe, _, msg| reduce::on_then(pe, &msg));
 }

@@ -121,7 +121,14 @@ pub(crate) struct Reductions {
     pub(in crate::cmi) active: HashMap<u32, InProgress, BuildHasherDefault<KeyHasher>>,
     /// A stall check is under way (see the module comment).
     pub(in crate::cmi) stall_check_pending: bool,
+    /// The functions typed reductions end in (`reduce_struct_then`), by
+    /// key: the root runs its own on the result; the others drop theirs
+    /// when their contribution leaves.
+    pub(in crate::cmi) then: HashMap<u32, Then, BuildHasherDefault<KeyHasher>>,
 }
+
+/// What a typed reduction's root runs on the result's bytes.
+pub(in crate::cmi) type Then = Box<dyn FnOnce(&[u8])>;
 
 /// Hashes reduction keys: they are distinct small integers made by this
 /// runtime, not attacker-chosen, so a multiply (Fibonacci hashing) spreads

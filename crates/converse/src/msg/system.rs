@@ -60,6 +60,9 @@ pub(crate) enum Kind {
     /// A request to node 0 for a dynamic node reduction ID
     /// (`cmi::node_reduce`).
     DynamicNodeIdRequest = 19,
+    /// A typed reduction's result on its root, for the function the root
+    /// gave (`typed::Reduction::then_run`; never leaves its PE).
+    ReductionThen = 20,
 }
 
 /// Every kind's name by its number, from 1 (for the trace, which shows a
@@ -71,7 +74,7 @@ pub(crate) fn kind_names() -> Vec<(u32, String)> {
 }
 
 /// Number of kinds (the highest `Kind` value).
-const KINDS: usize = 19;
+const KINDS: usize = 20;
 
 impl Kind {
     pub fn from_raw(raw: u32) -> Option<Kind> {
@@ -95,6 +98,7 @@ impl Kind {
             17 => Kind::PersistentClose,
             18 => Kind::ThreadMigrate,
             19 => Kind::DynamicNodeIdRequest,
+            20 => Kind::ReductionThen,
             _ => return None,
         })
     }

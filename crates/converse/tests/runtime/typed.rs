@@ -289,3 +289,73 @@ fn main_returns_the_exit_status() {
         .main(|_| converse::exit(0));
     assert_eq!(status, ExitCode::FAILURE);
 }
+
+/// `then_run`: the root's own function gets the result, by call order, by
+/// ID and over a PE list (whose root is its first PE); the other PEs'
+/// functions never run and are dropped.
+#[test]
+fn a_reduction_ends_in_the_roots_function() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static DROPPED: AtomicUsize = AtomicUsize::new(0);
+    struct Counted;
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            DROPPED.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    DROPPED.store(0, Ordering::SeqCst);
+    let results: Arc<Mutex<Vec<(usize, String)>>> = Arc::new(Mutex::new(Vec::new()));
+    let log = results.clone();
+    let code = common::run(4, 2, move |_| {
+        let me = converse::my_pe();
+        let record = {
+            let log = log.clone();
+            move |what: String| {
+                let n = {
+                    let mut log = log.lock().unwrap();
+                    log.push((converse::my_pe(), what));
+                    log.len()
+                };
+                // Every result is there: end the job from the last one.
+                if n == 3 {
+                    converse::exit(0);
+                }
+            }
+        };
+        let id = converse::global_reduction_id();
+        let list_id = converse::global_reduction_id();
+        let add = |a: u64, rest: Vec<u64>| a + rest.iter().sum::<u64>();
+        let (r, counted) = (record.clone(), Counted);
+        converse::reduction(me as u64, add).then_run(move |sum| {
+            let _keep = &counted;
+            r(format!("order {sum}"));
+        });
+        let r = record.clone();
+        converse::reduction(vec![me], |mut a, rest| {
+            a.extend(rest.into_iter().flatten());
+            a.sort();
+            a
+        })
+        .by_id(id)
+        .then_run(move |all| r(format!("id {all:?}")));
+        if me != 0 {
+            converse::reduction(1u64 << me, add)
+                .over(&[3, 1, 2], list_id)
+                .then_run(move |bits| record(format!("list {bits}")));
+        }
+    });
+    assert_eq!(code, 0);
+    let mut got = results.lock().unwrap().clone();
+    got.sort();
+    assert_eq!(
+        got,
+        vec![
+            (0, "id [0, 1, 2, 3]".to_string()),
+            (0, "order 6".to_string()),
+            (3, "list 14".to_string()),
+        ]
+    );
+    // Four PEs each gave a `Counted` to the first reduction: all dropped
+    // (the root's after it ran).
+    assert_eq!(DROPPED.load(Ordering::SeqCst), 4);
+}

@@ -2928,6 +2928,7 @@ pub fn child(name: &str, args: &[String]) -> Option<i32> {
         "core_exit" => ending_job(exit_seven, in_thread),
         "core_panic" => ending_job(deliberate_panic, in_thread),
         "core_handler_mismatch" => handler_mismatch(),
+        "typed_reductions" => typed_reductions(),
         "typed_pi" => run_normal(|args| pi::start(&args[1..])),
         "typed_work_queue" => run_normal(|args| work_queue::start(&args[1..])),
         "typed_remote_calls" => run_normal(|args| remote_calls::start(&args[1..])),
@@ -3526,6 +3527,52 @@ fn core_hosts() {
     }
 }
 
+/// Ends a typed reduction of `typed_reductions` on its root: prints what
+/// it got, and counts it on PE 0.
+#[converse_ext::invokable]
+fn typed_reduction_ended(how: String, value: u64) {
+    cmi_printf!("typed reduction {how} = {value} on PE {}\n", my_pe());
+    Cpm_typed_reduction_counted(converse_ext::cpm::send(0));
+}
+
+#[converse_ext::invokable]
+fn typed_reduction_counted() {
+    thread_local!(static SEEN: Cell<u32> = const { Cell::new(0) });
+    if SEEN.with(|s| {
+        s.set(s.get() + 1);
+        s.get()
+    }) == 3
+    {
+        converse::exit(0);
+    }
+}
+
+/// Typed reductions across processes: one ending in a typed handler (call
+/// order), one in the root's function (by ID), one in an invokable over a
+/// PE list whose root is the last PE (another process).
+fn typed_reductions() -> i32 {
+    run_normal(|_| {
+        let me = my_pe() as u64;
+        let n = num_pes();
+        let add = |a: u64, rest: Vec<u64>| a + rest.iter().sum::<u64>();
+        let id = converse::global_reduction_id();
+        let list_id = converse::global_reduction_id();
+        let handler = converse::handler(|sum: u64| {
+            Cpm_typed_reduction_ended(converse_ext::cpm::send(my_pe()), "handler".into(), sum)
+        });
+        converse::reduction(me, add).then(handler);
+        converse::reduction(me * me, add).by_id(id).then_run(|sum| {
+            Cpm_typed_reduction_ended(converse_ext::cpm::send(my_pe()), "then_run".into(), sum)
+        });
+        let pes: Vec<usize> = (0..n).rev().collect();
+        converse::reduction(("invokable".to_string(), 1u64), |(how, a), rest| {
+            (how, a + rest.iter().map(|(_, b)| b).sum::<u64>())
+        })
+        .over(&pes, list_id)
+        .then(&CPM_TYPED_REDUCTION_ENDED);
+    })
+}
+
 /// What is wrong with a finished run of typed example `name` on `pes`
 /// PEs, if anything: each checks its own answer (a wrong π ends with 1),
 /// and prints what is compared here.
@@ -3562,7 +3609,9 @@ fn judge_typed_example(name: &str, f: &Finished, pes: usize) -> Option<String> {
 
 /// The typed API's three examples (`pi`, `work_queue`, `remote_calls`):
 /// in one process (the test binary started as the program itself, no
-/// launcher), then under convrun on every network module and layout.
+/// launcher), then under convrun on every network module and layout; and
+/// typed reductions ending in a handler, a function and an invokable
+/// across processes (`typed_reductions`).
 fn typed_examples_case() {
     let mut jobs = Jobs::default();
     for (name, extra) in [
@@ -3587,6 +3636,23 @@ fn typed_examples_case() {
         }
         jobs.run(name, extra, |f, pes| judge_typed_example(name, f, pes));
     }
+    jobs.run("typed_reductions", &[], |f, pes| {
+        let n = pes as u64;
+        let want = [
+            format!("typed reduction handler = {} on PE 0", n * (n - 1) / 2),
+            format!(
+                "typed reduction then_run = {} on PE 0",
+                (0..n).map(|k| k * k).sum::<u64>()
+            ),
+            format!("typed reduction invokable = {n} on PE {}", pes - 1),
+        ];
+        if f.code != Some(0) {
+            return Some(format!("exit code {:?}", f.code));
+        }
+        want.iter()
+            .find(|w| !f.stdout.lines().any(|l| l == w.as_str()))
+            .map(|w| format!("expected `{w}`"))
+    });
     jobs.check();
 }
 
