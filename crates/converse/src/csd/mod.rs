@@ -202,10 +202,10 @@ impl Pe {
 
     /// A plain message the network received for PE `dest` of the job at
     /// `job` while this PE's thread polled it: kept in the released
-    /// arrivals if it is for this PE, small, and nothing waits in the
-    /// inbox (it would pass what does: an earlier message from the same
-    /// sender may be there); given back otherwise. See `rt::network`,
-    /// "Delivery to the polling PE".
+    /// arrivals if it is for this PE, small, and the inbox is quiet (no
+    /// value waits and no push is under way: it would pass them, and an
+    /// earlier message from the same sender may be among them); given
+    /// back otherwise. See `rt::network`, "Delivery to the polling PE".
     #[inline]
     pub(crate) fn take_polled_arrival(
         &self,
@@ -219,8 +219,12 @@ impl Pe {
         {
             return Err(msg);
         }
+        // Not `is_empty`: a push stalled between its ticket and its value
+        // (another PE's send, say) hides the later tickets behind it, and
+        // those may hold this sender's earlier messages (seen once in CI:
+        // "message 390 arrived when 383 was next").
         // SAFETY: this is the PE's own thread, the inbox's single consumer.
-        if !unsafe { self.shared().inbox.is_empty() } {
+        if !unsafe { self.shared().inbox.is_quiet() } {
             return Err(msg);
         }
         let Ok(mut ready) = self.sched.ready.try_borrow_mut() else {

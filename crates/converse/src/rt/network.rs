@@ -86,11 +86,15 @@
 //! and the inbox's ticket and wake-up: five of the nine atomic
 //! read-modify-writes a one-way 8-byte message over shm cost (the two
 //! VC locks keep theirs), and one of its three full fences. Order holds because
-//! it goes that way only while the PE's inbox is empty: upcalls of one VC
-//! run one at a time, in stream order (a module that keeps order must),
-//! so an earlier message from the same sender is either taken already or
-//! in the released arrivals ahead of it, and a later one goes behind it
-//! (the inbox is taken after them).
+//! it goes that way only while the PE's inbox is quiet (`Inbox::is_quiet`:
+//! no value in it and no push under way): upcalls of one VC run one at a
+//! time, in stream order (a module that keeps order must), so an earlier
+//! message from the same sender was pushed (its ticket taken) before this
+//! upcall, and is either taken already or in the released arrivals ahead
+//! of it; a later one goes behind it (the inbox is taken after them).
+//! "Empty" is not enough: the inbox's consumer sees only its next ticket,
+//! and a producer stalled between taking that ticket and publishing it
+//! hides every later one, an earlier message of this sender among them.
 //!
 //! # Progress
 //!

@@ -221,6 +221,25 @@ impl<T> Inbox<T> {
         c.diverted.remove(&ticket)
     }
 
+    /// True if no push has begun that the consumer has not taken: no
+    /// value waits and no producer holds a ticket it has not published.
+    /// Stronger than [`is_empty`](Inbox::is_empty), which looks at the
+    /// next ticket only: while a producer is between taking ticket `t` and
+    /// publishing it, later tickets may be filled and the inbox still
+    /// looks empty. A value pushed by a thread whose push happens before
+    /// this call (through a lock, say) has its ticket counted here.
+    ///
+    /// # Safety
+    /// As for [`pop`](Inbox::pop): called by the single consumer only.
+    #[inline]
+    pub unsafe fn is_quiet(&self) -> bool {
+        // SAFETY: consumer state is ours (contract); see `pop`.
+        unsafe {
+            self.consumer
+                .with_mut(|c| self.tail.load(Acquire) == (*c).next)
+        }
+    }
+
     /// True if the value with the next ticket has not been pushed yet.
     ///
     /// # Safety
@@ -242,6 +261,30 @@ impl<T> Inbox<T> {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+
+    /// A producer between taking its ticket and publishing it: the value
+    /// pushed after it fills a later ticket, `is_empty` (the next ticket)
+    /// says empty, `is_quiet` does not.
+    #[test]
+    fn a_ticket_taken_but_not_published_keeps_the_inbox_from_quiet() {
+        let q: Inbox<u32> = Inbox::with_slots(4);
+        // SAFETY: this thread is the only consumer.
+        unsafe {
+            assert!(q.is_quiet() && q.is_empty());
+            // What `push` does first, stopped there.
+            let stalled = q.tail.fetch_add(1, Relaxed);
+            q.push(7);
+            assert!(q.is_empty(), "the next ticket is not published");
+            assert!(!q.is_quiet(), "a later ticket is filled");
+            // The stalled producer publishes: both come out in order.
+            let slot = q.slot(stalled);
+            slot.value.with_mut(|v| *v = Some(6));
+            slot.seq.store(stalled + 1, Release);
+            assert_eq!(q.pop(), Some(6));
+            assert_eq!(q.pop(), Some(7));
+            assert!(q.is_quiet() && q.is_empty());
+        }
+    }
 
     #[test]
     fn fifo_through_ring_and_overflow() {
