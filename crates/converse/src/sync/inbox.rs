@@ -49,7 +49,9 @@
 //! that contract; the runtime calls them only from the owning PE's thread.
 //!
 //! Checked with loom (`tests` below, under `--cfg loom`), with a 2-slot ring
-//! so that the overflow path is explored too.
+//! so that the overflow path is explored too; and that `is_quiet` counts
+//! every push finished before the look while another producer stalls
+//! (the model fails with `is_empty` in its place).
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::{Acquire, Relaxed, Release};
 
@@ -338,6 +340,45 @@ mod tests {
     fn loom_inbox_two_producers() {
         crate::sync::model(|| {
             crate::sync::testing::producers_keep_their_order(Inbox::with_slots(2), 2, 2);
+        });
+    }
+
+    /// What the polled-arrival shortcut relies on: a push that finished
+    /// before the consumer looks (here: a flag after it) keeps the inbox
+    /// from quiet, whatever another producer, perhaps stalled between
+    /// its ticket and its value, is doing. (`is_empty` fails this: with
+    /// the other producer holding ticket 0 unpublished, it says empty.)
+    #[test]
+    fn loom_quiet_counts_every_push_finished_before_the_look() {
+        use crate::sync::{Arc, spawn};
+        crate::sync::model(|| {
+            let q = Arc::new(Inbox::with_slots(2));
+            let pushed = Arc::new(AtomicU64::new(0));
+            let a = {
+                let q = q.clone();
+                spawn(move || q.push(1u32))
+            };
+            let b = {
+                let (q, pushed) = (q.clone(), pushed.clone());
+                spawn(move || {
+                    q.push(2u32);
+                    pushed.store(1, Release);
+                })
+            };
+            // SAFETY: this thread is the inbox's only consumer.
+            unsafe {
+                if pushed.load(Acquire) == 1 {
+                    assert!(!q.is_quiet(), "a finished push is not counted");
+                }
+                a.join().unwrap();
+                b.join().unwrap();
+                let mut got = 0;
+                while q.pop().is_some() {
+                    got += 1;
+                }
+                assert_eq!(got, 2);
+                assert!(q.is_quiet());
+            }
         });
     }
 }
