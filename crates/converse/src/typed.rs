@@ -522,33 +522,27 @@ where
     /// assert_eq!(code.unwrap(), 0);
     /// ```
     pub fn then_run(self, f: impl FnOnce(T) + 'static) {
-        use crate::cmi::reduce::{Over, reduce_struct_then};
-        let Reduction {
-            value,
-            merge,
-            scope,
-        } = self;
-        match scope {
-            Scope::Order => reduce_struct_then(Over::All, value, merge, f),
-            Scope::Id(id) => reduce_struct_then(Over::AllById(id), value, merge, f),
-            Scope::List(pes, id) => reduce_struct_then(Over::List(&pes, id), value, merge, f),
-            Scope::Group(group, id) => reduce_struct_then(Over::Group(group, id), value, merge, f),
-        }
+        let over = self.scope.over();
+        crate::cmi::reduce::reduce_struct_then(over, self.value, self.merge, f);
     }
 
     /// Joins the reduction; its result runs `target` on the root.
     pub fn then(self, target: impl ReductionTarget<T>) {
+        let over = self.scope.over();
         let dest = target.result_handler();
-        let Reduction {
-            value,
-            merge,
-            scope,
-        } = self;
-        match scope {
-            Scope::Order => crate::reduce_struct(value, merge, dest),
-            Scope::Id(id) => crate::reduce_struct_id(value, merge, dest, id),
-            Scope::List(pes, id) => crate::list_reduce_struct(&pes, value, merge, dest, id),
-            Scope::Group(group, id) => crate::group_reduce_struct(group, value, merge, dest, id),
+        crate::cmi::reduce::reduce_struct_over(over, self.value, self.merge, dest);
+    }
+}
+
+impl Scope {
+    /// The same scope, as the reductions take it.
+    fn over(&self) -> crate::cmi::reduce::Over<'_> {
+        use crate::cmi::reduce::Over;
+        match self {
+            Scope::Order => Over::All,
+            Scope::Id(id) => Over::AllById(*id),
+            Scope::List(pes, id) => Over::List(pes, *id),
+            Scope::Group(group, id) => Over::Group(*group, *id),
         }
     }
 }

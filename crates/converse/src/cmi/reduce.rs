@@ -599,19 +599,42 @@ where
                 describe(key)
             ));
         }
-        match over {
-            Over::All | Over::AllById(_) => {
-                deposit_struct(pe, key, Members::All, data, merge, THEN_HANDLER)
-            }
-            Over::List(pes, _) => {
-                check_list(pe, pes, &describe(key));
-                deposit_struct(pe, key, Members::List(pes), data, merge, THEN_HANDLER)
-            }
-            Over::Group(group, _) => group::with_members(pe, group.id(), move |pe, pes| {
-                deposit_struct(pe, key, Members::List(pes), data, merge, THEN_HANDLER)
-            }),
-        }
+        deposit_over(pe, key, over, data, merge, THEN_HANDLER);
     })
+}
+
+/// The struct-form reduction of `over`, its result for handler `dest`
+/// (what [`reduce_struct`] and its kin do, by a scope given as data).
+pub(crate) fn reduce_struct_over<T, M>(over: Over<'_>, data: T, merge: M, dest: usize)
+where
+    T: Serialize + DeserializeOwned + 'static,
+    M: FnOnce(T, Vec<T>) -> T + 'static,
+{
+    pe::with(|pe| {
+        let key = match &over {
+            Over::All => next_order_key(pe),
+            Over::AllById(id) | Over::List(_, id) | Over::Group(_, id) => id.0,
+        };
+        deposit_over(pe, key, over, data, merge, dest);
+    })
+}
+
+/// [`deposit_struct`] over the PEs `over` names, under `key`.
+fn deposit_over<T, M>(pe: &Pe, key: u32, over: Over<'_>, data: T, merge: M, dest: usize)
+where
+    T: Serialize + DeserializeOwned + 'static,
+    M: FnOnce(T, Vec<T>) -> T + 'static,
+{
+    match over {
+        Over::All | Over::AllById(_) => deposit_struct(pe, key, Members::All, data, merge, dest),
+        Over::List(pes, _) => {
+            check_list(pe, pes, &describe(key));
+            deposit_struct(pe, key, Members::List(pes), data, merge, dest)
+        }
+        Over::Group(group, _) => group::with_members(pe, group.id(), move |pe, pes| {
+            deposit_struct(pe, key, Members::List(pes), data, merge, dest)
+        }),
+    }
 }
 
 /// A typed reduction's result reached the front of its root's scheduler:

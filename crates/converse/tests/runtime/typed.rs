@@ -178,6 +178,21 @@ fn enqueued_values_run_by_priority() {
     assert_eq!(*order.lock().unwrap(), vec![-7, -2, 0, 3, 10]);
 }
 
+/// A function that logs what it is given with the calling PE, and ends
+/// the job once `all` entries are in.
+fn recorder(log: Arc<Mutex<Vec<(usize, String)>>>, all: usize) -> impl Fn(String) + Clone {
+    move |what: String| {
+        let n = {
+            let mut log = log.lock().unwrap();
+            log.push((converse::my_pe(), what));
+            log.len()
+        };
+        if n == all {
+            converse::exit(0);
+        }
+    }
+}
+
 /// Typed reductions end in a typed handler on their root: by call order
 /// over every PE, by ID, and over a PE list (the result on its first PE).
 #[test]
@@ -185,19 +200,7 @@ fn typed_reductions_end_in_their_handler() {
     let results: Arc<Mutex<Vec<(usize, String)>>> = Arc::new(Mutex::new(Vec::new()));
     let log = results.clone();
     let code = common::run(6, 2, move |_| {
-        let record = {
-            let log = log.clone();
-            move |what: String| {
-                let n = {
-                    let mut log = log.lock().unwrap();
-                    log.push((converse::my_pe(), what));
-                    log.len()
-                };
-                if n == 3 {
-                    converse::exit(0);
-                }
-            }
-        };
+        let record = recorder(log.clone(), 3);
         let r = record.clone();
         let sum = converse::handler(move |s: u64| r(format!("sum {s}")));
         let r = record.clone();
@@ -308,20 +311,7 @@ fn a_reduction_ends_in_the_roots_function() {
     let log = results.clone();
     let code = common::run(4, 2, move |_| {
         let me = converse::my_pe();
-        let record = {
-            let log = log.clone();
-            move |what: String| {
-                let n = {
-                    let mut log = log.lock().unwrap();
-                    log.push((converse::my_pe(), what));
-                    log.len()
-                };
-                // Every result is there: end the job from the last one.
-                if n == 3 {
-                    converse::exit(0);
-                }
-            }
-        };
+        let record = recorder(log.clone(), 3);
         let id = converse::global_reduction_id();
         let list_id = converse::global_reduction_id();
         let add = |a: u64, rest: Vec<u64>| a + rest.iter().sum::<u64>();
