@@ -305,6 +305,51 @@ fn a_program_linked_with_the_shared_library_runs() {
     expect_ok(&out, &["PE 0 heard from all 3 PEs"]);
 }
 
+/// A build system's link (`cc … $(convcc --libs)`) from a build
+/// directory gets the seed balancer's Charm++ names too, as an install's
+/// `--libs` gives them (`convcc` compiles them beside the library).
+#[test]
+fn convcc_libs_in_a_build_directory_link_the_seed_balancer() {
+    common::programs(DIR); // builds the libraries too
+    let out_dir = common::profile_dir().join("c-tests").join("libs-flags");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let source = out_dir.join("uses_cld.c");
+    std::fs::write(
+        &source,
+        "#include <stdio.h>\n#include \"converse.h\"\n#include \"cldb.h\"\n\
+         int main(void) {\n  void (*volatile enqueue)(int, void *, int) = CldEnqueue;\n  \
+         printf(\"linked %d\\n\", enqueue != 0);\n  return 0;\n}\n",
+    )
+    .unwrap();
+    let flags = |which: &str| -> Vec<String> {
+        let out = Command::new(env!("CARGO_BIN_EXE_convcc"))
+            .arg(which)
+            .env("CONVERSE_LIB", common::profile_dir())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "convcc {which}: {out:?}");
+        let text = String::from_utf8(out.stdout).unwrap();
+        text.split_whitespace().map(String::from).collect()
+    };
+    let libs = flags("--libs");
+    assert!(
+        libs.iter().any(|f| f.ends_with("converse-rs/cld.o")),
+        "{libs:?}"
+    );
+    let program = out_dir.join("uses_cld");
+    let st = Command::new("cc")
+        .args(flags("--cflags"))
+        .arg(&source)
+        .arg("-o")
+        .arg(&program)
+        .args(&libs)
+        .status()
+        .unwrap();
+    assert!(st.success(), "the link with convcc --libs failed");
+    let out = common::run_with_deadline(Command::new(&program));
+    expect_ok(&out, &["linked 1"]);
+}
+
 #[test]
 fn convcc_says_what_is_wrong_with_a_command_line() {
     let out = Command::new(env!("CARGO_BIN_EXE_convcc"))

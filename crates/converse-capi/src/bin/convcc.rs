@@ -227,18 +227,58 @@ fn cflags() -> Vec<String> {
 }
 
 /// The flags that link a Converse program with the static library
-/// (`--libs`; what `build` passes, but for the seed balancer's object,
-/// which `convcc` compiles itself and an install keeps in
-/// `lib/converse-rs/cld.o`).
-fn libs() -> Vec<String> {
+/// (`--libs`; what `build` passes). The seed balancer's object comes
+/// first: an install keeps it in `lib/converse-rs/cld.o`; in a build
+/// directory `convcc` compiles it beside the library when asked
+/// ([`in_tree_cld_object`]).
+fn libs() -> Result<Vec<String>, String> {
     let dir = lib_dir();
     let mut flags = vec!["-pthread".into(), "-rdynamic".into()];
-    if let Some(prefix) = installed_prefix() {
-        flags.push(prefix.join("lib/converse-rs/cld.o").display().to_string());
-    }
+    let cld = match installed_prefix() {
+        Some(prefix) => prefix.join("lib/converse-rs/cld.o"),
+        None => in_tree_cld_object(&dir)?,
+    };
+    flags.push(cld.display().to_string());
     flags.push(dir.join("libconverse_capi.a").display().to_string());
     flags.extend(SYSTEM_LIBS.iter().map(|s| s.to_string()));
-    flags
+    Ok(flags)
+}
+
+/// The seed balancer's names (`CLD_SHIM_C`) compiled in `dir/converse-rs/`
+/// of a build directory, for programs linked with `--libs` there: written
+/// and compiled when missing or when this `convcc`'s copy differs, so a
+/// build directory answers as an install does.
+fn in_tree_cld_object(dir: &Path) -> Result<PathBuf, String> {
+    let shim_dir = dir.join("converse-rs");
+    let (source, object) = (shim_dir.join("cld.c"), shim_dir.join("cld.o"));
+    let current = std::fs::read_to_string(&source).is_ok_and(|s| s == CLD_SHIM_C);
+    if current && object.is_file() {
+        return Ok(object);
+    }
+    let cannot = |e: &dyn std::fmt::Display| {
+        format!(
+            "cannot make the seed balancer's object {}: {e}",
+            object.display()
+        )
+    };
+    std::fs::create_dir_all(&shim_dir).map_err(|e| cannot(&e))?;
+    // Under names of this process's own, renamed into place: builds that
+    // ask at once (`make -j`) never read a half-written file.
+    let pid = std::process::id();
+    let (own_source, own_object) = (
+        shim_dir.join(format!("cld.{pid}.c")),
+        shim_dir.join(format!("cld.{pid}.o")),
+    );
+    std::fs::write(&own_source, CLD_SHIM_C).map_err(|e| cannot(&e))?;
+    let made = compile_shim(false, &own_source, &own_object)
+        .and_then(|()| std::fs::rename(&own_object, &object).map_err(|e| e.to_string()))
+        .and_then(|()| std::fs::rename(&own_source, &source).map_err(|e| e.to_string()));
+    if made.is_err() {
+        let _ = std::fs::remove_file(&own_source);
+        let _ = std::fs::remove_file(&own_object);
+    }
+    made.map_err(|e| cannot(&e))?;
+    Ok(object)
 }
 
 /// `convcc`'s own flags, which answer and build nothing: (flag, what it
@@ -336,7 +376,7 @@ fn info(flag: &str) -> Result<String, String> {
             }
         },
         "--cflags" => format!("{}\n", cflags().join(" ")),
-        "--libs" => format!("{}\n", libs().join(" ")),
+        "--libs" => format!("{}\n", libs()?.join(" ")),
         other => return Err(format!("{other}: not one of convcc's own flags")),
     })
 }
@@ -479,13 +519,13 @@ fn compile(r: &Request, source: &str, object: &str) -> Result<(), String> {
 
 /// Compiles the seed balancer's names (`CLD_SHIM_C`) with the C compiler,
 /// as position-independent code (the program may be a PIE).
-fn compile_shim(r: &Request, source: &Path, object: &Path) -> Result<(), String> {
+fn compile_shim(verbose: bool, source: &Path, object: &Path) -> Result<(), String> {
     let mut cmd = compiler(false);
     cmd.args(["-fPIC", "-O2", "-c"])
         .arg(source)
         .arg("-o")
         .arg(object);
-    run(cmd, r.verbose)
+    run(cmd, verbose)
 }
 
 fn build(r: &Request) -> Result<(), String> {
@@ -517,7 +557,7 @@ fn build(r: &Request) -> Result<(), String> {
         let shim = scratch.join("converse-rs-cld.c");
         std::fs::write(&shim, CLD_SHIM_C).map_err(|e| format!("{}: {e}", shim.display()))?;
         let shim_object = scratch.join("converse-rs-cld.o");
-        compile_shim(r, &shim, &shim_object)?;
+        compile_shim(r.verbose, &shim, &shim_object)?;
         let dir = lib_dir();
         let lib = dir.join(if r.shared {
             "libconverse_capi.so"
