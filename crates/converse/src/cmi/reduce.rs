@@ -566,6 +566,17 @@ pub(crate) enum Over<'a> {
     Group(Group, ReductionId),
 }
 
+impl Over<'_> {
+    /// The reduction's key on `pe`: its call-order count (taking the next
+    /// one) or its ID.
+    fn key(&self, pe: &Pe) -> u32 {
+        match self {
+            Over::All => next_order_key(pe),
+            Over::AllById(id) | Over::List(_, id) | Over::Group(_, id) => id.0,
+        }
+    }
+}
+
 /// As the struct-form reductions, but the result runs `then` on the root
 /// (PE 0, the list's first PE, the group's first member), as a handler
 /// would: the root keeps its own `then` until the result comes; the other
@@ -577,10 +588,7 @@ where
     F: FnOnce(T) + 'static,
 {
     pe::with(|pe| {
-        let key = match &over {
-            Over::All => next_order_key(pe),
-            Over::AllById(id) | Over::List(_, id) | Over::Group(_, id) => id.0,
-        };
+        let key = over.key(pe);
         let then: crate::cmi::state::Then = Box::new(move |bytes: &[u8]| {
             let value = postcard::from_bytes(bytes).unwrap_or_else(|e| {
                 abort(&format!(
@@ -603,18 +611,16 @@ where
     })
 }
 
-/// The struct-form reduction of `over`, its result for handler `dest`
-/// (what [`reduce_struct`] and its kin do, by a scope given as data).
+/// The struct-form reduction of `over`, its result for handler `dest`:
+/// what [`reduce_struct`] and its three kin call, and typed reductions
+/// ending in a handler.
 pub(crate) fn reduce_struct_over<T, M>(over: Over<'_>, data: T, merge: M, dest: usize)
 where
     T: Serialize + DeserializeOwned + 'static,
     M: FnOnce(T, Vec<T>) -> T + 'static,
 {
     pe::with(|pe| {
-        let key = match &over {
-            Over::All => next_order_key(pe),
-            Over::AllById(id) | Over::List(_, id) | Over::Group(_, id) => id.0,
-        };
+        let key = over.key(pe);
         deposit_over(pe, key, over, data, merge, dest);
     })
 }
@@ -859,10 +865,7 @@ where
     T: Serialize + DeserializeOwned + 'static,
     M: FnOnce(T, Vec<T>) -> T + 'static,
 {
-    pe::with(|pe| {
-        let key = next_order_key(pe);
-        deposit_struct(pe, key, Members::All, data, merge, dest);
-    })
+    reduce_struct_over(Over::All, data, merge, dest)
 }
 
 /// As [`reduce`], matched by `id` instead of call order (`CmiReduceID`).
@@ -885,9 +888,7 @@ where
     T: Serialize + DeserializeOwned + 'static,
     M: FnOnce(T, Vec<T>) -> T + 'static,
 {
-    pe::with(|pe| {
-        deposit_struct(pe, id.0, Members::All, data, merge, dest);
-    })
+    reduce_struct_over(Over::AllById(id), data, merge, dest)
 }
 
 /// Contributes `msg` to reduction `id` over the PEs of `pes`
@@ -914,10 +915,7 @@ where
     T: Serialize + DeserializeOwned + 'static,
     M: FnOnce(T, Vec<T>) -> T + 'static,
 {
-    pe::with(|pe| {
-        check_list(pe, pes, &describe(id.0));
-        deposit_struct(pe, id.0, Members::List(pes), data, merge, dest);
-    })
+    reduce_struct_over(Over::List(pes, id), data, merge, dest)
 }
 
 /// Contributes `msg` to reduction `id` over the members of `group`
@@ -945,11 +943,7 @@ where
     T: Serialize + DeserializeOwned + 'static,
     M: FnOnce(T, Vec<T>) -> T + 'static,
 {
-    pe::with(|pe| {
-        group::with_members(pe, group.id(), move |pe, pes| {
-            deposit_struct(pe, id.0, Members::List(pes), data, merge, dest)
-        });
-    })
+    reduce_struct_over(Over::Group(group, id), data, merge, dest)
 }
 
 /// A new reduction ID, the same on every PE provided every PE calls this in
